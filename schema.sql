@@ -1,0 +1,1 @@
+worlddb_lite/schema.sql

@@ -1,0 +1,148 @@
+"""The SQLite connection: apsw, pragmas, sqlite-vec, schema install, version checks.
+
+apsw is used instead of the stdlib ``sqlite3`` because it bundles a current SQLite
+and can load extensions on every platform (see DESIGN.md). Raw SQLite errors are
+translated into ``WorldDBError`` subclasses here and nowhere else.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import re
+import time
+from collections.abc import Callable, Iterator
+from importlib import resources
+from pathlib import Path
+from typing import TypeVar
+
+import apsw
+import sqlite_vec
+
+from .errors import (
+    IntegrityViolation,
+    InvalidInput,
+    NotAStore,
+    SchemaTooNew,
+    StoreBusy,
+    WorldDBError,
+)
+
+SCHEMA_VERSION = 1
+BUSY_TIMEOUT_MS = 5_000
+T = TypeVar("T")
+
+
+def schema_sql(dim: int = 256) -> str:
+    """The packaged schema, with the vector table sized for ``dim``."""
+    text = resources.files("worlddb_lite").joinpath("schema.sql").read_text("utf-8")
+    return re.sub(r"float\[\d+\]", f"float[{int(dim)}]", text)
+
+
+def connect(path: str | Path) -> apsw.Connection:
+    """Open a connection with the store's pragmas and sqlite-vec loaded."""
+    target = str(path)
+    try:
+        conn = apsw.Connection(target)
+    except apsw.CantOpenError as exc:
+        raise NotAStore(f"cannot open {target}: {exc}; check the path and its permissions") from None
+    conn.set_busy_timeout(BUSY_TIMEOUT_MS)
+    conn.enable_load_extension(True)
+    conn.load_extension(sqlite_vec.loadable_path())
+    conn.enable_load_extension(False)
+    try:
+        if target != ":memory:":
+            conn.execute("pragma journal_mode = wal")
+        conn.execute("pragma synchronous = normal")
+        conn.execute("pragma foreign_keys = on")
+        conn.execute("pragma cache_size = -65536")  # 64 MiB page cache
+        conn.execute("pragma temp_store = memory")
+    except apsw.NotADBError:
+        conn.close()
+        raise NotAStore(
+            f"{target} is not a SQLite database, so it cannot be a worlddb store; "
+            "give the path of a store or a new file name"
+        ) from None
+    return conn
+
+
+def user_version(conn: apsw.Connection) -> int:
+    """The schema version recorded in the file header."""
+    try:
+        return int(conn.execute("pragma user_version").fetchall()[0][0])
+    except apsw.NotADBError:
+        raise NotAStore("the file is not a SQLite database, so it cannot be a worlddb store") from None
+
+
+def install_or_check(conn: apsw.Connection, path: str, dim: int, create: bool) -> bool:
+    """Install the schema into an empty file, or check an existing store. Returns True if new."""
+    version = user_version(conn)
+    tables = {r[0] for r in conn.execute("select name from sqlite_schema where type = 'table'")}
+    if version == 0 and not tables:
+        if not create:
+            raise NotAStore(f"{path} holds no worlddb store; run `worlddb init {path}` first")
+        with conn:
+            conn.execute(schema_sql(dim))
+            conn.execute(f"pragma user_version = {SCHEMA_VERSION}")
+            conn.execute(
+                "insert into meta (key, value) values ('schema_version', ?)", (str(SCHEMA_VERSION),)
+            )
+        return True
+    if "meta" not in tables or "node" not in tables:
+        raise NotAStore(
+            f"{path} is a SQLite database but not a worlddb store (no meta/node tables); "
+            "use a new file name for a new store"
+        )
+    if version > SCHEMA_VERSION:
+        raise SchemaTooNew(
+            f"{path} has schema version {version}, newer than this worlddb_lite "
+            f"(version {SCHEMA_VERSION}); upgrade worlddb_lite to open it"
+        )
+    if version < SCHEMA_VERSION:
+        raise SchemaTooNew(  # no older version exists yet; migrations land with version 2
+            f"{path} has schema version {version}, which this worlddb_lite cannot migrate"
+        )
+    return False
+
+
+@contextlib.contextmanager
+def translate() -> Iterator[None]:
+    """Turn raw SQLite errors into WorldDBError subclasses (the store boundary)."""
+    try:
+        yield
+    except WorldDBError:
+        raise
+    except apsw.ConstraintError as exc:
+        message = str(exc)
+        if "worlddb:" in message:
+            raise IntegrityViolation(message.split("ConstraintError: ", 1)[-1]) from None
+        raise IntegrityViolation(f"the store refused the write: {message}") from None
+    except apsw.BusyError:
+        raise StoreBusy(
+            "another process held the store's write lock past the retry budget; try again"
+        ) from None
+    except apsw.NotADBError:
+        raise NotAStore("the file is not a SQLite database") from None
+    except (apsw.TooBigError, OverflowError) as exc:
+        raise InvalidInput(f"a value is too large to store: {exc}") from None
+
+
+def with_retry(action: Callable[[], T], *, attempts: int = 8) -> T:
+    """Run a write transaction, retrying with backoff when the file is locked.
+
+    The busy timeout already waits inside SQLite; this catches the cases it cannot
+    (a deadlock-avoidance BUSY on upgrade) so "database is locked" never reaches a caller
+    until the budget is spent.
+    """
+    delay = 0.01
+    for attempt in range(attempts):
+        try:
+            return action()
+        except (apsw.BusyError, StoreBusy):
+            if attempt == attempts - 1:
+                raise StoreBusy(
+                    f"the store stayed locked through {attempts} attempts; another writer holds it"
+                ) from None
+            time.sleep(delay * (1 + random.random()))
+            delay = min(delay * 2, 1.0)
+    raise AssertionError("unreachable")

@@ -1,0 +1,237 @@
+"""``worlddb``: the command line. Parses, calls the facade, prints. No SQL, no handlers.
+
+Every command takes ``--json`` for machine-readable output. Errors are turned into
+one-line messages (exit code 2) in one place, ``main``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from .db import WorldDB
+from .embed import StaticEmbedder
+from .errors import WorldDBError
+from .types import Node
+
+Handler = Callable[[argparse.Namespace], Any]
+COMMANDS: dict[str, tuple[str, Handler, Callable[[argparse.ArgumentParser], None]]] = {}
+
+
+def command(name: str, help_text: str, arguments: Callable[[argparse.ArgumentParser], None]) -> Callable[[Handler], Handler]:
+    """Register a sub-command with its help text and arguments."""
+    def wrap(handler: Handler) -> Handler:
+        COMMANDS[name] = (help_text, handler, arguments)
+        return handler
+    return wrap
+
+
+def _open(args: argparse.Namespace, *, create: bool = False) -> WorldDB:
+    if args.model:
+        return WorldDB(args.db, embedder=StaticEmbedder(args.model), create=create)
+    return WorldDB(args.db, create=create)
+
+
+def _node_text(node: Node) -> str:
+    interval = f"[{node.valid_at} .. {node.invalid_at or 'open'})"
+    flags = [f for f, on in (("retired", node.retired), ("retracted", node.expired_at), ("purged", node.purged)) if on]
+    head = f"{node.id}  {node.type}  {interval}" + (f"  ({', '.join(flags)})" if flags else "")
+    lines = [head]
+    if node.name:
+        lines.append(f"  name: {node.name}")
+    if node.content:
+        lines.append(f"  {node.content}")
+    for other in node.superseded_by:
+        lines.append(f"  superseded by {other}")
+    for other in node.contradicted_by:
+        lines.append(f"  contradicted by {other}")
+    return "\n".join(lines)
+
+
+def _plain(value: Any) -> Any:
+    """Dataclasses, tuples and enums as JSON-ready values."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _db_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("db", help="path of the store file")
+
+
+def _with(*extra: Callable[[argparse.ArgumentParser], None]) -> Callable[[argparse.ArgumentParser], None]:
+    def arguments(p: argparse.ArgumentParser) -> None:
+        _db_arg(p)
+        for add in extra:
+            add(p)
+    return arguments
+
+
+def _ref(p: argparse.ArgumentParser) -> None:
+    p.add_argument("id", help="node id (64 hex characters) or a unique prefix of at least 8")
+
+
+@command("init", "create an empty store (with the bundled embedder unless --model is given)", _with())
+def cmd_init(args: argparse.Namespace) -> Any:
+    with _open(args, create=True) as db:
+        return {"path": db.path, "root": db.root(), "embedder": db.stats()["embedder"]}
+
+
+@command("write", "store text verbatim in a scope; prints the new id", _with(
+    lambda p: p.add_argument("text", help="the memory, verbatim"),
+    lambda p: p.add_argument("--scope", default="default", help="scope world to write into (default: default)"),
+    lambda p: p.add_argument("--type", default="Memory", help="node type (default: Memory)"),
+    lambda p: p.add_argument("--name", help="optional name of the node"),
+    lambda p: p.add_argument("--valid-at", help="when it became true (ISO-8601; default: now)"),
+))
+def cmd_write(args: argparse.Namespace) -> Any:
+    with _open(args, create=True) as db:
+        return db.write(args.text, scope=args.scope, type=args.type, name=args.name, valid_at=args.valid_at)
+
+
+@command("read", "print one node (any version)", _with(
+    _ref, lambda p: p.add_argument("--as-of", help="only if valid at this time"),
+))
+def cmd_read(args: argparse.Namespace) -> Any:
+    with _open(args) as db:
+        return db.read(args.id, as_of=args.as_of)
+
+
+@command("amend", "write a new version that supersedes a memory; prints the new id", _with(
+    _ref, lambda p: p.add_argument("text", help="the new content"),
+    lambda p: p.add_argument("--valid-at", help="when the new version became true (default: now)"),
+))
+def cmd_amend(args: argparse.Namespace) -> Any:
+    with _open(args) as db:
+        return db.amend(args.id, args.text, valid_at=args.valid_at)
+
+
+@command("retire", "close a memory's validity (its history stays)", _with(
+    _ref, lambda p: p.add_argument("--at", help="when it stopped being true (default: now)"),
+))
+def cmd_retire(args: argparse.Namespace) -> Any:
+    with _open(args) as db:
+        db.retire(args.id, at=args.at)
+        return db.read(args.id)
+
+
+@command("history", "every version of a memory with its validity interval", _with(_ref))
+def cmd_history(args: argparse.Namespace) -> Any:
+    with _open(args) as db:
+        return db.history(args.id)
+
+
+@command("link", "write an edge through its type's handler (same_as stages a proposal)", _with(
+    lambda p: p.add_argument("src", help="source node id or prefix"),
+    lambda p: p.add_argument("dst", help="target node id or prefix"),
+    lambda p: p.add_argument("type", help="edge type, e.g. refers_to, contradicts, same_as"),
+))
+def cmd_link(args: argparse.Namespace) -> Any:
+    with _open(args) as db:
+        return db.link(args.src, args.dst, args.type)
+
+
+@command("search", "full-text (BM25) search over what is valid now", _with(
+    lambda p: p.add_argument("query", help="free text"),
+    lambda p: p.add_argument("--k", type=int, default=10, help="how many hits (default 10)"),
+))
+def cmd_search(args: argparse.Namespace) -> Any:
+    with _open(args) as db:
+        return [{"score": round(score, 4), "node": node} for node, score in db.search(args.query, k=args.k)]
+
+
+@command("merges", "list same_as merge proposals", _with(
+    lambda p: p.add_argument("--status", default="pending", choices=["pending", "accepted", "rejected", "all"]),
+))
+def cmd_merges(args: argparse.Namespace) -> Any:
+    with _open(args) as db:
+        return db.merge_proposals(None if args.status == "all" else args.status)
+
+
+@command("merge", "accept or reject a merge proposal", _with(
+    lambda p: p.add_argument("pid", type=int, help="proposal number (see `worlddb merges`)"),
+    lambda p: p.add_argument("decision", choices=["accept", "reject"]),
+))
+def cmd_merge(args: argparse.Namespace) -> Any:
+    with _open(args) as db:
+        (db.accept_merge if args.decision == "accept" else db.reject_merge)(args.pid)
+        return db.merge_proposal(args.pid)
+
+
+@command("verify", "recompute every hash and root and check every invariant; non-zero exit on violations", _with())
+def cmd_verify(args: argparse.Namespace) -> Any:
+    with _open(args) as db:
+        report = db.verify(progress=None if args.json else (lambda m: print(f"checking {m}…", file=sys.stderr)))
+        return report
+
+
+@command("stats", "counts, sizes and the store's root", _with())
+def cmd_stats(args: argparse.Namespace) -> Any:
+    with _open(args) as db:
+        return db.stats()
+
+
+def _print(result: Any, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(_plain(result), ensure_ascii=False, indent=2))
+        return
+    if isinstance(result, Node):
+        print(_node_text(result))
+    elif isinstance(result, list) and result and isinstance(result[0], Node):
+        print("\n".join(_node_text(n) for n in result))
+    elif isinstance(result, list) and result and isinstance(result[0], dict) and "node" in result[0]:
+        for hit in result:
+            print(f"{hit['score']:8.3f}  " + _node_text(hit["node"]))
+    elif isinstance(result, str):
+        print(result)
+    elif hasattr(result, "violations"):
+        for v in result.violations:
+            print(f"VIOLATION {v.invariant}: {v.detail}")
+        counts = ", ".join(f"{k}={v}" for k, v in result.checked.items())
+        print(("ok: " if result.ok else f"{len(result.violations)} violation(s); ") + f"checked {counts}")
+    elif isinstance(result, dict):
+        for key, value in result.items():
+            print(f"{key}: {value}")
+    elif result is None:
+        pass
+    else:
+        print(json.dumps(_plain(result), ensure_ascii=False, indent=2))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser with every sub-command."""
+    parser = argparse.ArgumentParser(prog="worlddb", description="worlddb_lite: an assistant's memory in one SQLite file")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, (help_text, handler, arguments) in COMMANDS.items():
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        arguments(p)
+        p.add_argument("--json", action="store_true", help="print JSON")
+        p.add_argument("--model", help="folder of a model2vec model (default: the bundled one)")
+        p.set_defaults(handler=handler)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``worlddb`` command. Returns the exit code."""
+    args = build_parser().parse_args(argv)
+    try:
+        result = args.handler(args)
+    except WorldDBError as exc:
+        print(f"worlddb {args.command}: {exc}", file=sys.stderr)
+        return 2
+    _print(result, args.json)
+    if hasattr(result, "violations") and result.violations:
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,610 @@
+"""The WorldDB facade: open a store file and read and write memory through one object.
+
+>>> with WorldDB("memory.db") as db:                       # doctest: +SKIP
+...     first = db.write("I live in Lisbon", scope="alice")
+...     second = db.amend(first, "I live in Porto")      # the old version stays, closed
+...     [v.content for v in db.history(second)]
+['I live in Lisbon', 'I live in Porto']
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import _sqlite
+from .edges import EdgeRegistry, EdgeType
+from .embed import Embedder, StaticEmbedder
+from .errors import EmbedderMismatch, InvalidInput, NotCurrent, NotFound
+from .reconciler import Reconciler, Txn, normalise_alias
+from .store import Store, believed_sql, visible_sql
+from .temporal import Clock, TimeLike, parse_time, system_clock
+from .types import Direction, Edge, Identity, MergeProposal, MergeStatus, Node, Subgraph, VerifyReport
+
+DEFAULT_SCOPE = "default"
+EXTERNAL_VECTORS = "external"
+_DEFAULT = object()
+
+
+def _text(value: str | bytes | None, field: str, *, required: bool) -> str | None:
+    """Validate caller text: UTF-8, and non-empty where required."""
+    if value is None:
+        if required:
+            raise InvalidInput(f"{field} is required")
+        return None
+    if isinstance(value, bytes):
+        try:
+            value = value.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InvalidInput(f"{field} is not valid UTF-8 ({exc.reason}); decode it first") from None
+    if not isinstance(value, str):
+        raise InvalidInput(f"{field} must be text, got {type(value).__name__}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidInput(f"{field} is not valid UTF-8 (it holds undecodable bytes)") from None
+    if "\x00" in value:
+        raise InvalidInput(f"{field} holds a NUL character; remove it")
+    if required and not value.strip():
+        raise InvalidInput(f"{field} is empty; there is nothing to remember")
+    return value
+
+
+class WorldDB:
+    """One memory store in one SQLite file.
+
+    ``embedder``: leave it out for the bundled static model; pass an ``Embedder`` to use
+    another; pass ``None`` for a store whose vectors the caller supplies (``dim`` sets
+    their size). The store records the choice and refuses to open with another one.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        embedder: Embedder | None | object = _DEFAULT,
+        dim: int = 256,
+        clock: Clock | None = None,
+        create: bool = True,
+    ) -> None:
+        self.path = str(path)
+        self._clock = clock or system_clock
+        self._conn = _sqlite.connect(self.path)
+        try:
+            self._embedder, model_id, self.dim = self._choose_embedder(embedder, dim)
+            new = _sqlite.install_or_check(self._conn, self.path, self.dim, create)
+            self._check_meta(new, model_id)
+        except BaseException:
+            self._conn.close()
+            raise
+        self._store = Store(self._conn)
+        self._registry = EdgeRegistry()
+        self._reconciler = Reconciler(
+            self._conn, self._store, self._registry, self._clock, self._embedder, self.dim
+        )
+        if new:
+            with self._txn() as txn:
+                txn.add_root()
+        self._root = self._root_nid()
+
+    # ---- opening ------------------------------------------------------------------
+
+    def _choose_embedder(self, embedder: object, dim: int) -> tuple[Embedder | None, str, int]:
+        existing = self._meta_value("embedder_id")
+        if embedder is _DEFAULT:
+            if existing is not None and existing not in ("minilm-l6-static-256", EXTERNAL_VECTORS):
+                raise EmbedderMismatch(
+                    f"{self.path} was embedded with {existing!r}; open it with that embedder "
+                    "(WorldDB(path, embedder=...)) or re-embed it"
+                )
+            if existing == EXTERNAL_VECTORS:
+                return None, EXTERNAL_VECTORS, int(self._meta_value("embedder_dim") or dim)
+            model = StaticEmbedder()
+            return model, model.model_id, model.dim
+        if embedder is None:
+            return None, EXTERNAL_VECTORS, int(self._meta_value("embedder_dim") or dim)
+        if not isinstance(embedder, Embedder):
+            raise InvalidInput("embedder must implement worlddb_lite.Embedder (model_id, dim, embed)")
+        return embedder, embedder.model_id, int(embedder.dim)
+
+    def _meta_value(self, key: str) -> str | None:
+        try:
+            row = self._conn.execute("select value from meta where key = ?", (key,)).fetchone()
+        except Exception:  # no meta table yet (new file) or not a store: install_or_check explains
+            return None
+        return None if row is None else str(row[0])
+
+    def _check_meta(self, new: bool, model_id: str) -> None:
+        if new:
+            with self._conn:
+                self._conn.executemany(
+                    "insert into meta (key, value) values (?, ?)",
+                    [("embedder_id", model_id), ("embedder_dim", str(self.dim)),
+                     ("created_at", self._clock())],
+                )
+            return
+        stored_id, stored_dim = self._meta_value("embedder_id"), self._meta_value("embedder_dim")
+        if stored_id != model_id or stored_dim != str(self.dim):
+            raise EmbedderMismatch(
+                f"{self.path} was embedded with {stored_id!r} ({stored_dim} dimensions), "
+                f"not {model_id!r} ({self.dim}); open it with that embedder, or re-embed the store"
+            )
+
+    def _root_nid(self) -> int:
+        row = self._conn.execute("select nid from node where parent is null").fetchone()
+        if row is None:
+            raise NotFound(f"{self.path} has no root world; run `worlddb verify` on it")
+        return int(row[0])
+
+    def close(self) -> None:
+        """Close the file (safe to call twice)."""
+        self._conn.close()
+
+    def __enter__(self) -> WorldDB:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---- transactions -------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _txn(self) -> Iterator[Txn]:
+        with _sqlite.translate(), self._reconciler.transaction() as txn:
+            yield txn
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[WorldDB]:
+        """Group many writes into one transaction: all land, or none do.
+
+        >>> with db.batch():                                  # doctest: +SKIP
+        ...     for line in lines:
+        ...         db.write(line)
+        """
+        with self._txn():
+            yield self
+
+    def register_edge_type(self, edge_type: EdgeType, *, replace: bool = False) -> None:
+        """Add a custom edge type (subclass ``worlddb_lite.edges.BaseEdgeType``)."""
+        self._registry.register(edge_type, replace=replace)
+
+    # ---- worlds -------------------------------------------------------------------
+
+    def world(self, name: str, *, parent: str | None = None, type: str = "World") -> str:
+        """Get or create the world called ``name`` inside ``parent`` (the root by default).
+
+        Its id depends only on type, name and parent, so the same call always names the same world.
+        """
+        name = _text(name, "world name", required=True)  # type: ignore[assignment]
+        with self._txn() as txn:
+            parent_nid = self._store.resolve(parent) if parent is not None else self._root
+            nid, _ = txn.add_node(type_=type, parent=parent_nid, name=name, timeless=True)
+            return self._store.header(nid).id.hex()
+
+    def scope(self, name: str) -> str:
+        """Get or create a Scope world (a user, agent, app or run) by name."""
+        return self.world(name, type="Scope")
+
+    @property
+    def root_id(self) -> str:
+        """Id of the store's root world."""
+        return self._store.header(self._root).id.hex()
+
+    # ---- writes -------------------------------------------------------------------
+
+    def write(
+        self,
+        text: str | bytes,
+        *,
+        scope: str = DEFAULT_SCOPE,
+        world: str | None = None,
+        type: str = "Memory",
+        name: str | None = None,
+        valid_at: TimeLike | None = None,
+        props: Mapping[str, Any] | None = None,
+        vector: Sequence[float] | np.ndarray | None = None,
+        aliases: Sequence[str] = (),
+        salience: float = 0.0,
+    ) -> str:
+        """Store ``text`` verbatim in ``world`` (or in the Scope called ``scope``); return its id.
+
+        ``valid_at`` is when it became true (default: now). Writing the same text with the
+        same valid time into the same world returns the existing id.
+        """
+        content = _text(text, "text", required=True)
+        name = _text(name, "name", required=False)
+        valid = parse_time(valid_at, field="valid_at") if valid_at is not None else None
+        with self._txn() as txn:
+            parent = self._store.resolve(world) if world is not None else self._scope_nid(txn, scope)
+            nid, _ = txn.add_node(
+                type_=type, parent=parent, name=name, content=content, props=props,
+                valid_at=valid, vector=None if vector is None else np.asarray(vector),
+                aliases=[a for a in (_text(x, "alias", required=True) for x in aliases) if a],
+                salience=float(salience),
+            )
+            return self._store.header(nid).id.hex()
+
+    def _scope_nid(self, txn: Txn, scope: str) -> int:
+        name = _text(scope, "scope", required=True)
+        nid, _ = txn.add_node(type_="Scope", parent=self._root, name=name, timeless=True)
+        return nid
+
+    def amend(
+        self,
+        ref: str,
+        text: str | bytes,
+        *,
+        valid_at: TimeLike | None = None,
+        props: Mapping[str, Any] | None = None,
+    ) -> str:
+        """Write a new version of a memory that supersedes it; the old content stays, closed."""
+        content = _text(text, "text", required=True)
+        valid = parse_time(valid_at, field="valid_at") if valid_at is not None else None
+        with self._txn() as txn:
+            old_nid = self._store.resolve(ref)
+            old = self._store.node_row(old_nid)
+            current = self._store.to_node(old, ("supersedes",))
+            if not current.is_current:
+                newer = ", ".join(i[:12] for i in current.superseded_by) or "none"
+                raise NotCurrent(
+                    f"{current.id[:12]} is no longer current (superseded by: {newer}; "
+                    f"retired: {current.retired}); amend its current version"
+                )
+            merged = {**current.props, **(props or {})}
+            nid, _ = txn.add_node(
+                type_=old.type, parent=old.parent, name=current.name,  # type: ignore[arg-type]
+                content=content, props=merged, valid_at=valid,
+            )
+            txn.add_edge("supersedes", nid, old_nid)
+            return self._store.header(nid).id.hex()
+
+    def retire(self, ref: str, *, at: TimeLike | None = None) -> None:
+        """Close a memory's validity (it stops being true; its history stays)."""
+        when = parse_time(at, field="at") if at is not None else None
+        with self._txn() as txn:
+            txn.close(self._store.resolve(ref), when, retire=True)
+
+    def retract(self, ref: str) -> None:
+        """Stop believing a memory from now on (belief time); what was believed before stays readable."""
+        with self._txn() as txn:
+            txn.close(self._store.resolve(ref), expire=True)
+
+    def link(
+        self,
+        src: str,
+        dst: str,
+        type: str,
+        *,
+        props: Mapping[str, Any] | None = None,
+        valid_at: TimeLike | None = None,
+    ) -> Edge | MergeProposal:
+        """Write an edge through its type's handler. same_as returns the staged proposal."""
+        valid = parse_time(valid_at, field="valid_at") if valid_at is not None else None
+        with self._txn() as txn:
+            result = txn.add_edge(
+                type, self._store.resolve(src), self._store.resolve(dst), props=props, valid_at=valid
+            )
+            if result.eid is not None:
+                return self._store.to_edge(self._store.edge_row(result.eid))
+            if result.proposal is not None:
+                return self._store.proposal_row(result.proposal)
+            found = self._store.proposal(self._store.resolve(src), self._store.resolve(dst))
+            assert found is not None  # a skipped same_as row always has a proposal
+            return self._store.proposal_row(found[0])
+
+    def unlink(self, edge_ref: str, *, at: TimeLike | None = None) -> None:
+        """Close an edge's validity through its type's on_delete handler."""
+        when = parse_time(at, field="at") if at is not None else None
+        with self._txn() as txn:
+            txn.close_edge(self._store.resolve_edge(edge_ref), when)
+
+    def add_alias(self, ref: str, alias: str, *, source: str | None = None) -> None:
+        """Record another name a node is known by."""
+        with self._txn() as txn:
+            txn.add_alias(self._store.resolve(ref), alias, source)
+
+    # ---- identity -----------------------------------------------------------------
+
+    def accept_merge(self, pid: int) -> None:
+        """Accept a same_as proposal: writes same_as both ways (symmetric)."""
+        with self._txn() as txn:
+            txn.decide_merge(int(pid), accept=True)
+
+    def reject_merge(self, pid: int) -> None:
+        """Reject a same_as proposal: both sides stay independent, and the pair is not proposed again."""
+        with self._txn() as txn:
+            txn.decide_merge(int(pid), accept=False)
+
+    def merge_proposals(self, status: MergeStatus | str | None = MergeStatus.PENDING) -> list[MergeProposal]:
+        """Proposals of a status (pending by default; None for all)."""
+        with _sqlite.translate():
+            return self._store.proposals(MergeStatus(status) if status is not None else None)
+
+    def merge_proposal(self, pid: int) -> MergeProposal:
+        """One proposal by number."""
+        with _sqlite.translate():
+            return self._store.proposal_row(int(pid))
+
+    def equivalence_class(self, ref: str) -> tuple[str, ...]:
+        """Every node joined to ``ref`` through accepted same_as, transitively (sorted ids)."""
+        return tuple(sorted(self._store.header(n).id.hex() for n in self._class_nids(ref)))
+
+    def _class_nids(self, ref: str) -> set[int]:
+        start = self._store.resolve(ref)
+        seen = {start}
+        frontier = [start]
+        while frontier:
+            for other in self._store.same_as_neighbours(frontier.pop()):
+                if other not in seen:
+                    seen.add(other)
+                    frontier.append(other)
+        return seen
+
+    def export_identity(self, ref: str) -> Identity:
+        """The equivalence class of ``ref`` with the union of its members' names, aliases and provenance."""
+        nids = sorted(self._class_nids(ref))
+        nodes = [self._store.to_node(self._store.node_row(n)) for n in nids]
+        names = sorted({n.name for n in nodes if n.name})
+        aliases = sorted({a for n in nids for a in self._store.aliases(n)})
+        provenance = tuple(
+            {"node": node.id, "type": node.type, "created_at": node.created_at,
+             **({"source": node.props["provenance"]} if "provenance" in node.props else {})}
+            for node in nodes
+        )
+        return Identity(tuple(n.id for n in nodes), tuple(names), tuple(aliases), provenance)
+
+    def lookup_alias(self, alias: str) -> tuple[str, ...]:
+        """Ids of nodes known by this name or alias (case-insensitive)."""
+        norm = normalise_alias(_text(alias, "alias", required=True) or "")
+        rows = self._conn.execute("select nid from alias where norm = ? order by nid", (norm,))
+        return tuple(self._store.header(int(r[0])).id.hex() for r in rows)
+
+    # ---- reads --------------------------------------------------------------------
+
+    def _times(self, as_of: TimeLike | None, known_as_of: TimeLike | None) -> tuple[str, str]:
+        now = self._clock()
+        valid = parse_time(as_of, field="as_of") if as_of is not None else now
+        belief = parse_time(known_as_of, field="known_as_of") if known_as_of is not None else now
+        return valid, belief
+
+    def _annotations(self, include_superseded: bool) -> frozenset[str]:
+        return self._registry.rules(include_superseded=include_superseded).annotate
+
+    def read(self, ref: str, *, as_of: TimeLike | None = None, known_as_of: TimeLike | None = None) -> Node:
+        """A node by id or unique prefix (any version). With ``as_of``, only if visible then."""
+        with _sqlite.translate():
+            nid = self._store.resolve(ref)
+            if as_of is not None or known_as_of is not None:
+                valid, belief = self._times(as_of, known_as_of)
+                hit = self._conn.execute(
+                    "select 1 from node_state as s where s.nid = ?3 and " + visible_sql(), (valid, belief, nid)
+                ).fetchone()
+                if hit is None:
+                    raise NotFound(f"{ref} was not valid at {valid} as known at {belief}")
+            return self._store.to_node(self._store.node_row(nid), self._annotations(True))
+
+    def history(self, ref: str) -> list[Node]:
+        """Every version of a memory (joined by supersedes), oldest valid time first."""
+        with _sqlite.translate():
+            start = self._store.resolve(ref)
+            seen = {start}
+            frontier = [start]
+            while frontier:
+                current = frontier.pop()
+                for (other,) in self._conn.execute(
+                    "select dst from edge where src = ?1 and type = 'supersedes' "
+                    "union select src from edge where dst = ?1 and type = 'supersedes'", (current,)
+                ):
+                    if other not in seen:
+                        seen.add(other)
+                        frontier.append(other)
+            nodes = [self._store.to_node(self._store.node_row(n), self._annotations(True)) for n in seen]
+            return sorted(nodes, key=lambda n: (n.valid_at, n.created_at, n.id))
+
+    def nodes(
+        self,
+        *,
+        world: str | None = None,
+        type: str | None = None,
+        as_of: TimeLike | None = None,
+        known_as_of: TimeLike | None = None,
+        include_superseded: bool = False,
+        limit: int = 1000,
+    ) -> list[Node]:
+        """Nodes inside ``world`` (the root by default), at any depth, that are visible.
+
+        Containment: only descendants of the world (through parents and contains edges).
+        Default: what is valid and believed now; ``include_superseded`` adds closed versions.
+        """
+        valid, belief = self._times(as_of, known_as_of)
+        rules = self._registry.rules(include_superseded=include_superseded)
+        membership = sorted(rules.membership)
+        with _sqlite.translate():
+            start = self._store.resolve(world) if world is not None else self._root
+            predicate = believed_sql() if include_superseded else visible_sql()
+            placeholders = ",".join("?" for _ in membership) or "''"
+            sql = (
+                "with recursive inside(nid) as (select ?3 union "
+                "select n.nid from node as n join inside on n.parent = inside.nid union "
+                f"select e.dst from edge as e join inside on e.src = inside.nid where e.type in ({placeholders}) "
+                "and e.invalid_at is null and e.expired_at is null) "
+                "select nid from inside where nid != ?3"
+            )
+            params: list[Any] = [valid, belief, start, *membership]
+            nids = [int(r[0]) for r in self._conn.execute(sql, params)]
+            out: list[Node] = []
+            for nid in nids:
+                row = self._conn.execute(
+                    "select 1 from node_state as s join node as n on n.nid = s.nid where s.nid = ?3 "
+                    "and n.body is not null and (?4 is null or n.type = ?4) and " + predicate,
+                    (valid, belief, nid, type),
+                ).fetchone()
+                if row is not None:
+                    out.append(self._store.to_node(self._store.node_row(nid), rules.annotate))
+                    if len(out) >= limit:
+                        break
+            return out
+
+    def neighbours(
+        self,
+        ref: str,
+        *,
+        types: Sequence[str] | None = None,
+        direction: Direction | str = Direction.OUT,
+        as_of: TimeLike | None = None,
+        known_as_of: TimeLike | None = None,
+        include_superseded: bool = False,
+    ) -> Subgraph:
+        """One hop from a node: the seed, its visible neighbours and the edges followed."""
+        valid, belief = self._times(as_of, known_as_of)
+        direction = Direction(direction)
+        for edge_type in types or ():
+            self._registry.get(edge_type)
+        with _sqlite.translate():
+            seed = self._store.resolve(ref)
+            edge_pred = visible_sql("e") if not include_superseded else believed_sql("e")
+            node_pred = visible_sql("s") if not include_superseded else believed_sql("s")
+            queries = []
+            if direction in (Direction.OUT, Direction.BOTH):
+                queries.append(("e.src = ?3", "e.dst"))
+            if direction in (Direction.IN, Direction.BOTH):
+                queries.append(("e.dst = ?3", "e.src"))
+            edges, nodes = [], {}
+            annotate = self._annotations(include_superseded)
+            for where, other in queries:
+                rows = self._store.edge_rows(
+                    f"join node_state as s on s.nid = {other} where {where} and {edge_pred} and {node_pred}",
+                    (valid, belief, seed),
+                )
+                for row in rows:
+                    if types and row.type not in types:
+                        continue
+                    edges.append(self._store.to_edge(row))
+                    far = row.dst if row.src == seed else row.src
+                    if far not in nodes:
+                        nodes[far] = self._store.to_node(self._store.node_row(far), annotate)
+            seed_node = self._store.to_node(self._store.node_row(seed), annotate)
+            return Subgraph((seed_node, *nodes.values()), tuple(edges))
+
+    def search(
+        self,
+        text: str,
+        *,
+        k: int = 10,
+        as_of: TimeLike | None = None,
+        known_as_of: TimeLike | None = None,
+        include_superseded: bool = False,
+    ) -> list[tuple[Node, float]]:
+        """BM25 over names and contents (FTS5); best first, with the BM25 score (higher is better)."""
+        query = fts_query(_text(text, "query", required=True) or "")
+        if not query:
+            return []
+        valid, belief = self._times(as_of, known_as_of)
+        predicate = believed_sql() if include_superseded else visible_sql()
+        with _sqlite.translate():
+            rows = self._conn.execute(
+                "select f.rowid, -f.rank from node_fts as f join node_state as s on s.nid = f.rowid "
+                f"where node_fts match ?3 and {predicate} order by f.rank limit ?4",
+                (valid, belief, query, int(k)),
+            ).fetchall()
+            annotate = self._annotations(include_superseded)
+            return [(self._store.to_node(self._store.node_row(int(r[0])), annotate), float(r[1])) for r in rows]
+
+    def nearest(
+        self,
+        query: str | Sequence[float] | np.ndarray,
+        *,
+        k: int = 10,
+        include_superseded: bool = False,
+    ) -> list[tuple[Node, float]]:
+        """Nearest neighbours by cosine (sqlite-vec); best first, with the cosine similarity."""
+        if isinstance(query, str):
+            if self._embedder is None:
+                raise InvalidInput("this store has no embedder; pass a vector instead of text")
+            vector = self._embedder.embed([_text(query, "query", required=True) or ""])[0]
+        else:
+            vector = self._reconciler.check_vector(query)
+        valid, belief = self._times(None, None)
+        predicate = believed_sql() if include_superseded else visible_sql()
+        with _sqlite.translate():
+            rows = self._conn.execute(
+                "select v.rowid, v.distance from node_vec as v where v.embedding match ?3 and k = ?4",
+                (valid, belief, np.asarray(vector, dtype=np.float32).tobytes(), int(k)),
+            ).fetchall()
+            out = []
+            annotate = self._annotations(include_superseded)
+            for nid, distance in rows:
+                ok = self._conn.execute(
+                    f"select 1 from node_state as s where s.nid = ?3 and {predicate}", (valid, belief, nid)
+                ).fetchone()
+                if ok:
+                    out.append((self._store.to_node(self._store.node_row(int(nid)), annotate), 1.0 - float(distance)))
+            return out
+
+    # ---- witness ------------------------------------------------------------------
+
+    def root(self, world: str | None = None, *, as_of: TimeLike | None = None) -> str:
+        """The Merkle root of a world (the whole store by default), now or as committed at ``as_of``."""
+        with _sqlite.translate():
+            nid = self._store.resolve(world) if world is not None else self._root
+            if as_of is None:
+                return self._store.node_row(nid).root.hex()
+            when = parse_time(as_of, field="as_of")
+            row = self._conn.execute(
+                "select root from root_log where world = ? and at <= ? order by lid desc limit 1", (nid, when)
+            ).fetchone()
+            if row is None:
+                raise NotFound(f"world {nid} had no members yet at {when}")
+            return bytes(row[0]).hex()
+
+    def root_history(self, world: str | None = None) -> list[tuple[str, str, int]]:
+        """(committed at, root, member count) for every change of a world's root, oldest first."""
+        with _sqlite.translate():
+            nid = self._store.resolve(world) if world is not None else self._root
+            return [
+                (at, bytes(root).hex(), int(size))
+                for root, size, at in self._conn.execute(
+                    "select root, size, at from root_log where world = ? order by lid", (nid,)
+                )
+            ]
+
+    def verify(self, *, progress: Callable[[str], None] | None = None) -> VerifyReport:
+        """Recompute every hash and root and check every invariant of DESIGN.md."""
+        from .verify import verify_store
+
+        with _sqlite.translate():
+            return verify_store(self._conn, self._store, self._registry, self._embedder is not None, progress)
+
+    def stats(self) -> dict[str, Any]:
+        """Counts and facts about the store, for people and monitoring."""
+        def one(sql: str) -> int:
+            return int(self._conn.execute(sql).fetchone()[0])
+
+        with _sqlite.translate():
+            size = Path(self.path).stat().st_size if self.path != ":memory:" and Path(self.path).exists() else 0
+            return {
+                "path": self.path,
+                "schema_version": _sqlite.user_version(self._conn),
+                "embedder": self._meta_value("embedder_id"),
+                "dim": self.dim,
+                "nodes": one("select count(*) from node"),
+                "current_nodes": one("select count(*) from current_node"),
+                "worlds": one("select count(*) from node_state where size > 0"),
+                "edges": one("select count(*) from edge"),
+                "pending_merges": one("select count(*) from merge_proposal where status = 'pending'"),
+                "open_contradictions": one("select count(*) from open_contradiction"),
+                "root_log": one("select count(*) from root_log"),
+                "file_bytes": size,
+                "root": self.root(),
+            }
+
+
+def fts_query(text: str) -> str:
+    """An FTS5 query that ORs the words of free text, each quoted (no FTS syntax from input)."""
+    words = [w for w in "".join(c if c.isalnum() else " " for c in text).split() if w]
+    return " OR ".join('"' + w.replace('"', '""') + '"' for w in dict.fromkeys(words))

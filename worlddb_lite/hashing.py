@@ -1,0 +1,102 @@
+"""Canonical bytes and blake3-256 ids: what a node or edge *says* decides its id.
+
+The canonical encoding is JSON with sorted keys, no whitespace, UTF-8, NFC
+strings and no floats that JSON cannot round-trip; the same value always gives
+the same bytes on every platform. Each kind of hash has its own domain prefix so
+a node id can never collide with an edge id or a Merkle node.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import unicodedata
+from typing import Any
+
+from blake3 import blake3
+
+from .errors import InvalidInput
+
+ID_BYTES = 32
+NODE_DOMAIN = b"worlddb/node/v1\n"
+EDGE_DOMAIN = b"worlddb/edge/v1\n"
+ROOT_DOMAIN = b"worlddb/root/v1\n"
+EDGE_LEAF_DOMAIN = b"worlddb/edge-leaf/v1\n"
+INNER_DOMAIN = b"worlddb/inner/v1\n"
+EMPTY_TREE = blake3(b"worlddb/empty/v1\n").digest()
+
+
+def _normalise(value: Any, path: str) -> Any:
+    """Return a JSON-ready copy with NFC strings; refuse what cannot be canonical."""
+    if value is None or isinstance(value, bool) or isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise InvalidInput(f"{path}: {value} is not a finite number; store it as text")
+        return value
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InvalidInput(
+                f"{path}: text is not valid UTF-8 (lone surrogate); decode it properly first"
+            ) from None
+        return unicodedata.normalize("NFC", value)
+    if isinstance(value, (list, tuple)):
+        return [_normalise(item, f"{path}[{i}]") for i, item in enumerate(value)]
+    if isinstance(value, dict):
+        out = {}
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise InvalidInput(f"{path}: keys must be text, got {type(key).__name__}")
+            out[_normalise(key, path)] = _normalise(item, f"{path}.{key}")
+        return out
+    raise InvalidInput(
+        f"{path}: {type(value).__name__} cannot be stored; use text, numbers, booleans, lists or dicts"
+    )
+
+
+def canonical_json(value: dict[str, Any]) -> str:
+    """The canonical text of a record (keys sorted, compact, NFC)."""
+    return json.dumps(
+        _normalise(value, "record"),
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
+        allow_nan=False,
+    )
+
+
+def node_id(body: str) -> bytes:
+    """blake3-256 of a node's canonical body."""
+    return blake3(NODE_DOMAIN + body.encode("utf-8")).digest()
+
+
+def edge_id(body: str) -> bytes:
+    """blake3-256 of an edge's canonical body."""
+    return blake3(EDGE_DOMAIN + body.encode("utf-8")).digest()
+
+
+def state_bytes(*fields: str | int | None) -> bytes:
+    """Encode the mutable projection of a node or edge for its Merkle leaf."""
+    return "\x1f".join("" if f is None else str(f) for f in fields).encode("utf-8")
+
+
+def world_root(nid: bytes, state: bytes, top: bytes, size: int) -> bytes:
+    """Root of a world: its id, its projection, the top of its member tree and the member count."""
+    return blake3(ROOT_DOMAIN + nid + top + size.to_bytes(8, "big") + state).digest()
+
+
+def edge_leaf(eid: bytes, state: bytes) -> bytes:
+    """Merkle leaf of an interior edge: its id and its projection."""
+    return blake3(EDGE_LEAF_DOMAIN + eid + state).digest()
+
+
+def inner(left: bytes, right: bytes) -> bytes:
+    """An interior node of a member tree."""
+    return blake3(INNER_DOMAIN + left + right).digest()
+
+
+def to_hex(raw: bytes) -> str:
+    """Lower-case hex of an id."""
+    return raw.hex()

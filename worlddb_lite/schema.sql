@@ -1,0 +1,323 @@
+-- worlddb_lite schema (version 1): the single source of truth for the store's layout.
+--
+-- One SQLite file holds an assistant's whole memory. Read it in the sqlite3 shell:
+--   select * from current_node;        what is true now
+--   select * from node_history;        every version with its validity interval
+--   select * from open_contradiction;  conflicts the store keeps on purpose
+--   select * from pending_merge;       identity merges waiting for a decision
+--   select * from world_tree;          worlds, their parents and Merkle roots
+-- Ids are blake3-256 hashes; the views print them as hex. Times are UTC ISO-8601 text
+-- (2024-05-01T09:30:00.000000Z) so plain text comparison orders them.
+-- Everything but the sqlite-vec table at the end works in a stock sqlite3 shell.
+
+create table meta (
+  key text primary key,  -- schema_version, embedder_id, embedder_dim, created_at
+  value text not null
+) strict, without rowid;
+
+create table reconciler_session (
+  -- The reconciler holds one row here only inside its own write transaction, so the
+  -- guard triggers below let its writes through and stop every other writer (the sqlite3
+  -- shell included). A row visible at rest was forged; `worlddb verify` reports it.
+  holder text not null check (holder in ('reconciler', 'purge'))
+) strict;
+
+create table node (
+  -- Immutable, content-addressed nodes. Every node is a world that may contain others.
+  nid integer primary key,  -- local row number; node_fts and node_vec rows use it
+  id blob not null unique check (length(id) = 32),  -- blake3('worlddb/node/v1' || LF || body)
+  type text not null check (length(type) between 1 and 64),  -- Root, Scope, Session, Turn, Memory, Fact, Entity, ...
+  parent integer references node (nid),  -- the single parent world; null only for the store root
+  slot integer check (slot >= 0),  -- this node's leaf slot in its parent's Merkle tree
+  depth integer not null check (depth >= 0),  -- 0 for the store root
+  body text  -- canonical JSON of what the node says; null only after an audited purge
+) strict;
+
+create index node_parent on node (parent);
+
+create table node_state (
+  -- The mutable projection of a node: everything that may change lives here, not in the blob.
+  nid integer primary key references node (nid),
+  valid_at text not null,  -- world time: true from
+  invalid_at text,  -- world time: true until (null = still true); only ever tightens
+  closed_at text,  -- belief time at which invalid_at was set (for as-of reads on the belief axis)
+  created_at text not null,  -- belief time: when the store learned it
+  expired_at text,  -- belief time: when the store stopped believing it (null = still believed)
+  retired integer not null default 0 check (retired in (0, 1)),
+  salience real not null default 0.0,
+  size integer not null default 0 check (size >= 0),  -- member slots used in this world's Merkle tree
+  root blob not null check (length(root) = 32),  -- Merkle root over id, projection and members
+  check (invalid_at is null or invalid_at >= valid_at),
+  check (expired_at is null or expired_at >= created_at)
+) strict;
+
+create table edge (
+  -- Typed, content-addressed edges with the same bitemporal columns as nodes.
+  -- Only the reconciler writes here, running the edge type's handler in the same transaction.
+  eid integer primary key,
+  id blob not null unique check (length(id) = 32),  -- blake3('worlddb/edge/v1' || LF || body)
+  type text not null check (length(type) between 1 and 64),
+  src integer not null references node (nid),
+  dst integer not null references node (nid),
+  world integer not null references node (nid),  -- lowest world holding both ends; its Merkle tree covers this edge
+  slot integer not null check (slot >= 0),  -- leaf slot in that world's Merkle tree
+  body text not null,  -- canonical JSON: type, src and dst ids (hex), valid_at, props
+  valid_at text not null,
+  invalid_at text,
+  closed_at text,
+  created_at text not null,
+  expired_at text,
+  check (invalid_at is null or invalid_at >= valid_at),
+  check (expired_at is null or expired_at >= created_at)
+) strict;
+
+create index edge_src on edge (src, type);
+create index edge_dst on edge (dst, type);
+
+create table merkle (
+  -- Incremental Merkle tree per world over its member slots (child nodes and interior edges).
+  -- Level 0 holds leaf hashes; node (level, idx) hashes its two children, or promotes a lone left one.
+  -- A write rewrites one path: O(log fanout) rows per ancestor, never the whole member list.
+  world integer not null references node (nid),
+  level integer not null check (level >= 0),
+  idx integer not null check (idx >= 0),
+  hash blob not null check (length(hash) = 32),
+  primary key (world, level, idx)
+) strict, without rowid;
+
+create table root_log (
+  -- The history of every world root, one row per world per committed transaction that changed it,
+  -- so a world's state at any past moment can be named (and its members re-derived and verified).
+  lid integer primary key,
+  world integer not null references node (nid),
+  root blob not null check (length(root) = 32),
+  size integer not null check (size >= 0),
+  at text not null  -- belief time of the commit
+) strict;
+
+create index root_log_world on root_log (world, lid);
+
+create table merge_proposal (
+  -- same_as never merges silently: it stages a proposal here until accepted or rejected.
+  pid integer primary key,
+  a integer not null references node (nid),  -- the smaller nid of the pair
+  b integer not null references node (nid),
+  status text not null default 'pending' check (status in ('pending', 'accepted', 'rejected')),
+  score real,  -- the resolver's confidence, if it proposed the pair
+  tier text,  -- which resolver tier (or 'manual') proposed it
+  reason text,
+  proposed_at text not null,
+  decided_at text,
+  check (a < b),
+  unique (a, b)
+) strict;
+
+create table alias (
+  -- Names a node is also known by ("my manager" for Sarah); tier 1 of the resolver reads them.
+  nid integer not null references node (nid),
+  alias text not null,  -- as written
+  norm text not null,  -- casefolded and whitespace-collapsed, for exact lookup
+  source text,  -- where the alias came from (extraction, user, import)
+  created_at text not null,
+  primary key (norm, nid)
+) strict, without rowid;
+
+create table tombstone (
+  -- An audited purge erased a node's content; only its hash and the time remain.
+  id blob primary key check (length(id) = 32),
+  purged_at text not null
+) strict, without rowid;
+
+-- Guards: the invariants of DESIGN.md enforced for every connection, the sqlite3 shell included.
+
+create trigger node_insert_guard before insert on node
+when not exists (select 1 from reconciler_session)
+begin
+  select raise(abort, 'worlddb: nodes are written only by the worlddb reconciler (WorldDB.write, `worlddb write`), which hashes, indexes and witnesses them in one transaction');
+end;
+
+create trigger node_blob_immutable before update on node
+when not (
+  old.body is not null and new.body is null
+  and new.id = old.id and new.type = old.type and new.parent is old.parent
+  and new.slot is old.slot and new.depth = old.depth
+  and exists (select 1 from reconciler_session where holder = 'purge')
+)
+begin
+  select raise(abort, 'worlddb: node blobs are immutable (their id is the hash of their bytes); amend writes a new version, purge erases content');
+end;
+
+create trigger node_delete_guard before delete on node
+begin
+  select raise(abort, 'worlddb: nodes are never deleted; retire closes validity and purge erases content, keeping the hash');
+end;
+
+create trigger node_state_insert_guard before insert on node_state
+when not exists (select 1 from reconciler_session)
+begin
+  select raise(abort, 'worlddb: node state is written only by the worlddb reconciler');
+end;
+
+create trigger node_state_delete_guard before delete on node_state
+begin
+  select raise(abort, 'worlddb: node state is never deleted; validity closes instead');
+end;
+
+create trigger node_state_validity_tightens before update of valid_at, invalid_at on node_state
+when new.valid_at is not old.valid_at
+  or (old.invalid_at is not null and (new.invalid_at is null or new.invalid_at > old.invalid_at))
+begin
+  select raise(abort, 'worlddb: validity only tightens: valid_at never moves and a closed invalid_at never re-opens or moves later; write a new version instead');
+end;
+
+create trigger node_state_belief_final before update of created_at, expired_at, retired on node_state
+when new.created_at is not old.created_at
+  or (old.expired_at is not null and new.expired_at is not old.expired_at)
+  or (old.retired = 1 and new.retired = 0)
+begin
+  select raise(abort, 'worlddb: belief time is append-only: created_at never changes, and expired_at and retired are final once set');
+end;
+
+create trigger edge_insert_guard before insert on edge
+when not exists (select 1 from reconciler_session)
+begin
+  select raise(abort, 'worlddb: edges are written only by the worlddb reconciler, which runs the edge type''s handler in the same transaction; use WorldDB.link() or `worlddb link`');
+end;
+
+create trigger edge_update_guard before update on edge
+when not exists (select 1 from reconciler_session)
+begin
+  select raise(abort, 'worlddb: edges are changed only by the worlddb reconciler (closing validity through a handler); use WorldDB.unlink()');
+end;
+
+create trigger edge_delete_guard before delete on edge
+begin
+  select raise(abort, 'worlddb: edges are never deleted; WorldDB.unlink() closes their validity and keeps the history');
+end;
+
+create trigger edge_identity_immutable before update of id, type, src, dst, world, slot, body on edge
+begin
+  select raise(abort, 'worlddb: an edge''s identity (id, type, ends, body) is immutable');
+end;
+
+create trigger edge_validity_tightens before update of valid_at, invalid_at on edge
+when new.valid_at is not old.valid_at
+  or (old.invalid_at is not null and (new.invalid_at is null or new.invalid_at > old.invalid_at))
+begin
+  select raise(abort, 'worlddb: edge validity only tightens: a closed invalid_at never re-opens or moves later');
+end;
+
+create trigger merge_decision_final before update of status on merge_proposal
+when old.status <> 'pending'
+begin
+  select raise(abort, 'worlddb: a merge proposal that was accepted or rejected is final');
+end;
+
+-- Views: the human interface.
+
+create view current_node as
+select
+  -- Nodes true now and still believed (what a default query sees).
+  lower(hex(n.id)) as id,
+  n.type as type,
+  json_extract(n.body, '$.name') as name,
+  json_extract(n.body, '$.content') as content,
+  lower(hex(p.id)) as world,
+  s.valid_at as valid_at,
+  s.created_at as created_at
+from node as n
+join node_state as s on s.nid = n.nid
+left join node as p on p.nid = n.parent
+where s.expired_at is null and s.retired = 0 and n.body is not null
+  and s.valid_at <= strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
+  and (s.invalid_at is null or s.invalid_at > strftime('%Y-%m-%dT%H:%M:%fZ', 'now'));
+
+create view node_history as
+select
+  -- Every node with its validity and belief intervals and its supersedes links.
+  lower(hex(n.id)) as id,
+  n.type as type,
+  json_extract(n.body, '$.name') as name,
+  json_extract(n.body, '$.content') as content,
+  s.valid_at as valid_at,
+  s.invalid_at as invalid_at,
+  s.created_at as created_at,
+  s.expired_at as expired_at,
+  s.retired as retired,
+  (select lower(hex(x.id)) from edge as e join node as x on x.nid = e.src
+    where e.dst = n.nid and e.type = 'supersedes' limit 1) as superseded_by,
+  (select lower(hex(x.id)) from edge as e join node as x on x.nid = e.dst
+    where e.src = n.nid and e.type = 'supersedes' limit 1) as supersedes
+from node as n
+join node_state as s on s.nid = n.nid;
+
+create view open_contradiction as
+select
+  -- Conflicts kept on purpose: both sides still valid and believed.
+  lower(hex(a.id)) as a_id,
+  json_extract(a.body, '$.content') as a_content,
+  lower(hex(b.id)) as b_id,
+  json_extract(b.body, '$.content') as b_content,
+  e.created_at as flagged_at
+from edge as e
+join node as a on a.nid = e.src
+join node as b on b.nid = e.dst
+join node_state as sa on sa.nid = a.nid
+join node_state as sb on sb.nid = b.nid
+where e.type = 'contradicts' and e.invalid_at is null and e.expired_at is null
+  and sa.invalid_at is null and sa.expired_at is null
+  and sb.invalid_at is null and sb.expired_at is null;
+
+create view pending_merge as
+select
+  -- same_as proposals waiting for accept_merge / reject_merge.
+  m.pid as pid,
+  lower(hex(a.id)) as a_id,
+  json_extract(a.body, '$.name') as a_name,
+  lower(hex(b.id)) as b_id,
+  json_extract(b.body, '$.name') as b_name,
+  m.score as score,
+  m.tier as tier,
+  m.reason as reason,
+  m.proposed_at as proposed_at
+from merge_proposal as m
+join node as a on a.nid = m.a
+join node as b on b.nid = m.b
+where m.status = 'pending';
+
+create view world_tree as
+select
+  -- Every world (a node with members): its parent, depth, member count and current Merkle root.
+  lower(hex(n.id)) as id,
+  n.type as type,
+  json_extract(n.body, '$.name') as name,
+  lower(hex(p.id)) as parent,
+  n.depth as depth,
+  s.size as members,
+  lower(hex(s.root)) as root
+from node as n
+join node_state as s on s.nid = n.nid
+left join node as p on p.nid = n.parent
+where s.size > 0 or n.parent is null;
+
+create view current_edge as
+select
+  -- Edges valid now, with readable ends.
+  lower(hex(e.id)) as id,
+  e.type as type,
+  lower(hex(a.id)) as src,
+  lower(hex(b.id)) as dst,
+  e.valid_at as valid_at,
+  e.created_at as created_at
+from edge as e
+join node as a on a.nid = e.src
+join node as b on b.nid = e.dst
+where e.expired_at is null
+  and (e.invalid_at is null or e.invalid_at > strftime('%Y-%m-%dT%H:%M:%fZ', 'now'));
+
+-- Full-text index over each node's name and content (rowid = node.nid).
+create virtual table node_fts using fts5(name, content, tokenize = 'unicode61 remove_diacritics 2');
+
+-- sqlite-vec: last, so everything above works in a shell without the extension.
+-- One row per indexed node (rowid = node.nid); the dimension is the embedder's, recorded in meta.
+create virtual table node_vec using vec0(embedding float[256] distance_metric=cosine);

@@ -1,0 +1,473 @@
+"""All SQL for nodes, edges, state, Merkle rows and proposals.
+
+Reads are used by everyone; the write helpers are called only by the reconciler
+(``reconciler.py``), which decides *what* to write. Every statement binds its
+values as parameters: no SQL is ever formatted from input.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import apsw
+import numpy as np
+
+from .errors import AmbiguousId, InvalidId, NotFound
+from .hashing import ID_BYTES, state_bytes
+from .types import Edge, MergeProposal, MergeStatus, Node
+
+_HEX = re.compile(r"^[0-9a-f]+$")
+MIN_PREFIX = 8
+
+NODE_SELECT = (
+    "select n.nid, n.id, n.type, n.parent, n.depth, n.slot, n.body, s.valid_at, s.invalid_at, "
+    "s.closed_at, s.created_at, s.expired_at, s.retired, s.salience, s.size, s.root "
+    "from node as n join node_state as s on s.nid = n.nid "
+)
+EDGE_SELECT = (
+    "select e.eid, e.id, e.type, e.src, e.dst, e.world, e.slot, e.body, e.valid_at, e.invalid_at, "
+    "e.closed_at, e.created_at, e.expired_at from edge as e "
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Header:
+    """The immutable part of a node the write path needs often (cached)."""
+
+    nid: int
+    id: bytes
+    type: str
+    parent: int | None
+    depth: int
+    slot: int | None
+
+
+@dataclass(slots=True)
+class NodeRow:
+    """A node row joined with its projection."""
+
+    nid: int
+    id: bytes
+    type: str
+    parent: int | None
+    depth: int
+    slot: int | None
+    body: str | None
+    valid_at: str
+    invalid_at: str | None
+    closed_at: str | None
+    created_at: str
+    expired_at: str | None
+    retired: int
+    salience: float
+    size: int
+    root: bytes
+
+    def state(self) -> bytes:
+        """The projection bytes the Merkle root covers."""
+        return node_state_bytes(
+            self.valid_at, self.invalid_at, self.closed_at, self.created_at, self.expired_at, self.retired
+        )
+
+
+@dataclass(slots=True)
+class EdgeRow:
+    """An edge row."""
+
+    eid: int
+    id: bytes
+    type: str
+    src: int
+    dst: int
+    world: int
+    slot: int
+    body: str
+    valid_at: str
+    invalid_at: str | None
+    closed_at: str | None
+    created_at: str
+    expired_at: str | None
+
+    def state(self) -> bytes:
+        """The projection bytes the edge's Merkle leaf covers."""
+        return state_bytes(self.valid_at, self.invalid_at, self.closed_at, self.created_at, self.expired_at)
+
+
+def node_state_bytes(
+    valid_at: str, invalid_at: str | None, closed_at: str | None,
+    created_at: str, expired_at: str | None, retired: int,
+) -> bytes:
+    """The projection bytes a node's root covers (salience is ranking, not a claim)."""
+    return state_bytes(valid_at, invalid_at, closed_at, created_at, expired_at, int(retired))
+
+
+def visible_sql(alias: str = "s") -> str:
+    """The bitemporal visibility predicate over ``?1`` (valid time) and ``?2`` (belief time).
+
+    A row is visible when the store believed it at ?2 and it was true at ?1 as known at ?2:
+    a closing learned after ?2 (closed_at > ?2) was not yet known then.
+    """
+    a = alias
+    return (
+        f"({a}.created_at <= ?2 and ({a}.expired_at is null or {a}.expired_at > ?2) "
+        f"and {a}.valid_at <= ?1 and ({a}.invalid_at is null or {a}.invalid_at > ?1 "
+        f"or {a}.closed_at > ?2))"
+    )
+
+
+def believed_sql(alias: str = "s") -> str:
+    """Believed at ?2, whatever its validity (include_superseded)."""
+    return f"({alias}.created_at <= ?2 and ({alias}.expired_at is null or {alias}.expired_at > ?2))"
+
+
+class Store:
+    """SQL over one connection. Caches only immutable facts (node headers)."""
+
+    def __init__(self, conn: apsw.Connection) -> None:
+        self.conn = conn
+        self._headers: dict[int, Header] = {}
+
+    # ---- ids -----------------------------------------------------------------
+
+    def _prefix_bounds(self, ref: str, what: str) -> tuple[bytes, bytes]:
+        if not isinstance(ref, str):
+            raise InvalidId(f"{what} reference must be hex text, got {type(ref).__name__}")
+        text = ref.strip().lower()
+        if not _HEX.match(text) or len(text) > 2 * ID_BYTES:
+            raise InvalidId(
+                f"{ref!r} is not a {what} id: give the 64 hex characters `worlddb write` printed, "
+                f"or a unique prefix of at least {MIN_PREFIX}"
+            )
+        if len(text) < MIN_PREFIX:
+            raise InvalidId(
+                f"id prefix {ref!r} is too short to be safe; give at least {MIN_PREFIX} hex characters"
+            )
+        pad = 2 * ID_BYTES - len(text)
+        return bytes.fromhex(text + "0" * pad), bytes.fromhex(text + "f" * pad)
+
+    def resolve(self, ref: str | bytes) -> int:
+        """The nid of a node given its full hex id, raw id bytes or a unique hex prefix."""
+        if isinstance(ref, bytes) and len(ref) == ID_BYTES:
+            row = self.conn.execute("select nid from node where id = ?", (ref,)).fetchone()
+            if row is None:
+                raise NotFound(f"no node has id {ref.hex()}")
+            return int(row[0])
+        lo, hi = self._prefix_bounds(ref, "node")  # type: ignore[arg-type]
+        rows = self.conn.execute(
+            "select nid, id from node where id between ? and ? limit 2", (lo, hi)
+        ).fetchall()
+        if not rows:
+            raise NotFound(f"no node id starts with {ref!r}; check it with `worlddb stats` or a search")
+        if len(rows) > 1:
+            raise AmbiguousId(
+                f"{ref!r} matches several nodes (e.g. {rows[0][1].hex()[:16]}…, {rows[1][1].hex()[:16]}…); "
+                "give more characters"
+            )
+        return int(rows[0][0])
+
+    def resolve_edge(self, ref: str) -> int:
+        """The eid of an edge given its hex id or a unique prefix."""
+        lo, hi = self._prefix_bounds(ref, "edge")
+        rows = self.conn.execute(
+            "select eid from edge where id between ? and ? limit 2", (lo, hi)
+        ).fetchall()
+        if not rows:
+            raise NotFound(f"no edge id starts with {ref!r}")
+        if len(rows) > 1:
+            raise AmbiguousId(f"{ref!r} matches several edges; give more characters")
+        return int(rows[0][0])
+
+    def nid_of(self, raw_id: bytes) -> int | None:
+        """The nid for an exact id, or None."""
+        row = self.conn.execute("select nid from node where id = ?", (raw_id,)).fetchone()
+        return None if row is None else int(row[0])
+
+    def header(self, nid: int) -> Header:
+        """Immutable header of a node (cached: ids, parents and slots never change)."""
+        cached = self._headers.get(nid)
+        if cached is not None:
+            return cached
+        row = self.conn.execute(
+            "select nid, id, type, parent, depth, slot from node where nid = ?", (nid,)
+        ).fetchone()
+        if row is None:
+            raise NotFound(f"no node with local number {nid}")
+        header = Header(*row)
+        if len(self._headers) > 200_000:
+            self._headers.clear()
+        self._headers[nid] = header
+        return header
+
+    def remember(self, header: Header) -> None:
+        """Cache the header of a node just inserted."""
+        self._headers[header.nid] = header
+
+    def forget_uncommitted(self, nids: Iterable[int]) -> None:
+        """Drop cached headers of nodes whose transaction rolled back."""
+        for nid in nids:
+            self._headers.pop(nid, None)
+
+    # ---- node reads -----------------------------------------------------------
+
+    def node_row(self, nid: int) -> NodeRow:
+        """The node and its projection."""
+        row = self.conn.execute(NODE_SELECT + "where n.nid = ?", (nid,)).fetchone()
+        if row is None:
+            raise NotFound(f"no node with local number {nid}")
+        return NodeRow(*row)
+
+    def node_rows(self, where: str, params: Sequence[Any]) -> list[NodeRow]:
+        """Node rows matching a fixed WHERE clause written by this package."""
+        return [NodeRow(*r) for r in self.conn.execute(NODE_SELECT + where, params)]
+
+    def to_node(self, row: NodeRow, annotate: Iterable[str] = ()) -> Node:
+        """Build the public record, with incoming supersedes/contradicts links if asked."""
+        body = json.loads(row.body) if row.body is not None else {}
+        parent = self.header(row.parent).id.hex() if row.parent is not None else None
+        superseded_by: tuple[str, ...] = ()
+        contradicted_by: tuple[str, ...] = ()
+        annotate = set(annotate)
+        if "supersedes" in annotate:
+            superseded_by = self.linked_ids(row.nid, "supersedes", incoming=True)
+        if "contradicts" in annotate:
+            contradicted_by = tuple(
+                sorted(
+                    set(self.linked_ids(row.nid, "contradicts", incoming=True))
+                    | set(self.linked_ids(row.nid, "contradicts", incoming=False))
+                )
+            )
+        return Node(
+            id=row.id.hex(),
+            type=row.type,
+            name=body.get("name"),
+            content=body.get("content"),
+            props=body.get("props") or {},
+            parent=parent,
+            depth=row.depth,
+            valid_at=row.valid_at,
+            invalid_at=row.invalid_at,
+            closed_at=row.closed_at,
+            created_at=row.created_at,
+            expired_at=row.expired_at,
+            retired=bool(row.retired),
+            salience=row.salience,
+            root=row.root.hex(),
+            members=row.size,
+            purged=row.body is None,
+            superseded_by=superseded_by,
+            contradicted_by=contradicted_by,
+        )
+
+    def linked_ids(self, nid: int, edge_type: str, *, incoming: bool) -> tuple[str, ...]:
+        """Hex ids at the other end of current-belief edges of a type."""
+        if incoming:
+            sql = ("select n.id from edge as e join node as n on n.nid = e.src "
+                   "where e.dst = ? and e.type = ? and e.expired_at is null and e.invalid_at is null")
+        else:
+            sql = ("select n.id from edge as e join node as n on n.nid = e.dst "
+                   "where e.src = ? and e.type = ? and e.expired_at is null and e.invalid_at is null")
+        return tuple(r[0].hex() for r in self.conn.execute(sql, (nid, edge_type)))
+
+    def child_nid(self, parent: int, raw_id: bytes) -> int | None:
+        """A node with this id, if it exists (the parent is part of the id already)."""
+        return self.nid_of(raw_id)
+
+    # ---- edges ----------------------------------------------------------------
+
+    def edge_row(self, eid: int) -> EdgeRow:
+        """One edge."""
+        row = self.conn.execute(EDGE_SELECT + "where e.eid = ?", (eid,)).fetchone()
+        if row is None:
+            raise NotFound(f"no edge with local number {eid}")
+        return EdgeRow(*row)
+
+    def edge_rows(self, where: str, params: Sequence[Any]) -> list[EdgeRow]:
+        """Edge rows matching a fixed WHERE clause written by this package."""
+        return [EdgeRow(*r) for r in self.conn.execute(EDGE_SELECT + where, params)]
+
+    def to_edge(self, row: EdgeRow) -> Edge:
+        """The public edge record."""
+        body = json.loads(row.body)
+        return Edge(
+            id=row.id.hex(),
+            type=row.type,
+            src=self.header(row.src).id.hex(),
+            dst=self.header(row.dst).id.hex(),
+            world=self.header(row.world).id.hex(),
+            props=body.get("props") or {},
+            valid_at=row.valid_at,
+            invalid_at=row.invalid_at,
+            closed_at=row.closed_at,
+            created_at=row.created_at,
+            expired_at=row.expired_at,
+        )
+
+    def edge_exists(self, raw_id: bytes) -> int | None:
+        """The eid of an edge with this id, or None."""
+        row = self.conn.execute("select eid from edge where id = ?", (raw_id,)).fetchone()
+        return None if row is None else int(row[0])
+
+    def current_targets(self, edge_type: str, src: int) -> list[int]:
+        """dst of current edges of a type leaving src."""
+        return [
+            int(r[0])
+            for r in self.conn.execute(
+                "select dst from edge where src = ? and type = ? and invalid_at is null "
+                "and expired_at is null",
+                (src, edge_type),
+            )
+        ]
+
+    # ---- writes (reconciler only) ---------------------------------------------
+
+    def insert_node(self, raw_id: bytes, type_: str, parent: int | None, slot: int | None,
+                    depth: int, body: str) -> int:
+        """Insert the immutable node row; returns its nid."""
+        self.conn.execute(
+            "insert into node (id, type, parent, slot, depth, body) values (?, ?, ?, ?, ?, ?)",
+            (raw_id, type_, parent, slot, depth, body),
+        )
+        return int(self.conn.last_insert_rowid())
+
+    def insert_state(self, nid: int, valid_at: str, created_at: str, salience: float, root: bytes) -> None:
+        """Insert a new node's projection."""
+        self.conn.execute(
+            "insert into node_state (nid, valid_at, created_at, salience, root) values (?, ?, ?, ?, ?)",
+            (nid, valid_at, created_at, salience, root),
+        )
+
+    def index_text(self, nid: int, name: str | None, content: str | None) -> None:
+        """Add a node to the full-text index."""
+        self.conn.execute(
+            "insert into node_fts (rowid, name, content) values (?, ?, ?)", (nid, name or "", content or "")
+        )
+
+    def index_vector(self, nid: int, vector: np.ndarray) -> None:
+        """Add a node's embedding to the vector index."""
+        self.conn.execute(
+            "insert into node_vec (rowid, embedding) values (?, ?)",
+            (nid, np.ascontiguousarray(vector, dtype=np.float32).tobytes()),
+        )
+
+    def close_node(self, nid: int, *, invalid_at: str | None, closed_at: str | None,
+                   expired_at: str | None, retired: int) -> None:
+        """Write a tightened projection (the triggers refuse anything else)."""
+        self.conn.execute(
+            "update node_state set invalid_at = ?, closed_at = ?, expired_at = ?, retired = ? where nid = ?",
+            (invalid_at, closed_at, expired_at, retired, nid),
+        )
+
+    def set_root(self, nid: int, root: bytes, size: int) -> None:
+        """Record a world's new Merkle root and member count."""
+        self.conn.execute("update node_state set root = ?, size = ? where nid = ?", (root, size, nid))
+
+    def log_roots(self, rows: Iterable[tuple[int, bytes, int, str]]) -> None:
+        """Append (world, root, size, at) rows to the root history."""
+        self.conn.executemany("insert into root_log (world, root, size, at) values (?, ?, ?, ?)", rows)
+
+    def insert_edge(self, raw_id: bytes, type_: str, src: int, dst: int, world: int, slot: int,
+                    body: str, valid_at: str, created_at: str) -> int:
+        """Insert an edge row; returns its eid."""
+        self.conn.execute(
+            "insert into edge (id, type, src, dst, world, slot, body, valid_at, created_at) "
+            "values (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (raw_id, type_, src, dst, world, slot, body, valid_at, created_at),
+        )
+        return int(self.conn.last_insert_rowid())
+
+    def close_edge(self, eid: int, invalid_at: str, closed_at: str) -> None:
+        """Close an edge's validity."""
+        self.conn.execute(
+            "update edge set invalid_at = ?, closed_at = ? where eid = ?", (invalid_at, closed_at, eid)
+        )
+
+    def merkle_get(self, world: int, level: int, idx: int) -> bytes:
+        """One stored Merkle node."""
+        row = self.conn.execute(
+            "select hash from merkle where world = ? and level = ? and idx = ?", (world, level, idx)
+        ).fetchone()
+        if row is None:
+            raise NotFound(f"Merkle node ({level}, {idx}) of world {world} is missing; run `worlddb verify`")
+        return bytes(row[0])
+
+    def merkle_put(self, rows: Iterable[tuple[int, int, int, bytes]]) -> None:
+        """Upsert Merkle nodes (world, level, idx, hash)."""
+        self.conn.executemany(
+            "insert into merkle (world, level, idx, hash) values (?, ?, ?, ?) "
+            "on conflict (world, level, idx) do update set hash = excluded.hash",
+            rows,
+        )
+
+    # ---- proposals and aliases -------------------------------------------------
+
+    def proposal(self, a: int, b: int) -> tuple[int, MergeStatus] | None:
+        """(pid, status) of the proposal for a pair, in either order."""
+        lo, hi = sorted((a, b))
+        row = self.conn.execute(
+            "select pid, status from merge_proposal where a = ? and b = ?", (lo, hi)
+        ).fetchone()
+        return None if row is None else (int(row[0]), MergeStatus(row[1]))
+
+    def proposal_row(self, pid: int) -> MergeProposal:
+        """One proposal as a public record."""
+        row = self.conn.execute(
+            "select pid, a, b, status, score, tier, reason, proposed_at, decided_at "
+            "from merge_proposal where pid = ?",
+            (pid,),
+        ).fetchone()
+        if row is None:
+            raise NotFound(f"no merge proposal {pid}; list them with WorldDB.merge_proposals()")
+        return self._proposal(row)
+
+    def proposals(self, status: MergeStatus | None) -> list[MergeProposal]:
+        """Proposals, optionally of one status, oldest first."""
+        sql = "select pid, a, b, status, score, tier, reason, proposed_at, decided_at from merge_proposal"
+        rows = (self.conn.execute(sql + " where status = ? order by pid", (status.value,))
+                if status else self.conn.execute(sql + " order by pid"))
+        return [self._proposal(r) for r in rows]
+
+    def _proposal(self, row: Sequence[Any]) -> MergeProposal:
+        return MergeProposal(
+            pid=int(row[0]), a=self.header(row[1]).id.hex(), b=self.header(row[2]).id.hex(),
+            status=MergeStatus(row[3]), score=row[4], tier=row[5], reason=row[6],
+            proposed_at=row[7], decided_at=row[8],
+        )
+
+    def insert_proposal(self, a: int, b: int, score: float | None, tier: str | None,
+                        reason: str, at: str) -> int:
+        """Stage a pending proposal (a < b)."""
+        self.conn.execute(
+            "insert into merge_proposal (a, b, score, tier, reason, proposed_at) values (?, ?, ?, ?, ?, ?)",
+            (a, b, score, tier, reason, at),
+        )
+        return int(self.conn.last_insert_rowid())
+
+    def decide_proposal(self, pid: int, status: MergeStatus, at: str) -> None:
+        """Move a pending proposal to accepted or rejected."""
+        self.conn.execute(
+            "update merge_proposal set status = ?, decided_at = ? where pid = ?", (status.value, at, pid)
+        )
+
+    def insert_alias(self, nid: int, alias: str, norm: str, source: str | None, at: str) -> None:
+        """Record an alias (idempotent)."""
+        self.conn.execute(
+            "insert or ignore into alias (nid, alias, norm, source, created_at) values (?, ?, ?, ?, ?)",
+            (nid, alias, norm, source, at),
+        )
+
+    def aliases(self, nid: int) -> list[str]:
+        """Aliases of a node."""
+        return [r[0] for r in self.conn.execute("select alias from alias where nid = ? order by alias", (nid,))]
+
+    def same_as_neighbours(self, nid: int) -> Iterator[int]:
+        """Nodes joined to nid by a current same_as edge."""
+        for (dst,) in self.conn.execute(
+            "select dst from edge where src = ? and type = 'same_as' and invalid_at is null "
+            "and expired_at is null",
+            (nid,),
+        ):
+            yield int(dst)

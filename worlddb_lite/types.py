@@ -1,0 +1,125 @@
+"""Records the engine returns: frozen dataclasses, ids as lower-case hex."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+
+class MergeStatus(StrEnum):
+    """The life of a same_as proposal: pending until a caller decides."""
+
+    PENDING = "pending"
+    ACCEPTED = "accepted"
+    REJECTED = "rejected"
+
+
+class Direction(StrEnum):
+    """Which way to follow edges from a node."""
+
+    OUT = "out"
+    IN = "in"
+    BOTH = "both"
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """A node (every node is a world) with its current projection."""
+
+    id: str
+    type: str
+    name: str | None
+    content: str | None
+    props: Mapping[str, Any]
+    parent: str | None
+    depth: int
+    valid_at: str
+    invalid_at: str | None
+    closed_at: str | None
+    created_at: str
+    expired_at: str | None
+    retired: bool
+    salience: float
+    root: str
+    members: int
+    purged: bool = False
+    superseded_by: tuple[str, ...] = ()
+    contradicted_by: tuple[str, ...] = ()
+
+    @property
+    def is_current(self) -> bool:
+        """Open validity, still believed and not retired (ignores as-of)."""
+        return self.invalid_at is None and self.expired_at is None and not self.retired
+
+
+@dataclass(frozen=True, slots=True)
+class Edge:
+    """A typed, content-addressed edge with its bitemporal projection."""
+
+    id: str
+    type: str
+    src: str
+    dst: str
+    world: str
+    props: Mapping[str, Any]
+    valid_at: str
+    invalid_at: str | None
+    closed_at: str | None
+    created_at: str
+    expired_at: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class MergeProposal:
+    """A staged same_as: nothing merges until it is accepted."""
+
+    pid: int
+    a: str
+    b: str
+    status: MergeStatus
+    score: float | None
+    tier: str | None
+    reason: str | None
+    proposed_at: str
+    decided_at: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Identity:
+    """An equivalence class over accepted same_as, with the union of its provenance."""
+
+    members: tuple[str, ...]
+    names: tuple[str, ...]
+    aliases: tuple[str, ...]
+    provenance: tuple[Mapping[str, Any], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Subgraph:
+    """What a query returns: nodes plus the edges traversed to reach them."""
+
+    nodes: tuple[Node, ...]
+    edges: tuple[Edge, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    """One broken invariant found by ``verify``."""
+
+    invariant: str
+    detail: str
+
+
+@dataclass(frozen=True, slots=True)
+class VerifyReport:
+    """The outcome of ``verify``: counts of what was checked and every violation."""
+
+    checked: Mapping[str, int]
+    violations: tuple[Violation, ...] = field(default_factory=tuple)
+
+    @property
+    def ok(self) -> bool:
+        """True when no invariant is broken."""
+        return not self.violations

@@ -1,0 +1,211 @@
+"""``worlddb verify``: recompute every hash and root and check every invariant of DESIGN.md.
+
+Each check appends ``Violation``s instead of stopping, so one run names everything wrong.
+Roots are recomputed bottom-up from the *recomputed* roots of members, never from the
+stored ones, so a tampered leaf shows up at every ancestor's root.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable
+
+import apsw
+
+from .edges import EdgeRegistry
+from .hashing import edge_id, edge_leaf, node_id, world_root
+from .store import EdgeRow, NodeRow, Store
+from .types import VerifyReport, Violation
+from .worlds import compute_top, tree_height
+
+REQUIRED_TRIGGERS = (
+    "node_insert_guard", "node_blob_immutable", "node_delete_guard", "node_state_insert_guard",
+    "node_state_delete_guard", "node_state_validity_tightens", "node_state_belief_final",
+    "edge_insert_guard", "edge_update_guard", "edge_delete_guard", "edge_identity_immutable",
+    "edge_validity_tightens", "merge_decision_final",
+)
+
+
+def verify_store(
+    conn: apsw.Connection,
+    store: Store,
+    registry: EdgeRegistry,
+    embeds_every_text: bool,
+    progress: Callable[[str], None] | None = None,
+) -> VerifyReport:
+    """Check the whole store; return what was checked and every violation."""
+    say = progress or (lambda _msg: None)
+    out: list[Violation] = []
+
+    def bad(invariant: str, detail: str) -> None:
+        out.append(Violation(invariant, detail))
+
+    say("sqlite integrity")
+    for (line,) in conn.execute("pragma quick_check"):
+        if line != "ok":
+            bad("sqlite", str(line))
+    for row in conn.execute("pragma foreign_key_check"):
+        bad("sqlite", f"foreign key broken: {row}")
+
+    say("guards")
+    triggers = {r[0] for r in conn.execute("select name from sqlite_schema where type = 'trigger'")}
+    for name in REQUIRED_TRIGGERS:
+        if name not in triggers:
+            bad("4-never-appends", f"guard trigger {name} is missing; the store can be written around the reconciler")
+    if conn.execute("select count(*) from reconciler_session").fetchone()[0]:
+        bad("4-never-appends", "a reconciler session row is present at rest (forged or left by a foreign writer)")
+
+    say("nodes")
+    nodes = {r.nid: r for r in store.node_rows("", ())}
+    edges = store.edge_rows("", ())
+    tombstones = {bytes(r[0]) for r in conn.execute("select id from tombstone")}
+    _check_nodes(nodes, tombstones, bad)
+
+    say("edges")
+    known = set(registry.names())
+    for e in edges:
+        if edge_id(e.body) != e.id:
+            bad("1-content-address", f"edge {e.id.hex()[:16]} does not hash to its id")
+        if e.type not in known:
+            bad("4-never-appends", f"edge {e.id.hex()[:16]} has unregistered type {e.type!r}")
+        if _lowest_common(nodes, e.src, e.dst) != e.world:
+            bad("5-containment", f"edge {e.id.hex()[:16]} is not held by the lowest world of its ends")
+        if e.type == "supersedes":
+            target = nodes.get(e.dst)
+            if target is not None and e.expired_at is None and (
+                target.invalid_at is None or target.invalid_at > nodes[e.src].valid_at
+            ):
+                bad("3-validity", f"{target.id.hex()[:16]} is superseded but its validity was not closed")
+
+    say("merkle roots")
+    checked_worlds = _check_roots(conn, nodes, edges, bad)
+
+    say("merges")
+    _check_merges(conn, edges, bad)
+
+    say("indexes")
+    texts = {nid for nid, r in nodes.items() if r.body is not None and _has_text(r)}
+    fts = {int(r[0]) for r in conn.execute("select rowid from node_fts")}
+    vec = {int(r[0]) for r in conn.execute("select rowid from node_vec")}
+    for nid in sorted(texts - fts)[:20]:
+        bad("7-indexes", f"node {nodes[nid].id.hex()[:16]} has text but no full-text row")
+    for nid in sorted(fts - texts)[:20]:
+        bad("7-indexes", f"full-text row {nid} belongs to no node with text")
+    stray_vec = vec - texts
+    for nid in sorted(stray_vec)[:20]:
+        bad("7-indexes", f"vector row {nid} belongs to no node with text")
+    if embeds_every_text:
+        for nid in sorted(texts - vec)[:20]:
+            bad("7-indexes", f"node {nodes[nid].id.hex()[:16]} has text but no vector")
+
+    return VerifyReport(
+        checked={"nodes": len(nodes), "edges": len(edges), "worlds": checked_worlds,
+                 "fts_rows": len(fts), "vector_rows": len(vec)},
+        violations=tuple(out),
+    )
+
+
+def _has_text(row: NodeRow) -> bool:
+    import json
+
+    body = json.loads(row.body or "{}")
+    return bool(body.get("name") or body.get("content"))
+
+
+def _check_nodes(nodes: dict[int, NodeRow], tombstones: set[bytes], bad: Callable[[str, str], None]) -> None:
+    import json
+
+    for nid, r in nodes.items():
+        if r.body is None:
+            if r.id not in tombstones:
+                bad("1-content-address", f"{r.id.hex()[:16]} has no content and no purge tombstone")
+        else:
+            if node_id(r.body) != r.id:
+                bad("1-content-address", f"{r.id.hex()[:16]} does not hash to its id (blob changed)")
+            body = json.loads(r.body)
+            parent_hex = nodes[r.parent].id.hex() if r.parent in nodes else None
+            if body.get("type") != r.type or body.get("parent") != parent_hex:
+                bad("1-content-address", f"{r.id.hex()[:16]}: header disagrees with its blob")
+        if r.parent is None:
+            if r.depth != 0:
+                bad("5-containment", f"{r.id.hex()[:16]} has no parent but depth {r.depth}")
+        elif r.parent not in nodes or nodes[r.parent].depth + 1 != r.depth:
+            bad("5-containment", f"{r.id.hex()[:16]} has a missing parent or a wrong depth")
+        if r.invalid_at is not None and r.invalid_at < r.valid_at:
+            bad("3-validity", f"{r.id.hex()[:16]} ends before it starts")
+
+
+def _lowest_common(nodes: dict[int, NodeRow], a: int, b: int) -> int | None:
+    if a not in nodes or b not in nodes:
+        return None
+    x, y = nodes[a], nodes[b]
+    while x.depth > y.depth:
+        x = nodes[x.parent]  # type: ignore[index]
+    while y.depth > x.depth:
+        y = nodes[y.parent]  # type: ignore[index]
+    while x.nid != y.nid:
+        if x.parent is None or y.parent is None:
+            return None
+        x, y = nodes[x.parent], nodes[y.parent]
+    return x.nid
+
+
+def _check_roots(
+    conn: apsw.Connection,
+    nodes: dict[int, NodeRow],
+    edges: list[EdgeRow],
+    bad: Callable[[str, str], None],
+) -> int:
+    members: dict[int, dict[int, bytes | int]] = defaultdict(dict)  # world -> slot -> nid or leaf hash
+    for r in nodes.values():
+        if r.parent is not None:
+            if r.slot in members[r.parent]:
+                bad("2-merkle", f"two members share slot {r.slot} of world {r.parent}")
+            members[r.parent][r.slot] = r.nid  # type: ignore[index]
+    for e in edges:
+        if e.slot in members[e.world]:
+            bad("2-merkle", f"two members share slot {e.slot} of world {e.world}")
+        members[e.world][e.slot] = edge_leaf(e.id, e.state())
+    expected: dict[int, bytes] = {}
+    worlds = 0
+    for r in sorted(nodes.values(), key=lambda n: -n.depth):
+        slots = members.get(r.nid, {})
+        if sorted(slots) != list(range(r.size)):
+            bad("2-merkle", f"world {r.id.hex()[:16]} records {r.size} members but holds slots "
+                f"{len(slots)} (gaps or extras)")
+        leaves = [expected[m] if isinstance(m, int) else m for _, m in sorted(slots.items())]
+        top = compute_top(leaves)
+        root = world_root(r.id, r.state(), top, len(leaves))
+        expected[r.nid] = root
+        if root != r.root:
+            bad("2-merkle", f"root of {r.type} {r.id.hex()[:16]} does not recompute from its members")
+        if leaves:
+            worlds += 1
+            stored = conn.execute(
+                "select hash from merkle where world = ? and level = ? and idx = 0",
+                (r.nid, tree_height(len(leaves))),
+            ).fetchone()
+            if stored is None or bytes(stored[0]) != top:
+                bad("2-merkle", f"stored Merkle tree of {r.id.hex()[:16]} disagrees with its members")
+            logged = conn.execute(
+                "select root from root_log where world = ? order by lid desc limit 1", (r.nid,)
+            ).fetchone()
+            if logged is None or bytes(logged[0]) != r.root:
+                bad("2-merkle", f"root history of {r.id.hex()[:16]} does not end at its current root")
+    return worlds
+
+
+def _check_merges(conn: apsw.Connection, edges: list[EdgeRow], bad: Callable[[str, str], None]) -> None:
+    accepted = {
+        (int(a), int(b))
+        for a, b in conn.execute("select a, b from merge_proposal where status = 'accepted'")
+    }
+    same_as = {(e.src, e.dst) for e in edges if e.type == "same_as" and e.invalid_at is None}
+    for src, dst in same_as:
+        if (min(src, dst), max(src, dst)) not in accepted:
+            bad("6-no-silent-merge", f"same_as {src}->{dst} has no accepted proposal")
+        if (dst, src) not in same_as:
+            bad("6-no-silent-merge", f"same_as {src}->{dst} is not symmetric")
+    for a, b in accepted:
+        if (a, b) not in same_as or (b, a) not in same_as:
+            bad("6-no-silent-merge", f"accepted proposal ({a}, {b}) lacks its same_as edges")
