@@ -7,11 +7,10 @@ translated into ``WorldDBError`` subclasses here and nowhere else.
 
 from __future__ import annotations
 
-import contextlib
 import random
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 from typing import TypeVar
@@ -105,26 +104,34 @@ def install_or_check(conn: apsw.Connection, path: str, dim: int, create: bool) -
     return False
 
 
-@contextlib.contextmanager
-def translate() -> Iterator[None]:
-    """Turn raw SQLite errors into WorldDBError subclasses (the store boundary)."""
-    try:
-        yield
-    except WorldDBError:
-        raise
-    except apsw.ConstraintError as exc:
-        message = str(exc)
-        if "worlddb:" in message:
-            raise IntegrityViolation(message.split("ConstraintError: ", 1)[-1]) from None
-        raise IntegrityViolation(f"the store refused the write: {message}") from None
-    except apsw.BusyError:
-        raise StoreBusy(
-            "another process held the store's write lock past the retry budget; try again"
-        ) from None
-    except apsw.NotADBError:
-        raise NotAStore("the file is not a SQLite database") from None
-    except (apsw.TooBigError, OverflowError) as exc:
-        raise InvalidInput(f"a value is too large to store: {exc}") from None
+class translate:  # noqa: N801  (used like a function: ``with translate():``)
+    """Turn raw SQLite errors into WorldDBError subclasses (the store boundary).
+
+    A class rather than a generator context manager: it wraps every write.
+    """
+
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> bool:
+        if exc is None or isinstance(exc, WorldDBError):
+            return False
+        if isinstance(exc, apsw.ConstraintError):
+            message = str(exc)
+            if "worlddb:" in message:
+                raise IntegrityViolation(message.split("ConstraintError: ", 1)[-1]) from None
+            raise IntegrityViolation(f"the store refused the write: {message}") from None
+        if isinstance(exc, apsw.BusyError):
+            raise StoreBusy(
+                "another process held the store's write lock past the retry budget; try again"
+            ) from None
+        if isinstance(exc, apsw.NotADBError):
+            raise NotAStore("the file is not a SQLite database") from None
+        if isinstance(exc, (apsw.TooBigError, OverflowError)):
+            raise InvalidInput(f"a value is too large to store: {exc}") from None
+        return False
 
 
 def with_retry(action: Callable[[], T], *, attempts: int = 8) -> T:

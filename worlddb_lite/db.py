@@ -153,10 +153,8 @@ class WorldDB:
 
     # ---- transactions -------------------------------------------------------------
 
-    @contextlib.contextmanager
-    def _txn(self) -> Iterator[Txn]:
-        with _sqlite.translate(), self._reconciler.transaction() as txn:
-            yield txn
+    def _txn(self) -> _TranslatedTxn:
+        return _TranslatedTxn(self._reconciler)
 
     @contextlib.contextmanager
     def batch(self) -> Iterator[WorldDB]:
@@ -289,6 +287,8 @@ class WorldDB:
             result = txn.add_edge(
                 type, self._store.resolve(src), self._store.resolve(dst), props=props, valid_at=valid
             )
+            if result.edge is not None:
+                return result.edge
             if result.eid is not None:
                 return self._store.to_edge(self._store.edge_row(result.eid))
             if result.proposal is not None:
@@ -469,25 +469,19 @@ class WorldDB:
             seed = self._store.resolve(ref)
             edge_pred = visible_sql("e") if not include_superseded else believed_sql("e")
             node_pred = visible_sql("s") if not include_superseded else believed_sql("s")
-            queries = []
-            if direction in (Direction.OUT, Direction.BOTH):
-                queries.append(("e.src = ?3", "e.dst"))
-            if direction in (Direction.IN, Direction.BOTH):
-                queries.append(("e.dst = ?3", "e.src"))
             edges, nodes = [], {}
             annotate = self._annotations(include_superseded)
-            for where, other in queries:
-                rows = self._store.edge_rows(
-                    f"join node_state as s on s.nid = {other} where {where} and {edge_pred} and {node_pred}",
-                    (valid, belief, seed),
-                )
-                for row in rows:
-                    if types and row.type not in types:
+            for outgoing in (True, False):
+                if direction is not Direction.BOTH and (direction is Direction.OUT) != outgoing:
+                    continue
+                for edge_row, node_row in self._store.hop(
+                    seed, outgoing=outgoing, edge_pred=edge_pred, node_pred=node_pred, params=(valid, belief)
+                ):
+                    if types and edge_row.type not in types:
                         continue
-                    edges.append(self._store.to_edge(row))
-                    far = row.dst if row.src == seed else row.src
-                    if far not in nodes:
-                        nodes[far] = self._store.to_node(self._store.node_row(far), annotate)
+                    edges.append(self._store.to_edge(edge_row))
+                    if node_row.nid not in nodes:
+                        nodes[node_row.nid] = self._store.to_node(node_row, annotate)
             seed_node = self._store.to_node(self._store.node_row(seed), annotate)
             return Subgraph((seed_node, *nodes.values()), tuple(edges))
 
@@ -602,6 +596,26 @@ class WorldDB:
                 "file_bytes": size,
                 "root": self.root(),
             }
+
+
+class _TranslatedTxn:
+    """A reconciler transaction whose raw SQLite errors come out as WorldDBError."""
+
+    __slots__ = ("inner",)
+
+    def __init__(self, reconciler: Reconciler) -> None:
+        self.inner = reconciler.transaction()
+
+    def __enter__(self) -> Txn:
+        with _sqlite.translate():
+            return self.inner.__enter__()
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> bool:
+        with _sqlite.translate():
+            self.inner.__exit__(exc_type, exc, tb)
+        if exc is not None:
+            _sqlite.translate().__exit__(exc_type, exc, tb)
+        return False
 
 
 def fts_query(text: str) -> str:

@@ -130,6 +130,7 @@ class Store:
     def __init__(self, conn: apsw.Connection) -> None:
         self.conn = conn
         self._headers: dict[int, Header] = {}
+        self._by_hex: dict[str, int] = {}  # full hex id -> nid (ids never change)
 
     # ---- ids -----------------------------------------------------------------
 
@@ -156,6 +157,10 @@ class Store:
             if row is None:
                 raise NotFound(f"no node has id {ref.hex()}")
             return int(row[0])
+        if isinstance(ref, str):
+            known = self._by_hex.get(ref)
+            if known is not None:
+                return known
         lo, hi = self._prefix_bounds(ref, "node")  # type: ignore[arg-type]
         rows = self.conn.execute(
             "select nid, id from node where id between ? and ? limit 2", (lo, hi)
@@ -167,7 +172,12 @@ class Store:
                 f"{ref!r} matches several nodes (e.g. {rows[0][1].hex()[:16]}…, {rows[1][1].hex()[:16]}…); "
                 "give more characters"
             )
-        return int(rows[0][0])
+        nid = int(rows[0][0])
+        if len(ref) == 2 * ID_BYTES:
+            if len(self._by_hex) > 100_000:
+                self._by_hex.clear()
+            self._by_hex[ref] = nid  # type: ignore[index]
+        return nid
 
     def resolve_edge(self, ref: str) -> int:
         """The eid of an edge given its hex id or a unique prefix."""
@@ -208,8 +218,11 @@ class Store:
 
     def forget_uncommitted(self, nids: Iterable[int]) -> None:
         """Drop cached headers of nodes whose transaction rolled back."""
-        for nid in nids:
+        dropped = set(nids)
+        for nid in dropped:
             self._headers.pop(nid, None)
+        if dropped:
+            self._by_hex = {k: v for k, v in self._by_hex.items() if v not in dropped}
 
     # ---- node reads -----------------------------------------------------------
 
@@ -228,18 +241,7 @@ class Store:
         """Build the public record, with incoming supersedes/contradicts links if asked."""
         body = json.loads(row.body) if row.body is not None else {}
         parent = self.header(row.parent).id.hex() if row.parent is not None else None
-        superseded_by: tuple[str, ...] = ()
-        contradicted_by: tuple[str, ...] = ()
-        annotate = set(annotate)
-        if "supersedes" in annotate:
-            superseded_by = self.linked_ids(row.nid, "supersedes", incoming=True)
-        if "contradicts" in annotate:
-            contradicted_by = tuple(
-                sorted(
-                    set(self.linked_ids(row.nid, "contradicts", incoming=True))
-                    | set(self.linked_ids(row.nid, "contradicts", incoming=False))
-                )
-            )
+        superseded_by, contradicted_by = self._annotations(row.nid, set(annotate))
         return Node(
             id=row.id.hex(),
             type=row.type,
@@ -262,19 +264,24 @@ class Store:
             contradicted_by=contradicted_by,
         )
 
-    def linked_ids(self, nid: int, edge_type: str, *, incoming: bool) -> tuple[str, ...]:
-        """Hex ids at the other end of current-belief edges of a type."""
-        if incoming:
-            sql = ("select n.id from edge as e join node as n on n.nid = e.src "
-                   "where e.dst = ? and e.type = ? and e.expired_at is null and e.invalid_at is null")
-        else:
-            sql = ("select n.id from edge as e join node as n on n.nid = e.dst "
-                   "where e.src = ? and e.type = ? and e.expired_at is null and e.invalid_at is null")
-        return tuple(r[0].hex() for r in self.conn.execute(sql, (nid, edge_type)))
-
-    def child_nid(self, parent: int, raw_id: bytes) -> int | None:
-        """A node with this id, if it exists (the parent is part of the id already)."""
-        return self.nid_of(raw_id)
+    def _annotations(self, nid: int, wanted: set[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """Ids of current versions superseding nid, and of nodes contradicting it (one query)."""
+        if not wanted & {"supersedes", "contradicts"}:
+            return (), ()
+        superseded_by: list[str] = []
+        contradicted_by: set[str] = set()
+        for edge_type, other in self.conn.execute(
+            "select e.type, n.id from edge as e join node as n on n.nid = e.src where e.dst = ?1 "
+            "and e.type in ('supersedes', 'contradicts') and e.expired_at is null and e.invalid_at is null "
+            "union all select e.type, n.id from edge as e join node as n on n.nid = e.dst where e.src = ?1 "
+            "and e.type = 'contradicts' and e.expired_at is null and e.invalid_at is null",
+            (nid,),
+        ):
+            if edge_type == "supersedes" and "supersedes" in wanted:
+                superseded_by.append(other.hex())
+            elif edge_type == "contradicts" and "contradicts" in wanted:
+                contradicted_by.add(other.hex())
+        return tuple(superseded_by), tuple(sorted(contradicted_by))
 
     # ---- edges ----------------------------------------------------------------
 
@@ -284,6 +291,22 @@ class Store:
         if row is None:
             raise NotFound(f"no edge with local number {eid}")
         return EdgeRow(*row)
+
+    def hop(self, seed: int, *, outgoing: bool, edge_pred: str, node_pred: str,
+            params: Sequence[Any]) -> list[tuple[EdgeRow, NodeRow]]:
+        """Edges leaving (or entering) ``seed`` with the node at their far end, in one query.
+
+        ``edge_pred`` / ``node_pred`` are predicates written by this package over aliases e and s.
+        """
+        near, far = ("src", "dst") if outgoing else ("dst", "src")
+        node_cols = NODE_SELECT[len("select "):NODE_SELECT.index(" from ")]
+        sql = (
+            EDGE_SELECT.replace(" from edge as e ", ", " + node_cols + " from edge as e ")
+            + f"join node as n on n.nid = e.{far} join node_state as s on s.nid = n.nid "
+            + f"where e.{near} = ?3 and {edge_pred} and {node_pred}"
+        )
+        width = len(EdgeRow.__slots__)  # type: ignore[attr-defined]
+        return [(EdgeRow(*r[:width]), NodeRow(*r[width:])) for r in self.conn.execute(sql, (*params, seed))]
 
     def edge_rows(self, where: str, params: Sequence[Any]) -> list[EdgeRow]:
         """Edge rows matching a fixed WHERE clause written by this package."""
@@ -340,17 +363,15 @@ class Store:
             (nid, valid_at, created_at, salience, root),
         )
 
-    def index_text(self, nid: int, name: str | None, content: str | None) -> None:
-        """Add a node to the full-text index."""
-        self.conn.execute(
-            "insert into node_fts (rowid, name, content) values (?, ?, ?)", (nid, name or "", content or "")
-        )
+    def index_texts(self, rows: Iterable[tuple[int, str, str]]) -> None:
+        """Add (nid, name, content) rows to the full-text index."""
+        self.conn.executemany("insert into node_fts (rowid, name, content) values (?, ?, ?)", rows)
 
-    def index_vector(self, nid: int, vector: np.ndarray) -> None:
-        """Add a node's embedding to the vector index."""
-        self.conn.execute(
+    def index_vectors(self, rows: Iterable[tuple[int, np.ndarray]]) -> None:
+        """Add (nid, embedding) rows to the vector index."""
+        self.conn.executemany(
             "insert into node_vec (rowid, embedding) values (?, ?)",
-            (nid, np.ascontiguousarray(vector, dtype=np.float32).tobytes()),
+            ((nid, np.ascontiguousarray(v, dtype=np.float32).tobytes()) for nid, v in rows),
         )
 
     def close_node(self, nid: int, *, invalid_at: str | None, closed_at: str | None,

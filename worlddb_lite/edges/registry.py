@@ -16,6 +16,7 @@ class EdgeRegistry:
 
     def __init__(self) -> None:
         self._types: dict[str, EdgeType] = {t.name: t for t in DEFAULT_EDGE_TYPES}
+        self._rules: dict[bool, QueryRules] = {}
 
     def register(self, edge_type: EdgeType, *, replace: bool = False) -> None:
         """Add a custom edge type; refuses to shadow an existing one unless ``replace``."""
@@ -33,6 +34,7 @@ class EdgeRegistry:
                 f"edge type {edge_type.name!r} already exists; pass replace=True to override it"
             )
         self._types[edge_type.name] = edge_type
+        self._rules.clear()
 
     def get(self, name: str) -> EdgeType:
         """The handler set for ``name``."""
@@ -50,8 +52,11 @@ class EdgeRegistry:
         return tuple(sorted(self._types))
 
     def rules(self, *, include_superseded: bool = False) -> QueryRules:
-        """Fold every type's on_query_rewrite into the rules reads apply."""
-        rules = QueryRules(include_superseded=include_superseded)
-        for edge_type in self._types.values():
-            rules = edge_type.on_query_rewrite(rules)
-        return rules
+        """Fold every type's on_query_rewrite into the rules reads apply (cached per registry state)."""
+        cached = self._rules.get(include_superseded)
+        if cached is None:
+            cached = QueryRules(include_superseded=include_superseded)
+            for edge_type in self._types.values():
+                cached = edge_type.on_query_rewrite(cached)
+            self._rules[include_superseded] = cached
+        return cached

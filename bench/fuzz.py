@@ -1,0 +1,234 @@
+"""Reconciler fuzz: random operation sequences with the invariants checked after every step.
+
+    python bench/fuzz.py --ops 100000 --seed 1 [--json bench/out/fuzz-1.json]
+
+Operations: write (into random scopes and nested worlds), world creation, amend, retire,
+retract, supersede, contradict, same_as propose / accept / reject, edges of every default
+type between random nodes, unlink, alias. Operations that the engine refuses must raise a
+``WorldDBError`` and leave the store exactly as it was (same store root, same row counts).
+
+After every step: the touched nodes and edges hash back to their ids; no validity interval
+widened or re-opened (every node's interval is tracked across steps); every same_as edge
+has an accepted proposal and its mirror, and no proposal points at a missing node; the FTS
+and vector tables hold one row per text node. Every ``--full-every`` steps and at the end,
+``WorldDB.verify()`` recomputes everything (all hashes, all Merkle roots, all invariants).
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import emit, environment, progress, remove_store  # noqa: E402
+
+from worlddb_lite import WorldDB, WorldDBError  # noqa: E402
+from worlddb_lite.hashing import edge_id, node_id  # noqa: E402
+
+EDGE_TYPES = ("refers_to", "contains", "implies", "derived_from", "instance_of", "subtype_of",
+              "causes", "precedes", "contradicts", "supersedes", "same_as")
+WORDS = ("Sarah", "Tom", "Lisbon", "Porto", "tea", "coffee", "manager", "dog", "Rex", "piano",
+         "moved", "likes", "works", "at", "Acme", "in", "May", "the", "my", "ünïcode", "日本")
+TABLES = ("node", "node_state", "edge", "merge_proposal", "alias", "root_log", "merkle")
+
+
+class HashEmbedder:
+    """Deterministic 16-d embedder so the fuzz never loads a model."""
+
+    model_id = "fuzz-hash-16"
+    dim = 16
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for word in text.lower().split():
+                out[row, hash(word) % self.dim] += 1.0
+        out[:, 0] += 1e-3
+        return out / np.linalg.norm(out, axis=1, keepdims=True)
+
+
+class Fuzzer:
+    """Drives one store with random operations and checks it after each."""
+
+    def __init__(self, path: str, seed: int) -> None:
+        self.rng = random.Random(seed)
+        self.db = WorldDB(path, embedder=HashEmbedder())
+        self.conn = self.db._conn  # the checker reads raw rows; writes go through the facade only
+        self.worlds: list[str] = [self.db.scope("fuzz-a"), self.db.scope("fuzz-b")]
+        self.nodes: list[str] = []
+        self.conn.execute("create temp table snap (nid integer primary key, valid_at text, invalid_at text)")
+        self.violations: list[dict[str, Any]] = []
+        self.counts = {"ok": 0, "refused": 0}
+        self.step = 0
+        self.clock_tick = 0
+
+    # ---- operations -----------------------------------------------------------------
+
+    def text(self) -> str:
+        return " ".join(self.rng.choice(WORDS) for _ in range(self.rng.randint(1, 6)))
+
+    def when(self) -> str:
+        return f"20{self.rng.randint(10, 30)}-{self.rng.randint(1, 12):02d}-{self.rng.randint(1, 28):02d}"
+
+    def pick(self) -> str:
+        return self.rng.choice(self.nodes) if self.nodes and self.rng.random() < 0.85 else self.rng.choice(self.worlds)
+
+    def op(self) -> tuple[str, Any]:
+        r = self.rng.random()
+        db = self.db
+        if r < 0.25 or not self.nodes:
+            world = self.rng.choice(self.worlds)
+            return "write", lambda: self.nodes.append(db.write(self.text(), world=world, valid_at=self.when()))
+        if r < 0.30:
+            parent = self.rng.choice(self.worlds)
+            return "world", lambda: self.worlds.append(db.world(self.text(), parent=parent))
+        if r < 0.40:
+            target = self.rng.choice(self.nodes)
+            return "amend", lambda: self.nodes.append(db.amend(target, self.text(), valid_at=self.when()))
+        if r < 0.45:
+            return "retire", lambda: db.retire(self.rng.choice(self.nodes), at=self.when())
+        if r < 0.48:
+            return "retract", lambda: db.retract(self.rng.choice(self.nodes))
+        if r < 0.55:
+            pid = self.rng.randint(1, 40)
+            return "accept", lambda: db.accept_merge(pid)
+        if r < 0.58:
+            pid = self.rng.randint(1, 40)
+            return "reject", lambda: db.reject_merge(pid)
+        if r < 0.62:
+            edges = [r[0].hex() for r in self.conn.execute("select id from edge order by random() limit 1")]
+            return "unlink", lambda: db.unlink(edges[0] if edges else "00000000")
+        if r < 0.65:
+            return "alias", lambda: db.add_alias(self.rng.choice(self.nodes), self.text())
+        if r < 0.67:  # hostile: bad ids, bad times, unknown types
+            bad = self.rng.choice(["zz", "0" * 64, "1234", self.rng.choice(self.nodes)[:6]])
+            return "bad", lambda: db.link(bad, self.pick(), self.rng.choice(EDGE_TYPES + ("nope",)))
+        edge_type = self.rng.choice(EDGE_TYPES)
+        src, dst = self.pick(), self.pick()
+        return f"link:{edge_type}", lambda: db.link(src, dst, edge_type, valid_at=self.when())
+
+    # ---- checks -----------------------------------------------------------------------
+
+    def fingerprint(self) -> tuple[Any, ...]:
+        maxes = tuple(self.conn.execute(f"select coalesce(max(rowid), 0) from {t}").fetchone()[0]  # noqa: S608
+                      for t in ("node", "edge", "merge_proposal", "root_log"))
+        decided = self.conn.execute("select count(*) from merge_proposal where status != 'pending'").fetchone()[0]
+        aliases = self.conn.execute("select count(*) from alias").fetchone()[0]
+        return (self.db.root(), maxes, decided, aliases)
+
+    def bad(self, invariant: str, detail: str) -> None:
+        self.violations.append({"step": self.step, "invariant": invariant, "detail": detail})
+
+    def check_step(self, before_max: tuple[int, int]) -> None:
+        node_max, edge_max = before_max
+        for nid, raw, body in self.conn.execute("select nid, id, body from node where nid > ?", (node_max,)):
+            if body is not None and node_id(body) != raw:
+                self.bad("hash", f"node {nid} does not hash to its id")
+        for eid, raw, body in self.conn.execute("select eid, id, body from edge where eid > ?", (edge_max,)):
+            if edge_id(body) != raw:
+                self.bad("hash", f"edge {eid} does not hash to its id")
+        # Every node's interval against the one seen after the previous step (a temp snapshot,
+        # compared in SQL so each step stays cheap as the store grows).
+        for nid, old_valid, valid_at, old_invalid, invalid_at in self.conn.execute(
+            "select s.nid, p.valid_at, s.valid_at, p.invalid_at, s.invalid_at from node_state as s "
+            "join temp.snap as p on p.nid = s.nid where s.valid_at != p.valid_at or (p.invalid_at is not null "
+            "and (s.invalid_at is null or s.invalid_at > p.invalid_at))"
+        ):
+            self.bad("validity", f"node {nid}: [{old_valid}, {old_invalid}) became [{valid_at}, {invalid_at})")
+        self.conn.execute(
+            "insert or replace into temp.snap select s.nid, s.valid_at, s.invalid_at from node_state as s "
+            "left join temp.snap as p on p.nid = s.nid where p.nid is null or s.invalid_at is not p.invalid_at"
+        )
+        orphan = self.conn.execute(
+            "select count(*) from merge_proposal as m where not exists (select 1 from node where nid = m.a) "
+            "or not exists (select 1 from node where nid = m.b)").fetchone()[0]
+        if orphan:
+            self.bad("merge", f"{orphan} proposals point at missing nodes")
+        asym = self.conn.execute(
+            "select count(*) from edge as e where e.type = 'same_as' and e.invalid_at is null and not exists "
+            "(select 1 from edge as f where f.type = 'same_as' and f.src = e.dst and f.dst = e.src "
+            "and f.invalid_at is null)").fetchone()[0]
+        if asym:
+            self.bad("merge", f"{asym} same_as edges have no mirror")
+        unaccepted = self.conn.execute(
+            "select count(*) from edge as e where e.type = 'same_as' and not exists (select 1 from merge_proposal "
+            "as m where m.status = 'accepted' and m.a = min(e.src, e.dst) and m.b = max(e.src, e.dst))").fetchone()[0]
+        if unaccepted:
+            self.bad("merge", f"{unaccepted} same_as edges without an accepted proposal")
+        text_nodes = self.conn.execute(
+            "select count(*) from node where body is not null and (json_extract(body, '$.name') is not null "
+            "or json_extract(body, '$.content') is not null)").fetchone()[0]
+        fts = self.conn.execute("select count(*) from node_fts").fetchone()[0]
+        vec = self.conn.execute("select count(*) from node_vec").fetchone()[0]
+        if not text_nodes == fts == vec:
+            self.bad("indexes", f"text nodes {text_nodes}, fts rows {fts}, vector rows {vec}")
+
+    def full_check(self) -> None:
+        report = self.db.verify()
+        for v in report.violations:
+            self.bad(v.invariant, v.detail)
+
+    def run(self, ops: int, full_every: int) -> None:
+        started = time.perf_counter()
+        for self.step in range(1, ops + 1):
+            name, action = self.op()
+            before = self.fingerprint()
+            before_max = (before[1][0], before[1][1])
+            try:
+                action()
+                self.counts["ok"] += 1
+            except WorldDBError:
+                self.counts["refused"] += 1
+                if self.fingerprint() != before:
+                    self.bad("atomicity", f"refused {name} changed the store")
+            except Exception as exc:  # noqa: BLE001 - anything else escaping is itself a finding
+                self.bad("error-type", f"{name} raised {type(exc).__name__}: {exc}")
+            self.check_step(before_max)
+            if self.step % full_every == 0:
+                self.full_check()
+                rate = self.step / (time.perf_counter() - started)
+                progress(f"  step {self.step:,}/{ops:,} ({rate:,.0f} ops/s), violations {len(self.violations)}")
+        self.full_check()
+
+
+def run_fuzz(ops: int, seed: int, path: str, full_every: int = 1000) -> dict[str, Any]:
+    """Run the fuzz and return counts and violations."""
+    remove_store(path)
+    fuzzer = Fuzzer(path, seed)
+    started = time.perf_counter()
+    fuzzer.run(ops, full_every)
+    stats = fuzzer.db.stats()
+    fuzzer.db.close()
+    return {
+        "benchmark": "fuzz",
+        "params": {"ops": ops, "seed": seed, "full_every": full_every},
+        "env": environment(),
+        "seconds": round(time.perf_counter() - started, 1),
+        "operations": fuzzer.counts,
+        "store": {k: stats[k] for k in ("nodes", "edges", "worlds", "pending_merges", "open_contradictions")},
+        "violations": fuzzer.violations[:200],
+        "violation_count": len(fuzzer.violations),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Reconciler fuzz with invariant checks after every step")
+    parser.add_argument("--ops", type=int, default=100_000)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--full-every", type=int, default=1000, help="steps between full verify() runs")
+    parser.add_argument("--path", default="/tmp/worlddb-fuzz.db")
+    parser.add_argument("--json", dest="out")
+    args = parser.parse_args(argv)
+    result = run_fuzz(args.ops, args.seed, args.path, args.full_every)
+    emit(result, args.out)
+    return 1 if result["violation_count"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,156 @@
+"""Shared fixtures: a deterministic fake embedder, a fake clock and a store over file and memory.
+
+No test loads the bundled model except the few CLI tests that go through ``worlddb`` itself.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import re
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from worlddb_lite import WorldDB
+from worlddb_lite.temporal import format_time
+
+FAKE_DIM = 32
+_WORD = re.compile(r"\w+")
+
+# Every table and virtual table of the schema whose rows a refused write must leave alone.
+TABLES = (
+    "meta", "reconciler_session", "node", "node_state", "edge", "merkle", "root_log",
+    "merge_proposal", "alias", "tombstone",
+)
+INDEX_TABLES = ("node_fts", "node_vec")
+
+
+class FakeEmbedder:
+    """Feature hashing of lower-case words into 32 dimensions, L2-normalised. Deterministic."""
+
+    model_id = "fake-hash-32"
+    dim = FAKE_DIM
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        self.calls += 1
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for word in _WORD.findall(text.lower()):
+                digest = hashlib.blake2b(word.encode("utf-8"), digest_size=8).digest()
+                slot = int.from_bytes(digest[:4], "little") % self.dim
+                sign = 1.0 if digest[4] & 1 else -1.0
+                out[row, slot] += sign
+            norm = float(np.linalg.norm(out[row]))
+            if norm == 0.0:
+                out[row, 0] = 1.0  # text without words still gets a unit vector
+            else:
+                out[row] /= norm
+        return out
+
+
+class OtherFakeEmbedder(FakeEmbedder):
+    """Same shape, another model id: opening a FakeEmbedder store with it must fail."""
+
+    model_id = "other-fake-32"
+
+
+START = dt.datetime(2025, 1, 1, tzinfo=dt.timezone.utc)  # after every fixed date the tests use
+
+
+class FakeClock:
+    """A clock that moves forward by a fixed step on every call (canonical time text)."""
+
+    def __init__(self, start: dt.datetime = START, step: dt.timedelta = dt.timedelta(seconds=1)) -> None:
+        self.now = start
+        self.step = step
+        self.calls = 0
+
+    def __call__(self) -> str:
+        self.now += self.step
+        self.calls += 1
+        return format_time(self.now)
+
+    def peek(self) -> str:
+        """The last time handed out (without advancing)."""
+        return format_time(self.now)
+
+    def advance(self, delta: dt.timedelta) -> None:
+        self.now += delta
+
+
+def t(text: str) -> str:
+    """Canonical form of a short ISO time, for comparisons."""
+    from worlddb_lite.temporal import parse_time
+
+    return parse_time(text)
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture(params=["file", "memory"])
+def db_path(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    return str(tmp_path / "store.db") if request.param == "file" else ":memory:"
+
+
+@pytest.fixture
+def db(db_path: str, clock: FakeClock) -> Iterator[WorldDB]:
+    store = WorldDB(db_path, embedder=FakeEmbedder(), clock=clock)
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+@pytest.fixture
+def file_db_path(tmp_path: Path) -> str:
+    return str(tmp_path / "store.db")
+
+
+@pytest.fixture
+def open_file_db(file_db_path: str) -> Callable[..., WorldDB]:
+    """Open (or reopen) the file store with the fake embedder."""
+
+    def opener(**kwargs: Any) -> WorldDB:
+        kwargs.setdefault("embedder", FakeEmbedder())
+        return WorldDB(file_db_path, **kwargs)
+
+    return opener
+
+
+def table_digest(db: WorldDB) -> dict[str, Any]:
+    """Row counts and content digests of every table, plus the store's root."""
+    conn = db._conn  # tests may look at the raw connection; the package never exposes it
+    out: dict[str, Any] = {"root": db.root()}
+    for table in TABLES:
+        rows = conn.execute(f"select * from {table}").fetchall()
+        h = hashlib.sha256(repr(sorted(rows, key=repr)).encode()).hexdigest()
+        out[table] = (len(rows), h)
+    fts = conn.execute("select rowid, name, content from node_fts order by rowid").fetchall()
+    out["node_fts"] = (len(fts), hashlib.sha256(repr(fts).encode()).hexdigest())
+    vec = conn.execute("select rowid, embedding from node_vec order by rowid").fetchall()
+    out["node_vec"] = (len(vec), hashlib.sha256(repr(vec).encode()).hexdigest())
+    return out
+
+
+def row_counts(db: WorldDB) -> dict[str, int]:
+    """Row count of every table the brief lists (and a few more)."""
+    conn = db._conn
+    return {
+        table: int(conn.execute(f"select count(*) from {table}").fetchone()[0])
+        for table in (*TABLES, *INDEX_TABLES)
+    }
+
+
+@pytest.fixture
+def snapshot() -> Callable[[WorldDB], dict[str, Any]]:
+    return table_digest
