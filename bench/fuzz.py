@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import emit, environment, progress, remove_store  # noqa: E402
 
 from worlddb_lite import WorldDB, WorldDBError  # noqa: E402
-from worlddb_lite.hashing import edge_id, node_id  # noqa: E402
+from worlddb_lite.hashing import edge_body, edge_id, node_id  # noqa: E402
 
 EDGE_TYPES = ("refers_to", "contains", "implies", "derived_from", "instance_of", "subtype_of",
               "causes", "precedes", "contradicts", "supersedes", "same_as")
@@ -130,8 +130,11 @@ class Fuzzer:
         for nid, raw, body in self.conn.execute("select nid, id, body from node where nid > ?", (node_max,)):
             if body is not None and node_id(body) != raw:
                 self.bad("hash", f"node {nid} does not hash to its id")
-        for eid, raw, body in self.conn.execute("select eid, id, body from edge where eid > ?", (edge_max,)):
-            if edge_id(body) != raw:
+        for eid, raw, edge_type, src, dst, valid_at, props in self.conn.execute(
+            "select e.eid, e.id, e.type, a.id, b.id, e.valid_at, e.props from edge as e "
+            "join node as a on a.nid = e.src join node as b on b.nid = e.dst where e.eid > ?", (edge_max,)
+        ):
+            if edge_id(edge_body(edge_type, src.hex(), dst.hex(), valid_at, props)) != raw:
                 self.bad("hash", f"edge {eid} does not hash to its id")
         # Every node's interval against the one seen after the previous step (a temp snapshot,
         # compared in SQL so each step stays cheap as the store grows).

@@ -3,7 +3,7 @@
     python bench/scale.py --nodes 100000 [--json bench/out/scale-100k.json]
     python bench/scale.py --write-growth
 
-The load goes through the public facade (``WorldDB.batch``, ``write``, ``link``), so every
+The load goes through the public facade (``WorldDB.write_many``, ``link_many``), so every
 node is hashed, indexed and witnessed in its worlds' Merkle trees and every edge runs its
 handler. Layout: 8 Scope worlds, each holding Session worlds of 200 memories (depth 3);
 2.5 refers_to edges per node between random nodes; random unit 256-d vectors.
@@ -58,40 +58,40 @@ class Corpus:
 
 
 def load(db: WorldDB, corpus: Corpus, n: int, *, flat_scope: str | None = None) -> tuple[list[str], float]:
-    """Write n memories (nested in sessions, or flat into one scope); returns ids and seconds."""
+    """Write n memories (nested in sessions, or flat into one scope) with ``write_many``."""
     ids: list[str] = []
     started = time.perf_counter()
     scopes = [db.scope(f"scope-{i}") for i in range(SCOPES)] if flat_scope is None else [db.scope(flat_scope)]
-    session = None
+    sessions: dict[int, str] = {}
     for begin in range(0, n, CHUNK):
         count = min(CHUNK, n - begin)
         texts, vectors = corpus.texts(count), corpus.vectors(count)
+        records = []
         with db.batch():
             for j in range(count):
                 i = begin + j
                 if flat_scope is not None:
                     world = scopes[0]
                 else:
-                    if i % SESSION_SIZE == 0:
-                        session = db.world(f"session-{i // SESSION_SIZE}", parent=scopes[(i // SESSION_SIZE) % SCOPES],
-                                           type="Session")
-                    world = session
-                ids.append(db.write(texts[j], world=world, vector=vectors[j], valid_at="2024-01-01"))
+                    s = i // SESSION_SIZE
+                    if s not in sessions:
+                        sessions[s] = db.world(f"session-{s}", parent=scopes[s % SCOPES], type="Session")
+                    world = sessions[s]
+                records.append({"text": texts[j], "world": world, "vector": vectors[j], "valid_at": "2024-01-01"})
+            ids.extend(db.write_many(records))
         progress(f"  nodes {begin + count:,}/{n:,} ({(begin + count) / (time.perf_counter() - started):,.0f}/s)")
     return ids, time.perf_counter() - started
 
 
 def link(db: WorldDB, ids: list[str], count: int, seed: int) -> float:
-    """Write ``count`` refers_to edges between random distinct nodes; returns seconds."""
+    """Write ``count`` refers_to edges between random distinct nodes with ``link_many``; returns seconds."""
     rng = random.Random(seed)
     started = time.perf_counter()
     done = 0
     while done < count:
         step = min(CHUNK * 2, count - done)
-        with db.batch():
-            for _ in range(step):
-                a, b = rng.sample(range(len(ids)), 2)
-                db.link(ids[a], ids[b], "refers_to")
+        pairs = (rng.sample(range(len(ids)), 2) for _ in range(step))
+        db.link_many([(ids[a], ids[b], "refers_to") for a, b in pairs])
         done += step
         progress(f"  edges {done:,}/{count:,} ({done / (time.perf_counter() - started):,.0f}/s)")
     return time.perf_counter() - started

@@ -21,10 +21,17 @@ from worlddb_lite.temporal import format_time
 FAKE_DIM = 32
 _WORD = re.compile(r"\w+")
 
-# Every table and virtual table of the schema whose rows a refused write must leave alone.
-TABLES = (
-    "meta", "reconciler_session", "node", "node_state", "edge", "merkle", "root_log",
-    "merge_proposal", "alias", "tombstone",
+# Tables the brief names explicitly; the helpers below also cover any table the schema adds later.
+NAMED_TABLES = (
+    "node",
+    "node_state",
+    "edge",
+    "merkle",
+    "root_log",
+    "merge_proposal",
+    "alias",
+    "node_fts",
+    "node_vec",
 )
 INDEX_TABLES = ("node_fts", "node_vec")
 
@@ -61,7 +68,7 @@ class OtherFakeEmbedder(FakeEmbedder):
     model_id = "other-fake-32"
 
 
-START = dt.datetime(2025, 1, 1, tzinfo=dt.timezone.utc)  # after every fixed date the tests use
+START = dt.datetime(2025, 1, 1, tzinfo=dt.UTC)  # after every fixed date the tests use
 
 
 class FakeClock:
@@ -127,27 +134,38 @@ def open_file_db(file_db_path: str) -> Callable[..., WorldDB]:
     return opener
 
 
+def schema_tables(db: WorldDB) -> list[str]:
+    """Every ordinary table of the store (not FTS5 / vec0 shadow tables), plus the two index tables."""
+    names = [
+        r[0]
+        for r in db._conn.execute(
+            "select name from sqlite_schema where type = 'table' and name not like 'sqlite_%' "
+            "and name not like 'node_fts%' and name not like 'node_vec%' order by name"
+        )
+    ]
+    return [*names, *INDEX_TABLES]
+
+
 def table_digest(db: WorldDB) -> dict[str, Any]:
     """Row counts and content digests of every table, plus the store's root."""
     conn = db._conn  # tests may look at the raw connection; the package never exposes it
     out: dict[str, Any] = {"root": db.root()}
-    for table in TABLES:
-        rows = conn.execute(f"select * from {table}").fetchall()
-        h = hashlib.sha256(repr(sorted(rows, key=repr)).encode()).hexdigest()
-        out[table] = (len(rows), h)
-    fts = conn.execute("select rowid, name, content from node_fts order by rowid").fetchall()
-    out["node_fts"] = (len(fts), hashlib.sha256(repr(fts).encode()).hexdigest())
-    vec = conn.execute("select rowid, embedding from node_vec order by rowid").fetchall()
-    out["node_vec"] = (len(vec), hashlib.sha256(repr(vec).encode()).hexdigest())
+    for table in schema_tables(db):
+        if table == "node_fts":
+            rows = conn.execute("select rowid, name, content from node_fts order by rowid").fetchall()
+        elif table == "node_vec":
+            rows = conn.execute("select rowid, embedding from node_vec order by rowid").fetchall()
+        else:
+            rows = sorted(conn.execute(f"select * from {table}").fetchall(), key=repr)
+        out[table] = (len(rows), hashlib.sha256(repr(rows).encode()).hexdigest())
     return out
 
 
 def row_counts(db: WorldDB) -> dict[str, int]:
-    """Row count of every table the brief lists (and a few more)."""
+    """Row count of every table (the brief's list and any other table of the schema)."""
     conn = db._conn
     return {
-        table: int(conn.execute(f"select count(*) from {table}").fetchone()[0])
-        for table in (*TABLES, *INDEX_TABLES)
+        table: int(conn.execute(f"select count(*) from {table}").fetchone()[0]) for table in schema_tables(db)
     }
 
 

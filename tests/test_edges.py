@@ -20,7 +20,14 @@ from worlddb_lite.edges import (
     SkipEdgeRow,
     StageMerge,
 )
-from worlddb_lite.errors import CycleError, EdgeRefused, InvalidInput, NotCurrent, UnknownEdgeType, WorldDBError
+from worlddb_lite.errors import (
+    CycleError,
+    EdgeRefused,
+    InvalidInput,
+    NotCurrent,
+    UnknownEdgeType,
+    WorldDBError,
+)
 from worlddb_lite.types import MergeStatus
 
 T1, T2, T3 = "2024-01-01T00:00:00.000000Z", "2024-02-01T00:00:00.000000Z", "2024-03-01T00:00:00.000000Z"
@@ -49,10 +56,24 @@ class FakeCtx:
         return src == dst or (edge_type, src, dst) in self.paths
 
 
-def end(nid: int, *, valid: str = T1, invalid: str | None = None, expired: str | None = None,
-        retired: bool = False, type_: str = "Memory") -> EndView:
-    return EndView(nid=nid, id=f"{nid:064x}", type=type_, valid_at=valid, invalid_at=invalid,
-                   expired_at=expired, retired=retired)
+def end(
+    nid: int,
+    *,
+    valid: str = T1,
+    invalid: str | None = None,
+    expired: str | None = None,
+    retired: bool = False,
+    type_: str = "Memory",
+) -> EndView:
+    return EndView(
+        nid=nid,
+        id=f"{nid:064x}",
+        type=type_,
+        valid_at=valid,
+        invalid_at=invalid,
+        expired_at=expired,
+        retired=retired,
+    )
 
 
 def draft(type_: str, src: EndView, dst: EndView, *, accepting: bool = False, **props: Any) -> EdgeDraft:
@@ -69,21 +90,88 @@ CASES: list[tuple[str, str, EndView, EndView, FakeCtx, Sequence[object] | type[E
     ("contains-grandparent", "contains", end(3), end(1), FakeCtx(ancestors={3: {2, 1}}), CycleError),
     ("contains-descendant-ok", "contains", end(1), end(3), FakeCtx(ancestors={3: {2, 1}}), []),
     # supersedes: closes the old version at the new one's valid time, only ever tightening
-    ("supersedes-closes", "supersedes", end(2, valid=T2), end(1, valid=T1), FakeCtx(), [CloseValidity(1, T2)]),
-    ("supersedes-same-time", "supersedes", end(2, valid=T1), end(1, valid=T1), FakeCtx(), [CloseValidity(1, T1)]),
+    (
+        "supersedes-closes",
+        "supersedes",
+        end(2, valid=T2),
+        end(1, valid=T1),
+        FakeCtx(),
+        [CloseValidity(1, T2)],
+    ),
+    (
+        "supersedes-same-time",
+        "supersedes",
+        end(2, valid=T1),
+        end(1, valid=T1),
+        FakeCtx(),
+        [CloseValidity(1, T1)],
+    ),
     ("supersedes-earlier-new", "supersedes", end(2, valid=T1), end(1, valid=T2), FakeCtx(), EdgeRefused),
-    ("supersedes-retracted-old", "supersedes", end(2, valid=T2), end(1, valid=T1, expired=T2), FakeCtx(), NotCurrent),
-    ("supersedes-already-closed-earlier", "supersedes", end(2, valid=T3), end(1, valid=T1, invalid=T2), FakeCtx(), []),
-    ("supersedes-already-closed-same", "supersedes", end(2, valid=T2), end(1, valid=T1, invalid=T2), FakeCtx(), []),
-    ("supersedes-tightens-later-close", "supersedes", end(2, valid=T2), end(1, valid=T1, invalid=T3), FakeCtx(),
-     [CloseValidity(1, T2)]),
+    (
+        "supersedes-retracted-old",
+        "supersedes",
+        end(2, valid=T2),
+        end(1, valid=T1, expired=T2),
+        FakeCtx(),
+        NotCurrent,
+    ),
+    (
+        "supersedes-already-closed-earlier",
+        "supersedes",
+        end(2, valid=T3),
+        end(1, valid=T1, invalid=T2),
+        FakeCtx(),
+        [],
+    ),
+    (
+        "supersedes-already-closed-same",
+        "supersedes",
+        end(2, valid=T2),
+        end(1, valid=T1, invalid=T2),
+        FakeCtx(),
+        [],
+    ),
+    (
+        "supersedes-tightens-later-close",
+        "supersedes",
+        end(2, valid=T2),
+        end(1, valid=T1, invalid=T3),
+        FakeCtx(),
+        [CloseValidity(1, T2)],
+    ),
     # same_as: stages a proposal and writes no row until accepted; rejection is final
-    ("same_as-new", "same_as", end(5), end(3), FakeCtx(), [StageMerge(3, 5, "same_as requested"), SkipEdgeRow("pending")]),
-    ("same_as-pending", "same_as", end(3), end(5), FakeCtx(statuses={(3, 5): MergeStatus.PENDING}),
-     [SkipEdgeRow("same_as already pending")]),
-    ("same_as-accepted-not-accepting", "same_as", end(3), end(5), FakeCtx(statuses={(3, 5): MergeStatus.ACCEPTED}),
-     [SkipEdgeRow("same_as already accepted")]),
-    ("same_as-rejected", "same_as", end(3), end(5), FakeCtx(statuses={(3, 5): MergeStatus.REJECTED}), EdgeRefused),
+    (
+        "same_as-new",
+        "same_as",
+        end(5),
+        end(3),
+        FakeCtx(),
+        [StageMerge(3, 5, "same_as requested"), SkipEdgeRow("pending")],
+    ),
+    (
+        "same_as-pending",
+        "same_as",
+        end(3),
+        end(5),
+        FakeCtx(statuses={(3, 5): MergeStatus.PENDING}),
+        [SkipEdgeRow("same_as already pending")],
+    ),
+    (
+        "same_as-accepted-not-accepting",
+        "same_as",
+        end(3),
+        end(5),
+        FakeCtx(statuses={(3, 5): MergeStatus.ACCEPTED}),
+        [SkipEdgeRow("same_as already accepted")],
+    ),
+    (
+        "same_as-rejected",
+        "same_as",
+        end(3),
+        end(5),
+        FakeCtx(statuses={(3, 5): MergeStatus.REJECTED}),
+        EdgeRefused,
+    ),
     # order relations refuse cycles
     ("subtype_of-ok", "subtype_of", end(1), end(2), FakeCtx(), []),
     ("subtype_of-cycle", "subtype_of", end(1), end(2), FakeCtx(paths={("subtype_of", 2, 1)}), CycleError),
@@ -91,15 +179,20 @@ CASES: list[tuple[str, str, EndView, EndView, FakeCtx, Sequence[object] | type[E
     ("precedes-cycle", "precedes", end(1), end(2), FakeCtx(paths={("precedes", 2, 1)}), CycleError),
     ("precedes-other-type-path", "precedes", end(1), end(2), FakeCtx(paths={("subtype_of", 2, 1)}), []),
     # plain types: no side effects
-    *[(f"{name}-ok", name, end(1), end(2), FakeCtx(), []) for name in
-      ("refers_to", "contradicts", "implies", "derived_from", "instance_of", "causes")],
+    *[
+        (f"{name}-ok", name, end(1), end(2), FakeCtx(), [])
+        for name in ("refers_to", "contradicts", "implies", "derived_from", "instance_of", "causes")
+    ],
     ("contradicts-closed-side-ok", "contradicts", end(1, invalid=T2), end(2), FakeCtx(), []),
 ]
 
 
-@pytest.mark.parametrize(("type_", "src", "dst", "ctx", "expected"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
-def test_on_insert(type_: str, src: EndView, dst: EndView, ctx: FakeCtx,
-                   expected: Sequence[object] | type[Exception]) -> None:
+@pytest.mark.parametrize(
+    ("type_", "src", "dst", "ctx", "expected"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
+)
+def test_on_insert(
+    type_: str, src: EndView, dst: EndView, ctx: FakeCtx, expected: Sequence[object] | type[Exception]
+) -> None:
     handler = BY_NAME[type_]
     edge = draft(type_, src, dst)
     if isinstance(expected, type):
@@ -129,9 +222,19 @@ def test_same_as_reason_comes_from_props() -> None:
 
 @pytest.mark.parametrize(
     ("type_", "refuses"),
-    [("supersedes", True), ("same_as", True), ("contains", False), ("refers_to", False), ("contradicts", False),
-     ("implies", False), ("derived_from", False), ("instance_of", False), ("subtype_of", False),
-     ("causes", False), ("precedes", False)],
+    [
+        ("supersedes", True),
+        ("same_as", True),
+        ("contains", False),
+        ("refers_to", False),
+        ("contradicts", False),
+        ("implies", False),
+        ("derived_from", False),
+        ("instance_of", False),
+        ("subtype_of", False),
+        ("causes", False),
+        ("precedes", False),
+    ],
 )
 def test_on_delete(type_: str, refuses: bool) -> None:
     edge = draft(type_, end(2, valid=T2), end(1))
@@ -162,10 +265,23 @@ def test_query_rules_folded_from_every_type() -> None:
 
 
 def test_registry_knows_the_eleven_defaults() -> None:
-    assert EdgeRegistry().names() == tuple(sorted(
-        ["contains", "refers_to", "supersedes", "same_as", "contradicts", "implies", "derived_from",
-         "instance_of", "subtype_of", "causes", "precedes"]
-    ))
+    assert EdgeRegistry().names() == tuple(
+        sorted(
+            [
+                "contains",
+                "refers_to",
+                "supersedes",
+                "same_as",
+                "contradicts",
+                "implies",
+                "derived_from",
+                "instance_of",
+                "subtype_of",
+                "causes",
+                "precedes",
+            ]
+        )
+    )
     for edge_type in DEFAULT_EDGE_TYPES:
         assert isinstance(edge_type, EdgeType)
 

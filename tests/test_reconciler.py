@@ -63,9 +63,23 @@ def _setup(db: WorldDB) -> Ids:
     ref = db.link(a, new, "refers_to")
     supersedes_edge = db.neighbours(new, types=["supersedes"], include_superseded=True).edges[0].id
     same_as_edge = db.neighbours(e1, types=["same_as"]).edges[0].id
-    return {"top": top, "mid": mid, "low": low, "old": old, "new": new, "e1": e1, "e2": e2, "e3": e3,
-            "a": a, "b": b, "rejected": rejected.pid, "accepted": accepted.pid,  # type: ignore[union-attr]
-            "ref_edge": ref.id, "supersedes_edge": supersedes_edge, "same_as_edge": same_as_edge}  # type: ignore[union-attr]
+    return {
+        "top": top,
+        "mid": mid,
+        "low": low,
+        "old": old,
+        "new": new,
+        "e1": e1,
+        "e2": e2,
+        "e3": e3,
+        "a": a,
+        "b": b,
+        "rejected": rejected.pid,
+        "accepted": accepted.pid,  # type: ignore[union-attr]
+        "ref_edge": ref.id,
+        "supersedes_edge": supersedes_edge,
+        "same_as_edge": same_as_edge,
+    }  # type: ignore[union-attr]
 
 
 Action = Callable[[WorldDB, Ids], object]
@@ -80,16 +94,22 @@ REFUSALS: dict[str, tuple[Action, Action, type[WorldDBError]]] = {
     "supersedes-new-starts-before-old": (
         lambda db, i: i.update(older=db.write("older", world=i["low"], valid_at="2024-01-01")),
         lambda db, i: db.link(i["older"], i["new"], "supersedes"),
-        EdgeRefused),
+        EdgeRefused,
+    ),
     "amend-new-version-starts-before-old": (
-        _nothing, lambda db, i: db.amend(i["new"], "x", valid_at="2024-01-01"), EdgeRefused),
+        _nothing,
+        lambda db, i: db.amend(i["new"], "x", valid_at="2024-01-01"),
+        EdgeRefused,
+    ),
     "contains-own-parent": (_nothing, lambda db, i: db.link(i["low"], i["mid"], "contains"), CycleError),
     "contains-own-ancestor": (_nothing, lambda db, i: db.link(i["low"], i["top"], "contains"), CycleError),
     "contains-store-root": (_nothing, lambda db, i: db.link(i["top"], db.root_id, "contains"), CycleError),
     "contains-itself": (_nothing, lambda db, i: db.link(i["top"], i["top"], "contains"), EdgeRefused),
     "contains-cycle-through-contains-edge": (
         lambda db, i: db.link(i["e1"], i["e3"], "contains"),
-        lambda db, i: db.link(i["e3"], i["e1"], "contains"), CycleError),
+        lambda db, i: db.link(i["e3"], i["e1"], "contains"),
+        CycleError,
+    ),
     "same_as-self-loop": (_nothing, lambda db, i: db.link(i["e1"], i["e1"], "same_as"), EdgeRefused),
     "same_as-after-reject": (_nothing, lambda db, i: db.link(i["e3"], i["e1"], "same_as"), EdgeRefused),
     "precedes-cycle": (_nothing, lambda db, i: db.link(i["b"], i["a"], "precedes"), CycleError),
@@ -101,15 +121,26 @@ REFUSALS: dict[str, tuple[Action, Action, type[WorldDBError]]] = {
     "amend-retired": (lambda db, i: db.retire(i["b"]), lambda db, i: db.amend(i["b"], "x"), NotCurrent),
     "retract-twice": (lambda db, i: db.retract(i["a"]), lambda db, i: db.retract(i["a"]), NotCurrent),
     "supersede-retracted": (
-        lambda db, i: db.retract(i["a"]), lambda db, i: db.link(i["b"], i["a"], "supersedes"), NotCurrent),
+        lambda db, i: db.retract(i["a"]),
+        lambda db, i: db.link(i["b"], i["a"], "supersedes"),
+        NotCurrent,
+    ),
     "accept-decided": (_nothing, lambda db, i: db.accept_merge(i["accepted"]), MergeError),
     "reject-after-reject": (_nothing, lambda db, i: db.reject_merge(i["rejected"]), MergeError),
     "accept-rejected": (_nothing, lambda db, i: db.accept_merge(i["rejected"]), MergeError),
     "unknown-proposal": (_nothing, lambda db, i: db.accept_merge(999), NotFound),
     "unlink-supersedes": (_nothing, lambda db, i: db.unlink(i["supersedes_edge"]), EdgeRefused),
     "unlink-same_as": (_nothing, lambda db, i: db.unlink(i["same_as_edge"]), EdgeRefused),
-    "unlink-before-edge-starts": (_nothing, lambda db, i: db.unlink(i["ref_edge"], at="2000-01-01"), InvalidTime),
-    "unlink-twice": (lambda db, i: db.unlink(i["ref_edge"]), lambda db, i: db.unlink(i["ref_edge"]), NotCurrent),
+    "unlink-before-edge-starts": (
+        _nothing,
+        lambda db, i: db.unlink(i["ref_edge"], at="2000-01-01"),
+        InvalidTime,
+    ),
+    "unlink-twice": (
+        lambda db, i: db.unlink(i["ref_edge"]),
+        lambda db, i: db.unlink(i["ref_edge"]),
+        NotCurrent,
+    ),
     "empty-text": (_nothing, lambda db, i: db.write("  \n\t "), InvalidInput),
     "bad-node-type": (_nothing, lambda db, i: db.write("x", type="no spaces allowed"), InvalidInput),
     "wrong-vector-size": (_nothing, lambda db, i: db.write("x", vector=[1.0, 2.0]), InvalidInput),
@@ -119,7 +150,9 @@ REFUSALS: dict[str, tuple[Action, Action, type[WorldDBError]]] = {
 
 
 @pytest.mark.parametrize("case", sorted(REFUSALS))
-def test_a_refused_write_leaves_the_store_exactly_as_it_was(db_path: str, clock: FakeClock, case: str) -> None:
+def test_a_refused_write_leaves_the_store_exactly_as_it_was(
+    db_path: str, clock: FakeClock, case: str
+) -> None:
     prepare, action, error = REFUSALS[case]
     db = WorldDB(db_path, embedder=FakeEmbedder(), clock=clock)
     try:
@@ -209,21 +242,23 @@ def test_a_refused_amend_inside_a_batch_leaves_nothing(db: WorldDB) -> None:
     assert [n.content for n in db.nodes(type="Memory")] == ["x fact"]
 
 
-def test_a_write_that_fails_half_way_poisons_the_batch(db: WorldDB, monkeypatch: pytest.MonkeyPatch) -> None:
-    db.write("kept", scope="s")
+def test_a_write_that_fails_half_way_poisons_the_batch(db: WorldDB) -> None:
+    kept = db.write("kept", scope="s", valid_at="2024-01-01")
     before = table_digest(db)
-
-    def broken(*_args: object) -> None:
-        raise apsw.ConstraintError("ConstraintError: disk said no")
-
+    conn = db._conn
     with pytest.raises(WorldDBError, match="rolled back"), db.batch():
         db.write("first", scope="s")
-        monkeypatch.setattr(db._store, "insert_state", broken)  # after the node row, before its state
-        with pytest.raises(IntegrityViolation):
-            db.write("second", scope="s")
-        monkeypatch.undo()
+        # a temporary trigger makes SQLite itself refuse the next state write, half-way through retire()
+        conn.execute(
+            "create temp trigger fail_close before update on main.node_state "
+            "when new.invalid_at is not null begin select raise(abort, 'disk said no'); end"
+        )
+        with pytest.raises(IntegrityViolation, match="disk said no"):
+            db.retire(kept)
+        conn.execute("drop trigger temp.fail_close")
         db.write("third", scope="s")
     assert table_digest(db) == before
+    assert db.read(kept).is_current
     assert db.verify().ok
 
 
@@ -245,7 +280,10 @@ def test_two_connections_write_the_same_file(file_db_path: str, clock: FakeClock
         second.amend(a, "from the first, amended")
         assert first.root() == second.root()
         assert first.verify().ok and second.verify().ok
-        assert {n.content for n in first.nodes(type="Memory")} == {"from the second", "from the first, amended"}
+        assert {n.content for n in first.nodes(type="Memory")} == {
+            "from the second",
+            "from the first, amended",
+        }
     finally:
         first.close()
         second.close()

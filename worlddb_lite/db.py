@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -21,14 +22,55 @@ from . import _sqlite
 from .edges import EdgeRegistry, EdgeType
 from .embed import Embedder, StaticEmbedder
 from .errors import EmbedderMismatch, InvalidInput, NotCurrent, NotFound
-from .reconciler import Reconciler, Txn, normalise_alias
+from .reconciler import EdgeResult, EdgeSpec, NodeSpec, Reconciler, Txn, normalise_alias
 from .store import Store, believed_sql, visible_sql
 from .temporal import Clock, TimeLike, parse_time, system_clock
-from .types import Direction, Edge, Identity, MergeProposal, MergeStatus, Node, Subgraph, VerifyReport
+from .types import (
+    Direction,
+    Edge,
+    Identity,
+    MergeProposal,
+    MergeStatus,
+    Node,
+    Subgraph,
+    VerifyReport,
+    Violation,
+)
 
 DEFAULT_SCOPE = "default"
 EXTERNAL_VECTORS = "external"
 _DEFAULT = object()
+
+
+def _pid(value: object) -> int:
+    """A merge proposal number, or InvalidInput."""
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise InvalidInput(f"a merge proposal number must be an integer, got {type(value).__name__}")
+    try:
+        number = int(value)
+    except ValueError:
+        raise InvalidInput(f"{value!r} is not a merge proposal number; list them with `worlddb merges`") from None
+    if not 1 <= number < 2**63:
+        raise InvalidInput(f"{number} is not a merge proposal number; they start at 1")
+    return number
+
+
+def _choice(enum: type[Any], value: object, field: str) -> Any:
+    """Convert to a string enum, or InvalidInput naming the choices."""
+    try:
+        return enum(value)
+    except ValueError:
+        choices = ", ".join(m.value for m in enum)
+        raise InvalidInput(f"{field} must be one of {choices}; got {value!r}") from None
+
+
+def _number(value: object, field: str) -> float:
+    """A finite number, or InvalidInput."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InvalidInput(f"{field} must be a number, got {type(value).__name__}")
+    if not np.isfinite(value):
+        raise InvalidInput(f"{field} must be a finite number")
+    return float(value)
 
 
 def _text(value: str | bytes | None, field: str, *, required: bool) -> str | None:
@@ -214,18 +256,61 @@ class WorldDB:
         ``valid_at`` is when it became true (default: now). Writing the same text with the
         same valid time into the same world returns the existing id.
         """
-        content = _text(text, "text", required=True)
-        name = _text(name, "name", required=False)
-        valid = parse_time(valid_at, field="valid_at") if valid_at is not None else None
         with self._txn() as txn:
-            parent = self._store.resolve(world) if world is not None else self._scope_nid(txn, scope)
-            nid, _ = txn.add_node(
-                type_=type, parent=parent, name=name, content=content, props=props,
-                valid_at=valid, vector=None if vector is None else np.asarray(vector),
-                aliases=[a for a in (_text(x, "alias", required=True) for x in aliases) if a],
-                salience=float(salience),
-            )
+            spec = self._node_spec(txn, text, scope=scope, world=world, type=type, name=name,
+                                   valid_at=valid_at, props=props, vector=vector, aliases=aliases,
+                                   salience=salience)
+            nid, _ = txn.add_nodes([spec])[0]
             return self._store.header(nid).id.hex()
+
+    def write_many(self, records: Sequence[Mapping[str, Any]]) -> list[str]:
+        """Write many memories in one transaction; returns their ids in order.
+
+        Each record takes the keyword arguments of ``write`` (``text`` required). Texts are
+        embedded in one batch, which is much faster than one ``write`` per text.
+        """
+        allowed = {"text", "scope", "world", "type", "name", "valid_at", "props", "vector", "aliases", "salience"}
+        with self._txn() as txn:
+            specs = []
+            for record in records:
+                if not isinstance(record, Mapping) or "text" not in record:
+                    raise InvalidInput("each record is a mapping with at least 'text'")
+                unknown = set(record) - allowed
+                if unknown:
+                    raise InvalidInput(f"unknown record fields {sorted(unknown)}; allowed: {sorted(allowed)}")
+                specs.append(self._node_spec(txn, **record))
+            return [self._store.header(nid).id.hex() for nid, _ in txn.add_nodes(specs)]
+
+    def _node_spec(
+        self,
+        txn: Txn,
+        text: str | bytes,
+        *,
+        scope: str = DEFAULT_SCOPE,
+        world: str | None = None,
+        type: str = "Memory",
+        name: str | None = None,
+        valid_at: TimeLike | None = None,
+        props: Mapping[str, Any] | None = None,
+        vector: Sequence[float] | np.ndarray | None = None,
+        aliases: Sequence[str] = (),
+        salience: float = 0.0,
+    ) -> NodeSpec:
+        """Validate one memory's arguments into a NodeSpec (shared by write and write_many)."""
+        content = _text(text, "text", required=True)
+        if props is not None and not isinstance(props, Mapping):
+            raise InvalidInput("props must be a mapping of text keys to values")
+        return NodeSpec(
+            type=type,
+            parent=self._store.resolve(world) if world is not None else self._scope_nid(txn, scope),
+            name=_text(name, "name", required=False),
+            content=content,
+            props=props,
+            valid_at=parse_time(valid_at, field="valid_at") if valid_at is not None else None,
+            vector=None if vector is None else np.asarray(vector),
+            aliases=[a for a in (_text(x, "alias", required=True) for x in aliases) if a],
+            salience=_number(salience, "salience"),
+        )
 
     def _scope_nid(self, txn: Txn, scope: str) -> int:
         name = _text(scope, "scope", required=True)
@@ -281,21 +366,44 @@ class WorldDB:
         props: Mapping[str, Any] | None = None,
         valid_at: TimeLike | None = None,
     ) -> Edge | MergeProposal:
-        """Write an edge through its type's handler. same_as returns the staged proposal."""
+        """Write an edge through its type's handler. same_as returns the staged proposal.
+
+        A current edge of the same type between the same nodes is returned, not written twice.
+        """
+        return self.link_many([(src, dst, type)], props=props, valid_at=valid_at)[0]
+
+    def link_many(
+        self,
+        edges: Sequence[tuple[str, str, str]],
+        *,
+        props: Mapping[str, Any] | None = None,
+        valid_at: TimeLike | None = None,
+    ) -> list[Edge | MergeProposal]:
+        """Write many (src, dst, type) edges in one transaction, each through its handler, in order.
+
+        All land or none do. Same result per edge as ``link``.
+        """
         valid = parse_time(valid_at, field="valid_at") if valid_at is not None else None
         with self._txn() as txn:
-            result = txn.add_edge(
-                type, self._store.resolve(src), self._store.resolve(dst), props=props, valid_at=valid
-            )
-            if result.edge is not None:
-                return result.edge
-            if result.eid is not None:
-                return self._store.to_edge(self._store.edge_row(result.eid))
-            if result.proposal is not None:
-                return self._store.proposal_row(result.proposal)
-            found = self._store.proposal(self._store.resolve(src), self._store.resolve(dst))
-            assert found is not None  # a skipped same_as row always has a proposal
-            return self._store.proposal_row(found[0])
+            specs = []
+            for item in edges:
+                if not isinstance(item, (tuple, list)) or len(item) != 3:
+                    raise InvalidInput("each edge is a (src, dst, type) triple")
+                src, dst, edge_type = item
+                specs.append(EdgeSpec(edge_type, self._store.resolve(src), self._store.resolve(dst),
+                                      props=props, valid_at=valid))
+            results = txn.add_edges(specs)
+            return [self._edge_outcome(txn, spec, result) for spec, result in zip(specs, results, strict=True)]
+
+    def _edge_outcome(self, txn: Txn, spec: EdgeSpec, result: EdgeResult) -> Edge | MergeProposal:
+        if result.edge is not None:
+            return result.edge
+        if result.eid is not None:
+            txn.write_pending()
+            return self._store.to_edge(self._store.edge_row(result.eid))
+        found = self._store.proposal(spec.src, spec.dst)
+        assert found is not None  # a same_as that wrote no row always has a proposal
+        return self._store.proposal_row(found[0])
 
     def unlink(self, edge_ref: str, *, at: TimeLike | None = None) -> None:
         """Close an edge's validity through its type's on_delete handler."""
@@ -313,25 +421,26 @@ class WorldDB:
     def accept_merge(self, pid: int) -> None:
         """Accept a same_as proposal: writes same_as both ways (symmetric)."""
         with self._txn() as txn:
-            txn.decide_merge(int(pid), accept=True)
+            txn.decide_merge(_pid(pid), accept=True)
 
     def reject_merge(self, pid: int) -> None:
         """Reject a same_as proposal: both sides stay independent, and the pair is not proposed again."""
         with self._txn() as txn:
-            txn.decide_merge(int(pid), accept=False)
+            txn.decide_merge(_pid(pid), accept=False)
 
     def merge_proposals(self, status: MergeStatus | str | None = MergeStatus.PENDING) -> list[MergeProposal]:
         """Proposals of a status (pending by default; None for all)."""
         with _sqlite.translate():
-            return self._store.proposals(MergeStatus(status) if status is not None else None)
+            return self._store.proposals(_choice(MergeStatus, status, "status") if status is not None else None)
 
     def merge_proposal(self, pid: int) -> MergeProposal:
         """One proposal by number."""
         with _sqlite.translate():
-            return self._store.proposal_row(int(pid))
+            return self._store.proposal_row(_pid(pid))
 
     def equivalence_class(self, ref: str) -> tuple[str, ...]:
         """Every node joined to ``ref`` through accepted same_as, transitively (sorted ids)."""
+        self._settle()
         return tuple(sorted(self._store.header(n).id.hex() for n in self._class_nids(ref)))
 
     def _class_nids(self, ref: str) -> set[int]:
@@ -347,6 +456,7 @@ class WorldDB:
 
     def export_identity(self, ref: str) -> Identity:
         """The equivalence class of ``ref`` with the union of its members' names, aliases and provenance."""
+        self._settle()
         nids = sorted(self._class_nids(ref))
         nodes = [self._store.to_node(self._store.node_row(n)) for n in nids]
         names = sorted({n.name for n in nodes if n.name})
@@ -360,11 +470,19 @@ class WorldDB:
 
     def lookup_alias(self, alias: str) -> tuple[str, ...]:
         """Ids of nodes known by this name or alias (case-insensitive)."""
+        self._settle()
         norm = normalise_alias(_text(alias, "alias", required=True) or "")
         rows = self._conn.execute("select nid from alias where norm = ? order by nid", (norm,))
         return tuple(self._store.header(int(r[0])).id.hex() for r in rows)
 
     # ---- reads --------------------------------------------------------------------
+
+    def _settle(self) -> None:
+        """Inside a batch, write its queued edge and index rows so reads see them (roots update at commit)."""
+        active = self._reconciler.active
+        if active is not None:
+            with _sqlite.translate():
+                active.write_pending(indexes=True)
 
     def _times(self, as_of: TimeLike | None, known_as_of: TimeLike | None) -> tuple[str, str]:
         now = self._clock()
@@ -377,6 +495,7 @@ class WorldDB:
 
     def read(self, ref: str, *, as_of: TimeLike | None = None, known_as_of: TimeLike | None = None) -> Node:
         """A node by id or unique prefix (any version). With ``as_of``, only if visible then."""
+        self._settle()
         with _sqlite.translate():
             nid = self._store.resolve(ref)
             if as_of is not None or known_as_of is not None:
@@ -390,6 +509,7 @@ class WorldDB:
 
     def history(self, ref: str) -> list[Node]:
         """Every version of a memory (joined by supersedes), oldest valid time first."""
+        self._settle()
         with _sqlite.translate():
             start = self._store.resolve(ref)
             seen = {start}
@@ -421,6 +541,7 @@ class WorldDB:
         Containment: only descendants of the world (through parents and contains edges).
         Default: what is valid and believed now; ``include_superseded`` adds closed versions.
         """
+        self._settle()
         valid, belief = self._times(as_of, known_as_of)
         rules = self._registry.rules(include_superseded=include_superseded)
         membership = sorted(rules.membership)
@@ -433,22 +554,14 @@ class WorldDB:
                 "select n.nid from node as n join inside on n.parent = inside.nid union "
                 f"select e.dst from edge as e join inside on e.src = inside.nid where e.type in ({placeholders}) "
                 "and e.invalid_at is null and e.expired_at is null) "
-                "select nid from inside where nid != ?3"
+                "select i.nid from inside as i join node as n on n.nid = i.nid "
+                "join node_state as s on s.nid = i.nid "
+                f"where i.nid != ?3 and n.body is not null and (?{4 + len(membership)} is null "
+                f"or n.type = ?{4 + len(membership)}) and {predicate} order by i.nid limit ?{5 + len(membership)}"
             )
-            params: list[Any] = [valid, belief, start, *membership]
+            params: list[Any] = [valid, belief, start, *membership, type, int(limit)]
             nids = [int(r[0]) for r in self._conn.execute(sql, params)]
-            out: list[Node] = []
-            for nid in nids:
-                row = self._conn.execute(
-                    "select 1 from node_state as s join node as n on n.nid = s.nid where s.nid = ?3 "
-                    "and n.body is not null and (?4 is null or n.type = ?4) and " + predicate,
-                    (valid, belief, nid, type),
-                ).fetchone()
-                if row is not None:
-                    out.append(self._store.to_node(self._store.node_row(nid), rules.annotate))
-                    if len(out) >= limit:
-                        break
-            return out
+            return self._store.load_nodes(nids, rules.annotate)
 
     def neighbours(
         self,
@@ -461,16 +574,16 @@ class WorldDB:
         include_superseded: bool = False,
     ) -> Subgraph:
         """One hop from a node: the seed, its visible neighbours and the edges followed."""
+        self._settle()
         valid, belief = self._times(as_of, known_as_of)
-        direction = Direction(direction)
+        direction = _choice(Direction, direction, "direction")
         for edge_type in types or ():
             self._registry.get(edge_type)
         with _sqlite.translate():
             seed = self._store.resolve(ref)
             edge_pred = visible_sql("e") if not include_superseded else believed_sql("e")
             node_pred = visible_sql("s") if not include_superseded else believed_sql("s")
-            edges, nodes = [], {}
-            annotate = self._annotations(include_superseded)
+            edges, far_rows = [], {}
             for outgoing in (True, False):
                 if direction is not Direction.BOTH and (direction is Direction.OUT) != outgoing:
                     continue
@@ -479,11 +592,11 @@ class WorldDB:
                 ):
                     if types and edge_row.type not in types:
                         continue
-                    edges.append(self._store.to_edge(edge_row))
-                    if node_row.nid not in nodes:
-                        nodes[node_row.nid] = self._store.to_node(node_row, annotate)
-            seed_node = self._store.to_node(self._store.node_row(seed), annotate)
-            return Subgraph((seed_node, *nodes.values()), tuple(edges))
+                    edges.append(edge_row)
+                    far_rows.setdefault(node_row.nid, node_row)
+            rows = [self._store.node_row(seed), *far_rows.values()]
+            nodes = self._store.to_nodes(rows, self._annotations(include_superseded))
+            return Subgraph(tuple(nodes), tuple(self._store.to_edge(e) for e in edges))
 
     def search(
         self,
@@ -495,6 +608,7 @@ class WorldDB:
         include_superseded: bool = False,
     ) -> list[tuple[Node, float]]:
         """BM25 over names and contents (FTS5); best first, with the BM25 score (higher is better)."""
+        self._settle()
         query = fts_query(_text(text, "query", required=True) or "")
         if not query:
             return []
@@ -506,8 +620,8 @@ class WorldDB:
                 f"where node_fts match ?3 and {predicate} order by f.rank limit ?4",
                 (valid, belief, query, int(k)),
             ).fetchall()
-            annotate = self._annotations(include_superseded)
-            return [(self._store.to_node(self._store.node_row(int(r[0])), annotate), float(r[1])) for r in rows]
+            nodes = self._store.load_nodes([int(r[0]) for r in rows], self._annotations(include_superseded))
+            return [(node, float(r[1])) for node, r in zip(nodes, rows, strict=True)]
 
     def nearest(
         self,
@@ -517,6 +631,7 @@ class WorldDB:
         include_superseded: bool = False,
     ) -> list[tuple[Node, float]]:
         """Nearest neighbours by cosine (sqlite-vec); best first, with the cosine similarity."""
+        self._settle()
         if isinstance(query, str):
             if self._embedder is None:
                 raise InvalidInput("this store has no embedder; pass a vector instead of text")
@@ -530,15 +645,15 @@ class WorldDB:
                 "select v.rowid, v.distance from node_vec as v where v.embedding match ?3 and k = ?4",
                 (valid, belief, np.asarray(vector, dtype=np.float32).tobytes(), int(k)),
             ).fetchall()
-            out = []
-            annotate = self._annotations(include_superseded)
-            for nid, distance in rows:
-                ok = self._conn.execute(
-                    f"select 1 from node_state as s where s.nid = ?3 and {predicate}", (valid, belief, nid)
-                ).fetchone()
-                if ok:
-                    out.append((self._store.to_node(self._store.node_row(int(nid)), annotate), 1.0 - float(distance)))
-            return out
+            visible = {
+                int(r[0]) for r in self._conn.execute(
+                    "select s.nid from node_state as s where s.nid in (select value from json_each(?3)) and "
+                    + predicate, (valid, belief, json.dumps([int(r[0]) for r in rows])),
+                )
+            }
+            kept = [(int(nid), distance) for nid, distance in rows if int(nid) in visible]
+            nodes = self._store.load_nodes([nid for nid, _ in kept], self._annotations(include_superseded))
+            return [(node, 1.0 - float(distance)) for node, (_, distance) in zip(nodes, kept, strict=True)]
 
     # ---- witness ------------------------------------------------------------------
 
@@ -567,8 +682,17 @@ class WorldDB:
                 )
             ]
 
+    def verify_root_history(self, world: str | None = None) -> list[Violation]:
+        """Recompute every root a world ever committed from the nodes, edges and state log."""
+        from .verify import root_history_divergences
+
+        with _sqlite.translate():
+            nid = self._store.resolve(world) if world is not None else self._root
+            return root_history_divergences(self._conn, nid)
+
     def verify(self, *, progress: Callable[[str], None] | None = None) -> VerifyReport:
         """Recompute every hash and root and check every invariant of DESIGN.md."""
+        self._settle()
         from .verify import verify_store
 
         with _sqlite.translate():
@@ -576,6 +700,7 @@ class WorldDB:
 
     def stats(self) -> dict[str, Any]:
         """Counts and facts about the store, for people and monitoring."""
+        self._settle()
         def one(sql: str) -> int:
             return int(self._conn.execute(sql).fetchone()[0])
 

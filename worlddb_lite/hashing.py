@@ -58,6 +58,8 @@ def _normalise(value: Any, path: str) -> Any:
                 raise InvalidInput(f"{path}: keys must be text, got {type(key).__name__}")
             if not key.isascii():
                 key = _clean_text(key, path)
+            if key in out:
+                raise InvalidInput(f"{path}: two keys read the same after Unicode normalisation ({key!r})")
             if type(item) is str:
                 out[key] = item if item.isascii() else _clean_text(item, path + "." + key)
             elif item is None:
@@ -81,11 +83,17 @@ def canonical_json(value: dict[str, Any]) -> str:
     over the NFC-normalised record; top-level text and None are encoded inline because this
     runs on every write (a property test holds it equal to the plain encoder).
     """
+    keyed: dict[str, Any] = {}
+    for raw_key, item in value.items():
+        if type(raw_key) is not str:
+            raise InvalidInput(f"record: keys must be text, got {type(raw_key).__name__}")
+        key = raw_key if raw_key.isascii() else _clean_text(raw_key, "record")
+        if key in keyed:
+            raise InvalidInput(f"record: two keys read the same after Unicode normalisation ({key!r})")
+        keyed[key] = item
     parts = []
-    for key in sorted(value):
-        if type(key) is not str:
-            raise InvalidInput(f"record: keys must be text, got {type(key).__name__}")
-        item = value[key]
+    for key in sorted(keyed):
+        item = keyed[key]
         if type(item) is str:
             encoded = _encode_text(item if item.isascii() else _clean_text(item, "record." + key))
         elif item is None:
@@ -96,13 +104,21 @@ def canonical_json(value: dict[str, Any]) -> str:
             encoded = "{}"
         else:
             encoded = _ENCODER.encode(_normalise(item, "record." + key))
-        parts.append(_encode_text(_clean_text(key, "record")) + ":" + encoded)
+        parts.append(_encode_text(key) + ":" + encoded)
     return "{" + ",".join(parts) + "}"
 
 
 def node_id(body: str) -> bytes:
     """blake3-256 of a node's canonical body."""
     return blake3(NODE_DOMAIN + body.encode("utf-8")).digest()
+
+
+def edge_body(type_: str, src_hex: str, dst_hex: str, valid_at: str, props_json: str) -> str:
+    """The canonical body an edge id hashes, from its columns (``props_json`` already canonical)."""
+    return (
+        '{"dst":' + _encode_text(dst_hex) + ',"props":' + props_json + ',"src":' + _encode_text(src_hex)
+        + ',"type":' + _encode_text(type_) + ',"v":1,"valid_at":' + _encode_text(valid_at) + "}"
+    )
 
 
 def edge_id(body: str) -> bytes:

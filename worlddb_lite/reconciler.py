@@ -22,10 +22,19 @@ import apsw
 import numpy as np
 
 from . import _sqlite
-from .edges import CloseValidity, EdgeDraft, EdgeRegistry, EndView, SkipEdgeRow, StageMerge
+from .edges import CloseValidity, EdgeDraft, EdgeRegistry, EdgeType, EndView, SkipEdgeRow, StageMerge
 from .embed import Embedder
 from .errors import InvalidInput, MergeError, NotCurrent, WorldDBError
-from .hashing import EMPTY_TREE, canonical_json, edge_id, edge_leaf, node_id, state_bytes, world_root
+from .hashing import (
+    EMPTY_TREE,
+    canonical_json,
+    edge_body,
+    edge_id,
+    edge_leaf,
+    node_id,
+    state_bytes,
+    world_root,
+)
 from .store import Header, Store, node_state_bytes
 from .temporal import Clock, check_interval
 from .types import Edge, MergeStatus
@@ -38,6 +47,36 @@ Member = tuple[str, int]  # ('n', nid) or ('e', eid)
 def normalise_alias(alias: str) -> str:
     """Casefolded, whitespace-collapsed form used for exact alias lookup."""
     return " ".join(alias.casefold().split())
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSpec:
+    """A node to write. ``timeless`` leaves valid_at out of the id (worlds named by name alone)."""
+
+    type: str
+    parent: int
+    name: str | None = None
+    content: str | None = None
+    props: Mapping[str, Any] | None = None
+    valid_at: str | None = None
+    timeless: bool = False
+    vector: Any = None
+    salience: float = 0.0
+    aliases: Sequence[str] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class EdgeSpec:
+    """An edge to write through its type's handler."""
+
+    type: str
+    src: int
+    dst: int
+    props: Mapping[str, Any] | None = None
+    valid_at: str | None = None
+    accepting: bool = False
+    score: float | None = None
+    tier: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +125,9 @@ class Txn:
         # other statements flushes its pending terms every time (measured ~4x slower per write).
         self.pending_text: list[tuple[int, str, str]] = []
         self.pending_vectors: list[tuple[int, np.ndarray]] = []
+        self.pending_edges: list[tuple[Any, ...]] = []
+        self.pending_keys: dict[tuple[int, int, str], int] = {}
+        self.next_eid: int | None = None
         self.poisoned = False
 
     # ---- helpers ----------------------------------------------------------------
@@ -109,7 +151,7 @@ class Txn:
         """What handlers see of a node (cached until this transaction changes it)."""
         view = self.views.get(nid)
         if view is None:
-            header = self.store.header(nid)
+            header = self.store.header(nid)  # usually cached: resolving an id fills it
             row = self.store.conn.execute(
                 "select valid_at, invalid_at, expired_at, retired from node_state where nid = ?", (nid,)
             ).fetchone()
@@ -133,6 +175,7 @@ class Txn:
 
     def is_ancestor(self, ancestor: int, node: int) -> bool:
         """True if ``ancestor`` is ``node`` or holds it, by parent chain or contains edges."""
+        self.write_pending()
         seen: set[int] = set()
         frontier = [node]
         while frontier:
@@ -159,6 +202,7 @@ class Txn:
 
     def reaches(self, edge_type: str, src: int, dst: int) -> bool:
         """True if current edges of ``edge_type`` lead from src to dst."""
+        self.write_pending()
         seen: set[int] = set()
         frontier = [src]
         while frontier:
@@ -173,6 +217,79 @@ class Txn:
 
     # ---- nodes --------------------------------------------------------------------
 
+    def add_node(self, *, type_: str, parent: int, **fields: Any) -> tuple[int, bool]:
+        """Write one node inside ``parent``; returns (nid, created). See ``add_nodes``."""
+        return self.add_nodes([NodeSpec(type=type_, parent=parent, **fields)])[0]
+
+    def add_nodes(self, specs: Sequence[NodeSpec]) -> list[tuple[int, bool]]:
+        """Write nodes; returns (nid, created) per spec. Same content, same node (idempotent).
+
+        Everything that can refuse (types, text, vectors) is checked before the first write;
+        texts without a vector are embedded in one call; rows go in with one executemany per table.
+        """
+        prepared: list[tuple[NodeSpec, Header, str, str, bytes]] = []
+        for spec in specs:
+            if not isinstance(spec.type, str) or not _TYPE_NAME.match(spec.type):
+                raise InvalidInput(
+                    f"node type {spec.type!r} must start with a letter and use letters, digits or _ (max 64)"
+                )
+            parent = self.store.header(spec.parent)
+            valid = spec.valid_at or self.now
+            record: dict[str, Any] = {
+                "v": 1, "type": spec.type, "name": spec.name, "content": spec.content,
+                "parent": parent.id.hex(), "props": dict(spec.props or {}),
+            }
+            if not spec.timeless:
+                record["valid_at"] = valid
+            body = canonical_json(record)
+            prepared.append((spec, parent, valid, body, node_id(body)))
+        existing = self.store.nids_of([item[4] for item in prepared])
+        fresh: dict[bytes, int] = {}
+        plan: list[tuple[NodeSpec, Header, str, str, bytes, str]] = []
+        results: list[tuple[int, bool]] = []
+        next_nid = self.store.max_nid() + 1
+        for spec, parent, valid, body, raw in prepared:
+            known = existing.get(raw, fresh.get(raw))
+            if known is not None:
+                results.append((known, False))
+                continue
+            fresh[raw] = next_nid
+            results.append((next_nid, True))
+            next_nid += 1
+            plan.append((spec, parent, valid, body, raw, " ".join(t for t in (spec.name, spec.content) if t)))
+        vectors = self._vectors_for(plan)
+        node_rows, state_rows, alias_rows = [], [], []
+        with self._writing():
+            for (spec, parent, valid, body, raw, text), vector in zip(plan, vectors, strict=True):
+                nid = fresh[raw]
+                slot = self._next_slot(parent.nid)
+                depth = parent.depth + 1
+                root = world_root(raw, node_state_bytes(valid, None, None, self.now, None, 0), EMPTY_TREE, 0)
+                node_rows.append((nid, raw, spec.type, parent.nid, slot, depth, body))
+                state_rows.append((nid, valid, self.now, float(spec.salience), root))
+                alias_rows.extend((nid, a, normalise_alias(a), "write", self.now) for a in spec.aliases)
+                if text:
+                    self.pending_text.append((nid, spec.name or "", spec.content or ""))
+                    if vector is not None:
+                        self.pending_vectors.append((nid, vector))
+                self.store.remember(Header(nid, raw, spec.type, parent.nid, depth, slot))
+                self.views[nid] = EndView(nid, raw.hex(), spec.type, valid, None, None, False)
+                self.new_nodes.append(nid)
+                self.roots[nid] = root
+                self._mark(parent.nid, slot, ("n", nid))
+            self.store.insert_nodes(node_rows, state_rows, alias_rows)
+        return results
+
+    def _vectors_for(self, plan: Sequence[tuple[NodeSpec, Header, str, str, bytes, str]]) -> list[Any]:
+        """Each planned node's vector: given, embedded (one batch call), or None (no text)."""
+        vectors: list[Any] = [item[0].vector if item[5] else None for item in plan]
+        missing = [i for i, item in enumerate(plan) if item[5] and item[0].vector is None]
+        if missing and self.r.embedder is not None:
+            embedded = self.r.embedder.embed([plan[i][5] for i in missing])
+            for i, vector in zip(missing, embedded, strict=True):
+                vectors[i] = vector
+        return [None if v is None else self.r.check_vector(v) for v in vectors]
+
     def add_root(self) -> int:
         """Create the store's root world (once, at init)."""
         body = canonical_json({"v": 1, "type": "Root", "name": None, "content": None,
@@ -182,73 +299,13 @@ class Txn:
         if existing is not None:
             return existing
         with self._writing():
-            nid = self.store.insert_node(raw, "Root", None, None, 0, body)
-            self._insert_state(nid, raw, self.now, 0.0)
+            root = world_root(raw, node_state_bytes(self.now, None, None, self.now, None, 0), EMPTY_TREE, 0)
+            nid = self.store.max_nid() + 1
+            self.store.insert_nodes([(nid, raw, "Root", None, None, 0, body)],
+                                    [(nid, self.now, self.now, 0.0, root)], [])
             self.store.remember(Header(nid, raw, "Root", None, 0, None))
             self.restate.add(nid)
         return nid
-
-    def add_node(
-        self,
-        *,
-        type_: str,
-        parent: int,
-        name: str | None = None,
-        content: str | None = None,
-        props: Mapping[str, Any] | None = None,
-        valid_at: str | None = None,
-        timeless: bool = False,
-        vector: np.ndarray | None = None,
-        salience: float = 0.0,
-        aliases: Sequence[str] = (),
-    ) -> tuple[int, bool]:
-        """Write a node inside ``parent``; returns (nid, created). Same content, same node.
-
-        ``timeless`` leaves valid_at out of the id (worlds and scopes named by their name alone).
-        """
-        if not isinstance(type_, str) or not _TYPE_NAME.match(type_):
-            raise InvalidInput(
-                f"node type {type_!r} must start with a letter and use letters, digits or _ (max 64)"
-            )
-        parent_header = self.store.header(parent)
-        valid = valid_at or self.now
-        record: dict[str, Any] = {
-            "v": 1, "type": type_, "name": name, "content": content,
-            "parent": parent_header.id.hex(), "props": dict(props or {}),
-        }
-        if not timeless:
-            record["valid_at"] = valid
-        body = canonical_json(record)
-        raw = node_id(body)
-        existing = self.store.nid_of(raw)
-        if existing is not None:
-            return existing, False
-        text = " ".join(t for t in (name, content) if t)
-        if vector is None and text and self.r.embedder is not None:
-            vector = self.r.embedder.embed([text])[0]
-        if vector is not None:
-            vector = self.r.check_vector(vector)
-        with self._writing():
-            slot = self._next_slot(parent)
-            nid = self.store.insert_node(raw, type_, parent, slot, parent_header.depth + 1, body)
-            root = self._insert_state(nid, raw, valid, salience)
-            if text:
-                self.pending_text.append((nid, name or "", content or ""))
-                if vector is not None:
-                    self.pending_vectors.append((nid, vector))
-            for alias in aliases:
-                self.store.insert_alias(nid, alias, normalise_alias(alias), "write", self.now)
-            self.store.remember(Header(nid, raw, type_, parent, parent_header.depth + 1, slot))
-            self.views[nid] = EndView(nid, raw.hex(), type_, valid, None, None, False)
-            self.new_nodes.append(nid)
-            self.roots[nid] = root
-            self._mark(parent, slot, ("n", nid))
-        return nid, True
-
-    def _insert_state(self, nid: int, raw: bytes, valid: str, salience: float) -> bytes:
-        root = world_root(raw, node_state_bytes(valid, None, None, self.now, None, 0), EMPTY_TREE, 0)
-        self.store.insert_state(nid, valid, self.now, salience, root)
-        return root
 
     def close(self, nid: int, at: str | None = None, *, retire: bool = False, expire: bool = False) -> None:
         """Tighten a node's validity to ``at`` (and/or retire or retract it)."""
@@ -266,65 +323,103 @@ class Txn:
         expired_at = self.now if expire else None
         with self._writing():
             self.store.close_node(nid, invalid_at=invalid_at, closed_at=closed_at,
-                                  expired_at=expired_at, retired=int(retire or bool(row.retired)))
+                                  expired_at=expired_at, retired=int(retire or bool(row.retired)),
+                                  at=self.now)
             self.views.pop(nid, None)
             self.restate.add(nid)
 
     # ---- edges --------------------------------------------------------------------
 
-    def add_edge(
-        self,
-        type_: str,
-        src: int,
-        dst: int,
-        *,
-        props: Mapping[str, Any] | None = None,
-        valid_at: str | None = None,
-        accepting: bool = False,
-        score: float | None = None,
-        tier: str | None = None,
-    ) -> EdgeResult:
-        """Run the type's on_insert handler and apply its decisions with the edge row."""
-        edge_type = self.r.registry.get(type_)
-        found = self.store.conn.execute(
-            "select eid from edge where src = ? and dst = ? and type = ? and invalid_at is null "
-            "and expired_at is null limit 1", (src, dst, type_),
-        ).fetchone()
-        if found is not None:
-            return EdgeResult(int(found[0]), None, False)
-        src_view, dst_view = self.end_view(src), self.end_view(dst)
-        valid = valid_at or self.now
-        clean_props = dict(props or {})
-        draft = EdgeDraft(type_, src_view, dst_view, clean_props, valid, accepting)
+    def add_edge(self, type_: str, src: int, dst: int, **fields: Any) -> EdgeResult:
+        """Write one edge through its type's handler. See ``add_edges``."""
+        return self.add_edges([EdgeSpec(type=type_, src=src, dst=dst, **fields)])[0]
+
+    def add_edges(self, specs: Sequence[EdgeSpec]) -> list[EdgeResult]:
+        """Run each edge's on_insert handler, in order, and apply its decisions with the edge row.
+
+        A current edge of the same type between the same nodes is returned, not written again.
+        Edge rows are queued and written in one executemany before anything reads edges (a
+        handler asking the context, a read, the commit), so every handler sees every earlier edge.
+        """
+        types = [self.r.registry.get(spec.type) for spec in specs]  # unknown types refuse first
+        self._prefetch_views([n for spec in specs for n in (spec.src, spec.dst)])
+        existing = self.store.current_edges_from([spec.src for spec in specs])
+        results: list[EdgeResult] = []
+        applied = False
+        try:
+            for spec, edge_type in zip(specs, types, strict=True):
+                key = (spec.src, spec.dst, spec.type)
+                known = self.pending_keys.get(key, existing.get(key))
+                if known is not None:
+                    results.append(EdgeResult(known, None, False))
+                    continue
+                result = self._add_edge(spec, edge_type)
+                applied = True
+                results.append(result)
+        except BaseException:
+            if applied:
+                self.poisoned = True  # earlier edges of this call were applied; the batch must not commit
+            raise
+        return results
+
+    def _add_edge(self, spec: EdgeSpec, edge_type: EdgeType) -> EdgeResult:
+        src_view, dst_view = self.end_view(spec.src), self.end_view(spec.dst)
+        valid = spec.valid_at or self.now
+        clean_props = dict(spec.props or {})
+        draft = EdgeDraft(spec.type, src_view, dst_view, clean_props, valid, spec.accepting)
         decisions = list(edge_type.on_insert(draft, self))
-        body = canonical_json({"v": 1, "type": type_, "src": src_view.id, "dst": dst_view.id,
-                               "valid_at": valid, "props": clean_props})
-        raw = edge_id(body)
-        skip = any(isinstance(d, SkipEdgeRow) for d in decisions)
-        proposal = None
+        props_json = canonical_json(clean_props)
+        raw = edge_id(edge_body(spec.type, src_view.id, dst_view.id, valid, props_json))
         for decision in decisions:  # checks that can refuse come before any write
             if isinstance(decision, CloseValidity):
-                check_interval(self.store.node_row(decision.nid).valid_at, decision.at, what="the closed validity")
+                check_interval(self.end_view(decision.nid).valid_at, decision.at, what="the closed validity")
+        proposal = None
         with self._writing():
             for decision in decisions:
                 if isinstance(decision, CloseValidity):
                     self.close(decision.nid, decision.at)
                 elif isinstance(decision, StageMerge):
                     proposal = self.store.insert_proposal(
-                        decision.a, decision.b, score, tier or "manual", decision.reason, self.now)
-            if skip:
+                        decision.a, decision.b, spec.score, spec.tier or "manual", decision.reason, self.now)
+            if any(isinstance(d, SkipEdgeRow) for d in decisions):
                 return EdgeResult(None, proposal, proposal is not None)
-            world = self.lowest_common_world(src, dst)
+            world = self.lowest_common_world(spec.src, spec.dst)
             slot = self._next_slot(world)
-            eid = self.store.insert_edge(raw, type_, src, dst, world, slot, body, valid, self.now)
+            if self.next_eid is None:
+                self.next_eid = self.store.max_eid() + 1
+            eid, self.next_eid = self.next_eid, self.next_eid + 1
+            self.pending_edges.append(
+                (eid, raw, spec.type, spec.src, spec.dst, world, slot, props_json, valid, self.now))
+            self.pending_keys[(spec.src, spec.dst, spec.type)] = eid
             self.edge_leaves[eid] = edge_leaf(raw, state_bytes(valid, None, None, self.now, None))
             self._mark(world, slot, ("e", eid))
-        record = Edge(raw.hex(), type_, src_view.id, dst_view.id, self.store.header(world).id.hex(),
+        record = Edge(raw.hex(), spec.type, src_view.id, dst_view.id, self.store.header(world).id.hex(),
                       clean_props, valid, None, None, self.now, None)
         return EdgeResult(eid, proposal, True, record)
 
+    def _prefetch_views(self, nids: Sequence[int]) -> None:
+        """Load the handler views of many nodes in one query."""
+        wanted = [n for n in set(nids) if n not in self.views]
+        if len(wanted) < 2:
+            return
+        for nid, raw, type_, parent, depth, slot, valid_at, invalid_at, expired_at, retired in \
+                self.store.end_states(wanted):
+            self.store.remember(Header(nid, raw, type_, parent, depth, slot))
+            self.views[nid] = EndView(nid, raw.hex(), type_, valid_at, invalid_at, expired_at, bool(retired))
+
+    def write_pending(self, *, indexes: bool = False) -> None:
+        """Write queued edge rows (before anything reads edges) and, if asked, index rows."""
+        if self.pending_edges:
+            self.store.insert_edges(self.pending_edges)
+            self.pending_edges, self.pending_keys = [], {}
+        if indexes:
+            self.store.index_texts(self.pending_text)
+            self.store.index_vectors(self.pending_vectors)
+            self.pending_text, self.pending_vectors = [], []
+
     def close_edge(self, eid: int, at: str | None = None) -> None:
         """Run on_delete and close the edge's validity (edges are never deleted)."""
+        self.write_pending()
         row = self.store.edge_row(eid)
         if row.invalid_at is not None or row.expired_at is not None:
             raise NotCurrent(f"edge {row.id.hex()[:12]} is already closed")
@@ -376,10 +471,8 @@ class Txn:
         return edge_leaf(edge.id, edge.state())
 
     def flush(self) -> None:
-        """Write the index rows, then recompute roots bottom-up and log the changed ones."""
-        self.store.index_texts(self.pending_text)
-        self.store.index_vectors(self.pending_vectors)
-        self.pending_text, self.pending_vectors = [], []
+        """Write the queued rows, then recompute roots bottom-up and log the changed ones."""
+        self.write_pending(indexes=True)
         buckets: dict[int, set[int]] = {}
         for nid in set(self.dirty) | self.restate:
             buckets.setdefault(self.store.header(nid).depth, set()).add(nid)

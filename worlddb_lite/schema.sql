@@ -55,13 +55,15 @@ create table edge (
   -- Typed, content-addressed edges with the same bitemporal columns as nodes.
   -- Only the reconciler writes here, running the edge type's handler in the same transaction.
   eid integer primary key,
-  id blob not null unique check (length(id) = 32),  -- blake3('worlddb/edge/v1' || LF || body)
+  id blob not null unique check (length(id) = 32),  -- blake3('worlddb/edge/v1' || LF || canonical body)
   type text not null check (length(type) between 1 and 64),
   src integer not null references node (nid),
   dst integer not null references node (nid),
   world integer not null references node (nid),  -- lowest world holding both ends; its Merkle tree covers this edge
   slot integer not null check (slot >= 0),  -- leaf slot in that world's Merkle tree
-  body text not null,  -- canonical JSON: type, src and dst ids (hex), valid_at, props
+  props text not null default '{}',  -- canonical JSON of the edge's properties
+  -- The id hashes the canonical JSON {"dst": hex, "props": ..., "src": hex, "type": ..., "v": 1,
+  -- "valid_at": ...}, rebuilt from these columns (hashing.edge_body), so it is not stored twice.
   valid_at text not null,
   invalid_at text,
   closed_at text,
@@ -71,7 +73,7 @@ create table edge (
   check (expired_at is null or expired_at >= created_at)
 ) strict;
 
-create index edge_src on edge (src, type);
+create index edge_src on edge (src, type, dst);
 create index edge_dst on edge (dst, type);
 
 create table merkle (
@@ -96,6 +98,21 @@ create table root_log (
 ) strict;
 
 create index root_log_world on root_log (world, lid);
+
+create table state_log (
+  -- Every change of a projection after its row was written (closing, retiring, retracting),
+  -- with the commit time, so any logged root can be recomputed from the state at that moment.
+  lid integer primary key,
+  kind text not null check (kind in ('node', 'edge')),
+  ref integer not null,  -- node.nid or edge.eid
+  at text not null,  -- belief time of the change (the commit's time)
+  invalid_at text,
+  closed_at text,
+  expired_at text,
+  retired integer not null default 0 check (retired in (0, 1))
+) strict;
+
+create index state_log_ref on state_log (kind, ref, lid);
 
 create table merge_proposal (
   -- same_as never merges silently: it stages a proposal here until accepted or rejected.
@@ -195,7 +212,7 @@ begin
   select raise(abort, 'worlddb: edges are never deleted; WorldDB.unlink() closes their validity and keeps the history');
 end;
 
-create trigger edge_identity_immutable before update of id, type, src, dst, world, slot, body on edge
+create trigger edge_identity_immutable before update of id, type, src, dst, world, slot, props, valid_at on edge
 begin
   select raise(abort, 'worlddb: an edge''s identity (id, type, ends, body) is immutable');
 end;

@@ -29,7 +29,7 @@ NODE_SELECT = (
     "from node as n join node_state as s on s.nid = n.nid "
 )
 EDGE_SELECT = (
-    "select e.eid, e.id, e.type, e.src, e.dst, e.world, e.slot, e.body, e.valid_at, e.invalid_at, "
+    "select e.eid, e.id, e.type, e.src, e.dst, e.world, e.slot, e.props, e.valid_at, e.invalid_at, "
     "e.closed_at, e.created_at, e.expired_at from edge as e "
 )
 
@@ -85,7 +85,7 @@ class EdgeRow:
     dst: int
     world: int
     slot: int
-    body: str
+    props: str
     valid_at: str
     invalid_at: str | None
     closed_at: str | None
@@ -108,14 +108,22 @@ def node_state_bytes(
 def visible_sql(alias: str = "s") -> str:
     """The bitemporal visibility predicate over ``?1`` (valid time) and ``?2`` (belief time).
 
-    A row is visible when the store believed it at ?2 and it was true at ?1 as known at ?2:
-    a closing learned after ?2 (closed_at > ?2) was not yet known then.
+    A row is visible when the store believed it at ?2 and it was true at ?1 as known at ?2.
+    A closing learned after ?2 (closed_at > ?2) was not known then: the interval that counts
+    is the one in the last state_log entry at or before ?2 (open if there is none), so two
+    tightenings in a row still read correctly in between. ``alias`` is ``s`` (node_state) or
+    ``e`` (edge).
     """
     a = alias
+    kind, key = ("edge", "eid") if a == "e" else ("node", "nid")
+    earlier = (
+        f"(select l.invalid_at from state_log as l where l.kind = '{kind}' and l.ref = {a}.{key} "
+        "and l.at <= ?2 order by l.lid desc limit 1)"
+    )
     return (
         f"({a}.created_at <= ?2 and ({a}.expired_at is null or {a}.expired_at > ?2) "
         f"and {a}.valid_at <= ?1 and ({a}.invalid_at is null or {a}.invalid_at > ?1 "
-        f"or {a}.closed_at > ?2))"
+        f"or ({a}.closed_at > ?2 and coalesce({earlier} > ?1, 1))))"
     )
 
 
@@ -130,7 +138,7 @@ class Store:
     def __init__(self, conn: apsw.Connection) -> None:
         self.conn = conn
         self._headers: dict[int, Header] = {}
-        self._by_hex: dict[str, int] = {}  # full hex id -> nid (ids never change)
+        self._by_hex: dict[str, int] = {}  # full hex id -> nid; ids never change, so this stays true
 
     # ---- ids -----------------------------------------------------------------
 
@@ -157,11 +165,21 @@ class Store:
             if row is None:
                 raise NotFound(f"no node has id {ref.hex()}")
             return int(row[0])
-        if isinstance(ref, str):
-            known = self._by_hex.get(ref)
-            if known is not None:
-                return known
+        known = self._by_hex.get(ref)  # type: ignore[call-overload]
+        if known is not None:
+            return known
         lo, hi = self._prefix_bounds(ref, "node")  # type: ignore[arg-type]
+        if lo == hi:  # a full id: one exact lookup that also fills the header cache
+            row = self.conn.execute(
+                "select nid, id, type, parent, depth, slot from node where id = ?", (lo,)
+            ).fetchone()
+            if row is None:
+                raise NotFound(f"no node has id {ref}; check it with `worlddb stats` or a search")
+            self.remember(Header(*row))
+            if len(self._by_hex) >= 1_000_000:
+                self._by_hex.clear()
+            self._by_hex[ref] = int(row[0])  # type: ignore[index]
+            return int(row[0])
         rows = self.conn.execute(
             "select nid, id from node where id between ? and ? limit 2", (lo, hi)
         ).fetchall()
@@ -172,12 +190,7 @@ class Store:
                 f"{ref!r} matches several nodes (e.g. {rows[0][1].hex()[:16]}…, {rows[1][1].hex()[:16]}…); "
                 "give more characters"
             )
-        nid = int(rows[0][0])
-        if len(ref) == 2 * ID_BYTES:
-            if len(self._by_hex) > 100_000:
-                self._by_hex.clear()
-            self._by_hex[ref] = nid  # type: ignore[index]
-        return nid
+        return int(rows[0][0])
 
     def resolve_edge(self, ref: str) -> int:
         """The eid of an edge given its hex id or a unique prefix."""
@@ -207,13 +220,13 @@ class Store:
         if row is None:
             raise NotFound(f"no node with local number {nid}")
         header = Header(*row)
-        if len(self._headers) > 200_000:
-            self._headers.clear()
-        self._headers[nid] = header
+        self.remember(header)
         return header
 
     def remember(self, header: Header) -> None:
-        """Cache the header of a node just inserted."""
+        """Cache a node header (bounded: cleared when it grows past a million entries)."""
+        if len(self._headers) >= 1_000_000:
+            self._headers.clear()
         self._headers[header.nid] = header
 
     def forget_uncommitted(self, nids: Iterable[int]) -> None:
@@ -238,10 +251,49 @@ class Store:
         return [NodeRow(*r) for r in self.conn.execute(NODE_SELECT + where, params)]
 
     def to_node(self, row: NodeRow, annotate: Iterable[str] = ()) -> Node:
-        """Build the public record, with incoming supersedes/contradicts links if asked."""
+        """Build the public record, with incoming supersedes / contradicts links if asked."""
+        return self.to_nodes([row], annotate)[0]
+
+    def to_nodes(self, rows: Sequence[NodeRow], annotate: Iterable[str] = ()) -> list[Node]:
+        """Build public records for many rows with one annotation query for all of them."""
+        wanted = set(annotate) & {"supersedes", "contradicts"}
+        superseded_by: dict[int, list[str]] = {}
+        contradicted_by: dict[int, set[str]] = {}
+        if wanted and rows:
+            marks = ",".join("?" for _ in rows)  # one placeholder per row; values stay bound
+            nids = [r.nid for r in rows]
+            for nid, edge_type, other in self.conn.execute(
+                "select e.dst, e.type, n.id from edge as e join node as n on n.nid = e.src "
+                f"where e.dst in ({marks}) and e.type in ('supersedes', 'contradicts') "
+                "and e.expired_at is null and e.invalid_at is null "
+                "union all select e.src, e.type, n.id from edge as e join node as n on n.nid = e.dst "
+                f"where e.src in ({marks}) and e.type = 'contradicts' "
+                "and e.expired_at is null and e.invalid_at is null",
+                nids + nids,
+            ):
+                if edge_type == "supersedes" and "supersedes" in wanted:
+                    superseded_by.setdefault(nid, []).append(other.hex())
+                elif edge_type == "contradicts" and "contradicts" in wanted:
+                    contradicted_by.setdefault(nid, set()).add(other.hex())
+        return [
+            self._record(row, tuple(superseded_by.get(row.nid, ())),
+                         tuple(sorted(contradicted_by.get(row.nid, ()))))
+            for row in rows
+        ]
+
+    def load_nodes(self, nids: Sequence[int], annotate: Iterable[str] = ()) -> list[Node]:
+        """Public records for nids, in the order given (one query for rows, one for links)."""
+        if not nids:
+            return []
+        marks = ",".join("?" for _ in nids)
+        rows = {r.nid: r for r in self.node_rows(f"where n.nid in ({marks})", list(nids))}
+        return self.to_nodes([rows[n] for n in nids], annotate)
+
+    def _record(self, row: NodeRow, superseded_by: tuple[str, ...], contradicted_by: tuple[str, ...]) -> Node:
+        if row.nid not in self._headers:  # the row carries the header: later edge records need it
+            self.remember(Header(row.nid, row.id, row.type, row.parent, row.depth, row.slot))
         body = json.loads(row.body) if row.body is not None else {}
         parent = self.header(row.parent).id.hex() if row.parent is not None else None
-        superseded_by, contradicted_by = self._annotations(row.nid, set(annotate))
         return Node(
             id=row.id.hex(),
             type=row.type,
@@ -263,25 +315,6 @@ class Store:
             superseded_by=superseded_by,
             contradicted_by=contradicted_by,
         )
-
-    def _annotations(self, nid: int, wanted: set[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
-        """Ids of current versions superseding nid, and of nodes contradicting it (one query)."""
-        if not wanted & {"supersedes", "contradicts"}:
-            return (), ()
-        superseded_by: list[str] = []
-        contradicted_by: set[str] = set()
-        for edge_type, other in self.conn.execute(
-            "select e.type, n.id from edge as e join node as n on n.nid = e.src where e.dst = ?1 "
-            "and e.type in ('supersedes', 'contradicts') and e.expired_at is null and e.invalid_at is null "
-            "union all select e.type, n.id from edge as e join node as n on n.nid = e.dst where e.src = ?1 "
-            "and e.type = 'contradicts' and e.expired_at is null and e.invalid_at is null",
-            (nid,),
-        ):
-            if edge_type == "supersedes" and "supersedes" in wanted:
-                superseded_by.append(other.hex())
-            elif edge_type == "contradicts" and "contradicts" in wanted:
-                contradicted_by.add(other.hex())
-        return tuple(superseded_by), tuple(sorted(contradicted_by))
 
     # ---- edges ----------------------------------------------------------------
 
@@ -314,14 +347,13 @@ class Store:
 
     def to_edge(self, row: EdgeRow) -> Edge:
         """The public edge record."""
-        body = json.loads(row.body)
         return Edge(
             id=row.id.hex(),
             type=row.type,
             src=self.header(row.src).id.hex(),
             dst=self.header(row.dst).id.hex(),
             world=self.header(row.world).id.hex(),
-            props=body.get("props") or {},
+            props=json.loads(row.props),
             valid_at=row.valid_at,
             invalid_at=row.invalid_at,
             closed_at=row.closed_at,
@@ -347,21 +379,42 @@ class Store:
 
     # ---- writes (reconciler only) ---------------------------------------------
 
-    def insert_node(self, raw_id: bytes, type_: str, parent: int | None, slot: int | None,
-                    depth: int, body: str) -> int:
-        """Insert the immutable node row; returns its nid."""
-        self.conn.execute(
-            "insert into node (id, type, parent, slot, depth, body) values (?, ?, ?, ?, ?, ?)",
-            (raw_id, type_, parent, slot, depth, body),
-        )
-        return int(self.conn.last_insert_rowid())
+    def max_nid(self) -> int:
+        """The largest node number in use (0 for an empty store)."""
+        return int(self.conn.execute("select coalesce(max(nid), 0) from node").fetchone()[0])
 
-    def insert_state(self, nid: int, valid_at: str, created_at: str, salience: float, root: bytes) -> None:
-        """Insert a new node's projection."""
-        self.conn.execute(
-            "insert into node_state (nid, valid_at, created_at, salience, root) values (?, ?, ?, ?, ?)",
-            (nid, valid_at, created_at, salience, root),
+    def max_eid(self) -> int:
+        """The largest edge number in use (0 when there are none)."""
+        return int(self.conn.execute("select coalesce(max(eid), 0) from edge").fetchone()[0])
+
+    def nids_of(self, raw_ids: Sequence[bytes]) -> dict[bytes, int]:
+        """Which of these ids exist already: id -> nid (one query)."""
+        if not raw_ids:
+            return {}
+        if len(raw_ids) == 1:
+            found = self.nid_of(raw_ids[0])
+            return {} if found is None else {raw_ids[0]: found}
+        rows = self.conn.execute(
+            "select id, nid from node where id in (select unhex(value) from json_each(?))",
+            (json.dumps([r.hex() for r in raw_ids]),),
         )
+        return {bytes(raw): int(nid) for raw, nid in rows}
+
+    def insert_nodes(self, nodes: Sequence[tuple[Any, ...]], states: Sequence[tuple[Any, ...]],
+                     aliases: Sequence[tuple[Any, ...]]) -> None:
+        """Insert node rows (nid, id, type, parent, slot, depth, body), their projections
+        (nid, valid_at, created_at, salience, root) and aliases, one executemany each."""
+        self.conn.executemany(
+            "insert into node (nid, id, type, parent, slot, depth, body) values (?, ?, ?, ?, ?, ?, ?)", nodes
+        )
+        self.conn.executemany(
+            "insert into node_state (nid, valid_at, created_at, salience, root) values (?, ?, ?, ?, ?)", states
+        )
+        if aliases:
+            self.conn.executemany(
+                "insert or ignore into alias (nid, alias, norm, source, created_at) values (?, ?, ?, ?, ?)",
+                aliases,
+            )
 
     def index_texts(self, rows: Iterable[tuple[int, str, str]]) -> None:
         """Add (nid, name, content) rows to the full-text index."""
@@ -375,11 +428,16 @@ class Store:
         )
 
     def close_node(self, nid: int, *, invalid_at: str | None, closed_at: str | None,
-                   expired_at: str | None, retired: int) -> None:
-        """Write a tightened projection (the triggers refuse anything else)."""
+                   expired_at: str | None, retired: int, at: str) -> None:
+        """Write a tightened projection (the triggers refuse anything else) and log it."""
         self.conn.execute(
             "update node_state set invalid_at = ?, closed_at = ?, expired_at = ?, retired = ? where nid = ?",
             (invalid_at, closed_at, expired_at, retired, nid),
+        )
+        self.conn.execute(
+            "insert into state_log (kind, ref, at, invalid_at, closed_at, expired_at, retired) "
+            "values ('node', ?, ?, ?, ?, ?, ?)",
+            (nid, at, invalid_at, closed_at, expired_at, retired),
         )
 
     def set_root(self, nid: int, root: bytes, size: int) -> None:
@@ -390,20 +448,42 @@ class Store:
         """Append (world, root, size, at) rows to the root history."""
         self.conn.executemany("insert into root_log (world, root, size, at) values (?, ?, ?, ?)", rows)
 
-    def insert_edge(self, raw_id: bytes, type_: str, src: int, dst: int, world: int, slot: int,
-                    body: str, valid_at: str, created_at: str) -> int:
-        """Insert an edge row; returns its eid."""
-        self.conn.execute(
-            "insert into edge (id, type, src, dst, world, slot, body, valid_at, created_at) "
-            "values (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (raw_id, type_, src, dst, world, slot, body, valid_at, created_at),
+    def insert_edges(self, rows: Sequence[tuple[Any, ...]]) -> None:
+        """Insert edge rows (eid, id, type, src, dst, world, slot, props, valid_at, created_at)."""
+        self.conn.executemany(
+            "insert into edge (eid, id, type, src, dst, world, slot, props, valid_at, created_at) "
+            "values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            rows,
         )
-        return int(self.conn.last_insert_rowid())
+
+    def current_edges_from(self, srcs: Sequence[int]) -> dict[tuple[int, int, str], int]:
+        """Current edges leaving these nodes: (src, dst, type) -> eid (one query)."""
+        if not srcs:
+            return {}
+        rows = self.conn.execute(
+            "select src, dst, type, eid from edge where src in (select value from json_each(?)) "
+            "and invalid_at is null and expired_at is null",
+            (json.dumps(sorted(set(srcs))),),
+        )
+        return {(int(a), int(b), t): int(e) for a, b, t, e in rows}
+
+    def end_states(self, nids: Sequence[int]) -> list[tuple[Any, ...]]:
+        """(nid, id, type, parent, depth, slot, valid_at, invalid_at, expired_at, retired) per node."""
+        return list(self.conn.execute(
+            "select n.nid, n.id, n.type, n.parent, n.depth, n.slot, s.valid_at, s.invalid_at, s.expired_at, "
+            "s.retired from node as n join node_state as s on s.nid = n.nid "
+            "where n.nid in (select value from json_each(?))",
+            (json.dumps(sorted(set(nids))),),
+        ))
 
     def close_edge(self, eid: int, invalid_at: str, closed_at: str) -> None:
-        """Close an edge's validity."""
+        """Close an edge's validity and log it."""
         self.conn.execute(
             "update edge set invalid_at = ?, closed_at = ? where eid = ?", (invalid_at, closed_at, eid)
+        )
+        self.conn.execute(
+            "insert into state_log (kind, ref, at, invalid_at, closed_at) values ('edge', ?, ?, ?, ?)",
+            (eid, closed_at, invalid_at, closed_at),
         )
 
     def merkle_get(self, world: int, level: int, idx: int) -> bytes:

@@ -8,6 +8,7 @@ so SQL can compare them without functions. Naive inputs are taken as UTC.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import re
 import time
 from collections.abc import Callable
@@ -29,6 +30,16 @@ def format_time(moment: dt.datetime) -> str:
     return moment.strftime(_FORMAT)
 
 
+@functools.lru_cache(maxsize=4096)
+def _parse_text(text: str) -> str:
+    """Canonical form of ISO text (cached: ingest repeats the same session dates)."""
+    if _DATE_ONLY.match(text):
+        return format_time(dt.datetime.fromisoformat(text))
+    if text.endswith(("Z", "z")):
+        text = text[:-1] + "+00:00"
+    return format_time(dt.datetime.fromisoformat(text))
+
+
 def parse_time(value: TimeLike, *, field: str = "time") -> str:
     """Normalise a time given as ISO text, datetime, date or unix seconds.
 
@@ -44,12 +55,7 @@ def parse_time(value: TimeLike, *, field: str = "time") -> str:
         if isinstance(value, (int, float)):
             return format_time(dt.datetime.fromtimestamp(value, dt.timezone.utc))
         if isinstance(value, str):
-            text = value.strip()
-            if _DATE_ONLY.match(text):
-                return format_time(dt.datetime.fromisoformat(text))
-            if text.endswith(("Z", "z")):
-                text = text[:-1] + "+00:00"
-            return format_time(dt.datetime.fromisoformat(text))
+            return _parse_text(value.strip())
     except (ValueError, TypeError, OverflowError, OSError) as exc:
         raise InvalidTime(
             f"{field}: cannot read {value!r} as a time ({exc}); "

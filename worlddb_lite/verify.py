@@ -9,12 +9,14 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import apsw
 
 from .edges import EdgeRegistry
-from .hashing import edge_id, edge_leaf, node_id, world_root
-from .store import EdgeRow, NodeRow, Store
+from .errors import NotFound
+from .hashing import edge_body, edge_id, edge_leaf, node_id, state_bytes, world_root
+from .store import EdgeRow, NodeRow, Store, node_state_bytes
 from .types import VerifyReport, Violation
 from .worlds import compute_top, tree_height
 
@@ -64,7 +66,9 @@ def verify_store(
     say("edges")
     known = set(registry.names())
     for e in edges:
-        if edge_id(e.body) != e.id:
+        ends = (nodes.get(e.src), nodes.get(e.dst))
+        if None in ends or edge_id(edge_body(e.type, ends[0].id.hex(), ends[1].id.hex(),  # type: ignore[union-attr]
+                                             e.valid_at, e.props)) != e.id:
             bad("1-content-address", f"edge {e.id.hex()[:16]} does not hash to its id")
         if e.type not in known:
             bad("4-never-appends", f"edge {e.id.hex()[:16]} has unregistered type {e.type!r}")
@@ -150,40 +154,67 @@ def _lowest_common(nodes: dict[int, NodeRow], a: int, b: int) -> int | None:
     return x.nid
 
 
+@dataclass(frozen=True, slots=True)
+class Member:
+    """A node as the root computation sees it: place in the tree and projection bytes."""
+
+    nid: int
+    id: bytes
+    parent: int | None
+    slot: int | None
+    depth: int
+    state: bytes
+
+
+def compute_roots(
+    nodes: list[Member], edge_leaves: list[tuple[int, int, bytes]], bad: Callable[[str, str], None]
+) -> dict[int, tuple[bytes, bytes, int]]:
+    """Roots of every node from scratch, bottom-up: nid -> (root, tree top, member count).
+
+    ``edge_leaves`` holds (world, slot, leaf hash). Slot gaps or clashes are reported.
+    """
+    members: dict[int, dict[int, bytes | int]] = defaultdict(dict)
+    for m in nodes:
+        if m.parent is not None:
+            if m.slot in members[m.parent]:
+                bad("2-merkle", f"two members share slot {m.slot} of world {m.parent}")
+            members[m.parent][m.slot] = m.nid  # type: ignore[index]
+    for world, slot, leaf in edge_leaves:
+        if slot in members[world]:
+            bad("2-merkle", f"two members share slot {slot} of world {world}")
+        members[world][slot] = leaf
+    out: dict[int, tuple[bytes, bytes, int]] = {}
+    for m in sorted(nodes, key=lambda n: -n.depth):
+        slots = members.get(m.nid, {})
+        if sorted(slots) != list(range(len(slots))):
+            bad("2-merkle", f"world {m.id.hex()[:16]} has gaps in its member slots")
+        leaves = [out[x][0] if isinstance(x, int) else x for _, x in sorted(slots.items())]
+        top = compute_top(leaves)
+        out[m.nid] = (world_root(m.id, m.state, top, len(leaves)), top, len(leaves))
+    return out
+
+
 def _check_roots(
     conn: apsw.Connection,
     nodes: dict[int, NodeRow],
     edges: list[EdgeRow],
     bad: Callable[[str, str], None],
 ) -> int:
-    members: dict[int, dict[int, bytes | int]] = defaultdict(dict)  # world -> slot -> nid or leaf hash
-    for r in nodes.values():
-        if r.parent is not None:
-            if r.slot in members[r.parent]:
-                bad("2-merkle", f"two members share slot {r.slot} of world {r.parent}")
-            members[r.parent][r.slot] = r.nid  # type: ignore[index]
-    for e in edges:
-        if e.slot in members[e.world]:
-            bad("2-merkle", f"two members share slot {e.slot} of world {e.world}")
-        members[e.world][e.slot] = edge_leaf(e.id, e.state())
-    expected: dict[int, bytes] = {}
+    members = [Member(r.nid, r.id, r.parent, r.slot, r.depth, r.state()) for r in nodes.values()]
+    leaves = [(e.world, e.slot, edge_leaf(e.id, e.state())) for e in edges]
+    computed = compute_roots(members, leaves, bad)
     worlds = 0
-    for r in sorted(nodes.values(), key=lambda n: -n.depth):
-        slots = members.get(r.nid, {})
-        if sorted(slots) != list(range(r.size)):
-            bad("2-merkle", f"world {r.id.hex()[:16]} records {r.size} members but holds slots "
-                f"{len(slots)} (gaps or extras)")
-        leaves = [expected[m] if isinstance(m, int) else m for _, m in sorted(slots.items())]
-        top = compute_top(leaves)
-        root = world_root(r.id, r.state(), top, len(leaves))
-        expected[r.nid] = root
+    for r in nodes.values():
+        root, top, size = computed[r.nid]
+        if size != r.size:
+            bad("2-merkle", f"world {r.id.hex()[:16]} records {r.size} members but holds {size}")
         if root != r.root:
             bad("2-merkle", f"root of {r.type} {r.id.hex()[:16]} does not recompute from its members")
-        if leaves:
+        if size:
             worlds += 1
             stored = conn.execute(
                 "select hash from merkle where world = ? and level = ? and idx = 0",
-                (r.nid, tree_height(len(leaves))),
+                (r.nid, tree_height(size)),
             ).fetchone()
             if stored is None or bytes(stored[0]) != top:
                 bad("2-merkle", f"stored Merkle tree of {r.id.hex()[:16]} disagrees with its members")
@@ -193,6 +224,57 @@ def _check_roots(
             if logged is None or bytes(logged[0]) != r.root:
                 bad("2-merkle", f"root history of {r.id.hex()[:16]} does not end at its current root")
     return worlds
+
+
+def recompute_root_at(conn: apsw.Connection, world: int, at: str) -> bytes:
+    """The root ``world`` had at belief time ``at``, rebuilt from the nodes, edges and state log.
+
+    Members are the nodes and edges created by then; each projection is its initial state
+    overridden by the last state_log entry at or before ``at``.
+    """
+    later: dict[tuple[str, int], tuple[str | None, str | None, str | None, int]] = {}
+    for kind, ref, invalid_at, closed_at, expired_at, retired in conn.execute(
+        "select kind, ref, invalid_at, closed_at, expired_at, retired from state_log "
+        "where at <= ? order by lid", (at,)
+    ):
+        later[(kind, int(ref))] = (invalid_at, closed_at, expired_at, int(retired))
+    members = []
+    for nid, raw, parent, slot, depth, valid_at, created_at in conn.execute(
+        "with recursive sub(nid) as (select ?1 union select n.nid from node as n join sub on n.parent = sub.nid) "
+        "select n.nid, n.id, n.parent, n.slot, n.depth, s.valid_at, s.created_at from sub "
+        "join node as n on n.nid = sub.nid join node_state as s on s.nid = n.nid where s.created_at <= ?2",
+        (world, at),
+    ):
+        invalid_at, closed_at, expired_at, retired = later.get(("node", int(nid)), (None, None, None, 0))
+        state = node_state_bytes(valid_at, invalid_at, closed_at, created_at, expired_at, retired)
+        members.append(Member(int(nid), bytes(raw), None if nid == world else parent, slot, depth, state))
+    inside = {m.nid for m in members}
+    leaves = []
+    for eid, raw, edge_world, slot, valid_at, created_at in conn.execute(
+        "select eid, id, world, slot, valid_at, created_at from edge where created_at <= ?", (at,)
+    ):
+        if edge_world in inside:
+            invalid_at, closed_at, _, _ = later.get(("edge", int(eid)), (None, None, None, 0))
+            state = state_bytes(valid_at, invalid_at, closed_at, created_at, None)
+            leaves.append((int(edge_world), int(slot), edge_leaf(bytes(raw), state)))
+    computed = compute_roots(members, leaves, lambda _i, _d: None)
+    if world not in computed:
+        raise NotFound(f"world {world} did not exist at {at}")
+    return computed[world][0]
+
+
+def root_history_divergences(conn: apsw.Connection, world: int) -> list[Violation]:
+    """Recompute every logged root of ``world`` and report the ones that do not match."""
+    out = []
+    for lid, root, at in conn.execute("select lid, root, at from root_log where world = ? order by lid", (world,)):
+        last = conn.execute(
+            "select lid from root_log where world = ? and at <= ? order by lid desc limit 1", (world, at)
+        ).fetchone()[0]
+        if last != lid:
+            continue  # several commits shared a timestamp; only the last one of them is nameable by time
+        if recompute_root_at(conn, world, at) != bytes(root):
+            out.append(Violation("2-merkle", f"logged root {bytes(root).hex()[:16]} at {at} does not recompute"))
+    return out
 
 
 def _check_merges(conn: apsw.Connection, edges: list[EdgeRow], bad: Callable[[str, str], None]) -> None:

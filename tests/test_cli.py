@@ -1,0 +1,300 @@
+"""cli.py: every command has help, --json parses, errors are one line with exit code 2.
+
+The CLI opens stores with the bundled static model (it cannot take a fake), so the commands that embed
+text (write, amend) load it; the store most tests read is built once per module.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from worlddb_lite import WorldDB, _sqlite
+from worlddb_lite.cli import COMMANDS, build_parser, main
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> object:
+    code, out, err = run(capsys, *argv, "--json")
+    assert code == 0, err
+    return json.loads(out)
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """A store with the bundled model: two memories, one amended, a contradiction and a pending merge."""
+    path = tmp_path_factory.mktemp("cli") / "store.db"
+    with WorldDB(path) as db:  # one model load for the whole module
+        a = db.write("I live in Lisbon", scope="me", valid_at="2024-01-01")
+        b = db.amend(a, "I moved to Porto in May", valid_at="2024-05-01")
+        c = db.write("I live by the sea", scope="me", valid_at="2024-01-01")
+        bob = db.write("Bob", type="Entity", name="Bob", scope="me", valid_at="2024-01-01")
+        rob = db.write("Robert", type="Entity", name="Robert", scope="me", valid_at="2024-01-01")
+        db.link(b, c, "contradicts")
+        pid = db.link(bob, rob, "same_as").pid  # type: ignore[union-attr]
+    return {"path": str(path), "a": a, "b": b, "c": c, "bob": bob, "rob": rob, "pid": str(pid)}
+
+
+@pytest.fixture
+def store(built: dict[str, str], tmp_path: Path) -> dict[str, str]:
+    """A private copy of the module's store (the file is checkpointed and closed)."""
+    copy = tmp_path / "copy.db"
+    shutil.copyfile(built["path"], copy)
+    return {**built, "path": str(copy)}
+
+
+# ---- help --------------------------------------------------------------------------------------
+
+
+def test_every_command_has_help_text(capsys: pytest.CaptureFixture[str]) -> None:
+    assert set(COMMANDS) >= {
+        "init",
+        "write",
+        "read",
+        "amend",
+        "retire",
+        "history",
+        "link",
+        "search",
+        "merges",
+        "merge",
+        "verify",
+        "stats",
+    }
+    for name, (help_text, _handler, _arguments) in COMMANDS.items():
+        assert help_text and len(help_text) > 10, f"{name} has no help text"
+        with pytest.raises(SystemExit) as info:
+            main([name, "--help"])
+        assert info.value.code == 0
+        out = capsys.readouterr().out
+        assert help_text in " ".join(out.split()), name
+        assert "--json" in out
+    with pytest.raises(SystemExit) as info:
+        main(["--help"])
+    assert info.value.code == 0
+    top = capsys.readouterr().out
+    assert all(name in top for name in COMMANDS)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: cli.py declares `merges --status` and the `merge` positional `decision` without help= "
+    "text, so `worlddb merges --help` / `worlddb merge --help` list them unexplained (STYLE: a test fails "
+    "when a command has no help text); fix: add help strings to both add_argument calls",
+)
+def test_every_argument_has_help_text() -> None:
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command")
+    for name, command in sub.choices.items():  # type: ignore[union-attr]
+        for action in command._actions:
+            assert action.help, f"{name}: argument {action.dest} has no help"
+
+
+def test_missing_command_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main([])
+    assert info.value.code == 2
+
+
+# ---- reading -----------------------------------------------------------------------------------
+
+
+def test_read_by_an_8_character_prefix(store: dict[str, str], capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "read", store["path"], store["b"][:8])
+    assert code == 0, err
+    assert out.startswith(store["b"]) and "I moved to Porto in May" in out
+    assert f"contradicted by {store['c']}" in out
+    node = run_json(capsys, "read", store["path"], store["b"][:8])
+    assert node["id"] == store["b"] and node["content"] == "I moved to Porto in May"  # type: ignore[index]
+    old = run_json(capsys, "read", store["path"], store["a"][:8])
+    assert old["invalid_at"] == "2024-05-01T00:00:00.000000Z"  # type: ignore[index]
+    assert old["superseded_by"] == [store["b"]]  # type: ignore[index]
+
+
+def test_read_as_of(store: dict[str, str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert run_json(capsys, "read", store["path"], store["a"], "--as-of", "2024-02-01")["id"] == store["a"]  # type: ignore[index]
+    code, _, err = run(capsys, "read", store["path"], store["a"], "--as-of", "2024-06-01")
+    assert code == 2 and err.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["stats"],
+        ["verify"],
+        ["history", "{b}"],
+        ["search", "Porto"],
+        ["merges"],
+        ["merges", "--status", "all"],
+    ],
+    ids=["stats", "verify", "history", "search", "merges", "merges-all"],
+)
+def test_json_output_parses(
+    store: dict[str, str], capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    args = [argv[0], store["path"], *[a.format(**store) for a in argv[1:]]]
+    data = run_json(capsys, *args)
+    assert data is not None
+    code, out, err = run(capsys, *args)  # and the human form prints something
+    assert code == 0, err
+    assert out.strip() or argv[0] == "merges"
+
+
+def test_json_shapes(store: dict[str, str], capsys: pytest.CaptureFixture[str]) -> None:
+    stats = run_json(capsys, "stats", store["path"])
+    assert stats["embedder"] == "minilm-l6-static-256" and stats["dim"] == 256  # type: ignore[index]
+    assert stats["open_contradictions"] == 1 and stats["pending_merges"] == 1  # type: ignore[index]
+    history = run_json(capsys, "history", store["path"], store["b"])
+    assert [n["id"] for n in history] == [store["a"], store["b"]]  # type: ignore[union-attr,index]
+    hits = run_json(capsys, "search", store["path"], "Porto")
+    assert hits[0]["node"]["id"] == store["b"] and isinstance(hits[0]["score"], float)  # type: ignore[index]
+    merges = run_json(capsys, "merges", store["path"])
+    assert [m["pid"] for m in merges] == [int(store["pid"])] and merges[0]["status"] == "pending"  # type: ignore[index]
+    report = run_json(capsys, "verify", store["path"])
+    assert report["violations"] == [] and report["checked"]["nodes"] > 0  # type: ignore[index]
+
+
+# ---- verify ------------------------------------------------------------------------------------
+
+
+def test_verify_exits_0_on_a_healthy_store(store: dict[str, str], capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "verify", store["path"])
+    assert code == 0
+    assert out.startswith("ok: checked")
+    assert "checking" in err  # progress goes to stderr
+
+
+@pytest.mark.parametrize("tamper", ["fts", "root", "trigger"])
+def test_verify_exits_1_on_a_tampered_store(
+    store: dict[str, str], capsys: pytest.CaptureFixture[str], tamper: str
+) -> None:
+    conn = _sqlite.connect(store["path"])
+    with conn:
+        if tamper == "fts":
+            conn.execute("delete from node_fts where rowid = (select max(rowid) from node_fts)")
+        elif tamper == "root":
+            conn.execute("insert into reconciler_session (holder) values ('reconciler')")
+            conn.execute("update node_state set root = zeroblob(32) where nid = 1")
+            conn.execute("delete from reconciler_session")
+        else:
+            conn.execute("drop trigger edge_delete_guard")
+    conn.close()
+    code, out, _ = run(capsys, "verify", store["path"])
+    assert code == 1
+    assert "VIOLATION" in out and "violation(s)" in out
+    code, out, _ = run(capsys, "verify", store["path"], "--json")
+    assert code == 1 and json.loads(out)["violations"]
+
+
+# ---- writing -----------------------------------------------------------------------------------
+
+
+def test_init_write_amend_retire_link_merge(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = str(tmp_path / "new.db")
+    init = run_json(capsys, "init", path)
+    assert init["embedder"] == "minilm-l6-static-256" and len(init["root"]) == 64  # type: ignore[index]
+    code, out, err = run(
+        capsys, "write", path, "I moved to Porto in May", "--scope", "me", "--valid-at", "2024-05-01"
+    )
+    assert code == 0, err
+    first = out.strip()
+    assert len(first) == 64 and int(first, 16) >= 0
+    second = run_json(
+        capsys, "amend", path, first[:8], "I moved to Braga in June", "--valid-at", "2024-06-01"
+    )
+    assert isinstance(second, str) and second != first
+    retired = run_json(capsys, "retire", path, second[:10], "--at", "2024-12-01")
+    assert retired["retired"] is True and retired["invalid_at"] == "2024-12-01T00:00:00.000000Z"  # type: ignore[index]
+    edge = run_json(capsys, "link", path, second, first, "contradicts")
+    assert edge["type"] == "contradicts"  # type: ignore[index]
+    proposal = run_json(capsys, "link", path, first, second, "same_as")
+    assert proposal["status"] == "pending"  # type: ignore[index]
+    decided = run_json(capsys, "merge", path, str(proposal["pid"]), "reject")  # type: ignore[index]
+    assert decided["status"] == "rejected"  # type: ignore[index]
+    code, _, _ = run(capsys, "verify", path)
+    assert code == 0
+
+
+# ---- errors ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("argv", "phrase"),
+    [
+        (["read", "{path}", "zz"], "not a node id"),
+        (["read", "{path}", "xyz"], "not a node id"),
+        (["read", "{path}", "1234567"], "too short"),
+        (["read", "{path}", "00000000"], "no node id starts with"),
+        (["link", "{path}", "{a}", "{c}", "befriends"], "unknown edge type"),
+        (["link", "{path}", "{bob}", "{bob}", "same_as"], "itself"),
+        (["retire", "{path}", "{c}", "--at", "2023-01-01"], "before it starts"),
+        (["retire", "{path}", "{c}", "--at", "someday"], "cannot read"),
+        (["amend", "{path}", "{a}", "again"], "no longer current"),
+        (["merge", "{path}", "999", "accept"], "no merge proposal"),
+        (["read", "{random}", "{a}"], "not a SQLite database"),
+    ],
+    ids=[
+        "bad-hex",
+        "short-non-hex",
+        "short-prefix",
+        "unknown-prefix",
+        "unknown-type",
+        "self-loop",
+        "interval",
+        "bad-time",
+        "not-current",
+        "unknown-proposal",
+        "not-a-store",
+    ],
+)
+def test_errors_exit_2_with_one_line(
+    store: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], phrase: str
+) -> None:
+    random_file = tmp_path / "random.bin"
+    random_file.write_bytes(b"\x8a" * 4096)
+    args = [a.format(**store, random=str(random_file)) for a in argv]
+    before = Path(store["path"]).read_bytes()
+    code, out, err = run(capsys, *args)
+    assert code == 2
+    assert out == ""
+    assert err.count("\n") == 1 and err.startswith(f"worlddb {argv[0]}: "), err
+    assert phrase in err, err
+    assert Path(store["path"]).read_bytes() == before  # a refused command changes nothing
+
+
+def test_a_store_with_a_newer_schema_is_refused(
+    store: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    import apsw
+
+    conn = apsw.Connection(store["path"])
+    conn.execute("pragma user_version = 99")
+    conn.close()
+    code, _, err = run(capsys, "stats", store["path"])
+    assert code == 2 and "upgrade" in err and err.count("\n") == 1
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: `worlddb verify` on a damaged store dies with a raw apsw.CorruptError traceback (cli.main "
+    "catches only WorldDBError and nothing translates CorruptError) instead of exiting 1 or 2 with one line; "
+    "see test_verify.py::test_verify_reports_a_damaged_file_instead_of_crashing",
+)
+def test_verify_on_a_damaged_store_exits_cleanly(
+    store: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    from .test_verify import _damage
+
+    _damage(store["path"])
+    code, _, err = run(capsys, "verify", store["path"])
+    assert code in (1, 2)
+    if code == 2:
+        assert err.count("\n") == 1

@@ -1,0 +1,151 @@
+"""schema.sql: the single source of truth, readable and usable in a stock sqlite3 shell."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import apsw
+import pytest
+
+from worlddb_lite import WorldDB, _sqlite
+from worlddb_lite.verify import REQUIRED_TRIGGERS
+
+from .conftest import FakeEmbedder
+
+SQLITE3 = shutil.which("sqlite3")
+needs_shell = pytest.mark.skipif(
+    SQLITE3 is None, reason="the sqlite3 shell binary is not installed (apt-get install sqlite3)"
+)
+VIEWS = ("current_node", "node_history", "open_contradiction", "pending_merge", "world_tree", "current_edge")
+
+
+def _without_vec(sql: str) -> str:
+    cut = sql.index("-- sqlite-vec:")
+    return sql[:cut]
+
+
+def test_schema_is_packaged_and_sized_for_the_embedder() -> None:
+    assert "float[256]" in _sqlite.schema_sql()
+    sized = _sqlite.schema_sql(32)
+    assert "float[32]" in sized and "float[256]" not in sized
+
+
+def test_the_sqlite_vec_section_comes_last() -> None:
+    sql = _sqlite.schema_sql()
+    creates = re.findall(r"^create (?:virtual )?(?:table|view|trigger|index) [^\n]*", sql, flags=re.M)
+    assert "using vec0" in creates[-1], creates[-1]
+    assert sum("vec0" in c for c in creates) == 1
+
+
+def test_every_table_is_strict_and_named_in_snake_case() -> None:
+    sql = _sqlite.schema_sql()
+    tables = re.findall(r"create table (\w+) \((.*?)\n\)([^;]*);", sql, flags=re.S)
+    assert {name for name, _, _ in tables} >= {
+        "meta",
+        "reconciler_session",
+        "node",
+        "node_state",
+        "edge",
+        "merkle",
+        "root_log",
+        "merge_proposal",
+        "alias",
+        "tombstone",
+    }
+    for name, body, options in tables:
+        assert re.fullmatch(r"[a-z][a-z0-9_]*", name)
+        assert "strict" in options, name
+        assert "--" in body, f"{name} has no comment inside its parentheses"
+
+
+def test_every_guard_trigger_is_in_the_schema() -> None:
+    sql = _sqlite.schema_sql()
+    for name in REQUIRED_TRIGGERS:
+        assert f"create trigger {name} " in sql
+
+
+def test_store_records_its_version_and_embedder(db: WorldDB) -> None:
+    conn = db._conn
+    assert conn.execute("pragma user_version").fetchone()[0] == _sqlite.SCHEMA_VERSION
+    meta = dict(conn.execute("select key, value from meta").fetchall())
+    assert meta["schema_version"] == str(_sqlite.SCHEMA_VERSION)
+    assert meta["embedder_id"] == "fake-hash-32" and meta["embedder_dim"] == "32"
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", meta["created_at"])
+
+
+def test_views_answer_on_a_populated_store(db: WorldDB) -> None:
+    a = db.write("Alice lives in Lisbon", scope="alice", valid_at="2024-01-01")
+    b = db.amend(a, "Alice lives in Porto", valid_at="2024-06-01")
+    c = db.write("Alice lives in Faro", scope="alice", valid_at="2024-06-01")
+    db.link(b, c, "contradicts")
+    x = db.write("Bob", type="Entity", name="Bob", scope="alice")
+    y = db.write("Robert", type="Entity", name="Robert", scope="alice")
+    db.link(x, y, "same_as")
+    conn = db._conn
+    current = {r[0] for r in conn.execute("select id from current_node")}
+    assert {b, c, x, y} <= current and a not in current
+    history = {r[0]: r for r in conn.execute("select id, superseded_by, supersedes from node_history")}
+    assert history[a][1] == b and history[b][2] == a
+    assert conn.execute("select a_id, b_id from open_contradiction").fetchall() == [(b, c)]
+    assert conn.execute("select a_name, b_name from pending_merge").fetchall() == [("Bob", "Robert")]
+    tree = {r[0]: r for r in conn.execute("select id, name, members from world_tree")}
+    assert db.root_id in tree and tree[db.scope("alice")][2] >= 5
+    edges = conn.execute("select type from current_edge order by type").fetchall()
+    assert edges == [("contradicts",), ("supersedes",)]
+
+
+def test_check_constraints_hold_even_inside_a_session(db: WorldDB) -> None:
+    conn = db._conn
+    a = db.write("a", scope="s")
+    nid = conn.execute("select nid from node where id = ?", (bytes.fromhex(a),)).fetchone()[0]
+    with conn:
+        conn.execute("insert into reconciler_session (holder) values ('reconciler')")
+        for sql in (
+            "insert into node (id, type, parent, slot, depth, body) values (x'00', 'Memory', 1, 0, 1, '{}')",
+            f"insert into merge_proposal (a, b, proposed_at) values ({nid}, {nid}, 'x')",
+            f"insert into merge_proposal (a, b, status, proposed_at) values (1, {nid}, 'maybe', 'x')",
+            "insert into reconciler_session (holder) values ('someone')",
+            f"update node_state set retired = 2 where nid = {nid}",
+        ):
+            with pytest.raises(apsw.ConstraintError):
+                conn.execute(sql)
+        conn.execute("delete from reconciler_session")
+
+
+@needs_shell
+def test_schema_without_sqlite_vec_loads_in_the_stock_shell(tmp_path: Path) -> None:
+    path = tmp_path / "shell.db"
+    script = tmp_path / "schema.sql"
+    script.write_text(_without_vec(_sqlite.schema_sql()), encoding="utf-8")
+    assert SQLITE3 is not None
+    result = subprocess.run([SQLITE3, str(path)], stdin=script.open("rb"), capture_output=True, timeout=30)
+    assert result.returncode == 0, result.stderr.decode()
+    shown = subprocess.run([SQLITE3, str(path), ".schema node"], capture_output=True, text=True, timeout=30)
+    assert "blake3('worlddb/node/v1'" in shown.stdout  # comments inside the parentheses survive
+    views = subprocess.run(
+        [SQLITE3, str(path), "; ".join(f"select count(*) from {v}" for v in VIEWS)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert views.returncode == 0, views.stderr
+    assert views.stdout.split() == ["0"] * len(VIEWS)
+
+
+@needs_shell
+def test_the_shell_reads_a_real_store(tmp_path: Path) -> None:
+    path = tmp_path / "real.db"
+    with WorldDB(path, embedder=FakeEmbedder()) as db:
+        a = db.write("readable in the shell", scope="s", valid_at="2024-01-01")
+    assert SQLITE3 is not None
+    result = subprocess.run(
+        [SQLITE3, str(path), "select id, content from current_node where type = 'Memory'"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == f"{a}|readable in the shell"
