@@ -1,6 +1,7 @@
 """Shared fixtures: a deterministic fake embedder, a fake clock and a store over file and memory.
 
-No test loads the bundled model except the few CLI tests that go through ``worlddb`` itself.
+Only the CLI tests (``worlddb`` opens stores with the bundled model) and one test in test_embed.py
+load the real model.
 """
 
 from __future__ import annotations
@@ -92,13 +93,6 @@ class FakeClock:
         self.now += delta
 
 
-def t(text: str) -> str:
-    """Canonical form of a short ISO time, for comparisons."""
-    from worlddb_lite.temporal import parse_time
-
-    return parse_time(text)
-
-
 @pytest.fixture
 def clock() -> FakeClock:
     return FakeClock()
@@ -167,8 +161,3 @@ def row_counts(db: WorldDB) -> dict[str, int]:
     return {
         table: int(conn.execute(f"select count(*) from {table}").fetchone()[0]) for table in schema_tables(db)
     }
-
-
-@pytest.fixture
-def snapshot() -> Callable[[WorldDB], dict[str, Any]]:
-    return table_digest

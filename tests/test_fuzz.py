@@ -97,9 +97,7 @@ class ReconcilerMachine(RuleBasedStateMachine):
 
     @rule(node=picks, text=texts, valid=times)
     def amend(self, node: int, text: str, valid: str | None) -> None:
-        new = self._attempt(
-            "amend", lambda: self.db.amend(self._pick(self.nodes, node), text, valid_at=valid)
-        )
+        new = self._attempt("amend", lambda: self.db.amend(self._pick(self.nodes, node), text, valid_at=valid))
         if new is not None and new not in self.nodes:
             self.nodes.append(new)
 
@@ -115,9 +113,7 @@ class ReconcilerMachine(RuleBasedStateMachine):
     def link(self, src: int, dst: int, type_: str) -> None:
         every = self.nodes + self.worlds
         self._remember(
-            self._attempt(
-                f"link-{type_}", lambda: self.db.link(self._pick(every, src), self._pick(every, dst), type_)
-            )
+            self._attempt(f"link-{type_}", lambda: self.db.link(self._pick(every, src), self._pick(every, dst), type_))
         )
 
     @rule(src=picks, dst=picks)
@@ -146,6 +142,15 @@ class ReconcilerMachine(RuleBasedStateMachine):
                 lambda: self.db.link(self._pick(self.nodes, src), self._pick(self.nodes, dst), "same_as"),
             )
         )
+
+    @rule(triples=st.lists(st.tuples(picks, picks, st.sampled_from(EDGE_TYPES)), min_size=1, max_size=4))
+    def link_many(self, triples: list[tuple[int, int, str]]) -> None:
+        if not hasattr(self.db, "link_many"):
+            return
+        every = self.nodes + self.worlds
+        chosen = [(self._pick(every, s), self._pick(every, d), t) for s, d, t in triples]
+        for result in self._attempt("link_many", lambda: self.db.link_many(chosen)) or ():
+            self._remember(result)
 
     @precondition(lambda self: bool(self.pids))
     @rule(pid=picks, accept=st.booleans())
@@ -177,9 +182,7 @@ class ReconcilerMachine(RuleBasedStateMachine):
                 inner = table_digest(self.db)
                 try:
                     self._remember(
-                        self.db.link(
-                            self._pick(self.nodes + added, src), self._pick(self.nodes + added, dst), type_
-                        )
+                        self.db.link(self._pick(self.nodes + added, src), self._pick(self.nodes + added, dst), type_)
                     )
                 except WorldDBError:
                     assert table_digest(self.db) == inner, "a refused link inside a batch left rows behind"
@@ -195,15 +198,10 @@ class ReconcilerMachine(RuleBasedStateMachine):
         self.outcomes["batch:ok"] += 1
 
     def _edge_exists(self, edge: str) -> bool:
-        return (
-            self.db._conn.execute("select 1 from edge where id = ?", (bytes.fromhex(edge),)).fetchone()
-            is not None
-        )
+        return self.db._conn.execute("select 1 from edge where id = ?", (bytes.fromhex(edge),)).fetchone() is not None
 
     def _pid_exists(self, pid: int) -> bool:
-        return (
-            self.db._conn.execute("select 1 from merge_proposal where pid = ?", (pid,)).fetchone() is not None
-        )
+        return self.db._conn.execute("select 1 from merge_proposal where pid = ?", (pid,)).fetchone() is not None
 
     # ---- invariants -----------------------------------------------------------------------
 
@@ -222,18 +220,14 @@ class ReconcilerMachine(RuleBasedStateMachine):
 
     @invariant()
     def validity_never_widens(self) -> None:
-        rows = self.db._conn.execute(
-            "select nid, valid_at, invalid_at, expired_at, retired from node_state"
-        ).fetchall()
+        rows = self.db._conn.execute("select nid, valid_at, invalid_at, expired_at, retired from node_state").fetchall()
         for nid, valid_at, invalid_at, expired_at, retired in rows:
             old = self.validity.get(nid)
             if old is not None:
                 old_valid, old_invalid, old_expired, old_retired = old
                 assert valid_at == old_valid, f"node {nid}: valid_at moved"
                 if old_invalid is not None:
-                    assert invalid_at is not None and invalid_at <= old_invalid, (
-                        f"node {nid}: validity widened"
-                    )
+                    assert invalid_at is not None and invalid_at <= old_invalid, f"node {nid}: validity widened"
                 if old_expired is not None:
                     assert expired_at == old_expired, f"node {nid}: retraction changed"
                 assert retired >= old_retired, f"node {nid}: un-retired"
@@ -248,8 +242,7 @@ class ReconcilerMachine(RuleBasedStateMachine):
         same_as = {
             (int(a), int(b))
             for a, b in conn.execute(
-                "select src, dst from edge where type = 'same_as' "
-                "and invalid_at is null and expired_at is null"
+                "select src, dst from edge where type = 'same_as' and invalid_at is null and expired_at is null"
             )
         }
         for src, dst in same_as:
@@ -259,8 +252,7 @@ class ReconcilerMachine(RuleBasedStateMachine):
             linked = (a, b) in same_as or (b, a) in same_as
             assert linked == (status == "accepted"), f"proposal ({a}, {b}) is {status} but linked={linked}"
         proposals = {
-            (int(a), int(b))
-            for a, b in conn.execute("select a, b from merge_proposal where status = 'accepted'")
+            (int(a), int(b)) for a, b in conn.execute("select a, b from merge_proposal where status = 'accepted'")
         }
         for src, dst in same_as:
             assert (min(src, dst), max(src, dst)) in proposals, "same_as edge without an accepted proposal"

@@ -47,7 +47,7 @@ def _nfc_distinct_keys(keys: list[str]) -> bool:
     return len({unicodedata.normalize("NFC", k) for k in keys}) == len(keys)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(
     st.lists(st.tuples(st.text(max_size=10), _values), max_size=8, unique_by=lambda kv: kv[0]).filter(
         lambda items: _nfc_distinct_keys([k for k, _ in items])
@@ -109,7 +109,7 @@ def _reference(record: dict[str, object]) -> str:
     )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(st.dictionaries(st.text(max_size=8), _values, max_size=6))
 def test_canonical_json_equals_the_plain_sorted_encoder(record: dict[str, object]) -> None:
     # keys that collide after NFC are refused (tested below); everything else matches the plain encoder

@@ -150,9 +150,7 @@ REFUSALS: dict[str, tuple[Action, Action, type[WorldDBError]]] = {
 
 
 @pytest.mark.parametrize("case", sorted(REFUSALS))
-def test_a_refused_write_leaves_the_store_exactly_as_it_was(
-    db_path: str, clock: FakeClock, case: str
-) -> None:
+def test_a_refused_write_leaves_the_store_exactly_as_it_was(db_path: str, clock: FakeClock, case: str) -> None:
     prepare, action, error = REFUSALS[case]
     db = WorldDB(db_path, embedder=FakeEmbedder(), clock=clock)
     try:
@@ -346,3 +344,49 @@ def test_linking_twice_returns_the_existing_edge(db: WorldDB) -> None:
     counts = row_counts(db)
     assert db.link(a, b, "implies") == first
     assert row_counts(db) == counts
+
+
+# ---- batched entry points (write_many / link_many), when the package has them -----------------
+
+
+def _needs(db: WorldDB, name: str) -> None:
+    if not hasattr(db, name):
+        pytest.skip(f"this package version has no WorldDB.{name}")
+
+
+def test_write_many_is_all_or_nothing(db: WorldDB) -> None:
+    _needs(db, "write_many")
+    ids = db.write_many([{"text": f"line {i}", "scope": "s", "valid_at": "2024-01-01"} for i in range(5)])
+    assert [db.read(i).content for i in ids] == [f"line {i}" for i in range(5)]
+    assert db.write_many([{"text": "line 0", "scope": "s", "valid_at": "2024-01-01"}]) == ids[:1]
+    before = table_digest(db)
+    for bad in (
+        [{"text": "fine", "scope": "s"}, {"text": ""}],
+        [{"text": "fine", "scope": "s"}, {"text": "x", "valid_at": "soon"}],
+        [{"text": "fine", "scope": "s"}, {"text": "x", "colour": "red"}],
+        [{"text": "fine", "scope": "s"}, {"no": "text"}],
+    ):
+        with pytest.raises(WorldDBError):
+            db.write_many(bad)
+        assert table_digest(db) == before
+    assert db.verify().ok
+
+
+def test_link_many_runs_each_handler_against_the_earlier_edges_of_the_batch(db: WorldDB) -> None:
+    _needs(db, "link_many")
+    a, b, c = (db.write(t, scope="s", valid_at=f"2024-0{i + 1}-01") for i, t in enumerate("abc"))
+    before = table_digest(db)
+    with pytest.raises(CycleError):
+        db.link_many([(a, b, "precedes"), (b, c, "precedes"), (c, a, "precedes")])
+    with pytest.raises(CycleError):
+        db.link_many([(a, b, "contains"), (b, a, "contains")])
+    with pytest.raises(UnknownEdgeType):
+        db.link_many([(a, b, "refers_to"), (a, c, "nope")])
+    assert table_digest(db) == before
+    first, second = db.link_many([(a, b, "refers_to"), (a, b, "refers_to")])
+    assert first == second
+    proposals = db.link_many([(a, c, "same_as"), (c, a, "same_as")])
+    assert proposals[0] == proposals[1] and len(db.merge_proposals()) == 1
+    db.link_many([(b, a, "supersedes"), (c, a, "supersedes")])
+    assert db.read(a).invalid_at == "2024-02-01T00:00:00.000000Z"  # the earlier close stands
+    assert db.verify().ok

@@ -62,6 +62,12 @@ def connect(path: str | Path) -> apsw.Connection:
             f"{target} is not a SQLite database, so it cannot be a worlddb store; "
             "give the path of a store or a new file name"
         ) from None
+    except apsw.CorruptError:
+        conn.close()
+        raise NotAStore(
+            f"{target} is a damaged SQLite database and cannot be opened; restore it from a backup "
+            "(`sqlite3 FILE .recover` may salvage rows)"
+        ) from None
     return conn
 
 
@@ -71,6 +77,8 @@ def user_version(conn: apsw.Connection) -> int:
         return int(conn.execute("pragma user_version").fetchall()[0][0])
     except apsw.NotADBError:
         raise NotAStore("the file is not a SQLite database, so it cannot be a worlddb store") from None
+    except apsw.CorruptError:
+        raise NotAStore("the file is a damaged SQLite database; restore it from a backup") from None
 
 
 def install_or_check(conn: apsw.Connection, path: str, dim: int, create: bool) -> bool:
@@ -129,6 +137,11 @@ class translate:  # noqa: N801  (used like a function: ``with translate():``)
             ) from None
         if isinstance(exc, apsw.NotADBError):
             raise NotAStore("the file is not a SQLite database") from None
+        if isinstance(exc, apsw.CorruptError):
+            raise NotAStore(
+                "the store file is damaged (SQLite reports corruption); run `worlddb verify` and restore "
+                "from a backup"
+            ) from None
         if isinstance(exc, (apsw.TooBigError, OverflowError)):
             raise InvalidInput(f"a value is too large to store: {exc}") from None
         return False

@@ -22,7 +22,10 @@ Handler = Callable[[argparse.Namespace], Any]
 COMMANDS: dict[str, tuple[str, Handler, Callable[[argparse.ArgumentParser], None]]] = {}
 
 
-def command(name: str, help_text: str, arguments: Callable[[argparse.ArgumentParser], None]) -> Callable[[Handler], Handler]:
+Arguments = Callable[[argparse.ArgumentParser], None]
+
+
+def command(name: str, help_text: str, arguments: Arguments) -> Callable[[Handler], Handler]:
     """Register a sub-command with its help text and arguments."""
     def wrap(handler: Handler) -> Handler:
         COMMANDS[name] = (help_text, handler, arguments)
@@ -208,7 +211,9 @@ def _print(result: Any, as_json: bool) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every sub-command."""
-    parser = argparse.ArgumentParser(prog="worlddb", description="worlddb_lite: an assistant's memory in one SQLite file")
+    parser = argparse.ArgumentParser(
+        prog="worlddb", description="worlddb_lite: an assistant's memory in one SQLite file"
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (help_text, handler, arguments) in COMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)

@@ -7,13 +7,12 @@ It needs no torch and no network. Any other model2vec model can be named by path
 
 from __future__ import annotations
 
+import json
+import struct
 from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
-
-import json
-import struct
 
 import numpy as np
 

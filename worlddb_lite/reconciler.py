@@ -12,11 +12,10 @@ after the first write poisons the batch, and it rolls back.
 
 from __future__ import annotations
 
-import contextlib
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import apsw
 import numpy as np
@@ -49,8 +48,7 @@ def normalise_alias(alias: str) -> str:
     return " ".join(alias.casefold().split())
 
 
-@dataclass(frozen=True, slots=True)
-class NodeSpec:
+class NodeSpec(NamedTuple):
     """A node to write. ``timeless`` leaves valid_at out of the id (worlds named by name alone)."""
 
     type: str
@@ -65,8 +63,7 @@ class NodeSpec:
     aliases: Sequence[str] = ()
 
 
-@dataclass(frozen=True, slots=True)
-class EdgeSpec:
+class EdgeSpec(NamedTuple):
     """An edge to write through its type's handler."""
 
     type: str

@@ -11,7 +11,7 @@ import json
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import apsw
 import numpy as np
@@ -34,9 +34,8 @@ EDGE_SELECT = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class Header:
-    """The immutable part of a node the write path needs often (cached)."""
+class Header(NamedTuple):
+    """The immutable part of a node the write path needs often (cached; a tuple: built per write)."""
 
     nid: int
     id: bytes
@@ -367,7 +366,7 @@ class Store:
         return None if row is None else int(row[0])
 
     def current_targets(self, edge_type: str, src: int) -> list[int]:
-        """dst of current edges of a type leaving src."""
+        """Dst of current edges of a type leaving src."""
         return [
             int(r[0])
             for r in self.conn.execute(
@@ -402,8 +401,10 @@ class Store:
 
     def insert_nodes(self, nodes: Sequence[tuple[Any, ...]], states: Sequence[tuple[Any, ...]],
                      aliases: Sequence[tuple[Any, ...]]) -> None:
-        """Insert node rows (nid, id, type, parent, slot, depth, body), their projections
-        (nid, valid_at, created_at, salience, root) and aliases, one executemany each."""
+        """Insert node rows, their projections and aliases, one executemany each.
+
+        Rows: (nid, id, type, parent, slot, depth, body); (nid, valid_at, created_at, salience, root).
+        """
         self.conn.executemany(
             "insert into node (nid, id, type, parent, slot, depth, body) values (?, ?, ?, ?, ?, ?, ?)", nodes
         )

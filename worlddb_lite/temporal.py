@@ -17,7 +17,6 @@ from .errors import InvalidTime
 
 TimeLike = str | dt.datetime | dt.date | int | float
 
-_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
 _DATE_ONLY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 
 Clock = Callable[[], str]
@@ -26,8 +25,12 @@ Clock = Callable[[], str]
 def format_time(moment: dt.datetime) -> str:
     """Return the canonical text of an aware or naive (UTC) datetime."""
     if moment.tzinfo is not None:
-        moment = moment.astimezone(dt.timezone.utc).replace(tzinfo=None)
-    return moment.strftime(_FORMAT)
+        moment = moment.astimezone(dt.UTC).replace(tzinfo=None)
+    # Not strftime: glibc does not zero-pad years before 1000, which breaks width and order.
+    return (
+        f"{moment.year:04d}-{moment.month:02d}-{moment.day:02d}T{moment.hour:02d}:"
+        f"{moment.minute:02d}:{moment.second:02d}.{moment.microsecond:06d}Z"
+    )
 
 
 @functools.lru_cache(maxsize=4096)
@@ -53,7 +56,7 @@ def parse_time(value: TimeLike, *, field: str = "time") -> str:
         if isinstance(value, dt.date):
             return format_time(dt.datetime(value.year, value.month, value.day))
         if isinstance(value, (int, float)):
-            return format_time(dt.datetime.fromtimestamp(value, dt.timezone.utc))
+            return format_time(dt.datetime.fromtimestamp(value, dt.UTC))
         if isinstance(value, str):
             return _parse_text(value.strip())
     except (ValueError, TypeError, OverflowError, OSError) as exc:
@@ -69,7 +72,7 @@ def parse_time(value: TimeLike, *, field: str = "time") -> str:
 
 def system_clock() -> str:
     """The current UTC time in canonical form (the default ``Clock``)."""
-    return format_time(dt.datetime.fromtimestamp(time.time(), dt.timezone.utc))
+    return format_time(dt.datetime.fromtimestamp(time.time(), dt.UTC))
 
 
 def check_interval(start: str, end: str | None, *, what: str = "interval") -> None:

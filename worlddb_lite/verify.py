@@ -15,10 +15,10 @@ import apsw
 
 from .edges import EdgeRegistry
 from .errors import NotFound
-from .hashing import edge_body, edge_id, edge_leaf, node_id, state_bytes, world_root
+from .hashing import EMPTY_TREE, edge_body, edge_id, edge_leaf, node_id, state_bytes, world_root
 from .store import EdgeRow, NodeRow, Store, node_state_bytes
 from .types import VerifyReport, Violation
-from .worlds import compute_top, tree_height
+from .worlds import compute_levels
 
 REQUIRED_TRIGGERS = (
     "node_insert_guard", "node_blob_immutable", "node_delete_guard", "node_state_insert_guard",
@@ -43,11 +43,15 @@ def verify_store(
         out.append(Violation(invariant, detail))
 
     say("sqlite integrity")
-    for (line,) in conn.execute("pragma quick_check"):
-        if line != "ok":
-            bad("sqlite", str(line))
-    for row in conn.execute("pragma foreign_key_check"):
-        bad("sqlite", f"foreign key broken: {row}")
+    try:
+        for (line,) in conn.execute("pragma quick_check"):
+            if line != "ok":
+                bad("sqlite", str(line))
+        for row in conn.execute("pragma foreign_key_check"):
+            bad("sqlite", f"foreign key broken: {row}")
+    except apsw.CorruptError as exc:
+        bad("sqlite", f"the file is damaged: {exc}; restore it from a backup")
+        return VerifyReport(checked={}, violations=tuple(out))
 
     say("guards")
     triggers = {r[0] for r in conn.execute("select name from sqlite_schema where type = 'trigger'")}
@@ -119,7 +123,7 @@ def _has_text(row: NodeRow) -> bool:
 def _check_nodes(nodes: dict[int, NodeRow], tombstones: set[bytes], bad: Callable[[str, str], None]) -> None:
     import json
 
-    for nid, r in nodes.items():
+    for r in nodes.values():
         if r.body is None:
             if r.id not in tombstones:
                 bad("1-content-address", f"{r.id.hex()[:16]} has no content and no purge tombstone")
@@ -168,8 +172,8 @@ class Member:
 
 def compute_roots(
     nodes: list[Member], edge_leaves: list[tuple[int, int, bytes]], bad: Callable[[str, str], None]
-) -> dict[int, tuple[bytes, bytes, int]]:
-    """Roots of every node from scratch, bottom-up: nid -> (root, tree top, member count).
+) -> dict[int, tuple[bytes, list[list[bytes]], int]]:
+    """Roots of every node from scratch, bottom-up: nid -> (root, tree levels, member count).
 
     ``edge_leaves`` holds (world, slot, leaf hash). Slot gaps or clashes are reported.
     """
@@ -183,14 +187,14 @@ def compute_roots(
         if slot in members[world]:
             bad("2-merkle", f"two members share slot {slot} of world {world}")
         members[world][slot] = leaf
-    out: dict[int, tuple[bytes, bytes, int]] = {}
+    out: dict[int, tuple[bytes, list[list[bytes]], int]] = {}
     for m in sorted(nodes, key=lambda n: -n.depth):
         slots = members.get(m.nid, {})
         if sorted(slots) != list(range(len(slots))):
             bad("2-merkle", f"world {m.id.hex()[:16]} has gaps in its member slots")
         leaves = [out[x][0] if isinstance(x, int) else x for _, x in sorted(slots.items())]
-        top = compute_top(leaves)
-        out[m.nid] = (world_root(m.id, m.state, top, len(leaves)), top, len(leaves))
+        levels = compute_levels(leaves) if leaves else [[EMPTY_TREE]]
+        out[m.nid] = (world_root(m.id, m.state, levels[-1][0], len(leaves)), levels, len(leaves))
     return out
 
 
@@ -203,26 +207,31 @@ def _check_roots(
     members = [Member(r.nid, r.id, r.parent, r.slot, r.depth, r.state()) for r in nodes.values()]
     leaves = [(e.world, e.slot, edge_leaf(e.id, e.state())) for e in edges]
     computed = compute_roots(members, leaves, bad)
+    stored: dict[int, dict[tuple[int, int], bytes]] = defaultdict(dict)
+    for world, level, idx, digest in conn.execute("select world, level, idx, hash from merkle"):
+        stored[int(world)][(int(level), int(idx))] = bytes(digest)
     worlds = 0
     for r in nodes.values():
-        root, top, size = computed[r.nid]
+        root, levels, size = computed[r.nid]
         if size != r.size:
             bad("2-merkle", f"world {r.id.hex()[:16]} records {r.size} members but holds {size}")
         if root != r.root:
             bad("2-merkle", f"root of {r.type} {r.id.hex()[:16]} does not recompute from its members")
+        expected = {(lv, i): h for lv, row in enumerate(levels) for i, h in enumerate(row)} if size else {}
+        rows = stored.pop(r.nid, {})
+        wrong = sorted(k for k in expected.keys() | rows.keys() if expected.get(k) != rows.get(k))
+        if wrong:
+            bad("2-merkle", f"stored Merkle tree of {r.id.hex()[:16]} disagrees with its members at "
+                f"{len(wrong)} node(s), first (level, index) {wrong[0]}")
         if size:
             worlds += 1
-            stored = conn.execute(
-                "select hash from merkle where world = ? and level = ? and idx = 0",
-                (r.nid, tree_height(size)),
-            ).fetchone()
-            if stored is None or bytes(stored[0]) != top:
-                bad("2-merkle", f"stored Merkle tree of {r.id.hex()[:16]} disagrees with its members")
             logged = conn.execute(
                 "select root from root_log where world = ? order by lid desc limit 1", (r.nid,)
             ).fetchone()
             if logged is None or bytes(logged[0]) != r.root:
                 bad("2-merkle", f"root history of {r.id.hex()[:16]} does not end at its current root")
+    for world in stored:
+        bad("2-merkle", f"Merkle rows stored for node {world}, which has no members")
     return worlds
 
 

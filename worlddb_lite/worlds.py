@@ -20,17 +20,21 @@ def tree_height(size: int) -> int:
     return (size - 1).bit_length() if size > 1 else 0
 
 
-def compute_top(leaves: Sequence[bytes]) -> bytes:
-    """The tree top over all leaves, from scratch (used by verify and tests)."""
-    if not leaves:
-        return EMPTY_TREE
-    level = list(leaves)
-    while len(level) > 1:
-        level = [
+def compute_levels(leaves: Sequence[bytes]) -> list[list[bytes]]:
+    """Every level of the tree over these leaves, from scratch: [leaves, ..., [top]]."""
+    levels = [list(leaves)]
+    while len(levels[-1]) > 1:
+        level = levels[-1]
+        levels.append([
             inner(level[i], level[i + 1]) if i + 1 < len(level) else level[i]
             for i in range(0, len(level), 2)
-        ]
-    return level[0]
+        ])
+    return levels
+
+
+def compute_top(leaves: Sequence[bytes]) -> bytes:
+    """The tree top over all leaves, from scratch (used by verify and tests)."""
+    return compute_levels(leaves)[-1][0] if leaves else EMPTY_TREE
 
 
 class MerkleWriter:

@@ -11,15 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from ..errors import EdgeRefused
 from ..types import MergeStatus
 
 
-@dataclass(frozen=True, slots=True)
-class EndView:
-    """What a handler may know about one end of an edge."""
+class EndView(NamedTuple):
+    """What a handler may know about one end of an edge (immutable; a tuple: built per write)."""
 
     nid: int
     id: str
