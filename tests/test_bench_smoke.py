@@ -1,0 +1,47 @@
+"""The benchmark scripts run end to end on tiny inputs, so they never rot."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parent.parent / "bench"
+
+
+def run(script: str, *args: str, tmp_path: Path) -> dict:
+    out = tmp_path / "result.json"
+    done = subprocess.run(
+        [sys.executable, str(BENCH / script), *args, "--path", str(tmp_path / "bench.db"), "--json", str(out)],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(out.read_text())
+
+
+def test_scale_smoke(tmp_path):
+    result = run("scale.py", "--nodes", "400", "--probes", "20", "--vector-probes", "5", tmp_path=tmp_path)
+    assert result["params"]["edges"] == 1000
+    assert result["load"]["nodes_per_s"] > 0 and result["probes"]["bm25_top10"]["n"] == 20
+    assert result["env"]["sqlite"] and result["file_bytes"] > 0
+
+
+def test_write_growth_smoke(tmp_path):
+    result = run("scale.py", "--write-growth", "--max-size", "1000", "--writes", "10", tmp_path=tmp_path)
+    assert list(result["per_size"]) == ["1000"] and result["per_size"]["1000"]["n"] == 10
+
+
+def test_fuzz_finds_no_violation_in_a_short_run(tmp_path):
+    """The reconciler fuzz (bench/fuzz.py) with invariants checked after every step."""
+    result = run("fuzz.py", "--ops", "400", "--seed", "11", "--full-every", "100", tmp_path=tmp_path)
+    assert result["operations"]["ok"] > 100 and result["operations"]["refused"] > 0
+    assert result["violation_count"] == 0, result["violations"][:5]
+
+
+@pytest.mark.slow
+def test_fuzz_longer_run(tmp_path):
+    result = run("fuzz.py", "--ops", "5000", "--seed", "12", "--full-every", "500", tmp_path=tmp_path)
+    assert result["violation_count"] == 0, result["violations"][:5]
