@@ -158,6 +158,4 @@ def table_digest(db: WorldDB) -> dict[str, Any]:
 def row_counts(db: WorldDB) -> dict[str, int]:
     """Row count of every table (the brief's list and any other table of the schema)."""
     conn = db._conn
-    return {
-        table: int(conn.execute(f"select count(*) from {table}").fetchone()[0]) for table in schema_tables(db)
-    }
+    return {table: int(conn.execute(f"select count(*) from {table}").fetchone()[0]) for table in schema_tables(db)}

@@ -137,9 +137,7 @@ def test_read_as_of(store: dict[str, str], capsys: pytest.CaptureFixture[str]) -
     ],
     ids=["stats", "verify", "history", "search", "merges", "merges-all"],
 )
-def test_json_output_parses(
-    store: dict[str, str], capsys: pytest.CaptureFixture[str], argv: list[str]
-) -> None:
+def test_json_output_parses(store: dict[str, str], capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:
     args = [argv[0], store["path"], *[a.format(**store) for a in argv[1:]]]
     data = run_json(capsys, *args)
     assert data is not None
@@ -201,15 +199,11 @@ def test_init_write_amend_retire_link_merge(tmp_path: Path, capsys: pytest.Captu
     path = str(tmp_path / "new.db")
     init = run_json(capsys, "init", path)
     assert init["embedder"] == "minilm-l6-static-256" and len(init["root"]) == 64  # type: ignore[index]
-    code, out, err = run(
-        capsys, "write", path, "I moved to Porto in May", "--scope", "me", "--valid-at", "2024-05-01"
-    )
+    code, out, err = run(capsys, "write", path, "I moved to Porto in May", "--scope", "me", "--valid-at", "2024-05-01")
     assert code == 0, err
     first = out.strip()
     assert len(first) == 64 and int(first, 16) >= 0
-    second = run_json(
-        capsys, "amend", path, first[:8], "I moved to Braga in June", "--valid-at", "2024-06-01"
-    )
+    second = run_json(capsys, "amend", path, first[:8], "I moved to Braga in June", "--valid-at", "2024-06-01")
     assert isinstance(second, str) and second != first
     retired = run_json(capsys, "retire", path, second[:10], "--at", "2024-12-01")
     assert retired["retired"] is True and retired["invalid_at"] == "2024-12-01T00:00:00.000000Z"  # type: ignore[index]
@@ -270,9 +264,7 @@ def test_errors_exit_2_with_one_line(
     assert Path(store["path"]).read_bytes() == before  # a refused command changes nothing
 
 
-def test_a_store_with_a_newer_schema_is_refused(
-    store: dict[str, str], capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_a_store_with_a_newer_schema_is_refused(store: dict[str, str], capsys: pytest.CaptureFixture[str]) -> None:
     import apsw
 
     conn = apsw.Connection(store["path"])
@@ -282,15 +274,8 @@ def test_a_store_with_a_newer_schema_is_refused(
     assert code == 2 and "upgrade" in err and err.count("\n") == 1
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: `worlddb verify` on a damaged store dies with a raw apsw.CorruptError traceback (cli.main "
-    "catches only WorldDBError and nothing translates CorruptError) instead of exiting 1 or 2 with one line; "
-    "see test_verify.py::test_verify_reports_a_damaged_file_instead_of_crashing",
-)
-def test_verify_on_a_damaged_store_exits_cleanly(
-    store: dict[str, str], capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_verify_on_a_damaged_store_exits_cleanly(store: dict[str, str], capsys: pytest.CaptureFixture[str]) -> None:
+    # regression: `worlddb verify` died with a raw apsw.CorruptError traceback
     from .test_verify import _damage
 
     _damage(store["path"])

@@ -328,9 +328,7 @@ def test_known_as_of_on_the_belief_axis(db: WorldDB, versions: dict[str, str]) -
     # after it learned v1, before it learned v2: v1 still looked true, even for a valid time after 2024-06-01
     assert _memories(db, known_as_of=versions["learned_v1"]) == ["Alice lives in Lisbon"]
     assert _memories(db, as_of="2024-09-01", known_as_of=versions["learned_v1"]) == ["Alice lives in Lisbon"]
-    assert (
-        db.read(versions["v1"], as_of="2024-09-01", known_as_of=versions["learned_v1"]).id == versions["v1"]
-    )
+    assert db.read(versions["v1"], as_of="2024-09-01", known_as_of=versions["learned_v1"]).id == versions["v1"]
     with pytest.raises(NotFound):
         db.read(versions["v2"], known_as_of=versions["learned_v1"])
     assert [n.id for n, _ in db.search("Alice", known_as_of=versions["learned_v1"])] == [versions["v1"]]
@@ -750,9 +748,7 @@ def test_ambiguous_prefix(crafted_store: Store) -> None:
     ],
     ids=["empty", "blank", "bad-utf8", "surrogate", "nul", "None", "int", "empty-bytes"],
 )
-def test_bad_text_is_refused_and_changes_nothing(
-    db: WorldDB, text: object, error: type[WorldDBError]
-) -> None:
+def test_bad_text_is_refused_and_changes_nothing(db: WorldDB, text: object, error: type[WorldDBError]) -> None:
     a = db.write("a", scope="s")
     before = table_digest(db)
     for action in (lambda: db.write(text), lambda: db.amend(a, text)):  # type: ignore[arg-type]

@@ -187,9 +187,7 @@ CASES: list[tuple[str, str, EndView, EndView, FakeCtx, Sequence[object] | type[E
 ]
 
 
-@pytest.mark.parametrize(
-    ("type_", "src", "dst", "ctx", "expected"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
-)
+@pytest.mark.parametrize(("type_", "src", "dst", "ctx", "expected"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
 def test_on_insert(
     type_: str, src: EndView, dst: EndView, ctx: FakeCtx, expected: Sequence[object] | type[Exception]
 ) -> None:

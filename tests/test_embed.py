@@ -45,9 +45,7 @@ def test_a_broken_safetensors_header_is_refused(tmp_path: Path) -> None:
 
 
 def test_another_model_folder_is_named_by_its_folder(tmp_path: Path) -> None:
-    header = json.dumps(
-        {"embeddings": {"dtype": "F32", "shape": [10, 48], "data_offsets": [0, 1920]}}
-    ).encode()
+    header = json.dumps({"embeddings": {"dtype": "F32", "shape": [10, 48], "data_offsets": [0, 1920]}}).encode()
     folder = tmp_path / "tiny-model"
     folder.mkdir()
     (folder / "model.safetensors").write_bytes(struct.pack("<Q", len(header)) + header + bytes(1920))
@@ -57,9 +55,7 @@ def test_another_model_folder_is_named_by_its_folder(tmp_path: Path) -> None:
 
 def test_the_bundled_model_embeds_unit_vectors() -> None:
     # loads the real model once (~0.5 s): the default every CLI command uses
-    vectors = StaticEmbedder().embed(
-        ["I moved to Porto in May", "I moved to Porto in May", "quantum chromodynamics"]
-    )
+    vectors = StaticEmbedder().embed(["I moved to Porto in May", "I moved to Porto in May", "quantum chromodynamics"])
     assert vectors.shape == (3, 256) and vectors.dtype == np.float32
     assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
     assert np.allclose(vectors[0], vectors[1])

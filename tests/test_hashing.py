@@ -54,9 +54,7 @@ def _nfc_distinct_keys(keys: list[str]) -> bool:
     ),
     st.randoms(use_true_random=False),
 )
-def test_same_dict_in_any_key_order_gives_the_same_bytes(
-    items: list[tuple[str, object]], rnd: random.Random
-) -> None:
+def test_same_dict_in_any_key_order_gives_the_same_bytes(items: list[tuple[str, object]], rnd: random.Random) -> None:
     shuffled = list(items)
     rnd.shuffle(shuffled)
     a, b = dict(items), dict(shuffled)
@@ -104,9 +102,7 @@ def _reference(record: dict[str, object]) -> str:
             return {unicodedata.normalize("NFC", k): norm(v) for k, v in value.items()}
         return value
 
-    return json.dumps(
-        norm(record), sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-    )
+    return json.dumps(norm(record), sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
 @settings(max_examples=100, deadline=None)

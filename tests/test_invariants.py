@@ -79,9 +79,7 @@ def test_1_id_depends_only_on_what_the_node_says(clock: FakeClock, tmp_path: Pat
 def _all_roots(db: WorldDB) -> dict[str, str]:
     return {
         bytes(i).hex(): bytes(r).hex()
-        for i, r in db._conn.execute(
-            "select n.id, s.root from node as n join node_state as s on s.nid = n.nid"
-        )
+        for i, r in db._conn.execute("select n.id, s.root from node as n join node_state as s on s.nid = n.nid")
     }
 
 
@@ -98,9 +96,7 @@ def test_2_editing_a_leaf_four_levels_deep_changes_every_ancestor_and_nothing_el
         db.world("s3", parent=w2),
         db.world("s4", parent=w3),
     ]
-    sibling_leaves = [
-        db.write(f"sibling memory {i}", world=s, valid_at="2024-01-01") for i, s in enumerate(siblings)
-    ]
+    sibling_leaves = [db.write(f"sibling memory {i}", world=s, valid_at="2024-01-01") for i, s in enumerate(siblings)]
     beside = db.write("a memory beside the leaf", world=w4, valid_at="2024-01-01")
     other_scope = db.write("in another scope", scope="elsewhere", valid_at="2024-01-01")
     before = _all_roots(db)
@@ -229,8 +225,7 @@ RAW_WRITES = {
         "edges are changed only by the worlddb reconciler",
     ),
     "insert-node": (
-        "insert into node (id, type, parent, slot, depth, body) "
-        "values (randomblob(32), 'Memory', 1, 99, 1, '{{}}')",
+        "insert into node (id, type, parent, slot, depth, body) values (randomblob(32), 'Memory', 1, 99, 1, '{{}}')",
         "nodes are written only by the worlddb reconciler",
     ),
     "delete-node": ("delete from node where nid = {a}", "nodes are never deleted"),

@@ -97,16 +97,12 @@ Tamper = Callable[[str, dict[str, str]], None]
 
 TAMPERING: dict[str, tuple[Tamper, str, str]] = {
     "node-root-changed": (
-        lambda p, i: _tamper(
-            p, "update node_state set root = zeroblob(32) where nid = ?", (_nid(p, i["a"]),)
-        ),
+        lambda p, i: _tamper(p, "update node_state set root = zeroblob(32) where nid = ?", (_nid(p, i["a"]),)),
         "2-merkle",
         "does not recompute",
     ),
     "world-root-changed": (
-        lambda p, i: _tamper(
-            p, "update node_state set root = randomblob(32) where nid = ?", (_nid(p, i["home"]),)
-        ),
+        lambda p, i: _tamper(p, "update node_state set root = randomblob(32) where nid = ?", (_nid(p, i["home"]),)),
         "2-merkle",
         "does not recompute",
     ),
@@ -131,9 +127,7 @@ TAMPERING: dict[str, tuple[Tamper, str, str]] = {
         "edge_insert_guard is missing",
     ),
     "session-row-left-at-rest": (
-        lambda p, i: _tamper(
-            p, "insert into reconciler_session (holder) values ('reconciler')", session=False
-        ),
+        lambda p, i: _tamper(p, "insert into reconciler_session (holder) values ('reconciler')", session=False),
         "4-never-appends",
         "session row is present at rest",
     ),
@@ -276,15 +270,8 @@ def test_verify_file_untouched(store: tuple[str, dict[str, str]]) -> None:
     assert Path(path).read_bytes() == before
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: verify._check_roots compares only the top row of each world's stored Merkle tree "
-    "(level = height, idx 0) with the recomputed top; a corrupted inner or leaf row of table merkle passes "
-    "verify, and the next legitimate write that reuses it as a sibling (worlds.MerkleWriter.update) commits "
-    "a wrong root, so verify fails only after that write; fix: recompute every level and compare every "
-    "stored row (or rebuild the tree rows and compare)",
-)
 def test_verify_reports_a_corrupted_inner_merkle_row(store: tuple[str, dict[str, str]]) -> None:
+    # regression: only the top row of each stored tree was compared
     path, ids = store
     _tamper(
         path,
@@ -303,9 +290,7 @@ def test_a_corrupted_inner_merkle_row_surfaces_after_the_next_write(
     _tamper(path, "update merkle set hash = zeroblob(32) where world = ? and level = 0 and idx = 0", (home,))
     with WorldDB(path, embedder=FakeEmbedder()) as db:
         conn = db._conn
-        sibling = conn.execute(
-            "select lower(hex(id)) from node where parent = ? and slot = 1", (home,)
-        ).fetchone()[0]
+        sibling = conn.execute("select lower(hex(id)) from node where parent = ? and slot = 1", (home,)).fetchone()[0]
         db.retire(sibling)
         assert not db.verify().ok
 
@@ -319,16 +304,8 @@ def _damage(path: str) -> None:
     Path(path).write_bytes(bytes(data))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: apsw.CorruptError is translated nowhere: on a damaged file WorldDB() raises a raw "
-    "apsw.CorruptError from _sqlite.connect ('pragma journal_mode' parses the schema; only NotADBError is "
-    "caught), and with lighter damage WorldDB.verify() raises it from verify_store's unguarded 'pragma "
-    "quick_check', instead of a NotAStore ('damaged beyond opening') or a 'sqlite' violation; the checker "
-    "crashes on exactly the files it exists to diagnose and `worlddb verify` dies with a traceback; fix: "
-    "map apsw.CorruptError in connect/translate to NotAStore and report quick_check failures as violations",
-)
 def test_verify_reports_a_damaged_file_instead_of_crashing(file_db_path: str, clock: FakeClock) -> None:
+    # regression: apsw.CorruptError escaped WorldDB() and verify()
     from worlddb_lite.errors import WorldDBError
 
     with WorldDB(file_db_path, embedder=FakeEmbedder(), clock=clock) as db, db.batch():

@@ -52,9 +52,7 @@ _ops = st.lists(
     st.one_of(
         st.tuples(st.just("append"), st.integers(1, 9)),
         st.tuples(st.just("set"), st.integers(0, 10_000), st.integers(0, 2**32)),
-        st.tuples(
-            st.just("set-many"), st.lists(st.integers(0, 10_000), min_size=1, max_size=4), st.integers(0, 99)
-        ),
+        st.tuples(st.just("set-many"), st.lists(st.integers(0, 10_000), min_size=1, max_size=4), st.integers(0, 99)),
     ),
     min_size=1,
     max_size=25,

@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from . import _sqlite
-from .edges import EdgeRegistry, EdgeType
+from . import _sqlite, traverse
+from .edges import EdgeRegistry, EdgeType, EndView
 from .embed import Embedder, StaticEmbedder
 from .errors import EmbedderMismatch, InvalidInput, NotCurrent, NotFound
 from .reconciler import EdgeResult, EdgeSpec, NodeSpec, Reconciler, Txn, normalise_alias
@@ -339,6 +339,9 @@ class WorldDB:
                     f"retired: {current.retired}); amend its current version"
                 )
             merged = {**current.props, **(props or {})}
+            # Ask the supersedes handler first, so a refusal writes nothing (not even the new node).
+            txn.check_edge("supersedes", EndView(-1, "(new version)", old.type, valid or txn.now, None, None, False),
+                           old_nid)
             nid, _ = txn.add_node(
                 type_=old.type, parent=old.parent, name=current.name,  # type: ignore[arg-type]
                 content=content, props=merged, valid_at=valid,
@@ -444,15 +447,7 @@ class WorldDB:
         return tuple(sorted(self._store.header(n).id.hex() for n in self._class_nids(ref)))
 
     def _class_nids(self, ref: str) -> set[int]:
-        start = self._store.resolve(ref)
-        seen = {start}
-        frontier = [start]
-        while frontier:
-            for other in self._store.same_as_neighbours(frontier.pop()):
-                if other not in seen:
-                    seen.add(other)
-                    frontier.append(other)
-        return seen
+        return traverse.closure(self._store.resolve(ref), self._store.same_as_neighbours)
 
     def export_identity(self, ref: str) -> Identity:
         """The equivalence class of ``ref`` with the union of its members' names, aliases and provenance."""
@@ -511,19 +506,8 @@ class WorldDB:
         """Every version of a memory (joined by supersedes), oldest valid time first."""
         self._settle()
         with _sqlite.translate():
-            start = self._store.resolve(ref)
-            seen = {start}
-            frontier = [start]
-            while frontier:
-                current = frontier.pop()
-                for (other,) in self._conn.execute(
-                    "select dst from edge where src = ?1 and type = 'supersedes' "
-                    "union select src from edge where dst = ?1 and type = 'supersedes'", (current,)
-                ):
-                    if other not in seen:
-                        seen.add(other)
-                        frontier.append(other)
-            nodes = [self._store.to_node(self._store.node_row(n), self._annotations(True)) for n in seen]
+            versions = traverse.closure(self._store.resolve(ref), self._store.version_links)
+            nodes = self._store.load_nodes(sorted(versions), self._annotations(True))
             return sorted(nodes, key=lambda n: (n.valid_at, n.created_at, n.id))
 
     def nodes(

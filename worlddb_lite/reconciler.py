@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 import apsw
 import numpy as np
 
-from . import _sqlite
+from . import _sqlite, traverse
 from .edges import CloseValidity, EdgeDraft, EdgeRegistry, EdgeType, EndView, SkipEdgeRow, StageMerge
 from .embed import Embedder
 from .errors import InvalidInput, MergeError, NotCurrent, WorldDBError
@@ -173,24 +173,15 @@ class Txn:
     def is_ancestor(self, ancestor: int, node: int) -> bool:
         """True if ``ancestor`` is ``node`` or holds it, by parent chain or contains edges."""
         self.write_pending()
-        seen: set[int] = set()
-        frontier = [node]
-        while frontier:
-            current = frontier.pop()
-            if current == ancestor:
-                return True
-            if current in seen:
-                continue
-            seen.add(current)
-            parent = self.store.header(current).parent
-            if parent is not None:
-                frontier.append(parent)
-            frontier.extend(
-                int(r[0]) for r in self.store.conn.execute(
-                    "select src from edge where dst = ? and type = 'contains' and invalid_at is null "
-                    "and expired_at is null", (current,))
-            )
-        return False
+
+        def containers(nid: int) -> list[int]:
+            parent = self.store.header(nid).parent
+            holders = [int(r[0]) for r in self.store.conn.execute(
+                "select src from edge where dst = ? and type = 'contains' and invalid_at is null "
+                "and expired_at is null", (nid,))]
+            return holders if parent is None else [parent, *holders]
+
+        return traverse.reaches(node, ancestor, containers)
 
     def merge_status(self, a: int, b: int) -> MergeStatus | None:
         """Status of the proposal for this pair, if any."""
@@ -200,17 +191,7 @@ class Txn:
     def reaches(self, edge_type: str, src: int, dst: int) -> bool:
         """True if current edges of ``edge_type`` lead from src to dst."""
         self.write_pending()
-        seen: set[int] = set()
-        frontier = [src]
-        while frontier:
-            current = frontier.pop()
-            if current == dst:
-                return True
-            if current in seen:
-                continue
-            seen.add(current)
-            frontier.extend(self.store.current_targets(edge_type, current))
-        return False
+        return traverse.reaches(src, dst, lambda nid: self.store.current_targets(edge_type, nid))
 
     # ---- nodes --------------------------------------------------------------------
 
@@ -393,6 +374,11 @@ class Txn:
         record = Edge(raw.hex(), spec.type, src_view.id, dst_view.id, self.store.header(world).id.hex(),
                       clean_props, valid, None, None, self.now, None)
         return EdgeResult(eid, proposal, True, record)
+
+    def check_edge(self, type_: str, src: EndView, dst: int) -> None:
+        """Run a type's on_insert for an edge from a node not yet written; raises if it would refuse."""
+        edge_type = self.r.registry.get(type_)
+        edge_type.on_insert(EdgeDraft(type_, src, self.end_view(dst), {}, src.valid_at), self)
 
     def _prefetch_views(self, nids: Sequence[int]) -> None:
         """Load the handler views of many nodes in one query."""

@@ -565,6 +565,12 @@ class Store:
         """Aliases of a node."""
         return [r[0] for r in self.conn.execute("select alias from alias where nid = ? order by alias", (nid,))]
 
+    def version_links(self, nid: int) -> list[int]:
+        """Nodes joined to nid by supersedes, either way (the versions of one memory)."""
+        return [int(r[0]) for r in self.conn.execute(
+            "select dst from edge where src = ?1 and type = 'supersedes' "
+            "union select src from edge where dst = ?1 and type = 'supersedes'", (nid,))]
+
     def same_as_neighbours(self, nid: int) -> Iterator[int]:
         """Nodes joined to nid by a current same_as edge."""
         for (dst,) in self.conn.execute(
