@@ -84,12 +84,6 @@ def test_every_command_has_help_text(capsys: pytest.CaptureFixture[str]) -> None
     assert all(name in top for name in COMMANDS)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: cli.py declares `merges --status` and the `merge` positional `decision` without help= "
-    "text, so `worlddb merges --help` / `worlddb merge --help` list them unexplained (STYLE: a test fails "
-    "when a command has no help text); fix: add help strings to both add_argument calls",
-)
 def test_every_argument_has_help_text() -> None:
     parser = build_parser()
     sub = next(a for a in parser._actions if a.dest == "command")

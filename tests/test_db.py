@@ -109,12 +109,6 @@ def test_a_sqlite_file_with_other_tables_is_not_a_store(tmp_path: Path) -> None:
     conn.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: _sqlite.connect sets 'pragma journal_mode = wal' before install_or_check finds the file is "
-    "not a worlddb store, so opening someone else's SQLite database rewrites its header (bytes 18-19: "
-    "rollback journal -> WAL); fix: check user_version/tables first (read-only), then set WAL",
-)
 def test_opening_a_foreign_sqlite_file_leaves_it_byte_for_byte_unchanged(tmp_path: Path) -> None:
     path = tmp_path / "other.db"
     before = _foreign_sqlite(path)
@@ -123,13 +117,6 @@ def test_opening_a_foreign_sqlite_file_leaves_it_byte_for_byte_unchanged(tmp_pat
     assert path.read_bytes() == before
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: WorldDB(path, create=False) on a missing path creates an empty file before refusing with "
-    "NotAStore (apsw.Connection creates it in _sqlite.connect), so read-only CLI commands such as "
-    "`worlddb read missing.db ...` leave junk files behind; fix: open with SQLITE_OPEN_READWRITE (no "
-    "CREATE) when create is False",
-)
 def test_opening_a_missing_path_without_create_leaves_no_file(tmp_path: Path) -> None:
     path = tmp_path / "missing.db"
     with pytest.raises(NotAStore):
@@ -183,13 +170,6 @@ def test_embedder_must_implement_the_protocol(tmp_path: Path) -> None:
         WorldDB(tmp_path / "x.db", embedder=object())
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: WorldDB.__init__ creates a store in three separate commits (schema in "
-    "_sqlite.install_or_check, meta in _check_meta, root in txn.add_root); an interruption between them "
-    "leaves a file that can never be opened again (EmbedderMismatch 'embedded with None', or NotFound "
-    "'no root world') and cannot be re-initialised; fix: install schema, meta and root in one transaction",
-)
 def test_an_interrupted_init_does_not_brick_the_file(tmp_path: Path) -> None:
     class Interrupted(BaseException):
         pass
@@ -557,13 +537,6 @@ def test_contradicts_keeps_both_sides_and_flags_them(db: WorldDB) -> None:
     assert db.verify().ok
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: schema.sql view open_contradiction (and stats()['open_contradictions']) requires "
-    "invalid_at IS NULL on both sides, so a side retired at a future time (still valid now, still returned "
-    "by nodes() and still in read().contradicted_by) drops out of the view early; fix: compare with now as "
-    "current_node does: (s.invalid_at is null or s.invalid_at > strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))",
-)
 def test_a_contradiction_stays_open_while_both_sides_are_valid(db: WorldDB) -> None:
     a = db.write("The meeting is on Monday", scope="s", valid_at="2024-01-01")
     b = db.write("The meeting is on Tuesday", scope="s", valid_at="2024-01-01")

@@ -223,14 +223,8 @@ def test_a_refused_link_inside_a_batch_leaves_nothing_and_the_batch_continues(db
     assert db.verify().ok
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: WorldDB.amend writes the new version's node (txn.add_node) before the supersedes "
-    "handler runs (txn.add_edge), so when the handler refuses inside db.batch() and the caller catches "
-    "EdgeRefused, the orphan new version is committed as a second current node with no supersedes edge "
-    "(the reconciler promises a refused operation leaves nothing behind)",
-)
 def test_a_refused_amend_inside_a_batch_leaves_nothing(db: WorldDB) -> None:
+    # regression: amend wrote the new version before the supersedes handler refused, leaving an orphan
     x = db.write("x fact", scope="s", valid_at="2024-05-01")
     before = table_digest(db)
     with db.batch():

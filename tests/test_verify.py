@@ -131,12 +131,11 @@ TAMPERING: dict[str, tuple[Tamper, str, str]] = {
         "4-never-appends",
         "session row is present at rest",
     ),
-    "validity-tightened-around-the-reconciler": (  # the trigger allows tightening; the root does not match
+    "validity-tightened-around-the-reconciler": (  # a forged session passes the guard; the root does not match
         lambda p, i: _tamper(
             p,
             "update node_state set invalid_at = '2024-03-01T00:00:00.000000Z' where nid = ?",
             (_nid(p, i["b"]),),
-            session=False,
         ),
         "2-merkle",
         "does not recompute",
@@ -222,12 +221,11 @@ def test_every_required_trigger_is_checked(store: tuple[str, dict[str, str]]) ->
 
 def test_a_tampered_leaf_shows_at_every_ancestor(store: tuple[str, dict[str, str]]) -> None:
     path, ids = store
-    # change a closed validity's belief time (not guarded by a trigger): the leaf and its worlds stop matching
+    # change a closed validity's belief time with a forged session: the leaf and its worlds stop matching
     _tamper(
         path,
         "update node_state set closed_at = '2099-01-01T00:00:00.000000Z' where nid = ?",
         (_nid(path, ids["a"]),),
-        session=False,
     )
     found = [d for inv, d in _violations(path) if inv == "2-merkle" and "does not recompute" in d]
     assert any(ids["a"][:16] in d for d in found)
@@ -236,7 +234,7 @@ def test_a_tampered_leaf_shows_at_every_ancestor(store: tuple[str, dict[str, str
     assert len(found) == 4  # the leaf, kitchen, home and the store root
 
 
-def test_verify_reports_unregistered_edge_types(file_db_path: str) -> None:
+def test_custom_edge_types_are_recorded_so_verify_knows_them_later(file_db_path: str) -> None:
     from worlddb_lite.edges import BaseEdgeType
 
     class Mentors(BaseEdgeType):
@@ -246,12 +244,28 @@ def test_verify_reports_unregistered_edge_types(file_db_path: str) -> None:
         db.register_edge_type(Mentors())
         db.link(db.write("a", scope="s"), db.write("b", scope="s"), "mentors")
         assert db.verify().ok
-    with WorldDB(file_db_path, embedder=FakeEmbedder()) as db:
-        report = db.verify()
-        assert [v.invariant for v in report.violations] == ["4-never-appends"]
-        assert "unregistered type 'mentors'" in report.violations[0].detail
-        db.register_edge_type(Mentors())
+    with WorldDB(file_db_path, embedder=FakeEmbedder()) as db:  # e.g. `worlddb verify`, which registers nothing
         assert db.verify().ok
+
+
+def test_verify_reports_an_edge_type_nobody_recorded(store: tuple[str, dict[str, str]]) -> None:
+    path, ids = store
+    _tamper(
+        path,
+        f"insert into edge (id, type, src, dst, world, slot, {_edge_text_column(path)}, valid_at, created_at) "
+        "select randomblob(32), 'forged', ?, ?, parent, 50, '{}', '2024-01-01T00:00:00.000000Z', "
+        "'2024-01-01T00:00:00.000000Z' from node where nid = ?",
+        (_nid(path, ids["a"]), _nid(path, ids["c"]), _nid(path, ids["a"])),
+    )
+    found = _violations(path)
+    assert any(inv == "4-never-appends" and "'forged'" in d and "neither built in nor recorded" in d
+               for inv, d in found), found
+
+
+def test_node_state_cannot_be_changed_without_the_reconciler(store: tuple[str, dict[str, str]]) -> None:
+    path, ids = store
+    with pytest.raises(apsw.ConstraintError, match="changed only by the worlddb reconciler"):
+        _tamper(path, "update node_state set salience = 9 where nid = ?", (_nid(path, ids["a"]),), session=False)
 
 
 def test_tampering_is_seen_by_a_store_that_was_open_all_along(store: tuple[str, dict[str, str]]) -> None:

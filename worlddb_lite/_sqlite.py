@@ -38,37 +38,38 @@ def schema_sql(dim: int = 256) -> str:
     return re.sub(r"float\[\d+\]", f"float[{int(dim)}]", text)
 
 
-def connect(path: str | Path) -> apsw.Connection:
-    """Open a connection with the store's pragmas and sqlite-vec loaded."""
+def connect(path: str | Path, *, create: bool = True) -> apsw.Connection:
+    """Open a connection with sqlite-vec loaded; nothing is written to the file yet.
+
+    With ``create`` False a missing file is an error, not a new empty file.
+    """
     target = str(path)
+    flags = apsw.SQLITE_OPEN_READWRITE | (apsw.SQLITE_OPEN_CREATE if create else 0)
     try:
-        conn = apsw.Connection(target)
+        conn = apsw.Connection(target, flags=flags)
     except apsw.CantOpenError as exc:
-        raise NotAStore(f"cannot open {target}: {exc}; check the path and its permissions") from None
+        hint = "run `worlddb init` to create it" if not create and not Path(target).exists() else \
+            "check the path and its permissions"
+        raise NotAStore(f"cannot open {target}: {exc}; {hint}") from None
     conn.set_busy_timeout(BUSY_TIMEOUT_MS)
     conn.enable_load_extension(True)
     conn.load_extension(sqlite_vec.loadable_path())
     conn.enable_load_extension(False)
-    try:
-        if target != ":memory:":
+    return conn
+
+
+def configure(conn: apsw.Connection, path: str) -> None:
+    """The store's pragmas, applied only once the file is known to be (or become) a store.
+
+    WAL changes the file header, so a foreign SQLite file must never reach this point.
+    """
+    with translate():
+        if path != ":memory:":
             conn.execute("pragma journal_mode = wal")
         conn.execute("pragma synchronous = normal")
         conn.execute("pragma foreign_keys = on")
         conn.execute("pragma cache_size = -65536")  # 64 MiB page cache
         conn.execute("pragma temp_store = memory")
-    except apsw.NotADBError:
-        conn.close()
-        raise NotAStore(
-            f"{target} is not a SQLite database, so it cannot be a worlddb store; "
-            "give the path of a store or a new file name"
-        ) from None
-    except apsw.CorruptError:
-        conn.close()
-        raise NotAStore(
-            f"{target} is a damaged SQLite database and cannot be opened; restore it from a backup "
-            "(`sqlite3 FILE .recover` may salvage rows)"
-        ) from None
-    return conn
 
 
 def user_version(conn: apsw.Connection) -> int:
@@ -81,19 +82,24 @@ def user_version(conn: apsw.Connection) -> int:
         raise NotAStore("the file is a damaged SQLite database; restore it from a backup") from None
 
 
-def install_or_check(conn: apsw.Connection, path: str, dim: int, create: bool) -> bool:
-    """Install the schema into an empty file, or check an existing store. Returns True if new."""
-    version = user_version(conn)
-    tables = {r[0] for r in conn.execute("select name from sqlite_schema where type = 'table'")}
+def check(conn: apsw.Connection, path: str, create: bool) -> bool:
+    """Decide whether the file is an empty new store (True) or an existing one (False); write nothing."""
+    try:
+        version = user_version(conn)
+        tables = {r[0] for r in conn.execute("select name from sqlite_schema where type = 'table'")}
+    except (apsw.NotADBError, NotAStore):
+        raise NotAStore(
+            f"{path} is not a SQLite database, so it cannot be a worlddb store; "
+            "give the path of a store or a new file name"
+        ) from None
+    except apsw.CorruptError:
+        raise NotAStore(
+            f"{path} is a damaged SQLite database and cannot be opened; restore it from a backup "
+            "(`sqlite3 FILE .recover` may salvage rows)"
+        ) from None
     if version == 0 and not tables:
         if not create:
             raise NotAStore(f"{path} holds no worlddb store; run `worlddb init {path}` first")
-        with conn:
-            conn.execute(schema_sql(dim))
-            conn.execute(f"pragma user_version = {SCHEMA_VERSION}")
-            conn.execute(
-                "insert into meta (key, value) values ('schema_version', ?)", (str(SCHEMA_VERSION),)
-            )
         return True
     if "meta" not in tables or "node" not in tables:
         raise NotAStore(
@@ -112,6 +118,15 @@ def install_or_check(conn: apsw.Connection, path: str, dim: int, create: bool) -
     return False
 
 
+def install(conn: apsw.Connection, dim: int, meta: list[tuple[str, str]]) -> None:
+    """Create the schema and its meta rows inside the caller's open transaction."""
+    conn.execute(schema_sql(dim))
+    conn.execute(f"pragma user_version = {SCHEMA_VERSION}")
+    conn.executemany(
+        "insert into meta (key, value) values (?, ?)", [("schema_version", str(SCHEMA_VERSION)), *meta]
+    )
+
+
 class translate:  # noqa: N801  (used like a function: ``with translate():``)
     """Turn raw SQLite errors into WorldDBError subclasses (the store boundary).
 
@@ -123,9 +138,9 @@ class translate:  # noqa: N801  (used like a function: ``with translate():``)
     def __enter__(self) -> None:
         return None
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> bool:
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
         if exc is None or isinstance(exc, WorldDBError):
-            return False
+            return None
         if isinstance(exc, apsw.ConstraintError):
             message = str(exc)
             if "worlddb:" in message:
@@ -144,7 +159,7 @@ class translate:  # noqa: N801  (used like a function: ``with translate():``)
             ) from None
         if isinstance(exc, (apsw.TooBigError, OverflowError)):
             raise InvalidInput(f"a value is too large to store: {exc}") from None
-        return False
+        return None
 
 
 def with_retry(action: Callable[[], T], *, attempts: int = 8) -> T:

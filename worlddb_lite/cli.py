@@ -152,7 +152,8 @@ def cmd_search(args: argparse.Namespace) -> Any:
 
 
 @command("merges", "list same_as merge proposals", _with(
-    lambda p: p.add_argument("--status", default="pending", choices=["pending", "accepted", "rejected", "all"]),
+    lambda p: p.add_argument("--status", default="pending", choices=["pending", "accepted", "rejected", "all"],
+                             help="which proposals to list (default: pending)"),
 ))
 def cmd_merges(args: argparse.Namespace) -> Any:
     with _open(args) as db:
@@ -161,7 +162,8 @@ def cmd_merges(args: argparse.Namespace) -> Any:
 
 @command("merge", "accept or reject a merge proposal", _with(
     lambda p: p.add_argument("pid", type=int, help="proposal number (see `worlddb merges`)"),
-    lambda p: p.add_argument("decision", choices=["accept", "reject"]),
+    lambda p: p.add_argument("decision", choices=["accept", "reject"],
+                             help="accept writes same_as both ways; reject keeps both sides apart for good"),
 ))
 def cmd_merge(args: argparse.Namespace) -> Any:
     with _open(args) as db:

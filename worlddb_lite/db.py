@@ -23,7 +23,7 @@ from .edges import EdgeRegistry, EdgeType, EndView
 from .embed import Embedder, StaticEmbedder
 from .errors import EmbedderMismatch, InvalidInput, NotCurrent, NotFound
 from .reconciler import EdgeResult, EdgeSpec, NodeSpec, Reconciler, Txn, normalise_alias
-from .store import Store, believed_sql, visible_sql
+from .store import EdgeRow, NodeRow, Store, believed_sql, visible_sql
 from .temporal import Clock, TimeLike, parse_time, system_clock
 from .types import (
     Direction,
@@ -116,23 +116,27 @@ class WorldDB:
     ) -> None:
         self.path = str(path)
         self._clock = clock or system_clock
-        self._conn = _sqlite.connect(self.path)
+        self._conn = _sqlite.connect(self.path, create=create)
         try:
+            new = _sqlite.check(self._conn, self.path, create)
             self._embedder, model_id, self.dim = self._choose_embedder(embedder, dim)
-            new = _sqlite.install_or_check(self._conn, self.path, self.dim, create)
-            self._check_meta(new, model_id)
+            if not new:
+                self._check_meta(model_id)
+            _sqlite.configure(self._conn, self.path)
+            self._store = Store(self._conn)
+            self._registry = EdgeRegistry()
+            self._reconciler = Reconciler(
+                self._conn, self._store, self._registry, self._clock, self._embedder, self.dim
+            )
+            if new:  # schema, meta and root world in one transaction: an interrupted init leaves no store
+                meta = [("embedder_id", model_id), ("embedder_dim", str(self.dim)), ("created_at", self._clock())]
+                prepare = lambda: _sqlite.install(self._conn, self.dim, meta)  # noqa: E731
+                with _sqlite.translate(), self._reconciler.transaction(prepare=prepare) as txn:
+                    txn.add_root()
+            self._root = self._root_nid()
         except BaseException:
             self._conn.close()
             raise
-        self._store = Store(self._conn)
-        self._registry = EdgeRegistry()
-        self._reconciler = Reconciler(
-            self._conn, self._store, self._registry, self._clock, self._embedder, self.dim
-        )
-        if new:
-            with self._txn() as txn:
-                txn.add_root()
-        self._root = self._root_nid()
 
     # ---- opening ------------------------------------------------------------------
 
@@ -157,19 +161,11 @@ class WorldDB:
     def _meta_value(self, key: str) -> str | None:
         try:
             row = self._conn.execute("select value from meta where key = ?", (key,)).fetchone()
-        except Exception:  # no meta table yet (new file) or not a store: install_or_check explains
+        except Exception:  # no meta table yet (a new file): _sqlite.check decided that
             return None
         return None if row is None else str(row[0])
 
-    def _check_meta(self, new: bool, model_id: str) -> None:
-        if new:
-            with self._conn:
-                self._conn.executemany(
-                    "insert into meta (key, value) values (?, ?)",
-                    [("embedder_id", model_id), ("embedder_dim", str(self.dim)),
-                     ("created_at", self._clock())],
-                )
-            return
+    def _check_meta(self, model_id: str) -> None:
         stored_id, stored_dim = self._meta_value("embedder_id"), self._meta_value("embedder_dim")
         if stored_id != model_id or stored_dim != str(self.dim):
             raise EmbedderMismatch(
@@ -346,7 +342,7 @@ class WorldDB:
                 type_=old.type, parent=old.parent, name=current.name,  # type: ignore[arg-type]
                 content=content, props=merged, valid_at=valid,
             )
-            txn.add_edge("supersedes", nid, old_nid)
+            txn.add_edge("supersedes", nid, old_nid, valid_at=valid)  # the edge holds from the new version on
             return self._store.header(nid).id.hex()
 
     def retire(self, ref: str, *, at: TimeLike | None = None) -> None:
@@ -452,8 +448,8 @@ class WorldDB:
     def export_identity(self, ref: str) -> Identity:
         """The equivalence class of ``ref`` with the union of its members' names, aliases and provenance."""
         self._settle()
-        nids = sorted(self._class_nids(ref))
-        nodes = [self._store.to_node(self._store.node_row(n)) for n in nids]
+        nids = sorted(self._class_nids(ref), key=lambda n: self._store.header(n).id)
+        nodes = self._store.load_nodes(nids)
         names = sorted({n.name for n in nodes if n.name})
         aliases = sorted({a for n in nids for a in self._store.aliases(n)})
         provenance = tuple(
@@ -567,7 +563,8 @@ class WorldDB:
             seed = self._store.resolve(ref)
             edge_pred = visible_sql("e") if not include_superseded else believed_sql("e")
             node_pred = visible_sql("s") if not include_superseded else believed_sql("s")
-            edges, far_rows = [], {}
+            edges: list[EdgeRow] = []
+            far_rows: dict[int, NodeRow] = {}
             for outgoing in (True, False):
                 if direction is not Direction.BOTH and (direction is Direction.OUT) != outgoing:
                     continue
@@ -719,12 +716,11 @@ class _TranslatedTxn:
         with _sqlite.translate():
             return self.inner.__enter__()
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> bool:
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
         with _sqlite.translate():
             self.inner.__exit__(exc_type, exc, tb)
         if exc is not None:
             _sqlite.translate().__exit__(exc_type, exc, tb)
-        return False
 
 
 def fts_query(text: str) -> str:

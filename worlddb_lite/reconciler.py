@@ -13,7 +13,7 @@ after the first write poisons the batch, and it rolls back.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -21,7 +21,16 @@ import apsw
 import numpy as np
 
 from . import _sqlite, traverse
-from .edges import CloseValidity, EdgeDraft, EdgeRegistry, EdgeType, EndView, SkipEdgeRow, StageMerge
+from .edges import (
+    DEFAULT_EDGE_TYPES,
+    CloseValidity,
+    EdgeDraft,
+    EdgeRegistry,
+    EdgeType,
+    EndView,
+    SkipEdgeRow,
+    StageMerge,
+)
 from .embed import Embedder
 from .errors import InvalidInput, MergeError, NotCurrent, WorldDBError
 from .hashing import (
@@ -39,6 +48,7 @@ from .temporal import Clock, check_interval
 from .types import Edge, MergeStatus
 from .worlds import MerkleWriter
 
+DEFAULT_NAMES = frozenset(t.name for t in DEFAULT_EDGE_TYPES)
 _TYPE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")
 Member = tuple[str, int]  # ('n', nid) or ('e', eid)
 
@@ -97,11 +107,10 @@ class _Writing:
     def __enter__(self) -> None:
         return None
 
-    def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> bool:
+    def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
         if exc is not None:
             self.txn.poisoned = True
             _sqlite.translate().__exit__(type(exc), exc, tb)
-        return False
 
 
 class Txn:
@@ -236,7 +245,9 @@ class Txn:
             next_nid += 1
             plan.append((spec, parent, valid, body, raw, " ".join(t for t in (spec.name, spec.content) if t)))
         vectors = self._vectors_for(plan)
-        node_rows, state_rows, alias_rows = [], [], []
+        node_rows: list[tuple[Any, ...]] = []
+        state_rows: list[tuple[Any, ...]] = []
+        alias_rows: list[tuple[Any, ...]] = []
         with self._writing():
             for (spec, parent, valid, body, raw, text), vector in zip(plan, vectors, strict=True):
                 nid = fresh[raw]
@@ -361,6 +372,8 @@ class Txn:
                         decision.a, decision.b, spec.score, spec.tier or "manual", decision.reason, self.now)
             if any(isinstance(d, SkipEdgeRow) for d in decisions):
                 return EdgeResult(None, proposal, proposal is not None)
+            if spec.type not in DEFAULT_NAMES:  # remember custom types so verify knows them later
+                self.store.record_edge_type(spec.type)
             world = self.lowest_common_world(spec.src, spec.dst)
             slot = self._next_slot(world)
             if self.next_eid is None:
@@ -525,19 +538,24 @@ class Reconciler:
         """The transaction in progress on this connection, if any."""
         return self._txn
 
-    def transaction(self) -> _Transaction:
-        """One logical write; nested calls join the outer transaction."""
-        return _Transaction(self)
+    def transaction(self, *, prepare: Callable[[], None] | None = None) -> _Transaction:
+        """One logical write; nested calls join the outer transaction.
+
+        ``prepare`` runs right after BEGIN, before the reconciler's session row (used to create
+        the schema of a new store in the same transaction as its root world).
+        """
+        return _Transaction(self, prepare)
 
 
 class _Transaction:
     """Context manager behind ``Reconciler.transaction`` (a class: it is on the hot path)."""
 
-    __slots__ = ("r", "txn", "outer")
+    __slots__ = ("r", "txn", "outer", "prepare")
 
-    def __init__(self, reconciler: Reconciler) -> None:
+    def __init__(self, reconciler: Reconciler, prepare: Callable[[], None] | None = None) -> None:
         self.r = reconciler
         self.outer = reconciler._txn is None
+        self.prepare = prepare
 
     def __enter__(self) -> Txn:
         r = self.r
@@ -549,6 +567,8 @@ class _Transaction:
         r._txn = self.txn
         try:
             with _sqlite.translate():
+                if self.prepare is not None:
+                    self.prepare()
                 r.conn.execute("insert into reconciler_session (holder) values ('reconciler')")
         except BaseException:
             self._abort()

@@ -175,6 +175,12 @@ begin
   select raise(abort, 'worlddb: node state is written only by the worlddb reconciler');
 end;
 
+create trigger node_state_update_guard before update on node_state
+when not exists (select 1 from reconciler_session)
+begin
+  select raise(abort, 'worlddb: node state is changed only by the worlddb reconciler (retire, amend, link); its Merkle root covers it');
+end;
+
 create trigger node_state_delete_guard before delete on node_state
 begin
   select raise(abort, 'worlddb: node state is never deleted; validity closes instead');
@@ -214,7 +220,7 @@ end;
 
 create trigger edge_identity_immutable before update of id, type, src, dst, world, slot, props, valid_at on edge
 begin
-  select raise(abort, 'worlddb: an edge''s identity (id, type, ends, body) is immutable');
+  select raise(abort, 'worlddb: an edge''s identity (id, type, ends, props, valid_at) is immutable');
 end;
 
 create trigger edge_validity_tightens before update of valid_at, invalid_at on edge
@@ -281,9 +287,10 @@ join node as a on a.nid = e.src
 join node as b on b.nid = e.dst
 join node_state as sa on sa.nid = a.nid
 join node_state as sb on sb.nid = b.nid
-where e.type = 'contradicts' and e.invalid_at is null and e.expired_at is null
-  and sa.invalid_at is null and sa.expired_at is null
-  and sb.invalid_at is null and sb.expired_at is null;
+where e.type = 'contradicts' and e.expired_at is null
+  and (e.invalid_at is null or e.invalid_at > strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+  and sa.expired_at is null and (sa.invalid_at is null or sa.invalid_at > strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+  and sb.expired_at is null and (sb.invalid_at is null or sb.invalid_at > strftime('%Y-%m-%dT%H:%M:%fZ', 'now'));
 
 create view pending_merge as
 select

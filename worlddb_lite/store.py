@@ -565,6 +565,17 @@ class Store:
         """Aliases of a node."""
         return [r[0] for r in self.conn.execute("select alias from alias where nid = ? order by alias", (nid,))]
 
+    def record_edge_type(self, name: str) -> None:
+        """Note in meta that edges of a custom type exist (verify accepts recorded types)."""
+        self.conn.execute("insert or ignore into meta (key, value) values (?, 'custom')", (f"edge_type:{name}",))
+
+    def recorded_edge_types(self) -> set[str]:
+        """Custom edge types this store has edges of."""
+        return {
+            str(key)[len("edge_type:"):]
+            for (key,) in self.conn.execute("select key from meta where substr(key, 1, 10) = 'edge_type:'")
+        }
+
     def version_links(self, nid: int) -> list[int]:
         """Nodes joined to nid by supersedes, either way (the versions of one memory)."""
         return [int(r[0]) for r in self.conn.execute(

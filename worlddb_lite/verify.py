@@ -22,7 +22,7 @@ from .worlds import compute_levels
 
 REQUIRED_TRIGGERS = (
     "node_insert_guard", "node_blob_immutable", "node_delete_guard", "node_state_insert_guard",
-    "node_state_delete_guard", "node_state_validity_tightens", "node_state_belief_final",
+    "node_state_update_guard", "node_state_delete_guard", "node_state_validity_tightens", "node_state_belief_final",
     "edge_insert_guard", "edge_update_guard", "edge_delete_guard", "edge_identity_immutable",
     "edge_validity_tightens", "merge_decision_final",
 )
@@ -68,14 +68,15 @@ def verify_store(
     _check_nodes(nodes, tombstones, bad)
 
     say("edges")
-    known = set(registry.names())
+    known = set(registry.names()) | store.recorded_edge_types()
     for e in edges:
         ends = (nodes.get(e.src), nodes.get(e.dst))
         if None in ends or edge_id(edge_body(e.type, ends[0].id.hex(), ends[1].id.hex(),  # type: ignore[union-attr]
                                              e.valid_at, e.props)) != e.id:
             bad("1-content-address", f"edge {e.id.hex()[:16]} does not hash to its id")
         if e.type not in known:
-            bad("4-never-appends", f"edge {e.id.hex()[:16]} has unregistered type {e.type!r}")
+            bad("4-never-appends", f"edge {e.id.hex()[:16]} has type {e.type!r}, neither built in nor recorded "
+                "as a custom type: it was not written by the reconciler")
         if _lowest_common(nodes, e.src, e.dst) != e.world:
             bad("5-containment", f"edge {e.id.hex()[:16]} is not held by the lowest world of its ends")
         if e.type == "supersedes":
