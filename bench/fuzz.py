@@ -64,11 +64,17 @@ class Fuzzer:
         self.worlds: list[str] = [self.db.scope("fuzz-a"), self.db.scope("fuzz-b")]
         self.nodes: list[str] = []
         self.text_nodes = 2  # the two scopes created above have names
-        self.conn.execute("create temp table snap (nid integer primary key, valid_at text, invalid_at text)")
+        self.intervals: dict[int, tuple[str, str | None]] = {}
+        self.touched: set[int] = set()
+        self.conn.set_update_hook(self._on_change)
         self.violations: list[dict[str, Any]] = []
         self.counts = {"ok": 0, "refused": 0}
         self.step = 0
         self.clock_tick = 0
+
+    def _on_change(self, _kind: int, _db: str, table: str, rowid: int) -> None:
+        if table == "node_state":
+            self.touched.add(rowid)
 
     # ---- operations -----------------------------------------------------------------
 
@@ -140,18 +146,17 @@ class Fuzzer:
         ):
             if edge_id(edge_body(edge_type, src.hex(), dst.hex(), valid_at, props)) != raw:
                 self.bad("hash", f"edge {eid} does not hash to its id")
-        # Every node's interval against the one seen after the previous step (a temp snapshot,
-        # compared in SQL so each step stays cheap as the store grows).
-        for nid, old_valid, valid_at, old_invalid, invalid_at in self.conn.execute(
-            "select s.nid, p.valid_at, s.valid_at, p.invalid_at, s.invalid_at from node_state as s "
-            "join temp.snap as p on p.nid = s.nid where s.valid_at != p.valid_at or (p.invalid_at is not null "
-            "and (s.invalid_at is null or s.invalid_at > p.invalid_at))"
-        ):
-            self.bad("validity", f"node {nid}: [{old_valid}, {old_invalid}) became [{valid_at}, {invalid_at})")
-        self.conn.execute(
-            "insert or replace into temp.snap select s.nid, s.valid_at, s.invalid_at from node_state as s "
-            "left join temp.snap as p on p.nid = s.nid where p.nid is null or s.invalid_at is not p.invalid_at"
-        )
+        # Every node_state row this step touched (SQLite's update hook reports each one, whatever
+        # code wrote it) against its interval after the previous step.
+        touched, self.touched = self.touched, set()
+        for nid in touched:
+            row = self.conn.execute("select valid_at, invalid_at from node_state where nid = ?", (nid,)).fetchone()
+            if row is None:
+                continue  # inserted, then rolled back
+            old = self.intervals.get(nid)
+            if old is not None and (row[0] != old[0] or (old[1] is not None and (row[1] is None or row[1] > old[1]))):
+                self.bad("validity", f"node {nid}: [{old[0]}, {old[1]}) became [{row[0]}, {row[1]})")
+            self.intervals[nid] = (row[0], row[1])
         orphan = self.conn.execute(
             "select count(*) from merge_proposal as m where not exists (select 1 from node where nid = m.a) "
             "or not exists (select 1 from node where nid = m.b)").fetchone()[0]
