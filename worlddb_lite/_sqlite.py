@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import apsw
 import sqlite_vec
@@ -72,10 +72,38 @@ def configure(conn: apsw.Connection, path: str) -> None:
         conn.execute("pragma temp_store = memory")
 
 
+def as_int(value: apsw.SQLiteValue) -> int:
+    """``int(value)`` for a value read from SQLite; NULL is a TypeError, as ``int(None)`` is."""
+    if value is None:
+        raise TypeError("expected a number from SQLite, got NULL")
+    return int(value)
+
+
+def as_float(value: apsw.SQLiteValue) -> float:
+    """``float(value)`` for a value read from SQLite; NULL is a TypeError, as ``float(None)`` is."""
+    if value is None:
+        raise TypeError("expected a number from SQLite, got NULL")
+    return float(value)
+
+
+def as_bytes(value: apsw.SQLiteValue) -> bytes:
+    """A blob read from SQLite, unchanged; any other value is a TypeError."""
+    if not isinstance(value, bytes):
+        raise TypeError(f"expected a blob from SQLite, got {type(value).__name__}")
+    return value
+
+
+def one_row(row: Any | None) -> Any:
+    """A fetched row the query always yields (an aggregate, a known key); none is a TypeError, as ``None[0]`` is."""
+    if row is None:
+        raise TypeError("expected a row from SQLite, got none")
+    return row
+
+
 def user_version(conn: apsw.Connection) -> int:
     """The schema version recorded in the file header."""
     try:
-        return int(conn.execute("pragma user_version").fetchall()[0][0])
+        return as_int(conn.execute("pragma user_version").fetchall()[0][0])
     except apsw.NotADBError:
         raise NotAStore("the file is not a SQLite database, so it cannot be a worlddb store") from None
     except apsw.CorruptError:

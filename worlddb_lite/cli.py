@@ -70,7 +70,7 @@ def _db_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("db", help="path of the store file")
 
 
-def _with(*extra: Callable[[argparse.ArgumentParser], None]) -> Callable[[argparse.ArgumentParser], None]:
+def _with(*extra: Callable[[argparse.ArgumentParser], object]) -> Callable[[argparse.ArgumentParser], None]:
     def arguments(p: argparse.ArgumentParser) -> None:
         _db_arg(p)
         for add in extra:

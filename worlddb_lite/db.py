@@ -601,8 +601,8 @@ class WorldDB:
                 f"where node_fts match ?3 and {predicate} order by f.rank limit ?4",
                 (valid, belief, query, int(k)),
             ).fetchall()
-            nodes = self._store.load_nodes([int(r[0]) for r in rows], self._annotations(include_superseded))
-            return [(node, float(r[1])) for node, r in zip(nodes, rows, strict=True)]
+            nodes = self._store.load_nodes([_sqlite.as_int(r[0]) for r in rows], self._annotations(include_superseded))
+            return [(node, _sqlite.as_float(r[1])) for node, r in zip(nodes, rows, strict=True)]
 
     def nearest(
         self,
@@ -629,12 +629,12 @@ class WorldDB:
             visible = {
                 int(r[0]) for r in self._conn.execute(
                     "select s.nid from node_state as s where s.nid in (select value from json_each(?3)) and "
-                    + predicate, (valid, belief, json.dumps([int(r[0]) for r in rows])),
+                    + predicate, (valid, belief, json.dumps([_sqlite.as_int(r[0]) for r in rows])),
                 )
             }
-            kept = [(int(nid), distance) for nid, distance in rows if int(nid) in visible]
+            kept = [(_sqlite.as_int(nid), distance) for nid, distance in rows if _sqlite.as_int(nid) in visible]
             nodes = self._store.load_nodes([nid for nid, _ in kept], self._annotations(include_superseded))
-            return [(node, 1.0 - float(distance)) for node, (_, distance) in zip(nodes, kept, strict=True)]
+            return [(node, 1.0 - _sqlite.as_float(distance)) for node, (_, distance) in zip(nodes, kept, strict=True)]
 
     # ---- witness ------------------------------------------------------------------
 
@@ -683,7 +683,7 @@ class WorldDB:
         """Counts and facts about the store, for people and monitoring."""
         self._settle()
         def one(sql: str) -> int:
-            return int(self._conn.execute(sql).fetchone()[0])
+            return int(_sqlite.one_row(self._conn.execute(sql).fetchone())[0])
 
         with _sqlite.translate():
             size = Path(self.path).stat().st_size if self.path != ":memory:" and Path(self.path).exists() else 0

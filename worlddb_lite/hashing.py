@@ -52,7 +52,7 @@ def _normalise(value: Any, path: str) -> Any:
     if isinstance(value, (list, tuple)):
         return [_normalise(item, f"{path}[{i}]") for i, item in enumerate(value)]
     if isinstance(value, dict):
-        out = {}
+        out: dict[str, Any] = {}
         for key, item in value.items():  # plain text and None inline: this runs on every write
             if type(key) is not str:
                 raise InvalidInput(f"{path}: keys must be text, got {type(key).__name__}")
@@ -72,7 +72,7 @@ def _normalise(value: Any, path: str) -> Any:
     )
 
 
-_encode_text = json.encoder.encode_basestring  # type: ignore[attr-defined]
+_encode_text = json.encoder.encode_basestring
 _ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 

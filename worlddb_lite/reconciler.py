@@ -145,7 +145,9 @@ class Txn:
     def _next_slot(self, world: int) -> int:
         size = self.sizes.get(world)
         if size is None:
-            row = self.store.conn.execute("select size from node_state where nid = ?", (world,)).fetchone()
+            row = _sqlite.one_row(
+                self.store.conn.execute("select size from node_state where nid = ?", (world,)).fetchone()
+            )
             size = int(row[0])
         self.sizes[world] = size + 1
         return size
@@ -158,9 +160,9 @@ class Txn:
         view = self.views.get(nid)
         if view is None:
             header = self.store.header(nid)  # usually cached: resolving an id fills it
-            row = self.store.conn.execute(
+            row = _sqlite.one_row(self.store.conn.execute(
                 "select valid_at, invalid_at, expired_at, retired from node_state where nid = ?", (nid,)
-            ).fetchone()
+            ).fetchone())
             view = EndView(nid, header.id.hex(), header.type, row[0], row[1], row[2], bool(row[3]))
             self.views[nid] = view
         return view
@@ -458,7 +460,9 @@ class Txn:
             cached = self.roots.get(ref)
             if cached is not None:
                 return cached
-            row = self.store.conn.execute("select root from node_state where nid = ?", (ref,)).fetchone()
+            row = _sqlite.one_row(
+                self.store.conn.execute("select root from node_state where nid = ?", (ref,)).fetchone()
+            )
             return bytes(row[0])
         cached = self.edge_leaves.get(ref)
         if cached is not None:

@@ -11,11 +11,12 @@ import json
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import apsw
 import numpy as np
 
+from ._sqlite import as_bytes, as_int, one_row
 from .errors import AmbiguousId, InvalidId, NotFound
 from .hashing import ID_BYTES, state_bytes
 from .types import Edge, MergeProposal, MergeStatus, Node
@@ -141,7 +142,7 @@ class Store:
 
     # ---- ids -----------------------------------------------------------------
 
-    def _prefix_bounds(self, ref: str, what: str) -> tuple[bytes, bytes]:
+    def _prefix_bounds(self, ref: str | bytes, what: str) -> tuple[bytes, bytes]:
         if not isinstance(ref, str):
             raise InvalidId(f"{what} reference must be hex text, got {type(ref).__name__}")
         text = ref.strip().lower()
@@ -164,20 +165,20 @@ class Store:
             if row is None:
                 raise NotFound(f"no node has id {ref.hex()}")
             return int(row[0])
-        known = self._by_hex.get(ref)  # type: ignore[call-overload]
+        known = self._by_hex.get(cast(str, ref))  # short raw bytes just miss; _prefix_bounds rejects them
         if known is not None:
             return known
-        lo, hi = self._prefix_bounds(ref, "node")  # type: ignore[arg-type]
+        lo, hi = self._prefix_bounds(ref, "node")
         if lo == hi:  # a full id: one exact lookup that also fills the header cache
             row = self.conn.execute(
                 "select nid, id, type, parent, depth, slot from node where id = ?", (lo,)
             ).fetchone()
             if row is None:
-                raise NotFound(f"no node has id {ref}; check it with `worlddb stats` or a search")
+                raise NotFound(f"no node has id {cast(str, ref)}; check it with `worlddb stats` or a search")
             self.remember(Header(*row))
             if len(self._by_hex) >= 1_000_000:
                 self._by_hex.clear()
-            self._by_hex[ref] = int(row[0])  # type: ignore[index]
+            self._by_hex[cast(str, ref)] = int(row[0])  # past _prefix_bounds, ref is text
             return int(row[0])
         rows = self.conn.execute(
             "select nid, id from node where id between ? and ? limit 2", (lo, hi)
@@ -186,10 +187,11 @@ class Store:
             raise NotFound(f"no node id starts with {ref!r}; check it with `worlddb stats` or a search")
         if len(rows) > 1:
             raise AmbiguousId(
-                f"{ref!r} matches several nodes (e.g. {rows[0][1].hex()[:16]}…, {rows[1][1].hex()[:16]}…); "
+                f"{ref!r} matches several nodes "
+                f"(e.g. {as_bytes(rows[0][1]).hex()[:16]}…, {as_bytes(rows[1][1]).hex()[:16]}…); "
                 "give more characters"
             )
-        return int(rows[0][0])
+        return as_int(rows[0][0])
 
     def resolve_edge(self, ref: str) -> int:
         """The eid of an edge given its hex id or a unique prefix."""
@@ -201,7 +203,7 @@ class Store:
             raise NotFound(f"no edge id starts with {ref!r}")
         if len(rows) > 1:
             raise AmbiguousId(f"{ref!r} matches several edges; give more characters")
-        return int(rows[0][0])
+        return as_int(rows[0][0])
 
     def nid_of(self, raw_id: bytes) -> int | None:
         """The nid for an exact id, or None."""
@@ -337,7 +339,7 @@ class Store:
             + f"join node as n on n.nid = e.{far} join node_state as s on s.nid = n.nid "
             + f"where e.{near} = ?3 and {edge_pred} and {node_pred}"
         )
-        width = len(EdgeRow.__slots__)  # type: ignore[attr-defined]
+        width = len(EdgeRow.__slots__)
         return [(EdgeRow(*r[:width]), NodeRow(*r[width:])) for r in self.conn.execute(sql, (*params, seed))]
 
     def edge_rows(self, where: str, params: Sequence[Any]) -> list[EdgeRow]:
@@ -380,11 +382,11 @@ class Store:
 
     def max_nid(self) -> int:
         """The largest node number in use (0 for an empty store)."""
-        return int(self.conn.execute("select coalesce(max(nid), 0) from node").fetchone()[0])
+        return int(one_row(self.conn.execute("select coalesce(max(nid), 0) from node").fetchone())[0])
 
     def max_eid(self) -> int:
         """The largest edge number in use (0 when there are none)."""
-        return int(self.conn.execute("select coalesce(max(eid), 0) from edge").fetchone()[0])
+        return int(one_row(self.conn.execute("select coalesce(max(eid), 0) from edge").fetchone())[0])
 
     def nids_of(self, raw_ids: Sequence[bytes]) -> dict[bytes, int]:
         """Which of these ids exist already: id -> nid (one query)."""

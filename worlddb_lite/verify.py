@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import apsw
 
+from ._sqlite import one_row
 from .edges import EdgeRegistry
 from .errors import NotFound
 from .hashing import EMPTY_TREE, edge_body, edge_id, edge_leaf, node_id, state_bytes, world_root
@@ -58,7 +59,7 @@ def verify_store(
     for name in REQUIRED_TRIGGERS:
         if name not in triggers:
             bad("4-never-appends", f"guard trigger {name} is missing; the store can be written around the reconciler")
-    if conn.execute("select count(*) from reconciler_session").fetchone()[0]:
+    if one_row(conn.execute("select count(*) from reconciler_session").fetchone())[0]:
         bad("4-never-appends", "a reconciler session row is present at rest (forged or left by a foreign writer)")
 
     say("nodes")
@@ -277,9 +278,9 @@ def root_history_divergences(conn: apsw.Connection, world: int) -> list[Violatio
     """Recompute every logged root of ``world`` and report the ones that do not match."""
     out = []
     for lid, root, at in conn.execute("select lid, root, at from root_log where world = ? order by lid", (world,)):
-        last = conn.execute(
+        last = one_row(conn.execute(
             "select lid from root_log where world = ? and at <= ? order by lid desc limit 1", (world, at)
-        ).fetchone()[0]
+        ).fetchone())[0]
         if last != lid:
             continue  # several commits shared a timestamp; only the last one of them is nameable by time
         if recompute_root_at(conn, world, at) != bytes(root):
