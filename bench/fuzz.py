@@ -21,6 +21,7 @@ import json
 import random
 import sys
 import time
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +50,7 @@ class HashEmbedder:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         for row, text in enumerate(texts):
             for word in text.lower().split():
-                out[row, hash(word) % self.dim] += 1.0
+                out[row, zlib.crc32(word.encode("utf-8")) % self.dim] += 1.0  # stable across runs
         out[:, 0] += 1e-3
         return out / np.linalg.norm(out, axis=1, keepdims=True)
 
@@ -114,12 +115,39 @@ class Fuzzer:
             return "unlink", lambda: db.unlink(edges[0] if edges else "00000000")
         if r < 0.65:
             return "alias", lambda: db.add_alias(self.rng.choice(self.nodes), self.text())
-        if r < 0.67:  # hostile: bad ids, bad times, unknown types
-            bad = self.rng.choice(["zz", "0" * 64, "1234", self.rng.choice(self.nodes)[:6]])
-            return "bad", lambda: db.link(bad, self.pick(), self.rng.choice(EDGE_TYPES + ("nope",)))
+        if r < 0.67:  # hostile: bad ids, bad times, unknown types, values of the wrong type
+            bad = self.rng.choice(["zz", "0" * 64, "1234", self.rng.choice(self.nodes)[:6], None, 42, b"\xff"])
+            hostile = self.rng.choice([
+                lambda: db.link(bad, self.pick(), self.rng.choice(EDGE_TYPES + ("nope",))),
+                lambda: db.write(bad, scope="fuzz-a"),
+                lambda: db.write("x", scope="fuzz-a", valid_at=bad),
+                lambda: db.read(bad),
+                lambda: db.link(self.pick(), self.pick(), "refers_to", props=bad),
+            ])
+            return "bad", hostile
+        if r < 0.71:  # several edges in one call, all or nothing
+            triples = [(self.pick(), self.pick(), self.rng.choice(EDGE_TYPES)) for _ in range(self.rng.randint(2, 4))]
+            return "link_many", lambda: db.link_many(triples)
+        if r < 0.74:
+            world = self.rng.choice(self.worlds)
+            records = [{"text": self.text(), "world": world, "valid_at": self.when()} for _ in range(3)]
+            return "write_many", lambda: self.nodes.extend(db.write_many(records))
+        if r < 0.77:  # a batch in which one inner call is refused and caught
+            return "batch", self.batch_with_a_refusal
         edge_type = self.rng.choice(EDGE_TYPES)
         src, dst = self.pick(), self.pick()
         return f"link:{edge_type}", lambda: db.link(src, dst, edge_type, valid_at=self.when())
+
+    def batch_with_a_refusal(self) -> None:
+        db = self.db
+        with db.batch():
+            written = db.write(self.text(), world=self.rng.choice(self.worlds), valid_at=self.when())
+            try:
+                db.link(self.pick(), self.pick(), self.rng.choice(EDGE_TYPES))
+            except WorldDBError:
+                pass  # a refusal that wrote nothing lets the batch commit; one that wrote poisons it
+            db.link(written, self.pick(), "refers_to")
+        self.nodes.append(written)
 
     # ---- checks -----------------------------------------------------------------------
 

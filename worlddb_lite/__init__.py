@@ -21,6 +21,7 @@ from .errors import (
     NotFound,
     SchemaTooNew,
     StoreBusy,
+    StoreError,
     UnknownEdgeType,
     ValidityError,
     WorldDBError,
@@ -33,6 +34,6 @@ __all__ = [
     "AmbiguousId", "BaseEdgeType", "CycleError", "Direction", "Edge", "EdgeRefused", "EdgeType",
     "Embedder", "EmbedderMismatch", "Identity", "IntegrityViolation", "InvalidId", "InvalidInput",
     "InvalidTime", "MergeError", "MergeProposal", "MergeStatus", "Node", "NotAStore", "NotCurrent",
-    "NotFound", "SchemaTooNew", "StaticEmbedder", "StoreBusy", "Subgraph", "UnknownEdgeType",
+    "NotFound", "SchemaTooNew", "StaticEmbedder", "StoreBusy", "StoreError", "Subgraph", "UnknownEdgeType",
     "ValidityError", "VerifyReport", "WorldDB", "WorldDBError", "__version__",
 ]

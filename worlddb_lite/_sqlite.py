@@ -24,6 +24,7 @@ from .errors import (
     NotAStore,
     SchemaTooNew,
     StoreBusy,
+    StoreError,
     WorldDBError,
 )
 
@@ -187,6 +188,8 @@ class translate:  # noqa: N801  (used like a function: ``with translate():``)
             ) from None
         if isinstance(exc, (apsw.TooBigError, OverflowError)):
             raise InvalidInput(f"a value is too large to store: {exc}") from None
+        if isinstance(exc, apsw.Error):
+            raise StoreError(f"SQLite refused the operation ({exc}); nothing was written") from None
         return None
 
 

@@ -22,7 +22,7 @@ from . import _sqlite, traverse
 from .edges import EdgeRegistry, EdgeType, EndView
 from .embed import Embedder, StaticEmbedder
 from .errors import EmbedderMismatch, InvalidInput, NotCurrent, NotFound
-from .reconciler import EdgeResult, EdgeSpec, NodeSpec, Reconciler, Txn, normalise_alias
+from .reconciler import TYPE_NAME, EdgeResult, EdgeSpec, NodeSpec, Reconciler, Txn, normalise_alias
 from .store import EdgeRow, NodeRow, Store, believed_sql, visible_sql
 from .temporal import Clock, TimeLike, parse_time, system_clock
 from .types import (
@@ -62,6 +62,27 @@ def _choice(enum: type[Any], value: object, field: str) -> Any:
     except ValueError:
         choices = ", ".join(m.value for m in enum)
         raise InvalidInput(f"{field} must be one of {choices}; got {value!r}") from None
+
+
+def _count(value: object, field: str, most: int) -> int:
+    """A whole number between 1 and ``most``, or InvalidInput."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= most:
+        raise InvalidInput(f"{field} must be a whole number from 1 to {most}, got {value!r}")
+    return value
+
+
+def _props(value: object) -> Mapping[str, Any] | None:
+    """Properties: None or a mapping (its values are checked when hashed)."""
+    if value is not None and not isinstance(value, Mapping):
+        raise InvalidInput(f"props must be a mapping of text keys to values, got {type(value).__name__}")
+    return value
+
+
+def _aliases(value: object) -> list[str]:
+    """A list of non-empty alias texts."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
+        raise InvalidInput("aliases must be a list of names")
+    return [a for a in (_text(x, "alias", required=True) for x in value) if a]
 
 
 def _number(value: object, field: str) -> float:
@@ -114,6 +135,8 @@ class WorldDB:
         clock: Clock | None = None,
         create: bool = True,
     ) -> None:
+        if isinstance(dim, bool) or not isinstance(dim, int) or not 1 <= dim <= 8192:
+            raise InvalidInput(f"dim must be a whole number from 1 to 8192, got {dim!r}")
         self.path = str(path)
         self._clock = clock or system_clock
         self._conn = _sqlite.connect(self.path, create=create)
@@ -266,6 +289,8 @@ class WorldDB:
         embedded in one batch, which is much faster than one ``write`` per text.
         """
         allowed = {"text", "scope", "world", "type", "name", "valid_at", "props", "vector", "aliases", "salience"}
+        if isinstance(records, (str, bytes, Mapping)) or not isinstance(records, Sequence):
+            raise InvalidInput("records must be a list of mappings, each with at least 'text'")
         with self._txn() as txn:
             specs = []
             for record in records:
@@ -292,20 +317,29 @@ class WorldDB:
         aliases: Sequence[str] = (),
         salience: float = 0.0,
     ) -> NodeSpec:
-        """Validate one memory's arguments into a NodeSpec (shared by write and write_many)."""
+        """Validate one memory's arguments into a NodeSpec (shared by write and write_many).
+
+        Everything is checked before the scope world is created, so bad input writes nothing.
+        """
         content = _text(text, "text", required=True)
-        if props is not None and not isinstance(props, Mapping):
-            raise InvalidInput("props must be a mapping of text keys to values")
+        name = _text(name, "name", required=False)
+        props = _props(props)
+        when = parse_time(valid_at, field="valid_at") if valid_at is not None else None
+        checked = None if vector is None else self._reconciler.check_vector(vector)
+        names = _aliases(aliases)
+        weight = _number(salience, "salience")
+        if not isinstance(type, str) or not TYPE_NAME.match(type):
+            raise InvalidInput(f"node type {type!r} must start with a letter and use letters, digits or _ (max 64)")
         return NodeSpec(
             type=type,
             parent=self._store.resolve(world) if world is not None else self._scope_nid(txn, scope),
-            name=_text(name, "name", required=False),
+            name=name,
             content=content,
             props=props,
-            valid_at=parse_time(valid_at, field="valid_at") if valid_at is not None else None,
-            vector=None if vector is None else np.asarray(vector),
-            aliases=[a for a in (_text(x, "alias", required=True) for x in aliases) if a],
-            salience=_number(salience, "salience"),
+            valid_at=when,
+            vector=checked,
+            aliases=names,
+            salience=weight,
         )
 
     def _scope_nid(self, txn: Txn, scope: str) -> int:
@@ -334,14 +368,20 @@ class WorldDB:
                     f"{current.id[:12]} is no longer current (superseded by: {newer}; "
                     f"retired: {current.retired}); amend its current version"
                 )
-            merged = {**current.props, **(props or {})}
+            merged = {**current.props, **(_props(props) or {})}
             # Ask the supersedes handler first, so a refusal writes nothing (not even the new node).
             txn.check_edge("supersedes", EndView(-1, "(new version)", old.type, valid or txn.now, None, None, False),
                            old_nid)
-            nid, _ = txn.add_node(
+            nid, created = txn.add_node(
                 type_=old.type, parent=old.parent, name=current.name,  # type: ignore[arg-type]
                 content=content, props=merged, valid_at=valid,
             )
+            if not created:  # content addressing found an existing node: it cannot become the new version
+                existing = self._store.header(nid).id.hex()[:12]
+                raise InvalidInput(
+                    f"a node with this content and valid time already exists ({existing}); "
+                    "give the new version a different valid_at"
+                )
             txn.add_edge("supersedes", nid, old_nid, valid_at=valid)  # the edge holds from the new version on
             return self._store.header(nid).id.hex()
 
@@ -383,6 +423,9 @@ class WorldDB:
         All land or none do. Same result per edge as ``link``.
         """
         valid = parse_time(valid_at, field="valid_at") if valid_at is not None else None
+        props = _props(props)
+        if isinstance(edges, (str, bytes)) or not isinstance(edges, Sequence):
+            raise InvalidInput("edges must be a list of (src, dst, type) triples")
         with self._txn() as txn:
             specs = []
             for item in edges:
@@ -533,13 +576,13 @@ class WorldDB:
                 "with recursive inside(nid) as (select ?3 union "
                 "select n.nid from node as n join inside on n.parent = inside.nid union "
                 f"select e.dst from edge as e join inside on e.src = inside.nid where e.type in ({placeholders}) "
-                "and e.invalid_at is null and e.expired_at is null) "
+                f"and {believed_sql('e') if include_superseded else visible_sql('e')}) "
                 "select i.nid from inside as i join node as n on n.nid = i.nid "
                 "join node_state as s on s.nid = i.nid "
                 f"where i.nid != ?3 and n.body is not null and (?{4 + len(membership)} is null "
                 f"or n.type = ?{4 + len(membership)}) and {predicate} order by i.nid limit ?{5 + len(membership)}"
             )
-            params: list[Any] = [valid, belief, start, *membership, type, int(limit)]
+            params: list[Any] = [valid, belief, start, *membership, type, _count(limit, "limit", 1_000_000)]
             nids = [int(r[0]) for r in self._conn.execute(sql, params)]
             return self._store.load_nodes(nids, rules.annotate)
 
@@ -599,7 +642,7 @@ class WorldDB:
             rows = self._conn.execute(
                 "select f.rowid, -f.rank from node_fts as f join node_state as s on s.nid = f.rowid "
                 f"where node_fts match ?3 and {predicate} order by f.rank limit ?4",
-                (valid, belief, query, int(k)),
+                (valid, belief, query, _count(k, "k", 10_000)),
             ).fetchall()
             nodes = self._store.load_nodes([_sqlite.as_int(r[0]) for r in rows], self._annotations(include_superseded))
             return [(node, _sqlite.as_float(r[1])) for node, r in zip(nodes, rows, strict=True)]
@@ -624,7 +667,7 @@ class WorldDB:
         with _sqlite.translate():
             rows = self._conn.execute(
                 "select v.rowid, v.distance from node_vec as v where v.embedding match ?3 and k = ?4",
-                (valid, belief, np.asarray(vector, dtype=np.float32).tobytes(), int(k)),
+                (valid, belief, np.asarray(vector, dtype=np.float32).tobytes(), _count(k, "k", 4096)),
             ).fetchall()
             visible = {
                 int(r[0]) for r in self._conn.execute(

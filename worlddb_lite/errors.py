@@ -77,5 +77,9 @@ class StoreBusy(WorldDBError, TimeoutError):
     """Another process held the write lock for longer than the retry budget."""
 
 
+class StoreError(WorldDBError, RuntimeError):
+    """SQLite reported an error the engine did not expect; the transaction was rolled back."""
+
+
 class IntegrityViolation(WorldDBError, RuntimeError):
     """A write was stopped by a trigger that guards an invariant."""

@@ -49,7 +49,7 @@ from .types import Edge, MergeStatus
 from .worlds import MerkleWriter
 
 DEFAULT_NAMES = frozenset(t.name for t in DEFAULT_EDGE_TYPES)
-_TYPE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")
+TYPE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")
 Member = tuple[str, int]  # ('n', nid) or ('e', eid)
 
 
@@ -132,7 +132,8 @@ class Txn:
         self.pending_text: list[tuple[int, str, str]] = []
         self.pending_vectors: list[tuple[int, np.ndarray]] = []
         self.pending_edges: list[tuple[Any, ...]] = []
-        self.pending_keys: dict[tuple[int, int, str], int] = {}
+        self.pending_keys: dict[tuple[int, int, str], int] = {}  # edges this transaction wrote, still open
+        self.pending_ids: set[bytes] = set()
         self.next_eid: int | None = None
         self.poisoned = False
 
@@ -185,11 +186,11 @@ class Txn:
         """True if ``ancestor`` is ``node`` or holds it, by parent chain or contains edges."""
         self.write_pending()
 
+        membership = self.r.registry.rules().membership  # contains, and custom types that declare it
+
         def containers(nid: int) -> list[int]:
             parent = self.store.header(nid).parent
-            holders = [int(r[0]) for r in self.store.conn.execute(
-                "select src from edge where dst = ? and type = 'contains' and invalid_at is null "
-                "and expired_at is null", (nid,))]
+            holders = self.store.current_sources(nid, membership)
             return holders if parent is None else [parent, *holders]
 
         return traverse.reaches(node, ancestor, containers)
@@ -218,7 +219,7 @@ class Txn:
         """
         prepared: list[tuple[NodeSpec, Header, str, str, bytes]] = []
         for spec in specs:
-            if not isinstance(spec.type, str) or not _TYPE_NAME.match(spec.type):
+            if not isinstance(spec.type, str) or not TYPE_NAME.match(spec.type):
                 raise InvalidInput(
                     f"node type {spec.type!r} must start with a letter and use letters, digits or _ (max 64)"
                 )
@@ -361,6 +362,11 @@ class Txn:
         decisions = list(edge_type.on_insert(draft, self))
         props_json = canonical_json(clean_props)
         raw = edge_id(edge_body(spec.type, src_view.id, dst_view.id, valid, props_json))
+        if raw in self.pending_ids or self.store.edge_exists(raw) is not None:
+            raise NotCurrent(
+                f"a {spec.type} edge with these ends, properties and valid time existed and was closed; "
+                "edges never re-open: link again with a different valid_at"
+            )
         for decision in decisions:  # checks that can refuse come before any write
             if isinstance(decision, CloseValidity):
                 check_interval(self.end_view(decision.nid).valid_at, decision.at, what="the closed validity")
@@ -384,6 +390,7 @@ class Txn:
             self.pending_edges.append(
                 (eid, raw, spec.type, spec.src, spec.dst, world, slot, props_json, valid, self.now))
             self.pending_keys[(spec.src, spec.dst, spec.type)] = eid
+            self.pending_ids.add(raw)
             self.edge_leaves[eid] = edge_leaf(raw, state_bytes(valid, None, None, self.now, None))
             self._mark(world, slot, ("e", eid))
         record = Edge(raw.hex(), spec.type, src_view.id, dst_view.id, self.store.header(world).id.hex(),
@@ -409,7 +416,7 @@ class Txn:
         """Write queued edge rows (before anything reads edges) and, if asked, index rows."""
         if self.pending_edges:
             self.store.insert_edges(self.pending_edges)
-            self.pending_edges, self.pending_keys = [], {}
+            self.pending_edges = []
         if indexes:
             self.store.index_texts(self.pending_text)
             self.store.index_vectors(self.pending_vectors)
@@ -430,6 +437,7 @@ class Txn:
                 if isinstance(decision, CloseValidity):
                     self.close(decision.nid, decision.at)
             self.store.close_edge(eid, at, self.now)
+            self.pending_keys.pop((row.src, row.dst, row.type), None)
             self.edge_leaves.pop(eid, None)
             self._mark(row.world, row.slot, ("e", eid))
 
@@ -438,7 +446,16 @@ class Txn:
         proposal = self.store.proposal_row(pid)
         if proposal.status is not MergeStatus.PENDING:
             raise MergeError(f"proposal {pid} is already {proposal.status.value}; decisions are final")
-        a, b = self.store.resolve(bytes.fromhex(proposal.a)), self.store.resolve(bytes.fromhex(proposal.b))
+        a, b = self.store.proposal_pair(pid)
+        if accept:
+            self.write_pending()
+            left = traverse.closure(a, self.store.same_as_neighbours)
+            right = traverse.closure(b, self.store.same_as_neighbours)
+            if self.store.rejected_between(left, right):
+                raise MergeError(
+                    f"accepting proposal {pid} would join two identities that a rejected merge keeps apart; "
+                    "reject it, or revisit the earlier decision by hand"
+                )
         with self._writing():
             self.store.decide_proposal(pid, MergeStatus.ACCEPTED if accept else MergeStatus.REJECTED, self.now)
             if accept:
@@ -554,7 +571,7 @@ class Reconciler:
 class _Transaction:
     """Context manager behind ``Reconciler.transaction`` (a class: it is on the hot path)."""
 
-    __slots__ = ("r", "txn", "outer", "prepare")
+    __slots__ = ("r", "txn", "outer", "prepare", "changes")
 
     def __init__(self, reconciler: Reconciler, prepare: Callable[[], None] | None = None) -> None:
         self.r = reconciler
@@ -565,6 +582,7 @@ class _Transaction:
         r = self.r
         if not self.outer:
             assert r._txn is not None
+            self.changes = r.conn.total_changes()
             return r._txn
         _sqlite.with_retry(lambda: r.conn.execute("begin immediate"))
         self.txn = Txn(r)
@@ -590,6 +608,9 @@ class _Transaction:
 
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
         if not self.outer:
+            if exc_type is not None and self.r.conn.total_changes() != self.changes:
+                assert self.r._txn is not None
+                self.r._txn.poisoned = True  # it wrote before failing: the batch must not commit
             return
         if exc_type is not None:
             self._abort()

@@ -251,7 +251,7 @@ select
 from node as n
 join node_state as s on s.nid = n.nid
 left join node as p on p.nid = n.parent
-where s.expired_at is null and s.retired = 0 and n.body is not null
+where s.expired_at is null and n.body is not null
   and s.valid_at <= strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
   and (s.invalid_at is null or s.invalid_at > strftime('%Y-%m-%dT%H:%M:%fZ', 'now'));
 

@@ -11,7 +11,7 @@ import json
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple, cast
+from typing import Any, NamedTuple
 
 import apsw
 import numpy as np
@@ -165,7 +165,9 @@ class Store:
             if row is None:
                 raise NotFound(f"no node has id {ref.hex()}")
             return int(row[0])
-        known = self._by_hex.get(cast(str, ref))  # short raw bytes just miss; _prefix_bounds rejects them
+        if not isinstance(ref, str):
+            raise InvalidId(f"a node reference must be hex text, got {type(ref).__name__}")
+        known = self._by_hex.get(ref)  # short raw bytes just miss; _prefix_bounds rejects them
         if known is not None:
             return known
         lo, hi = self._prefix_bounds(ref, "node")
@@ -174,11 +176,11 @@ class Store:
                 "select nid, id, type, parent, depth, slot from node where id = ?", (lo,)
             ).fetchone()
             if row is None:
-                raise NotFound(f"no node has id {cast(str, ref)}; check it with `worlddb stats` or a search")
+                raise NotFound(f"no node has id {ref}; check it with `worlddb stats` or a search")
             self.remember(Header(*row))
             if len(self._by_hex) >= 1_000_000:
                 self._by_hex.clear()
-            self._by_hex[cast(str, ref)] = int(row[0])  # past _prefix_bounds, ref is text
+            self._by_hex[ref] = int(row[0])  # past _prefix_bounds, ref is text
             return int(row[0])
         rows = self.conn.execute(
             "select nid, id from node where id between ? and ? limit 2", (lo, hi)
@@ -566,6 +568,32 @@ class Store:
     def aliases(self, nid: int) -> list[str]:
         """Aliases of a node."""
         return [r[0] for r in self.conn.execute("select alias from alias where nid = ? order by alias", (nid,))]
+
+    def current_sources(self, dst: int, edge_types: Iterable[str]) -> list[int]:
+        """Src of current edges of these types entering dst."""
+        types = sorted(edge_types)
+        if not types:
+            return []
+        return [int(r[0]) for r in self.conn.execute(
+            "select src from edge where dst = ? and type in (select value from json_each(?)) "
+            "and invalid_at is null and expired_at is null", (dst, json.dumps(types)))]
+
+    def proposal_pair(self, pid: int) -> tuple[int, int]:
+        """The (a, b) nids of a proposal."""
+        row = self.conn.execute("select a, b from merge_proposal where pid = ?", (pid,)).fetchone()
+        if row is None:
+            raise NotFound(f"no merge proposal {pid}; list them with WorldDB.merge_proposals()")
+        return int(row[0]), int(row[1])
+
+    def rejected_between(self, left: Iterable[int], right: Iterable[int]) -> bool:
+        """True if a rejected proposal pairs a node of ``left`` with a node of ``right``."""
+        row = self.conn.execute(
+            "select 1 from merge_proposal where status = 'rejected' and "
+            "((a in (select value from json_each(?1)) and b in (select value from json_each(?2))) or "
+            "(a in (select value from json_each(?2)) and b in (select value from json_each(?1)))) limit 1",
+            (json.dumps(sorted(left)), json.dumps(sorted(right))),
+        ).fetchone()
+        return row is not None
 
     def record_edge_type(self, name: str) -> None:
         """Note in meta that edges of a custom type exist (verify accepts recorded types)."""

@@ -92,6 +92,11 @@ class SameAs(BaseEdgeType):
             )
         if status is not None:
             return [SkipEdgeRow(f"same_as already {status.value}")]
+        if ctx.reaches("same_as", edge.src.nid, edge.dst.nid):
+            raise EdgeRefused(
+                f"{edge.src.id[:12]} and {edge.dst.id[:12]} are already one identity through accepted merges; "
+                "there is nothing to propose"
+            )
         a, b = sorted((edge.src.nid, edge.dst.nid))
         return [StageMerge(a, b, str(edge.props.get("reason", "same_as requested"))), SkipEdgeRow("pending")]
 
