@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -18,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from . import _sqlite, traverse
+from . import _sqlite, reads, traverse
 from .edges import EdgeRegistry, EdgeType, EndView
 from .embed import Embedder, StaticEmbedder
 from .errors import EmbedderMismatch, InvalidInput, NotCurrent, NotFound
@@ -182,11 +181,7 @@ class WorldDB:
         return embedder, embedder.model_id, int(embedder.dim)
 
     def _meta_value(self, key: str) -> str | None:
-        try:
-            row = self._conn.execute("select value from meta where key = ?", (key,)).fetchone()
-        except Exception:  # no meta table yet (a new file): _sqlite.check decided that
-            return None
-        return None if row is None else str(row[0])
+        return reads.meta_value(self._conn, key)
 
     def _check_meta(self, model_id: str) -> None:
         stored_id, stored_dim = self._meta_value("embedder_id"), self._meta_value("embedder_dim")
@@ -197,10 +192,10 @@ class WorldDB:
             )
 
     def _root_nid(self) -> int:
-        row = self._conn.execute("select nid from node where parent is null").fetchone()
-        if row is None:
+        nid = reads.root_nid(self._conn)
+        if nid is None:
             raise NotFound(f"{self.path} has no root world; run `worlddb verify` on it")
-        return int(row[0])
+        return nid
 
     def close(self) -> None:
         """Close the file (safe to call twice)."""
@@ -506,8 +501,7 @@ class WorldDB:
         """Ids of nodes known by this name or alias (case-insensitive)."""
         self._settle()
         norm = normalise_alias(_text(alias, "alias", required=True) or "")
-        rows = self._conn.execute("select nid from alias where norm = ? order by nid", (norm,))
-        return tuple(self._store.header(int(r[0])).id.hex() for r in rows)
+        return tuple(self._store.header(nid).id.hex() for nid in reads.alias_nids(self._conn, norm))
 
     # ---- reads --------------------------------------------------------------------
 
@@ -534,10 +528,7 @@ class WorldDB:
             nid = self._store.resolve(ref)
             if as_of is not None or known_as_of is not None:
                 valid, belief = self._times(as_of, known_as_of)
-                hit = self._conn.execute(
-                    "select 1 from node_state as s where s.nid = ?3 and " + visible_sql(), (valid, belief, nid)
-                ).fetchone()
-                if hit is None:
+                if not reads.is_visible(self._conn, nid, valid, belief):
                     raise NotFound(f"{ref} was not valid at {valid} as known at {belief}")
             return self._store.to_node(self._store.node_row(nid), self._annotations(True))
 
@@ -570,20 +561,10 @@ class WorldDB:
         membership = sorted(rules.membership)
         with _sqlite.translate():
             start = self._store.resolve(world) if world is not None else self._root
-            predicate = believed_sql() if include_superseded else visible_sql()
-            placeholders = ",".join("?" for _ in membership) or "''"
-            sql = (
-                "with recursive inside(nid) as (select ?3 union "
-                "select n.nid from node as n join inside on n.parent = inside.nid union "
-                f"select e.dst from edge as e join inside on e.src = inside.nid where e.type in ({placeholders}) "
-                f"and {believed_sql('e') if include_superseded else visible_sql('e')}) "
-                "select i.nid from inside as i join node as n on n.nid = i.nid "
-                "join node_state as s on s.nid = i.nid "
-                f"where i.nid != ?3 and n.body is not null and (?{4 + len(membership)} is null "
-                f"or n.type = ?{4 + len(membership)}) and {predicate} order by i.nid limit ?{5 + len(membership)}"
+            nids = reads.descendants(
+                self._conn, start, valid, belief, memberships=membership, node_type=type,
+                include_superseded=include_superseded, limit=_count(limit, "limit", 1_000_000),
             )
-            params: list[Any] = [valid, belief, start, *membership, type, _count(limit, "limit", 1_000_000)]
-            nids = [int(r[0]) for r in self._conn.execute(sql, params)]
             return self._store.load_nodes(nids, rules.annotate)
 
     def neighbours(
@@ -637,15 +618,11 @@ class WorldDB:
         if not query:
             return []
         valid, belief = self._times(as_of, known_as_of)
-        predicate = believed_sql() if include_superseded else visible_sql()
         with _sqlite.translate():
-            rows = self._conn.execute(
-                "select f.rowid, -f.rank from node_fts as f join node_state as s on s.nid = f.rowid "
-                f"where node_fts match ?3 and {predicate} order by f.rank limit ?4",
-                (valid, belief, query, _count(k, "k", 10_000)),
-            ).fetchall()
-            nodes = self._store.load_nodes([_sqlite.as_int(r[0]) for r in rows], self._annotations(include_superseded))
-            return [(node, _sqlite.as_float(r[1])) for node, r in zip(nodes, rows, strict=True)]
+            hits = reads.bm25(self._conn, query, valid, belief, k=_count(k, "k", 10_000),
+                              include_superseded=include_superseded)
+            nodes = self._store.load_nodes([nid for nid, _ in hits], self._annotations(include_superseded))
+            return [(node, score) for node, (_, score) in zip(nodes, hits, strict=True)]
 
     def nearest(
         self,
@@ -663,21 +640,11 @@ class WorldDB:
         else:
             vector = self._reconciler.check_vector(query)
         valid, belief = self._times(None, None)
-        predicate = believed_sql() if include_superseded else visible_sql()
         with _sqlite.translate():
-            rows = self._conn.execute(
-                "select v.rowid, v.distance from node_vec as v where v.embedding match ?3 and k = ?4",
-                (valid, belief, np.asarray(vector, dtype=np.float32).tobytes(), _count(k, "k", 4096)),
-            ).fetchall()
-            visible = {
-                int(r[0]) for r in self._conn.execute(
-                    "select s.nid from node_state as s where s.nid in (select value from json_each(?3)) and "
-                    + predicate, (valid, belief, json.dumps([_sqlite.as_int(r[0]) for r in rows])),
-                )
-            }
-            kept = [(_sqlite.as_int(nid), distance) for nid, distance in rows if _sqlite.as_int(nid) in visible]
-            nodes = self._store.load_nodes([nid for nid, _ in kept], self._annotations(include_superseded))
-            return [(node, 1.0 - _sqlite.as_float(distance)) for node, (_, distance) in zip(nodes, kept, strict=True)]
+            hits = reads.nearest(self._conn, np.asarray(vector, dtype=np.float32).tobytes(), valid, belief,
+                                 k=_count(k, "k", 4096), include_superseded=include_superseded)
+            nodes = self._store.load_nodes([nid for nid, _ in hits], self._annotations(include_superseded))
+            return [(node, 1.0 - distance) for node, (_, distance) in zip(nodes, hits, strict=True)]
 
     # ---- witness ------------------------------------------------------------------
 
@@ -688,23 +655,16 @@ class WorldDB:
             if as_of is None:
                 return self._store.node_row(nid).root.hex()
             when = parse_time(as_of, field="as_of")
-            row = self._conn.execute(
-                "select root from root_log where world = ? and at <= ? order by lid desc limit 1", (nid, when)
-            ).fetchone()
-            if row is None:
+            found = reads.root_at(self._conn, nid, when)
+            if found is None:
                 raise NotFound(f"world {nid} had no members yet at {when}")
-            return bytes(row[0]).hex()
+            return found.hex()
 
     def root_history(self, world: str | None = None) -> list[tuple[str, str, int]]:
         """(committed at, root, member count) for every change of a world's root, oldest first."""
         with _sqlite.translate():
             nid = self._store.resolve(world) if world is not None else self._root
-            return [
-                (at, bytes(root).hex(), int(size))
-                for root, size, at in self._conn.execute(
-                    "select root, size, at from root_log where world = ? order by lid", (nid,)
-                )
-            ]
+            return [(at, root.hex(), size) for at, root, size in reads.root_log(self._conn, nid)]
 
     def verify_root_history(self, world: str | None = None) -> list[Violation]:
         """Recompute every root a world ever committed from the nodes, edges and state log."""
@@ -725,24 +685,15 @@ class WorldDB:
     def stats(self) -> dict[str, Any]:
         """Counts and facts about the store, for people and monitoring."""
         self._settle()
-        def one(sql: str) -> int:
-            return int(_sqlite.one_row(self._conn.execute(sql).fetchone())[0])
-
         with _sqlite.translate():
-            size = Path(self.path).stat().st_size if self.path != ":memory:" and Path(self.path).exists() else 0
+            files = [Path(self.path + suffix) for suffix in ("", "-wal")] if self.path != ":memory:" else []
             return {
                 "path": self.path,
                 "schema_version": _sqlite.user_version(self._conn),
                 "embedder": self._meta_value("embedder_id"),
                 "dim": self.dim,
-                "nodes": one("select count(*) from node"),
-                "current_nodes": one("select count(*) from current_node"),
-                "worlds": one("select count(*) from node_state where size > 0"),
-                "edges": one("select count(*) from edge"),
-                "pending_merges": one("select count(*) from merge_proposal where status = 'pending'"),
-                "open_contradictions": one("select count(*) from open_contradiction"),
-                "root_log": one("select count(*) from root_log"),
-                "file_bytes": size,
+                **reads.counts(self._conn),
+                "file_bytes": sum(f.stat().st_size for f in files if f.exists()),
                 "root": self.root(),
             }
 
