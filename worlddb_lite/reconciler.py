@@ -146,10 +146,7 @@ class Txn:
     def _next_slot(self, world: int) -> int:
         size = self.sizes.get(world)
         if size is None:
-            row = _sqlite.one_row(
-                self.store.conn.execute("select size from node_state where nid = ?", (world,)).fetchone()
-            )
-            size = int(row[0])
+            size = self.store.member_count(world)
         self.sizes[world] = size + 1
         return size
 
@@ -161,10 +158,8 @@ class Txn:
         view = self.views.get(nid)
         if view is None:
             header = self.store.header(nid)  # usually cached: resolving an id fills it
-            row = _sqlite.one_row(self.store.conn.execute(
-                "select valid_at, invalid_at, expired_at, retired from node_state where nid = ?", (nid,)
-            ).fetchone())
-            view = EndView(nid, header.id.hex(), header.type, row[0], row[1], row[2], bool(row[3]))
+            valid_at, invalid_at, expired_at, retired = self.store.validity(nid)
+            view = EndView(nid, header.id.hex(), header.type, valid_at, invalid_at, expired_at, retired)
             self.views[nid] = view
         return view
 
@@ -477,10 +472,7 @@ class Txn:
             cached = self.roots.get(ref)
             if cached is not None:
                 return cached
-            row = _sqlite.one_row(
-                self.store.conn.execute("select root from node_state where nid = ?", (ref,)).fetchone()
-            )
-            return bytes(row[0])
+            return self.store.root_of(ref)
         cached = self.edge_leaves.get(ref)
         if cached is not None:
             return cached

@@ -105,6 +105,10 @@ def node_state_bytes(
     return state_bytes(valid_at, invalid_at, closed_at, created_at, expired_at, int(retired))
 
 
+def _text_or_none(value: object) -> str | None:
+    return None if value is None else str(value)
+
+
 def visible_sql(alias: str = "s") -> str:
     """The bitemporal visibility predicate over ``?1`` (valid time) and ``?2`` (belief time).
 
@@ -248,6 +252,20 @@ class Store:
         if row is None:
             raise NotFound(f"no node with local number {nid}")
         return NodeRow(*row)
+
+    def member_count(self, world: int) -> int:
+        """Member slots used in a world's Merkle tree."""
+        return as_int(one_row(self.conn.execute("select size from node_state where nid = ?", (world,)).fetchone())[0])
+
+    def validity(self, nid: int) -> tuple[str, str | None, str | None, bool]:
+        """(valid_at, invalid_at, expired_at, retired) of a node."""
+        row = one_row(self.conn.execute(
+            "select valid_at, invalid_at, expired_at, retired from node_state where nid = ?", (nid,)).fetchone())
+        return str(row[0]), _text_or_none(row[1]), _text_or_none(row[2]), bool(row[3])
+
+    def root_of(self, nid: int) -> bytes:
+        """A node's current Merkle root."""
+        return as_bytes(one_row(self.conn.execute("select root from node_state where nid = ?", (nid,)).fetchone())[0])
 
     def node_rows(self, where: str, params: Sequence[Any]) -> list[NodeRow]:
         """Node rows matching a fixed WHERE clause written by this package."""
