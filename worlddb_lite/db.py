@@ -21,7 +21,7 @@ from . import _sqlite, reads, traverse
 from .edges import EdgeRegistry, EdgeType, EndView
 from .embed import Embedder, StaticEmbedder
 from .errors import EmbedderMismatch, InvalidInput, NotCurrent, NotFound
-from .reconciler import TYPE_NAME, EdgeResult, EdgeSpec, NodeSpec, Reconciler, Txn, normalise_alias
+from .reconciler import TYPE_NAME, EdgeResult, EdgeSpec, NodeSpec, Reconciler, Transaction, Txn, normalise_alias
 from .store import EdgeRow, NodeRow, Store, believed_sql, visible_sql
 from .temporal import Clock, TimeLike, parse_time, system_clock
 from .types import (
@@ -153,7 +153,7 @@ class WorldDB:
             if new:  # schema, meta and root world in one transaction: an interrupted init leaves no store
                 meta = [("embedder_id", model_id), ("embedder_dim", str(self.dim)), ("created_at", self._clock())]
                 prepare = lambda: _sqlite.install(self._conn, self.dim, meta)  # noqa: E731
-                with _sqlite.translate(), self._reconciler.transaction(prepare=prepare) as txn:
+                with self._reconciler.transaction(prepare=prepare) as txn:
                     txn.add_root()
             self._root = self._root_nid()
         except BaseException:
@@ -209,8 +209,8 @@ class WorldDB:
 
     # ---- transactions -------------------------------------------------------------
 
-    def _txn(self) -> _TranslatedTxn:
-        return _TranslatedTxn(self._reconciler)
+    def _txn(self) -> Transaction:
+        return self._reconciler.transaction()
 
     @contextlib.contextmanager
     def batch(self) -> Iterator[WorldDB]:
@@ -696,25 +696,6 @@ class WorldDB:
                 "file_bytes": sum(f.stat().st_size for f in files if f.exists()),
                 "root": self.root(),
             }
-
-
-class _TranslatedTxn:
-    """A reconciler transaction whose raw SQLite errors come out as WorldDBError."""
-
-    __slots__ = ("inner",)
-
-    def __init__(self, reconciler: Reconciler) -> None:
-        self.inner = reconciler.transaction()
-
-    def __enter__(self) -> Txn:
-        with _sqlite.translate():
-            return self.inner.__enter__()
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
-        with _sqlite.translate():
-            self.inner.__exit__(exc_type, exc, tb)
-        if exc is not None:
-            _sqlite.translate().__exit__(exc_type, exc, tb)
 
 
 def fts_query(text: str) -> str:

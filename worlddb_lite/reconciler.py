@@ -551,17 +551,21 @@ class Reconciler:
         """The transaction in progress on this connection, if any."""
         return self._txn
 
-    def transaction(self, *, prepare: Callable[[], None] | None = None) -> _Transaction:
+    def transaction(self, *, prepare: Callable[[], None] | None = None) -> Transaction:
         """One logical write; nested calls join the outer transaction.
 
         ``prepare`` runs right after BEGIN, before the reconciler's session row (used to create
         the schema of a new store in the same transaction as its root world).
         """
-        return _Transaction(self, prepare)
+        return Transaction(self, prepare)
 
 
-class _Transaction:
-    """Context manager behind ``Reconciler.transaction`` (a class: it is on the hot path)."""
+class Transaction:
+    """Context manager behind ``Reconciler.transaction`` (a class: it is on the hot path).
+
+    It is also the one place where a raw SQLite error raised inside a transaction, by the
+    reconciler or by the caller's code in the ``with`` body, becomes a WorldDBError.
+    """
 
     __slots__ = ("r", "txn", "outer", "prepare", "changes")
 
@@ -576,7 +580,8 @@ class _Transaction:
             assert r._txn is not None
             self.changes = r.conn.total_changes()
             return r._txn
-        _sqlite.with_retry(lambda: r.conn.execute("begin immediate"))
+        with _sqlite.translate():
+            _sqlite.with_retry(lambda: r.conn.execute("begin immediate"))
         self.txn = Txn(r)
         r._txn = self.txn
         try:
@@ -598,14 +603,17 @@ class _Transaction:
             r.store.forget_uncommitted(self.txn.new_nodes)
             r._txn = None
 
-    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
-        if not self.outer:
-            if exc_type is not None and self.r.conn.total_changes() != self.changes:
-                assert self.r._txn is not None
-                self.r._txn.poisoned = True  # it wrote before failing: the batch must not commit
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
+        if exc is not None:
+            if not self.outer:
+                if self.r.conn.total_changes() != self.changes:
+                    assert self.r._txn is not None
+                    self.r._txn.poisoned = True  # it wrote before failing: the batch must not commit
+            else:
+                self._abort()
+            _sqlite.translate().__exit__(exc_type, exc, tb)  # re-raises a raw SQLite error as WorldDBError
             return
-        if exc_type is not None:
-            self._abort()
+        if not self.outer:
             return
         txn, r = self.txn, self.r
         try:
