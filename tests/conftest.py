@@ -16,7 +16,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from worlddb_lite import WorldDB
+from worlddb_lite import EdgeRefused, WorldDB
+from worlddb_lite.edges import BaseEdgeType, EdgeDraft, QueryRules
 from worlddb_lite.temporal import format_time
 
 FAKE_DIM = 32
@@ -61,6 +62,21 @@ class FakeEmbedder:
             else:
                 out[row] /= norm
         return out
+
+
+class Mentors(BaseEdgeType):
+    """A custom edge type whose handler refuses anything but Entity -> Entity, and which pierces containment."""
+
+    name = "mentors"
+
+    def on_insert(self, edge: EdgeDraft, ctx: Any) -> list[Any]:
+        super().on_insert(edge, ctx)
+        if edge.src.type != "Entity" or edge.dst.type != "Entity":
+            raise EdgeRefused("mentors links two entities")
+        return []
+
+    def on_query_rewrite(self, rules: QueryRules) -> QueryRules:
+        return rules.with_(pierce=rules.pierce | {self.name})
 
 
 class OtherFakeEmbedder(FakeEmbedder):

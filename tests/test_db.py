@@ -33,10 +33,10 @@ from worlddb_lite import (
     WorldDBError,
 )
 from worlddb_lite.db import fts_query
-from worlddb_lite.edges import BaseEdgeType, CloseValidity, EdgeDraft, QueryRules
+from worlddb_lite.edges import BaseEdgeType, CloseValidity, EdgeDraft
 from worlddb_lite.store import Store
 
-from .conftest import FakeClock, FakeEmbedder, OtherFakeEmbedder, row_counts, table_digest
+from .conftest import FakeClock, FakeEmbedder, Mentors, OtherFakeEmbedder, row_counts, table_digest
 
 DAY = dt.timedelta(days=1)
 
@@ -548,19 +548,6 @@ def test_a_contradiction_stays_open_while_both_sides_are_valid(db: WorldDB) -> N
 
 
 # ---- custom edge types ----------------------------------------------------------------------
-
-
-class Mentors(BaseEdgeType):
-    name = "mentors"
-
-    def on_insert(self, edge: EdgeDraft, ctx: Any) -> list[Any]:
-        super().on_insert(edge, ctx)
-        if edge.src.type != "Entity" or edge.dst.type != "Entity":
-            raise EdgeRefused("mentors links two entities")
-        return []
-
-    def on_query_rewrite(self, rules: QueryRules) -> QueryRules:
-        return rules.with_(pierce=rules.pierce | {self.name})
 
 
 class Replaces(BaseEdgeType):

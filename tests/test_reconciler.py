@@ -11,7 +11,6 @@ import apsw
 import pytest
 
 from worlddb_lite import WorldDB, _sqlite
-from worlddb_lite.edges import BaseEdgeType, EdgeDraft
 from worlddb_lite.errors import (
     CycleError,
     EdgeRefused,
@@ -26,25 +25,13 @@ from worlddb_lite.errors import (
     WorldDBError,
 )
 
-from .conftest import FakeClock, FakeEmbedder, row_counts, table_digest
+from .conftest import FakeClock, FakeEmbedder, Mentors, row_counts, table_digest
 
 Ids = dict[str, Any]
 
 
-class OnlyEntities(BaseEdgeType):
-    """A custom type whose handler refuses anything but Entity -> Entity."""
-
-    name = "mentors"
-
-    def on_insert(self, edge: EdgeDraft, ctx: Any) -> list[Any]:
-        super().on_insert(edge, ctx)
-        if edge.src.type != "Entity" or edge.dst.type != "Entity":
-            raise EdgeRefused("mentors links two entities")
-        return []
-
-
 def _setup(db: WorldDB) -> Ids:
-    db.register_edge_type(OnlyEntities(), replace=True)
+    db.register_edge_type(Mentors(), replace=True)
     top = db.world("top")
     mid = db.world("mid", parent=top)
     low = db.world("low", parent=mid)
@@ -161,7 +148,7 @@ def test_a_refused_write_leaves_the_store_exactly_as_it_was(db_path: str, clock:
             db.close()
             file_bytes = Path(db_path).read_bytes()
             db = WorldDB(db_path, embedder=FakeEmbedder(), clock=clock)
-            db.register_edge_type(OnlyEntities())
+            db.register_edge_type(Mentors())
         before_root, before_counts, before = db.root(), row_counts(db), table_digest(db)
         with pytest.raises(error) as info:
             action(db, ids)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from .conftest import table_digest
 
 from worlddb_lite import (
     EdgeRefused,
@@ -14,6 +13,8 @@ from worlddb_lite import (
     WorldDB,
     WorldDBError,
 )
+
+from .conftest import table_digest
 
 
 def test_a_duplicate_in_one_link_many_returns_the_first_edge_even_after_a_handler_read_edges(db):
