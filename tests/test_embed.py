@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import json
 import struct
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from worlddb_lite import Embedder, InvalidInput, StaticEmbedder
+from worlddb_lite import Embedder, EmbedderError, InvalidInput, StaticEmbedder, WorldDB
 from worlddb_lite.embed import BUNDLED_MODEL, bundled_model_path
 
-from .conftest import FakeEmbedder
+from .conftest import FakeEmbedder, table_digest
 
 
 def test_the_fake_embedder_fits_the_protocol() -> None:
@@ -50,7 +51,7 @@ def test_another_model_folder_is_named_by_its_folder(tmp_path: Path) -> None:
     folder.mkdir()
     (folder / "model.safetensors").write_bytes(struct.pack("<Q", len(header)) + header + bytes(1920))
     model = StaticEmbedder(folder)
-    assert model.model_id == "model2vec:tiny-model" and model.dim == 48
+    assert model.model_id.startswith("model2vec:tiny-model@") and model.dim == 48
 
 
 def test_the_bundled_model_embeds_unit_vectors() -> None:
@@ -60,3 +61,82 @@ def test_the_bundled_model_embeds_unit_vectors() -> None:
     assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
     assert np.allclose(vectors[0], vectors[1])
     assert float(vectors[0] @ vectors[2]) < 0.9
+
+
+def test_the_bundled_model_loads_offline_and_ranks_a_paraphrase_above_an_unrelated_text(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    a, b, c = StaticEmbedder().embed([
+        "My sister adopted a puppy last week",
+        "Last week my sister got a new dog",
+        "The quarterly tax report is due on Friday",
+    ])
+    assert float(a @ b) > float(a @ c) + 0.2
+
+
+def test_text_outside_the_vocabulary_still_gets_a_stable_non_zero_vector() -> None:
+    model = StaticEmbedder()
+    smile, smile_again, frown, control = model.embed(["🙂", "🙂", "☹", "\u200b\u200b"])
+    assert np.allclose(np.linalg.norm([smile, frown, control], axis=1), 1.0, atol=1e-5)
+    assert np.allclose(smile, smile_again)
+    assert float(smile @ model.embed(["slightly smiling face"])[0]) > 0.99  # named by its Unicode name
+
+
+def test_a_hub_name_that_cannot_be_fetched_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(InvalidInput, match="hub.*give its folder"):
+        StaticEmbedder("minishlab/no-such-model-here")
+
+
+def test_a_path_that_is_neither_a_folder_nor_a_hub_name_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(InvalidInput, match="no model2vec model"):
+        StaticEmbedder(str(tmp_path / "missing" / "deeper" / "model"))
+
+
+class _Faulty:
+    """An embedder that returns whatever a test tells it to."""
+
+    model_id = "faulty"
+    dim = 32
+
+    def __init__(self, make: Callable[[int], object]) -> None:
+        self.make = make
+
+    def embed(self, texts: Sequence[str]) -> object:
+        return self.make(len(texts))
+
+
+@pytest.mark.parametrize(("make", "message"), [
+    (lambda n: np.ones((n, 16), dtype=np.float32), "shape"),
+    (lambda n: np.ones((n + 1, 32), dtype=np.float32), "shape"),
+    (lambda n: np.full((n, 32), np.nan, dtype=np.float32), "NaN"),
+    (lambda n: np.zeros((n, 32), dtype=np.float32), "zero vector"),
+    (lambda n: [["x"] * 32] * n, "not a matrix of numbers"),
+])
+def test_a_faulty_embedder_fails_the_write_and_leaves_the_store_unchanged(
+        tmp_path: Path, make: Callable[[int], object], message: str) -> None:
+    path = tmp_path / "faulty.db"
+    WorldDB(path, embedder=FakeEmbedder()).close()
+    faulty = _Faulty(make)
+    faulty.model_id = FakeEmbedder.model_id  # same id as the store: only the output is wrong
+    db = WorldDB(path, embedder=faulty)  # type: ignore[arg-type]
+    try:
+        before = table_digest(db)
+        with pytest.raises(EmbedderError, match=message):
+            db.write_many([{"text": "one memory"}, {"text": "another"}])
+        assert table_digest(db) == before
+    finally:
+        db.close()
+
+
+def test_a_caller_vector_is_stored_unit_length_and_a_zero_vector_is_refused(tmp_path: Path) -> None:
+    db = WorldDB(tmp_path / "ext.db", embedder=None, dim=4)
+    try:
+        node = db.write("given", scope="s", vector=[3, 0, 4, 0])
+        stored = db._conn.execute("select embedding from node_vec where rowid = "
+                                  "(select nid from node where id = ?)", (bytes.fromhex(node),)).fetchone()[0]
+        assert np.allclose(np.frombuffer(stored, dtype=np.float32), [0.6, 0, 0.8, 0])
+        with pytest.raises(InvalidInput, match="zero vector"):
+            db.write("nothing", scope="s", vector=[0, 0, 0, 0])
+    finally:
+        db.close()

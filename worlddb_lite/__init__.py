@@ -10,6 +10,7 @@ from .errors import (
     AmbiguousId,
     CycleError,
     EdgeRefused,
+    EmbedderError,
     EmbedderMismatch,
     IntegrityViolation,
     InvalidId,
@@ -32,7 +33,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AmbiguousId", "BaseEdgeType", "CycleError", "Direction", "Edge", "EdgeRefused", "EdgeType",
-    "Embedder", "EmbedderMismatch", "Identity", "IntegrityViolation", "InvalidId", "InvalidInput",
+    "Embedder", "EmbedderError", "EmbedderMismatch", "Identity", "IntegrityViolation", "InvalidId", "InvalidInput",
     "InvalidTime", "MergeError", "MergeProposal", "MergeStatus", "Node", "NotAStore", "NotCurrent",
     "NotFound", "SchemaTooNew", "StaticEmbedder", "StoreBusy", "StoreError", "Subgraph", "UnknownEdgeType",
     "ValidityError", "VerifyReport", "WorldDB", "WorldDBError", "__version__",

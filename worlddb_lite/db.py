@@ -19,7 +19,7 @@ import numpy as np
 
 from . import _sqlite, reads, traverse
 from .edges import EdgeRegistry, EdgeType, EndView
-from .embed import Embedder, StaticEmbedder
+from .embed import Embedder, StaticEmbedder, embed_checked
 from .errors import EmbedderMismatch, InvalidInput, NotCurrent, NotFound
 from .reconciler import TYPE_NAME, EdgeResult, EdgeSpec, NodeSpec, Reconciler, Transaction, Txn, normalise_alias
 from .store import EdgeRow, NodeRow, Store, believed_sql, visible_sql
@@ -38,6 +38,7 @@ from .types import (
 
 DEFAULT_SCOPE = "default"
 EXTERNAL_VECTORS = "external"
+COMPOSE_KINDS = ("attention", "mean")  # v2 (default) and v1 composed world embeddings
 _DEFAULT = object()
 
 
@@ -123,6 +124,8 @@ class WorldDB:
     ``embedder``: leave it out for the bundled static model; pass an ``Embedder`` to use
     another; pass ``None`` for a store whose vectors the caller supplies (``dim`` sets
     their size). The store records the choice and refuses to open with another one.
+    ``compose``: how a world's embedding pools its children's, fixed when the store is
+    created: ``"attention"`` (v2, steered by the world's own text) or ``"mean"`` (v1).
     """
 
     def __init__(
@@ -131,11 +134,14 @@ class WorldDB:
         *,
         embedder: Embedder | None | object = _DEFAULT,
         dim: int = 256,
+        compose: str = "attention",
         clock: Clock | None = None,
         create: bool = True,
     ) -> None:
         if isinstance(dim, bool) or not isinstance(dim, int) or not 1 <= dim <= 8192:
             raise InvalidInput(f"dim must be a whole number from 1 to 8192, got {dim!r}")
+        if compose not in COMPOSE_KINDS:
+            raise InvalidInput(f"compose must be one of {', '.join(COMPOSE_KINDS)}, got {compose!r}")
         self.path = str(path)
         self._clock = clock or system_clock
         self._conn = _sqlite.connect(self.path, create=create)
@@ -144,14 +150,17 @@ class WorldDB:
             self._embedder, model_id, self.dim = self._choose_embedder(embedder, dim)
             if not new:
                 self._check_meta(model_id)
+                compose = self._meta_value("compose") or compose
+            self.compose = compose
             _sqlite.configure(self._conn, self.path)
             self._store = Store(self._conn)
             self._registry = EdgeRegistry()
             self._reconciler = Reconciler(
-                self._conn, self._store, self._registry, self._clock, self._embedder, self.dim
+                self._conn, self._store, self._registry, self._clock, self._embedder, self.dim, compose
             )
             if new:  # schema, meta and root world in one transaction: an interrupted init leaves no store
-                meta = [("embedder_id", model_id), ("embedder_dim", str(self.dim)), ("created_at", self._clock())]
+                meta = [("embedder_id", model_id), ("embedder_dim", str(self.dim)), ("compose", compose),
+                        ("created_at", self._clock())]
                 prepare = lambda: _sqlite.install(self._conn, self.dim, meta)  # noqa: E731
                 with self._reconciler.transaction(prepare=prepare) as txn:
                     txn.add_root()
@@ -636,7 +645,7 @@ class WorldDB:
         if isinstance(query, str):
             if self._embedder is None:
                 raise InvalidInput("this store has no embedder; pass a vector instead of text")
-            vector = self._embedder.embed([_text(query, "query", required=True) or ""])[0]
+            vector = embed_checked(self._embedder, [_text(query, "query", required=True) or ""], self.dim)[0]
         else:
             vector = self._reconciler.check_vector(query)
         valid, belief = self._times(None, None)
@@ -674,13 +683,17 @@ class WorldDB:
             nid = self._store.resolve(world) if world is not None else self._root
             return root_history_divergences(self._conn, nid)
 
-    def verify(self, *, progress: Callable[[str], None] | None = None) -> VerifyReport:
-        """Recompute every hash and root and check every invariant of DESIGN.md."""
+    def verify(self, *, deep: bool = False, progress: Callable[[str], None] | None = None) -> VerifyReport:
+        """Recompute every hash and root and check every invariant of DESIGN.md.
+
+        ``deep`` also recomposes every world's embedding from its members' vectors.
+        """
         self._settle()
         from .verify import verify_store
 
         with _sqlite.translate():
-            return verify_store(self._conn, self._store, self._registry, self._embedder is not None, progress)
+            return verify_store(self._conn, self._store, self._registry, self._embedder is not None, progress,
+                                deep=deep)
 
     def stats(self) -> dict[str, Any]:
         """Counts and facts about the store, for people and monitoring."""

@@ -1,24 +1,29 @@
-"""Embedders: a protocol, and the static model2vec model that ships in the package.
+"""Embedders: a protocol, the bundled static model, and the checks on every embedder's output.
 
 The bundled model is all-MiniLM-L6-v2 distilled to a 256-d static model (see
 ``models/minilm-l6-static-256/README.md`` for provenance, licence and rebuild).
-It needs no torch and no network. Any other model2vec model can be named by path.
+It needs no torch and no network. Any other model2vec model can be named by folder,
+or by hub name (``org/name``) where a hub is reachable.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import struct
+import unicodedata
 from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+import blake3
 import numpy as np
 
-from .errors import InvalidInput
+from .errors import EmbedderError, InvalidInput
 
 BUNDLED_MODEL = "minilm-l6-static-256"
+_HUB_NAME = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
 
 @runtime_checkable
@@ -38,34 +43,131 @@ def bundled_model_path() -> Path:
     return Path(str(resources.files("worlddb_lite").joinpath("models", BUNDLED_MODEL)))
 
 
-class StaticEmbedder:
-    """A model2vec static model in a folder (the bundled one by default).
+def embed_checked(embedder: Embedder, texts: Sequence[str], dim: int) -> np.ndarray:
+    """Embed and check the result, so a faulty embedder fails before anything is written.
 
-    The weights load on the first ``embed`` call, so commands that only read pay nothing;
-    the dimension comes from the safetensors header.
+    Returns (n, dim) float32 unit rows; raises ``EmbedderError`` naming what was wrong.
+    """
+    name = getattr(embedder, "model_id", type(embedder).__name__)
+    try:
+        raw = embedder.embed(list(texts))
+        vectors = np.asarray(raw, dtype=np.float32)
+    except (TypeError, ValueError) as exc:
+        raise EmbedderError(f"embedder {name!r} returned something that is not a matrix of numbers ({exc})") from None
+    if vectors.ndim != 2 or vectors.shape != (len(texts), dim):
+        raise EmbedderError(
+            f"embedder {name!r} returned shape {vectors.shape} for {len(texts)} texts; "
+            f"this store holds {dim}-dimensional vectors, one row per text"
+        )
+    norms = np.linalg.norm(vectors, axis=1)
+    if not np.all(np.isfinite(norms)):
+        row = int(np.flatnonzero(~np.isfinite(norms))[0])
+        raise EmbedderError(f"embedder {name!r} returned NaN or infinite values for {_clip(texts[row])!r}")
+    if np.any(norms == 0):
+        row = int(np.flatnonzero(norms == 0)[0])
+        raise EmbedderError(f"embedder {name!r} returned a zero vector for {_clip(texts[row])!r}")
+    unit: np.ndarray = vectors / norms[:, None]
+    return unit
+
+
+def _clip(text: str, width: int = 60) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+class StaticEmbedder:
+    """A model2vec static model: the bundled one, a folder, or a hub name.
+
+    Folder models load on the first ``embed`` call, so commands that only read pay
+    nothing; their dimension comes from the safetensors header and their id carries a
+    digest of the weights, so a changed model at the same path is noticed on open.
     """
 
-    def __init__(self, path: str | Path | None = None) -> None:
-        self.folder = Path(path) if path is not None else bundled_model_path()
+    def __init__(self, model: str | Path | None = None) -> None:
+        self._model: Any = None
+        if model is None:
+            self.folder: Path | None = bundled_model_path()
+            self.model_id = BUNDLED_MODEL
+        elif Path(model).is_dir():
+            self.folder = Path(model)
+        elif isinstance(model, str) and _HUB_NAME.match(model) and not Path(model).exists():
+            self.folder = None
+            self._model = _from_hub(model)
+            self.model_id = f"model2vec:{model}"
+            self.dim = int(self._model.dim)
+            return
+        else:
+            raise InvalidInput(
+                f"no model2vec model at {model}; give the folder of a model2vec model "
+                "(config.json, model.safetensors, tokenizer.json) or a hub name like org/name"
+            )
         weights = self.folder / "model.safetensors"
         if not weights.is_file():
             raise InvalidInput(
                 f"no model2vec model at {self.folder}; give the folder of a model2vec model "
                 "(config.json, model.safetensors, tokenizer.json)"
             )
-        self.model_id = BUNDLED_MODEL if path is None else f"model2vec:{self.folder.name}"
         self.dim = _embedding_dim(weights)
-        self._model: Any = None
+        if model is not None:
+            self.model_id = f"model2vec:{self.folder.resolve().name}@{_digest(weights)}"
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """Embed texts into unit-length float32 rows."""
+        """Embed texts into unit-length float32 rows (never a zero row: see ``_fallback``)."""
         if self._model is None:
-            from model2vec import StaticModel  # deferred: importing and loading take ~0.5 s
+            self._model = _load_folder(self.folder)
+        texts = list(texts)
+        vectors = np.asarray(self._model.encode(texts), dtype=np.float32)
+        norms = np.linalg.norm(vectors, axis=1)
+        for row in np.flatnonzero(norms == 0):
+            vectors[row] = self._fallback(texts[row])
+            norms[row] = np.linalg.norm(vectors[row])
+        unit: np.ndarray = vectors / norms[:, None]
+        return unit
 
-            self._model = StaticModel.from_pretrained(str(self.folder))
-        vectors = np.asarray(self._model.encode(list(texts)), dtype=np.float32)
-        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-        return vectors / np.where(norms == 0, 1.0, norms)
+    def _fallback(self, text: str) -> np.ndarray:
+        """A vector for text the vocabulary cannot see (emoji, rare scripts).
+
+        First the Unicode names of its characters ("🙂" -> "slightly smiling face"), which
+        keeps meaning; failing that a fixed pseudo-random direction derived from the text,
+        so equal texts still meet and the store never holds a zero vector.
+        """
+        names = " ".join(unicodedata.name(ch, "").lower() for ch in text if not ch.isspace())
+        if names.strip():
+            vector = np.asarray(self._model.encode([names]), dtype=np.float32)[0]
+            if np.linalg.norm(vector) > 0:
+                return np.asarray(vector, dtype=np.float32)
+        seed = int.from_bytes(blake3.blake3(text.encode("utf-8")).digest()[:8], "little")
+        fallback: np.ndarray = np.random.default_rng(seed).standard_normal(self.dim).astype(np.float32)
+        return fallback
+
+
+def _load_folder(folder: Path | None) -> Any:
+    from model2vec import StaticModel  # deferred: importing and loading take ~0.5 s
+
+    try:
+        return StaticModel.from_pretrained(str(folder))
+    except Exception as exc:  # model2vec raises a variety of errors for a damaged folder
+        raise InvalidInput(f"cannot load the model2vec model at {folder}: {exc}") from None
+
+
+def _from_hub(name: str) -> Any:
+    from model2vec import StaticModel
+
+    try:
+        return StaticModel.from_pretrained(name)
+    except Exception as exc:  # offline hubs fail with several error types
+        raise InvalidInput(
+            f"cannot load model2vec model {name!r} from the Hugging Face hub ({type(exc).__name__}); "
+            "if this machine is offline, download it elsewhere and give its folder instead"
+        ) from None
+
+
+def _digest(weights: Path) -> str:
+    """Twelve hex digits of blake3 over the weights file (~5 ms for the bundled 15 MB)."""
+    hasher = blake3.blake3()
+    with weights.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            hasher.update(block)
+    return hasher.hexdigest()[:12]
 
 
 def _embedding_dim(weights: Path) -> int:

@@ -73,6 +73,10 @@ class EmbedderMismatch(WorldDBError, RuntimeError):
     """The store was embedded with another model than the one configured."""
 
 
+class EmbedderError(WorldDBError, RuntimeError):
+    """The embedder returned unusable vectors (wrong shape, NaN, zero) or could not run."""
+
+
 class StoreBusy(WorldDBError, TimeoutError):
     """Another process held the write lock for longer than the retry budget."""
 

@@ -21,6 +21,7 @@ import apsw
 import numpy as np
 
 from . import _sqlite, traverse
+from .composition import Composer
 from .edges import (
     DEFAULT_EDGE_TYPES,
     CloseValidity,
@@ -31,7 +32,7 @@ from .edges import (
     SkipEdgeRow,
     StageMerge,
 )
-from .embed import Embedder
+from .embed import Embedder, embed_checked
 from .errors import InvalidInput, MergeError, NotCurrent, WorldDBError
 from .hashing import (
     EMPTY_TREE,
@@ -272,7 +273,7 @@ class Txn:
         vectors: list[Any] = [item[0].vector if item[5] else None for item in plan]
         missing = [i for i, item in enumerate(plan) if item[5] and item[0].vector is None]
         if missing and self.r.embedder is not None:
-            embedded = self.r.embedder.embed([plan[i][5] for i in missing])
+            embedded = embed_checked(self.r.embedder, [plan[i][5] for i in missing], self.r.dim)
             for i, vector in zip(missing, embedded, strict=True):
                 vectors[i] = vector
         return [None if v is None else self.r.check_vector(v) for v in vectors]
@@ -414,7 +415,7 @@ class Txn:
             self.pending_edges = []
         if indexes:
             self.store.index_texts(self.pending_text)
-            self.store.index_vectors(self.pending_vectors)
+            self.r.composer.commit(self.pending_vectors)
             self.pending_text, self.pending_vectors = [], []
 
     def close_edge(self, eid: int, at: str | None = None) -> None:
@@ -522,6 +523,7 @@ class Reconciler:
         clock: Clock,
         embedder: Embedder | None,
         dim: int,
+        compose: str = "attention",
     ) -> None:
         self.conn = conn
         self.store = store
@@ -529,6 +531,7 @@ class Reconciler:
         self.clock = clock
         self.embedder = embedder
         self.dim = dim
+        self.composer = Composer(store, compose, dim)
         self._txn: Txn | None = None
 
     def check_vector(self, vector: Any) -> np.ndarray:
@@ -542,9 +545,12 @@ class Reconciler:
                 f"vector has {array.shape[0]} dimensions but this store holds {self.dim}; "
                 "embed with the store's model"
             )
-        if not np.isfinite(array.dot(array)):  # one BLAS call; NaN or inf anywhere propagates
+        square = float(array.dot(array))  # one BLAS call; NaN or inf anywhere propagates
+        if not np.isfinite(square):
             raise InvalidInput("a vector must hold finite numbers only")
-        return array
+        if square == 0.0:
+            raise InvalidInput("a zero vector has no direction to compare by cosine; give a non-zero vector")
+        return array / np.float32(np.sqrt(square))
 
     @property
     def active(self) -> Txn | None:

@@ -339,6 +339,17 @@ join node as b on b.nid = e.dst
 where e.expired_at is null
   and (e.invalid_at is null or e.invalid_at > strftime('%Y-%m-%dT%H:%M:%fZ', 'now'));
 
+-- Composed world embeddings (derived, rebuilt by `worlddb reembed`). A world's effective
+-- embedding, the one node_vec holds, pools its children's effective embeddings around its own
+-- content embedding, the stable anchor kept here. `acc` is the running weighted sum (float64)
+-- so a change below a world updates it in O(1) instead of re-reading every child.
+create table world_vec (
+  nid integer primary key references node (nid),
+  anchor blob,  -- float32 content embedding of the world's own text; null for a world without text
+  acc blob not null,  -- float64 sum of weight * vector over the anchor and the children
+  members integer not null check (members >= 0)  -- children pooled
+) strict;
+
 -- Full-text index over each node's name and content (rowid = node.nid).
 create virtual table node_fts using fts5(name, content, tokenize = 'unicode61 remove_diacritics 2');
 

@@ -450,6 +450,42 @@ class Store:
             ((nid, np.ascontiguousarray(v, dtype=np.float32).tobytes()) for nid, v in rows),
         )
 
+    def replace_vectors(self, rows: Iterable[tuple[int, np.ndarray]]) -> None:
+        """Overwrite (nid, embedding) rows: worlds whose composed embedding moved."""
+        self.conn.executemany(
+            "update node_vec set embedding = ? where rowid = ?",
+            ((np.ascontiguousarray(v, dtype=np.float32).tobytes(), nid) for nid, v in rows),
+        )
+
+    def vectors_of(self, nids: Iterable[int]) -> dict[int, np.ndarray]:
+        """The indexed vectors of some nodes (point lookups; nodes without one are left out)."""
+        found: dict[int, np.ndarray] = {}
+        for nid in nids:
+            for (blob,) in self.conn.execute("select embedding from node_vec where rowid = ?", (nid,)):
+                found[nid] = np.frombuffer(as_bytes(blob), dtype=np.float32).copy()
+        return found
+
+    def world_pools(self, nids: Iterable[int]) -> dict[int, tuple[np.ndarray | None, np.ndarray, int]]:
+        """Each composed world's (anchor, running sum, members pooled)."""
+        found: dict[int, tuple[np.ndarray | None, np.ndarray, int]] = {}
+        for nid in nids:
+            for anchor, acc, members in self.conn.execute(
+                    "select anchor, acc, members from world_vec where nid = ?", (nid,)):
+                found[nid] = (
+                    None if anchor is None else np.frombuffer(as_bytes(anchor), dtype=np.float32).copy(),
+                    np.frombuffer(as_bytes(acc), dtype=np.float64).copy(),
+                    as_int(members),
+                )
+        return found
+
+    def save_world_pools(self, rows: Iterable[tuple[int, np.ndarray | None, np.ndarray, int]]) -> None:
+        """Write worlds' (anchor, running sum, members) after a recomposition."""
+        self.conn.executemany(
+            "insert or replace into world_vec (nid, anchor, acc, members) values (?, ?, ?, ?)",
+            ((nid, None if anchor is None else np.ascontiguousarray(anchor, dtype=np.float32).tobytes(),
+              np.ascontiguousarray(acc, dtype=np.float64).tobytes(), members) for nid, anchor, acc, members in rows),
+        )
+
     def close_node(self, nid: int, *, invalid_at: str | None, closed_at: str | None,
                    expired_at: str | None, retired: int, at: str) -> None:
         """Write a tightened projection (the triggers refuse anything else) and log it."""

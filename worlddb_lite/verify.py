@@ -12,8 +12,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import apsw
+import numpy as np
 
 from ._sqlite import one_row
+from .composition import compose_from_scratch
 from .edges import EdgeRegistry
 from .errors import NotFound
 from .hashing import EMPTY_TREE, edge_body, edge_id, edge_leaf, node_id, state_bytes, world_root
@@ -35,8 +37,13 @@ def verify_store(
     registry: EdgeRegistry,
     embeds_every_text: bool,
     progress: Callable[[str], None] | None = None,
+    *,
+    deep: bool = False,
 ) -> VerifyReport:
-    """Check the whole store; return what was checked and every violation."""
+    """Check the whole store; return what was checked and every violation.
+
+    ``deep`` also recomposes every world's embedding from its children's vectors.
+    """
     say = progress or (lambda _msg: None)
     out: list[Violation] = []
 
@@ -96,23 +103,64 @@ def verify_store(
     say("indexes")
     texts = {nid for nid, r in nodes.items() if r.body is not None and _has_text(r)}
     fts = {int(r[0]) for r in conn.execute("select rowid from node_fts")}
-    vec = {int(r[0]) for r in conn.execute("select rowid from node_vec")}
     for nid in sorted(texts - fts)[:20]:
         bad("7-indexes", f"node {nodes[nid].id.hex()[:16]} has text but no full-text row")
     for nid in sorted(fts - texts)[:20]:
         bad("7-indexes", f"full-text row {nid} belongs to no node with text")
-    stray_vec = vec - texts
-    for nid in sorted(stray_vec)[:20]:
-        bad("7-indexes", f"vector row {nid} belongs to no node with text")
-    if embeds_every_text:
-        for nid in sorted(texts - vec)[:20]:
-            bad("7-indexes", f"node {nodes[nid].id.hex()[:16]} has text but no vector")
+    vec = _check_vectors(conn, store, nodes, texts, embeds_every_text, deep, bad)
 
     return VerifyReport(
         checked={"nodes": len(nodes), "edges": len(edges), "worlds": checked_worlds,
                  "fts_rows": len(fts), "vector_rows": len(vec)},
         violations=tuple(out),
     )
+
+
+def _check_vectors(conn: apsw.Connection, store: Store, nodes: dict[int, NodeRow], texts: set[int],
+                   embeds_every_text: bool, deep: bool, bad: Callable[[str, str], None]) -> set[int]:
+    """Vector rows are exactly: nodes with text (when the store embeds), and every world above one."""
+    vec = {int(r[0]) for r in conn.execute("select rowid from node_vec")}
+    leaves = set(texts) if embeds_every_text else texts & vec
+    above: set[int] = set()
+    for nid in leaves:
+        parent = nodes[nid].parent
+        while parent is not None and parent not in above:
+            above.add(parent)
+            parent = nodes[parent].parent
+    expected = leaves | above
+    for nid in sorted(expected - vec)[:20]:
+        what = "has text" if nid in texts else "holds members with vectors"
+        bad("7-indexes", f"node {nodes[nid].id.hex()[:16]} {what} but no vector")
+    for nid in sorted(vec - expected)[:20]:
+        bad("7-indexes", f"vector row {nid} belongs to no node with text or with vector members")
+    members: dict[int, list[int]] = defaultdict(list)
+    for nid in vec & expected:
+        parent = nodes[nid].parent
+        if parent is not None:
+            members[parent].append(nid)
+    pools = store.world_pools(members)
+    for world in sorted(set(members) - set(pools))[:20]:
+        bad("7-indexes", f"world {nodes[world].id.hex()[:16]} has vector members but no composition row")
+    for world, (_, _, count) in pools.items():
+        if count != len(members[world]):
+            bad("7-indexes", f"world {nodes[world].id.hex()[:16]} pools {count} members but has {len(members[world])}")
+    if deep:
+        _check_compositions(conn, store, members, pools, nodes, bad)
+    return vec
+
+
+def _check_compositions(conn: apsw.Connection, store: Store, members: dict[int, list[int]],
+                        pools: dict[int, tuple[np.ndarray | None, np.ndarray, int]],
+                        nodes: dict[int, NodeRow], bad: Callable[[str, str], None]) -> None:
+    """Recompose every world from its children's stored vectors and compare with its indexed one."""
+    kind = one_row(conn.execute("select value from meta where key = 'compose'").fetchone())[0]
+    for world, (anchor, _, _) in pools.items():
+        children = store.vectors_of(members[world])
+        matrix = np.stack([children[c] for c in sorted(children)])
+        expected = compose_from_scratch(str(kind), anchor, matrix)
+        stored = store.vectors_of([world]).get(world)
+        if stored is None or float(expected @ stored) < 1 - 1e-4:
+            bad("7-indexes", f"world {nodes[world].id.hex()[:16]}'s composed vector does not match its members")
 
 
 def _has_text(row: NodeRow) -> bool:

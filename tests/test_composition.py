@@ -1,0 +1,111 @@
+"""composition.py: composed world embeddings kept incrementally at commit (content/effective split)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from worlddb_lite import InvalidInput, WorldDB
+from worlddb_lite.composition import compose_from_scratch, pool_weights
+
+from .conftest import FakeClock, FakeEmbedder
+
+
+def _nid(db: WorldDB, node_id: str) -> int:
+    return int(db._conn.execute("select nid from node where id = ?", (bytes.fromhex(node_id),)).fetchone()[0])
+
+
+def _vector(db: WorldDB, node_id: str) -> np.ndarray:
+    blob = db._conn.execute("select embedding from node_vec where rowid = ?", (_nid(db, node_id),)).fetchone()[0]
+    return np.frombuffer(blob, dtype=np.float32)
+
+
+def _chain(db: WorldDB) -> list[str]:
+    """Scope > Topic world > Session world > leaf: returns [scope, topic, session, leaf] ids."""
+    topic = db.write("travel plans", scope="alice", type="Topic")
+    session = db.write("session about Porto", world=topic, type="Session")
+    leaf = db.write("I booked a flight to Porto", world=session)
+    scope = db.read(topic).parent
+    assert scope is not None
+    return [scope, topic, session, leaf]
+
+
+def test_a_write_recomposes_exactly_the_ancestors_of_the_new_leaf(db: WorldDB) -> None:
+    scope, topic, session, _ = _chain(db)
+    db.write("unrelated", scope="bob")
+    db.write("the hotel is near the river", world=session)
+    recomposed = db._reconciler.composer.last_recomposed
+    assert recomposed == [_nid(db, session), _nid(db, topic), _nid(db, scope), db._root]
+
+
+def test_the_effective_vector_is_the_pool_of_the_children_and_the_content_stays_the_anchor(db: WorldDB) -> None:
+    _, topic, session, leaf = _chain(db)
+    second = db.write("the hotel is near the river", world=session)
+    embedder = FakeEmbedder()
+    content = embedder.embed(["session about Porto"])[0]
+    children = np.stack([_vector(db, leaf), _vector(db, second)])
+    assert np.allclose(_vector(db, session), compose_from_scratch("attention", content, children), atol=1e-6)
+    anchor = db._conn.execute("select anchor from world_vec where nid = ?", (_nid(db, session),)).fetchone()[0]
+    assert np.allclose(np.frombuffer(anchor, dtype=np.float32), content)  # the content anchor is untouched
+    assert not np.allclose(_vector(db, session), content)  # the index holds the effective vector
+
+
+def test_attention_weights_follow_the_anchor_and_mean_weights_are_equal() -> None:
+    anchor = np.array([1.0, 0.0], dtype=np.float32)
+    children = np.array([[1.0, 0.0], [0.0, 1.0]], dtype=np.float32)
+    attention = pool_weights("attention", anchor, children)
+    assert attention[0] == 1.0 and attention[1] < 0.5
+    assert list(pool_weights("mean", anchor, children)) == [1.0, 1.0]
+    assert list(pool_weights("attention", None, children)) == [1.0, 1.0]  # no text, no query: a mean
+
+
+def test_incremental_sums_stay_equal_to_a_fresh_composition_after_many_writes(tmp_path: Path) -> None:
+    db = WorldDB(tmp_path / "many.db", embedder=FakeEmbedder(), clock=FakeClock())
+    try:
+        session = db.write("a long session", scope="s", type="Session")
+        for i in range(60):
+            db.write(f"turn number {i} about topic {i % 7}", world=session)
+        db.write_many([{"text": f"batch turn {i}", "world": session} for i in range(40)])
+        report = db.verify(deep=True)
+        assert report.ok, report.violations
+    finally:
+        db.close()
+
+
+def test_deep_verify_notices_a_world_vector_that_no_longer_matches_its_members(db: WorldDB) -> None:
+    _, topic, _, _ = _chain(db)
+    assert db.verify(deep=True).ok
+    db._conn.execute("update node_vec set embedding = ? where rowid = ?",
+                     (np.eye(32, dtype=np.float32)[0].tobytes(), _nid(db, topic)))
+    assert db.verify().ok  # the shallow check counts rows only
+    report = db.verify(deep=True)
+    assert {v.invariant for v in report.violations} == {"7-indexes"}
+    named = {v.detail[6:22] for v in report.violations}
+    assert topic[:16] in named  # the tampered world; its scope, pooled from it, disagrees too
+    assert all("composed vector" in v.detail for v in report.violations)
+
+
+def test_verify_notices_a_lost_composition_row(db: WorldDB) -> None:
+    _, topic, _, _ = _chain(db)
+    db._conn.execute("delete from world_vec where nid = ?", (_nid(db, topic),))
+    report = db.verify()
+    assert any("no composition row" in v.detail for v in report.violations)
+
+
+def test_the_composition_kind_is_fixed_when_the_store_is_created(tmp_path: Path) -> None:
+    path = tmp_path / "mean.db"
+    WorldDB(path, embedder=FakeEmbedder(), compose="mean").close()
+    db = WorldDB(path, embedder=FakeEmbedder())  # the default asks for attention; the store says mean
+    try:
+        assert db.compose == "mean"
+        session = db.write("a session", scope="s", type="Session")
+        a = db.write("first", world=session)
+        b = db.write("second", world=session)
+        expected = compose_from_scratch("mean", None, np.stack([_vector(db, a), _vector(db, b)]))
+        assert np.allclose(_vector(db, session), expected, atol=1e-6)
+    finally:
+        db.close()
+    with pytest.raises(InvalidInput, match="attention, mean"):
+        WorldDB(tmp_path / "bad.db", embedder=FakeEmbedder(), compose="max")

@@ -1,0 +1,117 @@
+"""Composed world embeddings, kept incrementally at commit.
+
+Every world's *effective* embedding (the one the vector index holds) pools its children's
+effective embeddings; the world's *content* embedding (its own text) is the stable anchor the
+pool is steered by. The pool is ``compose.compose`` (v1 mean, v2 attention with the anchor as
+query) written as a normalised weighted sum: softmax's denominator and the final L2
+normalisation cancel, so each child's weight ``exp(scale * (cos(anchor, child) - 1))`` depends
+on that child alone. The unnormalised sum is stored per world, so a change below a world
+costs O(1) there, and a commit recomposes exactly the ancestors of what it changed:
+O(depth), never O(world size). A world without text has no anchor and mean-pools.
+
+Children only ever join a world (membership is permanent; history stays in the pool), so a
+delta is either a new child vector or a child's effective vector replaced by a new one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .compose import default_scale
+
+if TYPE_CHECKING:
+    from .store import Store
+
+Delta = tuple[np.ndarray | None, np.ndarray]  # (old vector or None, new vector)
+
+
+class Composer:
+    """Writes leaf vectors and recomposes their ancestors, inside the caller's transaction."""
+
+    def __init__(self, store: Store, kind: str, dim: int) -> None:
+        self.store = store
+        self.kind = kind
+        self.dim = dim
+        self.last_recomposed: list[int] = []  # worlds the last commit recomposed (for tests and stats)
+
+    def commit(self, new_vectors: Sequence[tuple[int, np.ndarray]]) -> None:
+        """Index new nodes' vectors and bring every affected world's effective vector up to date."""
+        inserts: dict[int, np.ndarray] = {}
+        deltas: dict[int, list[Delta]] = {}
+        levels: dict[int, set[int]] = {}
+        for nid, vector in new_vectors:
+            inserts[nid] = vector
+            self._push(nid, None, vector, deltas, levels)
+        updates: dict[int, np.ndarray] = {}
+        recomposed: list[int] = []
+        while levels:
+            depth = max(levels)
+            worlds = sorted(levels.pop(depth))
+            stored = self.store.vectors_of([w for w in worlds if w not in inserts])
+            pools = self.store.world_pools(worlds)
+            saved: list[tuple[int, np.ndarray | None, np.ndarray, int]] = []
+            for world in worlds:
+                old = inserts.get(world, stored.get(world))
+                if world in pools:
+                    anchor, acc, members = pools[world]
+                else:  # a leaf (or a textless world) gets its first child: its vector so far is its content
+                    anchor, acc, members = old, np.zeros(self.dim, dtype=np.float64), 0
+                changes = deltas.pop(world)
+                for before, after in changes:
+                    acc += self._weighted(anchor, after)
+                    if before is None:
+                        members += 1
+                    else:
+                        acc -= self._weighted(anchor, before)
+                effective = _unit(acc, anchor if anchor is not None else changes[-1][1])
+                saved.append((world, anchor, acc, members))
+                if world in inserts or old is None:
+                    inserts[world] = effective
+                else:
+                    updates[world] = effective
+                recomposed.append(world)
+                self._push(world, old, effective, deltas, levels)
+            self.store.save_world_pools(saved)
+        self.store.index_vectors(list(inserts.items()))
+        self.store.replace_vectors(list(updates.items()))
+        self.last_recomposed = recomposed
+
+    def _push(self, nid: int, old: np.ndarray | None, new: np.ndarray,
+              deltas: dict[int, list[Delta]], levels: dict[int, set[int]]) -> None:
+        header = self.store.header(nid)
+        if header.parent is None:
+            return
+        deltas.setdefault(header.parent, []).append((old, new))
+        levels.setdefault(header.depth - 1, set()).add(header.parent)
+
+    def _weighted(self, anchor: np.ndarray | None, vector: np.ndarray) -> np.ndarray:
+        weighted: np.ndarray = pool_weights(self.kind, anchor, vector[None, :])[0] * vector.astype(np.float64)
+        return weighted
+
+
+def pool_weights(kind: str, anchor: np.ndarray | None, children: np.ndarray) -> np.ndarray:
+    """Unnormalised weights of unit child rows: 1 for a mean, exp(scale * (cos - 1)) for attention.
+
+    The ``- 1`` keeps every weight in (0, 1] (cos <= 1), so float64 sums never overflow.
+    """
+    if kind == "mean" or anchor is None:
+        return np.ones(children.shape[0], dtype=np.float64)
+    cosines = children.astype(np.float64) @ anchor.astype(np.float64)
+    return np.exp(default_scale(children.shape[1]) * (cosines - 1.0))
+
+
+def compose_from_scratch(kind: str, anchor: np.ndarray | None, children: np.ndarray) -> np.ndarray:
+    """The effective vector of one world computed directly (what ``verify --deep`` compares with)."""
+    acc = pool_weights(kind, anchor, children) @ children.astype(np.float64)
+    return _unit(acc, anchor if anchor is not None else children[-1])
+
+
+def _unit(acc: np.ndarray, fallback: np.ndarray) -> np.ndarray:
+    """The normalised pool as float32; ``fallback`` if the pool cancelled to nothing (v and -v)."""
+    norm = float(np.linalg.norm(acc))
+    if norm < 1e-9:
+        return fallback
+    return (acc / norm).astype(np.float32)
