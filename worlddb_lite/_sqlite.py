@@ -39,6 +39,13 @@ def schema_sql(dim: int = 256) -> str:
     return re.sub(r"float\[\d+\]", f"float[{int(dim)}]", text)
 
 
+def vector_table_sql(dim: int) -> str:
+    """The statement that creates the vector table for ``dim`` (re-run by ``reembed``)."""
+    found = re.search(r"create virtual table node_vec using vec0\([^;]*\);", schema_sql(dim))
+    assert found is not None, "schema.sql lost its node_vec table"
+    return found.group(0)
+
+
 def connect(path: str | Path, *, create: bool = True) -> apsw.Connection:
     """Open a connection with sqlite-vec loaded; nothing is written to the file yet.
 

@@ -171,11 +171,28 @@ def cmd_merge(args: argparse.Namespace) -> Any:
         return db.merge_proposal(args.pid)
 
 
-@command("verify", "recompute every hash and root and check every invariant; non-zero exit on violations", _with())
+@command("verify", "recompute every hash and root and check every invariant; non-zero exit on violations",
+         _with(lambda p: p.add_argument("--deep", action="store_true",
+                                        help="also recompose every world's embedding from its members")))
 def cmd_verify(args: argparse.Namespace) -> Any:
     with _open(args) as db:
-        report = db.verify(progress=None if args.json else (lambda m: print(f"checking {m}…", file=sys.stderr)))
-        return report
+        return db.verify(deep=args.deep,
+                         progress=None if args.json else (lambda m: print(f"checking {m}…", file=sys.stderr)))
+
+
+@command("reembed", "re-embed every node in place with --model (the bundled model by default)", _with())
+def cmd_reembed(args: argparse.Namespace) -> Any:
+    embedder = StaticEmbedder(args.model) if args.model else StaticEmbedder()
+    return WorldDB.reembed(args.db, embedder=embedder, progress=None if args.json else _progress_bar("re-embedding"))
+
+
+def _progress_bar(label: str) -> Callable[[int, int], None]:
+    """A one-line progress bar on stderr: label, bar, counts."""
+    def show(done: int, total: int) -> None:
+        filled = 30 * done // max(total, 1)
+        end = "\n" if done >= total else ""
+        print(f"\r{label} [{'#' * filled}{'.' * (30 - filled)}] {done:,}/{total:,}", end=end, file=sys.stderr)
+    return show
 
 
 @command("stats", "counts, sizes and the store's root", _with())
@@ -221,7 +238,8 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text, description=help_text)
         arguments(p)
         p.add_argument("--json", action="store_true", help="print JSON")
-        p.add_argument("--model", help="folder of a model2vec model (default: the bundled one)")
+        p.add_argument("--model", help="folder of a model2vec model, or a hub name where a hub is reachable "
+                                       "(default: the bundled one)")
         p.set_defaults(handler=handler)
     return parser
 

@@ -10,7 +10,9 @@
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -19,7 +21,7 @@ import numpy as np
 
 from . import _sqlite, reads, traverse
 from .edges import EdgeRegistry, EdgeType, EndView
-from .embed import Embedder, StaticEmbedder, embed_checked
+from .embed import Embedder, StaticEmbedder, embed_checked, embedding_text
 from .errors import EmbedderMismatch, InvalidInput, NotCurrent, NotFound
 from .reconciler import TYPE_NAME, EdgeResult, EdgeSpec, NodeSpec, Reconciler, Transaction, Txn, normalise_alias
 from .store import EdgeRow, NodeRow, Store, believed_sql, visible_sql
@@ -137,6 +139,7 @@ class WorldDB:
         compose: str = "attention",
         clock: Clock | None = None,
         create: bool = True,
+        _adopt_embedder: bool = False,
     ) -> None:
         if isinstance(dim, bool) or not isinstance(dim, int) or not 1 <= dim <= 8192:
             raise InvalidInput(f"dim must be a whole number from 1 to 8192, got {dim!r}")
@@ -147,8 +150,8 @@ class WorldDB:
         self._conn = _sqlite.connect(self.path, create=create)
         try:
             new = _sqlite.check(self._conn, self.path, create)
-            self._embedder, model_id, self.dim = self._choose_embedder(embedder, dim)
-            if not new:
+            self._embedder, model_id, self.dim = self._choose_embedder(embedder, dim, _adopt_embedder)
+            if not new and not _adopt_embedder:
                 self._check_meta(model_id)
                 compose = self._meta_value("compose") or compose
             self.compose = compose
@@ -171,15 +174,15 @@ class WorldDB:
 
     # ---- opening ------------------------------------------------------------------
 
-    def _choose_embedder(self, embedder: object, dim: int) -> tuple[Embedder | None, str, int]:
+    def _choose_embedder(self, embedder: object, dim: int, adopt: bool) -> tuple[Embedder | None, str, int]:
         existing = self._meta_value("embedder_id")
         if embedder is _DEFAULT:
-            if existing is not None and existing not in ("minilm-l6-static-256", EXTERNAL_VECTORS):
+            if existing is not None and existing not in ("minilm-l6-static-256", EXTERNAL_VECTORS) and not adopt:
                 raise EmbedderMismatch(
                     f"{self.path} was embedded with {existing!r}; open it with that embedder "
                     "(WorldDB(path, embedder=...)) or re-embed it"
                 )
-            if existing == EXTERNAL_VECTORS:
+            if existing == EXTERNAL_VECTORS and not adopt:
                 return None, EXTERNAL_VECTORS, int(self._meta_value("embedder_dim") or dim)
             model = StaticEmbedder()
             return model, model.model_id, model.dim
@@ -199,6 +202,54 @@ class WorldDB:
                 f"{self.path} was embedded with {stored_id!r} ({stored_dim} dimensions), "
                 f"not {model_id!r} ({self.dim}); open it with that embedder, or re-embed the store"
             )
+
+    @classmethod
+    def reembed(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        embedder: Embedder | object = _DEFAULT,
+        progress: Callable[[int, int], None] | None = None,
+        batch: int = 4096,
+    ) -> dict[str, Any]:
+        """Re-embed every node of the store at ``path`` in place and recompose every world.
+
+        ``embedder`` is the bundled model by default; the store then opens with it. One
+        transaction: an interruption leaves the old vectors and model in place. Node ids and
+        Merkle roots do not change (vectors are an index, not content). ``progress`` is called
+        with (texts done, texts in all).
+        """
+        if embedder is None:
+            raise InvalidInput("reembed needs an embedder: leave it out for the bundled model, or pass one")
+        db = cls(path, embedder=embedder, create=False, _adopt_embedder=True)
+        try:
+            return db._reembed_all(progress, _count(batch, "batch", 1_000_000))
+        finally:
+            db.close()
+
+    def _reembed_all(self, progress: Callable[[int, int], None] | None, batch: int) -> dict[str, Any]:
+        assert self._embedder is not None
+        started = time.perf_counter()
+        with _sqlite.translate():
+            total = reads.text_count(self._conn)
+        done = 0
+        with self._txn():
+            self._store.reset_vectors(_sqlite.vector_table_sql(self.dim))
+            self._store.set_meta([("embedder_id", self._embedder.model_id), ("embedder_dim", str(self.dim))])
+            chunk: list[tuple[int, str]] = []
+            for nid, name, content in itertools.chain(self._store.texts_in_depth_order(), [(0, None, None)]):
+                text = embedding_text(name, content)
+                if text:
+                    chunk.append((nid, text))
+                if chunk and (len(chunk) >= batch or nid == 0):  # nid 0 marks the end
+                    vectors = embed_checked(self._embedder, [t for _, t in chunk], self.dim)
+                    self._reconciler.composer.commit([(n, v) for (n, _), v in zip(chunk, vectors, strict=True)])
+                    done += len(chunk)
+                    chunk = []
+                    if progress is not None:
+                        progress(done, total)
+        return {"embedder": self._embedder.model_id, "dim": self.dim, "texts": done,
+                "seconds": round(time.perf_counter() - started, 3)}
 
     def _root_nid(self) -> int:
         nid = reads.root_nid(self._conn)

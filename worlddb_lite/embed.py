@@ -43,6 +43,11 @@ def bundled_model_path() -> Path:
     return Path(str(resources.files("worlddb_lite").joinpath("models", BUNDLED_MODEL)))
 
 
+def embedding_text(name: str | None, content: str | None) -> str:
+    """The text a node is embedded by: its name and content ("" when it has neither)."""
+    return " ".join(t for t in (name, content) if t)
+
+
 def embed_checked(embedder: Embedder, texts: Sequence[str], dim: int) -> np.ndarray:
     """Embed and check the result, so a faulty embedder fails before anything is written.
 

@@ -128,3 +128,10 @@ COUNTS = {
 def counts(conn: apsw.Connection) -> dict[str, int]:
     """The counts ``stats`` reports."""
     return {name: as_int(one_row(conn.execute(sql).fetchone())[0]) for name, sql in COUNTS.items()}
+
+
+def text_count(conn: apsw.Connection) -> int:
+    """How many nodes have text to embed (a name or content)."""
+    return as_int(one_row(conn.execute(
+        "select count(*) from node where coalesce(json_extract(body, '$.name'), '') != '' "
+        "or coalesce(json_extract(body, '$.content'), '') != ''").fetchone())[0])

@@ -32,7 +32,7 @@ from .edges import (
     SkipEdgeRow,
     StageMerge,
 )
-from .embed import Embedder, embed_checked
+from .embed import Embedder, embed_checked, embedding_text
 from .errors import InvalidInput, MergeError, NotCurrent, WorldDBError
 from .hashing import (
     EMPTY_TREE,
@@ -242,7 +242,7 @@ class Txn:
             fresh[raw] = next_nid
             results.append((next_nid, True))
             next_nid += 1
-            plan.append((spec, parent, valid, body, raw, " ".join(t for t in (spec.name, spec.content) if t)))
+            plan.append((spec, parent, valid, body, raw, embedding_text(spec.name, spec.content)))
         vectors = self._vectors_for(plan)
         node_rows: list[tuple[Any, ...]] = []
         state_rows: list[tuple[Any, ...]] = []

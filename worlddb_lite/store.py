@@ -450,6 +450,23 @@ class Store:
             ((nid, np.ascontiguousarray(v, dtype=np.float32).tobytes()) for nid, v in rows),
         )
 
+    def set_meta(self, rows: Iterable[tuple[str, str]]) -> None:
+        """Write store-level settings (embedder id and dimension, ...)."""
+        self.conn.executemany("insert or replace into meta (key, value) values (?, ?)", rows)
+
+    def reset_vectors(self, create_sql: str) -> None:
+        """Drop every vector and composition, and recreate the vector table (for a new model)."""
+        self.conn.execute("drop table node_vec")
+        self.conn.execute(create_sql)
+        self.conn.execute("delete from world_vec")
+
+    def texts_in_depth_order(self) -> Iterator[tuple[int, str | None, str | None]]:
+        """(nid, name, content) of every node with a body, parents before their children."""
+        for nid, name, content in self.conn.execute(
+                "select nid, json_extract(body, '$.name'), json_extract(body, '$.content') from node "
+                "where body is not null order by depth, nid"):
+            yield as_int(nid), name, content
+
     def replace_vectors(self, rows: Iterable[tuple[int, np.ndarray]]) -> None:
         """Overwrite (nid, embedding) rows: worlds whose composed embedding moved."""
         self.conn.executemany(
