@@ -45,3 +45,13 @@ def test_fuzz_finds_no_violation_in_a_short_run(tmp_path):
 def test_fuzz_longer_run(tmp_path):
     result = run("fuzz.py", "--ops", "5000", "--seed", "12", "--full-every", "500", tmp_path=tmp_path)
     assert result["violation_count"] == 0, result["violations"][:5]
+
+
+def test_embed_smoke(tmp_path):
+    out = tmp_path / "embed.json"
+    done = subprocess.run([sys.executable, str(BENCH / "embed.py"), "--limit", "300", "--load-runs", "1",
+                           "--json", str(out)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(out.read_text())
+    assert result["dim"] == 256 and result["texts"] == 300
+    assert result["load_s"] > 0 and result["batch_sentences_per_s"] > 0 and result["single_latency"]["n"] == 300
