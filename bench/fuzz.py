@@ -202,7 +202,7 @@ class Fuzzer:
         if unaccepted:
             self.bad("merge", f"{unaccepted} same_as edges without an accepted proposal")
         fts = self.conn.execute("select count(*) from node_fts_docsize").fetchone()[0]
-        vec = self.conn.execute("select count(*) from node_vec_rowids").fetchone()[0]
+        vec = self.conn.execute("select count(*) from node_vec").fetchone()[0]
         # a vector per node with text, plus a composed one per textless world above them
         composed = self.conn.execute("select count(*) from world_vec where anchor is null").fetchone()[0]
         if not self.text_nodes == fts == vec - composed:

@@ -145,7 +145,7 @@ def open_file_db(file_db_path: str) -> Callable[..., WorldDB]:
 
 
 def schema_tables(db: WorldDB) -> list[str]:
-    """Every ordinary table of the store (not FTS5 / vec0 shadow tables), plus the two index tables."""
+    """Every ordinary table of the store (not FTS5 shadow tables), plus the two index tables."""
     names = [
         r[0]
         for r in db._conn.execute(
@@ -164,7 +164,7 @@ def table_digest(db: WorldDB) -> dict[str, Any]:
         if table == "node_fts":
             rows = conn.execute("select rowid, name, content from node_fts order by rowid").fetchall()
         elif table == "node_vec":
-            rows = conn.execute("select rowid, embedding from node_vec order by rowid").fetchall()
+            rows = conn.execute("select * from node_vec order by nid").fetchall()
         else:
             rows = sorted(conn.execute(f"select * from {table}").fetchall(), key=repr)
         out[table] = (len(rows), hashlib.sha256(repr(rows).encode()).hexdigest())

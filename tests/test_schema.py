@@ -22,22 +22,11 @@ needs_shell = pytest.mark.skipif(
 VIEWS = ("current_node", "node_history", "open_contradiction", "pending_merge", "world_tree", "current_edge")
 
 
-def _without_vec(sql: str) -> str:
-    cut = sql.index("-- sqlite-vec:")
-    return sql[:cut]
-
-
-def test_schema_is_packaged_and_sized_for_the_embedder() -> None:
-    assert "float[256]" in _sqlite.schema_sql()
-    sized = _sqlite.schema_sql(32)
-    assert "float[32]" in sized and "float[256]" not in sized
-
-
-def test_the_sqlite_vec_section_comes_last() -> None:
+def test_the_schema_needs_no_extension_table() -> None:
+    # vectors live in a plain table: a stock sqlite3 shell opens every table of a store
     sql = _sqlite.schema_sql()
-    creates = re.findall(r"^create (?:virtual )?(?:table|view|trigger|index) [^\n]*", sql, flags=re.M)
-    assert "using vec0" in creates[-1], creates[-1]
-    assert sum("vec0" in c for c in creates) == 1
+    virtual = re.findall(r"^create virtual table (\w+) using (\w+)", sql, flags=re.M)
+    assert virtual == [("node_fts", "fts5")]
 
 
 def test_every_table_is_strict_and_named_in_snake_case() -> None:
@@ -116,10 +105,10 @@ def test_check_constraints_hold_even_inside_a_session(db: WorldDB) -> None:
 
 
 @needs_shell
-def test_schema_without_sqlite_vec_loads_in_the_stock_shell(tmp_path: Path) -> None:
+def test_the_whole_schema_loads_in_the_stock_shell(tmp_path: Path) -> None:
     path = tmp_path / "shell.db"
     script = tmp_path / "schema.sql"
-    script.write_text(_without_vec(_sqlite.schema_sql()), encoding="utf-8")
+    script.write_text(_sqlite.schema_sql(), encoding="utf-8")
     assert SQLITE3 is not None
     result = subprocess.run([SQLITE3, str(path)], stdin=script.open("rb"), capture_output=True, timeout=30)
     assert result.returncode == 0, result.stderr.decode()

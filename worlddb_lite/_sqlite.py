@@ -8,7 +8,6 @@ translated into ``WorldDBError`` subclasses here and nowhere else.
 from __future__ import annotations
 
 import random
-import re
 import time
 from collections.abc import Callable
 from importlib import resources
@@ -33,17 +32,9 @@ BUSY_TIMEOUT_MS = 5_000
 T = TypeVar("T")
 
 
-def schema_sql(dim: int = 256) -> str:
-    """The packaged schema, with the vector table sized for ``dim``."""
-    text = resources.files("worlddb_lite").joinpath("schema.sql").read_text("utf-8")
-    return re.sub(r"float\[\d+\]", f"float[{int(dim)}]", text)
-
-
-def vector_table_sql(dim: int) -> str:
-    """The statement that creates the vector table for ``dim`` (re-run by ``reembed``)."""
-    found = re.search(r"create virtual table node_vec using vec0\([^;]*\);", schema_sql(dim))
-    assert found is not None, "schema.sql lost its node_vec table"
-    return found.group(0)
+def schema_sql() -> str:
+    """The packaged schema."""
+    return resources.files("worlddb_lite").joinpath("schema.sql").read_text("utf-8")
 
 
 def connect(path: str | Path, *, create: bool = True) -> apsw.Connection:
@@ -154,9 +145,9 @@ def check(conn: apsw.Connection, path: str, create: bool) -> bool:
     return False
 
 
-def install(conn: apsw.Connection, dim: int, meta: list[tuple[str, str]]) -> None:
+def install(conn: apsw.Connection, meta: list[tuple[str, str]]) -> None:
     """Create the schema and its meta rows inside the caller's open transaction."""
-    conn.execute(schema_sql(dim))
+    conn.execute(schema_sql())
     conn.execute(f"pragma user_version = {SCHEMA_VERSION}")
     conn.executemany(
         "insert into meta (key, value) values (?, ?)", [("schema_version", str(SCHEMA_VERSION)), *meta]

@@ -24,6 +24,7 @@ from .compose import default_scale
 
 if TYPE_CHECKING:
     from .store import Store
+    from .vector_lane import VectorLane
 
 Delta = tuple[np.ndarray | None, np.ndarray]  # (old vector or None, new vector)
 
@@ -31,8 +32,9 @@ Delta = tuple[np.ndarray | None, np.ndarray]  # (old vector or None, new vector)
 class Composer:
     """Writes leaf vectors and recomposes their ancestors, inside the caller's transaction."""
 
-    def __init__(self, store: Store, kind: str, dim: int) -> None:
+    def __init__(self, store: Store, lane: VectorLane, kind: str, dim: int) -> None:
         self.store = store
+        self.lane = lane
         self.kind = kind
         self.dim = dim
         self.last_recomposed: list[int] = []  # worlds the last commit recomposed (for tests and stats)
@@ -50,8 +52,8 @@ class Composer:
         while levels:
             depth = max(levels)
             worlds = sorted(levels.pop(depth))
-            stored = self.store.vectors_of([w for w in worlds if w not in inserts])
-            pools = self.store.world_pools(worlds)
+            stored = self.lane.table.vectors_of([w for w in worlds if w not in inserts])
+            pools = self.lane.table.pools(worlds)
             saved: list[tuple[int, np.ndarray | None, np.ndarray, int]] = []
             for world in worlds:
                 old = inserts.get(world, stored.get(world))
@@ -74,9 +76,8 @@ class Composer:
                     updates[world] = effective
                 recomposed.append(world)
                 self._push(world, old, effective, deltas, levels)
-            self.store.save_world_pools(saved)
-        self.store.index_vectors(list(inserts.items()))
-        self.store.replace_vectors(list(updates.items()))
+            self.lane.table.save_pools(saved)
+        self.lane.write(inserts, updates)
         self.last_recomposed = recomposed
 
     def _push(self, nid: int, old: np.ndarray | None, new: np.ndarray,

@@ -164,7 +164,7 @@ class WorldDB:
             if new:  # schema, meta and root world in one transaction: an interrupted init leaves no store
                 meta = [("embedder_id", model_id), ("embedder_dim", str(self.dim)), ("compose", compose),
                         ("created_at", self._clock())]
-                prepare = lambda: _sqlite.install(self._conn, self.dim, meta)  # noqa: E731
+                prepare = lambda: _sqlite.install(self._conn, meta)  # noqa: E731
                 with self._reconciler.transaction(prepare=prepare) as txn:
                     txn.add_root()
             self._root = self._root_nid()
@@ -234,7 +234,7 @@ class WorldDB:
             total = reads.text_count(self._conn)
         done = 0
         with self._txn():
-            self._store.reset_vectors(_sqlite.vector_table_sql(self.dim))
+            self._reconciler.lane.reset()
             self._store.set_meta([("embedder_id", self._embedder.model_id), ("embedder_dim", str(self.dim))])
             chunk: list[tuple[int, str]] = []
             for nid, name, content in itertools.chain(self._store.texts_in_depth_order(), [(0, None, None)]):
@@ -689,9 +689,17 @@ class WorldDB:
         query: str | Sequence[float] | np.ndarray,
         *,
         k: int = 10,
+        world: str | None = None,
+        types: Sequence[str] | None = None,
+        as_of: TimeLike | None = None,
+        known_as_of: TimeLike | None = None,
         include_superseded: bool = False,
     ) -> list[tuple[Node, float]]:
-        """Nearest neighbours by cosine (sqlite-vec); best first, with the cosine similarity."""
+        """Nearest neighbours by cosine; best first, with the cosine similarity.
+
+        ``world`` keeps nodes below that world, ``types`` nodes of those types: both filters
+        work inside the index search. Worlds are found by their composed embeddings too.
+        """
         self._settle()
         if isinstance(query, str):
             if self._embedder is None:
@@ -699,12 +707,25 @@ class WorldDB:
             vector = embed_checked(self._embedder, [_text(query, "query", required=True) or ""], self.dim)[0]
         else:
             vector = self._reconciler.check_vector(query)
-        valid, belief = self._times(None, None)
+        if types is not None and (isinstance(types, str) or not all(isinstance(t, str) for t in types)):
+            raise InvalidInput("types must be a list of node type names, e.g. ['Turn', 'Fact']")
+        k = _count(k, "k", 4096)
+        valid, belief = self._times(as_of, known_as_of)
         with _sqlite.translate():
-            hits = reads.nearest(self._conn, np.asarray(vector, dtype=np.float32).tobytes(), valid, belief,
-                                 k=_count(k, "k", 4096), include_superseded=include_superseded)
-            nodes = self._store.load_nodes([nid for nid, _ in hits], self._annotations(include_superseded))
-            return [(node, 1.0 - distance) for node, (_, distance) in zip(nodes, hits, strict=True)]
+            inside = self._store.resolve(world) if world is not None else None
+            index = self._reconciler.lane.index()
+            fetch = k
+            while True:  # superseded or not-yet-valid hits drop out: ask for more until k remain
+                hits = index.search(vector, fetch, world=None if inside == self._root else inside, types=types)
+                shown = reads.visible_among(self._conn, [nid for nid, _ in hits], valid, belief,
+                                            include_superseded=include_superseded)
+                kept = [(nid, score) for nid, score in hits if nid in shown]
+                if len(kept) >= k or len(hits) < fetch:
+                    break
+                fetch *= 4
+            kept = kept[:k]
+            nodes = self._store.load_nodes([nid for nid, _ in kept], self._annotations(include_superseded))
+            return [(node, score) for node, (_, score) in zip(nodes, kept, strict=True)]
 
     # ---- witness ------------------------------------------------------------------
 

@@ -67,17 +67,14 @@ def bm25(conn: apsw.Connection, query: str, valid: str, belief: str, *, k: int,
     return [(as_int(nid), as_float(score)) for nid, score in rows]
 
 
-def nearest(conn: apsw.Connection, vector: bytes, valid: str, belief: str, *, k: int,
-            include_superseded: bool) -> list[tuple[int, float]]:
-    """(nid, cosine distance) of the k nearest vectors (sqlite-vec), keeping the visible ones."""
-    rows = [(as_int(nid), as_float(dist)) for nid, dist in conn.execute(
-        "select rowid, distance from node_vec where embedding match ? and k = ?", (vector, k))]
-    visible = {
+def visible_among(conn: apsw.Connection, nids: list[int], valid: str, belief: str, *,
+                  include_superseded: bool) -> set[int]:
+    """Which of ``nids`` are visible at (valid, belief): the validity filter of a vector search."""
+    return {
         as_int(r[0]) for r in conn.execute(
             "select s.nid from node_state as s where s.nid in (select value from json_each(?3)) and "
-            + predicate(include_superseded), (valid, belief, json.dumps([nid for nid, _ in rows])))
+            + predicate(include_superseded), (valid, belief, json.dumps(nids)))
     }
-    return [(nid, dist) for nid, dist in rows if nid in visible]
 
 
 def root_at(conn: apsw.Connection, world: int, at: str) -> bytes | None:

@@ -47,6 +47,7 @@ from .hashing import (
 from .store import Header, Store, node_state_bytes
 from .temporal import Clock, check_interval
 from .types import Edge, MergeStatus
+from .vector_lane import VectorLane
 from .worlds import MerkleWriter
 
 DEFAULT_NAMES = frozenset(t.name for t in DEFAULT_EDGE_TYPES)
@@ -531,7 +532,8 @@ class Reconciler:
         self.clock = clock
         self.embedder = embedder
         self.dim = dim
-        self.composer = Composer(store, compose, dim)
+        self.lane = VectorLane(store, dim)
+        self.composer = Composer(store, self.lane, compose, dim)
         self._txn: Txn | None = None
 
     def check_vector(self, vector: Any) -> np.ndarray:
@@ -607,6 +609,7 @@ class Transaction:
                 r.conn.execute("rollback")
         finally:
             r.store.forget_uncommitted(self.txn.new_nodes)
+            r.lane.forget()  # a search inside the transaction may have indexed rows that are now gone
             r._txn = None
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:

@@ -353,6 +353,19 @@ create table world_vec (
 -- Full-text index over each node's name and content (rowid = node.nid).
 create virtual table node_fts using fts5(name, content, tokenize = 'unicode61 remove_diacritics 2');
 
--- sqlite-vec: last, so everything above works in a shell without the extension.
--- One row per indexed node (rowid = node.nid); the dimension is the embedder's, recorded in meta.
-create virtual table node_vec using vec0(embedding float[256] distance_metric=cosine);
+-- Each node's effective embedding (see world_vec), searched through an in-memory IVF index
+-- (vector_lane.py). A plain table, so any sqlite3 shell reads it; with sqlite-vec loaded,
+-- vec_distance_cosine(embedding, vec_f32('[...]')) scores it directly.
+create table node_vec (
+  nid integer primary key references node (nid),
+  part integer not null default 0,  -- IVF partition: the nearest vec_centroid row when written (0 before training)
+  seq integer not null,  -- change number: open stores refresh their index from rows with a newer seq
+  embedding blob not null check (length(embedding) % 4 = 0)  -- float32 little-endian, unit length
+) strict;
+create index node_vec_seq on node_vec (seq);
+
+-- IVF centroids (unit float32), trained by k-means over the vectors (vector_lane.py).
+create table vec_centroid (
+  part integer primary key,  -- the partition number node_vec.part refers to
+  centroid blob not null  -- float32 little-endian, unit length
+) strict;

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import apsw
-import numpy as np
 
 from ._sqlite import as_bytes, as_int, one_row
 from .errors import AmbiguousId, InvalidId, NotFound
@@ -443,22 +442,15 @@ class Store:
         """Add (nid, name, content) rows to the full-text index."""
         self.conn.executemany("insert into node_fts (rowid, name, content) values (?, ?, ?)", rows)
 
-    def index_vectors(self, rows: Iterable[tuple[int, np.ndarray]]) -> None:
-        """Add (nid, embedding) rows to the vector index."""
-        self.conn.executemany(
-            "insert into node_vec (rowid, embedding) values (?, ?)",
-            ((nid, np.ascontiguousarray(v, dtype=np.float32).tobytes()) for nid, v in rows),
-        )
-
     def set_meta(self, rows: Iterable[tuple[str, str]]) -> None:
         """Write store-level settings (embedder id and dimension, ...)."""
         self.conn.executemany("insert or replace into meta (key, value) values (?, ?)", rows)
 
-    def reset_vectors(self, create_sql: str) -> None:
-        """Drop every vector and composition, and recreate the vector table (for a new model)."""
-        self.conn.execute("drop table node_vec")
-        self.conn.execute(create_sql)
-        self.conn.execute("delete from world_vec")
+    def meta_value(self, key: str) -> str | None:
+        """One store-level setting, or None."""
+        for (value,) in self.conn.execute("select value from meta where key = ?", (key,)):
+            return str(value)
+        return None
 
     def texts_in_depth_order(self) -> Iterator[tuple[int, str | None, str | None]]:
         """(nid, name, content) of every node with a body, parents before their children."""
@@ -466,42 +458,6 @@ class Store:
                 "select nid, json_extract(body, '$.name'), json_extract(body, '$.content') from node "
                 "where body is not null order by depth, nid"):
             yield as_int(nid), name, content
-
-    def replace_vectors(self, rows: Iterable[tuple[int, np.ndarray]]) -> None:
-        """Overwrite (nid, embedding) rows: worlds whose composed embedding moved."""
-        self.conn.executemany(
-            "update node_vec set embedding = ? where rowid = ?",
-            ((np.ascontiguousarray(v, dtype=np.float32).tobytes(), nid) for nid, v in rows),
-        )
-
-    def vectors_of(self, nids: Iterable[int]) -> dict[int, np.ndarray]:
-        """The indexed vectors of some nodes (point lookups; nodes without one are left out)."""
-        found: dict[int, np.ndarray] = {}
-        for nid in nids:
-            for (blob,) in self.conn.execute("select embedding from node_vec where rowid = ?", (nid,)):
-                found[nid] = np.frombuffer(as_bytes(blob), dtype=np.float32).copy()
-        return found
-
-    def world_pools(self, nids: Iterable[int]) -> dict[int, tuple[np.ndarray | None, np.ndarray, int]]:
-        """Each composed world's (anchor, running sum, members pooled)."""
-        found: dict[int, tuple[np.ndarray | None, np.ndarray, int]] = {}
-        for nid in nids:
-            for anchor, acc, members in self.conn.execute(
-                    "select anchor, acc, members from world_vec where nid = ?", (nid,)):
-                found[nid] = (
-                    None if anchor is None else np.frombuffer(as_bytes(anchor), dtype=np.float32).copy(),
-                    np.frombuffer(as_bytes(acc), dtype=np.float64).copy(),
-                    as_int(members),
-                )
-        return found
-
-    def save_world_pools(self, rows: Iterable[tuple[int, np.ndarray | None, np.ndarray, int]]) -> None:
-        """Write worlds' (anchor, running sum, members) after a recomposition."""
-        self.conn.executemany(
-            "insert or replace into world_vec (nid, anchor, acc, members) values (?, ?, ?, ?)",
-            ((nid, None if anchor is None else np.ascontiguousarray(anchor, dtype=np.float32).tobytes(),
-              np.ascontiguousarray(acc, dtype=np.float64).tobytes(), members) for nid, anchor, acc, members in rows),
-        )
 
     def close_node(self, nid: int, *, invalid_at: str | None, closed_at: str | None,
                    expired_at: str | None, retired: int, at: str) -> None:

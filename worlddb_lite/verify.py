@@ -21,6 +21,7 @@ from .errors import NotFound
 from .hashing import EMPTY_TREE, edge_body, edge_id, edge_leaf, node_id, state_bytes, world_root
 from .store import EdgeRow, NodeRow, Store, node_state_bytes
 from .types import VerifyReport, Violation
+from .vector_table import VectorTable
 from .worlds import compute_levels
 
 REQUIRED_TRIGGERS = (
@@ -119,7 +120,8 @@ def verify_store(
 def _check_vectors(conn: apsw.Connection, store: Store, nodes: dict[int, NodeRow], texts: set[int],
                    embeds_every_text: bool, deep: bool, bad: Callable[[str, str], None]) -> set[int]:
     """Vector rows are exactly: nodes with text (when the store embeds), and every world above one."""
-    vec = {int(r[0]) for r in conn.execute("select rowid from node_vec")}
+    table = VectorTable(conn)
+    vec = table.nids()
     leaves = set(texts) if embeds_every_text else texts & vec
     above: set[int] = set()
     for nid in leaves:
@@ -138,27 +140,27 @@ def _check_vectors(conn: apsw.Connection, store: Store, nodes: dict[int, NodeRow
         parent = nodes[nid].parent
         if parent is not None:
             members[parent].append(nid)
-    pools = store.world_pools(members)
+    pools = table.pools(members)
     for world in sorted(set(members) - set(pools))[:20]:
         bad("7-indexes", f"world {nodes[world].id.hex()[:16]} has vector members but no composition row")
     for world, (_, _, count) in pools.items():
         if count != len(members[world]):
             bad("7-indexes", f"world {nodes[world].id.hex()[:16]} pools {count} members but has {len(members[world])}")
     if deep:
-        _check_compositions(conn, store, members, pools, nodes, bad)
+        _check_compositions(conn, table, members, pools, nodes, bad)
     return vec
 
 
-def _check_compositions(conn: apsw.Connection, store: Store, members: dict[int, list[int]],
+def _check_compositions(conn: apsw.Connection, table: VectorTable, members: dict[int, list[int]],
                         pools: dict[int, tuple[np.ndarray | None, np.ndarray, int]],
                         nodes: dict[int, NodeRow], bad: Callable[[str, str], None]) -> None:
     """Recompose every world from its children's stored vectors and compare with its indexed one."""
     kind = one_row(conn.execute("select value from meta where key = 'compose'").fetchone())[0]
     for world, (anchor, _, _) in pools.items():
-        children = store.vectors_of(members[world])
+        children = table.vectors_of(members[world])
         matrix = np.stack([children[c] for c in sorted(children)])
         expected = compose_from_scratch(str(kind), anchor, matrix)
-        stored = store.vectors_of([world]).get(world)
+        stored = table.vectors_of([world]).get(world)
         if stored is None or float(expected @ stored) < 1 - 1e-4:
             bad("7-indexes", f"world {nodes[world].id.hex()[:16]}'s composed vector does not match its members")
 
