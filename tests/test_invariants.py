@@ -425,8 +425,8 @@ def test_7_store_without_embedder_indexes_only_given_vectors(tmp_path: Path) -> 
         ancestors = {_nid(db, w) for w in (node.parent, db.read(node.parent).parent)}  # type: ignore[arg-type]
         assert vec == {_nid(db, a)} | ancestors  # the leaf, its scope and the root: no vector for the other
         assert db.verify(deep=True).ok
-        hits = db.nearest([1, 0, 0, 0], k=3)  # the leaf and the two worlds composed of it alone
-        assert a in {node.id for node, _ in hits} and all(abs(sim - 1) < 1e-6 for _, sim in hits)
+        hits = db.nearest([1, 0, 0, 0], k=3)  # the leaf and its scope, composed of it alone (never the root)
+        assert a in {node.id for node, _ in hits} and len(hits) == 2 and all(abs(s - 1) < 1e-6 for _, s in hits)
     finally:
         db.close()
 

@@ -89,7 +89,13 @@ class IvfIndex:
 
     def load(self, nids: np.ndarray, parts: np.ndarray, vectors: np.ndarray,
              parents: np.ndarray, types: Sequence[str]) -> None:
-        """Fill an empty index in one go (hydration): sort by partition, give each 25% spare room."""
+        """Fill an empty index in one go (hydration): sort by partition, give each 25% spare room.
+
+        The store's root (no parent) is left out: it pools everything, so it would answer any query.
+        """
+        kept = parents >= 0
+        nids, parts, vectors, parents = nids[kept], parts[kept], vectors[kept], parents[kept]
+        types = [t for t, keep in zip(types, kept.tolist(), strict=True) if keep]
         order = np.lexsort((nids, parts))
         nids, parts, vectors = nids[order], parts[order], vectors[order]
         parents = parents[order]
@@ -106,7 +112,7 @@ class IvfIndex:
         self.row_nid[positions] = nids
         self.start, self.count, self.room, self.used = starts, counts, rooms, total
         self.size = len(nids)
-        self._grow_ids(int(nids.max()) + 1 if len(nids) else 0)
+        self._grow_ids(int(max(nids.max(), parents.max())) + 1 if len(nids) else 0)
         self.pos[nids] = positions
         self.part[nids] = parts
         self.parent[nids] = parents
@@ -126,8 +132,10 @@ class IvfIndex:
         self.kids_since = {}
 
     def upsert(self, nid: int, part: int, vector: np.ndarray, parent: int | None, type_: str) -> None:
-        """Add a node's vector, or replace it (moving it if its partition changed)."""
-        self._grow_ids(nid + 1)
+        """Add a node's vector, or replace it (moving it if its partition changed); not the root's."""
+        if parent is None:
+            return
+        self._grow_ids(max(nid, parent) + 1)
         counted = bool(self.pos[nid] >= 0)
         if counted:
             if self.part[nid] == part:

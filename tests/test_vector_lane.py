@@ -1,0 +1,170 @@
+"""vector_lane.py: the in-memory IVF index, its filters, and its coherence with node_vec."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from worlddb_lite import WorldDB, vector_lane
+from worlddb_lite.vector_lane import IvfIndex, assign, nlist_for, nprobe_for, spherical_kmeans
+
+from .conftest import FakeClock, FakeEmbedder
+
+DIM = 32
+
+
+def _clustered(n: int, centres: int = 40, seed: int = 0) -> np.ndarray:
+    """Unit vectors around random centres: the shape text embeddings have."""
+    rng = np.random.default_rng(seed)
+    hubs = rng.standard_normal((centres, DIM))
+    rows = hubs[rng.integers(0, centres, n)] + 0.6 * rng.standard_normal((n, DIM))
+    return (rows / np.linalg.norm(rows, axis=1, keepdims=True)).astype(np.float32)
+
+
+def _index(vectors: np.ndarray, *, lists: int | None, parents: np.ndarray | None = None,
+           types: list[str] | None = None) -> IvfIndex:
+    centroids = spherical_kmeans(vectors, lists) if lists else None
+    index = IvfIndex(DIM, centroids)
+    nids = np.arange(1, len(vectors) + 1, dtype=np.int64)
+    index.load(nids, assign(vectors, centroids), vectors,
+               parents if parents is not None else np.zeros(len(vectors), dtype=np.int64),
+               types or ["Turn"] * len(vectors))
+    return index
+
+
+def _exact(vectors: np.ndarray, query: np.ndarray, k: int, allowed: np.ndarray | None = None) -> list[int]:
+    scores = vectors @ query
+    if allowed is not None:
+        scores = np.where(allowed, scores, -np.inf)
+    return [int(i) + 1 for i in np.argsort(-scores, kind="stable")[:k] if np.isfinite(scores[i])]
+
+
+def test_one_partition_is_exact_search() -> None:
+    vectors = _clustered(500)
+    index = _index(vectors, lists=None)
+    for query in _clustered(20, seed=1):
+        assert [nid for nid, _ in index.search(query, 10)] == _exact(vectors, query, 10)
+
+
+def test_trained_partitions_keep_recall_at_ten_above_095() -> None:
+    vectors = _clustered(20_000)
+    index = _index(vectors, lists=nlist_for(20_000))
+    queries = _clustered(50, seed=2)
+    found = [len(set(nid for nid, _ in index.search(q, 10)) & set(_exact(vectors, q, 10))) for q in queries]
+    assert sum(found) / (10 * len(queries)) >= 0.95
+    assert nprobe_for(index.nlist) < index.nlist / 5  # it did not just scan everything
+
+
+def test_a_replaced_vector_moves_partitions_and_is_found_at_its_new_place() -> None:
+    vectors = _clustered(3000)
+    index = _index(vectors, lists=32)
+    target = vectors[2000]
+    new_part = int(assign(target[None, :], index.centroids)[0])
+    index.upsert(1, new_part, target, 0, "Turn")
+    assert index.size == 3000
+    hits = [nid for nid, _ in index.search(target, 2)]
+    assert set(hits) == {1, 2001}
+
+
+def test_many_inserts_grow_partitions_and_compact_without_losing_rows() -> None:
+    vectors = _clustered(6000)
+    index = _index(vectors[:100], lists=None)
+    centroids = spherical_kmeans(vectors[:1000], 16)
+    index = IvfIndex(DIM, centroids)
+    index.load(np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros((0, DIM), np.float32),
+               np.zeros(0, np.int64), [])
+    parts = assign(vectors, centroids)
+    for i, vector in enumerate(vectors):
+        index.upsert(i + 1, int(parts[i]), vector, 0, "Turn")
+    assert index.size == 6000
+    live = index.row_nid[: index.used]
+    assert sorted(live[live >= 0].tolist()) == list(range(1, 6001))
+    for nid in (1, 777, 6000):
+        assert np.allclose(index.matrix[index.pos[nid]], vectors[nid - 1])
+
+
+def test_world_and_type_filters_apply_inside_the_search() -> None:
+    # nodes 1..2 are worlds under the root 3000; every other node sits in world 1 or 2
+    vectors = _clustered(3000)
+    parents = np.where(np.arange(3000) % 2 == 0, 1, 2).astype(np.int64)
+    parents[[0, 1]] = 3000
+    parents[2999] = -1
+    types = ["Fact" if i % 10 == 0 else "Turn" for i in range(3000)]
+    index = _index(vectors, lists=32, parents=parents, types=types)
+    nids = np.arange(1, 3001)
+    inside_1 = (parents == 1)
+    fact = np.array([t == "Fact" for t in types])
+    for query in _clustered(10, seed=3):
+        hits = index.search(query, 10, world=1)
+        assert all(parents[nid - 1] == 1 for nid, _ in hits) and len(hits) == 10
+        facts = index.search(query, 10, types=["Fact"])
+        assert [nid for nid, _ in facts] == _exact(vectors, query, 10, fact)  # a rare type: exact
+        both = index.search(query, 10, world=1, types=["Fact"])
+        assert [nid for nid, _ in both] == _exact(vectors, query, 10, inside_1 & fact)
+    assert index.search(vectors[0], 5, types=["Nothing"]) == []
+    assert set(index.members(1).tolist()) == set(nids[inside_1].tolist())
+
+
+def _store(path: Path) -> WorldDB:
+    return WorldDB(path, embedder=FakeEmbedder(), clock=FakeClock())
+
+
+def test_a_second_process_sees_new_writes_without_reopening(tmp_path: Path) -> None:
+    path = tmp_path / "two.db"
+    clock = FakeClock()  # one clock: the reader's "now" is after the writer's writes
+    writer = WorldDB(path, embedder=FakeEmbedder(), clock=clock)
+    reader = WorldDB(path, embedder=FakeEmbedder(), clock=clock)
+    try:
+        writer.write("the red kite flew over the valley", scope="a")
+        first = reader.nearest("red kite valley", k=1, types=["Memory"])
+        assert first[0][0].content == "the red kite flew over the valley"
+        second = writer.write("a blue whale sang in the deep ocean", scope="a")
+        assert reader.nearest("blue whale ocean", k=1, types=["Memory"])[0][0].id == second  # caught up
+    finally:
+        writer.close()
+        reader.close()
+
+
+def test_a_rolled_back_batch_leaves_nothing_in_the_index(db: WorldDB) -> None:
+    db.write("something permanent", scope="a")
+    with pytest.raises(RuntimeError), db.batch():
+        db.write("a ghost that never lands", scope="a")
+        assert db.nearest("ghost never lands", k=1)[0][0].content == "a ghost that never lands"
+        raise RuntimeError("abandon the batch")
+    assert all(n.content != "a ghost that never lands" for n, _ in db.nearest("ghost never lands", k=5))
+
+
+def test_training_starts_at_the_threshold_and_rebuilds_the_index(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(vector_lane, "TRAIN_AT", 200)
+    db = _store(tmp_path / "train.db")
+    try:
+        session = db.write("a long session", scope="s", type="Session")
+        db.write_many([{"text": f"note {i} about subject {i % 13} and detail {i % 7}", "world": session}
+                       for i in range(150)])
+        assert db._conn.execute("select count(*) from vec_centroid").fetchone()[0] == 0
+        before = db.nearest("note 3 about subject 3", k=3)
+        db.write_many([{"text": f"later note {i} on subject {i % 13}", "world": session} for i in range(100)])
+        lists = db._conn.execute("select count(*) from vec_centroid").fetchone()[0]
+        assert lists == nlist_for(db._conn.execute("select count(*) from node_vec").fetchone()[0])
+        parts = {r[0] for r in db._conn.execute("select distinct part from node_vec")}
+        assert len(parts) > 1
+        assert db.nearest("note 3 about subject 3", k=3)[0][0].id == before[0][0].id
+        assert db.verify(deep=True).ok
+    finally:
+        db.close()
+
+
+def test_nearest_filters_by_world_type_and_time(db: WorldDB) -> None:
+    a = db.write("project kickoff meeting notes", scope="work", type="Turn")
+    db.write("kickoff of the football season", scope="home", type="Turn")
+    fact = db.write("the project kickoff is on monday", scope="work", type="Fact", valid_at="2024-05-01")
+    work = db.read(a).parent
+    hits = db.nearest("project kickoff", k=10, world=work)
+    assert {n.parent for n, _ in hits} <= {work} and len(hits) == 2
+    assert [n.id for n, _ in db.nearest("project kickoff", k=10, types=["Fact"])] == [fact]
+    assert db.nearest("project kickoff", k=10, types=["Fact"], as_of="2024-01-01") == []
+    with pytest.raises(Exception, match="types must be a list"):
+        db.nearest("x", types="Fact")  # type: ignore[arg-type]
