@@ -168,3 +168,29 @@ def test_nearest_filters_by_world_type_and_time(db: WorldDB) -> None:
     assert db.nearest("project kickoff", k=10, types=["Fact"], as_of="2024-01-01") == []
     with pytest.raises(Exception, match="types must be a list"):
         db.nearest("x", types="Fact")  # type: ignore[arg-type]
+
+
+def test_reindex_trains_partitions_on_demand_and_search_still_finds_everything(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from worlddb_lite.cli import main
+
+    path = tmp_path / "re.db"
+    with _store(path) as db:
+        ids = db.write_many([{"text": f"entry {i} on theme {i % 9}", "scope": "s"} for i in range(300)])
+        assert db.reindex(partitions=12) == {"vectors": 302, "partitions": 12}  # + the scope and the root
+        assert db.nearest("entry 17 on theme 8", k=1, types=["Memory"])[0][0].id == ids[17]
+        assert db.verify().ok
+    assert main(["reindex", str(path), "--json"]) == 2  # the CLI opens with the bundled model: refused
+    assert "embedded with 'fake-hash-32'" in capsys.readouterr().err
+
+
+def test_the_cli_reindexes_a_store(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from worlddb_lite.cli import main
+
+    path = str(tmp_path / "cli.db")
+    for text in ("I moved to Porto in May", "My sister has a dog", "We met at the cafe"):
+        assert main(["write", path, text, "--scope", "me"]) == 0
+    capsys.readouterr()
+    assert main(["reindex", path, "--partitions", "2", "--json"]) == 0
+    assert '"partitions": 2' in capsys.readouterr().out
+    assert main(["verify", path]) == 0

@@ -186,6 +186,14 @@ def cmd_reembed(args: argparse.Namespace) -> Any:
     return WorldDB.reembed(args.db, embedder=embedder, progress=None if args.json else _progress_bar("re-embedding"))
 
 
+@command("reindex", "re-train the vector index's partitions on every stored vector (after big imports)",
+         _with(lambda p: p.add_argument("--partitions", type=int, help="how many (default: 4 x sqrt(vectors))")))
+def cmd_reindex(args: argparse.Namespace) -> Any:
+    with _open(args) as db:
+        return db.reindex(partitions=args.partitions,
+                          progress=None if args.json else (lambda m: print(m, file=sys.stderr)))
+
+
 def _progress_bar(label: str) -> Callable[[int, int], None]:
     """A one-line progress bar on stderr: label, bar, counts."""
     def show(done: int, total: int) -> None:

@@ -727,6 +727,18 @@ class WorldDB:
             nodes = self._store.load_nodes([nid for nid, _ in kept], self._annotations(include_superseded))
             return [(node, score) for node, (_, score) in zip(nodes, kept, strict=True)]
 
+    def reindex(self, *, partitions: int | None = None,
+                progress: Callable[[str], None] | None = None) -> dict[str, int]:
+        """Re-train the vector index's partitions on every vector now stored (one transaction).
+
+        Training happens by itself as the store grows, up to ~131k vectors; beyond that it
+        takes seconds, so run this (or ``worlddb reindex``) after large imports.
+        """
+        if partitions is not None:
+            _count(partitions, "partitions", 65_536)
+        with self._txn():
+            return self._reconciler.lane.train(partitions, progress)
+
     # ---- witness ------------------------------------------------------------------
 
     def root(self, world: str | None = None, *, as_of: TimeLike | None = None) -> str:
