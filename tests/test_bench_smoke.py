@@ -55,3 +55,15 @@ def test_embed_smoke(tmp_path):
     result = json.loads(out.read_text())
     assert result["dim"] == 256 and result["texts"] == 300
     assert result["load_s"] > 0 and result["batch_sentences_per_s"] > 0 and result["single_latency"]["n"] == 300
+
+
+def test_lane_smoke(tmp_path):
+    out = tmp_path / "lane.json"
+    done = subprocess.run([sys.executable, str(BENCH / "lane.py"), "--n", "3000", "--data", "random",
+                           "--queries", "5", "--json", str(out)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(out.read_text())["lane"]["random"]
+    assert result["n"] == 3000 and result["partitions"] > 1
+    for case in ("unfiltered", "type_10pct", "type_1pct", "world_10pct", "world_1pct"):
+        assert 0 <= result[case]["recall_at_10"] <= 1 and result[case]["n"] == 5
+    assert result["hydration"]["total_s"] > 0
