@@ -178,7 +178,8 @@ def test_reindex_trains_partitions_on_demand_and_search_still_finds_everything(
     with _store(path) as db:
         ids = db.write_many([{"text": f"entry {i} on theme {i % 9}", "scope": "s"} for i in range(300)])
         assert db.reindex(partitions=12) == {"vectors": 302, "partitions": 12}  # + the scope and the root
-        assert db.nearest("entry 17 on theme 8", k=1, types=["Memory"])[0][0].id == ids[17]
+        hits = db.nearest("entry 17 on theme 8", k=3, types=["Memory"])  # 32-d hashed words collide
+        assert ids[17] in [n.id for n, score in hits if score > 0.999]
         assert db.verify().ok
     assert main(["reindex", str(path), "--json"]) == 2  # the CLI opens with the bundled model: refused
     assert "embedded with 'fake-hash-32'" in capsys.readouterr().err

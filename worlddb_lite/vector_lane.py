@@ -33,6 +33,8 @@ if TYPE_CHECKING:
     from .store import Store
 
 TRAIN_AT = 8192
+EXACT_ROWS = 16_384  # a filter keeping at most this many rows is answered exactly (a gather, ~ms)
+MAX_WIDEN = 4.0  # a broad filter probes at most 4x the partitions an unfiltered query does
 AUTO_TRAIN_LIMIT = 131_072
 LISTS_PER_SQRT = 4.0  # nlist = 4 sqrt(n): partitions of ~sqrt(n)/4 rows
 PROBE_SHARE = 0.1  # scan the nearest 10% of partitions (recall@10 >= 0.95 measured)
@@ -80,6 +82,7 @@ class IvfIndex:
         self.type_names: dict[str, int] = {}
         self.type_rows = np.zeros(0, dtype=np.int64)  # live rows per type code
         self.subtree = np.zeros(0, dtype=np.int64)  # per node id: indexed rows at or below it
+        self.scope_of = np.full(0, -1, dtype=np.int64)  # per node id: its ancestor just below the root
         self.kids_at: np.ndarray = np.zeros(1, dtype=np.int64)  # CSR of children built at load ...
         self.kids: np.ndarray = np.zeros(0, dtype=np.int64)
         self.kids_since: dict[int, list[int]] = {}  # ... and children added after it
@@ -124,12 +127,32 @@ class IvfIndex:
             np.add.at(self.subtree, above, 1)
             above = self.parent[above]
             above = above[above >= 0]
+        self.scope_of = np.full(self.pos.shape[0], -1, dtype=np.int64)
+        self.scope_of[nids] = self._scopes(nids)
         has_parent = parents >= 0
         by_parent = np.argsort(parents[has_parent], kind="stable")
         children, owners = nids[has_parent][by_parent], parents[has_parent][by_parent]
         self.kids = children
         self.kids_at = np.searchsorted(owners, np.arange(self.pos.shape[0] + 1)).astype(np.int64)
         self.kids_since = {}
+
+    def _scopes(self, nids: np.ndarray) -> np.ndarray:
+        """Each node's ancestor just below the root (itself for a scope), climbing all at once.
+
+        The root is never indexed, so its parent reads as unknown (-1): a node whose parent
+        has no parent is a scope.
+        """
+        node = nids.copy()
+        scope = np.full(nids.shape[0], -1, dtype=np.int64)
+        pending = np.flatnonzero(node >= 0)
+        while pending.size:
+            up = self.parent[node[pending]]
+            is_scope = (up >= 0) & (self.parent[np.maximum(up, 0)] < 0)
+            scope[pending[is_scope]] = node[pending[is_scope]]
+            climbing = ~is_scope & (up >= 0)
+            node[pending[climbing]] = up[climbing]
+            pending = pending[climbing]
+        return scope
 
     def upsert(self, nid: int, part: int, vector: np.ndarray, parent: int | None, type_: str) -> None:
         """Add a node's vector, or replace it (moving it if its partition changed); not the root's."""
@@ -156,6 +179,7 @@ class IvfIndex:
             self.type_rows = np.concatenate([self.type_rows, np.zeros(code + 1 - self.type_rows.shape[0], np.int64)])
         self.type_rows[code] += 1
         self.size += 1
+        self.scope_of[nid] = nid if self.parent[parent] < 0 else self.scope_of[parent]
         if not counted:  # a node's first vector: it joins its ancestors' subtrees for good
             above = nid
             while above >= 0:
@@ -218,6 +242,7 @@ class IvfIndex:
         size = max(needed, 2 * have, 1024)
         self.pos = np.concatenate([self.pos, np.full(size - have, -1, dtype=np.int64)])
         self.subtree = np.concatenate([self.subtree, np.zeros(size - self.subtree.shape[0], dtype=np.int64)])
+        self.scope_of = np.concatenate([self.scope_of, np.full(size - self.scope_of.shape[0], -1, dtype=np.int64)])
         self.part = np.concatenate([self.part, np.zeros(size - have, dtype=np.int32)])
         self.parent = np.concatenate([self.parent, np.full(size - have, -1, dtype=np.int64)])
         self.type_code = np.concatenate([self.type_code, np.full(size - have, -1, dtype=np.int32)])
@@ -231,12 +256,11 @@ class IvfIndex:
                types: Iterable[str] | None = None) -> list[tuple[int, float]]:
         """(nid, cosine) of the ``k`` best rows, best first, inside ``world`` and of ``types``.
 
-        The filters work inside the search. A filter that keeps few rows is served exactly
-        from those rows (a world's members, a type's rows). Otherwise the nearest partitions
-        are scanned with the filter applied to each block, probing further until enough rows
-        passed, so a selective filter costs more partitions instead of lost recall. Exact is
-        chosen when the kept rows number fewer than ``sqrt(probe rows * all rows)``, where the
-        two costs cross.
+        The filters work inside the search, never by over-fetching. A filter that keeps at
+        most ``EXACT_ROWS`` rows is served exactly from those rows (a world's members, a
+        type's rows). A broader one is applied to every scanned block, and the probe widens
+        by ``1 / sqrt(share kept)`` (at most ``MAX_WIDEN`` times) so the filtered neighbours,
+        sparser than all neighbours, are still reached.
         """
         if self.size == 0:
             return []
@@ -250,43 +274,38 @@ class IvfIndex:
         in_world = self.size if world is None else int(self.subtree[world]) if world < self.subtree.shape[0] else 0
         if in_world == 0 or kept == 0:
             return []
-        probe_rows = nprobe_for(self.nlist) * self.size / self.nlist
-        if world is not None and in_world * in_world <= probe_rows * self.size:
+        if world is not None and in_world <= EXACT_ROWS:
             return self.exact(self.members(world), query, k, codes)
-        if codes is not None and kept * kept <= probe_rows * self.size:
+        if codes is not None and kept <= EXACT_ROWS:
             rows = np.flatnonzero(np.isin(self.type_code, codes) & (self.pos >= 0))
             if world is not None:
                 rows = rows[self._inside(rows, world)]
             return self.exact(rows, query, k, None)
-        filtered = world is not None or codes is not None
-        return self._scan(query, k, world, codes, probe_rows if filtered else 0.0)
+        share = (in_world / self.size) * (kept / self.size)
+        widen = min(MAX_WIDEN, 1.0 / math.sqrt(max(share, 1e-9)))
+        wanted = min(self.nlist, math.ceil(nprobe_for(self.nlist) * widen)) if self.nlist > 1 else 1
+        return self._scan(query, k, world, codes, wanted)
 
     def _scan(self, query: np.ndarray, k: int, world: int | None, codes: np.ndarray | None,
-              enough: float) -> list[tuple[int, float]]:
-        """Scan partitions nearest first: at least nprobe of them.
-
-        With a filter, go on until as many rows passed it as an unfiltered probe would score.
-        """
-        wanted = nprobe_for(self.nlist) if self.nlist > 1 else 1
+              wanted: int) -> list[tuple[int, float]]:
+        """Score the rows of the ``wanted`` partitions nearest the query that pass the filters."""
         found_ids: list[np.ndarray] = []
         found_scores: list[np.ndarray] = []
-        passed = scanned = 0
-        for part in self._probe_order(query):
+        filtered = world is not None or codes is not None
+        for part in self._probe_order(query)[:wanted].tolist():
             count = int(self.count[part])
-            scanned += 1
-            if count:
-                lo = int(self.start[part])
-                ids = self.row_nid[lo:lo + count]
-                block = self.matrix[lo:lo + count]
+            if not count:
+                continue
+            lo = int(self.start[part])
+            ids = self.row_nid[lo:lo + count]
+            block = self.matrix[lo:lo + count]
+            if filtered:
                 keep = self._keep(ids, world, codes)
-                if keep is not None:
-                    ids, block = ids[keep], block[keep]
-                if ids.size:
-                    found_ids.append(ids)
-                    found_scores.append(block @ query)
-                    passed += ids.size
-            if scanned >= wanted and passed >= enough:
-                break
+                ids, block = ids[keep], block[keep]
+                if not ids.size:
+                    continue
+            found_ids.append(ids)
+            found_scores.append(block @ query)
         if not found_ids:
             return []
         ids = np.concatenate(found_ids)
@@ -298,6 +317,7 @@ class IvfIndex:
         out: list[np.ndarray] = []
         frontier = np.array([world], dtype=np.int64)
         while frontier.size:
+            frontier = frontier[self.subtree[frontier] > 1] if frontier.size > 1 else frontier  # leaves: no kids
             parts = [self.kids[self.kids_at[f]:self.kids_at[f + 1]] for f in frontier.tolist()
                      if f + 1 < self.kids_at.shape[0]]
             parts += [np.array(self.kids_since[f], dtype=np.int64) for f in frontier.tolist() if f in self.kids_since]
@@ -321,18 +341,19 @@ class IvfIndex:
             return np.zeros(1, dtype=np.int64)
         return np.argsort(-(self.centroids @ query), kind="stable")
 
-    def _keep(self, ids: np.ndarray, world: int | None, codes: np.ndarray | None) -> np.ndarray | None:
-        """Which of ``ids`` pass the filters (None: all of them)."""
-        keep: np.ndarray | None = None
+    def _keep(self, ids: np.ndarray, world: int | None, codes: np.ndarray | None) -> np.ndarray:
+        """Which of ``ids`` pass the filters."""
+        keep = np.ones(ids.shape[0], dtype=bool)
         if codes is not None:
-            keep = np.isin(self.type_code[ids], codes)
+            keep = self.type_code[ids] == codes[0] if codes.size == 1 else np.isin(self.type_code[ids], codes)
         if world is not None:
-            inside = self._inside(ids, world)
-            keep = inside if keep is None else keep & inside
+            keep &= self._inside(ids, world)
         return keep
 
     def _inside(self, ids: np.ndarray, world: int) -> np.ndarray:
         """Which of ``ids`` have ``world`` among their ancestors (climbing all rows at once)."""
+        if self.scope_of[world] == world:  # a scope: one lookup per row instead of a climb
+            return np.asarray((self.scope_of[ids] == world) & (ids != world))
         inside = np.zeros(ids.shape[0], dtype=bool)
         above = self.parent[ids]
         while True:
