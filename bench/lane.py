@@ -23,14 +23,8 @@ import numpy as np
 from common import emit, environment, percentiles, progress
 from vectors import random_dataset, real_dataset
 
-from worlddb_lite.vector_lane import (
-    SAMPLE_PER_LIST,
-    IvfIndex,
-    assign,
-    nlist_for,
-    nprobe_for,
-    spherical_kmeans,
-)
+from worlddb_lite.ivf import IvfIndex, assign, nprobe_for, spherical_kmeans
+from worlddb_lite.vector_lane import SAMPLE_PER_LIST, nlist_for
 from worlddb_lite.vector_table import VectorTable
 
 WORLDS = 10  # rows are spread over 10 worlds under one scope (a world keeps ~10%) ...

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from worlddb_lite import WorldDB, vector_lane
-from worlddb_lite.vector_lane import IvfIndex, assign, nlist_for, nprobe_for, spherical_kmeans
+from worlddb_lite.ivf import IvfIndex, assign, nprobe_for, spherical_kmeans
+from worlddb_lite.vector_lane import nlist_for
 
 from .conftest import FakeClock, FakeEmbedder
 

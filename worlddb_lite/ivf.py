@@ -1,0 +1,430 @@
+"""An in-memory inverted-file (IVF) index over unit vectors, with world and type filters.
+
+A *partition* is the set of rows nearest one k-means centroid; a query scans the partitions
+whose centroids are nearest to it. Each partition is one contiguous region of a matrix, cut
+into *cells*: one per node type, and per scope for scopes big enough to filter on
+(``BIG_SCOPE`` rows). An unfiltered query scores a whole region in one product; a filtered
+one scores only the matching cells, contiguous rows at full speed, instead of gathering
+rows one by one (a gather costs ~3x a contiguous scan here). Cells keep spare room; a full
+one makes its partition move to the end of the matrix with more room (amortised O(1) per
+insert), and the matrix is compacted when moves have left more dead rows than live ones.
+
+Every row also knows its parent and scope (its ancestor just below the root), so a small
+world's members are found by walking children, and a deep world is checked row by row.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+EXACT_ROWS = 8192  # a filter keeping at most this many rows is answered exactly over them
+BIG_SCOPE = EXACT_ROWS  # a scope with more rows than that gets cells of its own
+MAX_WIDEN = 4.0  # a broad filter probes at most 4x the partitions an unfiltered query does
+PROBE_SHARE = 0.1  # an unfiltered query scans the nearest 10% of partitions
+MIN_PROBE = 8
+DENSE_MASK = 0.3  # a block whose rows mostly pass is scored whole and masked after
+
+
+def nprobe_for(nlist: int) -> int:
+    """How many partitions an unfiltered query scans."""
+    return int(min(nlist, max(MIN_PROBE, math.ceil(PROBE_SHARE * nlist))))
+
+
+class IvfIndex:
+    """Rows in cells of partition regions of one matrix; search probes the nearest partitions."""
+
+    def __init__(self, dim: int, centroids: np.ndarray | None) -> None:
+        self.dim = dim
+        self.centroids = centroids
+        self.nlist = 1 if centroids is None else int(centroids.shape[0])
+        self.matrix = np.zeros((0, dim), dtype=np.float32)
+        self.row_nid = np.zeros(0, dtype=np.int64)  # -1: spare or dead
+        self.used = 0  # matrix rows handed out (live, spare or dead)
+        self.size = 0
+        self.p_start = np.zeros(self.nlist, dtype=np.int64)  # each partition's region
+        self.p_len = np.zeros(self.nlist, dtype=np.int64)
+        self.start: list[int] = []  # cells
+        self.count: list[int] = []
+        self.room: list[int] = []
+        self.cell_code: list[int] = []
+        self.cell_scope: list[int] = []  # -1: rows of every scope without cells of its own
+        self.cells_of: list[list[int]] = [[] for _ in range(self.nlist)]
+        self.cell_key: dict[tuple[int, int, int], int] = {}
+        self.big_scopes: set[int] = set()
+        # per node id (dense arrays grown on demand)
+        self.pos = np.full(0, -1, dtype=np.int64)
+        self.cell = np.zeros(0, dtype=np.int64)
+        self.part = np.zeros(0, dtype=np.int64)
+        self.parent = np.full(0, -1, dtype=np.int64)
+        self.scope_of = np.full(0, -1, dtype=np.int64)
+        self.type_code = np.full(0, -1, dtype=np.int32)
+        self.subtree = np.zeros(0, dtype=np.int64)  # indexed rows at or below each node
+        self.type_names: dict[str, int] = {}
+        self.type_rows: dict[int, int] = {}
+        # children, for a small world's members: a CSR built at load, and the ones added since
+        self.kids_at = np.zeros(1, dtype=np.int64)
+        self.kids = np.zeros(0, dtype=np.int64)
+        self.kids_since: dict[int, list[int]] = {}
+        self.seq = 0
+
+    # ---- building -----------------------------------------------------------------
+
+    def load(self, nids: np.ndarray, parts: np.ndarray, vectors: np.ndarray,
+             parents: np.ndarray, types: Sequence[str]) -> None:
+        """Fill the index in one go (hydration, compaction): regions laid out in partition order.
+
+        The store's root (no parent) is left out: it pools everything, so it would answer any query.
+        """
+        kept = parents >= 0
+        codes = np.array([self._code(t) for t, keep in zip(types, kept.tolist(), strict=True) if keep],
+                         dtype=np.int64)
+        nids, parts, vectors, parents = nids[kept], parts[kept].astype(np.int64), vectors[kept], parents[kept]
+        names, seq = self.type_names, self.seq
+        self.__init__(self.dim, self.centroids)  # type: ignore[misc]
+        self.type_names, self.seq = names, seq
+        if not len(nids):
+            return
+        self._grow_ids(int(max(nids.max(), parents.max())) + 1)
+        self.parent[nids] = parents
+        self.type_code[nids] = codes
+        self.scope_of[nids] = self._scopes(nids)
+        above = nids.copy()
+        while above.size:  # every row counts once at itself and at each ancestor
+            np.add.at(self.subtree, above, 1)
+            above = self.parent[above]
+            above = above[above >= 0]
+        scopes = np.unique(self.scope_of[nids])
+        self.big_scopes = {int(x) for x in scopes[self.subtree[scopes] > BIG_SCOPE].tolist()}
+        skeys = np.where(np.isin(self.scope_of[nids], list(self.big_scopes)), self.scope_of[nids], -1)
+        keys, cells = np.unique(np.stack([parts, codes, skeys], axis=1), axis=0, return_inverse=True)
+        cells = cells.reshape(-1)
+        counts = np.bincount(cells, minlength=len(keys)).astype(np.int64)
+        rooms = counts + np.maximum(4, counts // 4)
+        starts = np.concatenate(([0], np.cumsum(rooms)[:-1])).astype(np.int64)
+        for cell, (part, code, skey) in enumerate(keys.tolist()):
+            self.cell_key[(part, code, skey)] = cell
+            self.cells_of[part].append(cell)
+            self.cell_code.append(code)
+            self.cell_scope.append(skey)
+        self.start, self.count, self.room = starts.tolist(), counts.tolist(), rooms.tolist()
+        for part, cells_here in enumerate(self.cells_of):
+            if cells_here:  # keys are sorted by partition first: a partition's cells are adjacent
+                self.p_start[part] = starts[cells_here[0]]
+                self.p_len[part] = int(rooms[cells_here].sum())
+        total = int(rooms.sum())
+        self.matrix = np.zeros((total, self.dim), dtype=np.float32)
+        self.row_nid = np.full(total, -1, dtype=np.int64)
+        order = np.argsort(cells, kind="stable")
+        offsets = np.arange(len(nids)) - np.repeat(np.concatenate(([0], np.cumsum(counts)[:-1])), counts)
+        positions = np.empty(len(nids), dtype=np.int64)
+        positions[order] = starts[cells[order]] + offsets
+        self.matrix[positions] = vectors
+        self.row_nid[positions] = nids
+        self.used, self.size = total, len(nids)
+        self.pos[nids], self.cell[nids], self.part[nids] = positions, cells, parts
+        for code, rows in zip(*np.unique(codes, return_counts=True), strict=True):
+            self.type_rows[int(code)] = int(rows)
+        by_parent = np.argsort(parents, kind="stable")
+        self.kids = nids[by_parent]
+        self.kids_at = np.searchsorted(parents[by_parent], np.arange(self.pos.shape[0] + 1)).astype(np.int64)
+
+    def _scopes(self, nids: np.ndarray) -> np.ndarray:
+        """Each node's ancestor just below the root (itself for a scope), climbing all at once.
+
+        The root is never indexed, so its parent reads as unknown (-1): a node whose parent
+        has no parent is a scope.
+        """
+        node = nids.copy()
+        scope = np.full(nids.shape[0], -1, dtype=np.int64)
+        pending = np.flatnonzero(node >= 0)
+        while pending.size:
+            up = self.parent[node[pending]]
+            is_scope = (up >= 0) & (self.parent[np.maximum(up, 0)] < 0)
+            scope[pending[is_scope]] = node[pending[is_scope]]
+            climbing = ~is_scope & (up >= 0)
+            node[pending[climbing]] = up[climbing]
+            pending = pending[climbing]
+        return scope
+
+    def upsert(self, nid: int, part: int, vector: np.ndarray, parent: int | None, type_: str) -> None:
+        """Add a node's vector, or replace it (moving it if its cell changed); never the root's."""
+        if parent is None:
+            return
+        self._grow_ids(max(nid, parent) + 1)
+        counted = bool(self.pos[nid] >= 0)
+        code = self._code(type_)
+        scope = int(self.scope_of[nid]) if counted else nid if self.parent[parent] < 0 else int(self.scope_of[parent])
+        key = (part, code, scope if scope in self.big_scopes else -1)
+        cell = self._cell(key)
+        if counted:
+            if self.cell[nid] == cell:
+                self.matrix[self.pos[nid]] = vector
+                return
+            self._remove(nid)
+        if self.count[cell] == self.room[cell]:
+            if self.used - self.size > max(self.size, 4096):
+                self._compact()
+                self._grow_ids(max(nid, parent) + 1)
+                cell = self._cell(key)  # compaction renumbers cells
+            if self.count[cell] == self.room[cell]:
+                self._grow_partition(part, cell)
+        position = self.start[cell] + self.count[cell]
+        self.matrix[position] = vector
+        self.row_nid[position] = nid
+        self.count[cell] += 1
+        self.pos[nid], self.cell[nid], self.part[nid] = position, cell, part
+        self.type_code[nid] = code
+        self.type_rows[code] = self.type_rows.get(code, 0) + 1
+        self.size += 1
+        if counted:
+            return
+        self.parent[nid], self.scope_of[nid] = parent, scope  # a node's first vector: it joins its ancestors
+        above = nid
+        while above >= 0:
+            self.subtree[above] += 1
+            above = int(self.parent[above])
+        self.kids_since.setdefault(parent, []).append(nid)
+        if scope not in self.big_scopes and self.subtree[scope] > BIG_SCOPE:
+            self.big_scopes.add(scope)  # it outgrew the shared cells: give it its own
+            self._compact()
+
+    def _cell(self, key: tuple[int, int, int]) -> int:
+        cell = self.cell_key.get(key)
+        if cell is None:
+            cell = len(self.cell_code)
+            self.cell_key[key] = cell
+            self.cell_code.append(key[1])
+            self.cell_scope.append(key[2])
+            self.cells_of[key[0]].append(cell)
+            self.start.append(0)
+            self.count.append(0)
+            self.room.append(0)  # full: the first row grows the partition, which places the cell
+        return cell
+
+    def _remove(self, nid: int) -> None:
+        cell, position = int(self.cell[nid]), int(self.pos[nid])
+        last = self.start[cell] + self.count[cell] - 1
+        if position != last:  # keep the cell dense: its last row takes the freed slot
+            moved = int(self.row_nid[last])
+            self.matrix[position] = self.matrix[last]
+            self.row_nid[position] = moved
+            self.pos[moved] = position
+        self.row_nid[last] = -1
+        self.count[cell] -= 1
+        self.pos[nid] = -1
+        self.type_rows[int(self.type_code[nid])] -= 1
+        self.size -= 1
+
+    def _grow_partition(self, part: int, full: int) -> None:
+        """Move a partition's region to the end of the matrix, with twice the room in ``full``."""
+        cells = self.cells_of[part]
+        rooms = [max(8, 2 * self.room[c]) if c == full else self.room[c] for c in cells]
+        total = sum(rooms)
+        self._reserve(self.used + total)
+        at = self.used
+        for cell, room in zip(cells, rooms, strict=True):
+            old, count = self.start[cell], self.count[cell]
+            self.matrix[at:at + count] = self.matrix[old:old + count]
+            moved = self.row_nid[old:old + count].copy()
+            self.row_nid[old:old + count] = -1
+            self.row_nid[at:at + count] = moved
+            self.pos[moved] = np.arange(at, at + count)
+            self.start[cell], self.room[cell] = at, room
+            at += room
+        self.p_start[part], self.p_len[part] = self.used, total
+        self.used += total
+
+    def _compact(self) -> None:
+        """Lay everything out afresh: no dead rows, cells for every big scope."""
+        live = self.row_nid[: self.used] >= 0
+        nids = self.row_nid[: self.used][live]
+        names = {code: name for name, code in self.type_names.items()}
+        self.load(nids, self.part[nids].copy(), self.matrix[: self.used][live].copy(), self.parent[nids].copy(),
+                  [names[int(c)] for c in self.type_code[nids]])
+
+    def _reserve(self, rows: int) -> None:
+        if rows <= self.matrix.shape[0]:
+            return
+        capacity = max(rows, 2 * self.matrix.shape[0], 1024)
+        matrix = np.zeros((capacity, self.dim), dtype=np.float32)
+        matrix[: self.used] = self.matrix[: self.used]
+        row_nid = np.full(capacity, -1, dtype=np.int64)
+        row_nid[: self.used] = self.row_nid[: self.used]
+        self.matrix, self.row_nid = matrix, row_nid
+
+    def _grow_ids(self, needed: int) -> None:
+        have = self.pos.shape[0]
+        if needed <= have:
+            return
+        extra = max(needed, 2 * have, 1024) - have
+        self.pos = np.concatenate([self.pos, np.full(extra, -1, dtype=np.int64)])
+        self.cell = np.concatenate([self.cell, np.zeros(extra, dtype=np.int64)])
+        self.part = np.concatenate([self.part, np.zeros(extra, dtype=np.int64)])
+        self.parent = np.concatenate([self.parent, np.full(extra, -1, dtype=np.int64)])
+        self.scope_of = np.concatenate([self.scope_of, np.full(extra, -1, dtype=np.int64)])
+        self.type_code = np.concatenate([self.type_code, np.full(extra, -1, dtype=np.int32)])
+        self.subtree = np.concatenate([self.subtree, np.zeros(extra, dtype=np.int64)])
+
+    def _code(self, type_: str) -> int:
+        return self.type_names.setdefault(type_, len(self.type_names))
+
+    # ---- searching ----------------------------------------------------------------
+
+    def search(self, query: np.ndarray, k: int, *, world: int | None = None,
+               types: Iterable[str] | None = None) -> list[tuple[int, float]]:
+        """(nid, cosine) of the ``k`` best rows, best first, inside ``world`` and of ``types``.
+
+        The filters work inside the search, never by over-fetching. A filter that keeps at
+        most ``EXACT_ROWS`` rows is answered exactly over those rows (a world's members, a
+        type's rows). A broader one scans only the matching cells of the probed partitions
+        (and checks rows against a world below a scope), and the probe widens by
+        ``1 / sqrt(share kept)`` (at most ``MAX_WIDEN`` times) so the kept neighbours,
+        sparser than all neighbours, are reached.
+        """
+        if self.size == 0:
+            return []
+        codes: set[int] | None = None
+        kept = float(self.size)
+        if types is not None:
+            codes = {self.type_names[t] for t in types if t in self.type_names}
+            kept = float(sum(self.type_rows.get(c, 0) for c in codes))
+        in_world = self.size if world is None else int(self.subtree[world]) if world < self.subtree.shape[0] else 0
+        if in_world == 0 or kept == 0:
+            return []
+        if world is not None and in_world <= EXACT_ROWS:
+            return self.exact(self.members(world), query, k, codes)
+        if codes is not None and kept <= EXACT_ROWS:
+            rows = np.flatnonzero(np.isin(self.type_code, list(codes)) & (self.pos >= 0))
+            if world is not None:
+                rows = rows[self._inside(rows, world)]
+            return self.exact(rows, query, k, None)
+        share = (in_world / self.size) * (kept / self.size)
+        widen = min(MAX_WIDEN, 1.0 / math.sqrt(max(share, 1e-9)))
+        wanted = min(self.nlist, math.ceil(nprobe_for(self.nlist) * widen))
+        return self._scan(query, k, world, codes, wanted)
+
+    def _scan(self, query: np.ndarray, k: int, world: int | None, codes: set[int] | None,
+              wanted: int) -> list[tuple[int, float]]:
+        """Score what passes the filters in the ``wanted`` partitions nearest the query."""
+        found_ids: list[np.ndarray] = []
+        found_scores: list[np.ndarray] = []
+        probed = self._nearest_partitions(query, wanted).tolist()
+        if world is None and codes is None:  # whole regions; spare and dead rows drop out below
+            for part in probed:
+                lo, length = int(self.p_start[part]), int(self.p_len[part])
+                if length:
+                    found_ids.append(self.row_nid[lo:lo + length])
+                    found_scores.append(self.matrix[lo:lo + length] @ query)
+        else:
+            scope = None if world is None else int(self.scope_of[world])
+            own = scope in self.big_scopes
+            below = None if world is None or world == scope else self._member_mask(world)
+            for part in probed:
+                for cell in self.cells_of[part]:
+                    count = self.count[cell]
+                    if not count or (codes is not None and self.cell_code[cell] not in codes):
+                        continue
+                    if scope is not None and own and self.cell_scope[cell] != scope:
+                        continue
+                    lo = self.start[cell]
+                    ids = self.row_nid[lo:lo + count]
+                    block = self.matrix[lo:lo + count]
+                    if below is not None or (scope is not None and not own):
+                        keep = below[ids] if below is not None else self.scope_of[ids] == scope
+                        ids, block = ids[keep], block[keep]
+                    if ids.size:
+                        found_ids.append(ids)
+                        found_scores.append(block @ query)
+        if not found_ids:
+            return []
+        ids = np.concatenate(found_ids)
+        scores = np.concatenate(found_scores)
+        scores[ids < 0] = -np.inf
+        top = [i for i in _top(scores, k) if ids[i] >= 0]
+        return [(int(ids[i]), float(scores[i])) for i in top]
+
+    def _member_mask(self, world: int) -> np.ndarray:
+        """A dense flag per node id: inside ``world``."""
+        mask = np.zeros(self.pos.shape[0], dtype=bool)
+        mask[self.members(world)] = True
+        return mask
+
+    def _nearest_partitions(self, query: np.ndarray, wanted: int) -> np.ndarray:
+        if self.centroids is None:
+            return np.zeros(1, dtype=np.int64)
+        return _top(self.centroids @ query, wanted)
+
+    def _inside(self, ids: np.ndarray, world: int) -> np.ndarray:
+        """Which of ``ids`` have ``world`` among their ancestors."""
+        if self.scope_of[world] == world:  # a scope: one lookup per row instead of a climb
+            return np.asarray((self.scope_of[ids] == world) & (ids != world))
+        inside = np.zeros(ids.shape[0], dtype=bool)
+        above = self.parent[ids]
+        while True:
+            alive = above >= 0
+            if not alive.any():
+                return inside
+            inside |= above == world
+            above = np.where(alive, self.parent[np.maximum(above, 0)], -1)
+
+    def members(self, world: int) -> np.ndarray:
+        """Node ids of every indexed row strictly below ``world`` (breadth first over children)."""
+        out: list[np.ndarray] = []
+        frontier = np.array([world], dtype=np.int64)
+        while frontier.size:
+            frontier = frontier[self.subtree[frontier] > 1]  # a leaf has no children to visit
+            parts = [self.kids[self.kids_at[f]:self.kids_at[f + 1]] for f in frontier.tolist()
+                     if f + 1 < self.kids_at.shape[0]]
+            parts += [np.array(self.kids_since[f], dtype=np.int64) for f in frontier.tolist() if f in self.kids_since]
+            frontier = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+            frontier = frontier[self.pos[frontier] >= 0] if frontier.size else frontier
+            out.append(frontier)
+        return np.concatenate(out)
+
+    def exact(self, nids: np.ndarray, query: np.ndarray, k: int, codes: set[int] | None) -> list[tuple[int, float]]:
+        """Exact top ``k`` among the given node ids (a gather, then one product)."""
+        if codes is not None and nids.size:
+            nids = nids[np.isin(self.type_code[nids], list(codes))]
+        if nids.size == 0:
+            return []
+        scores = np.take(self.matrix, self.pos[nids], axis=0) @ query
+        return [(int(nids[i]), float(scores[i])) for i in _top(scores, k)]
+
+
+def _top(scores: np.ndarray, k: int) -> np.ndarray:
+    """Indices of the ``k`` highest scores, best first."""
+    if scores.shape[0] > k:
+        part = np.argpartition(-scores, k - 1)[:k]
+    else:
+        part = np.arange(scores.shape[0])
+    return part[np.argsort(-scores[part], kind="stable")]
+
+
+def spherical_kmeans(sample: np.ndarray, nlist: int, *, iterations: int = 8, seed: int = 0) -> np.ndarray:
+    """Unit centroids for cosine search: k-means with normalised means, deterministic seed."""
+    rng = np.random.default_rng(seed)
+    nlist = min(nlist, sample.shape[0])
+    centroids = sample[rng.choice(sample.shape[0], nlist, replace=False)].copy()
+    for _ in range(iterations):
+        assigned = assign(sample, centroids)
+        sums = np.zeros_like(centroids)
+        np.add.at(sums, assigned, sample)
+        norms = np.linalg.norm(sums, axis=1, keepdims=True)
+        empty = norms[:, 0] == 0
+        sums[empty] = sample[rng.choice(sample.shape[0], int(empty.sum()))]  # reseed empty lists
+        norms[empty] = 1.0
+        centroids = (sums / norms).astype(np.float32)
+    return centroids
+
+
+def assign(vectors: np.ndarray, centroids: np.ndarray | None) -> np.ndarray:
+    """The nearest centroid of each row (all 0 before training), in chunks to bound memory."""
+    if centroids is None:
+        return np.zeros(vectors.shape[0], dtype=np.int32)
+    out = np.empty(vectors.shape[0], dtype=np.int32)
+    for lo in range(0, vectors.shape[0], 8192):
+        out[lo:lo + 8192] = np.argmax(vectors[lo:lo + 8192] @ centroids.T, axis=1)
+    return out
