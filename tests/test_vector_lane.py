@@ -196,3 +196,35 @@ def test_the_cli_reindexes_a_store(tmp_path: Path, capsys: pytest.CaptureFixture
     assert main(["reindex", path, "--partitions", "2", "--json"]) == 0
     assert '"partitions": 2' in capsys.readouterr().out
     assert main(["verify", path]) == 0
+
+
+def test_a_scope_that_outgrows_the_shared_cells_gets_its_own_and_filters_stay_exact(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from worlddb_lite import ivf
+
+    monkeypatch.setattr(ivf, "BIG_SCOPE", 300)
+    monkeypatch.setattr(ivf, "EXACT_ROWS", 50)
+    vectors = _clustered(1500)
+    centroids = spherical_kmeans(vectors, 8)
+    index = IvfIndex(DIM, centroids)
+    parts = assign(vectors, centroids)
+    # root 1; scopes 2 and 3; rows 10.. alternate between them, a tenth of them Facts
+    index.upsert(2, int(parts[0]), vectors[0], 1, "Scope")
+    index.upsert(3, int(parts[1]), vectors[1], 1, "Scope")
+    scope_of_row = {}
+    for i in range(2, 1500):
+        scope = 2 if i % 3 else 3
+        index.upsert(10 + i, int(parts[i]), vectors[i], scope, "Fact" if i % 10 == 0 else "Turn")
+        scope_of_row[10 + i] = scope
+    assert index.big_scopes == {2, 3} and index.size == 1500
+    assert {index.cell_scope[c] for c in range(len(index.cell_scope)) if index.count[c]} == {2, 3}
+    rows = np.array(sorted(scope_of_row))
+    for query in _clustered(10, seed=5):
+        for scope in (2, 3):
+            inside = rows[[scope_of_row[r] == scope for r in rows]]
+            wanted_all = index.nlist  # compare with exact: probe everything
+            got = index._scan(query, 10, scope, None, wanted_all)
+            scores = vectors[inside - 10] @ query
+            assert [n for n, _ in got] == [int(inside[i]) for i in np.argsort(-scores)[:10]]
+        facts = index._scan(query, 5, None, {index.type_names["Fact"]}, index.nlist)
+        assert all((nid - 10) % 10 == 0 for nid, _ in facts) and len(facts) == 5
