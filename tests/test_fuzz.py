@@ -269,12 +269,12 @@ class ReconcilerMachine(RuleBasedStateMachine):
         }
         fts = {int(r[0]) for r in conn.execute("select rowid from node_fts")}
         vec = {int(r[0]) for r in conn.execute("select rowid from node_vec")}
-        above = {  # every world above a node with text holds a composed vector
+        above = {  # every world above a node with text holds a composed vector, the root excepted
             int(r[0])
             for r in conn.execute(
                 "with recursive up(nid) as (select parent from node where nid in (select rowid from node_fts) "
                 "union select n.parent from node as n join up on n.nid = up.nid) "
-                "select nid from up where nid is not null"
+                "select nid from up where nid is not null and (select parent from node where nid = up.nid) is not null"
             )
         }
         assert with_text == fts

@@ -41,7 +41,11 @@ def _store(path: Path) -> list[str]:
         return [session, *ids]
 
 
-def test_reembed_replaces_every_vector_keeps_every_root_and_switches_the_model(tmp_path: Path) -> None:
+def test_reembed_replaces_every_vector_keeps_every_root_and_switches_the_model(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from worlddb_lite import vector_lane
+
+    monkeypatch.setattr(vector_lane, "TRAIN_AT", 20)  # the new vectors get partitions trained once, at the end
     path = tmp_path / "m.db"
     ids = _store(path)
     with WorldDB(path, embedder=FakeEmbedder()) as db:
@@ -54,6 +58,7 @@ def test_reembed_replaces_every_vector_keeps_every_root_and_switches_the_model(t
         WorldDB(path, embedder=FakeEmbedder())
     with WorldDB(path, embedder=OtherEmbedder()) as db:
         assert db.root() == root_before  # vectors are an index, not content
+        assert db._conn.execute("select count(distinct part) from node_vec").fetchone()[0] > 1
         assert db.verify(deep=True).ok
         leaf = db._conn.execute("select embedding from node_vec where rowid = (select nid from node where id = ?)",
                                 (bytes.fromhex(ids[1]),)).fetchone()[0]

@@ -7,7 +7,8 @@ query) written as a normalised weighted sum: softmax's denominator and the final
 normalisation cancel, so each child's weight ``exp(scale * (cos(anchor, child) - 1))`` depends
 on that child alone. The unnormalised sum is stored per world, so a change below a world
 costs O(1) there, and a commit recomposes exactly the ancestors of what it changed:
-O(depth), never O(world size). A world without text has no anchor and mean-pools.
+O(depth), never O(world size). A world without text has no anchor and mean-pools. The store's
+root is not composed: it would pool everything, and no query wants it back.
 
 Children only ever join a world (membership is permanent; history stays in the pool), so a
 delta is either a new child vector or a child's effective vector replaced by a new one.
@@ -54,7 +55,8 @@ class Composer:
             worlds = sorted(levels.pop(depth))
             stored = self.lane.table.vectors_of([w for w in worlds if w not in inserts])
             pools = self.lane.table.pools(worlds)
-            saved: list[tuple[int, np.ndarray | None, np.ndarray, int]] = []
+            started: list[tuple[int, np.ndarray | None, np.ndarray, int]] = []
+            changed: list[tuple[int, np.ndarray, int]] = []
             for world in worlds:
                 old = inserts.get(world, stored.get(world))
                 if world in pools:
@@ -69,22 +71,25 @@ class Composer:
                     else:
                         acc -= self._weighted(anchor, before)
                 effective = _unit(acc, anchor if anchor is not None else changes[-1][1])
-                saved.append((world, anchor, acc, members))
+                if world in pools:
+                    changed.append((world, acc, members))
+                else:
+                    started.append((world, anchor, acc, members))
                 if world in inserts or old is None:
                     inserts[world] = effective
                 else:
                     updates[world] = effective
                 recomposed.append(world)
                 self._push(world, old, effective, deltas, levels)
-            self.lane.table.save_pools(saved)
+            self.lane.table.save_pools(started, changed)
         self.lane.write(inserts, updates)
         self.last_recomposed = recomposed
 
     def _push(self, nid: int, old: np.ndarray | None, new: np.ndarray,
               deltas: dict[int, list[Delta]], levels: dict[int, set[int]]) -> None:
         header = self.store.header(nid)
-        if header.parent is None:
-            return
+        if header.parent is None or self.store.header(header.parent).parent is None:
+            return  # the root pools everything and is never searched: it is not composed
         deltas.setdefault(header.parent, []).append((old, new))
         levels.setdefault(header.depth - 1, set()).add(header.parent)
 

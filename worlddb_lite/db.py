@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from . import _sqlite, reads, traverse
+from . import _sqlite, reads, traverse, vector_lane
 from .edges import EdgeRegistry, EdgeType, EndView
 from .embed import Embedder, StaticEmbedder, embed_checked, embedding_text
 from .errors import EmbedderMismatch, InvalidInput, NotCurrent, NotFound
@@ -233,8 +233,12 @@ class WorldDB:
         with _sqlite.translate():
             total = reads.text_count(self._conn)
         done = 0
-        with self._txn():
-            self._reconciler.lane.reset()
+        lane = self._reconciler.lane
+        lane.auto_train = False  # one training at the end, not one per doubling on the way
+        with contextlib.ExitStack() as stack:
+            stack.callback(setattr, lane, "auto_train", True)
+            stack.enter_context(self._txn())
+            lane.reset()
             self._store.set_meta([("embedder_id", self._embedder.model_id), ("embedder_dim", str(self.dim))])
             chunk: list[tuple[int, str]] = []
             for nid, name, content in itertools.chain(self._store.texts_in_depth_order(), [(0, None, None)]):
@@ -248,6 +252,8 @@ class WorldDB:
                     chunk = []
                     if progress is not None:
                         progress(done, total)
+            if done >= vector_lane.TRAIN_AT:
+                lane.train()
         return {"embedder": self._embedder.model_id, "dim": self.dim, "texts": done,
                 "seconds": round(time.perf_counter() - started, 3)}
 

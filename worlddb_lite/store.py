@@ -452,6 +452,12 @@ class Store:
             return str(value)
         return None
 
+    def meta_values(self, keys: Sequence[str]) -> dict[str, str]:
+        """Several store-level settings in one statement (absent keys are left out)."""
+        marks = ", ".join("?" * len(keys))
+        return {str(k): str(v) for k, v in self.conn.execute(
+            f"select key, value from meta where key in ({marks})", tuple(keys))}
+
     def texts_in_depth_order(self) -> Iterator[tuple[int, str | None, str | None]]:
         """(nid, name, content) of every node with a body, parents before their children."""
         for nid, name, content in self.conn.execute(

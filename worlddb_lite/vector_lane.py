@@ -13,9 +13,9 @@ file over k-means partitions, scanned with numpy, meets recall@10 >= 0.95 in a f
   ``meta.vec_epoch`` changes when every vector changes at once (re-embedding, re-training):
   the index is then rebuilt.
 * Below ``TRAIN_AT`` vectors there is one partition and search is exact. Centroids are
-  trained when the store reaches ``TRAIN_AT`` and each time it doubles, inside the write
-  transaction, up to ``AUTO_TRAIN_LIMIT`` (training costs seconds beyond that); past it,
-  ``worlddb reindex`` re-trains. Rows written between trainings go to their nearest existing
+  trained when the store reaches ``TRAIN_AT`` nodes and each time it doubles, inside the
+  write transaction, up to ``AUTO_TRAIN_LIMIT`` (training costs seconds beyond that); past
+  it, ``worlddb reindex`` re-trains. Rows written between trainings go to their nearest existing
   centroid, which keeps recall (measured) while partitions grow.
 """
 
@@ -58,6 +58,7 @@ class VectorLane:
         self._index: IvfIndex | None = None
         self._epoch: str | None = None
         self._centroids: tuple[str | None, np.ndarray | None] | None = None  # (epoch, centroids) for writes
+        self.auto_train = True  # off while re-embedding, which trains once at the end
 
     # ---- writing ------------------------------------------------------------------
 
@@ -66,7 +67,8 @@ class VectorLane:
         """Store new and changed vectors with their partition and a fresh sequence number."""
         if not inserts and not updates:
             return
-        centroids = self._write_centroids()
+        state = self.store.meta_values(("vec_epoch", "vec_trained_nid"))
+        centroids = self._write_centroids(state.get("vec_epoch"))
         seq = self.table.max_seq()
         for rows, write in ((inserts, self.table.insert), (updates, self.table.update)):
             if not rows:
@@ -77,14 +79,15 @@ class VectorLane:
             write([(nid, int(part), seq + i + 1, matrix[i].tobytes())
                    for i, (nid, part) in enumerate(zip(nids, parts, strict=True))])
             seq += len(nids)
-        total = int(self.store.meta_value("vec_rows") or 0) + len(inserts)
-        self.store.set_meta([("vec_rows", str(total))])
-        trained = int(self.store.meta_value("vec_trained_rows") or 0)
-        if total >= max(TRAIN_AT, 2 * trained) and total <= AUTO_TRAIN_LIMIT:
+        if not inserts or not self.auto_train:
+            return
+        # growth is read off the highest node id (one index probe, no counter row to rewrite per write)
+        grown = self.table.max_nid()
+        trained = int(state.get("vec_trained_nid") or 0)
+        if max(TRAIN_AT, 2 * trained) <= grown <= AUTO_TRAIN_LIMIT:
             self.train(progress=progress)
 
-    def _write_centroids(self) -> np.ndarray | None:
-        epoch = self.store.meta_value("vec_epoch")
+    def _write_centroids(self, epoch: str | None) -> np.ndarray | None:
         if self._centroids is None or self._centroids[0] != epoch:
             self._centroids = (epoch, self.table.centroids())
         return self._centroids[1]
@@ -104,14 +107,14 @@ class VectorLane:
             self.table.set_parts(zip(assign(matrix, centroids).tolist(), nids.tolist(), strict=True))
             done += len(nids)
             say(f"assigned {done:,}/{total:,}")
-        self.store.set_meta([("vec_trained_rows", str(total)), ("vec_epoch", _new_epoch())])
+        self.store.set_meta([("vec_trained_nid", str(self.table.max_nid())), ("vec_epoch", _new_epoch())])
         self._centroids = None
         return {"vectors": total, "partitions": int(centroids.shape[0])}
 
     def reset(self) -> None:
         """Forget every vector (re-embedding starts over): a new epoch, no centroids."""
         self.table.clear()
-        self.store.set_meta([("vec_trained_rows", "0"), ("vec_rows", "0"), ("vec_epoch", _new_epoch())])
+        self.store.set_meta([("vec_trained_nid", "0"), ("vec_epoch", _new_epoch())])
         self._centroids = None
 
     # ---- reading ------------------------------------------------------------------

@@ -52,6 +52,12 @@ class VectorTable:
             return 0 if seq is None else as_int(seq)
         return 0
 
+    def max_nid(self) -> int:
+        """The highest node id with a vector (0 for none); one index probe."""
+        for (nid,) in self.conn.execute("select max(nid) from node_vec"):
+            return 0 if nid is None else as_int(nid)
+        return 0
+
     def count(self) -> int:
         return as_int(self.conn.execute("select count(*) from node_vec").fetchone()[0])  # type: ignore[index]
 
@@ -136,10 +142,15 @@ class VectorTable:
                               np.frombuffer(as_bytes(acc), dtype=np.float64).copy(), as_int(members))
         return found
 
-    def save_pools(self, rows: Iterable[tuple[int, np.ndarray | None, np.ndarray, int]]) -> None:
-        """Write worlds' (anchor, running sum, members) after a recomposition."""
+    def save_pools(self, started: Iterable[tuple[int, np.ndarray | None, np.ndarray, int]],
+                   changed: Iterable[tuple[int, np.ndarray, int]]) -> None:
+        """Write new worlds' (anchor, running sum, members), and changed worlds' sums."""
         self.conn.executemany(
-            "insert or replace into world_vec (nid, anchor, acc, members) values (?, ?, ?, ?)",
+            "insert into world_vec (nid, anchor, acc, members) values (?, ?, ?, ?)",
             ((nid, None if anchor is None else np.ascontiguousarray(anchor, dtype=np.float32).tobytes(),
-              np.ascontiguousarray(acc, dtype=np.float64).tobytes(), members) for nid, anchor, acc, members in rows),
+              np.ascontiguousarray(acc, dtype=np.float64).tobytes(), members) for nid, anchor, acc, members in started),
+        )
+        self.conn.executemany(
+            "update world_vec set acc = ?, members = ? where nid = ?",
+            ((np.ascontiguousarray(acc, dtype=np.float64).tobytes(), members, nid) for nid, acc, members in changed),
         )

@@ -126,8 +126,8 @@ def _check_vectors(conn: apsw.Connection, store: Store, nodes: dict[int, NodeRow
     above: set[int] = set()
     for nid in leaves:
         parent = nodes[nid].parent
-        while parent is not None and parent not in above:
-            above.add(parent)
+        while parent is not None and nodes[parent].parent is not None and parent not in above:
+            above.add(parent)  # every world above a vector composes one, the root excepted
             parent = nodes[parent].parent
     expected = leaves | above
     for nid in sorted(expected - vec)[:20]:
@@ -138,7 +138,7 @@ def _check_vectors(conn: apsw.Connection, store: Store, nodes: dict[int, NodeRow
     members: dict[int, list[int]] = defaultdict(list)
     for nid in vec & expected:
         parent = nodes[nid].parent
-        if parent is not None:
+        if parent is not None and nodes[parent].parent is not None:
             members[parent].append(nid)
     pools = table.pools(members)
     for world in sorted(set(members) - set(pools))[:20]:
