@@ -228,3 +228,41 @@ def test_a_scope_that_outgrows_the_shared_cells_gets_its_own_and_filters_stay_ex
             assert [n for n, _ in got] == [int(inside[i]) for i in np.argsort(-scores)[:10]]
         facts = index._scan(query, 5, None, {index.type_names["Fact"]}, index.nlist)
         assert all((nid - 10) % 10 == 0 for nid, _ in facts) and len(facts) == 5
+
+
+def test_a_partition_swollen_by_a_new_topic_splits_and_every_reader_follows(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(vector_lane, "TRAIN_AT", 100)
+    monkeypatch.setattr(vector_lane, "AUTO_TRAIN_LIMIT", 150)  # trained once, on the first topic only
+    path = tmp_path / "split.db"
+    clock = FakeClock()
+    writer = WorldDB(path, embedder=FakeEmbedder(), clock=clock)
+    reader = WorldDB(path, embedder=FakeEmbedder(), clock=clock)
+    try:
+        old = ["apple", "pear", "plum", "fig", "kiwi", "lime"]
+        new = ["rocket", "orbit", "comet", "lunar", "solar", "probe", "nebula", "quasar"]
+        writer.write_many([{"text": f"{old[i % 6]} {old[(i // 6) % 6]} {i}", "scope": "s"} for i in range(120)])
+        lists = writer._conn.execute("select count(*) from vec_centroid").fetchone()[0]
+        assert lists > 0
+        reader.nearest("apple pear", k=1)  # the reader hydrates before the split
+        ids = []
+        for i in range(300):
+            ids.append(writer.write(f"{new[i % 8]} {new[(i // 8) % 8]} {new[(i // 64) % 8]} {i}", scope="s"))
+        splits = int(writer._conn.execute("select value from meta where key = 'vec_splits'").fetchone()[0])
+        assert splits > 0
+        assert writer._conn.execute("select count(*) from vec_centroid").fetchone()[0] == lists + splits
+        sizes = [r[0] for r in writer._conn.execute("select count(*) from node_vec group by part")]
+        assert max(sizes) <= 4 * 450 / len(sizes) + 64  # no partition stays swollen
+        probe = "comet lunar rocket 17"
+        want = writer.nearest(probe, k=1, types=["Memory"])[0][0].id
+        for db in (writer, reader):
+            index = db._reconciler.lane.index()
+            assert index.nlist == lists + splits
+            got = index._scan(FakeEmbedder().embed([probe])[0], 1, None, None, index.nlist)
+            assert db.nearest(probe, k=1, types=["Memory"])[0][0].id == want
+            assert got[0][0] == db._conn.execute("select nid from node where id = ?", (bytes.fromhex(want),)
+                                                  ).fetchone()[0]
+        assert writer.verify().ok
+    finally:
+        writer.close()
+        reader.close()

@@ -131,6 +131,16 @@ class IvfIndex:
         self.kids = nids[by_parent]
         self.kids_at = np.searchsorted(parents[by_parent], np.arange(self.pos.shape[0] + 1)).astype(np.int64)
 
+    def set_centroids(self, centroids: np.ndarray) -> None:
+        """Adopt centroids after partitions were split (same ones, moved, plus new ones at the end)."""
+        extra = centroids.shape[0] - self.nlist
+        if extra > 0:
+            self.p_start = np.concatenate([self.p_start, np.zeros(extra, dtype=np.int64)])
+            self.p_len = np.concatenate([self.p_len, np.zeros(extra, dtype=np.int64)])
+            self.cells_of.extend([] for _ in range(extra))
+        self.centroids = centroids
+        self.nlist = int(centroids.shape[0])
+
     def _scopes(self, nids: np.ndarray) -> np.ndarray:
         """Each node's ancestor just below the root (itself for a scope), climbing all at once.
 

@@ -363,6 +363,7 @@ create table node_vec (
   embedding blob not null check (length(embedding) % 4 = 0)  -- float32 little-endian, unit length
 ) strict;
 create index node_vec_seq on node_vec (seq);
+create index node_vec_part on node_vec (part);  -- partition sizes, for splitting the ones that swell
 
 -- IVF centroids (unit float32), trained by k-means over the vectors (vector_lane.py).
 create table vec_centroid (

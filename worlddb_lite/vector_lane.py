@@ -37,6 +37,8 @@ TRAIN_AT = 8192
 AUTO_TRAIN_LIMIT = 131_072
 LISTS_PER_SQRT = 4.0  # nlist = 4 sqrt(n): partitions of ~sqrt(n)/4 rows
 SAMPLE_PER_LIST = 16  # k-means trains on 16 sampled vectors per partition
+SPLIT_AT = 4.0  # a partition grown past 4x the mean size splits in two (2-means over its rows)
+MIN_SPLIT_ROWS = 64
 CHUNK = 65_536
 
 
@@ -57,6 +59,7 @@ class VectorLane:
         self.dim = dim
         self._index: IvfIndex | None = None
         self._epoch: str | None = None
+        self._splits: str | None = None
         self._centroids: tuple[str | None, np.ndarray | None] | None = None  # (epoch, centroids) for writes
         self.auto_train = True  # off while re-embedding, which trains once at the end
 
@@ -70,6 +73,7 @@ class VectorLane:
         state = self.store.meta_values(("vec_epoch", "vec_trained_nid"))
         centroids = self._write_centroids(state.get("vec_epoch"))
         seq = self.table.max_seq()
+        touched: set[int] = set()
         for rows, write in ((inserts, self.table.insert), (updates, self.table.update)):
             if not rows:
                 continue
@@ -79,13 +83,45 @@ class VectorLane:
             write([(nid, int(part), seq + i + 1, matrix[i].tobytes())
                    for i, (nid, part) in enumerate(zip(nids, parts, strict=True))])
             seq += len(nids)
+            touched.update(parts.tolist())
         if not inserts or not self.auto_train:
             return
+        if centroids is not None:
+            self._split_overfull(touched, centroids, state)
         # growth is read off the highest node id (one index probe, no counter row to rewrite per write)
         grown = self.table.max_nid()
         trained = int(state.get("vec_trained_nid") or 0)
         if max(TRAIN_AT, 2 * trained) <= grown <= AUTO_TRAIN_LIMIT:
             self.train(progress=progress)
+
+    def _split_overfull(self, parts: set[int], centroids: np.ndarray, state: dict[str, str]) -> None:
+        """Split each touched partition that outgrew ``SPLIT_AT`` x the mean size.
+
+        Between trainings new rows go to the nearest old centroid; where the store grows in a
+        direction the centroids never saw, one partition swells. Splitting it with 2-means over
+        its own rows (a few hundred rows: about a millisecond) keeps partitions even and lets the
+        centroids follow the data, which holds recall without re-training everything.
+        """
+        limit = max(MIN_SPLIT_ROWS, SPLIT_AT * self.table.max_nid() / centroids.shape[0])
+        for part in sorted(parts):
+            if self.table.part_size(part) <= limit:
+                continue
+            nids, rows = self.table.part_rows(part, self.dim)
+            halves = spherical_kmeans(rows, 2, iterations=5, seed=part)
+            side = assign(rows, halves)
+            if side.min() == side.max():
+                continue  # identical rows cannot be split
+            new = centroids.shape[0]
+            centroids = np.vstack([centroids, halves[1:2]])
+            centroids[part] = halves[0]
+            self.table.save_centroid(part, halves[0])
+            self.table.save_centroid(new, halves[1])
+            seq = self.table.max_seq()
+            self.table.set_parts_and_seq((new, seq + i + 1, int(nid)) for i, nid in enumerate(nids[side == 1]))
+            splits = str(int(state.get("vec_splits") or 0) + 1)
+            state["vec_splits"] = splits
+            self.store.set_meta([("vec_splits", splits)])
+        self._centroids = (state.get("vec_epoch"), centroids)
 
     def _write_centroids(self, epoch: str | None) -> np.ndarray | None:
         if self._centroids is None or self._centroids[0] != epoch:
@@ -114,7 +150,7 @@ class VectorLane:
     def reset(self) -> None:
         """Forget every vector (re-embedding starts over): a new epoch, no centroids."""
         self.table.clear()
-        self.store.set_meta([("vec_trained_nid", "0"), ("vec_epoch", _new_epoch())])
+        self.store.set_meta([("vec_trained_nid", "0"), ("vec_splits", "0"), ("vec_epoch", _new_epoch())])
         self._centroids = None
 
     # ---- reading ------------------------------------------------------------------
@@ -126,11 +162,17 @@ class VectorLane:
 
     def index(self) -> IvfIndex:
         """The in-memory index, current with every committed write."""
-        epoch = self.store.meta_value("vec_epoch")
+        state = self.store.meta_values(("vec_epoch", "vec_splits"))
+        epoch, splits = state.get("vec_epoch"), state.get("vec_splits")
         if self._index is None or epoch != self._epoch:
             self._index = self._hydrate()
-            self._epoch = epoch
+            self._epoch, self._splits = epoch, splits
         else:
+            if splits != self._splits:  # partitions were split: new centroids, moved rows follow below
+                centroids = self.table.centroids()
+                if centroids is not None:
+                    self._index.set_centroids(centroids)
+                self._splits = splits
             self._catch_up(self._index)
         return self._index
 

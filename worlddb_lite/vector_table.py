@@ -85,6 +85,20 @@ class VectorTable:
             yield nids, np.frombuffer(b"".join(as_bytes(r[1]) for r in rows), dtype=np.float32).reshape(-1, dim)
             after = int(nids[-1])
 
+    def part_size(self, part: int) -> int:
+        """Rows in one partition (through the part index)."""
+        return as_int(self.conn.execute("select count(*) from node_vec where part = ?", (part,)).fetchone()[0])  # type: ignore[index]
+
+    def part_rows(self, part: int, dim: int) -> tuple[np.ndarray, np.ndarray]:
+        """(nids, vectors) of one partition."""
+        rows = list(self.conn.execute("select nid, embedding from node_vec where part = ?", (part,)))
+        return (np.array([as_int(r[0]) for r in rows], dtype=np.int64),
+                np.frombuffer(b"".join(as_bytes(r[1]) for r in rows), dtype=np.float32).reshape(-1, dim))
+
+    def set_parts_and_seq(self, rows: Iterable[tuple[int, int, int]]) -> None:
+        """(part, seq, nid): rows moved to another partition, with a new change number."""
+        self.conn.executemany("update node_vec set part = ?, seq = ? where nid = ?", rows)
+
     def set_parts(self, rows: Iterable[tuple[int, int]]) -> None:
         """(part, nid) after re-training."""
         self.conn.executemany("update node_vec set part = ? where nid = ?", rows)
@@ -124,6 +138,10 @@ class VectorTable:
         if not rows:
             return None
         return np.stack([_f32(r[0]) for r in rows])
+
+    def save_centroid(self, part: int, centroid: np.ndarray) -> None:
+        self.conn.execute("insert or replace into vec_centroid (part, centroid) values (?, ?)",
+                          (part, centroid.astype(np.float32).tobytes()))
 
     def save_centroids(self, centroids: np.ndarray) -> None:
         self.conn.execute("delete from vec_centroid")
