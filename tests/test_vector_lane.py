@@ -179,6 +179,8 @@ def test_reindex_trains_partitions_on_demand_and_search_still_finds_everything(
     with _store(path) as db:
         ids = db.write_many([{"text": f"entry {i} on theme {i % 9}", "scope": "s"} for i in range(300)])
         assert db.reindex(partitions=12) == {"vectors": 301, "partitions": 12}  # + the scope
+        stats = db.stats()
+        assert (stats["vectors"], stats["vector_partitions"], stats["composed_worlds"]) == (301, 12, 1)
         hits = db.nearest("entry 17 on theme 8", k=3, types=["Memory"])  # 32-d hashed words collide
         assert ids[17] in [n.id for n, score in hits if score > 0.999]
         assert db.verify().ok

@@ -119,6 +119,9 @@ COUNTS = {
     "pending_merges": "select count(*) from merge_proposal where status = 'pending'",
     "open_contradictions": "select count(*) from open_contradiction",
     "root_log": "select count(*) from root_log",
+    "vectors": "select count(*) from node_vec",
+    "composed_worlds": "select count(*) from world_vec",
+    "vector_partitions": "select count(*) from vec_centroid",
 }
 
 
