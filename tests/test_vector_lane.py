@@ -268,3 +268,14 @@ def test_a_partition_swollen_by_a_new_topic_splits_and_every_reader_follows(
     finally:
         writer.close()
         reader.close()
+
+
+def test_a_memory_shared_into_a_world_by_a_contains_edge_is_found_inside_it(db: WorldDB) -> None:
+    mine = db.write("the violin lesson is on thursday", scope="alice")
+    theirs = db.write("bring the violin to the lesson", scope="bob")
+    alice = db.read(mine).parent
+    assert alice is not None
+    assert [n.id for n, _ in db.nearest("violin lesson", k=5, world=alice)] == [mine]
+    db.link(alice, theirs, "contains")  # shared into alice's scope as well
+    assert {n.id for n, _ in db.nearest("violin lesson", k=5, world=alice)} == {mine, theirs}
+    assert {n.id for n in db.nodes(world=alice)} == {mine, theirs}  # the same containment as nodes()

@@ -719,10 +719,18 @@ class WorldDB:
         valid, belief = self._times(as_of, known_as_of)
         with _sqlite.translate():
             inside = self._store.resolve(world) if world is not None else None
+            if inside == self._root:
+                inside = None
+            links = None
+            if inside is not None:  # nodes shared into the world by contains edges are inside it too
+                membership = sorted(self._registry.rules(include_superseded=include_superseded).membership)
+                found = reads.membership_links(self._conn, membership, valid, belief,
+                                               include_superseded=include_superseded)
+                links = np.array(found, dtype=np.int64).reshape(-1, 2)
             index = self._reconciler.lane.index()
             fetch = k
             while True:  # superseded or not-yet-valid hits drop out: ask for more until k remain
-                hits = index.search(vector, fetch, world=None if inside == self._root else inside, types=types)
+                hits = index.search(vector, fetch, world=inside, types=types, links=links)
                 shown = reads.visible_among(self._conn, [nid for nid, _ in hits], valid, belief,
                                             include_superseded=include_superseded)
                 kept = [(nid, score) for nid, score in hits if nid in shown]

@@ -288,7 +288,7 @@ class IvfIndex:
     # ---- searching ----------------------------------------------------------------
 
     def search(self, query: np.ndarray, k: int, *, world: int | None = None,
-               types: Iterable[str] | None = None) -> list[tuple[int, float]]:
+               types: Iterable[str] | None = None, links: np.ndarray | None = None) -> list[tuple[int, float]]:
         """(nid, cosine) of the ``k`` best rows, best first, inside ``world`` and of ``types``.
 
         The filters work inside the search, never by over-fetching. A filter that keeps at
@@ -297,13 +297,21 @@ class IvfIndex:
         (and checks rows against a world below a scope), and the probe widens by
         ``1 / sqrt(share kept)`` (at most ``MAX_WIDEN`` times) so the kept neighbours,
         sparser than all neighbours, are reached.
+
+        ``links`` are (src, dst) membership edges (``contains``): a node linked into the world
+        is inside it too, with everything below it.
         """
         if self.size == 0:
             return []
-        codes: set[int] | None = None
+        if world is not None and links is not None and len(links):
+            linked = self.linked_members(world, links)
+            if linked.size:
+                found = dict(self.search(query, k, world=world, types=types))
+                found.update(self.exact(linked, query, k, self._codes(types)))
+                return sorted(found.items(), key=lambda item: -item[1])[:k]
+        codes = self._codes(types)
         kept = float(self.size)
-        if types is not None:
-            codes = {self.type_names[t] for t in types if t in self.type_names}
+        if codes is not None:
             kept = float(sum(self.type_rows.get(c, 0) for c in codes))
         in_world = self.size if world is None else int(self.subtree[world]) if world < self.subtree.shape[0] else 0
         if in_world == 0 or kept == 0:
@@ -319,6 +327,28 @@ class IvfIndex:
         widen = min(MAX_WIDEN, 1.0 / math.sqrt(max(share, 1e-9)))
         wanted = min(self.nlist, math.ceil(nprobe_for(self.nlist) * widen))
         return self._scan(query, k, world, codes, wanted)
+
+    def _codes(self, types: Iterable[str] | None) -> set[int] | None:
+        return None if types is None else {self.type_names[t] for t in types if t in self.type_names}
+
+    def linked_members(self, world: int, links: np.ndarray) -> np.ndarray:
+        """Nodes inside ``world`` only through membership edges (and everything below them)."""
+        roots = {world}
+        linked: set[int] = set()
+        while True:
+            srcs, dsts = links[:, 0], links[:, 1]
+            inside = np.zeros(len(links), dtype=bool)
+            for root in roots:
+                inside |= (srcs == root) | self._inside(np.minimum(srcs, self.pos.shape[0] - 1), root)
+            new = {int(d) for d in dsts[inside].tolist() if d < self.pos.shape[0]} - roots
+            if not new:
+                break
+            roots |= new
+            linked |= new
+        if not linked:
+            return np.zeros(0, dtype=np.int64)
+        heads = np.array(sorted(linked), dtype=np.int64)
+        return np.unique(np.concatenate([heads[self.pos[heads] >= 0], *[self.members(h) for h in heads.tolist()]]))
 
     def _scan(self, query: np.ndarray, k: int, world: int | None, codes: set[int] | None,
               wanted: int) -> list[tuple[int, float]]:

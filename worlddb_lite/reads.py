@@ -135,3 +135,14 @@ def text_count(conn: apsw.Connection) -> int:
     return as_int(one_row(conn.execute(
         "select count(*) from node where coalesce(json_extract(body, '$.name'), '') != '' "
         "or coalesce(json_extract(body, '$.content'), '') != ''").fetchone())[0])
+
+
+def membership_links(conn: apsw.Connection, memberships: Sequence[str], valid: str, belief: str, *,
+                     include_superseded: bool) -> list[tuple[int, int]]:
+    """(src, dst) of the visible membership edges (``contains`` and custom ones)."""
+    if not memberships:
+        return []
+    marks = ",".join(f"?{i + 3}" for i in range(len(memberships)))  # ?1, ?2: the times of the predicate
+    return [(as_int(a), as_int(b)) for a, b in conn.execute(
+        f"select e.src, e.dst from edge as e where e.type in ({marks}) and {predicate(include_superseded, 'e')}",
+        (valid, belief, *memberships))]
