@@ -67,3 +67,14 @@ def test_lane_smoke(tmp_path):
     for case in ("unfiltered", "type_10pct", "type_1pct", "world_10pct", "world_1pct"):
         assert 0 <= result[case]["recall_at_10"] <= 1 and result[case]["n"] == 5
     assert result["hydration"]["total_s"] > 0
+
+
+def test_vectors_smoke(tmp_path):
+    out = tmp_path / "vectors.json"
+    done = subprocess.run([sys.executable, str(BENCH / "vectors.py"), "--n", "2000", "--data", "random",
+                           "--queries", "5", "--slow-queries", "5", "--options", "vec0_flat,numpy_flat,numpy_ivf",
+                           "--workdir", str(tmp_path / "work"), "--json", str(out)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(out.read_text())
+    assert "random" in json.dumps(result) and "recall" in json.dumps(result)
