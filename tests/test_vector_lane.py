@@ -279,3 +279,16 @@ def test_a_memory_shared_into_a_world_by_a_contains_edge_is_found_inside_it(db: 
     db.link(alice, theirs, "contains")  # shared into alice's scope as well
     assert {n.id for n, _ in db.nearest("violin lesson", k=5, world=alice)} == {mine, theirs}
     assert {n.id for n in db.nodes(world=alice)} == {mine, theirs}  # the same containment as nodes()
+
+
+def test_sqlite_vec_reads_the_vector_table_in_plain_sql(db: WorldDB) -> None:
+    # the engineer's view: with sqlite-vec loaded, brute force in SQL agrees with the index
+    for text in ("the cat sat on the mat", "quarterly revenue grew", "a kitten napped on a rug"):
+        db.write(text, scope="s")
+    query = FakeEmbedder().embed(["cat on a mat"])[0]
+    rows = db._conn.execute(
+        "select n.id, 1 - vec_distance_cosine(v.embedding, ?) as sim from node_vec as v "
+        "join node as n on n.nid = v.nid where n.type = 'Memory' order by sim desc", (query.tobytes(),)).fetchall()
+    hits = db.nearest(query, k=3, types=["Memory"])
+    assert [bytes(r[0]).hex() for r in rows] == [n.id for n, _ in hits]
+    assert np.allclose([r[1] for r in rows], [s for _, s in hits], atol=1e-5)
