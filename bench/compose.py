@@ -8,9 +8,13 @@ norm ratio:
 
 * world w (50 of them): a theme t_w and a world-specific noise direction n_w, both random unit vectors;
 * its content embedding: unit(t_w + sigma_content * eps), a noisy view of the theme;
-* its 20 children: most are unit(t_w + sigma_child * eps) (on theme, each with its own details);
-  ``--noisy-children`` of them are dominated by the noise direction,
-  unit(noisy_theme_weight * t_w + n_w + sigma_noisy * eps), which pulls the mean off-theme;
+* its 20 children, in one of two readings of "one dominant noise direction per world":
+  ``--generator shared`` (the headline): every child carries the world's noise direction, with a
+  strength that varies by child, unit(t_w + a * n_w + sigma_child * eps), a = noise_strength * |z|,
+  z standard normal (on average the noise outweighs the theme, so the mean drifts off-theme, while
+  attention, querying with the content, leans on the children the noise touched least);
+  ``--generator few``: most children are unit(t_w + sigma_child * eps) and ``--noisy-children``
+  of them are dominated by the noise, unit(noisy_theme_weight * t_w + n_w + sigma_noisy * eps);
 * 100 held-out queries: unit(t_w + sigma_query * eps) for uniformly random worlds w.
 
 A query is correct when the world whose composed embedding has the highest cosine with it is its
@@ -21,7 +25,8 @@ makes v2 differ from v1; the cosine of each composed embedding with its theme; t
 weight on the noise-dominated children; and a sweep over the number of noisy children and the
 query noise, because the gap between v1 and v2 depends on both.
 
-Parameter choices: "a few" noisy children = 5 of 20; a child is
+Parameter choices, shared: noise_strength 3 and sigma_query 2 (the sweep prints the neighbours of
+that point; the gap grows with the noise and with vaguer queries). Few: "a few" noisy children = 5 of 20; a child is
 on theme but has its own details (sigma_child = 1, cosine ~0.71 with the theme); the content is a
 cleaner view (sigma_content = 0.5, cosine ~0.89). With queries as clean as children (sigma_query = 1)
 both pools score 100% and nothing can be compared, so queries are vague (sigma_query = 3, cosine
@@ -50,6 +55,7 @@ from worlddb_lite.compose import attention_pool, attention_weights, mean_pool  #
 class Params:
     """Generator parameters (printed in the result)."""
 
+    generator: str = "shared"
     dim: int = 256
     worlds: int = 50
     children: int = 20
@@ -60,6 +66,12 @@ class Params:
     sigma_noisy: float = 0.3
     noisy_theme_weight: float = 0.3
     sigma_query: float = 3.0
+    noise_strength: float = 3.0  # shared: mean noise amplitude is noise_strength * sqrt(2 / pi)
+    sigma_child_shared: float = 0.8
+
+
+SHARED = Params(generator="shared", sigma_query=2.0)
+FEW = Params(generator="few")
 
 
 @dataclass
@@ -68,7 +80,7 @@ class Corpus:
 
     themes: np.ndarray  # (W, d)
     content: np.ndarray  # (W, d)
-    children: np.ndarray  # (W, C, d); the first noisy_children rows of each world are the noisy ones
+    children: np.ndarray  # (W, C, d); the first noisy_children rows of each world are the noisiest
     query_world: np.ndarray  # (Q,)
     queries: np.ndarray  # (Q, d)
 
@@ -87,10 +99,16 @@ def generate(p: Params, seed: int) -> Corpus:
     themes = unit(rng.standard_normal((p.worlds, p.dim)))
     noise_dirs = unit(rng.standard_normal((p.worlds, p.dim)))
     content = unit(themes + p.sigma_content * eps(p.worlds))
-    children = unit(themes[:, None, :] + p.sigma_child * eps(p.worlds, p.children))
-    k = p.noisy_children
-    children[:, :k] = unit(p.noisy_theme_weight * themes[:, None, :] + noise_dirs[:, None, :]
-                           + p.sigma_noisy * eps(p.worlds, k))
+    if p.generator == "shared":
+        strength = p.noise_strength * np.abs(rng.standard_normal((p.worlds, p.children)))
+        strength = -np.sort(-strength, axis=1)  # noisiest first, so "the first k" are the noisiest
+        children = unit(themes[:, None, :] + strength[..., None] * noise_dirs[:, None, :]
+                        + p.sigma_child_shared * eps(p.worlds, p.children))
+    else:
+        children = unit(themes[:, None, :] + p.sigma_child * eps(p.worlds, p.children))
+        k = p.noisy_children
+        children[:, :k] = unit(p.noisy_theme_weight * themes[:, None, :] + noise_dirs[:, None, :]
+                               + p.sigma_noisy * eps(p.worlds, k))
     query_world = rng.integers(0, p.worlds, p.queries)
     queries = unit(themes[query_world] + p.sigma_query * eps(p.queries))
     return Corpus(themes, content, children, query_world, queries)
@@ -149,12 +167,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="seed of the headline run (default 0)")
     parser.add_argument("--seeds", default="0,1,2,3,4",
                         help="comma-separated seeds for the per-seed comparison and the sweep ('' to skip)")
-    parser.add_argument("--noisy-children", type=int, default=Params.noisy_children)
-    parser.add_argument("--sigma-query", type=float, default=Params.sigma_query)
+    parser.add_argument("--generator", choices=("shared", "few"), default="shared",
+                        help="which reading of the paper's setup is the headline (the other is reported too)")
+    parser.add_argument("--noisy-children", type=int, default=None)
+    parser.add_argument("--sigma-query", type=float, default=None)
     parser.add_argument("--no-sweep", action="store_true", help="skip the noisy-children x query-noise sweep")
     parser.add_argument("--json", help="also write the result to this file")
     args = parser.parse_args(argv)
-    params = Params(noisy_children=args.noisy_children, sigma_query=args.sigma_query)
+    params = SHARED if args.generator == "shared" else FEW
+    other = FEW if args.generator == "shared" else SHARED
+    if args.noisy_children is not None:
+        params = replace(params, noisy_children=args.noisy_children)
+    if args.sigma_query is not None:
+        params = replace(params, sigma_query=args.sigma_query)
     if not 0 <= params.noisy_children <= params.children:
         parser.error(f"--noisy-children must be between 0 and {params.children}")
     seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
@@ -169,14 +194,18 @@ def main(argv: list[str] | None = None) -> int:
     if seeds:
         progress(f"seeds {seeds}")
         result["seeds"] = summary([run(params, s) for s in seeds])
+        result["other_generator"] = {"params": asdict(other), "seeds": summary([run(other, s) for s in seeds])}
         if not args.no_sweep:
             progress("sweep")
             sweep = {}
-            for k in (2, 5, 8):
+            grid = ([("noise_strength", v) for v in (1.5, 3.0)] if params.generator == "shared"
+                    else [("noisy_children", v) for v in (2, 5, 8)])
+            for name, value in grid:
                 for sq in (1.0, 2.0, 3.0, 4.0):
-                    s = summary([run(replace(params, noisy_children=k, sigma_query=sq), seed) for seed in seeds])
-                    sweep[f"noisy={k},sigma_query={sq}"] = {"v1_mean": s["v1_mean"]["mean"],
-                                                            "v2_attention": s["v2_attention"]["mean"]}
+                    varied = replace(params, **{name: value}, sigma_query=sq)
+                    s = summary([run(varied, seed) for seed in seeds])
+                    sweep[f"{name}={value},sigma_query={sq}"] = {"v1_mean": s["v1_mean"]["mean"],
+                                                                 "v2_attention": s["v2_attention"]["mean"]}
             result["sweep_mean_top1_over_seeds"] = sweep
     result["seconds"] = round(time.perf_counter() - started, 2)
     result["env"] = environment()
