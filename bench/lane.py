@@ -12,6 +12,12 @@ trainings), and the index's memory.
 
 from __future__ import annotations
 
+# ruff: noqa: E402  (BLAS reads its thread count at import: set it before numpy loads)
+import os
+
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")  # one core, as bench/vectors.py: the machine is shared
+
 import argparse
 import tempfile
 import time

@@ -20,8 +20,10 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-EXACT_ROWS = 8192  # a filter keeping at most this many rows is answered exactly over them
-BIG_SCOPE = EXACT_ROWS  # a scope with more rows than that gets cells of its own
+BIG_SCOPE = 8192  # a scope with more rows than this gets cells of its own
+ROW_BUDGET = 1.5  # a probe scans up to 1.5x the rows nprobe average partitions hold (see _scan)
+GATHER_COST = 3.0  # scoring a row gathered from anywhere costs ~3 rows scanned in a block (measured here)
+BLOCK_COST = 30.0  # visiting one more block costs about as much as scanning 30 rows
 MAX_WIDEN = 4.0  # a broad filter probes at most 4x the partitions an unfiltered query does
 # An unfiltered query scans the nearest 0.8 * nlist^0.69 partitions: fitted to the recall@10 >= 0.95
 # points measured on real text embeddings (bench/vectors.py: ~90 of 1,265 lists at 100k, ~190 of
@@ -50,6 +52,7 @@ class IvfIndex:
         self.size = 0
         self.p_start = np.zeros(self.nlist, dtype=np.int64)  # each partition's region
         self.p_len = np.zeros(self.nlist, dtype=np.int64)
+        self.p_rows = np.zeros(self.nlist, dtype=np.int64)  # live rows per partition
         self.start: list[int] = []  # cells
         self.count: list[int] = []
         self.room: list[int] = []
@@ -128,6 +131,7 @@ class IvfIndex:
         self.matrix[positions] = vectors
         self.row_nid[positions] = nids
         self.used, self.size = total, len(nids)
+        self.p_rows = np.bincount(parts, minlength=self.nlist).astype(np.int64)
         self.pos[nids], self.cell[nids], self.part[nids] = positions, cells, parts
         for code, rows in zip(*np.unique(codes, return_counts=True), strict=True):
             self.type_rows[int(code)] = int(rows)
@@ -141,6 +145,7 @@ class IvfIndex:
         if extra > 0:
             self.p_start = np.concatenate([self.p_start, np.zeros(extra, dtype=np.int64)])
             self.p_len = np.concatenate([self.p_len, np.zeros(extra, dtype=np.int64)])
+            self.p_rows = np.concatenate([self.p_rows, np.zeros(extra, dtype=np.int64)])
             self.cells_of.extend([] for _ in range(extra))
         self.centroids = centroids
         self.nlist = int(centroids.shape[0])
@@ -189,6 +194,7 @@ class IvfIndex:
         self.matrix[position] = vector
         self.row_nid[position] = nid
         self.count[cell] += 1
+        self.p_rows[part] += 1
         self.pos[nid], self.cell[nid], self.part[nid] = position, cell, part
         self.type_code[nid] = code
         self.type_rows[code] = self.type_rows.get(code, 0) + 1
@@ -228,6 +234,7 @@ class IvfIndex:
             self.pos[moved] = position
         self.row_nid[last] = -1
         self.count[cell] -= 1
+        self.p_rows[self.part[nid]] -= 1
         self.pos[nid] = -1
         self.type_rows[int(self.type_code[nid])] -= 1
         self.size -= 1
@@ -291,12 +298,12 @@ class IvfIndex:
                types: Iterable[str] | None = None, links: np.ndarray | None = None) -> list[tuple[int, float]]:
         """(nid, cosine) of the ``k`` best rows, best first, inside ``world`` and of ``types``.
 
-        The filters work inside the search, never by over-fetching. A filter that keeps at
-        most ``EXACT_ROWS`` rows is answered exactly over those rows (a world's members, a
-        type's rows). A broader one scans only the matching cells of the probed partitions
-        (and checks rows against a world below a scope), and the probe widens by
-        ``1 / sqrt(share kept)`` (at most ``MAX_WIDEN`` times) so the kept neighbours,
-        sparser than all neighbours, are reached.
+        The filters work inside the search, never by over-fetching. A filter is answered
+        exactly over the rows it keeps (a world's members, a type's rows) when gathering them
+        costs less than scanning; otherwise only the matching cells of the probed partitions
+        are scanned (rows are checked against a world below a scope), and the probe widens by
+        ``1 / sqrt(share kept)`` (at most ``MAX_WIDEN`` times) so the kept neighbours, sparser
+        than all neighbours, are reached.
 
         ``links`` are (src, dst) membership edges (``contains``): a node linked into the world
         is inside it too, with everything below it.
@@ -316,16 +323,20 @@ class IvfIndex:
         in_world = self.size if world is None else int(self.subtree[world]) if world < self.subtree.shape[0] else 0
         if in_world == 0 or kept == 0:
             return []
-        if world is not None and in_world <= EXACT_ROWS:
-            return self.exact(self.members(world), query, k, codes)
-        if codes is not None and kept <= EXACT_ROWS:
-            rows = np.flatnonzero(np.isin(self.type_code, list(codes)) & (self.pos >= 0))
-            if world is not None:
-                rows = rows[self._inside(rows, world)]
-            return self.exact(rows, query, k, None)
-        share = (in_world / self.size) * (kept / self.size)
+        type_share = kept / self.size
+        share = (in_world / self.size) * type_share
         widen = min(MAX_WIDEN, 1.0 / math.sqrt(max(share, 1e-9)))
         wanted = min(self.nlist, math.ceil(nprobe_for(self.nlist) * widen))
+        if world is not None or codes is not None:
+            # exact over the kept rows, or a filtered scan: whichever reads fewer row-equivalents
+            scope = None if world is None else int(self.scope_of[world])
+            scope_share = self.subtree[scope] / self.size if scope in self.big_scopes else 1.0
+            scan = wanted * (self.size / self.nlist * type_share * scope_share + BLOCK_COST)
+            if world is not None and in_world * type_share * GATHER_COST <= scan:
+                return self.exact(self.members(world), query, k, codes)
+            if world is None and kept * GATHER_COST <= scan:
+                rows = np.flatnonzero(np.isin(self.type_code, list(codes or ())) & (self.pos >= 0))
+                return self.exact(rows, query, k, None)
         return self._scan(query, k, world, codes, wanted)
 
     def _codes(self, types: Iterable[str] | None) -> set[int] | None:
@@ -352,21 +363,34 @@ class IvfIndex:
 
     def _scan(self, query: np.ndarray, k: int, world: int | None, codes: set[int] | None,
               wanted: int) -> list[tuple[int, float]]:
-        """Score what passes the filters in the ``wanted`` partitions nearest the query."""
+        """Score what passes the filters in the partitions nearest the query, within a row budget.
+
+        Partitions are uneven (dense regions of the embedding space hold several times the mean),
+        so a fixed partition count makes the slowest queries several times the median. The probe
+        therefore stops at ``ROW_BUDGET`` x the rows ``wanted`` partitions hold on average: fewer,
+        fuller partitions in a dense region, more in a sparse one (at least a quarter of
+        ``wanted``, at most twice). Filters count only the rows of the cells they scan.
+        """
         found_ids: list[np.ndarray] = []
         found_scores: list[np.ndarray] = []
-        probed = self._nearest_partitions(query, wanted).tolist()
-        if world is None and codes is None:  # whole regions; spare and dead rows drop out below
-            for part in probed:
+        whole = world is None and codes is None
+        scope = None if world is None else int(self.scope_of[world])
+        own = scope in self.big_scopes
+        below = None if world is None or world == scope else self._member_mask(world)
+        budget = ROW_BUDGET * wanted * self.size / self.nlist
+        if not whole:
+            kept = self.size if codes is None else sum(self.type_rows.get(c, 0) for c in codes)
+            budget *= kept / self.size * (float(self.subtree[scope]) / self.size if own else 1.0)
+        floor = max(1, min(wanted, max(MIN_PROBE, wanted // 4)))
+        scanned = 0
+        for visited, part in enumerate(self._nearest_partitions(query, min(self.nlist, 2 * wanted)).tolist(), 1):
+            if whole:  # one product per region; spare and dead rows drop out below
                 lo, length = int(self.p_start[part]), int(self.p_len[part])
                 if length:
                     found_ids.append(self.row_nid[lo:lo + length])
                     found_scores.append(self.matrix[lo:lo + length] @ query)
-        else:
-            scope = None if world is None else int(self.scope_of[world])
-            own = scope in self.big_scopes
-            below = None if world is None or world == scope else self._member_mask(world)
-            for part in probed:
+                scanned += int(self.p_rows[part])
+            else:
                 for cell in self.cells_of[part]:
                     count = self.count[cell]
                     if not count or (codes is not None and self.cell_code[cell] not in codes):
@@ -376,12 +400,15 @@ class IvfIndex:
                     lo = self.start[cell]
                     ids = self.row_nid[lo:lo + count]
                     block = self.matrix[lo:lo + count]
+                    scanned += count
                     if below is not None or (scope is not None and not own):
                         keep = below[ids] if below is not None else self.scope_of[ids] == scope
                         ids, block = ids[keep], block[keep]
                     if ids.size:
                         found_ids.append(ids)
                         found_scores.append(block @ query)
+            if visited >= floor and scanned >= budget:
+                break
         if not found_ids:
             return []
         ids = np.concatenate(found_ids)
