@@ -292,3 +292,25 @@ def test_sqlite_vec_reads_the_vector_table_in_plain_sql(db: WorldDB) -> None:
     hits = db.nearest(query, k=3, types=["Memory"])
     assert [bytes(r[0]).hex() for r in rows] == [n.id for n, _ in hits]
     assert np.allclose([r[1] for r in rows], [s for _, s in hits], atol=1e-5)
+
+
+def test_the_packed_cell_keys_and_the_row_wise_fallback_lay_out_the_same_cells() -> None:
+    vectors = _clustered(400)
+    centroids = spherical_kmeans(vectors, 6)
+    parts = assign(vectors, centroids)
+    types = [f"T{i % 3}" for i in range(400)]
+    packed = IvfIndex(DIM, centroids)
+    packed.load(np.arange(10, 410), parts, vectors, np.full(400, 5), types)
+    wide = IvfIndex(DIM, centroids)
+    for i in range(4096):  # type codes past the packed key's 12 bits take the row-wise path
+        wide._code(f"pad{i}")
+    wide.load(np.arange(10, 410), parts, vectors, np.full(400, 5), types)
+
+    def layout(index: IvfIndex) -> list[tuple[int, str, int]]:
+        names = {c: n for n, c in index.type_names.items()}
+        return sorted((p, names[c], index.count[cell]) for (p, c, _), cell in index.cell_key.items())
+
+    assert layout(packed) == layout(wide)
+    for query in _clustered(5, seed=9):
+        assert packed.search(query, 5) == wide.search(query, 5)
+        assert packed.search(query, 5, types=["T1"]) == wide.search(query, 5, types=["T1"])
