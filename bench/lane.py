@@ -29,8 +29,8 @@ import numpy as np
 from common import emit, environment, percentiles, progress
 from vectors import random_dataset, real_dataset
 
-from worlddb_lite.ivf import IvfIndex, assign, nprobe_for, spherical_kmeans
-from worlddb_lite.vector_lane import SAMPLE_PER_LIST, nlist_for
+from worlddb_lite.ivf import IvfIndex, assign, nprobe_for, spherical_kmeans, split_in_two
+from worlddb_lite.vector_lane import MIN_SPLIT_ROWS, SAMPLE_PER_LIST, SPLIT_AT, nlist_for
 from worlddb_lite.vector_table import VectorTable
 
 WORLDS = 10  # rows are spread over 10 worlds under one scope (a world keeps ~10%) ...
@@ -57,13 +57,21 @@ def world_parents() -> dict[int, int]:
     return out
 
 
-def build(X: np.ndarray, train_rows: int) -> tuple[IvfIndex, float]:
-    """An index over X with centroids trained the way the lane trains them (on the first rows)."""
+def build(X: np.ndarray, train_rows: int, *, splits: bool = False) -> tuple[IvfIndex, float]:
+    """An index over X with centroids trained the way the lane trains them (on the first rows).
+
+    With ``splits``, the later rows arrive in batches of 1,000 and every partition that swells
+    past ``SPLIT_AT`` x the mean splits in two, as the lane does on its write path.
+    """
     n = X.shape[0]
     lists = nlist_for(train_rows)
     started = time.perf_counter()
     step = max(1, train_rows // (SAMPLE_PER_LIST * lists))
     centroids = spherical_kmeans(X[:train_rows:step], lists)
+    if splits:
+        parts, centroids = grow_with_splits(X, train_rows, centroids)
+    else:
+        parts = assign(X, centroids)
     nids, parents, types = layout(n)
     index = IvfIndex(X.shape[1], centroids)
     extra = world_parents()
@@ -73,8 +81,32 @@ def build(X: np.ndarray, train_rows: int) -> tuple[IvfIndex, float]:
     world_vectors = np.zeros((len(wn), X.shape[1]), dtype=np.float32)
     world_vectors[:, 0] = 1.0  # stand-ins: the benchmark asks for rows, not worlds
     vectors = np.concatenate([world_vectors, X])
-    index.load(all_nids, assign(vectors, centroids), vectors, all_parents, ["World"] * len(wn) + types)
+    world_parts = assign(world_vectors, centroids)
+    index.load(all_nids, np.concatenate([world_parts, parts]), vectors, all_parents, ["World"] * len(wn) + types)
     return index, time.perf_counter() - started
+
+
+def grow_with_splits(X: np.ndarray, first: int, centroids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Partitions (and centroids) of X when rows after ``first`` arrive 1,000 at a time and swollen ones split."""
+    parts = np.zeros(X.shape[0], dtype=np.int32)
+    parts[:first] = assign(X[:first], centroids)
+    for lo in range(first, X.shape[0], 1000):
+        hi = min(lo + 1000, X.shape[0])
+        parts[lo:hi] = assign(X[lo:hi], centroids)
+        sizes = np.bincount(parts[:hi], minlength=centroids.shape[0])
+        limit = max(MIN_SPLIT_ROWS, SPLIT_AT * hi / centroids.shape[0])
+        for part in np.unique(parts[lo:hi]).tolist():
+            if sizes[part] <= limit:
+                continue
+            rows = np.flatnonzero(parts[:hi] == part)
+            split = split_in_two(X[rows], seed=part)
+            if split is None:
+                continue
+            halves, side = split
+            centroids = np.vstack([centroids, halves[1:2]])
+            centroids[part] = halves[0]
+            parts[rows[side == 1]] = centroids.shape[0] - 1
+    return parts, centroids
 
 
 def exact(X: np.ndarray, q: np.ndarray, keep: np.ndarray | None, k: int = 10) -> np.ndarray:
@@ -158,6 +190,9 @@ def run(kind: str, n: int, nq: int) -> dict[str, Any]:
     progress(f"[{kind} {n:,}] centroids trained on the first 10% only")
     stale, _ = build(X, max(n // 10, 1))
     result["trained_on_first_10pct"] = probe(stale, X, Q, first)
+    progress(f"[{kind} {n:,}] the same, with swollen partitions split as rows arrive")
+    grown, _ = build(X, max(n // 10, 1), splits=True)
+    result["trained_on_first_10pct_with_splits"] = {"partitions": grown.nlist, **probe(grown, X, Q, first)}
     progress(f"[{kind} {n:,}] hydration from a file")
     result["hydration"] = hydration(X)
     single = []

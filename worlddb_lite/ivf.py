@@ -498,6 +498,15 @@ def spherical_kmeans(sample: np.ndarray, nlist: int, *, iterations: int = 8, see
     return centroids
 
 
+def split_in_two(rows: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """Two centroids for one swollen partition and each row's side (0 or 1); None if it cannot split."""
+    halves = spherical_kmeans(rows, 2, iterations=5, seed=seed)
+    side = assign(rows, halves)
+    if halves.shape[0] < 2 or side.min() == side.max():
+        return None  # identical rows
+    return halves, side
+
+
 def assign(vectors: np.ndarray, centroids: np.ndarray | None) -> np.ndarray:
     """The nearest centroid of each row (all 0 before training), in chunks to bound memory."""
     if centroids is None:

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .ivf import IvfIndex, assign, spherical_kmeans
+from .ivf import IvfIndex, assign, spherical_kmeans, split_in_two
 from .vector_table import VectorTable
 
 if TYPE_CHECKING:
@@ -107,10 +107,10 @@ class VectorLane:
             if self.table.part_size(part) <= limit:
                 continue
             nids, rows = self.table.part_rows(part, self.dim)
-            halves = spherical_kmeans(rows, 2, iterations=5, seed=part)
-            side = assign(rows, halves)
-            if side.min() == side.max():
-                continue  # identical rows cannot be split
+            split = split_in_two(rows, seed=part)
+            if split is None:
+                continue
+            halves, side = split
             new = centroids.shape[0]
             centroids = np.vstack([centroids, halves[1:2]])
             centroids[part] = halves[0]
