@@ -30,7 +30,7 @@ from common import emit, environment, percentiles, progress
 from vectors import random_dataset, real_dataset
 
 from worlddb_lite.ivf import IvfIndex, assign, nprobe_for, spherical_kmeans, split_in_two
-from worlddb_lite.vector_lane import MIN_SPLIT_ROWS, SAMPLE_PER_LIST, SPLIT_AT, nlist_for
+from worlddb_lite.vector_lane import SAMPLE_PER_LIST, nlist_for, split_limit
 from worlddb_lite.vector_table import VectorTable
 
 WORLDS = 10  # rows are spread over 10 worlds under one scope (a world keeps ~10%) ...
@@ -61,7 +61,7 @@ def build(X: np.ndarray, train_rows: int, *, splits: bool = False) -> tuple[IvfI
     """An index over X with centroids trained the way the lane trains them (on the first rows).
 
     With ``splits``, the later rows arrive in batches of 1,000 and every partition that swells
-    past ``SPLIT_AT`` x the mean splits in two, as the lane does on its write path.
+    past ``split_limit`` splits in two, as the lane does on its write path.
     """
     n = X.shape[0]
     lists = nlist_for(train_rows)
@@ -94,7 +94,7 @@ def grow_with_splits(X: np.ndarray, first: int, centroids: np.ndarray) -> tuple[
         hi = min(lo + 1000, X.shape[0])
         parts[lo:hi] = assign(X[lo:hi], centroids)
         sizes = np.bincount(parts[:hi], minlength=centroids.shape[0])
-        limit = max(MIN_SPLIT_ROWS, SPLIT_AT * hi / centroids.shape[0])
+        limit = split_limit(hi)
         for part in np.unique(parts[lo:hi]).tolist():
             if sizes[part] <= limit:
                 continue

@@ -37,7 +37,7 @@ TRAIN_AT = 8192
 AUTO_TRAIN_LIMIT = 131_072
 LISTS_PER_SQRT = 4.0  # nlist = 4 sqrt(n): partitions of ~sqrt(n)/4 rows
 SAMPLE_PER_LIST = 16  # k-means trains on 16 sampled vectors per partition
-SPLIT_AT = 4.0  # a partition grown past 4x the mean size splits in two (2-means over its rows)
+SPLIT_AT = 2.0  # a partition past 2x the size a fresh training would give splits in two (2-means)
 MIN_SPLIT_ROWS = 64
 CHUNK = 65_536
 
@@ -45,6 +45,11 @@ CHUNK = 65_536
 def nlist_for(rows: int) -> int:
     """How many partitions to train for a store of ``rows`` vectors."""
     return int(min(4096, max(16, round(LISTS_PER_SQRT * math.sqrt(rows)))))
+
+
+def split_limit(rows: int) -> float:
+    """Rows past which a partition splits: ``SPLIT_AT`` x the mean a fresh training would give now."""
+    return max(MIN_SPLIT_ROWS, SPLIT_AT * rows / nlist_for(rows))
 
 
 class VectorLane:
@@ -95,14 +100,14 @@ class VectorLane:
             self.train(progress=progress)
 
     def _split_overfull(self, parts: set[int], centroids: np.ndarray, state: dict[str, str]) -> None:
-        """Split each touched partition that outgrew ``SPLIT_AT`` x the mean size.
+        """Split each touched partition that outgrew ``split_limit``.
 
         Between trainings new rows go to the nearest old centroid; where the store grows in a
         direction the centroids never saw, one partition swells. Splitting it with 2-means over
         its own rows (a few hundred rows: about a millisecond) keeps partitions even and lets the
         centroids follow the data, which holds recall without re-training everything.
         """
-        limit = max(MIN_SPLIT_ROWS, SPLIT_AT * self.table.max_nid() / centroids.shape[0])
+        limit = split_limit(self.table.max_nid())
         for part in sorted(parts):
             if self.table.part_size(part) <= limit:
                 continue
