@@ -90,3 +90,20 @@ def test_the_cli_reembeds_with_a_model_folder_and_the_store_then_needs_it(
     assert main(["search", path, "Porto"]) == 2
     assert "embedded with 'model2vec:my-model@" in capsys.readouterr().err
     assert main(["verify", path, "--deep", "--model", str(folder)]) == 0
+
+
+def test_a_store_re_embedded_by_another_process_refuses_the_stale_handle(tmp_path: Path) -> None:
+    path = tmp_path / "m.db"
+    _store(path)
+    stale = WorldDB(path, embedder=FakeEmbedder())
+    try:
+        assert stale.nearest("turn 3 about the river", k=1)
+        WorldDB.reembed(path, embedder=OtherEmbedder())
+        with pytest.raises(EmbedderMismatch, match="re-embedded with 'other-16'"):
+            stale.nearest("turn 3 about the river", k=1)
+        before = (path.stat().st_size, stale.stats()["vectors"])
+        with pytest.raises(EmbedderMismatch, match="reopen it"):
+            stale.write("written with the old model", scope="alice")
+        assert stale.stats()["vectors"] == before[1]
+    finally:
+        stale.close()

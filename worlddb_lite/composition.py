@@ -42,6 +42,10 @@ class Composer:
 
     def commit(self, new_vectors: Sequence[tuple[int, np.ndarray]]) -> None:
         """Index new nodes' vectors and bring every affected world's effective vector up to date."""
+        if not new_vectors:
+            self.last_recomposed = []
+            return
+        state = self.lane.begin()  # refuses a handle whose model the store no longer has
         inserts: dict[int, np.ndarray] = {}
         deltas: dict[int, list[Delta]] = {}
         levels: dict[int, set[int]] = {}
@@ -82,7 +86,7 @@ class Composer:
                 recomposed.append(world)
                 self._push(world, old, effective, deltas, levels)
             self.lane.table.save_pools(started, changed)
-        self.lane.write(inserts, updates)
+        self.lane.write(inserts, updates, state)
         self.last_recomposed = recomposed
 
     def _push(self, nid: int, old: np.ndarray | None, new: np.ndarray,

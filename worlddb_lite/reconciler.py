@@ -532,7 +532,7 @@ class Reconciler:
         self.clock = clock
         self.embedder = embedder
         self.dim = dim
-        self.lane = VectorLane(store, dim)
+        self.lane = VectorLane(store, dim, None if embedder is None else embedder.model_id)
         self.composer = Composer(store, self.lane, compose, dim)
         self._txn: Txn | None = None
 

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .errors import EmbedderMismatch
 from .ivf import IvfIndex, assign, spherical_kmeans, split_in_two
 from .vector_table import VectorTable
 
@@ -58,10 +59,11 @@ class VectorLane:
     Writes run inside the reconciler's transaction; searches use the in-memory index.
     """
 
-    def __init__(self, store: Store, dim: int) -> None:
+    def __init__(self, store: Store, dim: int, model_id: str | None = None) -> None:
         self.store = store
         self.table = VectorTable(store.conn)
         self.dim = dim
+        self.model_id = model_id  # None: the caller supplies vectors
         self._index: IvfIndex | None = None
         self._epoch: str | None = None
         self._splits: str | None = None
@@ -70,12 +72,18 @@ class VectorLane:
 
     # ---- writing ------------------------------------------------------------------
 
+    def begin(self) -> dict[str, str]:
+        """The lane's settings for one commit, after checking the store still has this handle's model."""
+        state = self.store.meta_values(("vec_epoch", "vec_trained_nid", "vec_splits", "embedder_id", "embedder_dim"))
+        self._check_model(state)
+        return state
+
     def write(self, inserts: dict[int, np.ndarray], updates: dict[int, np.ndarray],
-              progress: Callable[[str], None] | None = None) -> None:
+              state: dict[str, str] | None = None, progress: Callable[[str], None] | None = None) -> None:
         """Store new and changed vectors with their partition and a fresh sequence number."""
         if not inserts and not updates:
             return
-        state = self.store.meta_values(("vec_epoch", "vec_trained_nid"))
+        state = self.begin() if state is None else state
         centroids = self._write_centroids(state.get("vec_epoch"))
         seq = self.table.max_seq()
         touched: set[int] = set()
@@ -98,6 +106,15 @@ class VectorLane:
         trained = int(state.get("vec_trained_nid") or 0)
         if max(TRAIN_AT, 2 * trained) <= grown <= AUTO_TRAIN_LIMIT:
             self.train(progress=progress)
+
+    def _check_model(self, state: dict[str, str]) -> None:
+        """Refuse to mix models: another process may have re-embedded the store since it was opened."""
+        stored_id, stored_dim = state.get("embedder_id"), state.get("embedder_dim")
+        if stored_dim != str(self.dim) or (self.model_id is not None and stored_id != self.model_id):
+            raise EmbedderMismatch(
+                f"the store was re-embedded with {stored_id!r} ({stored_dim} dimensions) after it was opened "
+                f"with {self.model_id or 'caller vectors'!r} ({self.dim}); reopen it with that embedder"
+            )
 
     def _split_overfull(self, parts: set[int], centroids: np.ndarray, state: dict[str, str]) -> None:
         """Split each touched partition that outgrew ``split_limit``.
@@ -167,9 +184,10 @@ class VectorLane:
 
     def index(self) -> IvfIndex:
         """The in-memory index, current with every committed write."""
-        state = self.store.meta_values(("vec_epoch", "vec_splits"))
+        state = self.store.meta_values(("vec_epoch", "vec_splits", "embedder_id", "embedder_dim"))
         epoch, splits = state.get("vec_epoch"), state.get("vec_splits")
         if self._index is None or epoch != self._epoch:
+            self._check_model(state)
             self._index = self._hydrate()
             self._epoch, self._splits = epoch, splits
         else:
