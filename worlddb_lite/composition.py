@@ -57,8 +57,15 @@ class Composer:
         while levels:
             depth = max(levels)
             worlds = sorted(levels.pop(depth))
-            stored = self.lane.table.vectors_of([w for w in worlds if w not in inserts])
             pools = self.lane.table.pools(worlds)
+            # a pooled world's stored vector is its normalised sum (bit for bit): only worlds without
+            # a pool yet, or whose pool cancelled out, need their vector read
+            stored: dict[int, np.ndarray] = {}
+            for world in worlds:
+                unit = _normalised(pools[world][1]) if world in pools and world not in inserts else None
+                if unit is not None:
+                    stored[world] = unit
+            stored.update(self.lane.table.vectors_of([w for w in worlds if w not in inserts and w not in stored]))
             started: list[tuple[int, np.ndarray | None, np.ndarray, int]] = []
             changed: list[tuple[int, np.ndarray, int]] = []
             for world in worlds:
@@ -121,7 +128,13 @@ def compose_from_scratch(kind: str, anchor: np.ndarray | None, children: np.ndar
 
 def _unit(acc: np.ndarray, fallback: np.ndarray) -> np.ndarray:
     """The normalised pool as float32; ``fallback`` if the pool cancelled to nothing (v and -v)."""
+    unit = _normalised(acc)
+    return fallback if unit is None else unit
+
+
+def _normalised(acc: np.ndarray) -> np.ndarray | None:
     norm = float(np.linalg.norm(acc))
     if norm < 1e-9:
-        return fallback
-    return (acc / norm).astype(np.float32)
+        return None
+    unit: np.ndarray = (acc / norm).astype(np.float32)
+    return unit

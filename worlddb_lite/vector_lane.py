@@ -86,23 +86,18 @@ class VectorLane:
         state = self.begin() if state is None else state
         centroids = self._write_centroids(state.get("vec_epoch"))
         seq = self.table.max_seq()
-        touched: set[int] = set()
-        for rows, write in ((inserts, self.table.insert), (updates, self.table.update)):
-            if not rows:
-                continue
-            nids = list(rows)
-            matrix = np.stack([rows[n] for n in nids]).astype(np.float32)
-            parts = assign(matrix, centroids)
-            write([(nid, int(part), seq + i + 1, matrix[i].tobytes())
-                   for i, (nid, part) in enumerate(zip(nids, parts, strict=True))])
-            seq += len(nids)
-            touched.update(parts.tolist())
+        nids = [*inserts, *updates]
+        matrix = np.stack([inserts[n] if n in inserts else updates[n] for n in nids]).astype(np.float32)
+        parts = assign(matrix, centroids).tolist()
+        rows = [(nid, part, seq + i + 1, matrix[i].tobytes())
+                for i, (nid, part) in enumerate(zip(nids, parts, strict=True))]
+        self.table.insert(rows[: len(inserts)])
+        self.table.update(rows[len(inserts):])
         if not inserts or not self.auto_train:
             return
+        grown = self.table.max_nid()  # growth is read off the highest node id: no counter row to rewrite
         if centroids is not None:
-            self._split_overfull(touched, centroids, state)
-        # growth is read off the highest node id (one index probe, no counter row to rewrite per write)
-        grown = self.table.max_nid()
+            self._split_overfull(set(parts[: len(inserts)]), centroids, state, grown)
         trained = int(state.get("vec_trained_nid") or 0)
         if max(TRAIN_AT, 2 * trained) <= grown <= AUTO_TRAIN_LIMIT:
             self.train(progress=progress)
@@ -116,7 +111,7 @@ class VectorLane:
                 f"with {self.model_id or 'caller vectors'!r} ({self.dim}); reopen it with that embedder"
             )
 
-    def _split_overfull(self, parts: set[int], centroids: np.ndarray, state: dict[str, str]) -> None:
+    def _split_overfull(self, parts: set[int], centroids: np.ndarray, state: dict[str, str], grown: int) -> None:
         """Split each touched partition that outgrew ``split_limit``.
 
         Between trainings new rows go to the nearest old centroid; where the store grows in a
@@ -124,7 +119,7 @@ class VectorLane:
         its own rows (a few hundred rows: about a millisecond) keeps partitions even and lets the
         centroids follow the data, which holds recall without re-training everything.
         """
-        limit = split_limit(self.table.max_nid())
+        limit = split_limit(grown)
         for part in sorted(parts):
             if self.table.part_size(part) <= limit:
                 continue
