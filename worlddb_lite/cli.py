@@ -10,12 +10,15 @@ import argparse
 import dataclasses
 import json
 import sys
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from .conversation import ingest
 from .db import WorldDB
 from .embed import StaticEmbedder
 from .errors import WorldDBError
+from .loaders import FORMATS, load
 from .types import Node
 
 Handler = Callable[[argparse.Namespace], Any]
@@ -192,6 +195,27 @@ def cmd_reindex(args: argparse.Namespace) -> Any:
     with _open(args) as db:
         return db.reindex(partitions=args.partitions,
                           progress=None if args.json else (lambda m: print(m, file=sys.stderr)))
+
+
+@command("ingest", "load a dataset file, each conversation in one transaction (progress on stderr)",
+         _with(lambda p: p.add_argument("file", help="the dataset file (or BEAM folder / archive)"),
+               lambda p: p.add_argument("--format", required=True, choices=FORMATS, help="the file's format"),
+               lambda p: p.add_argument("--scope", help="put every conversation in this scope")))
+def cmd_ingest(args: argparse.Namespace) -> Any:
+    conversations = load(args.file, args.format, args.scope)  # read and checked before anything is written
+    total = sum(c.turn_count for c in conversations)
+    show = None if args.json else _progress_bar("ingesting")
+    started = time.perf_counter()
+    done = 0
+    with _open(args, create=True) as db:
+        for conversation in conversations:
+            ingest(db, conversation)
+            done += conversation.turn_count
+            if show is not None:
+                show(done, total)
+    seconds = time.perf_counter() - started
+    return {"conversations": len(conversations), "turns": total, "seconds": round(seconds, 3),
+            "turns_per_s": round(total / seconds, 1) if seconds > 0 else None}
 
 
 def _progress_bar(label: str) -> Callable[[int, int], None]:

@@ -1,0 +1,161 @@
+"""conversation.py and loaders.py: datasets become Scope > Session > Turn worlds, one transaction each."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from worlddb_lite import InvalidInput, WorldDB
+from worlddb_lite.cli import main
+from worlddb_lite.conversation import MAX_TURN_CHARS, ConversationIn, SessionIn, TurnIn, ingest
+from worlddb_lite.loaders import load
+
+from .conftest import table_digest
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+def _locomo(tmp_path: Path) -> Path:
+    sample = {"sample_id": "conv-x", "qa": [], "conversation": {
+        "speaker_a": "Ana", "speaker_b": "Ben",
+        "session_1_date_time": "1:56 pm on 8 May, 2023",
+        "session_1": [{"speaker": "Ana", "dia_id": "D1:1", "text": "I adopted a puppy called Rex"},
+                      {"speaker": "Ben", "dia_id": "D1:2", "text": "Lovely! What breed is Rex?"}],
+        "session_2_date_time": "10:04 am on 12 June, 2023",
+        "session_2": [{"speaker": "Ana", "dia_id": "D2:1", "text": "Rex learned to sit", "img_url": ["x.jpg"]}],
+    }}
+    path = tmp_path / "locomo.json"
+    path.write_text(json.dumps([sample]))
+    return path
+
+
+def test_locomo_sessions_become_dated_session_worlds_of_verbatim_turns(db: WorldDB, tmp_path: Path) -> None:
+    [conv] = load(_locomo(tmp_path), "locomo")
+    assert [s.date for s in conv.sessions] == ["2023-05-08T13:56:00.000000Z", "2023-06-12T10:04:00.000000Z"]
+    ids = ingest(db, conv)
+    turns = [db.read(i) for i in ids]
+    assert [t.content for t in turns] == ["I adopted a puppy called Rex", "Lovely! What breed is Rex?",
+                                          "Rex learned to sit"]
+    assert [t.props["speaker"] for t in turns] == ["Ana", "Ben", "Ana"]
+    assert turns[2].props["turn_id"] == "D2:1" and turns[2].props["img_url"] == ["x.jpg"]
+    assert turns[0].valid_at == "2023-05-08T13:56:00.000000Z" and turns[0].type == "Turn"
+    session = db.read(turns[0].parent)  # type: ignore[arg-type]
+    assert session.type == "Session" and session.name == "conv-x / 1"
+    assert db.read(session.parent).name == "conv-x"  # type: ignore[arg-type]  # the scope
+    assert turns[2].parent != turns[0].parent
+    before = table_digest(db)
+    assert ingest(db, conv) == ids  # the same conversation again: the same nodes, nothing new
+    assert table_digest(db) == before
+    assert db.verify().ok
+
+
+def test_a_conversation_in_two_scopes_is_inside_both(db: WorldDB) -> None:
+    conv = ConversationIn("c1", ["user:ana", "agent:helper"], [SessionIn("s1", "2024-01-02", [TurnIn("hello there")])])
+    [turn] = ingest(db, conv)
+    for scope in ("user:ana", "agent:helper"):
+        assert turn in {n.id for n in db.nodes(world=db.scope(scope))}
+
+
+def test_a_giant_or_empty_turn_stops_its_conversation_before_anything_is_written(db: WorldDB) -> None:
+    ingest(db, ConversationIn("ok", ["s"], [SessionIn("1", None, [TurnIn("fine")])]))
+    before = table_digest(db)
+    giant = ConversationIn("big", ["s"], [SessionIn("1", None, [TurnIn("a"), TurnIn("x" * (MAX_TURN_CHARS + 1))])])
+    with pytest.raises(InvalidInput, match=r"conversation 'big', session '1', turn 1: .* split it"):
+        ingest(db, giant)
+    with pytest.raises(InvalidInput, match="no text"):
+        ingest(db, ConversationIn("empty", ["s"], [SessionIn("1", None, [TurnIn("   ")])]))
+    with pytest.raises(InvalidInput, match="NUL"):
+        ingest(db, ConversationIn("binary", ["s"], [SessionIn("1", None, [TurnIn("ab\x00cd")])]))
+    assert table_digest(db) == before
+
+
+def test_beam_chats_take_their_session_dates_from_time_anchors(db: WorldDB, tmp_path: Path) -> None:
+    chat = [{"batch_number": 1, "time_anchor": None, "turns": [
+        [{"role": "user", "id": 0, "time_anchor": "March-15-2024", "index": "1,1", "content": "Plan my project"},
+         {"role": "assistant", "id": 1, "content": "Sure, here is a plan"}],
+        [{"role": "user", "id": 2, "content": "Thanks, now the budget"}],
+    ]}]
+    (tmp_path / "BEAM" / "100K" / "7").mkdir(parents=True)
+    (tmp_path / "BEAM" / "100K" / "7" / "chat.json").write_text(json.dumps(chat))
+    [conv] = load(tmp_path / "BEAM", "beam")
+    assert conv.conversation_id == "beam-7" and [s.session_id for s in conv.sessions] == ["0.0", "0.1"]
+    assert [s.date for s in conv.sessions] == ["2024-03-15T00:00:00.000000Z"] * 2  # the anchor carries over
+    assert [t.speaker for t in conv.sessions[0].turns] == ["user", "assistant"]
+    assert len(ingest(db, conv)) == 3
+
+
+@pytest.mark.skipif(not (SHARED / "beam" / "beam_100K.tar.xz").is_file(), reason="needs ../shared/data")
+def test_the_real_datasets_load_whole() -> None:
+    locomo = load(SHARED / "locomo" / "locomo10.json", "locomo")
+    assert len(locomo) == 10 and sum(c.turn_count for c in locomo) == 5882
+    assert sum(len(c.sessions) for c in locomo) == 272
+    beam = load(SHARED / "beam" / "beam_100K.tar.xz", "beam")
+    assert len(beam) == 20 and sum(c.turn_count for c in beam) == 5094
+
+
+def test_longmemeval_haystacks_become_one_conversation_per_question(db: WorldDB, tmp_path: Path) -> None:
+    record = {"question_id": "q1", "question_type": "single-session-user", "question": "What did I buy?",
+              "answer": "a bike", "question_date": "2023/05/30 (Tue) 10:00",
+              "haystack_session_ids": ["s_a", "answer_s_b"],
+              "haystack_dates": ["2023/05/20 (Sat) 02:21", "2023/05/25 (Thu) 18:40"],
+              "haystack_sessions": [[{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello"}],
+                                    [{"role": "user", "content": "I bought a bike", "has_answer": True}]],
+              "answer_session_ids": ["answer_s_b"]}
+    path = tmp_path / "longmemeval_s.json"
+    path.write_text(json.dumps([record]))
+    [conv] = load(path, "longmemeval")
+    assert conv.conversation_id == "q1" and [s.date for s in conv.sessions] == [
+        "2023-05-20T02:21:00.000000Z", "2023-05-25T18:40:00.000000Z"]
+    assert conv.sessions[1].turns[0].turn_id == "answer_s_b_1" and conv.sessions[1].turns[0].props == {
+        "has_answer": True}
+    ids = ingest(db, conv)
+    assert db.read(ids[2]).props["has_answer"] is True
+    record["haystack_dates"] = ["2023/05/20 (Sat) 02:21"]
+    path.write_text(json.dumps([record]))
+    with pytest.raises(InvalidInput, match=r"record 0 \(q1\): haystack ids, dates and sessions differ"):
+        load(path, "longmemeval")
+
+
+def test_malformed_files_name_the_record_and_the_field(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"text": "fine"}\n{"text": 5}\n')
+    with pytest.raises(InvalidInput, match="bad.jsonl line 2: 'text' should be str"):
+        load(bad, "jsonl")
+    bad.write_text('{"text": "fine"}\nnot json\n')
+    with pytest.raises(InvalidInput, match="line 2: not a UTF-8 JSON object"):
+        load(bad, "jsonl")
+    bad.write_text('{"text": "fine", "date": "the day after tomorrow"}\n')
+    with pytest.raises(InvalidInput, match="line 1 date"):
+        load(bad, "jsonl")
+    broken = tmp_path / "locomo.json"
+    broken.write_text('[{"sample_id": "a", "conversation": {"session_1": [{"text": "no speaker"}]}}]')
+    with pytest.raises(InvalidInput, match=r"sample 0 \(a\) session_1 turn 0: missing 'speaker'"):
+        load(broken, "locomo")
+    broken.write_text('[{"sample_id": "a", "conversation": {"session_1_date_time": "someday", "session_1": []}}]')
+    with pytest.raises(InvalidInput, match="cannot read the date 'someday'"):
+        load(broken, "locomo")
+    with pytest.raises(InvalidInput, match="unknown format 'csv'"):
+        load(broken, "csv")
+    with pytest.raises(InvalidInput, match="does not exist"):
+        load(tmp_path / "nope.json", "locomo")
+
+
+def test_the_cli_ingests_json_lines_and_stops_at_a_bad_conversation_without_half_of_it(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "chat.jsonl"
+    lines = [{"conversation": "c1", "session": "1", "date": "2024-03-01", "speaker": "me", "text": "I live in Austin"},
+             {"conversation": "c1", "session": "2", "date": "2024-04-01", "speaker": "me", "text": "I moved to Denver"},
+             {"conversation": "c2", "text": "fine"}, {"conversation": "c2", "text": "   "}]
+    path.write_text("\n".join(json.dumps(line) for line in lines))
+    store = str(tmp_path / "store.db")
+    assert main(["ingest", store, str(path), "--format", "jsonl", "--scope", "me"]) == 2
+    assert "conversation 'c2', session '1', turn 4: the turn has no text" in capsys.readouterr().err
+    with WorldDB(store) as db:
+        contents = sorted(n.content or "" for n in db.nodes(world=db.scope("me"), type="Turn"))
+        assert contents == ["I live in Austin", "I moved to Denver"]  # c1 landed whole, c2 not at all
+    path.write_text("\n".join(json.dumps(line) for line in lines[:3]))
+    assert main(["ingest", store, str(path), "--format", "jsonl", "--scope", "me", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["conversations"] == 2 and out["turns"] == 3
