@@ -78,3 +78,12 @@ def test_vectors_smoke(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads(out.read_text())
     assert "random" in json.dumps(result) and "recall" in json.dumps(result)
+
+
+def test_ingest_smoke(tmp_path):
+    out = tmp_path / "ingest.json"
+    done = subprocess.run([sys.executable, str(BENCH / "ingest.py"), "--sizes", "300", "--writes", "5",
+                           "--skip-datasets", "--json", str(out)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(out.read_text())
+    assert result["write_latency"]["300"]["n"] == 5 and result["write_latency"]["300"]["p95_ms"] > 0
