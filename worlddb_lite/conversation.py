@@ -14,10 +14,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .errors import InvalidInput
+from .extract import Extractor, RuleExtractor
+from .facts import remember
 
 if TYPE_CHECKING:
     from .db import WorldDB
 
+DEFAULT_EXTRACTOR = RuleExtractor()
+ASSISTANT_ROLES = {"assistant", "system"}  # what an assistant says about itself is not about the person
 MAX_TURN_CHARS = 500_000  # a longer paste (a 1 MB log) is refused: split it; BEAM-100K's longest message is 349k
 
 
@@ -65,8 +69,13 @@ def check_turn(turn: TurnIn, where: str) -> None:
         raise InvalidInput(f"{where}: the turn holds a NUL character (binary data?); decode it to text first")
 
 
-def ingest(db: WorldDB, conversation: ConversationIn) -> list[str]:
-    """Write one conversation in one transaction; returns the turn ids in order."""
+def ingest(db: WorldDB, conversation: ConversationIn, *,
+           extractor: Extractor | None = DEFAULT_EXTRACTOR) -> list[str]:
+    """Write one conversation in one transaction; returns the turn ids in order.
+
+    With an ``extractor`` (the rule-based one by default; None for none), every turn's
+    entities and facts are written in the same transaction, facts superseding older values.
+    """
     if not conversation.scopes:
         raise InvalidInput(f"conversation {conversation.conversation_id!r} names no scope")
     for session in conversation.sessions:
@@ -80,12 +89,21 @@ def ingest(db: WorldDB, conversation: ConversationIn) -> list[str]:
             world = db.world(f"{conversation.conversation_id} / {session.session_id}", parent=home, type="Session")
             for other in shared:
                 db.link(other, world, "contains")
-            ids.extend(db.write_many([
+            written = db.write_many([
                 {"text": turn.text, "world": world, "type": "Turn",
                  "valid_at": turn.at or session.date,
                  "props": {k: v for k, v in {**turn.props, "speaker": turn.speaker, "turn_id": turn.turn_id,
                                              "session": session.session_id,
                                              "conversation": conversation.conversation_id}.items() if v is not None}}
                 for turn in session.turns
-            ]))
+            ])
+            ids.extend(written)
+            if extractor is not None:
+                for turn, turn_id in zip(session.turns, written, strict=True):
+                    if (turn.speaker or "").lower() in ASSISTANT_ROLES:
+                        continue
+                    said_at = db.read(turn_id).valid_at
+                    found = extractor.extract(turn.text, speaker=turn.speaker, said_at=said_at)
+                    if found.entities or found.facts:
+                        remember(db, found, turn=turn_id, scope=home, said_at=said_at)
     return ids

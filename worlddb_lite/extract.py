@@ -1,0 +1,162 @@
+"""Extraction: turning a turn's words into entities and facts, with no model.
+
+``Extractor`` is the protocol (an LLM extractor can be plugged in); ``RuleExtractor`` is the
+deterministic default. It finds first-person facts on *functional* slots (one value at a
+time: where someone lives, works, their job, a favourite, an opinion of a thing) and on
+non-functional ones (visited, bought), people and pets introduced as "my sister Emma" (with
+"my sister" as an alias), facts about them ("Emma's birthday is June 3"), and the date a
+fact became true when the turn says it ("last week", "in May", "yesterday"), resolved against
+the session's date.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from .temporal import format_time, parse_time
+
+
+@dataclass(frozen=True)
+class EntityMention:
+    """A person, pet, place, organisation or product the turn names, with other names for it."""
+
+    name: str
+    kind: str  # person, pet, place, organisation, product
+    aliases: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class FactMention:
+    """One statement: subject, slot, value."""
+
+    subject: str  # the speaker for first-person facts, else an entity's name
+    slot: str
+    value: str
+    functional: bool  # one value at a time: a new value supersedes the old one
+    valid_at: str | None = None  # when it became true, if the turn says; else the turn's time
+
+
+@dataclass(frozen=True)
+class Extraction:
+    """What one turn says."""
+
+    entities: tuple[EntityMention, ...] = ()
+    facts: tuple[FactMention, ...] = ()
+
+
+@runtime_checkable
+class Extractor(Protocol):
+    """Finds entities and facts in one turn."""
+
+    def extract(self, text: str, *, speaker: str | None, said_at: str) -> Extraction:
+        ...
+
+
+_VALUE = r"(?P<value>[A-Z][\w'&.-]*(?: (?:[A-Z][\w'&.-]*|of|de|la))*)"  # a capitalised name, maybe several words
+_PHRASE = r"(?P<value>[a-z][a-z -]*[a-z])"
+_THING = r"(?P<value>[^.,!?;]+?)"
+_END = r"(?=[.,!?;]|\s+(?:now|anymore|any more|these days|last|this|yesterday|in|since|a|two|three)\b|$)"
+
+# (slot, functional, pattern): the first person's facts
+_FIRST_PERSON: tuple[tuple[str, bool, re.Pattern[str]], ...] = tuple(
+    (slot, functional, re.compile(pattern, re.IGNORECASE if slot.startswith(("opinion", "favourite")) else 0))
+    for slot, functional, pattern in (
+        ("lives in", True, r"\bI(?: now)? (?:live|am living|'m living) in " + _VALUE),
+        ("lives in", True, r"\bI (?:just |recently |have |'ve )?(?:moved|relocated) to " + _VALUE),
+        ("works at", True, r"\bI (?:now )?(?:work|am working|'m working) (?:at|for) " + _VALUE),
+        ("works at", True, r"\bI (?:just |recently )?(?:started (?:a new job )?at|joined|got a job at) " + _VALUE),
+        ("job title", True, r"\bI (?:work|am working|'m working) as an? " + _PHRASE + _END),
+        ("job title", True, r"\bI(?:'m| am) (?:now )?an? " + r"(?P<value>[a-z]+ (?:engineer|developer|designer|"
+                                                             r"teacher|nurse|doctor|manager|writer|lawyer|scientist|"
+                                                             r"student|chef|artist|accountant))\b"),
+        ("visited", False, r"\bI (?:visited|went to|travell?ed to) " + _VALUE),
+        ("bought", False, r"\bI (?:bought|purchased) (?:an? |the |some )?" + _PHRASE + _END),
+    )
+)
+_FAVOURITE = re.compile(r"\bmy fav(?:ou)?rite (?P<kind>[a-z ]+?) is (?:now )?" + _THING + _END, re.IGNORECASE)
+_LIKE = re.compile(r"\bI (?:really |absolutely )?(?:love|like|enjoy|adore) " + _THING + _END, re.IGNORECASE)
+_DISLIKE = re.compile(r"\bI (?:really )?(?:hate|dislike|can't stand|cannot stand|"
+                      r"(?:do not|don't) (?:really )?(?:like|love|enjoy)) " + _THING + _END, re.IGNORECASE)
+_RELATIONS = ("sister", "brother", "mother", "mom", "father", "dad", "wife", "husband", "partner", "boyfriend",
+              "girlfriend", "son", "daughter", "friend", "best friend", "manager", "boss", "colleague", "coworker",
+              "roommate", "neighbour", "neighbor", "cousin", "aunt", "uncle", "grandmother", "grandfather")
+_RELATION = re.compile(r"\b[Mm]y (?P<relation>" + "|".join(sorted(_RELATIONS, key=len, reverse=True))
+                       + r"),? (?P<name>[A-Z][a-z]+)\b")
+_PET = re.compile(r"\b(?:a|my|our) (?P<kind>dog|cat|puppy|kitten|parrot|rabbit|hamster|horse|fish|turtle)"
+                  r",? (?:named |called )?(?P<name>[A-Z][a-z]+)\b")
+_BIRTHDAY = re.compile(r"\b(?P<name>[A-Z][a-z]+)'s birthday is (?:on )?" + _THING + _END)
+_ARTICLES = re.compile(r"^(?:the|a|an|some|my)\s+", re.IGNORECASE)
+_NOT_NAMES = {"I", "My", "The", "This", "That", "It", "We", "You", "He", "She", "They"}
+
+_MONTHS = {m: i for i, m in enumerate(("january", "february", "march", "april", "may", "june", "july", "august",
+                                       "september", "october", "november", "december"), 1)}
+_RELATIVE = re.compile(r"\b(?P<phrase>yesterday|today|last (?:week|month|year)|(?P<n>\d+|a|one|two|three|four|five|"
+                       r"six|seven) (?P<unit>days?|weeks?|months?|years?) ago|in (?P<month>" + "|".join(_MONTHS)
+                       + r"))\b", re.IGNORECASE)
+_NUMBERS = {"a": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7}
+
+
+def resolve_date(text: str, said_at: str) -> str | None:
+    """The date a relative expression in ``text`` points to, against ``said_at`` (None if none)."""
+    found = _RELATIVE.search(text)
+    if found is None:
+        return None
+    now = dt.datetime.fromisoformat(parse_time(said_at).replace("Z", "+00:00"))
+    phrase = found.group("phrase").lower()
+    if phrase == "today":
+        day = now
+    elif phrase == "yesterday":
+        day = now - dt.timedelta(days=1)
+    elif phrase.startswith("last "):
+        day = now - dt.timedelta(days={"week": 7, "month": 30, "year": 365}[phrase.split()[1]])
+    elif found.group("month"):
+        month = _MONTHS[found.group("month").lower()]
+        year = now.year if month <= now.month else now.year - 1  # "in May" said in March means last May
+        day = now.replace(year=year, month=month, day=1)
+    else:
+        count = int(found.group("n")) if found.group("n").isdigit() else _NUMBERS[found.group("n").lower()]
+        unit = found.group("unit").lower().rstrip("s")
+        day = now - dt.timedelta(days=count * {"day": 1, "week": 7, "month": 30, "year": 365}[unit])
+    return format_time(day.replace(hour=0, minute=0, second=0, microsecond=0))
+
+
+def _thing(value: str) -> str:
+    return _ARTICLES.sub("", value.strip().lower()).strip()
+
+
+class RuleExtractor:
+    """The deterministic default extractor (regular expressions over one turn)."""
+
+    def extract(self, text: str, *, speaker: str | None, said_at: str) -> Extraction:
+        me = speaker or "user"
+        when = resolve_date(text, said_at)
+        facts: list[FactMention] = []
+        for slot, functional, pattern in _FIRST_PERSON:
+            for found in pattern.finditer(text):
+                value = found.group("value").strip()
+                if value and value not in _NOT_NAMES:
+                    facts.append(FactMention(me, slot, value if slot != "bought" else _thing(value), functional, when))
+        for found in _FAVOURITE.finditer(text):
+            facts.append(FactMention(me, f"favourite {found.group('kind').lower().strip()}",
+                                     found.group("value").strip(), True, when))
+        for pattern, opinion in ((_DISLIKE, "dislikes"), (_LIKE, "likes")):
+            for found in pattern.finditer(text):
+                thing = _thing(found.group("value"))
+                if thing and not any(f.slot == f"opinion of {thing}" for f in facts):
+                    facts.append(FactMention(me, f"opinion of {thing}", opinion, True, when))
+        entities: list[EntityMention] = []
+        for found in _RELATION.finditer(text):
+            relation = found.group("relation").lower()
+            entities.append(EntityMention(found.group("name"), "person", (f"my {relation}",)))
+            facts.append(FactMention(found.group("name"), f"relationship to {me}", relation, True, None))
+        for found in _PET.finditer(text):
+            if found.group("name") not in _NOT_NAMES:
+                entities.append(EntityMention(found.group("name"), "pet", (f"my {found.group('kind').lower()}",)))
+        for found in _BIRTHDAY.finditer(text):
+            if found.group("name") not in _NOT_NAMES:
+                entities.append(EntityMention(found.group("name"), "person"))
+                facts.append(FactMention(found.group("name"), "birthday", found.group("value").strip(), True, None))
+        return Extraction(tuple(entities), tuple(facts))

@@ -1,0 +1,80 @@
+"""Writing what an extractor found: Entity and Fact nodes, their edges, and supersession.
+
+Everything goes through the facade inside the caller's transaction, so a turn and what was
+learned from it land together. A fact on a functional slot that already holds another value
+supersedes it when it became true later (the old value's validity closes at the new one's
+valid time), is superseded by it when it is older, and contradicts it at the same time.
+Entities are matched exactly by name or alias inside the scope (the tiered resolver is a
+later issue).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .extract import Extraction, FactMention
+
+if TYPE_CHECKING:
+    from .db import WorldDB
+    from .types import Node
+
+
+def remember(db: WorldDB, found: Extraction, *, turn: str, scope: str, said_at: str) -> list[str]:
+    """Write ``found`` (from the turn ``turn``) into the scope world ``scope``; returns the new fact ids."""
+    entities: dict[str, str] = {}
+    for mention in found.entities:
+        entity = _entity(db, scope, mention.name)
+        if entity is None:
+            entity = db.write(mention.name, world=scope, type="Entity", name=mention.name, valid_at=said_at,
+                              aliases=(mention.name, *mention.aliases), props={"kind": mention.kind})
+        else:
+            for alias in mention.aliases:
+                db.add_alias(entity, alias, source="extractor")
+        entities[mention.name] = entity
+        db.link(turn, entity, "refers_to")
+    facts = []
+    for fact in found.facts:
+        written = _fact(db, fact, turn=turn, scope=scope, said_at=said_at)
+        if written is not None:
+            facts.append(written)
+            subject = entities.get(fact.subject) or _entity(db, scope, fact.subject)
+            if subject is not None:
+                db.link(written, subject, "refers_to")
+    return facts
+
+
+def _entity(db: WorldDB, scope: str, name: str) -> str | None:
+    for candidate in db.lookup_alias(name):
+        node = db.read(candidate)
+        if node.type == "Entity" and node.parent == scope:
+            return candidate
+    return None
+
+
+def _fact(db: WorldDB, fact: FactMention, *, turn: str, scope: str, said_at: str) -> str | None:
+    valid = fact.valid_at or said_at
+    current = [n for n in db.nodes(world=scope, type="Fact", limit=1_000_000)
+               if n.props.get("subject") == fact.subject and n.props.get("slot") == fact.slot]
+    if any(_value(n) == fact.value.lower() for n in current):
+        return None  # already known
+    written = db.write(f"{fact.subject} {fact.slot}: {fact.value}", world=scope, type="Fact", name=fact.slot,
+                       valid_at=valid, props={"subject": fact.subject, "slot": fact.slot, "value": fact.value,
+                                              "functional": fact.functional})
+    db.link(written, turn, "refers_to")
+    if fact.functional:
+        for old in current:
+            _reconcile(db, written, valid, old)
+    return written
+
+
+def _value(node: Node) -> str:
+    return str(node.props.get("value", "")).lower()
+
+
+def _reconcile(db: WorldDB, new: str, valid: str, old: Node) -> None:
+    if valid > old.valid_at:
+        db.link(new, old.id, "supersedes")
+    elif valid < old.valid_at:
+        db.link(old.id, new, "supersedes")
+    else:
+        db.link(new, old.id, "contradicts")
