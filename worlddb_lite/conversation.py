@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from .errors import InvalidInput
 from .extract import Extractor, RuleExtractor
 from .facts import remember
+from .temporal import parse_time
 
 if TYPE_CHECKING:
     from .db import WorldDB
@@ -102,7 +103,8 @@ def ingest(db: WorldDB, conversation: ConversationIn, *,
                 for turn, turn_id in zip(session.turns, written, strict=True):
                     if (turn.speaker or "").lower() in ASSISTANT_ROLES:
                         continue
-                    said_at = db.read(turn_id).valid_at
+                    when = turn.at or session.date
+                    said_at = parse_time(when, field="turn time") if when else db.read(turn_id).valid_at
                     found = extractor.extract(turn.text, speaker=turn.speaker, said_at=said_at)
                     if found.entities or found.facts:
                         remember(db, found, turn=turn_id, scope=home, said_at=said_at)

@@ -51,15 +51,22 @@ def _entity(db: WorldDB, scope: str, name: str) -> str | None:
     return None
 
 
+def slot_key(subject: str, slot: str) -> str:
+    """The alias every fact on one subject's slot carries, so the facts of a slot are one index probe away."""
+    return f"slot: {subject} / {slot}"
+
+
 def _fact(db: WorldDB, fact: FactMention, *, turn: str, scope: str, said_at: str) -> str | None:
     valid = fact.valid_at or said_at
-    current = [n for n in db.nodes(world=scope, type="Fact", limit=1_000_000)
-               if n.props.get("subject") == fact.subject and n.props.get("slot") == fact.slot]
+    key = slot_key(fact.subject, fact.slot)
+    current = [n for n in (db.read(i) for i in db.lookup_alias(key))
+               if n.parent == scope and n.invalid_at is None and n.expired_at is None and not n.retired]
     if any(_value(n) == fact.value.lower() for n in current):
         return None  # already known
     written = db.write(f"{fact.subject} {fact.slot}: {fact.value}", world=scope, type="Fact", name=fact.slot,
-                       valid_at=valid, props={"subject": fact.subject, "slot": fact.slot, "value": fact.value,
-                                              "functional": fact.functional})
+                       valid_at=valid, aliases=(key,),
+                       props={"subject": fact.subject, "slot": fact.slot, "value": fact.value,
+                              "functional": fact.functional})
     db.link(written, turn, "refers_to")
     if fact.functional:
         for old in current:
