@@ -87,3 +87,29 @@ def test_ingest_smoke(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads(out.read_text())
     assert result["write_latency"]["300"]["n"] == 5 and result["write_latency"]["300"]["p95_ms"] > 0
+
+
+def test_supersession_bench_counts_a_real_supersession(tmp_path):
+    import io
+    import tarfile
+
+    chat = [{"batch_number": 1, "time_anchor": None, "turns": [
+        [{"role": "user", "id": 0, "time_anchor": "March-01-2024", "content": "I live in Austin these days."}],
+        [{"role": "user", "id": 1, "time_anchor": "April-01-2024", "content": "I moved to Denver last week."}],
+    ]}]
+    probing = {"knowledge_update": [{"question": "Where do I live?", "answer": "Denver",
+                                     "source_chat_ids": {"original_info": [0], "updated_info": [1]}}]}
+    archive = tmp_path / "beam_tiny.tar.xz"
+    with tarfile.open(archive, "w:xz") as tar:
+        for name, data in (("BEAM/100K/1/chat.json", chat),
+                           ("BEAM/100K/1/probing_questions/probing_questions.json", probing)):
+            raw = json.dumps(data).encode()
+            info = tarfile.TarInfo(name)
+            info.size = len(raw)
+            tar.addfile(info, io.BytesIO(raw))
+    out = tmp_path / "supersession.json"
+    done = subprocess.run([sys.executable, str(BENCH / "supersession.py"), "--archive", str(archive),
+                           "--json", str(out)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(out.read_text())
+    assert result["knowledge_update_questions"] == 1 and result["updated_fact_supersedes_original_fact"] == 1
