@@ -59,6 +59,15 @@ def facts_of(conn: apsw.Connection, chat: str, message_ids: list[int]) -> set[in
     return found
 
 
+def reachable(conn: apsw.Connection, facts: set[int]) -> set[int]:
+    """Facts these supersede, directly or through facts in between."""
+    rows = conn.execute(
+        "with recursive down(nid) as (select value from json_each(?) union "
+        "select e.dst from edge as e join down on e.src = down.nid where e.type = 'supersedes') "
+        "select nid from down", (json.dumps(sorted(facts)),))
+    return {int(r[0]) for r in rows} - facts
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--archive", default=str(ARCHIVE))
@@ -73,7 +82,7 @@ def main() -> None:
                 ingest(db, conversation)
         ingest_s = time.perf_counter() - started
         conn = apsw.Connection(path, flags=apsw.SQLITE_OPEN_READONLY)
-        counted = with_original = with_updated = superseded = 0
+        counted = with_original = with_updated = superseded = chained = 0
         for chat, q in questions(Path(args.archive)):
             ids = q.get("source_chat_ids")
             if not isinstance(ids, dict) or not ids.get("original_info") or not ids.get("updated_info"):
@@ -88,6 +97,8 @@ def main() -> None:
                     "and dst in (select value from json_each(?)) limit 1",
                     (json.dumps(sorted(new)), json.dumps(sorted(old)))).fetchone():
                 superseded += 1
+            if old and new and old & reachable(conn, new):
+                chained += 1
         facts = conn.execute("select count(*) from node where type = 'Fact'").fetchone()[0]
         supersedes = conn.execute("select count(*) from edge where type = 'supersedes'").fetchone()[0]
         conn.close()
@@ -97,6 +108,8 @@ def main() -> None:
         "updated_message_has_a_fact": with_updated,
         "updated_fact_supersedes_original_fact": superseded,
         "share": round(superseded / counted, 4) if counted else None,
+        "updated_fact_supersedes_original_through_a_chain": chained,
+        "share_through_chains": round(chained / counted, 4) if counted else None,
         "store": {"facts": facts, "supersedes_edges": supersedes, "ingest_s": round(ingest_s, 1)},
         "env": environment(),
     }, args.json)

@@ -80,3 +80,17 @@ def test_the_rules_find_work_jobs_favourites_and_leave_assistants_alone(db: Worl
     assert all(f.subject == "ana" for f in found.facts)
     _say(db, "c", "2024-01-01", "I live in Paris and I work at Google.", speaker="assistant")
     assert db.nodes(world=db.scope("me"), type="Fact") == []
+
+
+def test_two_values_said_the_same_day_in_one_conversation_supersede_in_order(db: WorldDB) -> None:
+    _say(db, "c", "2024-05-02", "So far I secured 3 interviews.", "Update: I secured 5 interviews now.")
+    assert _facts(db, "number of interviews") == ["5"]
+    assert _facts(db, "number of interviews", include_superseded=True) == ["3", "5"]
+
+
+def test_values_at_the_same_time_from_different_conversations_contradict(db: WorldDB) -> None:
+    _say(db, "a", "2024-05-02", "My budget of $500 is fixed.")
+    _say(db, "b", "2024-05-02", "The budget of $700 was approved.")
+    assert _facts(db, "budget") == ["500", "700"]  # no order between them: both stand
+    [one, other] = [n for n in db.nodes(world=db.scope("me"), type="Fact") if n.props["slot"] == "budget"]
+    assert one.contradicted_by or other.contradicted_by

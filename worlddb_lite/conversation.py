@@ -107,5 +107,6 @@ def ingest(db: WorldDB, conversation: ConversationIn, *,
                     said_at = parse_time(when, field="turn time") if when else db.read(turn_id).valid_at
                     found = extractor.extract(turn.text, speaker=turn.speaker, said_at=said_at)
                     if found.entities or found.facts:
-                        remember(db, found, turn=turn_id, scope=home, said_at=said_at)
+                        remember(db, found, turn=turn_id, scope=home, said_at=said_at,
+                                 said_in=conversation.conversation_id)
     return ids

@@ -88,6 +88,22 @@ _RELATION = re.compile(r"\b[Mm]y (?P<relation>" + "|".join(sorted(_RELATIONS, ke
 _PET = re.compile(r"\b(?:a|my|our) (?P<kind>dog|cat|puppy|kitten|parrot|rabbit|hamster|horse|fish|turtle)"
                   r",? (?:named |called )?(?P<name>[A-Z][a-z]+)\b")
 _BIRTHDAY = re.compile(r"\b(?P<name>[A-Z][a-z]+)'s birthday is (?:on )?" + _THING + _END)
+_MONTH_DAY = (r"(?:January|February|March|April|May|June|July|August|September|October|November|December)"
+              r" \d{1,2}(?:-\d{1,2})?(?:, \d{4})?")
+# counts and amounts: one value at a time for each thing counted, budgeted, measured or scheduled
+_AMOUNTS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("budget", re.compile(r"\bbudget(?: allocation)?(?: of| to| is| at)? \$(?P<value>\d[\d,]*(?:\.\d+)?)")),
+    ("budget", re.compile(r"\$(?P<value>\d[\d,]*(?:\.\d+)?) (?:\w+ )?budget\b")),
+    ("{what}", re.compile(r"\b(?P<what>accuracy|coverage|completion rate|success rate|conversion rate|score|"
+                          r"progress)\b[^.%]{0,40}?(?P<value>\d+(?:\.\d+)?%)")),
+    ("{what} date", re.compile(r"\b(?P<what>meeting|call|webinar|session|interview|appointment|deadline|launch|"
+                               r"release)\b[^.?!]{0,60}? (?:on|to|for|by|of) (?P<value>" + _MONTH_DAY + ")")),
+    ("number of {what}", re.compile(r"\b(?:have|has|had|secured|added|reached|total of|finalized|read|wrote|"
+                                    r"completed|mentored|now) (?P<value>\d[\d,]*) (?P<what>(?:[a-z]+ )?"
+                                    r"(?:sources|books|interviews|words|mentees|commits|cards|projects|clients|"
+                                    r"users|subscribers|followers|sessions|problems|pages|chapters|movies|"
+                                    r"episodes|songs|videos|posts|tests|features|tasks|items|members))\b")),
+)
 _ARTICLES = re.compile(r"^(?:the|a|an|some|my)\s+", re.IGNORECASE)
 _NOT_NAMES = {"I", "My", "The", "This", "That", "It", "We", "You", "He", "She", "They"}
 
@@ -147,6 +163,12 @@ class RuleExtractor:
                 thing = _thing(found.group("value"))
                 if thing and not any(f.slot == f"opinion of {thing}" for f in facts):
                     facts.append(FactMention(me, f"opinion of {thing}", opinion, True, when))
+        for template, pattern in _AMOUNTS:
+            for found in pattern.finditer(text):
+                what = found.groupdict().get("what") or ""
+                slot = template.format(what=what.lower().strip())
+                if not any(f.slot == slot for f in facts):  # the first amount of a kind in a turn
+                    facts.append(FactMention(me, slot, found.group("value"), True, None))
         entities: list[EntityMention] = []
         for found in _RELATION.finditer(text):
             relation = found.group("relation").lower()

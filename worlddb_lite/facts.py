@@ -19,8 +19,12 @@ if TYPE_CHECKING:
     from .types import Node
 
 
-def remember(db: WorldDB, found: Extraction, *, turn: str, scope: str, said_at: str) -> list[str]:
-    """Write ``found`` (from the turn ``turn``) into the scope world ``scope``; returns the new fact ids."""
+def remember(db: WorldDB, found: Extraction, *, turn: str, scope: str, said_at: str,
+             said_in: str | None = None) -> list[str]:
+    """Write ``found`` into the scope world ``scope``; returns the new fact ids.
+
+    ``turn`` is the source turn, ``said_in`` its conversation (orders facts said at one time).
+    """
     entities: dict[str, str] = {}
     for mention in found.entities:
         entity = _entity(db, scope, mention.name)
@@ -34,7 +38,7 @@ def remember(db: WorldDB, found: Extraction, *, turn: str, scope: str, said_at: 
         db.link(turn, entity, "refers_to")
     facts = []
     for fact in found.facts:
-        written = _fact(db, fact, turn=turn, scope=scope, said_at=said_at)
+        written = _fact(db, fact, turn=turn, scope=scope, said_at=said_at, said_in=said_in)
         if written is not None:
             facts.append(written)
             subject = entities.get(fact.subject) or _entity(db, scope, fact.subject)
@@ -56,7 +60,8 @@ def slot_key(subject: str, slot: str) -> str:
     return f"slot: {subject} / {slot}"
 
 
-def _fact(db: WorldDB, fact: FactMention, *, turn: str, scope: str, said_at: str) -> str | None:
+def _fact(db: WorldDB, fact: FactMention, *, turn: str, scope: str, said_at: str,
+          said_in: str | None) -> str | None:
     valid = fact.valid_at or said_at
     key = slot_key(fact.subject, fact.slot)
     current = [n for n in (db.read(i) for i in db.lookup_alias(key))
@@ -66,11 +71,11 @@ def _fact(db: WorldDB, fact: FactMention, *, turn: str, scope: str, said_at: str
     written = db.write(f"{fact.subject} {fact.slot}: {fact.value}", world=scope, type="Fact", name=fact.slot,
                        valid_at=valid, aliases=(key,),
                        props={"subject": fact.subject, "slot": fact.slot, "value": fact.value,
-                              "functional": fact.functional})
+                              "functional": fact.functional, "said_in": said_in})
     db.link(written, turn, "refers_to")
     if fact.functional:
         for old in current:
-            _reconcile(db, written, valid, old)
+            _reconcile(db, written, valid, said_in, old)
     return written
 
 
@@ -78,8 +83,14 @@ def _value(node: Node) -> str:
     return str(node.props.get("value", "")).lower()
 
 
-def _reconcile(db: WorldDB, new: str, valid: str, old: Node) -> None:
-    if valid > old.valid_at:
+def _reconcile(db: WorldDB, new: str, valid: str, said_in: str | None, old: Node) -> None:
+    """Order two values of one slot by valid time, then by the order said in one conversation.
+
+    At the same valid time in one conversation the later one wins; with no order at all, both
+    stand, contradicting.
+    """
+    if valid > old.valid_at or (valid == old.valid_at and said_in is not None
+                                and old.props.get("said_in") == said_in):
         db.link(new, old.id, "supersedes")
     elif valid < old.valid_at:
         db.link(old.id, new, "supersedes")
