@@ -14,12 +14,13 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .conversation import ingest
+from .conversation import DEFAULT_EXTRACTOR, ingest
 from .db import WorldDB
 from .embed import StaticEmbedder
 from .errors import WorldDBError
 from .loaders import FORMATS, load
 from .types import Node
+from .work_queue import drain, pending
 
 Handler = Callable[[argparse.Namespace], Any]
 COMMANDS: dict[str, tuple[str, Handler, Callable[[argparse.ArgumentParser], None]]] = {}
@@ -200,7 +201,9 @@ def cmd_reindex(args: argparse.Namespace) -> Any:
 @command("ingest", "load a dataset file, each conversation in one transaction (progress on stderr)",
          _with(lambda p: p.add_argument("file", help="the dataset file (or BEAM folder / archive)"),
                lambda p: p.add_argument("--format", required=True, choices=FORMATS, help="the file's format"),
-               lambda p: p.add_argument("--scope", help="put every conversation in this scope")))
+               lambda p: p.add_argument("--scope", help="put every conversation in this scope"),
+               lambda p: p.add_argument("--deferred", action="store_true",
+                                        help="queue extraction for `worlddb consolidate` instead of running it")))
 def cmd_ingest(args: argparse.Namespace) -> Any:
     conversations = load(args.file, args.format, args.scope)  # read and checked before anything is written
     total = sum(c.turn_count for c in conversations)
@@ -209,13 +212,22 @@ def cmd_ingest(args: argparse.Namespace) -> Any:
     done = 0
     with _open(args, create=True) as db:
         for conversation in conversations:
-            ingest(db, conversation)
+            ingest(db, conversation, deferred=args.deferred)
             done += conversation.turn_count
             if show is not None:
                 show(done, total)
     seconds = time.perf_counter() - started
     return {"conversations": len(conversations), "turns": total, "seconds": round(seconds, 3),
             "turns_per_s": round(total / seconds, 1) if seconds > 0 else None}
+
+
+@command("consolidate", "run the extractor over queued turns, each in its own transaction",
+         _with(lambda p: p.add_argument("--limit", type=int, help="stop after this many turns")))
+def cmd_consolidate(args: argparse.Namespace) -> Any:
+    with _open(args) as db:
+        done = drain(db, DEFAULT_EXTRACTOR, limit=args.limit,
+                     progress=None if args.json else _progress_bar("consolidating"))
+        return {"processed": done, "pending": pending(db)}
 
 
 def _progress_bar(label: str) -> Callable[[int, int], None]:

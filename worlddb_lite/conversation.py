@@ -17,6 +17,7 @@ from .errors import InvalidInput
 from .extract import Extractor, RuleExtractor
 from .facts import remember
 from .temporal import parse_time
+from .work_queue import enqueue
 
 if TYPE_CHECKING:
     from .db import WorldDB
@@ -71,11 +72,12 @@ def check_turn(turn: TurnIn, where: str) -> None:
 
 
 def ingest(db: WorldDB, conversation: ConversationIn, *,
-           extractor: Extractor | None = DEFAULT_EXTRACTOR) -> list[str]:
+           extractor: Extractor | None = DEFAULT_EXTRACTOR, deferred: bool = False) -> list[str]:
     """Write one conversation in one transaction; returns the turn ids in order.
 
     With an ``extractor`` (the rule-based one by default; None for none), every turn's
     entities and facts are written in the same transaction, facts superseding older values.
+    ``deferred`` queues the turns instead (in the same transaction), for ``work_queue.drain``.
     """
     if not conversation.scopes:
         raise InvalidInput(f"conversation {conversation.conversation_id!r} names no scope")
@@ -99,14 +101,19 @@ def ingest(db: WorldDB, conversation: ConversationIn, *,
                 for turn in session.turns
             ])
             ids.extend(written)
-            if extractor is not None:
-                for turn, turn_id in zip(session.turns, written, strict=True):
-                    if (turn.speaker or "").lower() in ASSISTANT_ROLES:
-                        continue
-                    when = turn.at or session.date
-                    said_at = parse_time(when, field="turn time") if when else db.read(turn_id).valid_at
-                    found = extractor.extract(turn.text, speaker=turn.speaker, said_at=said_at)
-                    if found.entities or found.facts:
-                        remember(db, found, turn=turn_id, scope=home, said_at=said_at,
-                                 said_in=conversation.conversation_id)
+            if extractor is None and not deferred:
+                continue
+            for turn, turn_id in zip(session.turns, written, strict=True):
+                if (turn.speaker or "").lower() in ASSISTANT_ROLES:
+                    continue
+                when = turn.at or session.date
+                said_at = parse_time(when, field="turn time") if when else db.read(turn_id).valid_at
+                if deferred:
+                    enqueue(db, turn_id, home, said_at, conversation.conversation_id, turn.speaker)
+                    continue
+                assert extractor is not None
+                found = extractor.extract(turn.text, speaker=turn.speaker, said_at=said_at)
+                if found.entities or found.facts:
+                    remember(db, found, turn=turn_id, scope=home, said_at=said_at,
+                             said_in=conversation.conversation_id)
     return ids

@@ -350,6 +350,22 @@ create table world_vec (
   members integer not null check (members >= 0)  -- children pooled
 ) strict;
 
+-- Deferred extraction (System 2): one row per turn waiting for the extractor. The row is
+-- written in the turn's transaction and marked done in the transaction that writes what was
+-- extracted, so a crash loses nothing and nothing is processed twice.
+create table work_queue (
+  qid integer primary key,
+  turn integer not null references node (nid),  -- the Turn node to read
+  scope integer not null references node (nid),  -- the Scope world its facts go to
+  said_at text not null,  -- the turn's time, against which relative dates resolve
+  said_in text,  -- its conversation (orders facts said at one time)
+  speaker text,
+  enqueued_at text not null,
+  done_at text  -- null while pending
+) strict;
+create index work_queue_pending on work_queue (qid) where done_at is null;
+create unique index work_queue_turn on work_queue (turn);
+
 -- Full-text index over each node's name and content (rowid = node.nid).
 create virtual table node_fts using fts5(name, content, tokenize = 'unicode61 remove_diacritics 2');
 

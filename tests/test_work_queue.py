@@ -1,0 +1,114 @@
+"""work_queue.py: deferred extraction survives a killed process and processes each turn once."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from worlddb_lite import WorldDB
+from worlddb_lite.cli import main
+from worlddb_lite.conversation import ConversationIn, SessionIn, TurnIn, ingest
+from worlddb_lite.extract import RuleExtractor
+from worlddb_lite.work_queue import drain, pending
+
+from .conftest import FakeClock, FakeEmbedder
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _moves(n: int) -> ConversationIn:
+    cities = ["Austin", "Denver", "Boston", "Chicago", "Seattle", "Portland", "Miami", "Dallas"]
+    return ConversationIn("c", ["me"], [
+        SessionIn(str(i), (dt.date(2024, 1, 1) + dt.timedelta(days=i)).isoformat(),
+                  [TurnIn(f"I moved to {cities[i % len(cities)]}.", "me")])
+        for i in range(n)])
+
+
+def test_deferred_ingest_queues_turns_and_a_drain_writes_the_same_facts(tmp_path: Path) -> None:
+    inline = WorldDB(tmp_path / "inline.db", embedder=FakeEmbedder(), clock=FakeClock())
+    deferred = WorldDB(tmp_path / "deferred.db", embedder=FakeEmbedder(), clock=FakeClock())
+    try:
+        ingest(inline, _moves(5))
+        ingest(deferred, _moves(5), deferred=True)
+        assert deferred.nodes(world=deferred.scope("me"), type="Fact") == [] and pending(deferred) == 5
+        ingest(deferred, _moves(5), deferred=True)  # the same conversation again queues nothing new
+        assert pending(deferred) == 5
+        seen: list[tuple[int, int]] = []
+        assert drain(deferred, RuleExtractor(), progress=lambda d, t: seen.append((d, t))) == 5
+        assert seen[-1] == (5, 5) and pending(deferred) == 0
+        assert drain(deferred, RuleExtractor()) == 0
+
+        def facts(db: WorldDB) -> list[tuple[str | None, str | None]]:
+            return sorted((n.content, n.invalid_at) for n in db.nodes(world=db.scope("me"), type="Fact",
+                                                                       include_superseded=True))
+
+        assert facts(deferred) == facts(inline)
+        assert deferred.verify().ok
+    finally:
+        inline.close()
+        deferred.close()
+
+
+SLOW_DRAIN = textwrap.dedent("""
+    import sys, time
+    sys.path.insert(0, {root!r})
+    from tests.conftest import FakeEmbedder
+    from worlddb_lite import WorldDB
+    from worlddb_lite.extract import RuleExtractor
+    from worlddb_lite.work_queue import drain
+
+    class Slow(RuleExtractor):
+        def extract(self, text, **kw):
+            time.sleep(0.05)  # slow enough to be killed in the middle of the queue
+            return super().extract(text, **kw)
+
+    db = WorldDB({path!r}, embedder=FakeEmbedder())
+    drain(db, Slow(), progress=lambda done, total: print(done, flush=True))
+""")
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL")
+def test_a_drain_killed_mid_queue_loses_nothing_and_repeats_nothing(tmp_path: Path) -> None:
+    path = str(tmp_path / "queue.db")
+    with WorldDB(path, embedder=FakeEmbedder()) as db:
+        ingest(db, _moves(40), deferred=True)
+    worker = subprocess.Popen([sys.executable, "-c", SLOW_DRAIN.format(root=str(ROOT), path=path)],
+                              stdout=subprocess.PIPE, text=True)
+    assert worker.stdout is not None
+    for _ in range(8):  # let it finish a few items, then kill it without warning
+        worker.stdout.readline()
+    os.kill(worker.pid, signal.SIGKILL)
+    worker.wait(timeout=30)
+    with WorldDB(path, embedder=FakeEmbedder()) as db:
+        left = pending(db)
+        assert 0 < left < 40  # some done, some not
+        assert drain(db, RuleExtractor()) == left
+        facts = db.nodes(world=db.scope("me"), type="Fact", include_superseded=True)
+        assert len(facts) == 40  # one fact per turn: none lost, none written twice
+        per_turn = [len([e for e in db.neighbours(f.id, types=["refers_to"]).edges]) for f in facts]
+        assert per_turn == [1] * 40
+        done = db._conn.execute("select count(*), count(distinct turn) from work_queue where done_at is not null")
+        assert tuple(done.fetchone()) == (40, 40)
+        assert db.verify().ok
+
+
+def test_the_cli_ingests_deferred_and_consolidates(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "chat.jsonl"
+    path.write_text('{"session": "1", "date": "2024-03-01", "text": "I live in Austin"}\n'
+                    '{"session": "2", "date": "2024-04-01", "text": "I moved to Denver"}\n')
+    store = str(tmp_path / "store.db")
+    assert main(["ingest", store, str(path), "--format", "jsonl", "--scope", "me", "--deferred", "--json"]) == 0
+    capsys.readouterr()
+    assert main(["consolidate", store, "--limit", "1", "--json"]) == 0
+    assert '"pending": 1' in capsys.readouterr().out
+    assert main(["consolidate", store]) == 0
+    assert "consolidating" in capsys.readouterr().err
+    with WorldDB(store) as db:
+        assert [n.content for n in db.nodes(world=db.scope("me"), type="Fact")] == ["user lives in: Denver"]
