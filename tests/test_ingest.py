@@ -159,3 +159,12 @@ def test_the_cli_ingests_json_lines_and_stops_at_a_bad_conversation_without_half
     assert main(["ingest", store, str(path), "--format", "jsonl", "--scope", "me", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["conversations"] == 2 and out["turns"] == 3
+
+
+def test_a_turn_dated_in_the_future_or_unreadably_is_refused_before_anything_is_written(db: WorldDB) -> None:
+    before = table_digest(db)
+    with pytest.raises(InvalidInput, match="cannot be from the future"):
+        ingest(db, ConversationIn("f", ["s"], [SessionIn("1", "2999-01-01", [TurnIn("hello from the future")])]))
+    with pytest.raises(InvalidInput, match="cannot read 'next Tuesday'"):
+        ingest(db, ConversationIn("u", ["s"], [SessionIn("1", "next Tuesday", [TurnIn("when?")])]))
+    assert table_digest(db) == before

@@ -81,10 +81,16 @@ def ingest(db: WorldDB, conversation: ConversationIn, *,
     """
     if not conversation.scopes:
         raise InvalidInput(f"conversation {conversation.conversation_id!r} names no scope")
+    now = db._clock()  # the store's clock: a test clock in tests
     for session in conversation.sessions:
         for i, turn in enumerate(session.turns):
-            check_turn(turn, f"conversation {conversation.conversation_id!r}, session {session.session_id!r}, "
-                             f"turn {turn.turn_id or i}")
+            where = (f"conversation {conversation.conversation_id!r}, session {session.session_id!r}, "
+                     f"turn {turn.turn_id or i}")
+            check_turn(turn, where)
+            when = turn.at or session.date
+            if when is not None and parse_time(when, field=f"{where}: time") > now:
+                raise InvalidInput(f"{where}: dated {parse_time(when)}, after now ({now}); a memory cannot be "
+                                   "from the future: check the dataset's dates or the machine's clock")
     ids: list[str] = []
     with db.batch():
         home, *shared = [db.scope(name) for name in conversation.scopes]
