@@ -138,3 +138,13 @@ def test_the_shell_reads_a_real_store(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == f"{a}|readable in the shell"
+
+
+def test_the_wal_is_folded_in_large_steps_and_fully_on_close(tmp_path: Path) -> None:
+    path = tmp_path / "wal.db"
+    db = WorldDB(path, embedder=FakeEmbedder())
+    assert db._conn.execute("pragma wal_autocheckpoint").fetchone()[0] == _sqlite.WAL_CHECKPOINT_PAGES
+    db.write_many([{"text": f"memory {i}", "scope": "s"} for i in range(50)])
+    db.close()
+    wal = Path(str(path) + "-wal")
+    assert not wal.exists() or wal.stat().st_size == 0  # a copy of the closed file is the whole store

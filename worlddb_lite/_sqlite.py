@@ -29,6 +29,7 @@ from .errors import (
 
 SCHEMA_VERSION = 1
 BUSY_TIMEOUT_MS = 5_000
+WAL_CHECKPOINT_PAGES = 10_000
 T = TypeVar("T")
 
 
@@ -65,6 +66,10 @@ def configure(conn: apsw.Connection, path: str) -> None:
     with translate():
         if path != ":memory:":
             conn.execute("pragma journal_mode = wal")
+            # fold the WAL into the file every ~40 MB instead of ~4 MB: a checkpoint lands on one
+            # unlucky write, and ten times fewer of them took one turn's P95 at 20k turns from 6.4
+            # to 4.2 ms (bench/ingest.py setup); closing the store folds whatever is left
+            conn.execute(f"pragma wal_autocheckpoint = {WAL_CHECKPOINT_PAGES}")
         conn.execute("pragma synchronous = normal")
         conn.execute("pragma foreign_keys = on")
         conn.execute("pragma cache_size = -65536")  # 64 MiB page cache
