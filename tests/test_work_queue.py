@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -112,3 +113,23 @@ def test_the_cli_ingests_deferred_and_consolidates(tmp_path: Path, capsys: pytes
     assert "consolidating" in capsys.readouterr().err
     with WorldDB(store) as db:
         assert [n.content for n in db.nodes(world=db.scope("me"), type="Fact")] == ["user lives in: Denver"]
+
+
+def test_a_background_consolidator_drains_what_is_queued_while_the_caller_writes(tmp_path: Path) -> None:
+    from worlddb_lite.work_queue import Consolidator
+
+    path = str(tmp_path / "bg.db")
+    db = WorldDB(path, embedder=FakeEmbedder())
+    worker = Consolidator(path, RuleExtractor(), interval=0.01,
+                          open_store=lambda p: WorldDB(p, embedder=FakeEmbedder())).start()
+    try:
+        ingest(db, _moves(12), deferred=True)
+        deadline = time.monotonic() + 30
+        while pending(db) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert pending(db) == 0 and worker.error is None
+    finally:
+        worker.stop()
+    assert worker.processed == 12
+    assert len(db.nodes(world=db.scope("me"), type="Fact", include_superseded=True)) == 12
+    db.close()

@@ -69,3 +69,48 @@ def drain(db: WorldDB, extractor: Extractor, *, limit: int | None = None,
         if progress is not None:
             progress(done, total)
     return done
+
+
+class Consolidator:
+    """A background thread that drains the queue of a store file every ``interval`` seconds.
+
+    It opens its own connection (SQLite connections are not shared between threads), so the
+    caller's writes and the drain interleave as two writers do: one transaction at a time.
+    """
+
+    def __init__(self, path: str, extractor: Extractor, *, interval: float = 1.0,
+                 open_store: Callable[[str], WorldDB] | None = None) -> None:
+        import threading
+
+        self.path = path
+        self.extractor = extractor
+        self.interval = interval
+        self.processed = 0
+        self.error: BaseException | None = None
+        self._open = open_store
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="worlddb-consolidator", daemon=True)
+
+    def start(self) -> Consolidator:
+        self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Finish the item in hand, then stop."""
+        self._stop.set()
+        self._thread.join(timeout)
+
+    def _run(self) -> None:
+        from .db import WorldDB
+
+        try:
+            db = self._open(self.path) if self._open is not None else WorldDB(self.path, create=False)
+            try:
+                while not self._stop.is_set():
+                    while not self._stop.is_set() and drain(db, self.extractor, limit=1):
+                        self.processed += 1
+                    self._stop.wait(self.interval)
+            finally:
+                db.close()
+        except BaseException as exc:  # kept for the owner to see; a thread has no caller to raise to
+            self.error = exc
