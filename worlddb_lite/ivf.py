@@ -336,15 +336,24 @@ class IvfIndex:
         wanted = min(self.nlist, math.ceil(nprobe_for(self.nlist) * widen))
         if world is not None or codes is not None:
             # exact over the kept rows, or a filtered scan: whichever reads fewer row-equivalents
-            scope = None if world is None else int(self.scope_of[world])
-            scope_share = self.subtree[scope] / self.size if scope in self.big_scopes else 1.0
-            scan = wanted * (self.size / self.nlist * type_share * scope_share + BLOCK_COST)
+            scan = wanted * (self.size / self.nlist * self._cell_share(world, codes) + BLOCK_COST)
             if world is not None and in_world * type_share * GATHER_COST <= scan:
                 return self.exact(self.members(world), query, k, codes)
             if world is None and kept * GATHER_COST <= scan:
                 rows = np.flatnonzero(np.isin(self.type_code, list(codes or ())) & (self.pos >= 0))
                 return self.exact(rows, query, k, None)
         return self._scan(query, k, world, codes, wanted)
+
+    def _cell_share(self, world: int | None, codes: set[int] | None) -> float:
+        """The share of all rows held by the cells a filtered scan reads.
+
+        That is its types' rows, and only its scope's when the scope has cells of its own.
+        """
+        share = 1.0 if codes is None else sum(self.type_rows.get(c, 0) for c in codes) / self.size
+        scope = None if world is None else int(self.scope_of[world])
+        if scope in self.big_scopes:
+            share *= float(self.subtree[scope]) / self.size
+        return share
 
     def _codes(self, types: Iterable[str] | None) -> set[int] | None:
         return None if types is None else {self.type_names[t] for t in types if t in self.type_names}
@@ -353,8 +362,8 @@ class IvfIndex:
         """Nodes inside ``world`` only through membership edges (and everything below them)."""
         roots = {world}
         linked: set[int] = set()
+        srcs, dsts = links[:, 0], links[:, 1]
         while True:
-            srcs, dsts = links[:, 0], links[:, 1]
             inside = np.zeros(len(links), dtype=bool)
             for root in roots:
                 inside |= (srcs == root) | self._inside(np.minimum(srcs, self.pos.shape[0] - 1), root)
@@ -384,10 +393,7 @@ class IvfIndex:
         scope = None if world is None else int(self.scope_of[world])
         own = scope in self.big_scopes
         below = None if world is None or world == scope else self._member_mask(world)
-        budget = ROW_BUDGET * wanted * self.size / self.nlist
-        if not whole:
-            kept = self.size if codes is None else sum(self.type_rows.get(c, 0) for c in codes)
-            budget *= kept / self.size * (float(self.subtree[scope]) / self.size if own else 1.0)
+        budget = ROW_BUDGET * wanted * self.size / self.nlist * self._cell_share(world, codes)
         floor = max(1, min(wanted, max(MIN_PROBE, wanted // 4)))
         scanned = 0
         for visited, part in enumerate(self._nearest_partitions(query, min(self.nlist, 2 * wanted)).tolist(), 1):
