@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .compose import default_scale
+from .compose import compose, default_scale
+from .errors import InvalidInput
 
 if TYPE_CHECKING:
     from .store import Store
@@ -121,9 +122,15 @@ def pool_weights(kind: str, anchor: np.ndarray | None, children: np.ndarray) -> 
 
 
 def compose_from_scratch(kind: str, anchor: np.ndarray | None, children: np.ndarray) -> np.ndarray:
-    """The effective vector of one world computed directly (what ``verify --deep`` compares with)."""
-    acc = pool_weights(kind, anchor, children) @ children.astype(np.float64)
-    return _unit(acc, anchor if anchor is not None else children[-1])
+    """One world's effective vector computed directly with ``compose.compose``.
+
+    ``verify --deep`` compares the incremental sums with it. A world without text mean-pools.
+    """
+    fallback = anchor if anchor is not None else children[-1]
+    try:
+        return compose(kind if anchor is not None else "mean", fallback, children)
+    except InvalidInput:  # the children cancel out: the composer keeps the fallback too
+        return fallback
 
 
 def _unit(acc: np.ndarray, fallback: np.ndarray) -> np.ndarray:
