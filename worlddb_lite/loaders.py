@@ -87,15 +87,10 @@ def load_locomo(path: Path) -> Iterator[ConversationIn]:
             stamp = conv.get(f"session_{number}_date_time")
             date = _date(stamp, ("%I:%M %p on %d %B, %Y", "%I:%M %p on %d %b, %Y"), here) if stamp else None
             sessions.append(SessionIn(str(number), date, [
-                TurnIn(_turn_text(t, here, i), str(_need(t, "speaker", str, f"{here} turn {i}")),
+                TurnIn(_need(t, "text", str, f"{here} turn {i}"), str(_need(t, "speaker", str, f"{here} turn {i}")),
                        str(t.get("dia_id") or i), props=_extra(t, ("img_url", "blip_caption")))
                 for i, t in enumerate(turns)]))
         yield ConversationIn(sample_id, [sample_id], sessions)
-
-
-def _turn_text(turn: Any, where: str, i: int) -> str:
-    text = _need(turn, "text", str, f"{where} turn {i}")
-    return str(text)
 
 
 def _extra(record: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:

@@ -446,12 +446,6 @@ class Store:
         """Write store-level settings (embedder id and dimension, ...)."""
         self.conn.executemany("insert or replace into meta (key, value) values (?, ?)", rows)
 
-    def meta_value(self, key: str) -> str | None:
-        """One store-level setting, or None."""
-        for (value,) in self.conn.execute("select value from meta where key = ?", (key,)):
-            return str(value)
-        return None
-
     def meta_values(self, keys: Sequence[str]) -> dict[str, str]:
         """Several store-level settings in one statement (absent keys are left out)."""
         marks = ", ".join("?" * len(keys))

@@ -78,12 +78,13 @@ class VectorLane:
         self._check_model(state)
         return state
 
-    def write(self, inserts: dict[int, np.ndarray], updates: dict[int, np.ndarray],
-              state: dict[str, str] | None = None, progress: Callable[[str], None] | None = None) -> None:
-        """Store new and changed vectors with their partition and a fresh sequence number."""
+    def write(self, inserts: dict[int, np.ndarray], updates: dict[int, np.ndarray], state: dict[str, str]) -> None:
+        """Store new and changed vectors with their partition and a fresh sequence number.
+
+        ``state`` is what ``begin`` read at the start of the commit.
+        """
         if not inserts and not updates:
             return
-        state = self.begin() if state is None else state
         centroids = self._write_centroids(state.get("vec_epoch"))
         seq = self.table.max_seq()
         nids = [*inserts, *updates]
@@ -100,7 +101,7 @@ class VectorLane:
             self._split_overfull(set(parts[: len(inserts)]), centroids, state, grown)
         trained = int(state.get("vec_trained_nid") or 0)
         if max(TRAIN_AT, 2 * trained) <= grown <= AUTO_TRAIN_LIMIT:
-            self.train(progress=progress)
+            self.train()
 
     def _check_model(self, state: dict[str, str]) -> None:
         """Refuse to mix models: another process may have re-embedded the store since it was opened."""
