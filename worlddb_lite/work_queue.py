@@ -47,7 +47,7 @@ def drain(db: WorldDB, extractor: Extractor, *, limit: int | None = None,
     """Process waiting items oldest first, each in its own transaction; returns how many."""
     from .facts import remember
 
-    total = pending(db) if limit is None else min(limit, pending(db))
+    total = 0 if progress is None else pending(db) if limit is None else min(limit, pending(db))
     done = 0
     while limit is None or done < limit:
         row = db._conn.execute(
