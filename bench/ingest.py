@@ -1,6 +1,7 @@
 """Ingest benchmark: one turn's write latency as the store grows, and dataset ingest rate.
 
     python bench/ingest.py [--sizes 1000,10000,100000] [--writes 300] [--json OUT]
+    python bench/ingest.py --variants [--repeat 3] [--conversations N] [--json OUT]
 
 Part 1 (System 1): a store is filled through ``conversation.ingest`` with real turn texts
 (every LoCoMo turn, cycled, each made unique by its position) in conversations of 25
@@ -8,6 +9,14 @@ sessions x 20 turns under 4 scopes, embedded by the bundled model; at each size,
 single turns are written one per transaction into a new session, and P50/P95 reported.
 Part 2: ``load`` + ``ingest`` of every LoCoMo conversation and of BEAM-100K into fresh
 stores (what ``worlddb ingest`` does), as turns/s. The data comes from ``../shared/data``.
+
+``--variants`` instead ingests LoCoMo (every conversation, or the first N) into fresh file
+stores five ways: plain, with the encoding gate (default threshold, window and neighbours),
+with the gate's session window only (no nearest-neighbour lookup), with the context bridge,
+and with the gate and the bridge; the variants take turns ``--repeat`` times (so drift
+in the shared machine's load hits them alike) and the fastest run of each counts. It reports
+turns/s, the ratio to plain, the share of turns the gate scored below its threshold (their
+extraction skipped), the share the bridge gave context, and the facts and entities extracted.
 """
 
 from __future__ import annotations
@@ -23,7 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import emit, environment, percentiles, progress, remove_store, store_bytes  # noqa: E402
 
 from worlddb_lite import WorldDB  # noqa: E402
-from worlddb_lite.conversation import ConversationIn, SessionIn, TurnIn, ingest  # noqa: E402
+from worlddb_lite.conversation import ConversationIn, IngestStats, SessionIn, TurnIn, ingest  # noqa: E402
+from worlddb_lite.gate import EncodingGate  # noqa: E402
 from worlddb_lite.loaders import load  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -96,17 +106,65 @@ def dataset_rate(name: str, path: Path, fmt: str, workdir: Path) -> dict[str, fl
             "turns_per_s": round(turns / seconds, 1), "file_bytes": store_bytes(store)}
 
 
+VARIANTS: dict[str, dict[str, object]] = {
+    "plain": {}, "gate": {"gate": EncodingGate()}, "gate, window only": {"gate": EncodingGate(neighbours=0)},
+    "bridge": {"bridge": True}, "gate+bridge": {"gate": EncodingGate(), "bridge": True},
+}
+
+
+def variants(workdir: Path, repeat: int, conversations: int | None) -> dict[str, object]:
+    """LoCoMo ingested plain, gated, bridged and both: speed ratios and what each step did."""
+    data = load(DATA / "locomo" / "locomo10.json", "locomo")[:conversations]
+    turns = sum(c.turn_count for c in data)
+    best: dict[str, float] = {}
+    out: dict[str, dict[str, object]] = {}
+    for round_ in range(repeat):
+        for name, options in VARIANTS.items():
+            progress(f"round {round_ + 1}/{repeat}: {name}")
+            store = str(workdir / f"variant-{name}.db")
+            remove_store(store)
+            stats = IngestStats()
+            started = time.perf_counter()
+            with WorldDB(store) as db:
+                for conversation in data:
+                    ingest(db, conversation, stats=stats, **options)  # type: ignore[arg-type]
+                seconds = time.perf_counter() - started
+                facts = sum(len(db.nodes(world=db.scope(c.scopes[0]), type="Fact", limit=100_000)) for c in data)
+                entities = sum(len(db.nodes(world=db.scope(c.scopes[0]), type="Entity", limit=100_000))
+                               for c in data)
+            best[name] = min(best.get(name, seconds), seconds)
+            out[name] = {"turns_per_s": round(turns / best[name], 1), "seconds": round(best[name], 3),
+                         "below_gate_share": round(stats.below_gate / turns, 4),
+                         "bridged_share": round(stats.bridged / turns, 4), "facts": facts, "entities": entities}
+    for name in out:
+        out[name]["speed_vs_plain"] = round(best["plain"] / best[name], 3)  # < 1: slower than plain
+    return {"dataset": "locomo", "conversations": len(data), "turns": turns, "repeat": repeat,
+            "gate": {"threshold": EncodingGate().threshold, "window": EncodingGate().window,
+                     "neighbours": EncodingGate().neighbours}, "variants": out}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="1000,10000,100000", help="store sizes (turns) to time writes at")
     parser.add_argument("--writes", type=int, default=300, help="timed single-turn writes per size")
     parser.add_argument("--skip-datasets", action="store_true", help="only the write-latency part")
+    parser.add_argument("--variants", action="store_true",
+                        help="only LoCoMo ingested plain / gated / bridged / both (see above)")
+    parser.add_argument("--repeat", type=int, default=3, help="--variants: rounds (the fastest of each counts)")
+    parser.add_argument("--conversations", type=int, help="--variants: only the first N LoCoMo conversations")
     parser.add_argument("--json", help="also write the result to this file")
     args = parser.parse_args()
     sizes = sorted(int(s) for s in args.sizes.split(",") if s.strip())
+    result: dict[str, object]
+    if args.variants:
+        with tempfile.TemporaryDirectory() as tmp:
+            result = {"gate_and_bridge": variants(Path(tmp), max(1, args.repeat), args.conversations)}
+        result["env"] = environment()
+        emit(result, args.json)
+        return
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        result: dict[str, object] = {"write_latency": write_latency(sizes, args.writes, work)}
+        result = {"write_latency": write_latency(sizes, args.writes, work)}
         if not args.skip_datasets:
             progress("LoCoMo")
             result["locomo"] = dataset_rate("locomo", DATA / "locomo" / "locomo10.json", "locomo", work)

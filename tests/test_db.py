@@ -32,8 +32,8 @@ from worlddb_lite import (
     WorldDB,
     WorldDBError,
 )
-from worlddb_lite.db import fts_query
 from worlddb_lite.edges import BaseEdgeType, CloseValidity, EdgeDraft
+from worlddb_lite.retrieval.lanes import fts_query
 from worlddb_lite.store import Store
 
 from .conftest import FakeClock, FakeEmbedder, Mentors, OtherFakeEmbedder, row_counts, table_digest

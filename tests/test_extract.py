@@ -94,3 +94,76 @@ def test_values_at_the_same_time_from_different_conversations_contradict(db: Wor
     assert _facts(db, "budget") == ["500", "700"]  # no order between them: both stand
     [one, other] = [n for n in db.nodes(world=db.scope("me"), type="Fact") if n.props["slot"] == "budget"]
     assert one.contradicted_by or other.contradicted_by
+
+
+def _entities(db: WorldDB) -> dict[str, str]:
+    """The entities found in what was said (the speaker, "me", is one too: see the test below)."""
+    return {n.name or "": str(n.props["kind"]) for n in db.nodes(world=db.scope("me"), type="Entity")
+            if n.name != "me"}
+
+
+def _refers_to(db: WorldDB, node: str) -> set[str]:
+    return {n.name or "" for n in db.neighbours(node, types=["refers_to"]).nodes
+            if n.type == "Entity" and n.name != "me"}
+
+
+def test_the_speaker_is_a_person_their_turns_and_first_person_facts_refer_to(db: WorldDB) -> None:
+    _say(db, "c", "2024-01-01", "I work at Google.", "Nice weather.")
+    [me] = [n for n in db.nodes(world=db.scope("me"), type="Entity") if n.name == "me"]
+    assert me.props["kind"] == "person"
+    sources = {n.type for n in db.neighbours(me.id, types=["refers_to"], direction="in").nodes if n.id != me.id}
+    assert sources == {"Turn", "Fact"}
+    turns = [n for n in db.neighbours(me.id, types=["refers_to"], direction="in").nodes if n.type == "Turn"]
+    assert len(turns) == 2  # every turn by the speaker, with or without a fact in it
+
+
+def test_where_someone_works_is_an_organisation_the_fact_refers_to(db: WorldDB) -> None:
+    _say(db, "c", "2024-01-01", "I work at Google.")
+    assert _entities(db) == {"Google": "organisation"}
+    [fact] = db.nodes(world=db.scope("me"), type="Fact")
+    assert fact.props["value"] == "Google" and _refers_to(db, fact.id) == {"Google"}
+    _say(db, "c", "2024-06-01", "I joined Acme Corp in March.")  # the new employer: one more organisation
+    assert _entities(db) == {"Google": "organisation", "Acme Corp": "organisation"}
+    assert _facts(db, "works at") == ["Acme Corp"]
+    assert db.verify().ok
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("I bought a Fitbit Versa last week.", {("Fitbit Versa", "product")}),
+    ("I love my new iPhone 15!", {("iPhone 15", "product")}),
+    ("I just got a new Ferrari, and my new Prius broke down.", {("Ferrari", "product"), ("Prius", "product")}),
+    ("I bought an iPad Pro 11 yesterday.", {("iPad Pro 11", "product")}),
+    ("I study at Stanford University.", {("Stanford University", "organisation")}),
+    ("The Island Media Group called me back.", {("Island Media Group", "organisation")}),
+    ("I moved to New York City.", {("New York City", "place")}),
+    ("My manager, Sarah, signed it.", {("Sarah", "person")}),
+    ("I met my new neighbor Anna.", {("Anna", "person")}),
+])
+def test_products_organisations_places_and_people_are_found(text: str, expected: set[tuple[str, str]]) -> None:
+    assert {(e.name, e.kind) for e in RULES.extract(text, speaker="me", said_at="2024-05-01").entities} == expected
+
+
+@pytest.mark.parametrize("text", [
+    "Yesterday I went hiking. On Monday in May we met at noon. Thanks!",
+    "I bought a new car. I got Sam a gift for Christmas.",
+    "I visited Mom in June. Our Group met on Friday.",
+    "My friend Monday? No. I think The Office is funny.",
+    "my new SO in Canada said hi",
+])
+def test_capitalised_words_without_a_cue_are_not_entities(text: str) -> None:
+    assert RULES.extract(text, speaker="me", said_at="2024-05-01").entities == ()
+
+
+def test_my_manager_comma_sarah_is_one_person_with_the_alias(db: WorldDB) -> None:
+    _say(db, "c", "2024-03-01", "My manager, Sarah, wants the report by Friday.")
+    _say(db, "c", "2024-03-02", "I told my manager I need another week.")
+    [sarah] = [n for n in db.nodes(world=db.scope("me"), type="Entity") if n.name != "me"]
+    assert sarah.name == "Sarah" and db.lookup_alias("my manager") == (sarah.id,)
+
+
+def test_a_bought_product_is_linked_from_the_purchase(db: WorldDB) -> None:
+    _say(db, "c", "2024-03-01", "I bought a Fitbit Versa to track my runs.")
+    [fact] = db.nodes(world=db.scope("me"), type="Fact")
+    assert (fact.props["slot"], fact.props["value"]) == ("bought", "Fitbit Versa")
+    assert _refers_to(db, fact.id) == {"Fitbit Versa"}
+    assert _entities(db) == {"Fitbit Versa": "product"}

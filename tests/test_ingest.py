@@ -9,7 +9,8 @@ import pytest
 
 from worlddb_lite import InvalidInput, WorldDB
 from worlddb_lite.cli import main
-from worlddb_lite.conversation import MAX_TURN_CHARS, ConversationIn, SessionIn, TurnIn, ingest
+from worlddb_lite.conversation import MAX_TURN_CHARS, ConversationIn, IngestStats, SessionIn, TurnIn, ingest
+from worlddb_lite.gate import EncodingGate
 from worlddb_lite.loaders import load
 
 from .conftest import table_digest
@@ -168,3 +169,48 @@ def test_a_turn_dated_in_the_future_or_unreadably_is_refused_before_anything_is_
     with pytest.raises(InvalidInput, match="cannot read 'next Tuesday'"):
         ingest(db, ConversationIn("u", ["s"], [SessionIn("1", "next Tuesday", [TurnIn("when?")])]))
     assert table_digest(db) == before
+
+
+def test_the_cli_ingests_with_the_gate_and_the_bridge_and_reports_what_they_did(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "chat.jsonl"
+    lines = [{"conversation": "c1", "session": "1", "date": "2024-03-01", "speaker": "me", "text": text}
+             for text in ("I met Caroline at the park.", "She told me about the adoption agency.", "ok lol")]
+    path.write_text("\n".join(json.dumps(line) for line in lines))
+    store = str(tmp_path / "store.db")
+    assert main(["ingest", store, str(path), "--format", "jsonl", "--scope", "me", "--gate", "--bridge",
+                 "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["turns"] == 3 and out["below_gate"] == 1 and out["bridged"] == 1
+    with WorldDB(store) as db:
+        assert {n.content for n, _ in db.search("Caroline")} == {lines[0]["text"], lines[1]["text"]}
+        assert db.verify().ok
+    assert main(["ingest", store, str(path), "--format", "jsonl", "--gate", "1.5"]) == 2
+    assert "gate threshold must be a number from 0 to 1" in capsys.readouterr().err
+
+
+def test_ingest_stats_add_up_across_conversations_and_skip_a_failed_one(db: WorldDB) -> None:
+    stats = IngestStats()
+    chat = ConversationIn("a", ["s"], [SessionIn("1", "2024-01-02", [TurnIn("I saw Jon."), TurnIn("He waved.")])])
+    ingest(db, chat, bridge=True, gate=EncodingGate(), stats=stats)
+    ingest(db, ConversationIn("b", ["s"], [SessionIn("1", None, [TurnIn("thanks!")])]), gate=EncodingGate(),
+           stats=stats)
+    with pytest.raises(InvalidInput):
+        ingest(db, ConversationIn("c", ["s"], [SessionIn("1", None, [TurnIn("fine"), TurnIn(" ")])]), stats=stats)
+    assert stats == IngestStats(turns=3, below_gate=1, bridged=1)
+
+
+@pytest.mark.skipif(not (SHARED / "locomo" / "locomo10.json").is_file(), reason="needs ../shared/data")
+def test_the_ingest_bench_compares_the_gate_and_the_bridge(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    out = tmp_path / "variants.json"
+    bench = Path(__file__).resolve().parents[1] / "bench" / "ingest.py"
+    done = subprocess.run([sys.executable, str(bench), "--variants", "--repeat", "1", "--conversations", "1",
+                           "--json", str(out)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    found = json.loads(out.read_text())["gate_and_bridge"]["variants"]
+    assert set(found) == {"plain", "gate", "gate, window only", "bridge", "gate+bridge"}
+    assert found["plain"]["speed_vs_plain"] == 1.0 and found["bridge"]["bridged_share"] > 0
+    assert found["gate+bridge"]["below_gate_share"] == found["gate"]["below_gate_share"]

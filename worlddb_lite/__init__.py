@@ -27,14 +27,29 @@ from .errors import (
     ValidityError,
     WorldDBError,
 )
-from .types import Direction, Edge, Identity, MergeProposal, MergeStatus, Node, Subgraph, VerifyReport
+from .retrieval.context import Context, ContextItem
+from .retrieval.query import Expand, Filter, PreferSummaries, QuerySpec, WhereConnected
+from .types import (
+    Direction,
+    Edge,
+    Hit,
+    Identity,
+    MergeProposal,
+    MergeStatus,
+    Node,
+    Reason,
+    Recall,
+    Subgraph,
+    VerifyReport,
+)
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "AmbiguousId", "BaseEdgeType", "CycleError", "Direction", "Edge", "EdgeRefused", "EdgeType",
-    "Embedder", "EmbedderError", "EmbedderMismatch", "Identity", "IntegrityViolation", "InvalidId", "InvalidInput",
-    "InvalidTime", "MergeError", "MergeProposal", "MergeStatus", "Node", "NotAStore", "NotCurrent",
-    "NotFound", "SchemaTooNew", "StaticEmbedder", "StoreBusy", "StoreError", "Subgraph", "UnknownEdgeType",
-    "ValidityError", "VerifyReport", "WorldDB", "WorldDBError", "__version__",
+    "AmbiguousId", "BaseEdgeType", "Context", "ContextItem", "CycleError", "Direction", "Edge", "EdgeRefused",
+    "EdgeType", "Embedder", "EmbedderError", "EmbedderMismatch", "Expand", "Filter", "Hit", "Identity",
+    "IntegrityViolation", "InvalidId", "InvalidInput", "InvalidTime", "MergeError", "MergeProposal", "MergeStatus",
+    "Node", "NotAStore", "NotCurrent", "NotFound", "PreferSummaries", "QuerySpec", "Reason", "Recall", "SchemaTooNew",
+    "StaticEmbedder", "StoreBusy", "StoreError", "Subgraph", "UnknownEdgeType", "ValidityError", "VerifyReport",
+    "WhereConnected", "WorldDB", "WorldDBError", "__version__",
 ]

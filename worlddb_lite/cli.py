@@ -14,11 +14,14 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .conversation import DEFAULT_EXTRACTOR, ingest
+from .conversation import DEFAULT_EXTRACTOR, IngestStats, ingest
 from .db import WorldDB
 from .embed import StaticEmbedder
 from .errors import WorldDBError
+from .gate import DEFAULT_THRESHOLD, EncodingGate
 from .loaders import FORMATS, load
+from .rerank import OnnxCrossEncoder
+from .retrieval.context import DEFAULT_BUDGET, assemble
 from .types import Node
 from .work_queue import drain, pending
 
@@ -155,6 +158,37 @@ def cmd_search(args: argparse.Namespace) -> Any:
         return [{"score": round(score, 4), "node": node} for node, score in db.search(args.query, k=args.k)]
 
 
+@command("recall", "hybrid recall: BM25, vectors and the entity graph fused (RRF), with why each hit came", _with(
+    lambda p: p.add_argument("query", help="free text"),
+    lambda p: p.add_argument("--scope", help="only memories inside this scope (a name)"),
+    lambda p: p.add_argument("--k", type=int, default=10, help="how many hits (default 10)"),
+    lambda p: p.add_argument("--as-of", help="recall as things were true at this time (ISO 8601)"),
+    lambda p: p.add_argument("--include-superseded", action="store_true",
+                             help="also return superseded facts, marked as historical"),
+    lambda p: p.add_argument("--context", action="store_true",
+                             help="print a token-budgeted context for a model instead of the hits"),
+    lambda p: p.add_argument("--budget", type=int, default=DEFAULT_BUDGET,
+                             help=f"token budget of --context (default {DEFAULT_BUDGET})"),
+    lambda p: p.add_argument("--rerank", metavar="FOLDER",
+                             help="rerank with the ONNX cross-encoder in FOLDER (model.onnx + tokenizer.json)"),
+))
+def cmd_recall(args: argparse.Namespace) -> Any:
+    reranker = OnnxCrossEncoder(args.rerank) if args.rerank else None
+    with _open(args) as db:
+        found = db.recall(args.query, scope=args.scope, k=args.k, as_of=args.as_of,
+                          include_superseded=args.include_superseded, reranker=reranker)
+    if args.context:
+        context = assemble(found, budget=args.budget)
+        return context if args.json else context.text
+    if args.json:
+        return found
+    lines = []
+    for rank, hit in enumerate(found.hits, start=1):
+        why = ", ".join(f"{r.lane} #{r.rank}" + (f" via {r.via!r}" if r.via else "") for r in hit.why)
+        lines.append(f"{rank:3d}. {hit.score:.4f}  [{why}]\n" + _node_text(hit.node))
+    return "\n".join(lines) if lines else "no memories found"
+
+
 @command("merges", "list same_as merge proposals", _with(
     lambda p: p.add_argument("--status", default="pending", choices=["pending", "accepted", "rejected", "all"],
                              help="which proposals to list (default: pending)"),
@@ -203,22 +237,34 @@ def cmd_reindex(args: argparse.Namespace) -> Any:
                lambda p: p.add_argument("--format", required=True, choices=FORMATS, help="the file's format"),
                lambda p: p.add_argument("--scope", help="put every conversation in this scope"),
                lambda p: p.add_argument("--deferred", action="store_true",
-                                        help="queue extraction for `worlddb consolidate` instead of running it")))
+                                        help="queue extraction for `worlddb consolidate` instead of running it"),
+               lambda p: p.add_argument("--gate", nargs="?", type=float, const=DEFAULT_THRESHOLD, metavar="THRESHOLD",
+                                        help="score turns (novelty x salience) into their salience; only turns at "
+                                             f"or above THRESHOLD (default {DEFAULT_THRESHOLD}) are extracted"),
+               lambda p: p.add_argument("--bridge", action="store_true",
+                                        help="index each turn with what its pronouns refer to in the turns before")))
 def cmd_ingest(args: argparse.Namespace) -> Any:
+    gate = EncodingGate(threshold=args.gate) if args.gate is not None else None  # a bad threshold stops here
     conversations = load(args.file, args.format, args.scope)  # read and checked before anything is written
     total = sum(c.turn_count for c in conversations)
     show = None if args.json else _progress_bar("ingesting")
     started = time.perf_counter()
     done = 0
+    stats = IngestStats()
     with _open(args, create=True) as db:
         for conversation in conversations:
-            ingest(db, conversation, deferred=args.deferred)
+            ingest(db, conversation, deferred=args.deferred, gate=gate, bridge=args.bridge, stats=stats)
             done += conversation.turn_count
             if show is not None:
                 show(done, total)
     seconds = time.perf_counter() - started
-    return {"conversations": len(conversations), "turns": total, "seconds": round(seconds, 3),
-            "turns_per_s": round(total / seconds, 1) if seconds > 0 else None}
+    out: dict[str, Any] = {"conversations": len(conversations), "turns": total, "seconds": round(seconds, 3),
+                           "turns_per_s": round(total / seconds, 1) if seconds > 0 else None}
+    if gate is not None:
+        out["below_gate"] = stats.below_gate
+    if args.bridge:
+        out["bridged"] = stats.bridged
+    return out
 
 
 @command("consolidate", "run the extractor over queued turns, each in its own transaction",

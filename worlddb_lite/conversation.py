@@ -5,6 +5,11 @@ names), one Session world per session (deterministic from conversation and sessi
 every turn verbatim as a Turn node whose valid time is the session's date (or the turn's own
 time) and whose belief time is the ingest time. A conversation that belongs to several scopes
 is written under the first and shared into the others by ``contains`` edges on its sessions.
+
+Two optional steps, off by default: an encoding gate (gate.py) scores each turn, stores the
+score as its salience and lets only turns at or above its threshold go on to extraction; a
+context bridge (bridge.py) indexes a turn together with what its pronouns refer to. Neither
+changes what is stored: every turn is kept verbatim.
 """
 
 from __future__ import annotations
@@ -13,9 +18,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .bridge import ContextBridge
 from .errors import InvalidInput
 from .extract import Extractor, RuleExtractor
 from .facts import remember
+from .gate import EncodingGate
 from .temporal import parse_time
 from .work_queue import enqueue
 
@@ -60,6 +67,15 @@ class ConversationIn:
         return sum(len(s.turns) for s in self.sessions)
 
 
+@dataclass
+class IngestStats:
+    """Counts that ``ingest`` adds to when given one (a conversation counts once it has landed)."""
+
+    turns: int = 0  # turns written
+    below_gate: int = 0  # turns the gate scored below its threshold (stored, not extracted)
+    bridged: int = 0  # turns indexed with context from the turns before them
+
+
 def check_turn(turn: TurnIn, where: str) -> None:
     """A clear error for a turn the store must not take."""
     if not isinstance(turn.text, str) or not turn.text.strip():
@@ -72,15 +88,25 @@ def check_turn(turn: TurnIn, where: str) -> None:
 
 
 def ingest(db: WorldDB, conversation: ConversationIn, *,
-           extractor: Extractor | None = DEFAULT_EXTRACTOR, deferred: bool = False) -> list[str]:
+           extractor: Extractor | None = DEFAULT_EXTRACTOR, deferred: bool = False,
+           gate: EncodingGate | None = None, bridge: bool | ContextBridge = False,
+           stats: IngestStats | None = None) -> list[str]:
     """Write one conversation in one transaction; returns the turn ids in order.
 
     With an ``extractor`` (the rule-based one by default; None for none), every turn's
     entities and facts are written in the same transaction, facts superseding older values.
     ``deferred`` queues the turns instead (in the same transaction), for ``work_queue.drain``.
+    ``gate`` (e.g. ``EncodingGate(threshold=0.3)``) scores every turn into its salience and
+    sends only turns at or above the threshold to extraction; ``bridge`` (True, or a
+    ``ContextBridge``) indexes each turn with what its pronouns refer to. ``stats`` is added to.
     """
     if not conversation.scopes:
         raise InvalidInput(f"conversation {conversation.conversation_id!r} names no scope")
+    if gate is not None and not isinstance(gate, EncodingGate):
+        raise InvalidInput(f"gate must be an EncodingGate or None, not {type(gate).__name__}")
+    if not isinstance(bridge, (bool, ContextBridge)):
+        raise InvalidInput(f"bridge must be True, False or a ContextBridge, not {type(bridge).__name__}")
+    bridging = ContextBridge() if bridge is True else bridge or None
     now = db._clock()  # the store's clock: a test clock in tests
     for session in conversation.sessions:
         for i, turn in enumerate(session.turns):
@@ -92,26 +118,37 @@ def ingest(db: WorldDB, conversation: ConversationIn, *,
                 raise InvalidInput(f"{where}: dated {parse_time(when)}, after now ({now}); a memory cannot be "
                                    "from the future: check the dataset's dates or the machine's clock")
     ids: list[str] = []
+    counts = IngestStats()
     with db.batch():
         home, *shared = [db.scope(name) for name in conversation.scopes]
         for session in conversation.sessions:
             world = db.world(f"{conversation.conversation_id} / {session.session_id}", parent=home, type="Session")
             for other in shared:
                 db.link(other, world, "contains")
+            texts = [turn.text for turn in session.turns]
+            scores = gate.session(db, texts, scope=home) if gate is not None else None  # before the session lands
+            contexts = (bridging.session(texts, speakers=[turn.speaker for turn in session.turns])
+                        if bridging is not None else [""] * len(texts))
             written = db.write_many([
                 {"text": turn.text, "world": world, "type": "Turn",
+                 "name": turn.speaker,  # who said it: indexed with the words
                  "valid_at": turn.at or session.date,
                  "props": {k: v for k, v in {**turn.props, "speaker": turn.speaker, "turn_id": turn.turn_id,
                                              "session": session.session_id,
-                                             "conversation": conversation.conversation_id}.items() if v is not None}}
-                for turn in session.turns
+                                             "conversation": conversation.conversation_id}.items() if v is not None},
+                 "salience": scores[i].score if scores is not None else 0.0,
+                 "index_context": contexts[i] or None}
+                for i, turn in enumerate(session.turns)
             ])
             ids.extend(written)
+            counts.turns += len(written)
+            counts.bridged += sum(1 for context in contexts if context)
+            counts.below_gate += sum(1 for score in scores or () if not score.kept)
             if extractor is None and not deferred:
                 continue
-            for turn, turn_id in zip(session.turns, written, strict=True):
-                if (turn.speaker or "").lower() in ASSISTANT_ROLES:
-                    continue
+            for i, (turn, turn_id) in enumerate(zip(session.turns, written, strict=True)):
+                if (turn.speaker or "").lower() in ASSISTANT_ROLES or (scores is not None and not scores[i].kept):
+                    continue  # not about the person, or not worth System 2 (the turn itself is stored)
                 when = turn.at or session.date
                 said_at = parse_time(when, field="turn time") if when else db.read(turn_id).valid_at
                 if deferred:
@@ -119,7 +156,11 @@ def ingest(db: WorldDB, conversation: ConversationIn, *,
                     continue
                 assert extractor is not None
                 found = extractor.extract(turn.text, speaker=turn.speaker, said_at=said_at)
-                if found.entities or found.facts:
+                if found.entities or found.facts or turn.speaker:
                     remember(db, found, turn=turn_id, scope=home, said_at=said_at,
-                             said_in=conversation.conversation_id)
+                             said_in=conversation.conversation_id, speaker=turn.speaker)
+    if stats is not None:  # counted once the conversation has landed
+        stats.turns += counts.turns
+        stats.below_gate += counts.below_gate
+        stats.bridged += counts.bridged
     return ids

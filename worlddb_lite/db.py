@@ -15,7 +15,7 @@ import os
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -23,9 +23,29 @@ from . import _sqlite, reads, traverse, vector_lane
 from .edges import EdgeRegistry, EdgeType, EndView
 from .embed import Embedder, StaticEmbedder, embed_checked, embedding_text
 from .errors import EmbedderMismatch, InvalidInput, NotCurrent, NotFound
-from .reconciler import TYPE_NAME, EdgeResult, EdgeSpec, NodeSpec, Reconciler, Transaction, Txn, normalise_alias
+from .hashing import node_id
+from .reconciler import (
+    TYPE_NAME,
+    EdgeResult,
+    EdgeSpec,
+    NodeSpec,
+    Reconciler,
+    Transaction,
+    Txn,
+    node_body,
+    normalise_alias,
+)
+from .retrieval import lanes
+from .retrieval.context import DEFAULT_BUDGET, Context, assemble
+from .retrieval.query import QuerySpec, execute
+from .retrieval.recall import recall as retrieval_recall
+from .retrieval.view import ReadView
 from .store import EdgeRow, NodeRow, Store, believed_sql, visible_sql
 from .temporal import Clock, TimeLike, parse_time, system_clock
+
+if TYPE_CHECKING:
+    from .rerank import Reranker
+
 from .types import (
     Direction,
     Edge,
@@ -33,6 +53,7 @@ from .types import (
     MergeProposal,
     MergeStatus,
     Node,
+    Recall,
     Subgraph,
     VerifyReport,
     Violation,
@@ -330,16 +351,19 @@ class WorldDB:
         vector: Sequence[float] | np.ndarray | None = None,
         aliases: Sequence[str] = (),
         salience: float = 0.0,
+        index_context: str | None = None,
     ) -> str:
         """Store ``text`` verbatim in ``world`` (or in the Scope called ``scope``); return its id.
 
         ``valid_at`` is when it became true (default: now). Writing the same text with the
-        same valid time into the same world returns the existing id.
+        same valid time into the same world returns the existing id. ``index_context`` is
+        indexed (full text and vector) after the text but not stored in the node, so it
+        leaves the id alone: what a turn's pronouns refer to (see bridge.py).
         """
         with self._txn() as txn:
             spec = self._node_spec(txn, text, scope=scope, world=world, type=type, name=name,
                                    valid_at=valid_at, props=props, vector=vector, aliases=aliases,
-                                   salience=salience)
+                                   salience=salience, index_context=index_context)
             nid, _ = txn.add_nodes([spec])[0]
             return self._store.header(nid).id.hex()
 
@@ -349,7 +373,8 @@ class WorldDB:
         Each record takes the keyword arguments of ``write`` (``text`` required). Texts are
         embedded in one batch, which is much faster than one ``write`` per text.
         """
-        allowed = {"text", "scope", "world", "type", "name", "valid_at", "props", "vector", "aliases", "salience"}
+        allowed = {"text", "scope", "world", "type", "name", "valid_at", "props", "vector", "aliases", "salience",
+                   "index_context"}
         if isinstance(records, (str, bytes, Mapping)) or not isinstance(records, Sequence):
             raise InvalidInput("records must be a list of mappings, each with at least 'text'")
         with self._txn() as txn:
@@ -377,6 +402,7 @@ class WorldDB:
         vector: Sequence[float] | np.ndarray | None = None,
         aliases: Sequence[str] = (),
         salience: float = 0.0,
+        index_context: str | None = None,
     ) -> NodeSpec:
         """Validate one memory's arguments into a NodeSpec (shared by write and write_many).
 
@@ -401,6 +427,7 @@ class WorldDB:
             vector=checked,
             aliases=names,
             salience=weight,
+            index_context=_text(index_context, "index_context", required=False),
         )
 
     def _scope_nid(self, txn: Txn, scope: str) -> int:
@@ -680,7 +707,7 @@ class WorldDB:
     ) -> list[tuple[Node, float]]:
         """BM25 over names and contents (FTS5); best first, with the BM25 score (higher is better)."""
         self._settle()
-        query = fts_query(_text(text, "query", required=True) or "")
+        query = lanes.fts_query(_text(text, "query", required=True) or "")
         if not query:
             return []
         valid, belief = self._times(as_of, known_as_of)
@@ -707,39 +734,97 @@ class WorldDB:
         work inside the index search. Worlds are found by their composed embeddings too.
         """
         self._settle()
-        if isinstance(query, str):
-            if self._embedder is None:
-                raise InvalidInput("this store has no embedder; pass a vector instead of text")
-            vector = embed_checked(self._embedder, [_text(query, "query", required=True) or ""], self.dim)[0]
-        else:
-            vector = self._reconciler.check_vector(query)
+        vector = self._query_vector(query)
         if types is not None and (isinstance(types, str) or not all(isinstance(t, str) for t in types)):
             raise InvalidInput("types must be a list of node type names, e.g. ['Turn', 'Fact']")
         k = _count(k, "k", 4096)
-        valid, belief = self._times(as_of, known_as_of)
         with _sqlite.translate():
-            inside = self._store.resolve(world) if world is not None else None
-            if inside == self._root:
-                inside = None
-            links = None
-            if inside is not None:  # nodes shared into the world by contains edges are inside it too
-                membership = sorted(self._registry.rules(include_superseded=include_superseded).membership)
-                found = reads.membership_links(self._conn, membership, valid, belief,
-                                               include_superseded=include_superseded)
-                links = np.array(found, dtype=np.int64).reshape(-1, 2)
-            index = self._reconciler.lane.index()
-            fetch = k
-            while True:  # superseded or not-yet-valid hits drop out: ask for more until k remain
-                hits = index.search(vector, fetch, world=inside, types=types, links=links)
-                shown = reads.visible_among(self._conn, [nid for nid, _ in hits], valid, belief,
-                                            include_superseded=include_superseded)
-                kept = [(nid, score) for nid, score in hits if nid in shown]
-                if len(kept) >= k or len(hits) < fetch:
-                    break
-                fetch *= 4
-            kept = kept[:k]
-            nodes = self._store.load_nodes([nid for nid, _ in kept], self._annotations(include_superseded))
+            view = self._view(as_of, known_as_of, include_superseded, world=world)
+            kept = lanes.nearest(view, vector, k, types)
+            nodes = view.nodes([nid for nid, _ in kept])
             return [(node, score) for node, (_, score) in zip(nodes, kept, strict=True)]
+
+    def recall(
+        self,
+        query: str,
+        *,
+        scope: str | None = None,
+        world: str | None = None,
+        k: int = 10,
+        as_of: TimeLike | None = None,
+        known_as_of: TimeLike | None = None,
+        include_superseded: bool = False,
+        reranker: Reranker | None = None,
+    ) -> Recall:
+        """Hybrid recall: BM25, vector and entity-graph lanes fused by RRF (k = 60), best first.
+
+        ``scope`` (a Scope's name) or ``world`` (any world's id) confines the recall to what lies
+        inside it. Superseded facts are hidden unless ``include_superseded`` (then they carry
+        ``superseded_by``). A ``reranker`` re-scores the fused head. Each hit says why it came.
+        """
+        self._settle()
+        text = _text(query, "query", required=True) or ""
+        if not text.strip():
+            raise InvalidInput("the query is empty; ask with some words")
+        k = _count(k, "k", 1000)
+        if scope is not None and world is not None:
+            raise InvalidInput("give scope (a name) or world (an id), not both")
+        with _sqlite.translate():
+            inside = self._scope_id(scope) if scope is not None else world
+            view = self._view(as_of, known_as_of, include_superseded, world=inside)
+            hits = retrieval_recall(view, text, k=k, reranker=reranker)
+            return Recall(text, tuple(hits), view.valid, view.belief)
+
+    def context(self, query: str, *, budget: int = DEFAULT_BUDGET, k: int = 30, **options: Any) -> Context:
+        """``recall`` (same options), assembled into a token-budgeted, provenance-tagged context text."""
+        return assemble(self.recall(query, k=k, **options), budget=_count(budget, "budget", 1_000_000))
+
+    def query(self, spec: QuerySpec) -> Subgraph:
+        """Run a declarative query: a start set and a pipeline of operators, into a Subgraph."""
+        if not isinstance(spec, QuerySpec):
+            raise InvalidInput("query takes a worlddb_lite.QuerySpec")
+        self._settle()
+        _count(spec.k, "k", 10_000)
+        with _sqlite.translate():
+            view = self._view(spec.as_of, spec.known_as_of, spec.include_superseded, world=spec.world)
+            vector = None if spec.vector is None else self._query_vector(spec.vector)
+            result = execute(view, spec, vector)
+            edges = tuple(self._store.to_edge(self._store.edge_row(eid)) for eid in result.eids)
+            return Subgraph(tuple(view.nodes(result.nids)), edges)
+
+    def _query_vector(self, query: str | Sequence[float] | np.ndarray) -> np.ndarray:
+        """A query as a unit vector: text through the store's embedder, or a caller's vector checked."""
+        if isinstance(query, str):
+            if self._embedder is None:
+                raise InvalidInput("this store has no embedder; pass a vector instead of text")
+            vector: np.ndarray = embed_checked(self._embedder, [_text(query, "query", required=True) or ""],
+                                               self.dim)[0]
+            return vector
+        return self._reconciler.check_vector(query)
+
+    def _scope_id(self, name: str) -> str:
+        """The id of the Scope called ``name``, which must exist (a recall never creates one)."""
+        name = _text(name, "scope", required=True) or ""
+        raw = node_id(node_body("Scope", self._store.header(self._root).id.hex(), name, None, None, None))
+        if self._store.nid_of(raw) is None:
+            raise NotFound(f"no scope named {name!r} in {self.path}; write into it first, or leave scope out "
+                           "to recall from the whole store")
+        return raw.hex()
+
+    def _view(self, as_of: TimeLike | None, known_as_of: TimeLike | None, include_superseded: bool, *,
+              world: str | None) -> ReadView:
+        """What one read sees: its times, its world (None or the root: everything) and its indexes."""
+        valid, belief = self._times(as_of, known_as_of)
+        rules = self._registry.rules(include_superseded=include_superseded)
+        inside = self._store.resolve(world) if world is not None else None
+        embedder = self._embedder
+        embed = None if embedder is None else (lambda text: embed_checked(embedder, [text], self.dim)[0])
+        return ReadView(
+            conn=self._conn, store=self._store, index=self._reconciler.lane.index, embed=embed,
+            valid=valid, belief=belief, include_superseded=include_superseded,
+            memberships=tuple(sorted(rules.membership)), annotate=frozenset(rules.annotate),
+            world=None if inside == self._root else inside,
+        )
 
     def reindex(self, *, partitions: int | None = None,
                 progress: Callable[[str], None] | None = None) -> dict[str, int]:
@@ -807,9 +892,3 @@ class WorldDB:
                 "file_bytes": sum(f.stat().st_size for f in files if f.exists()),
                 "root": self.root(),
             }
-
-
-def fts_query(text: str) -> str:
-    """An FTS5 query that ORs the words of free text, each quoted (no FTS syntax from input)."""
-    words = [w for w in "".join(c if c.isalnum() else " " for c in text).split() if w]
-    return " OR ".join('"' + w.replace('"', '""') + '"' for w in dict.fromkeys(words))

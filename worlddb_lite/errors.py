@@ -87,3 +87,7 @@ class StoreError(WorldDBError, RuntimeError):
 
 class IntegrityViolation(WorldDBError, RuntimeError):
     """A write was stopped by a trigger that guards an invariant."""
+
+
+class RerankerError(WorldDBError, RuntimeError):
+    """A cross-encoder folder cannot be loaded, or the model returned unusable scores."""

@@ -3,10 +3,14 @@
 ``Extractor`` is the protocol (an LLM extractor can be plugged in); ``RuleExtractor`` is the
 deterministic default. It finds first-person facts on *functional* slots (one value at a
 time: where someone lives, works, their job, a favourite, an opinion of a thing) and on
-non-functional ones (visited, bought), people and pets introduced as "my sister Emma" (with
-"my sister" as an alias), facts about them ("Emma's birthday is June 3"), and the date a
-fact became true when the turn says it ("last week", "in May", "yesterday"), resolved against
-the session's date.
+non-functional ones (visited, bought), people and pets introduced as "my sister Emma" or "my
+manager, Sarah" (with "my sister" as an alias), the places, organisations and products those
+facts name ("I work at Google", "I bought a Fitbit Versa", "my new iPhone 15"), facts about
+people ("Emma's birthday is June 3"), and the date a fact became true when the turn says it
+("last week", "in May", "yesterday"), resolved against the session's date.
+
+Precision comes first: a name is taken only where a cue introduces it ("my sister", "work at",
+"bought a"), never for every capitalised word, and never a month, weekday, holiday or pronoun.
 """
 
 from __future__ import annotations
@@ -55,7 +59,8 @@ class Extractor(Protocol):
         ...
 
 
-_VALUE = r"(?P<value>[A-Z][\w'&.-]*(?: (?:[A-Z][\w'&.-]*|of|de|la))*)"  # a capitalised name, maybe several words
+_NAME_WORD = r"[A-Z](?:[\w'&-]|\.(?=\w))*"  # a dot inside ("U.S"), never ending one: "Depot. I" is two sentences
+_VALUE = r"(?P<value>" + _NAME_WORD + r"(?: (?:" + _NAME_WORD + r"|(?:of|de|la)(?= [A-Z])))*)"  # maybe several words
 _PHRASE = r"(?P<value>[a-z][a-z -]*[a-z])"
 _THING = r"(?P<value>[^.,!?;]+?)"
 _END = r"(?=[.,!?;]|\s+(?:now|anymore|any more|these days|last|this|yesterday|in|since|a|two|three)\b|$)"
@@ -83,8 +88,8 @@ _DISLIKE = re.compile(r"\bI (?:really )?(?:hate|dislike|can't stand|cannot stand
 _RELATIONS = ("sister", "brother", "mother", "mom", "father", "dad", "wife", "husband", "partner", "boyfriend",
               "girlfriend", "son", "daughter", "friend", "best friend", "manager", "boss", "colleague", "coworker",
               "roommate", "neighbour", "neighbor", "cousin", "aunt", "uncle", "grandmother", "grandfather")
-_RELATION = re.compile(r"\b[Mm]y (?P<relation>" + "|".join(sorted(_RELATIONS, key=len, reverse=True))
-                       + r"),? (?P<name>[A-Z][a-z]+)\b")
+_RELATION = re.compile(r"\b[Mm]y (?:(?:new|old|little|big|older|younger|twin) )?(?P<relation>"
+                       + "|".join(sorted(_RELATIONS, key=len, reverse=True)) + r"),? (?P<name>[A-Z][a-z]+)\b")
 _PET = re.compile(r"\b(?:a|my|our) (?P<kind>dog|cat|puppy|kitten|parrot|rabbit|hamster|horse|fish|turtle)"
                   r",? (?:named |called )?(?P<name>[A-Z][a-z]+)\b")
 _BIRTHDAY = re.compile(r"\b(?P<name>[A-Z][a-z]+)'s birthday is (?:on )?" + _THING + _END)
@@ -105,7 +110,36 @@ _AMOUNTS: tuple[tuple[str, re.Pattern[str]], ...] = (
                                     r"episodes|songs|videos|posts|tests|features|tasks|items|members))\b")),
 )
 _ARTICLES = re.compile(r"^(?:the|a|an|some|my)\s+", re.IGNORECASE)
-_NOT_NAMES = {"I", "My", "The", "This", "That", "It", "We", "You", "He", "She", "They"}
+_CALENDAR = frozenset({
+    "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday", "January", "February", "March",
+    "April", "May", "June", "July", "August", "September", "October", "November", "December", "Today", "Tomorrow",
+    "Yesterday", "Christmas", "Easter", "Halloween", "Thanksgiving",
+})
+# capitalised words that name no entity by themselves: pronouns, calendar words, family words ("visited Mom")
+_NOT_NAMES = frozenset({
+    "I", "My", "The", "This", "That", "It", "We", "You", "He", "She", "They", "Me", "Our", "Your", "His", "Her",
+    "Their", "A", "An", "Mom", "Mum", "Dad", "Mother", "Father", "Grandma", "Grandpa", "Home", "Church", "School",
+    "Work", *_CALENDAR,
+})
+# organisations and products: named after a cue, or by an organisation's own suffix
+_ORG_WORD = r"[A-Z][\w&'-]*"  # no dot: "in June. Our Group" is two sentences
+_ORGANISATION = re.compile(
+    r"\b(?P<org>(?:" + _ORG_WORD + r" (?:of |for |and |& )?)+(?:Inc|Corp|Corporation|LLC|Ltd|Company|Group|University|"
+    r"College|Institute|Hospital|Bank|Foundation|Labs|Studios?|Agency|Association|Society|Academy)\b\.?"
+    r"|University of [A-Z][\w-]+(?: [A-Z][\w-]+)*)")
+_ORGANISATION_CUE = re.compile(r"\bI(?:'m| am)? (?:now |also )?(?:study(?:ing)?|volunteer(?:ing)?|intern(?:ing|ed)?|"
+                               r"a student|an intern|a volunteer) (?:at|with|for) " + _VALUE)
+_PRODUCT = (r"(?P<value>(?:[A-Z][\w+'-]*|[a-z]{1,2}[A-Z][\w+'-]*)"  # Fitbit, iPhone
+            r"(?: (?:[A-Z][\w+'-]*|[a-z]{1,2}[A-Z][\w+'-]*|\d[\w.]*))*)")  # Versa, 15, Pro
+_BOUGHT = re.compile(r"\bI (?:just |recently |finally |also )?(?:(?:bought|purchased|ordered|pre-?ordered|upgraded to)"
+                     r" (?:an? |the |some |myself an? )?(?:(?:brand )?new |used |second-hand )?"
+                     r"|got (?:an? |myself an? )?(?:brand )?new )" + _PRODUCT)  # "got" needs "new": "got Sam a gift"
+_MY_NEW = re.compile(r"\b[Mm]y (?:brand )?new " + _PRODUCT)
+_LEADING = frozenset({"The", "A", "An", "At", "In", "On", "For", "From", "With", "And", "But", "To", "Of", "By", "My",
+                      "Our", "Your", "So", "Then", "Now", "Also"})
+_PRONOUNS = frozenset({"it", "that", "this", "them", "you", "him", "her", "those", "these", "everything", "all"})
+_SLOT_KINDS = {  # the kind of entity a first-person fact's value names
+    "lives in": "place", "visited": "place", "works at": "organisation"}
 
 _MONTHS = {m: i for i, m in enumerate(("january", "february", "march", "april", "may", "june", "july", "august",
                                        "september", "october", "november", "december"), 1)}
@@ -143,42 +177,95 @@ def _thing(value: str) -> str:
     return _ARTICLES.sub("", value.strip().lower()).strip()
 
 
+def _name(value: str) -> str | None:
+    """A cue's capitalised value as an entity name, or None when it names nothing ("The", "May", "Mom")."""
+    words = value.strip().rstrip(".").split()
+    while words and (words[0] in _LEADING or words[0] in _CALENDAR):  # "In June Acme Corp" is "Acme Corp"
+        words = words[1:]
+    name = " ".join(words)
+    if not name or name in _NOT_NAMES:
+        return None
+    if len(words) == 1 and len(name) < 3 and name.isupper():
+        return None  # "SO", "TV": an abbreviation, not a name
+    return name
+
+
+def _scan(text: str, me: str, when: str | None) -> tuple[tuple[EntityMention, ...], tuple[FactMention, ...]]:
+    """The entities and facts of one turn (``when``: the date first-person facts became true)."""
+    facts: list[FactMention] = []
+    for slot, functional, pattern in _FIRST_PERSON:
+        for found in pattern.finditer(text):
+            value = found.group("value").strip()
+            if slot in _SLOT_KINDS:  # "I work at The Home Depot.": the organisation "Home Depot"
+                value = _name(value) or ""
+            if value and value not in _NOT_NAMES:
+                facts.append(FactMention(me, slot, value if slot != "bought" else _thing(value), functional, when))
+    products = [name for name in (_name(found.group("value")) for found in _BOUGHT.finditer(text)) if name]
+    facts.extend(FactMention(me, "bought", product, False, when) for product in dict.fromkeys(products))
+    for found in _FAVOURITE.finditer(text):
+        facts.append(FactMention(me, f"favourite {found.group('kind').lower().strip()}",
+                                 found.group("value").strip(), True, when))
+    for pattern, opinion in ((_DISLIKE, "dislikes"), (_LIKE, "likes")):
+        for found in pattern.finditer(text):
+            thing = _thing(found.group("value"))
+            if thing and thing not in _PRONOUNS and not any(f.slot == f"opinion of {thing}" for f in facts):
+                facts.append(FactMention(me, f"opinion of {thing}", opinion, True, when))
+    for template, pattern in _AMOUNTS:
+        for found in pattern.finditer(text):
+            what = found.groupdict().get("what") or ""
+            slot = template.format(what=what.lower().strip())
+            if not any(f.slot == slot for f in facts):  # the first amount of a kind in a turn
+                facts.append(FactMention(me, slot, found.group("value"), True, None))
+    entities: dict[str, EntityMention] = {}
+
+    def add(name: str | None, kind: str, *aliases: str) -> None:
+        if name is None:
+            return
+        known = entities.get(name)
+        if known is None:
+            entities[name] = EntityMention(name, kind, aliases)
+        else:  # named twice in one turn: one mention with every alias
+            entities[name] = EntityMention(name, known.kind, (*known.aliases, *(a for a in aliases
+                                                                                 if a not in known.aliases)))
+
+    for found in _RELATION.finditer(text):
+        relation = found.group("relation").lower()
+        name = _name(found.group("name"))
+        if name is not None:
+            add(name, "person", f"my {relation}")
+            facts.append(FactMention(name, f"relationship to {me}", relation, True, None))
+    for found in _PET.finditer(text):
+        add(_name(found.group("name")), "pet", f"my {found.group('kind').lower()}")
+    for found in _BIRTHDAY.finditer(text):
+        name = _name(found.group("name"))
+        if name is not None:
+            add(name, "person")
+            facts.append(FactMention(name, "birthday", found.group("value").strip(), True, None))
+    for fact in facts:  # where someone lives or went is a place, where they work an organisation
+        kind = _SLOT_KINDS.get(fact.slot) if fact.subject == me else None
+        if kind is not None:
+            add(_name(fact.value), kind)
+    for product in products:
+        add(product, "product")
+    for found in _ORGANISATION_CUE.finditer(text):
+        add(_name(found.group("value")), "organisation")
+    for found in _ORGANISATION.finditer(text):
+        org = _name(found.group("org"))
+        if org is not None and " " in org:  # "Our Group" names no organisation
+            add(org, "organisation")
+    for found in _MY_NEW.finditer(text):
+        add(_name(found.group("value")), "product")
+    return tuple(entities.values()), tuple(facts)
+
+
+def find_entities(text: str) -> tuple[EntityMention, ...]:
+    """The people, pets, places, organisations and products ``text`` names (no dates, no model)."""
+    return _scan(text, "user", None)[0]
+
+
 class RuleExtractor:
     """The deterministic default extractor (regular expressions over one turn)."""
 
     def extract(self, text: str, *, speaker: str | None, said_at: str) -> Extraction:
-        me = speaker or "user"
-        when = resolve_date(text, said_at)
-        facts: list[FactMention] = []
-        for slot, functional, pattern in _FIRST_PERSON:
-            for found in pattern.finditer(text):
-                value = found.group("value").strip()
-                if value and value not in _NOT_NAMES:
-                    facts.append(FactMention(me, slot, value if slot != "bought" else _thing(value), functional, when))
-        for found in _FAVOURITE.finditer(text):
-            facts.append(FactMention(me, f"favourite {found.group('kind').lower().strip()}",
-                                     found.group("value").strip(), True, when))
-        for pattern, opinion in ((_DISLIKE, "dislikes"), (_LIKE, "likes")):
-            for found in pattern.finditer(text):
-                thing = _thing(found.group("value"))
-                if thing and not any(f.slot == f"opinion of {thing}" for f in facts):
-                    facts.append(FactMention(me, f"opinion of {thing}", opinion, True, when))
-        for template, pattern in _AMOUNTS:
-            for found in pattern.finditer(text):
-                what = found.groupdict().get("what") or ""
-                slot = template.format(what=what.lower().strip())
-                if not any(f.slot == slot for f in facts):  # the first amount of a kind in a turn
-                    facts.append(FactMention(me, slot, found.group("value"), True, None))
-        entities: list[EntityMention] = []
-        for found in _RELATION.finditer(text):
-            relation = found.group("relation").lower()
-            entities.append(EntityMention(found.group("name"), "person", (f"my {relation}",)))
-            facts.append(FactMention(found.group("name"), f"relationship to {me}", relation, True, None))
-        for found in _PET.finditer(text):
-            if found.group("name") not in _NOT_NAMES:
-                entities.append(EntityMention(found.group("name"), "pet", (f"my {found.group('kind').lower()}",)))
-        for found in _BIRTHDAY.finditer(text):
-            if found.group("name") not in _NOT_NAMES:
-                entities.append(EntityMention(found.group("name"), "person"))
-                facts.append(FactMention(found.group("name"), "birthday", found.group("value").strip(), True, None))
-        return Extraction(tuple(entities), tuple(facts))
+        entities, facts = _scan(text, speaker or "user", resolve_date(text, said_at))
+        return Extraction(entities, facts)

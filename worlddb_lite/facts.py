@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .extract import Extraction, FactMention
+from .extract import EntityMention, Extraction, FactMention
 
 if TYPE_CHECKING:
     from .db import WorldDB
@@ -20,13 +20,18 @@ if TYPE_CHECKING:
 
 
 def remember(db: WorldDB, found: Extraction, *, turn: str, scope: str, said_at: str,
-             said_in: str | None = None) -> list[str]:
+             said_in: str | None = None, speaker: str | None = None) -> list[str]:
     """Write ``found`` into the scope world ``scope``; returns the new fact ids.
 
-    ``turn`` is the source turn, ``said_in`` its conversation (orders facts said at one time).
+    ``turn`` is the source turn, ``said_in`` its conversation (orders facts said at one time),
+    ``speaker`` who said it: a person entity the turn refers_to, the subject of its first-person facts.
     """
     entities: dict[str, str] = {}
-    for mention in found.entities:
+    mentions = list(found.entities)
+    if speaker and speaker.strip() and all(m.name != speaker for m in mentions):
+        # the person who said the turn: the entity graph then reaches their turns and first-person facts
+        mentions.insert(0, EntityMention(speaker.strip(), "person"))
+    for mention in mentions:
         entity = _entity(db, scope, mention.name)
         if entity is None:
             entity = db.write(mention.name, world=scope, type="Entity", name=mention.name, valid_at=said_at,
@@ -35,15 +40,16 @@ def remember(db: WorldDB, found: Extraction, *, turn: str, scope: str, said_at: 
             for alias in mention.aliases:
                 db.add_alias(entity, alias, source="extractor")
         entities[mention.name] = entity
-        db.link(turn, entity, "refers_to")
+        db.link(turn, entity, "refers_to", valid_at=said_at)  # as of a past date, the graph is as it was
     facts = []
     for fact in found.facts:
         written = _fact(db, fact, turn=turn, scope=scope, said_at=said_at, said_in=said_in)
         if written is not None:
             facts.append(written)
             subject = entities.get(fact.subject) or _entity(db, scope, fact.subject)
-            if subject is not None:
-                db.link(written, subject, "refers_to")
+            value = entities.get(fact.value)  # the value names an entity of this turn: "works at: Google"
+            for target in dict.fromkeys(t for t in (subject, value) if t is not None):
+                db.link(written, target, "refers_to", valid_at=fact.valid_at or said_at)
     return facts
 
 
@@ -72,7 +78,7 @@ def _fact(db: WorldDB, fact: FactMention, *, turn: str, scope: str, said_at: str
                        valid_at=valid, aliases=(key,),
                        props={"subject": fact.subject, "slot": fact.slot, "value": fact.value,
                               "functional": fact.functional, "said_in": said_in})
-    db.link(written, turn, "refers_to")
+    db.link(written, turn, "refers_to", valid_at=said_at)
     if fact.functional:
         for old in current:
             _reconcile(db, written, valid, said_in, old)

@@ -468,6 +468,14 @@ class IvfIndex:
             out.append(frontier)
         return np.concatenate(out)
 
+    def cosines(self, nids: Sequence[int], query: np.ndarray) -> dict[int, float]:
+        """Cosine to ``query`` of each of ``nids`` that the index holds (a gather, then one product)."""
+        ids = np.asarray(nids, dtype=np.int64)
+        ids = ids[(ids >= 0) & (ids < self.pos.shape[0])]
+        ids = ids[self.pos[ids] >= 0]
+        scores = np.take(self.matrix, self.pos[ids], axis=0) @ query if ids.size else np.zeros(0)
+        return dict(zip(ids.tolist(), scores.tolist(), strict=True))
+
     def exact(self, nids: np.ndarray, query: np.ndarray, k: int, codes: set[int] | None) -> list[tuple[int, float]]:
         """Exact top ``k`` among the given node ids (a gather, then one product)."""
         if codes is not None and nids.size:

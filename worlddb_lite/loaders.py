@@ -87,10 +87,17 @@ def load_locomo(path: Path) -> Iterator[ConversationIn]:
             stamp = conv.get(f"session_{number}_date_time")
             date = _date(stamp, ("%I:%M %p on %d %B, %Y", "%I:%M %p on %d %b, %Y"), here) if stamp else None
             sessions.append(SessionIn(str(number), date, [
-                TurnIn(_need(t, "text", str, f"{here} turn {i}"), str(_need(t, "speaker", str, f"{here} turn {i}")),
+                TurnIn(_locomo_text(t, f"{here} turn {i}"), str(_need(t, "speaker", str, f"{here} turn {i}")),
                        str(t.get("dia_id") or i), props=_extra(t, ("img_url", "blip_caption")))
                 for i, t in enumerate(turns)]))
         yield ConversationIn(sample_id, [sample_id], sessions)
+
+
+def _locomo_text(turn: dict[str, Any], where: str) -> str:
+    """The turn's words, and the image it shared as ``[image: <caption>]`` (the store keeps no pixels)."""
+    text = str(_need(turn, "text", str, where))
+    caption = turn.get("blip_caption")
+    return f"{text} [image: {caption}]" if isinstance(caption, str) and caption.strip() else text
 
 
 def _extra(record: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:

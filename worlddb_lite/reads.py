@@ -146,3 +146,89 @@ def membership_links(conn: apsw.Connection, memberships: Sequence[str], valid: s
     return [(as_int(a), as_int(b)) for a, b in conn.execute(
         f"select e.src, e.dst from edge as e where e.type in ({marks}) and {predicate(include_superseded, 'e')}",
         (valid, belief, *memberships))]
+
+
+# ---- recall ---------------------------------------------------------------------------
+
+
+def _marks(count: int, first: int) -> str:
+    """``?first, ?first+1, ...``: numbered placeholders for a list bound after the fixed ones."""
+    return ",".join(f"?{first + i}" for i in range(count)) or "''"
+
+
+def bm25_typed_sql(types: int, include_superseded: bool) -> str:
+    """FTS5 match ?3 over nodes of the ``types`` bound from ?5 on, visible at (?1, ?2), best ?4 first."""
+    return (
+        "select f.rowid, -f.rank as score from node_fts as f "
+        "join node as n on n.nid = f.rowid join node_state as s on s.nid = f.rowid "
+        f"where node_fts match ?3 and n.type in ({_marks(types, 5)}) and {predicate(include_superseded)} "
+        "order by f.rank limit ?4"
+    )
+
+
+def bm25_typed(conn: apsw.Connection, query: str, valid: str, belief: str, *, types: Sequence[str], k: int,
+               include_superseded: bool) -> list[tuple[int, float]]:
+    """(nid, BM25 score, higher is better) among nodes of ``types``."""
+    rows = conn.execute(bm25_typed_sql(len(types), include_superseded), (valid, belief, query, k, *types))
+    return [(as_int(nid), as_float(score)) for nid, score in rows]
+
+
+def inside_sql(memberships: int, include_superseded: bool) -> str:
+    """Which nids of the JSON list ?3 lie inside world ?4: walk up parents and membership edges."""
+    return (
+        "with recursive up(start, nid) as (select value, value from json_each(?3) union "
+        "select up.start, n.parent from up join node as n on n.nid = up.nid where n.parent is not null union "
+        f"select up.start, e.src from up join edge as e on e.dst = up.nid where e.type in ({_marks(memberships, 5)}) "
+        f"and {predicate(include_superseded, 'e')}) "
+        "select distinct start from up where nid = ?4"
+    )
+
+
+def inside(conn: apsw.Connection, nids: Sequence[int], world: int, valid: str, belief: str, *,
+           memberships: Sequence[str], include_superseded: bool) -> set[int]:
+    """The subset of ``nids`` that lie inside ``world`` (through parents and membership edges)."""
+    if not nids:
+        return set()
+    sql = inside_sql(len(memberships), include_superseded)
+    return {as_int(r[0]) for r in conn.execute(sql, (valid, belief, json.dumps(list(nids)), world, *memberships))}
+
+
+def nids_by_alias(conn: apsw.Connection, norms: Sequence[str], node_type: str) -> list[tuple[int, str]]:
+    """(nid, alias) of the nodes of ``node_type`` known by any of the normalised aliases."""
+    return [(as_int(nid), str(norm)) for nid, norm in conn.execute(
+        "select a.nid, a.norm from alias as a join node as n on n.nid = a.nid "
+        "where a.norm in (select value from json_each(?1)) and n.type = ?2 order by a.nid",
+        (json.dumps(list(norms)), node_type))]
+
+
+def linked_sql(edge_types: int | None, types: int | None, include_superseded: bool, *, towards: bool) -> str:
+    """Visible edges between the JSON list ?3 and visible nodes, of the edge types bound from ?4 on.
+
+    No edge types: every type. Far nodes are of the ``types`` bound after the edge types, when given.
+    ``towards``: edges into the listed nodes (their sources returned as ``far``); else edges out of them.
+    """
+    near, far = ("dst", "src") if towards else ("src", "dst")
+    after = 4 + (edge_types or 0)
+    edge_filter = "" if edge_types is None else f"and e.type in ({_marks(edge_types, 4)}) "
+    type_filter = "" if types is None else f"and n.type in ({_marks(types, after)}) "
+    return (
+        f"select e.eid, e.{near}, e.{far}, e.type from edge as e join node as n on n.nid = e.{far} "
+        f"join node_state as s on s.nid = e.{far} where e.{near} in (select value from json_each(?3)) "
+        f"{edge_filter}{type_filter}and {predicate(include_superseded, 'e')} and {predicate(include_superseded)} "
+        "order by e.eid"
+    )
+
+
+def linked(conn: apsw.Connection, edge_types: Sequence[str] | None, nids: Sequence[int],
+           types: Sequence[str] | None, valid: str, belief: str, *, towards: bool,
+           include_superseded: bool) -> list[tuple[int, int, int, str]]:
+    """(eid, listed nid, far nid, edge type) of the visible edges between ``nids`` and visible nodes.
+
+    ``edge_types`` None: edges of every type; ``types`` None: far nodes of every type.
+    """
+    if not nids or (edge_types is not None and not edge_types):
+        return []
+    sql = linked_sql(None if edge_types is None else len(edge_types), None if types is None else len(types),
+                     include_superseded, towards=towards)
+    return [(as_int(eid), as_int(a), as_int(b), str(t)) for eid, a, b, t in conn.execute(
+        sql, (valid, belief, json.dumps(list(nids)), *(edge_types or ()), *(types or ())))]

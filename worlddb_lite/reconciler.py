@@ -60,6 +60,24 @@ def normalise_alias(alias: str) -> str:
     return " ".join(alias.casefold().split())
 
 
+def node_body(type_: str, parent_hex: str, name: str | None, content: str | None,
+              props: Mapping[str, Any] | None, valid_at: str | None) -> str:
+    """The canonical JSON a node's id hashes (``valid_at`` None for a timeless world)."""
+    record: dict[str, Any] = {
+        "v": 1, "type": type_, "name": name, "content": content, "parent": parent_hex, "props": dict(props or {}),
+    }
+    if valid_at is not None:
+        record["valid_at"] = valid_at
+    return canonical_json(record)
+
+
+def _indexed(spec: NodeSpec) -> str | None:
+    """The content a node is indexed by: its own, then any context the caller adds (the bridge's)."""
+    if not spec.index_context or not spec.content:
+        return spec.content
+    return f"{spec.content}\n{spec.index_context}"
+
+
 class NodeSpec(NamedTuple):
     """A node to write. ``timeless`` leaves valid_at out of the id (worlds named by name alone)."""
 
@@ -73,6 +91,7 @@ class NodeSpec(NamedTuple):
     vector: Any = None
     salience: float = 0.0
     aliases: Sequence[str] = ()
+    index_context: str | None = None  # indexed (FTS, vector) after the content, never stored in the blob
 
 
 class EdgeSpec(NamedTuple):
@@ -222,13 +241,8 @@ class Txn:
                 )
             parent = self.store.header(spec.parent)
             valid = spec.valid_at or self.now
-            record: dict[str, Any] = {
-                "v": 1, "type": spec.type, "name": spec.name, "content": spec.content,
-                "parent": parent.id.hex(), "props": dict(spec.props or {}),
-            }
-            if not spec.timeless:
-                record["valid_at"] = valid
-            body = canonical_json(record)
+            body = node_body(spec.type, parent.id.hex(), spec.name, spec.content, spec.props,
+                             None if spec.timeless else valid)
             prepared.append((spec, parent, valid, body, node_id(body)))
         existing = self.store.nids_of([item[4] for item in prepared])
         fresh: dict[bytes, int] = {}
@@ -243,7 +257,7 @@ class Txn:
             fresh[raw] = next_nid
             results.append((next_nid, True))
             next_nid += 1
-            plan.append((spec, parent, valid, body, raw, embedding_text(spec.name, spec.content)))
+            plan.append((spec, parent, valid, body, raw, embedding_text(spec.name, _indexed(spec))))
         vectors = self._vectors_for(plan)
         node_rows: list[tuple[Any, ...]] = []
         state_rows: list[tuple[Any, ...]] = []
@@ -258,7 +272,7 @@ class Txn:
                 state_rows.append((nid, valid, self.now, float(spec.salience), root))
                 alias_rows.extend((nid, a, normalise_alias(a), "write", self.now) for a in spec.aliases)
                 if text:
-                    self.pending_text.append((nid, spec.name or "", spec.content or ""))
+                    self.pending_text.append((nid, spec.name or "", _indexed(spec) or ""))
                     if vector is not None:
                         self.pending_vectors.append((nid, vector))
                 self.store.remember(Header(nid, raw, spec.type, parent.nid, depth, slot))

@@ -367,7 +367,7 @@ create index work_queue_pending on work_queue (qid) where done_at is null;
 create unique index work_queue_turn on work_queue (turn);
 
 -- Full-text index over each node's name and content (rowid = node.nid).
-create virtual table node_fts using fts5(name, content, tokenize = 'unicode61 remove_diacritics 2');
+create virtual table node_fts using fts5(name, content, tokenize = 'porter unicode61 remove_diacritics 2');
 
 -- Each node's effective embedding (see world_vec), searched through an in-memory IVF index
 -- (vector_lane.py). A plain table, so any sqlite3 shell reads it; with sqlite-vec loaded,

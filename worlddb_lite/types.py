@@ -123,3 +123,33 @@ class VerifyReport:
     def ok(self) -> bool:
         """True when no invariant is broken."""
         return not self.violations
+
+
+@dataclass(frozen=True, slots=True)
+class Reason:
+    """Why a hit was returned: a lane that ranked it, at which rank, and what it followed there."""
+
+    lane: str  # "text" (BM25), "vector", "entity" or "rerank"
+    rank: int  # 1 = the lane's best
+    via: str | None = None  # entity lane: the name in the query that led here
+    edge: str | None = None  # entity lane: id of the refers_to edge followed
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """One recalled memory: the node, its fused score, the turns it stands for, and why."""
+
+    node: Node
+    score: float
+    turns: tuple[Node, ...]  # a turn: itself; a fact: the turns it was learned from
+    why: tuple[Reason, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Recall:
+    """What ``recall`` returns: the hits, best first, and the moment they were read at."""
+
+    query: str
+    hits: tuple[Hit, ...]
+    as_of: str
+    known_as_of: str

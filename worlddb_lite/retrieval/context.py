@@ -1,0 +1,99 @@
+"""Context assembly: recalled memories as a token-budgeted, provenance-tagged text for a model.
+
+Each item is dated, says what it is (who said a turn; a fact's slot and value), says whether it
+is current, historical (superseded: shown so a model can answer "what did I used to ...") or
+contested (contradicted), and why it was returned (lanes and ranks, the entity followed).
+Items go in rank order; one that does not fit the remaining budget is left out and counted,
+and smaller ones after it may still fit.
+
+Tokens are estimated as ceil(characters / 4), the usual rule of thumb for English under BPE
+tokenizers: the budget is a guide for a model's window, not an exact count of any one tokenizer.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..types import Hit, Recall
+
+DEFAULT_BUDGET = 2000  # tokens
+
+
+def estimate_tokens(text: str) -> int:
+    """A tokenizer-free estimate: one token per four characters, rounded up."""
+    return math.ceil(len(text) / 4)
+
+
+@dataclass(frozen=True, slots=True)
+class ContextItem:
+    """One memory in the context: its line of text and where it came from."""
+
+    node: str  # node id
+    status: str  # "current", "historical" (superseded) or "contested" (contradicted)
+    text: str
+    tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class Context:
+    """The assembled context: its text, the items in it, and what the budget left out."""
+
+    text: str
+    items: tuple[ContextItem, ...]
+    tokens: int
+    budget: int
+    left_out: int
+
+
+def status(hit: Hit) -> str:
+    """Current, historical (a newer value superseded it) or contested (a contradiction stands)."""
+    if hit.node.superseded_by or hit.node.invalid_at is not None:
+        return "historical"
+    if hit.node.contradicted_by:
+        return "contested"
+    return "current"
+
+
+def line(number: int, hit: Hit) -> str:
+    """One item: ``[n] date · what: text (status) ⟨why⟩``."""
+    node = hit.node
+    when = node.valid_at[:10]
+    if node.type == "Turn":
+        what = f"{node.name or 'someone'} said"
+    elif node.type == "Fact":
+        what = "fact"
+    else:
+        what = node.type.lower()
+    text = " ".join((node.content or node.name or "").split())
+    state = status(hit)
+    note = ""
+    if state == "historical":
+        until = f" until {node.invalid_at[:10]}" if node.invalid_at else ""
+        by = f", superseded by {', '.join(i[:12] for i in node.superseded_by)}" if node.superseded_by else ""
+        note = f" (historical{until}{by})"
+    elif state == "contested":
+        note = f" (contested by {', '.join(i[:12] for i in node.contradicted_by)})"
+    why = ", ".join(f"{r.lane} #{r.rank}" + (f" via {r.via!r}" if r.via else "") for r in hit.why)
+    sources = ""
+    if node.type != "Turn" and hit.turns:
+        sources = "; from " + ", ".join(t.id[:12] for t in hit.turns)
+    return f"[{number}] {when} · {what}: {text}{note} <{why}{sources}; id {node.id[:12]}>"
+
+
+def assemble(recall: Recall, *, budget: int = DEFAULT_BUDGET) -> Context:
+    """The hits of ``recall`` as numbered lines, in rank order, within ``budget`` tokens."""
+    header = f"Memories recalled for: {' '.join(recall.query.split())[:200]} (as of {recall.as_of[:10]})"
+    used = estimate_tokens(header)
+    items: list[ContextItem] = []
+    left_out = 0
+    for hit in recall.hits:
+        text = line(len(items) + 1, hit)
+        cost = estimate_tokens(text) + 1  # the line break
+        if used + cost > budget:
+            left_out += 1
+            continue
+        used += cost
+        items.append(ContextItem(hit.node.id, status(hit), text, cost))
+    body = "\n".join([header, *(item.text for item in items)])
+    return Context(body, tuple(items), used, budget, left_out)

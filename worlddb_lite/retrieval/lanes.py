@@ -1,0 +1,140 @@
+"""The three recall lanes, each a ranked list of nids the read may see.
+
+* text: BM25 (FTS5) over turns, memories and summaries;
+* vector: cosine over the same types, through the IVF index (filters inside the search);
+* entity: the entities the query names (by exact alias, widened to their accepted same_as
+  class) and every fact and turn that refers_to them, ordered by cosine to the query.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import reads, traverse
+from ..reconciler import normalise_alias
+from .view import ReadView
+
+TEXT_TYPES = ("Turn", "Memory", "Summary")  # what the text and vector lanes rank
+GRAPH_TYPES = ("Turn", "Memory", "Summary", "Fact")  # what the entity lane reaches through refers_to
+MAX_QUERY_TERMS = 64  # a pasted page becomes its first 64 distinct words, not a 10,000-term OR
+MAX_ENTITY_WORDS = 4  # the longest name looked up: "the Museum of Modern Art"
+
+# Function words: as BM25 terms they match nearly every turn and only add noise and cost.
+STOPWORDS = frozenset("""
+a about after again all am an and any are as at be been before being both but by can could did do does
+doing down during each few for from further had has have having he her here hers herself him himself his
+how i if in into is it its itself just me more most my myself no nor not now of off on once only or other
+our ours out over own same she should so some such than that the their theirs them themselves then there
+these they this those through to too under until up very was we were what when where which while who whom
+why will with would you your yours yourself yourselves s t don ve ll re d m
+""".split())
+
+_WORD = re.compile(r"\w+(?:['’]\w+)*")
+
+
+def words(text: str) -> list[str]:
+    """The words of free text, possessives folded ("Emma's" -> "Emma")."""
+    return [re.sub(r"['’]s$", "", w) for w in _WORD.findall(text)]
+
+
+def fts_query(text: str, *, drop_stopwords: bool = False) -> str:
+    """An FTS5 query that ORs the words of free text, each quoted (no FTS syntax from input).
+
+    With ``drop_stopwords``, function words are left out unless nothing else is left.
+    """
+    found = [w for w in "".join(c if c.isalnum() else " " for c in text).split() if w]
+    if drop_stopwords:
+        found = [w for w in found if w.casefold() not in STOPWORDS] or found
+    terms = list(dict.fromkeys(found))[:MAX_QUERY_TERMS]
+    return " OR ".join('"' + w.replace('"', '""') + '"' for w in terms)
+
+
+def text_lane(view: ReadView, query: str, depth: int) -> list[int]:
+    """BM25 over turns, memories and summaries inside the read's world."""
+    expression = fts_query(query, drop_stopwords=True)
+    if not expression:
+        return []
+    fetch = depth
+    while True:  # nodes outside the world drop out: fetch more until ``depth`` remain
+        hits = reads.bm25_typed(view.conn, expression, view.valid, view.belief, types=TEXT_TYPES, k=fetch,
+                                include_superseded=view.include_superseded)
+        nids = [nid for nid, _ in hits]
+        kept = nids if view.world is None else view.inside(nids)
+        if len(kept) >= depth or len(hits) < fetch:
+            return kept[:depth]
+        fetch *= 4
+
+
+def nearest(view: ReadView, vector: np.ndarray, k: int, types: Sequence[str] | None) -> list[tuple[int, float]]:
+    """(nid, cosine) of the ``k`` nearest visible nodes of ``types`` inside the read's world."""
+    index = view.index()
+    links = view.links()
+    fetch = k
+    while True:  # superseded or not-yet-valid hits drop out: ask for more until k remain
+        hits = index.search(vector, fetch, world=view.world, types=types, links=links)
+        shown = set(reads.visible_among(view.conn, [nid for nid, _ in hits], view.valid, view.belief,
+                                        include_superseded=view.include_superseded))
+        kept = [(nid, score) for nid, score in hits if nid in shown]
+        if len(kept) >= k or len(hits) < fetch:
+            return kept[:k]
+        fetch *= 4
+
+
+def vector_lane(view: ReadView, vector: np.ndarray, depth: int) -> list[int]:
+    """Cosine over turns, memories and summaries inside the read's world."""
+    return [nid for nid, _ in nearest(view, vector, depth, TEXT_TYPES)]
+
+
+@dataclass(frozen=True)
+class EntityPath:
+    """How the entity lane reached a node: the entity it names and the refers_to edge followed."""
+
+    entity: int
+    alias: str
+    edge: int
+
+
+def named_entities(view: ReadView, query: str) -> dict[int, str]:
+    """Entities inside the read's world named in ``query`` (any 1-4 word span equal to an alias).
+
+    Each is widened to its identity: everything joined to it by accepted same_as.
+    """
+    tokens = words(query)
+    spans = {
+        normalise_alias(" ".join(tokens[i:j]))
+        for i in range(len(tokens)) for j in range(i + 1, min(i + MAX_ENTITY_WORDS, len(tokens)) + 1)
+        if not all(t.casefold() in STOPWORDS for t in tokens[i:j])
+    }
+    if not spans:
+        return {}
+    found = reads.nids_by_alias(view.conn, sorted(spans), "Entity")
+    named: dict[int, str] = {}
+    for nid, alias in found:
+        named.setdefault(nid, alias)
+    for nid, alias in list(named.items()):
+        for other in traverse.closure(nid, view.store.same_as_neighbours):
+            named.setdefault(other, alias)
+    kept = view.inside(sorted(named))
+    return {nid: named[nid] for nid in kept}
+
+
+def entity_lane(view: ReadView, query: str, vector: np.ndarray | None,
+                depth: int) -> tuple[list[int], dict[int, EntityPath]]:
+    """Facts and turns that refers_to an entity the query names, closest to the query first."""
+    entities = named_entities(view, query)
+    edges = reads.linked(view.conn, ("refers_to",), sorted(entities), GRAPH_TYPES, view.valid, view.belief,
+                         towards=True, include_superseded=view.include_superseded)
+    paths: dict[int, EntityPath] = {}
+    named: dict[int, set[str]] = {}  # the query's names each node refers to
+    for eid, entity, source, _ in edges:
+        paths.setdefault(source, EntityPath(entity, entities[entity], eid))
+        named.setdefault(source, set()).add(entities[entity])
+    nids = view.inside(sorted(paths)) if view.world is not None else sorted(paths)
+    score = view.index().cosines(nids, vector) if vector is not None else {}
+    nids.sort(key=lambda n: (-len(named[n]), -score.get(n, -2.0), -n))  # most of the names, then closest, newest
+    kept = nids[:depth]
+    return kept, {nid: paths[nid] for nid in kept}

@@ -1,0 +1,74 @@
+"""Hybrid recall: three lanes, fused by RRF, optionally reranked, returned with their reasons.
+
+No question classifier and no keyword routing: every query runs every lane, and fusion
+decides. The validity filter and containment are applied inside each lane (each lane only
+ever yields nodes the read may see), so a fused list needs no second filtering.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from .. import reads
+from ..types import Hit, Node, Reason
+from .fusion import rrf
+from .lanes import entity_lane, text_lane, vector_lane
+from .view import ReadView
+
+if TYPE_CHECKING:
+    from ..rerank import Reranker
+
+LANE_DEPTH = 100  # each lane's list length: deeper than any k asked, so fusion sees the tails
+RERANK_DEPTH = 30  # how many fused candidates a reranker re-scores
+SOURCE_EDGES = {"Fact": "refers_to", "Summary": "derived_from", "Memory": "refers_to"}
+
+
+def recall(view: ReadView, query: str, *, k: int, reranker: Reranker | None = None,
+           rerank_depth: int = RERANK_DEPTH) -> list[Hit]:
+    """The ``k`` best nodes for ``query``, fused over the lanes, each with why it was returned."""
+    depth = max(LANE_DEPTH, k)
+    vector = view.embed(query) if view.embed is not None else None
+    lanes: dict[str, list[int]] = {"text": text_lane(view, query, depth)}
+    if vector is not None:
+        lanes["vector"] = vector_lane(view, vector, depth)
+    lanes["entity"], paths = entity_lane(view, query, vector, depth)
+    fused = [nid for nid, _ in rrf(lanes)]
+    score = dict(rrf(lanes))
+    reasons: dict[int, list[Reason]] = {}
+    for lane, ranking in lanes.items():
+        for rank, nid in enumerate(ranking, start=1):
+            path = paths.get(nid) if lane == "entity" else None
+            edge = view.store.edge_row(path.edge).id.hex() if path is not None else None
+            reasons.setdefault(nid, []).append(Reason(lane, rank, path.alias if path else None, edge))
+    if reranker is not None and fused:
+        fused = _rerank(view, reranker, query, fused, rerank_depth, reasons)
+    top = fused[:k]
+    nodes = view.nodes(top)
+    turns = _turns(view, nodes, top)
+    return [Hit(node, score[nid], turns[nid], tuple(reasons[nid])) for node, nid in zip(nodes, top, strict=True)]
+
+
+def _rerank(view: ReadView, reranker: Reranker, query: str, fused: list[int], depth: int,
+            reasons: dict[int, list[Reason]]) -> list[int]:
+    """Re-order the fused head by the reranker's scores; the tail keeps its fused order."""
+    head = fused[:depth]
+    nodes = view.nodes(head)
+    scores = reranker.score(query, [" ".join(t for t in (n.name, n.content) if t) for n in nodes])
+    order = sorted(range(len(head)), key=lambda i: (-float(scores[i]), i))
+    for rank, i in enumerate(order, start=1):
+        reasons[head[i]].append(Reason("rerank", rank))
+    return [head[i] for i in order] + fused[depth:]
+
+
+def _turns(view: ReadView, nodes: Sequence[Node], nids: Sequence[int]) -> dict[int, tuple[Node, ...]]:
+    """The turns each hit stands for: a turn itself; a fact or summary the turns it came from."""
+    found: dict[int, list[int]] = {nid: [nid] for nid, node in zip(nids, nodes, strict=True) if node.type == "Turn"}
+    for edge_type in sorted(set(SOURCE_EDGES.values())):
+        sources = [nid for nid, node in zip(nids, nodes, strict=True) if SOURCE_EDGES.get(node.type) == edge_type]
+        for _, src, turn, _ in reads.linked(view.conn, (edge_type,), sources, ("Turn",), view.valid, view.belief,
+                                         towards=False, include_superseded=True):
+            found.setdefault(src, []).append(turn)
+    wanted = sorted({t for ts in found.values() for t in ts})
+    loaded = dict(zip(wanted, view.nodes(wanted), strict=True))
+    return {nid: tuple(loaded[t] for t in found.get(nid, ())) for nid in nids}

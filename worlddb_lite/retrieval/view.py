@@ -1,0 +1,52 @@
+"""What one read sees: the store, the moment it reads at, and the world it is confined to."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import apsw
+import numpy as np
+
+from .. import reads
+from ..ivf import IvfIndex
+from ..store import Store
+from ..types import Node
+
+
+@dataclass(frozen=True)
+class ReadView:
+    """A read's context: valid/belief time, whether closed versions count, and its world."""
+
+    conn: apsw.Connection
+    store: Store
+    index: Callable[[], IvfIndex]  # the vector index, current with every commit
+    embed: Callable[[str], np.ndarray] | None  # query text -> unit vector (None: a store without an embedder)
+    valid: str
+    belief: str
+    include_superseded: bool
+    memberships: tuple[str, ...]  # edge types that put a node inside a world besides its parent (contains, ...)
+    annotate: frozenset[str]  # edge types shown on returned nodes (superseded_by, contradicted_by)
+    world: int | None  # containment: only nodes inside this world; None for the whole store
+
+    def inside(self, nids: Sequence[int]) -> list[int]:
+        """``nids`` (in order) that this read may see: visible, and inside its world."""
+        if not nids:
+            return []
+        shown = reads.visible_among(self.conn, list(nids), self.valid, self.belief,
+                                    include_superseded=self.include_superseded)
+        if self.world is not None:
+            shown &= reads.inside(self.conn, [n for n in nids if n in shown], self.world, self.valid, self.belief,
+                                  memberships=self.memberships, include_superseded=self.include_superseded)
+        return [n for n in nids if n in shown]
+
+    def nodes(self, nids: Sequence[int]) -> list[Node]:
+        return self.store.load_nodes(list(nids), self.annotate)
+
+    def links(self) -> np.ndarray | None:
+        """(src, dst) membership edges for the vector index's world filter (None: no world)."""
+        if self.world is None:
+            return None
+        found = reads.membership_links(self.conn, self.memberships, self.valid, self.belief,
+                                       include_superseded=self.include_superseded)
+        return np.array(found, dtype=np.int64).reshape(-1, 2)
