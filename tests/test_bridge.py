@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from worlddb_lite import InvalidInput, WorldDB
-from worlddb_lite.bridge import ContextBridge, mentions
+from worlddb_lite.bridge import ContextBridge, mentions, window
 from worlddb_lite.conversation import ConversationIn, IngestStats, SessionIn, TurnIn, ingest
 
-from .conftest import FakeClock, FakeEmbedder, table_digest
+from .conftest import FakeClock, FakeEmbedder, OtherFakeEmbedder, table_digest
 
 PARK = ("I met Caroline at the park.", "She told me about the adoption agency.")
 
@@ -24,12 +26,12 @@ def _found(db: WorldDB, query: str) -> list[str]:
 def test_she_is_found_by_the_name_she_stands_for_only_with_the_bridge(db: WorldDB) -> None:
     plain = WorldDB(":memory:", embedder=FakeEmbedder(), clock=FakeClock())
     try:
-        ids = ingest(plain, _chat(*PARK))
+        ids = ingest(plain, _chat(*PARK), window=0)  # the bridge alone: no earlier turn indexed whole
         assert _found(plain, "Caroline") == [PARK[0]]
     finally:
         plain.close()
     stats = IngestStats()
-    assert ingest(db, _chat(*PARK), bridge=True, stats=stats) == ids  # the index text is not in the node id
+    assert ingest(db, _chat(*PARK), bridge=True, window=0, stats=stats) == ids  # the index text is not in the node id
     assert sorted(_found(db, "Caroline")) == sorted(PARK)
     assert [db.read(i).content for i in ids] == list(PARK)  # stored verbatim
     assert stats.bridged == 1 and stats.turns == 2
@@ -38,7 +40,7 @@ def test_she_is_found_by_the_name_she_stands_for_only_with_the_bridge(db: WorldD
 
 def test_the_vector_carries_the_context_too(db: WorldDB) -> None:
     def closeness(store: WorldDB, bridge: bool) -> float:
-        second = ingest(store, _chat(*PARK), bridge=bridge)[1]
+        second = ingest(store, _chat(*PARK), bridge=bridge, window=0)[1]
         return next(score for node, score in store.nearest("Caroline", k=2, types=["Turn"]) if node.id == second)
 
     plain = WorldDB(":memory:", embedder=FakeEmbedder(), clock=FakeClock())
@@ -87,5 +89,38 @@ def test_index_context_is_checked_and_off_by_default(db: WorldDB) -> None:
         ingest(db, _chat(*PARK), bridge="yes")  # type: ignore[arg-type]
     with pytest.raises(InvalidInput, match="bridge window must be a whole number"):
         ContextBridge(window=0)
-    ingest(db, _chat(*PARK))
+    ingest(db, _chat(*PARK), window=0)  # the bridge is off by default (the window is a separate choice)
     assert _found(db, "Caroline") == [PARK[0]]
+
+
+def test_the_window_indexes_each_turn_with_the_one_before_it(db: WorldDB) -> None:
+    talk = ("Did you go to the pottery class on Sunday?", "Yes, and I made a bowl!", "Lovely.")
+    ids = ingest(db, _chat(*talk))  # window=1 by default
+    assert sorted(_found(db, "pottery")) == sorted(talk[:2])  # the reply is found by what it answers
+    assert "Lovely." not in _found(db, "pottery")  # only the turn right before, not two back
+    assert [db.read(i).content for i in ids] == list(talk)  # stored verbatim; ids do not depend on the window
+    assert db.verify().ok
+
+
+def test_window_zero_indexes_each_turn_alone_and_bad_windows_are_refused(db: WorldDB) -> None:
+    talk = ("Did you go to the pottery class?", "Yes, I made a bowl!")
+    ingest(db, _chat(*talk), window=0)
+    assert _found(db, "pottery") == [talk[0]]
+    assert window(["a", "b", "c"], speakers=["x", None, "z"], turns=2) == ["", "x: a", "x: a\nb"]
+    assert window(["a" * 50, "b"], turns=1, chars=10) == ["", "a" * 10]
+    with pytest.raises(InvalidInput, match="window turns"):
+        window(["a"], turns=-1)
+
+
+def test_a_re_embedding_keeps_the_context_the_first_embedding_saw(tmp_path: Path) -> None:
+    path = str(tmp_path / "re.db")
+    with WorldDB(path, embedder=FakeEmbedder()) as store:
+        second = ingest(store, _chat(*PARK), bridge=True, window=0)[1]
+        before = next(s for n, s in store.nearest("Caroline", k=2, types=["Turn"]) if n.id == second)
+    WorldDB.reembed(path, embedder=OtherFakeEmbedder())
+    with WorldDB(path, embedder=OtherFakeEmbedder()) as store:
+        after = next(s for n, s in store.nearest("Caroline", k=2, types=["Turn"]) if n.id == second)
+        assert after == pytest.approx(before, abs=1e-5)  # same hashing model, same text: "Caroline" still in it
+        assert store.read(second).content == PARK[1]
+        assert store.verify(deep=True).ok
+

@@ -143,3 +143,20 @@ def mentions(text: str, known: Collection[str] = ()) -> list[tuple[str, bool]]:
         if words and words[-1].casefold() not in _VAGUE and (" ".join(words), False) not in found:
             found.append((" ".join(words), False))
     return found
+
+
+WINDOW_CHARS = 1000  # at most this much of each earlier turn is indexed with a later one
+
+
+def window(texts: Sequence[str], *, speakers: Sequence[str | None] = (), turns: int = 1,
+           chars: int = WINDOW_CHARS) -> list[str]:
+    """For each turn of a session, the ``turns`` turns before it ("<speaker>: <text>", clipped), to index with it.
+
+    A reply ("Yes, last Tuesday!") is findable by what it answers; the stored turn stays verbatim.
+    """
+    if isinstance(turns, bool) or not isinstance(turns, int) or turns < 0:
+        raise InvalidInput(f"window turns must be a whole number >= 0, not {turns!r}")
+    said = [f"{speakers[i]}: {t[:chars]}" if i < len(speakers) and speakers[i] else t[:chars]
+            for i, t in enumerate(texts)]
+    return ["\n".join(said[max(0, i - turns):i]) for i in range(len(texts))]
+

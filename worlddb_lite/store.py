@@ -453,10 +453,15 @@ class Store:
             f"select key, value from meta where key in ({marks})", tuple(keys))}
 
     def texts_in_depth_order(self) -> Iterator[tuple[int, str | None, str | None]]:
-        """(nid, name, content) of every node with a body, parents before their children."""
+        """(nid, name, content) of every node with a body, parents before their children.
+
+        The content is what was indexed (the full-text row: content plus any context the caller
+        added, such as the turn before), so a re-embedding keeps what the first embedding saw.
+        """
         for nid, name, content in self.conn.execute(
-                "select nid, json_extract(body, '$.name'), json_extract(body, '$.content') from node "
-                "where body is not null order by depth, nid"):
+                "select n.nid, json_extract(n.body, '$.name'), coalesce(f.content, json_extract(n.body, '$.content')) "
+                "from node as n left join node_fts as f on f.rowid = n.nid "
+                "where n.body is not null order by n.depth, n.nid"):
             yield as_int(nid), name, content
 
     def close_node(self, nid: int, *, invalid_at: str | None, closed_at: str | None,

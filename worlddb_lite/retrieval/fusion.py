@@ -1,8 +1,14 @@
-"""Reciprocal rank fusion: score(d) = sum over lanes of 1 / (K + rank of d in that lane).
+"""Reciprocal rank fusion: score(d) = sum over lanes of weight(lane) / (K + rank of d in that lane).
 
 K = 60 is the constant of Cormack, Clarke and Buettcher (SIGIR 2009), used unchanged: it
 damps the head of each list so that no single lane decides alone, and it needs no score
 calibration between lanes (BM25 scores and cosines are not comparable).
+
+The lane weights were chosen on the aggregate of two benchmarks, not per question type
+(``bench/recall.py``; LoCoMo turn recall@10 and BEAM-100K recall@10 and update order): the
+static embedder's lane is the weakest and drags an even fusion down (LoCoMo 0.632 even vs
+0.689 weighted), yet it is the lane that answers when the question shares no word with the
+memory, and a weight only matters where two lanes both rank something.
 """
 
 from __future__ import annotations
@@ -10,12 +16,18 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 RRF_K = 60
+LANE_WEIGHTS = {"text": 1.0, "vector": 0.25, "entity": 0.5}
 
 
-def rrf(lanes: Mapping[str, Sequence[int]], k: int = RRF_K) -> list[tuple[int, float]]:
-    """(nid, fused score), best first; ties go to the smaller nid so the order is deterministic."""
+def rrf(lanes: Mapping[str, Sequence[int]], k: int = RRF_K,
+        weights: Mapping[str, float] | None = None) -> list[tuple[int, float]]:
+    """(nid, fused score), best first; ties go to the smaller nid so the order is deterministic.
+
+    ``weights`` per lane name (1.0 for a lane it does not name; all 1.0 when None: plain RRF).
+    """
     fused: dict[int, float] = {}
-    for ranking in lanes.values():
+    for lane, ranking in lanes.items():
+        weight = 1.0 if weights is None else weights.get(lane, 1.0)
         for rank, nid in enumerate(ranking, start=1):
-            fused[nid] = fused.get(nid, 0.0) + 1.0 / (k + rank)
+            fused[nid] = fused.get(nid, 0.0) + weight / (k + rank)
     return sorted(fused.items(), key=lambda item: (-item[1], item[0]))

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from .. import reads
 from ..types import Hit, Node, Reason
-from .fusion import rrf
+from .fusion import LANE_WEIGHTS, rrf
 from .lanes import entity_lane, text_lane, vector_lane
 from .view import ReadView
 
@@ -33,8 +33,9 @@ def recall(view: ReadView, query: str, *, k: int, reranker: Reranker | None = No
     if vector is not None:
         lanes["vector"] = vector_lane(view, vector, depth)
     lanes["entity"], paths = entity_lane(view, query, vector, depth)
-    fused = [nid for nid, _ in rrf(lanes)]
-    score = dict(rrf(lanes))
+    ranked = rrf(lanes, weights=LANE_WEIGHTS)
+    fused = [nid for nid, _ in ranked]
+    score = dict(ranked)
     reasons: dict[int, list[Reason]] = {}
     for lane, ranking in lanes.items():
         for rank, nid in enumerate(ranking, start=1):
@@ -72,3 +73,4 @@ def _turns(view: ReadView, nodes: Sequence[Node], nids: Sequence[int]) -> dict[i
     wanted = sorted({t for ts in found.values() for t in ts})
     loaded = dict(zip(wanted, view.nodes(wanted), strict=True))
     return {nid: tuple(loaded[t] for t in found.get(nid, ())) for nid in nids}
+
