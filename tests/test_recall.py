@@ -12,6 +12,7 @@ import pytest
 from worlddb_lite import InvalidInput, NotFound, WorldDB
 from worlddb_lite.cli import main
 from worlddb_lite.conversation import ConversationIn, SessionIn, TurnIn, ingest
+from worlddb_lite.retrieval import lanes
 from worlddb_lite.retrieval.context import assemble, estimate_tokens
 from worlddb_lite.retrieval.fusion import RRF_K, rrf
 from worlddb_lite.retrieval.lanes import fts_query
@@ -184,3 +185,24 @@ def test_recall_inside_a_batch_sees_the_batch(db: WorldDB) -> None:
 
 def test_fake_embedder_is_what_the_fixture_uses(db: WorldDB) -> None:
     assert isinstance(db._embedder, FakeEmbedder)  # the lanes above ran on a deterministic model
+
+
+def test_a_large_entity_is_only_checked_against_what_the_other_lanes_found(
+        ana: WorldDB, monkeypatch: pytest.MonkeyPatch) -> None:
+    view = ana._view(None, None, False, world=ana._scope_id("ana"))
+    reached, _ = lanes.entity_lane(view, "Ana", None, 50)
+    assert len(reached) >= 6  # small: every turn and fact about Ana is enumerated
+    monkeypatch.setattr(lanes, "ENTITY_FANOUT", 1)  # now "Ana" is a large entity: no enumeration
+    assert lanes.entity_lane(view, "Ana", None, 50)[0] == []
+    some = reached[:2]
+    assert sorted(lanes.entity_lane(view, "Ana", None, 50, candidates=some)[0]) == sorted(some)
+
+
+def test_a_stale_turn_ranks_below_the_turn_that_superseded_it_but_not_as_of_before(ana: WorldDB) -> None:
+    found = ana.recall("where does Ana live", scope="ana", k=20)
+    order = [t.content for h in found.hits for t in h.turns]
+    assert order.index("I moved to Denver last week") < order.index("I live in Austin")
+    austin = next(h for h in found.hits if h.node.content == "I live in Austin")
+    assert any(r.lane == "stale" for r in austin.why)
+    before = ana.recall("where does Ana live", scope="ana", k=20, as_of="2024-02-01")
+    assert not any(r.lane == "stale" for h in before.hits for r in h.why)

@@ -156,21 +156,21 @@ def _marks(count: int, first: int) -> str:
     return ",".join(f"?{first + i}" for i in range(count)) or "''"
 
 
-def bm25_typed_sql(types: int, include_superseded: bool) -> str:
-    """FTS5 match ?3 over nodes of the ``types`` bound from ?5 on, visible at (?1, ?2), best ?4 first."""
-    return (
-        "select f.rowid, -f.rank as score from node_fts as f "
-        "join node as n on n.nid = f.rowid join node_state as s on s.nid = f.rowid "
-        f"where node_fts match ?3 and n.type in ({_marks(types, 5)}) and {predicate(include_superseded)} "
-        "order by f.rank limit ?4"
-    )
-
-
-def bm25_typed(conn: apsw.Connection, query: str, valid: str, belief: str, *, types: Sequence[str], k: int,
-               include_superseded: bool) -> list[tuple[int, float]]:
-    """(nid, BM25 score, higher is better) among nodes of ``types``."""
-    rows = conn.execute(bm25_typed_sql(len(types), include_superseded), (valid, belief, query, k, *types))
+def fts_ranked(conn: apsw.Connection, query: str, limit: int) -> list[tuple[int, float]]:
+    """(rowid, BM25 score, higher is better) of the ``limit`` best FTS5 matches, ranked by FTS5 alone."""
+    rows = conn.execute("select rowid, -rank from node_fts where node_fts match ? order by rank limit ?",
+                        (query, limit))
     return [(as_int(nid), as_float(score)) for nid, score in rows]
+
+
+def visible_of_types(conn: apsw.Connection, nids: Sequence[int], types: Sequence[str] | None, valid: str,
+                     belief: str, *, include_superseded: bool) -> set[int]:
+    """Which of ``nids`` are visible at (valid, belief) and of ``types`` (any type when None)."""
+    type_filter = "" if types is None else f"and n.type in ({_marks(len(types), 4)}) "
+    return {as_int(r[0]) for r in conn.execute(
+        "select s.nid from node_state as s join node as n on n.nid = s.nid "
+        f"where s.nid in (select value from json_each(?3)) {type_filter}and {predicate(include_superseded)}",
+        (valid, belief, json.dumps(list(nids)), *(types or ())))}
 
 
 def inside_sql(memberships: int, include_superseded: bool) -> str:
@@ -232,3 +232,11 @@ def linked(conn: apsw.Connection, edge_types: Sequence[str] | None, nids: Sequen
                      include_superseded, towards=towards)
     return [(as_int(eid), as_int(a), as_int(b), str(t)) for eid, a, b, t in conn.execute(
         sql, (valid, belief, json.dumps(list(nids)), *(edge_types or ()), *(types or ())))]
+
+
+def fan_in(conn: apsw.Connection, nid: int, edge_type: str, most: int) -> int:
+    """How many ``edge_type`` edges point at ``nid`` (any validity), counted up to ``most``."""
+    row = conn.execute("select count(*) from (select 1 from edge where dst = ? and type = ? limit ?)",
+                       (nid, edge_type, most)).fetchone()
+    return as_int(one_row(row)[0])
+

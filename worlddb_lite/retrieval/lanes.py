@@ -18,10 +18,11 @@ from .. import reads, traverse
 from ..reconciler import normalise_alias
 from .view import ReadView
 
-TEXT_TYPES = ("Turn", "Memory", "Summary")  # what the text and vector lanes rank
+TEXT_TYPES = ("Turn", "Memory", "Summary", "Fact")  # what the text and vector lanes rank
 GRAPH_TYPES = ("Turn", "Memory", "Summary", "Fact")  # what the entity lane reaches through refers_to
 MAX_QUERY_TERMS = 64  # a pasted page becomes its first 64 distinct words, not a 10,000-term OR
 MAX_ENTITY_WORDS = 4  # the longest name looked up: "the Museum of Modern Art"
+ENTITY_FANOUT = 2000  # past this many references an entity is checked against the other lanes' finds
 
 # Function words: as BM25 terms they match nearly every turn and only add noise and cost.
 STOPWORDS = frozenset("""
@@ -53,18 +54,25 @@ def fts_query(text: str, *, drop_stopwords: bool = False) -> str:
     return " OR ".join('"' + w.replace('"', '""') + '"' for w in terms)
 
 
-def text_lane(view: ReadView, query: str, depth: int) -> list[int]:
-    """BM25 over turns, memories and summaries inside the read's world."""
-    expression = fts_query(query, drop_stopwords=True)
+def text_lane(view: ReadView, query: str, depth: int, *, types: Sequence[str] | None = TEXT_TYPES,
+              drop_stopwords: bool = True) -> list[int]:
+    """BM25 over nodes of ``types`` (turns, memories, summaries, facts) inside the read's world.
+
+    FTS5 ranks its matches alone (its own ``order by rank limit``); the type, validity and world
+    filters then run over that short list, which deepens only if too few survive.
+    """
+    expression = fts_query(query, drop_stopwords=drop_stopwords)
     if not expression:
         return []
-    fetch = depth
-    while True:  # nodes outside the world drop out: fetch more until ``depth`` remain
-        hits = reads.bm25_typed(view.conn, expression, view.valid, view.belief, types=TEXT_TYPES, k=fetch,
-                                include_superseded=view.include_superseded)
-        nids = [nid for nid, _ in hits]
-        kept = nids if view.world is None else view.inside(nids)
-        if len(kept) >= depth or len(hits) < fetch:
+    fetch = 4 * depth
+    while True:
+        ranked = [nid for nid, _ in reads.fts_ranked(view.conn, expression, fetch)]
+        shown = reads.visible_of_types(view.conn, ranked, types, view.valid, view.belief,
+                                       include_superseded=view.include_superseded)
+        kept = [nid for nid in ranked if nid in shown]
+        if view.world is not None:
+            kept = view.inside(kept)
+        if len(kept) >= depth or len(ranked) < fetch:
             return kept[:depth]
         fetch *= 4
 
@@ -122,18 +130,32 @@ def named_entities(view: ReadView, query: str) -> dict[int, str]:
     return {nid: named[nid] for nid in kept}
 
 
-def entity_lane(view: ReadView, query: str, vector: np.ndarray | None,
-                depth: int) -> tuple[list[int], dict[int, EntityPath]]:
-    """Facts and turns that refers_to an entity the query names, closest to the query first."""
+def entity_lane(view: ReadView, query: str, vector: np.ndarray | None, depth: int,
+                candidates: Sequence[int] = ()) -> tuple[list[int], dict[int, EntityPath]]:
+    """Facts and turns that refers_to an entity the query names: most of the names first, then closest.
+
+    An entity referred to by more than ``ENTITY_FANOUT`` nodes (the person a whole history is
+    about) is not enumerated: only the ``candidates`` the other lanes found are checked against
+    it, so the lane's cost stays bounded however large a scope grows.
+    """
     entities = named_entities(view, query)
-    edges = reads.linked(view.conn, ("refers_to",), sorted(entities), GRAPH_TYPES, view.valid, view.belief,
+    small = [e for e in sorted(entities) if reads.fan_in(view.conn, e, "refers_to", ENTITY_FANOUT + 1)
+             <= ENTITY_FANOUT]
+    big = set(entities) - set(small)
+    edges = reads.linked(view.conn, ("refers_to",), small, GRAPH_TYPES, view.valid, view.belief,
                          towards=True, include_superseded=view.include_superseded)
+    if big and candidates:
+        edges += [(eid, entity, source, t) for eid, source, entity, t in reads.linked(
+            view.conn, ("refers_to",), list(candidates), ("Entity",), view.valid, view.belief, towards=False,
+            include_superseded=view.include_superseded) if entity in big]
     paths: dict[int, EntityPath] = {}
     named: dict[int, set[str]] = {}  # the query's names each node refers to
     for eid, entity, source, _ in edges:
         paths.setdefault(source, EntityPath(entity, entities[entity], eid))
         named.setdefault(source, set()).add(entities[entity])
-    nids = view.inside(sorted(paths)) if view.world is not None else sorted(paths)
+    types = {n: view.store.header(n).type for n in paths}
+    nids = [n for n in paths if types[n] in GRAPH_TYPES]
+    nids = view.inside(sorted(nids)) if view.world is not None else sorted(nids)
     score = view.index().cosines(nids, vector) if vector is not None else {}
     nids.sort(key=lambda n: (-len(named[n]), -score.get(n, -2.0), -n))  # most of the names, then closest, newest
     kept = nids[:depth]

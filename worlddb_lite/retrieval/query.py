@@ -22,7 +22,7 @@ from .. import reads
 from ..errors import InvalidInput
 from ..store import Store
 from ..types import Direction
-from .lanes import fts_query, nearest
+from .lanes import fts_query, nearest, text_lane
 from .view import ReadView
 
 CROSSES_WORLDS = "refers_to"  # the one edge type a contained query may follow out of its world
@@ -103,7 +103,7 @@ def execute(view: ReadView, spec: QuerySpec, vector: np.ndarray | None) -> _Resu
     if start == "seeds":
         nids = view.inside(list(dict.fromkeys(view.store.resolve(s) for s in spec.seeds)))
     elif start == "text":
-        nids = _text_start(view, spec.text or "", spec.k, spec.types)
+        nids = text_lane(view, spec.text or "", spec.k, types=spec.types, drop_stopwords=False)
     else:
         assert vector is not None
         nids = [nid for nid, _ in nearest(view, vector, spec.k, spec.types)]
@@ -120,25 +120,6 @@ def execute(view: ReadView, spec: QuerySpec, vector: np.ndarray | None) -> _Resu
     for op in spec.pipeline:
         _apply(view, op, result)
     return result
-
-
-def _text_start(view: ReadView, text: str, k: int, types: tuple[str, ...] | None) -> list[int]:
-    expression = fts_query(text)
-    if not expression:
-        return []
-    fetch = k
-    while True:
-        if types is None:
-            hits = reads.bm25(view.conn, expression, view.valid, view.belief, k=fetch,
-                              include_superseded=view.include_superseded)
-        else:
-            hits = reads.bm25_typed(view.conn, expression, view.valid, view.belief, types=types, k=fetch,
-                                    include_superseded=view.include_superseded)
-        nids = [nid for nid, _ in hits]
-        kept = view.inside(nids) if view.world is not None else nids
-        if len(kept) >= k or len(hits) < fetch:
-            return kept[:k]
-        fetch *= 4
 
 
 def _typed(store: Store, nids: list[int], types: Sequence[str]) -> list[int]:

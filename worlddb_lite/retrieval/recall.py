@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
 LANE_DEPTH = 100  # each lane's list length: deeper than any k asked, so fusion sees the tails
 RERANK_DEPTH = 30  # how many fused candidates a reranker re-scores
+STALE_DEPTH = 50  # how far down the fused list a stale turn is moved below what superseded it
 SOURCE_EDGES = {"Fact": "refers_to", "Summary": "derived_from", "Memory": "refers_to"}
 
 
@@ -32,9 +33,11 @@ def recall(view: ReadView, query: str, *, k: int, reranker: Reranker | None = No
     lanes: dict[str, list[int]] = {"text": text_lane(view, query, depth)}
     if vector is not None:
         lanes["vector"] = vector_lane(view, vector, depth)
-    lanes["entity"], paths = entity_lane(view, query, vector, depth)
+    found = [n for ranking in lanes.values() for n in ranking]
+    lanes["entity"], paths = entity_lane(view, query, vector, depth, candidates=found)
     ranked = rrf(lanes, weights=LANE_WEIGHTS)
     fused = [nid for nid, _ in ranked]
+    fused, stale = stale_after_fresh(view, fused, STALE_DEPTH)
     score = dict(ranked)
     reasons: dict[int, list[Reason]] = {}
     for lane, ranking in lanes.items():
@@ -42,6 +45,8 @@ def recall(view: ReadView, query: str, *, k: int, reranker: Reranker | None = No
             path = paths.get(nid) if lane == "entity" else None
             edge = view.store.edge_row(path.edge).id.hex() if path is not None else None
             reasons.setdefault(nid, []).append(Reason(lane, rank, path.alias if path else None, edge))
+    for nid in stale:
+        reasons[nid].append(Reason("stale", fused.index(nid) + 1))  # moved below the turn that superseded it
     if reranker is not None and fused:
         fused = _rerank(view, reranker, query, fused, rerank_depth, reasons)
     top = fused[:k]
@@ -70,7 +75,48 @@ def _turns(view: ReadView, nodes: Sequence[Node], nids: Sequence[int]) -> dict[i
         for _, src, turn, _ in reads.linked(view.conn, (edge_type,), sources, ("Turn",), view.valid, view.belief,
                                          towards=False, include_superseded=True):
             found.setdefault(src, []).append(turn)
-    wanted = sorted({t for ts in found.values() for t in ts})
-    loaded = dict(zip(wanted, view.nodes(wanted), strict=True))
+    loaded = dict(zip(nids, nodes, strict=True))  # a turn hit is its own turn: loaded once
+    wanted = sorted({t for ts in found.values() for t in ts} - set(loaded))
+    loaded.update(zip(wanted, view.nodes(wanted), strict=True))
     return {nid: tuple(loaded[t] for t in found.get(nid, ())) for nid in nids}
 
+
+def stale_after_fresh(view: ReadView, fused: list[int], depth: int) -> tuple[list[int], set[int]]:
+    """Move a stale turn just below the turn that superseded it, when both are in the head.
+
+    A turn is stale when every fact learned from it has been superseded at the read's time; the
+    turns that said the superseding facts are fresher. Turns are never closed themselves (they are
+    what was said), so without this the old statement of a changed fact can outrank the new one.
+    Read at an earlier ``as_of`` nothing is superseded yet, and nothing moves.
+    """
+    head = fused[:depth]
+    turns = [n for n in head if view.store.header(n).type == "Turn"]
+    learned = reads.linked(view.conn, ("refers_to",), turns, ("Fact",), view.valid, view.belief,
+                           towards=True, include_superseded=True)
+    facts_of: dict[int, set[int]] = {}
+    for _, turn, fact, _ in learned:
+        facts_of.setdefault(turn, set()).add(fact)
+    every_fact = sorted({f for fs in facts_of.values() for f in fs})
+    current = set(reads.visible_among(view.conn, every_fact, view.valid, view.belief, include_superseded=False))
+    newer = reads.linked(view.conn, ("supersedes",), sorted(set(every_fact) - current), ("Fact",), view.valid,
+                         view.belief, towards=True, include_superseded=False)
+    said = reads.linked(view.conn, ("refers_to",), sorted({new for _, _, new, _ in newer}), ("Turn",), view.valid,
+                        view.belief, towards=False, include_superseded=True)
+    turn_of_fact: dict[int, set[int]] = {}
+    for _, fact, turn, _ in said:
+        turn_of_fact.setdefault(fact, set()).add(turn)
+    fresher: dict[int, set[int]] = {}  # old fact -> turns that said what superseded it
+    for _, old, new, _ in newer:
+        fresher.setdefault(old, set()).update(turn_of_fact.get(new, ()))
+    order = list(head)
+    moved: set[int] = set()
+    for turn, facts in facts_of.items():
+        if facts & current:
+            continue  # something it said still stands
+        successors = {t for f in facts for t in fresher.get(f, ()) if t != turn}
+        present = [t for t in successors if t in order]
+        if present and order.index(turn) < max(order.index(t) for t in present):
+            order.remove(turn)
+            order.insert(max(order.index(t) for t in present) + 1, turn)
+            moved.add(turn)
+    return order + fused[depth:], moved
