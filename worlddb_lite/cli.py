@@ -291,6 +291,32 @@ def cmd_stats(args: argparse.Namespace) -> Any:
         return db.stats()
 
 
+@command("backup", "copy the store to DEST with SQLite's online backup (safe while others write), then check it",
+         _with(lambda p: p.add_argument("dest", help="path of the copy (must not exist unless --force)"),
+               lambda p: p.add_argument("--force", action="store_true", help="replace DEST if it exists"),
+               lambda p: p.add_argument("--no-verify", action="store_true",
+                                        help="skip `worlddb verify` of the copy (it reads the whole copy)")))
+def cmd_backup(args: argparse.Namespace) -> Any:
+    with _open(args) as db:
+        return db.backup(args.dest, overwrite=args.force, verify=not args.no_verify)
+
+
+@command("checkpoint", "fold the write-ahead log into the main file and empty it (then a plain copy is whole)",
+         _with())
+def cmd_checkpoint(args: argparse.Namespace) -> Any:
+    with _open(args) as db:
+        return db.checkpoint()
+
+
+@command("purge", "erase a memory's content for good (its versions, members and extracted facts too); "
+                  "keeps its hash in a tombstone", _with(
+    _ref, lambda p: p.add_argument("--scope", help="refuse unless the memory is inside this scope (a name)"),
+))
+def cmd_purge(args: argparse.Namespace) -> Any:
+    with _open(args) as db:
+        return db.purge(args.id, scope=args.scope)
+
+
 def _print(result: Any, as_json: bool) -> None:
     if as_json:
         print(json.dumps(_plain(result), ensure_ascii=False, indent=2))

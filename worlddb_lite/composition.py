@@ -10,13 +10,13 @@ costs O(1) there, and a commit recomposes exactly the ancestors of what it chang
 O(depth), never O(world size). A world without text has no anchor and mean-pools. The store's
 root is not composed: it would pool everything, and no query wants it back.
 
-Children only ever join a world (membership is permanent; history stays in the pool), so a
-delta is either a new child vector or a child's effective vector replaced by a new one.
+Children join a world for good (history stays in the pool), so a delta is a new child vector
+or a child's effective vector replaced by a new one; only an audited purge takes one out.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from .store import Store
     from .vector_lane import VectorLane
 
-Delta = tuple[np.ndarray | None, np.ndarray]  # (old vector or None, new vector)
+Delta = tuple[np.ndarray | None, np.ndarray | None]  # (old vector or None: joined, new vector or None: purged)
 
 
 class Composer:
@@ -53,7 +53,33 @@ class Composer:
         for nid, vector in new_vectors:
             inserts[nid] = vector
             self._push(nid, None, vector, deltas, levels)
+        self._recompose(inserts, deltas, levels, state)
+
+    def remove(self, nids: Collection[int]) -> None:
+        """Drop purged nodes' vectors and pools, and recompose every world above them.
+
+        ``nids`` must hold every descendant of each node in it (a purge erases whole subtrees),
+        so only their topmost members leave a pool that stays. A world left with no pooled member
+        falls back to its own content vector, or, without text, loses its vector too.
+        """
+        if not nids:
+            self.last_recomposed = []
+            return
+        state = self.lane.begin()
+        gone = set(nids)
+        deltas: dict[int, list[Delta]] = {}
+        levels: dict[int, set[int]] = {}
+        for nid, vector in self.lane.table.vectors_of(sorted(gone)).items():
+            if self.store.header(nid).parent not in gone:
+                self._push(nid, vector, None, deltas, levels)
+        self.lane.table.delete(gone)
+        self._recompose({}, deltas, levels, state)
+
+    def _recompose(self, inserts: dict[int, np.ndarray], deltas: dict[int, list[Delta]],
+                   levels: dict[int, set[int]], state: dict[str, str]) -> None:
+        """Apply the deltas world by world, deepest first, pushing each world's change to its parent."""
         updates: dict[int, np.ndarray] = {}
+        dropped: list[int] = []
         recomposed: list[int] = []
         while levels:
             depth = max(levels)
@@ -77,16 +103,30 @@ class Composer:
                     anchor, acc, members = old, np.zeros(self.dim, dtype=np.float64), 0
                 changes = deltas.pop(world)
                 for before, after in changes:
-                    acc += self._weighted(anchor, after)
+                    if after is not None:
+                        acc += self._weighted(anchor, after)
                     if before is None:
                         members += 1
                     else:
                         acc -= self._weighted(anchor, before)
-                effective = _unit(acc, anchor if anchor is not None else changes[-1][1])
-                if world in pools:
-                    changed.append((world, acc, members))
+                    if after is None:
+                        members -= 1
+                if members == 0:  # its last pooled member was purged: the world is a leaf again
+                    dropped.append(world)
+                    if anchor is None:  # no text of its own either: it has no vector any more
+                        self.lane.table.delete([world])
+                        if old is not None:
+                            self._push(world, old, None, deltas, levels)
+                        recomposed.append(world)
+                        continue
+                    effective = anchor
                 else:
-                    started.append((world, anchor, acc, members))
+                    fallback = next((a for _, a in reversed(changes) if a is not None), old)
+                    effective = _unit(acc, anchor if anchor is not None else fallback)  # type: ignore[arg-type]
+                    if world in pools:
+                        changed.append((world, acc, members))
+                    else:
+                        started.append((world, anchor, acc, members))
                 if world in inserts or old is None:
                     inserts[world] = effective
                 else:
@@ -94,10 +134,11 @@ class Composer:
                 recomposed.append(world)
                 self._push(world, old, effective, deltas, levels)
             self.lane.table.save_pools(started, changed)
+        self.lane.table.drop_pools(dropped)
         self.lane.write(inserts, updates, state)
         self.last_recomposed = recomposed
 
-    def _push(self, nid: int, old: np.ndarray | None, new: np.ndarray,
+    def _push(self, nid: int, old: np.ndarray | None, new: np.ndarray | None,
               deltas: dict[int, list[Delta]], levels: dict[int, set[int]]) -> None:
         header = self.store.header(nid)
         if header.parent is None or self.store.header(header.parent).parent is None:

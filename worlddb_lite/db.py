@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from . import _sqlite, reads, traverse, vector_lane
+from . import _sqlite, identity, reads, traverse, vector_lane
 from .edges import EdgeRegistry, EdgeType, EndView
 from .embed import Embedder, StaticEmbedder, embed_checked, embedding_text
 from .errors import EmbedderMismatch, InvalidInput, NotCurrent, NotFound
@@ -35,6 +35,7 @@ from .reconciler import (
     node_body,
     normalise_alias,
 )
+from .resolver import Mention, New, PreferTiers, Resolution, Resolver, ResolverConfig, Tiebreaker
 from .retrieval import lanes
 from .retrieval.context import DEFAULT_BUDGET, Context, assemble
 from .retrieval.query import QuerySpec, execute
@@ -570,7 +571,7 @@ class WorldDB:
 
     def equivalence_class(self, ref: str) -> tuple[str, ...]:
         """Every node joined to ``ref`` through accepted same_as, transitively (sorted ids)."""
-        self._settle()
+        self._settle(indexes=False)
         return tuple(sorted(self._store.header(n).id.hex() for n in self._class_nids(ref)))
 
     def _class_nids(self, ref: str) -> set[int]:
@@ -578,7 +579,7 @@ class WorldDB:
 
     def export_identity(self, ref: str) -> Identity:
         """The equivalence class of ``ref`` with the union of its members' names, aliases and provenance."""
-        self._settle()
+        self._settle(indexes=False)
         nids = sorted(self._class_nids(ref), key=lambda n: self._store.header(n).id)
         nodes = self._store.load_nodes(nids)
         names = sorted({n.name for n in nodes if n.name})
@@ -592,18 +593,137 @@ class WorldDB:
 
     def lookup_alias(self, alias: str) -> tuple[str, ...]:
         """Ids of nodes known by this name or alias (case-insensitive)."""
-        self._settle()
+        self._settle(indexes=False)
         norm = normalise_alias(_text(alias, "alias", required=True) or "")
         return tuple(self._store.header(nid).id.hex() for nid in reads.alias_nids(self._conn, norm))
 
+    # ---- identity resolution --------------------------------------------------------
+
+    def configure_resolver(self, config: ResolverConfig | None = None, *,
+                           tiebreaker: Tiebreaker | None = None) -> None:
+        """Set this handle's resolver thresholds and tiebreaker (defaults: the measured config, ``PreferTiers``)."""
+        if config is not None and not isinstance(config, ResolverConfig):
+            raise InvalidInput("config must be a worlddb_lite.resolver.ResolverConfig")
+        if tiebreaker is not None and not callable(tiebreaker):
+            raise InvalidInput("tiebreaker must be callable as tiebreaker(mention, options) -> option or None")
+        engine = self._resolver()
+        engine.config = config or ResolverConfig()
+        engine.tiebreaker = tiebreaker or PreferTiers(engine.config.margin)
+
+    def resolve(
+        self,
+        name: str,
+        *,
+        scope: str | None = None,
+        world: str | None = None,
+        aliases: Sequence[str] = (),
+        context: str | None = None,
+        kind: str | None = None,
+        tiebreaker: Tiebreaker | None = None,
+    ) -> Resolution:
+        """Which known entity ``name`` is: ``Resolved``, ``Ambiguous`` or ``New``, with the tier and score.
+
+        Tiers run in order (exact, fuzzy, phonetic, embedding) and the first confident one decides;
+        a tiebreaker settles the rest (see resolver.py). Looks among the entities directly in
+        ``scope`` (a Scope's name) or ``world`` (an id), or in the whole store. Reads only.
+        """
+        mention = self._mention(name, aliases, context, kind)
+        if scope is not None and world is not None:
+            raise InvalidInput("give scope (a name) or world (an id), not both")
+        self._settle(indexes=False)  # edges (same_as classes); names are indexed at once
+        with _sqlite.translate():
+            if scope is not None:
+                raw = node_id(node_body("Scope", self._store.header(self._root).id.hex(),
+                                        _text(scope, "scope", required=True), None, None, None))
+                inside = self._store.nid_of(raw)
+                if inside is None:
+                    return New()  # nothing is known in a scope that does not exist yet
+            else:
+                inside = self._store.resolve(world) if world is not None else None
+            return self._resolver().resolve(mention, world=inside, tiebreaker=tiebreaker)
+
+    def resolve_entity(
+        self,
+        name: str,
+        *,
+        scope: str = DEFAULT_SCOPE,
+        world: str | None = None,
+        aliases: Sequence[str] = (),
+        context: str | None = None,
+        kind: str | None = None,
+        valid_at: TimeLike | None = None,
+        props: Mapping[str, Any] | None = None,
+        source: str | None = "resolver",
+        tiebreaker: Tiebreaker | None = None,
+    ) -> tuple[str, Resolution]:
+        """The entity ``name`` names in ``scope`` (or ``world``), written if need be; (its id, how it resolved).
+
+        An exact match is that entity (``aliases`` are added to it, marked ``source``). Otherwise a
+        new Entity is written, and a match of a lower tier, or each option of an ambiguous result,
+        becomes a pending same_as proposal: nothing merges until ``accept_merge``. One transaction.
+        """
+        mention = self._mention(name, aliases, context, kind)
+        when = parse_time(valid_at, field="valid_at") if valid_at is not None else None
+        extra = _props(props)
+        with self._txn() as txn:
+            parent = self._store.resolve(world) if world is not None else self._scope_nid(txn, scope)
+            self._settle(indexes=False)  # edges (same_as classes); names are indexed at once
+            return identity.resolve_entity(self, txn, self._resolver(), mention, world=parent, valid_at=when,
+                                           props=extra, source=source, tiebreaker=tiebreaker)
+
+    def recluster(self, *, batch: int = identity.RECLUSTER_BATCH) -> int:
+        """Re-resolve the entities within two hops of every node written since the last pass; proposals staged.
+
+        Catches identities that became visible after their first resolution (an alias added
+        later, a namesake written by another connection). One transaction per ``batch`` new nodes;
+        the Consolidator runs it in the background after its drains.
+        """
+        batch = _count(batch, "batch", 10_000_000)
+        total = 0
+        while True:
+            staged, done = identity.recluster_pass(self, self._resolver(), batch=batch)
+            total += staged
+            if done:
+                return total
+
+    def _mention(self, name: str, aliases: Sequence[str], context: str | None, kind: str | None) -> Mention:
+        """A validated mention (clear errors for empty names, bad aliases, non-text context)."""
+        text = _text(name, "name", required=True) or ""
+        return Mention(text.strip(), tuple(a.strip() for a in _aliases(aliases)),
+                       (_text(context, "context", required=False) or "").strip() or None,
+                       (_text(kind, "kind", required=False) or "").strip() or None)
+
+    def _resolver(self) -> Resolver:
+        """The resolver of this handle (its name index lives in the temp schema of the connection)."""
+        engine: Resolver | None = self.__dict__.get("_resolver_engine")
+        if engine is None:
+            embedder = self._embedder
+            embed = None if embedder is None else (  # an entity is embedded by its name and content, both the name
+                lambda text: embed_checked(embedder, [embedding_text(text, text)], self.dim)[0])
+            engine = Resolver(self._store, embed=embed, nearest=self._entity_nearest,
+                              cosines=lambda vector, nids: self._reconciler.lane.index().cosines(nids, vector))
+            self.__dict__["_resolver_engine"] = engine
+        return engine
+
+    def _entity_nearest(self, vector: np.ndarray, k: int, world: int | None) -> list[tuple[int, float]]:
+        """(nid, cosine) of the ``k`` nearest entities to ``vector`` in ``world`` (None: all), best first."""
+        if world is None:
+            return self._reconciler.lane.index().search(vector, k, types=["Entity"])
+        inside = self._store.header(world).id.hex()
+        return lanes.nearest(self._view(None, None, False, world=inside), vector, k, ["Entity"])
+
     # ---- reads --------------------------------------------------------------------
 
-    def _settle(self) -> None:
-        """Inside a batch, write its queued edge and index rows so reads see them (roots update at commit)."""
+    def _settle(self, *, indexes: bool = True) -> None:
+        """Inside a batch, write its queued edge rows (and index rows, if asked) so reads see them.
+
+        Roots update at commit. Node and alias rows are written at once anyway, and an index flush
+        recomposes world vectors, so reads by id, alias or edge skip it (``indexes=False``).
+        """
         active = self._reconciler.active
         if active is not None:
             with _sqlite.translate():
-                active.write_pending(indexes=True)
+                active.write_pending(indexes=indexes)
 
     def _times(self, as_of: TimeLike | None, known_as_of: TimeLike | None) -> tuple[str, str]:
         now = self._clock()
@@ -616,7 +736,7 @@ class WorldDB:
 
     def read(self, ref: str, *, as_of: TimeLike | None = None, known_as_of: TimeLike | None = None) -> Node:
         """A node by id or unique prefix (any version). With ``as_of``, only if visible then."""
-        self._settle()
+        self._settle(indexes=False)
         with _sqlite.translate():
             nid = self._store.resolve(ref)
             if as_of is not None or known_as_of is not None:
@@ -627,7 +747,7 @@ class WorldDB:
 
     def history(self, ref: str) -> list[Node]:
         """Every version of a memory (joined by supersedes), oldest valid time first."""
-        self._settle()
+        self._settle(indexes=False)
         with _sqlite.translate():
             versions = traverse.closure(self._store.resolve(ref), self._store.version_links)
             nodes = self._store.load_nodes(sorted(versions), self._annotations(True))
@@ -648,7 +768,7 @@ class WorldDB:
         Containment: only descendants of the world (through parents and contains edges).
         Default: what is valid and believed now; ``include_superseded`` adds closed versions.
         """
-        self._settle()
+        self._settle(indexes=False)
         valid, belief = self._times(as_of, known_as_of)
         rules = self._registry.rules(include_superseded=include_superseded)
         membership = sorted(rules.membership)
@@ -671,7 +791,7 @@ class WorldDB:
         include_superseded: bool = False,
     ) -> Subgraph:
         """One hop from a node: the seed, its visible neighbours and the edges followed."""
-        self._settle()
+        self._settle(indexes=False)
         valid, belief = self._times(as_of, known_as_of)
         direction = _choice(Direction, direction, "direction")
         for edge_type in types or ():
@@ -837,6 +957,63 @@ class WorldDB:
             _count(partitions, "partitions", 65_536)
         with self._txn():
             return self._reconciler.lane.train(partitions, progress)
+
+    # ---- maintenance --------------------------------------------------------------
+
+    def _outside_batch(self, what: str) -> None:
+        if self._reconciler.active is not None:
+            raise InvalidInput(f"{what} cannot run inside a batch; call it after the batch has committed")
+
+    def backup(self, dest: str | os.PathLike[str], *, overwrite: bool = False, verify: bool = False) -> dict[str, Any]:
+        """Copy the store to ``dest`` with SQLite's online backup: safe while others write.
+
+        ``verify`` opens the copy and runs ``verify`` on it (it reads the whole copy); a copy that
+        fails is an IntegrityViolation. See ``maintenance`` for when a plain file copy is safe.
+        """
+        from . import maintenance
+        from .errors import IntegrityViolation
+
+        self._outside_batch("backup")
+        result = maintenance.backup(self._conn, self.path, dest, overwrite=overwrite)
+        if verify:
+            with WorldDB(dest, embedder=self._embedder, dim=self.dim, create=False) as copy:
+                report = copy.verify()
+            if not report.ok:
+                first = report.violations[0]
+                raise IntegrityViolation(f"the backup at {dest} does not verify ({first.invariant}: {first.detail}); "
+                                         "keep the store, and run `worlddb verify` on it")
+            result["verified"] = True
+        return result
+
+    def checkpoint(self) -> dict[str, Any]:
+        """Fold the write-ahead log into the main file and truncate it (``busy``: it could not)."""
+        from . import maintenance
+
+        self._outside_batch("checkpoint")
+        return maintenance.checkpoint(self._conn)
+
+    def purge(self, ref: str, *, scope: str | None = None) -> dict[str, Any]:
+        """Erase a memory's content for good: blob, full-text row, vector, aliases (right to be forgotten).
+
+        Also erases everything below it, its other versions and the facts extracted from it;
+        with ``scope`` (a Scope's name) nothing outside that scope. Ids, Merkle leaves and a
+        tombstone (hash and time) remain, so ``verify`` still passes. The file is then vacuumed and
+        its WAL emptied, so the bytes are gone from disk; returns the purged ids and that checkpoint
+        (``busy``: another process kept reading, and the old WAL frames wait for the next checkpoint).
+        """
+        from . import maintenance, purge
+
+        self._outside_batch("purge")
+        with _sqlite.translate():
+            start = self._store.resolve(ref)
+            inside = self._store.resolve(self._scope_id(scope)) if scope is not None else None
+        self._conn.execute("pragma secure_delete = on")  # freed space is zeroed, not left readable
+        try:
+            with self._reconciler.transaction(prepare=lambda: purge.hold(self._conn)) as txn:
+                ids = purge.erase(txn, self._conn, purge.targets(self._conn, self._store, start, inside))
+        finally:
+            self._conn.execute("pragma secure_delete = off")
+        return {"purged": ids, "checkpoint": maintenance.wipe(self._conn)}
 
     # ---- witness ------------------------------------------------------------------
 

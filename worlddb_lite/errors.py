@@ -91,3 +91,7 @@ class IntegrityViolation(WorldDBError, RuntimeError):
 
 class RerankerError(WorldDBError, RuntimeError):
     """A cross-encoder folder cannot be loaded, or the model returned unusable scores."""
+
+
+class TiebreakerError(WorldDBError, RuntimeError):
+    """The resolver's tiebreaker raised or chose something it was not offered; nothing was written."""

@@ -32,13 +32,8 @@ def remember(db: WorldDB, found: Extraction, *, turn: str, scope: str, said_at: 
         # the person who said the turn: the entity graph then reaches their turns and first-person facts
         mentions.insert(0, EntityMention(speaker.strip(), "person"))
     for mention in mentions:
-        entity = _entity(db, scope, mention.name)
-        if entity is None:
-            entity = db.write(mention.name, world=scope, type="Entity", name=mention.name, valid_at=said_at,
-                              aliases=(mention.name, *mention.aliases), props={"kind": mention.kind})
-        else:
-            for alias in mention.aliases:
-                db.add_alias(entity, alias, source="extractor")
+        entity, _ = db.resolve_entity(mention.name, world=scope, aliases=mention.aliases, kind=mention.kind,
+                                      valid_at=said_at, source="extractor")
         entities[mention.name] = entity
         db.link(turn, entity, "refers_to", valid_at=said_at)  # as of a past date, the graph is as it was
     facts = []
@@ -54,6 +49,7 @@ def remember(db: WorldDB, found: Extraction, *, turn: str, scope: str, said_at: 
 
 
 def _entity(db: WorldDB, scope: str, name: str) -> str | None:
+    """The entity of the scope known exactly by ``name`` (a fact's subject names one; it is never created here)."""
     for candidate in db.lookup_alias(name):
         node = db.read(candidate)
         if node.type == "Entity" and node.parent == scope:

@@ -240,3 +240,26 @@ def fan_in(conn: apsw.Connection, nid: int, edge_type: str, most: int) -> int:
                        (nid, edge_type, most)).fetchone()
     return as_int(one_row(row)[0])
 
+
+def term_rows(conn: apsw.Connection, words: Sequence[str]) -> dict[str, int]:
+    """How many full-text rows hold each word (its rarest token, stemmed as the index stems it).
+
+    Read from FTS5's own vocabulary (a ``fts5vocab`` table in the connection's temp schema), so
+    nothing is stored twice; a word the index does not know counts 0.
+    """
+    conn.execute("create virtual table if not exists temp.node_fts_terms using fts5vocab(main, node_fts, row)")
+    tokenize = conn.fts5_tokenizer("porter", ["unicode61", "remove_diacritics", "2"])
+    counts: dict[str, int] = {}
+    for word in words:
+        stems = [str(t[-1]) for t in tokenize(word.encode("utf-8"), apsw.FTS5_TOKENIZE_QUERY, None)] or [word]
+        rows = [conn.execute("select doc from temp.node_fts_terms where term = ?", (stem,)).fetchone()
+                for stem in stems]
+        counts[word] = min(as_int(r[0]) if r else 0 for r in rows)
+    return counts
+
+
+def text_rows(conn: apsw.Connection) -> int:
+    """An upper bound on the full-text rows (the highest rowid): cheap, unlike counting them."""
+    row = conn.execute("select max(rowid) from node_fts").fetchone()
+    return as_int(row[0]) if row and row[0] is not None else 0
+

@@ -75,6 +75,7 @@ create table edge (
 
 create index edge_src on edge (src, type, dst);
 create index edge_dst on edge (dst, type);
+create index edge_type on edge (type, src);  -- membership edges (contains) of a whole store, for world filters
 
 create table merkle (
   -- Incremental Merkle tree per world over its member slots (child nodes and interior edges).

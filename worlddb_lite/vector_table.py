@@ -38,6 +38,12 @@ class VectorTable:
         self.conn.executemany(
             "update node_vec set part = ?2, seq = ?3, embedding = ?4 where nid = ?1", rows)
 
+    def delete(self, nids: Iterable[int]) -> None:
+        """Erase nodes' vectors and composition rows (an audited purge; nothing else deletes)."""
+        gone = [(nid,) for nid in nids]
+        self.conn.executemany("delete from node_vec where nid = ?", gone)
+        self.conn.executemany("delete from world_vec where nid = ?", gone)
+
     def vectors_of(self, nids: Iterable[int]) -> dict[int, np.ndarray]:
         """The stored vectors of some nodes (point lookups; nodes without one are left out)."""
         found: dict[int, np.ndarray] = {}
@@ -159,6 +165,10 @@ class VectorTable:
                 found[nid] = (None if anchor is None else _f32(anchor),
                               np.frombuffer(as_bytes(acc), dtype=np.float64).copy(), as_int(members))
         return found
+
+    def drop_pools(self, nids: Iterable[int]) -> None:
+        """Forget the composition rows of worlds whose last pooled member was purged."""
+        self.conn.executemany("delete from world_vec where nid = ?", ((nid,) for nid in nids))
 
     def save_pools(self, started: Iterable[tuple[int, np.ndarray | None, np.ndarray, int]],
                    changed: Iterable[tuple[int, np.ndarray, int]]) -> None:

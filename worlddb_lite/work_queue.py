@@ -3,6 +3,12 @@
 An item is enqueued in the same transaction as its turn and marked done in the same
 transaction as what the extractor wrote for it: killed half-way, a drain loses nothing and
 repeats nothing, because an item's work and its done mark commit together or not at all.
+
+After extraction, identities are re-resolved off the commit path (``WorldDB.recluster``: the
+2-hop neighbourhood of every node written since the last pass, in transactions of its own):
+at the end of a ``drain``, and by the ``Consolidator`` after each of its drains, which also
+catches entities that inline ingests wrote. Its watermark lives in the store, so a pass that
+was cut short is done by the next one.
 """
 
 from __future__ import annotations
@@ -43,8 +49,11 @@ def pending(db: WorldDB) -> int:
 
 
 def drain(db: WorldDB, extractor: Extractor, *, limit: int | None = None,
-          progress: Callable[[int, int], None] | None = None) -> int:
-    """Process waiting items oldest first, each in its own transaction; returns how many."""
+          progress: Callable[[int, int], None] | None = None, recluster: bool = True) -> int:
+    """Process waiting items oldest first, each in its own transaction; returns how many.
+
+    Then, if any was processed and ``recluster``, re-resolve the neighbourhood of what they wrote.
+    """
     from .facts import remember
 
     total = 0 if progress is None else pending(db) if limit is None else min(limit, pending(db))
@@ -69,11 +78,13 @@ def drain(db: WorldDB, extractor: Extractor, *, limit: int | None = None,
         done += 1
         if progress is not None:
             progress(done, total)
+    if done and recluster:
+        db.recluster()
     return done
 
 
 class Consolidator:
-    """A background thread that drains the queue of a store file every ``interval`` seconds.
+    """A background thread that drains the queue of a store file, then re-resolves identities, every ``interval`` s.
 
     It opens its own connection (SQLite connections are not shared between threads), so the
     caller's writes and the drain interleave as two writers do: one transaction at a time.
@@ -87,6 +98,7 @@ class Consolidator:
         self.extractor = extractor
         self.interval = interval
         self.processed = 0
+        self.proposed = 0  # same_as proposals its re-resolution staged
         self.error: BaseException | None = None
         self._open = open_store
         self._stop = threading.Event()
@@ -108,8 +120,10 @@ class Consolidator:
             db = self._open(self.path) if self._open is not None else WorldDB(self.path, create=False)
             try:
                 while not self._stop.is_set():
-                    while not self._stop.is_set() and drain(db, self.extractor, limit=1):
+                    while not self._stop.is_set() and drain(db, self.extractor, limit=1, recluster=False):
                         self.processed += 1
+                    if not self._stop.is_set():
+                        self.proposed += db.recluster()  # also what inline ingests wrote meanwhile
                     self._stop.wait(self.interval)
             finally:
                 db.close()

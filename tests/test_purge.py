@@ -1,0 +1,139 @@
+"""purge.py: an audited purge erases content for real (blob, FTS, vectors, aliases, WAL) and keeps verify passing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from worlddb_lite import InvalidInput, NotFound, WorldDB
+from worlddb_lite.cli import main
+from worlddb_lite.conversation import ConversationIn, SessionIn, TurnIn, ingest
+
+from .conftest import FakeEmbedder, table_digest
+
+SECRET = "Zorblatquux48213"
+
+
+def _raw(path: str) -> bytes:
+    """Every byte of the store's files (main, WAL), lower-cased: FTS keeps terms folded."""
+    return b"".join(Path(path + s).read_bytes().lower() for s in ("", "-wal") if Path(path + s).exists())
+
+
+def _fill(db: WorldDB, scope: str, n: int = 60) -> None:
+    db.write_many([{"text": f"note {i} about gardening and tea", "scope": scope} for i in range(n)])
+
+
+def test_a_purged_secret_is_nowhere_in_the_files_and_the_store_still_verifies(file_db_path: str) -> None:
+    db = WorldDB(file_db_path, embedder=FakeEmbedder())
+    _fill(db, "alice")
+    first = db.write(f"my pin is {SECRET} keep it safe " * 4, scope="alice", aliases=[f"{SECRET} alias"])
+    second = db.amend(first, f"new pin {SECRET}9")  # an older version holds it too
+    _fill(db, "alice")
+    assert SECRET.lower().encode() in _raw(file_db_path)  # the scan can see it before
+    root_before = db.root()
+    result = db.purge(second, scope="alice")
+    assert set(result["purged"]) == {first, second} and result["checkpoint"]["busy"] is False
+    assert SECRET.lower().encode() not in _raw(file_db_path)
+    assert Path(file_db_path + "-wal").stat().st_size == 0
+    report = db.verify(deep=True)
+    assert report.ok, report.violations
+    assert db.verify_root_history() == []
+    assert db.root() != root_before  # the purged nodes were retracted: their roots (and every ancestor's) moved
+    node = db.read(first)
+    assert node.purged and node.content is None and node.expired_at is not None and node.id == first
+    assert db.lookup_alias(f"{SECRET} alias") == ()
+    assert all(SECRET not in (h.node.content or "") for h in db.recall(f"pin {SECRET}", scope="alice").hits)
+    assert db.search(SECRET) == []
+    tomb = db._conn.execute("select * from tombstone").fetchall()
+    assert sorted(bytes(r[0]).hex() for r in tomb) == sorted([first, second]) and all(len(r) == 2 for r in tomb)
+    db.close()
+    assert SECRET.lower().encode() not in _raw(file_db_path)
+    with WorldDB(file_db_path, embedder=FakeEmbedder()) as again:
+        assert again.verify().ok
+
+
+def test_a_purged_vector_leaves_every_open_index(file_db_path: str) -> None:
+    writer = WorldDB(file_db_path, embedder=FakeEmbedder())
+    reader = WorldDB(file_db_path, embedder=FakeEmbedder())
+    _fill(writer, "alice", 20)
+    target = writer.write("violet umbrella lighthouse", scope="alice")
+    for db in (writer, reader):  # both hydrate their in-memory index with it
+        assert db.nearest("violet umbrella lighthouse", k=1)[0][0].id == target
+    writer.purge(target)
+    for db in (writer, reader):
+        assert target not in [n.id for n, _ in db.nearest("violet umbrella lighthouse", k=30)]
+    assert reader.verify(deep=True).ok
+    writer.close()
+    reader.close()
+
+
+def test_a_scoped_purge_never_touches_another_scope(db: WorldDB) -> None:
+    mine = db.write("I am allergic to walnuts", scope="alice")
+    theirs = db.write("I am allergic to walnuts", scope="bob")  # same text, another world: another node
+    assert mine != theirs
+    before = table_digest(db)
+    with pytest.raises(NotFound, match="not inside the given scope"):
+        db.purge(theirs, scope="alice")
+    with pytest.raises(NotFound, match="no scope named"):
+        db.purge(theirs, scope="carol")
+    assert table_digest(db) == before
+    db.purge(mine, scope="alice")
+    assert [h.node.id for h in db.recall("walnuts allergic", scope="bob").hits] == [theirs]
+    assert db.read(theirs).content == "I am allergic to walnuts"
+    assert db.recall("walnuts allergic", scope="alice").hits == ()
+    assert db.verify(deep=True).ok
+
+
+def test_purging_a_scope_erases_its_members_and_keeps_the_others(db: WorldDB) -> None:
+    _fill(db, "alice", 10)
+    _fill(db, "bob", 10)
+    alice = db.scope("alice")
+    result = db.purge(alice)
+    assert len(result["purged"]) == 11
+    assert db.nodes(world=alice) == []
+    assert len(db.nodes(world=db.scope("bob"))) == 10
+    report = db.verify(deep=True)
+    assert report.ok, report.violations
+
+
+def test_purging_a_turn_erases_the_facts_extracted_from_it_and_the_context_that_quoted_it(db: WorldDB) -> None:
+    conv = ConversationIn("c1", ["ana"], [SessionIn("s1", "2024-01-02", [
+        TurnIn(f"I work at {SECRET} Corp now", speaker="Ana"),
+        TurnIn("That sounds great", speaker="Ben"),
+    ])])
+    secret_turn, reply = ingest(db, conv)
+    facts = [n for n in db.nodes(type="Fact") if SECRET in (n.content or "")]
+    assert facts, "the rule extractor should have found the workplace"
+    quoted = db._conn.execute("select content from node_fts where rowid = ?", (db._store.resolve(reply),)).fetchone()
+    assert SECRET in quoted[0]  # the reply is indexed with the turn before it
+    result = db.purge(secret_turn)
+    assert {f.id for f in facts} <= set(result["purged"]) and reply not in result["purged"]
+    assert db.read(reply).content == "That sounds great"
+    rows = db._conn.execute("select content from node_fts").fetchall()
+    assert not any(SECRET.lower() in str(r[0]).lower() for r in rows)
+    report = db.verify(deep=True)
+    assert report.ok, report.violations
+
+
+def test_purge_refuses_the_root_and_batches(db: WorldDB) -> None:
+    ref = db.write("something")
+    with pytest.raises(InvalidInput, match="root cannot be purged"):
+        db.purge(db.root_id)
+    with pytest.raises(InvalidInput, match="inside a batch"), db.batch():
+        db.purge(ref)
+    db.purge(ref)
+    db.purge(ref)  # purging twice is harmless: the tombstone stays, the content is already gone
+    assert db.verify().ok
+
+
+def test_cli_purge(file_db_path: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with WorldDB(file_db_path) as db:  # the bundled model: the CLI opens stores with it
+        ref = db.write(f"the code is {SECRET}", scope="me")
+    assert main(["purge", file_db_path, ref[:12], "--scope", "me", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["purged"] == [ref]
+    assert SECRET.lower().encode() not in _raw(file_db_path)
+    assert main(["purge", file_db_path, ref, "--scope", "nobody"]) == 2
+    assert "no scope named" in capsys.readouterr().err

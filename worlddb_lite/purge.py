@@ -1,0 +1,163 @@
+"""Audited purge (right to be forgotten): erase a memory's content for real, keep its hash.
+
+``retire`` and ``retract`` only close intervals: the text stays, readable as of the past.
+A purge erases it: the node's blob becomes NULL (the ``node_blob_immutable`` trigger lets
+exactly that through while a 'purge' session row is held), and its full-text row, vector,
+composition row and aliases are deleted, its pending extraction dropped. What is left is the
+node's id (its blake3 hash: the Merkle trees keep their leaves, so every root still
+recomputes), its place in the tree, its retracted projection and a ``tombstone`` row with the
+hash and the time.
+
+A purge takes the node, everything below it (a world's members are its content), every
+version of it (joined by supersedes) and what was extracted from it (a Fact that refers_to a
+purged Turn, an Entity that only purged nodes refer to). With a scope, nothing outside that
+scope is touched. A sibling indexed with a purged turn's text as context (the turn before it,
+see bridge.window) is re-indexed by its own text alone; its blob never held that text.
+
+Deleted bytes linger in free space, in stale cell copies of re-balanced pages, in superseded
+FTS5 segments and in the WAL. So the purge runs with ``pragma secure_delete`` (freed space is
+zeroed), rebuilds the full-text index's segments ('optimize': the purged terms leave them), and
+the facade then vacuums and checkpoints with TRUNCATE (``maintenance.wipe``). After that the text
+is nowhere in the store's files (tests/test_purge.py scans them); each step alone was not enough.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+import apsw
+
+from ._sqlite import as_int, one_row
+from .embed import embed_checked, embedding_text
+from .errors import InvalidInput, NotFound
+
+if TYPE_CHECKING:
+    from .reconciler import Txn
+    from .store import Store
+
+HOLDER = "purge"
+PROBE_CHARS = 48
+
+
+def hold(conn: apsw.Connection) -> None:
+    """Take the purge session row (inside the purge's transaction, before the reconciler's)."""
+    conn.execute("insert into reconciler_session (holder) values (?)", (HOLDER,))
+
+
+def targets(conn: apsw.Connection, store: Store, start: int, scope: int | None) -> list[int]:
+    """What purging ``start`` erases: it, its subtree, its versions, facts extracted from it.
+
+    With ``scope``, only nodes inside that world (the start must be one of them). Parents come
+    before children in the result.
+    """
+    if store.header(start).parent is None:
+        raise InvalidInput("the store's root cannot be purged; purge a scope or a memory inside it")
+    if scope is not None and not _inside(store, start, scope):
+        raise NotFound(f"{store.header(start).id.hex()[:16]} is not inside the given scope; nothing was purged "
+                       "(a scoped purge never touches another scope)")
+    seen = {start}
+    todo = [start]
+    while todo:
+        while todo:
+            nid = todo.pop()
+            found = [as_int(r[0]) for r in conn.execute(
+                "select nid from node where parent = ?1 "
+                "union select dst from edge where src = ?1 and type = 'supersedes' "
+                "union select src from edge where dst = ?1 and type = 'supersedes' "
+                "union select e.src from edge as e join node as f on f.nid = e.src join node as t on t.nid = e.dst "
+                "where e.dst = ?1 and ((e.type = 'refers_to' and f.type = 'Fact' and t.type = 'Turn') "
+                "or e.type = 'derived_from')", (nid,))]
+            todo.extend(_admit(store, found, seen, scope))
+        todo.extend(_admit(store, _orphaned_entities(conn, seen), seen, scope))
+    return sorted(seen, key=lambda n: (store.header(n).depth, n))
+
+
+def _admit(store: Store, found: Iterable[int], seen: set[int], scope: int | None) -> list[int]:
+    """The nodes of ``found`` not seen yet (and inside the scope, if one is given), now seen."""
+    new = [n for n in dict.fromkeys(found) if n not in seen and (scope is None or _inside(store, n, scope))]
+    seen.update(new)
+    return new
+
+
+def _orphaned_entities(conn: apsw.Connection, purged: set[int]) -> list[int]:
+    """Entities that only purged nodes refer to: the extractor found them in purged text."""
+    marks = json.dumps(sorted(purged))
+    return [as_int(r[0]) for r in conn.execute(
+        "select distinct e.dst from edge as e join node as n on n.nid = e.dst "
+        "where e.type = 'refers_to' and n.type = 'Entity' and e.src in (select value from json_each(?1)) "
+        "and e.dst not in (select value from json_each(?1)) and not exists (select 1 from edge as o "
+        "where o.dst = e.dst and o.type = 'refers_to' and o.src not in (select value from json_each(?1)))",
+        (marks,))]
+
+
+def erase(txn: Txn, conn: apsw.Connection, nids: Iterable[int]) -> list[str]:
+    """Erase the content of ``nids`` inside the caller's purge transaction; returns their ids."""
+    store = txn.store
+    nids = list(nids)
+    neighbours = _quoting(conn, nids)
+    ids = []
+    for nid in nids:
+        header = store.header(nid)
+        expired = conn.execute("select expired_at from node_state where nid = ?", (nid,)).fetchone()
+        if expired is not None and expired[0] is None:
+            txn.close(nid, expire=True)  # no longer believed from now on: the root covers the change
+        conn.execute("update node set body = null where nid = ? and body is not null", (nid,))
+        conn.execute("delete from node_fts where rowid = ?", (nid,))
+        conn.execute("delete from alias where nid = ?", (nid,))
+        conn.execute("update work_queue set done_at = coalesce(done_at, ?), speaker = null, said_in = null "
+                     "where turn = ?", (txn.now, nid))
+        conn.execute("insert or ignore into tombstone (id, purged_at) values (?, ?)", (header.id, txn.now))
+        ids.append(header.id.hex())
+    txn.r.composer.remove(nids)
+    _reindex_alone(txn, conn, sorted(neighbours - set(nids)))
+    # open stores keep vectors in memory and catch up by change number, which a deletion has none of:
+    # a new epoch makes every one of them (this one included) rebuild its index on its next search
+    store.set_meta([("vec_epoch", uuid.uuid4().hex)])
+    conn.execute("insert into node_fts (node_fts) values ('optimize')")  # purged terms leave the segments
+    return ids
+
+
+def _quoting(conn: apsw.Connection, nids: list[int]) -> set[int]:
+    """Siblings whose index rows quote a purged node's text (the turn before, indexed with a turn)."""
+    quoting: set[int] = set()
+    for nid in nids:
+        for parent, content in conn.execute(
+                "select parent, json_extract(body, '$.content') from node where nid = ?", (nid,)):
+            if parent is None or not content:
+                continue
+            probe = str(content)[:PROBE_CHARS]  # contexts clip long turns; their start is quoted
+            quoting.update(as_int(r[0]) for r in conn.execute(
+                "select n.nid from node as n join node_fts as f on f.rowid = n.nid "
+                "where n.parent = ? and n.nid != ? and f.content != coalesce(json_extract(n.body, '$.content'), '') "
+                "and instr(f.content, ?) > 0", (parent, nid, probe)))
+    return quoting
+
+
+def _reindex_alone(txn: Txn, conn: apsw.Connection, nids: list[int]) -> None:
+    """Index nodes by their own text only (full text, and vector when the store embeds)."""
+    embedder = txn.r.embedder
+    for nid in nids:
+        name, content, members = one_row(conn.execute(
+            "select json_extract(n.body, '$.name'), json_extract(n.body, '$.content'), s.size "
+            "from node as n join node_state as s on s.nid = n.nid where n.nid = ?", (nid,)).fetchone())
+        conn.execute("delete from node_fts where rowid = ?", (nid,))
+        txn.store.index_texts([(nid, name or "", content or "")])
+        text = embedding_text(name, content)
+        if embedder is None or members or not text:
+            continue  # caller-supplied vectors (no text in them) and worlds keep theirs
+        vector = embed_checked(embedder, [text], txn.r.dim)[0]
+        txn.r.composer.remove([nid])
+        txn.r.composer.commit([(nid, vector)])
+
+
+def _inside(store: Store, nid: int, world: int) -> bool:
+    header = store.header(nid)
+    while True:
+        if header.nid == world:
+            return True
+        if header.parent is None:
+            return False
+        header = store.header(header.parent)
