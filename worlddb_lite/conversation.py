@@ -121,6 +121,7 @@ def ingest(db: WorldDB, conversation: ConversationIn, *,
                                    "from the future: check the dataset's dates or the machine's clock")
     ids: list[str] = []
     counts = IngestStats()
+    speaker_entities: dict[str, str] = {}  # speaker -> person entity, resolved once per conversation
     with db.batch():
         home, *shared = [db.scope(name) for name in conversation.scopes]
         for session in conversation.sessions:
@@ -162,7 +163,7 @@ def ingest(db: WorldDB, conversation: ConversationIn, *,
                 found = extractor.extract(turn.text, speaker=turn.speaker, said_at=said_at)
                 if found.entities or found.facts or turn.speaker:
                     remember(db, found, turn=turn_id, scope=home, said_at=said_at,
-                             said_in=conversation.conversation_id, speaker=turn.speaker)
+                             said_in=conversation.conversation_id, speaker=turn.speaker, speakers=speaker_entities)
     if stats is not None:  # counted once the conversation has landed
         stats.turns += counts.turns
         stats.below_gate += counts.below_gate

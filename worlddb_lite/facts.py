@@ -20,11 +20,14 @@ if TYPE_CHECKING:
 
 
 def remember(db: WorldDB, found: Extraction, *, turn: str, scope: str, said_at: str,
-             said_in: str | None = None, speaker: str | None = None) -> list[str]:
+             said_in: str | None = None, speaker: str | None = None,
+             speakers: dict[str, str] | None = None) -> list[str]:
     """Write ``found`` into the scope world ``scope``; returns the new fact ids.
 
     ``turn`` is the source turn, ``said_in`` its conversation (orders facts said at one time),
     ``speaker`` who said it: a person entity the turn refers_to, the subject of its first-person facts.
+    ``speakers`` (speaker name -> entity id) is kept by a caller writing many turns of one scope in one
+    transaction, so a speaker is resolved once, not once per turn.
     """
     entities: dict[str, str] = {}
     mentions = list(found.entities)
@@ -32,8 +35,14 @@ def remember(db: WorldDB, found: Extraction, *, turn: str, scope: str, said_at: 
         # the person who said the turn: the entity graph then reaches their turns and first-person facts
         mentions.insert(0, EntityMention(speaker.strip(), "person"))
     for mention in mentions:
-        entity, _ = db.resolve_entity(mention.name, world=scope, aliases=mention.aliases, kind=mention.kind,
-                                      valid_at=said_at, source="extractor")
+        known = speakers.get(mention.name) if speakers is not None and mention.name == speaker else None
+        if known is not None:
+            entity = known
+        else:
+            entity, _ = db.resolve_entity(mention.name, world=scope, aliases=mention.aliases, kind=mention.kind,
+                                          valid_at=said_at, source="extractor")
+            if speakers is not None and mention.name == speaker:
+                speakers[mention.name] = entity
         entities[mention.name] = entity
         db.link(turn, entity, "refers_to", valid_at=said_at)  # as of a past date, the graph is as it was
     facts = []
