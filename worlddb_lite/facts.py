@@ -4,8 +4,9 @@ Everything goes through the facade inside the caller's transaction, so a turn an
 learned from it land together. A fact on a functional slot that already holds another value
 supersedes it when it became true later (the old value's validity closes at the new one's
 valid time), is superseded by it when it is older, and contradicts it at the same time.
-Entities are matched exactly by name or alias inside the scope (the tiered resolver is a
-later issue).
+Entities go through the tiered resolver (resolver.py) inside the scope: an exact name or alias
+is that entity; any other match writes a new entity with a pending same_as proposal, so
+"Sara" never silently becomes "Sarah".
 """
 
 from __future__ import annotations
