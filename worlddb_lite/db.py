@@ -633,9 +633,7 @@ class WorldDB:
         self._settle(indexes=False)  # edges (same_as classes); names are indexed at once
         with _sqlite.translate():
             if scope is not None:
-                raw = node_id(node_body("Scope", self._store.header(self._root).id.hex(),
-                                        _text(scope, "scope", required=True), None, None, None))
-                inside = self._store.nid_of(raw)
+                inside = self._existing_scope(scope)
                 if inside is None:
                     return New()  # nothing is known in a scope that does not exist yet
             else:
@@ -922,14 +920,19 @@ class WorldDB:
             return vector
         return self._reconciler.check_vector(query)
 
+    def _existing_scope(self, name: str) -> int | None:
+        """The Scope called ``name`` (its id depends on its name alone), or None: reads never create one."""
+        name = _text(name, "scope", required=True) or ""
+        return self._store.nid_of(node_id(node_body("Scope", self._store.header(self._root).id.hex(), name,
+                                                    None, None, None)))
+
     def _scope_id(self, name: str) -> str:
         """The id of the Scope called ``name``, which must exist (a recall never creates one)."""
-        name = _text(name, "scope", required=True) or ""
-        raw = node_id(node_body("Scope", self._store.header(self._root).id.hex(), name, None, None, None))
-        if self._store.nid_of(raw) is None:
+        nid = self._existing_scope(name)
+        if nid is None:
             raise NotFound(f"no scope named {name!r} in {self.path}; write into it first, or leave scope out "
                            "to recall from the whole store")
-        return raw.hex()
+        return self._store.header(nid).id.hex()
 
     def _view(self, as_of: TimeLike | None, known_as_of: TimeLike | None, include_superseded: bool, *,
               world: str | None) -> ReadView:
