@@ -67,14 +67,15 @@ def bm25(conn: apsw.Connection, query: str, valid: str, belief: str, *, k: int,
     return [(as_int(nid), as_float(score)) for nid, score in rows]
 
 
-def visible_among(conn: apsw.Connection, nids: list[int], valid: str, belief: str, *,
-                  include_superseded: bool) -> set[int]:
-    """Which of ``nids`` are visible at (valid, belief): the validity filter of a vector search."""
-    return {
-        as_int(r[0]) for r in conn.execute(
-            "select s.nid from node_state as s where s.nid in (select value from json_each(?3)) and "
-            + predicate(include_superseded), (valid, belief, json.dumps(nids)))
-    }
+def visible_among(conn: apsw.Connection, nids: Sequence[int], valid: str, belief: str, *,
+                  include_superseded: bool, types: Sequence[str] | None = None) -> set[int]:
+    """Which of ``nids`` are visible at (valid, belief), and of ``types`` when given: a lane's validity filter."""
+    type_filter = "" if types is None else f"and n.type in ({_marks(len(types), 4)}) "
+    join = "" if types is None else "join node as n on n.nid = s.nid "
+    return {as_int(r[0]) for r in conn.execute(
+        f"select s.nid from node_state as s {join}where s.nid in (select value from json_each(?3)) "
+        f"{type_filter}and {predicate(include_superseded)}",
+        (valid, belief, json.dumps(list(nids)), *(types or ())))}
 
 
 def root_at(conn: apsw.Connection, world: int, at: str) -> bytes | None:
@@ -161,16 +162,6 @@ def fts_ranked(conn: apsw.Connection, query: str, limit: int) -> list[tuple[int,
     rows = conn.execute("select rowid, -rank from node_fts where node_fts match ? order by rank limit ?",
                         (query, limit))
     return [(as_int(nid), as_float(score)) for nid, score in rows]
-
-
-def visible_of_types(conn: apsw.Connection, nids: Sequence[int], types: Sequence[str] | None, valid: str,
-                     belief: str, *, include_superseded: bool) -> set[int]:
-    """Which of ``nids`` are visible at (valid, belief) and of ``types`` (any type when None)."""
-    type_filter = "" if types is None else f"and n.type in ({_marks(len(types), 4)}) "
-    return {as_int(r[0]) for r in conn.execute(
-        "select s.nid from node_state as s join node as n on n.nid = s.nid "
-        f"where s.nid in (select value from json_each(?3)) {type_filter}and {predicate(include_superseded)}",
-        (valid, belief, json.dumps(list(nids)), *(types or ())))}
 
 
 def inside_sql(memberships: int, include_superseded: bool) -> str:

@@ -92,8 +92,8 @@ def text_lane(view: ReadView, query: str, depth: int, *, types: Sequence[str] | 
     fetch = 2 * depth
     while True:  # most matches pass the filters: start near the depth wanted, deepen only when short
         ranked = [nid for nid, _ in reads.fts_ranked(view.conn, expression, fetch)]
-        shown = reads.visible_of_types(view.conn, ranked, types, view.valid, view.belief,
-                                       include_superseded=view.include_superseded)
+        shown = reads.visible_among(view.conn, ranked, view.valid, view.belief,
+                                    include_superseded=view.include_superseded, types=types)
         kept = [nid for nid in ranked if nid in shown]
         if view.world is not None:
             kept = view.inside(kept)
