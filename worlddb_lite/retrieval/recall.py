@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from .. import reads
 from ..types import Hit, Node, Reason
 from .fusion import LANE_WEIGHTS, rrf
-from .lanes import entity_lane, text_lane, vector_lane
+from .lanes import EntityPath, entity_lane, text_lane, vector_lane
 from .view import ReadView
 
 if TYPE_CHECKING:
@@ -39,20 +39,32 @@ def recall(view: ReadView, query: str, *, k: int, reranker: Reranker | None = No
     fused = [nid for nid, _ in ranked]
     fused, stale = stale_after_fresh(view, fused, STALE_DEPTH)
     score = dict(ranked)
-    reasons: dict[int, list[Reason]] = {}
-    for lane, ranking in lanes.items():
-        for rank, nid in enumerate(ranking, start=1):
-            path = paths.get(nid) if lane == "entity" else None
-            edge = view.store.edge_row(path.edge).id.hex() if path is not None else None
-            reasons.setdefault(nid, []).append(Reason(lane, rank, path.alias if path else None, edge))
-    for nid in stale:
-        reasons[nid].append(Reason("stale", fused.index(nid) + 1))  # moved below the turn that superseded it
+    # moved below the turn that superseded it; the reranker adds its ranks here too
+    later: dict[int, list[Reason]] = {nid: [Reason("stale", fused.index(nid) + 1)] for nid in stale}
     if reranker is not None and fused:
-        fused = _rerank(view, reranker, query, fused, rerank_depth, reasons)
+        fused = _rerank(view, reranker, query, fused, rerank_depth, later)
     top = fused[:k]
     nodes = view.nodes(top)
     turns = _turns(view, nodes, top)
-    return [Hit(node, score[nid], turns[nid], tuple(reasons[nid])) for node, nid in zip(nodes, top, strict=True)]
+    ranks = {lane: {nid: rank for rank, nid in enumerate(ranking, start=1)} for lane, ranking in lanes.items()}
+    return [Hit(node, score[nid], turns[nid], (*_lane_reasons(view, nid, ranks, paths), *later.get(nid, ())))
+            for node, nid in zip(nodes, top, strict=True)]
+
+
+def _lane_reasons(view: ReadView, nid: int, ranks: dict[str, dict[int, int]],
+                  paths: dict[int, EntityPath]) -> list[Reason]:
+    """The lanes that ranked a returned hit, at which rank, and (entity lane) the name and edge followed.
+
+    Built for the returned hits only: naming an edge costs a row read.
+    """
+    reasons = []
+    for lane, rank_of in ranks.items():
+        if nid not in rank_of:
+            continue
+        path = paths.get(nid) if lane == "entity" else None
+        edge = view.store.edge_row(path.edge).id.hex() if path is not None else None
+        reasons.append(Reason(lane, rank_of[nid], path.alias if path else None, edge))
+    return reasons
 
 
 def _rerank(view: ReadView, reranker: Reranker, query: str, fused: list[int], depth: int,
@@ -63,7 +75,7 @@ def _rerank(view: ReadView, reranker: Reranker, query: str, fused: list[int], de
     scores = reranker.score(query, [" ".join(t for t in (n.name, n.content) if t) for n in nodes])
     order = sorted(range(len(head)), key=lambda i: (-float(scores[i]), i))
     for rank, i in enumerate(order, start=1):
-        reasons[head[i]].append(Reason("rerank", rank))
+        reasons.setdefault(head[i], []).append(Reason("rerank", rank))
     return [head[i] for i in order] + fused[depth:]
 
 
