@@ -31,6 +31,7 @@ from worlddb_lite import (
     UnknownEdgeType,
     WorldDB,
     WorldDBError,
+    _sqlite,
 )
 from worlddb_lite.edges import BaseEdgeType, CloseValidity, EdgeDraft
 from worlddb_lite.retrieval.lanes import fts_query
@@ -55,7 +56,8 @@ def test_open_new_store_has_a_root_and_verifies(db: WorldDB) -> None:
     assert len(db.root()) == 64
     assert db.verify().ok
     stats = db.stats()
-    assert stats["embedder"] == "fake-hash-32" and stats["dim"] == 32 and stats["schema_version"] == 1
+    assert stats["embedder"] == "fake-hash-32" and stats["dim"] == 32
+    assert stats["schema_version"] == _sqlite.SCHEMA_VERSION
     assert stats["nodes"] == 1 and stats["edges"] == 0
 
 

@@ -21,6 +21,7 @@ from .errors import (
     NotCurrent,
     NotFound,
     SchemaTooNew,
+    SchemaTooOld,
     StoreBusy,
     StoreError,
     UnknownEdgeType,
@@ -50,6 +51,6 @@ __all__ = [
     "EdgeType", "Embedder", "EmbedderError", "EmbedderMismatch", "Expand", "Filter", "Hit", "Identity",
     "IntegrityViolation", "InvalidId", "InvalidInput", "InvalidTime", "MergeError", "MergeProposal", "MergeStatus",
     "Node", "NotAStore", "NotCurrent", "NotFound", "PreferSummaries", "QuerySpec", "Reason", "Recall", "SchemaTooNew",
-    "StaticEmbedder", "StoreBusy", "StoreError", "Subgraph", "UnknownEdgeType", "ValidityError", "VerifyReport",
-    "WhereConnected", "WorldDB", "WorldDBError", "__version__",
+    "SchemaTooOld", "StaticEmbedder", "StoreBusy", "StoreError", "Subgraph", "UnknownEdgeType", "ValidityError",
+    "VerifyReport", "WhereConnected", "WorldDB", "WorldDBError", "__version__",
 ]

@@ -27,7 +27,7 @@ from .errors import (
     WorldDBError,
 )
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: porter stems in node_fts, index edge_type (migrations.py lifts version 1)
 BUSY_TIMEOUT_MS = 5_000
 WAL_CHECKPOINT_PAGES = 10_000
 T = TypeVar("T")
@@ -115,7 +115,10 @@ def user_version(conn: apsw.Connection) -> int:
 
 
 def check(conn: apsw.Connection, path: str, create: bool) -> bool:
-    """Decide whether the file is an empty new store (True) or an existing one (False); write nothing."""
+    """Decide whether the file is an empty new store (True) or an existing one (False); write nothing.
+
+    A store newer than this code is refused; an older one is accepted here and migrated by the caller.
+    """
     try:
         version = user_version(conn)
         tables = {r[0] for r in conn.execute("select name from sqlite_schema where type = 'table'")}
@@ -143,11 +146,7 @@ def check(conn: apsw.Connection, path: str, create: bool) -> bool:
             f"{path} has schema version {version}, newer than this worlddb_lite "
             f"(version {SCHEMA_VERSION}); upgrade worlddb_lite to open it"
         )
-    if version < SCHEMA_VERSION:
-        raise SchemaTooNew(  # no older version exists yet; migrations land with version 2
-            f"{path} has schema version {version}, which this worlddb_lite cannot migrate"
-        )
-    return False
+    return False  # an older version is lifted by migrations.migrate once the pragmas are set
 
 
 def install(conn: apsw.Connection, meta: list[tuple[str, str]]) -> None:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from . import _sqlite, identity, reads, traverse, vector_lane
+from . import _sqlite, identity, migrations, reads, traverse, vector_lane
 from .edges import EdgeRegistry, EdgeType, EndView
 from .embed import Embedder, StaticEmbedder, embed_checked, embedding_text
 from .errors import EmbedderMismatch, InvalidInput, NotCurrent, NotFound
@@ -178,6 +178,10 @@ class WorldDB:
                 compose = self._meta_value("compose") or compose
             self.compose = compose
             _sqlite.configure(self._conn, self.path)
+            # the version this file had before it was lifted to the current schema (None: it was current)
+            self.migrated_from: int | None = None
+            if not new and _sqlite.user_version(self._conn) < _sqlite.SCHEMA_VERSION:
+                self.migrated_from = migrations.migrate(self._conn, self.path)
             self._store = Store(self._conn)
             self._registry = EdgeRegistry()
             self._reconciler = Reconciler(

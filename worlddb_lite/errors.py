@@ -69,6 +69,10 @@ class SchemaTooNew(WorldDBError, RuntimeError):
     """The store was written by a newer worlddb_lite; upgrade the package to open it."""
 
 
+class SchemaTooOld(WorldDBError, RuntimeError):
+    """The store was written by a version of worlddb_lite too old for this one to migrate."""
+
+
 class EmbedderMismatch(WorldDBError, RuntimeError):
     """The store was embedded with another model than the one configured."""
 

@@ -1,0 +1,163 @@
+"""Schema migrations, on a store written by the previous version (tests/fixtures/store-v1.db).
+
+The fixture was written by commit 1c0d9c9 with tests/fixtures/make_store.py; every test works on
+a copy, so the fixture itself never changes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+from pathlib import Path
+from typing import Any
+
+import apsw
+import pytest
+
+from worlddb_lite import SchemaTooNew, SchemaTooOld, WorldDB, _sqlite, migrations
+from worlddb_lite.cli import main
+
+FIXTURE = Path(__file__).parent / "fixtures" / "store-v1.db"
+
+
+@pytest.fixture
+def old_store(tmp_path: Path) -> Path:
+    path = tmp_path / "old.db"
+    shutil.copyfile(FIXTURE, path)
+    return path
+
+
+def raw_contents(path: Path) -> dict[str, Any]:
+    """Every table's rows (full-text rows by rowid and text), read without worlddb_lite."""
+    conn = apsw.Connection(str(path))
+    try:
+        tables = [r[0] for r in conn.execute(
+            "select name from sqlite_schema where type = 'table' and name not like 'node_fts%' "
+            "and name not like 'sqlite_%' order by name")]
+        out = {t: sorted(conn.execute(f"select * from {t}").fetchall(), key=repr) for t in tables}
+        out["node_fts"] = conn.execute("select rowid, name, content from node_fts order by rowid").fetchall()
+        out["user_version"] = conn.execute("pragma user_version").fetchall()
+        return {k: hashlib.sha256(repr(v).encode()).hexdigest() for k, v in out.items()}
+    finally:
+        conn.close()
+
+
+def schema_objects(conn: apsw.Connection) -> dict[str, str]:
+    """Name -> type of every table, index, view and trigger (FTS5's own shadow tables left out)."""
+    return {name: kind for kind, name in conn.execute(
+        "select type, name from sqlite_schema where name not like 'node_fts_%' and name not like 'sqlite_%'")}
+
+
+def test_fixture_is_a_version_1_store() -> None:
+    conn = apsw.Connection(str(FIXTURE), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        assert conn.execute("pragma user_version").fetchall()[0][0] == 1
+        fts_sql = conn.execute("select sql from sqlite_schema where name = 'node_fts'").fetchall()[0][0]
+        assert "porter" not in fts_sql
+    finally:
+        conn.close()
+
+
+def test_opening_a_version_1_store_lifts_it_and_keeps_every_hash(old_store: Path) -> None:
+    before = apsw.Connection(str(old_store))
+    root = bytes(before.execute("select s.root from node as n join node_state as s on s.nid = n.nid "
+                                "where n.parent is null").fetchall()[0][0]).hex()
+    counts = {t: before.execute(f"select count(*) from {t}").fetchall()[0][0]
+              for t in ("node", "edge", "root_log", "state_log", "alias", "node_vec", "node_fts")}
+    before.close()
+
+    db = WorldDB(old_store)
+    assert db.migrated_from == 1
+    assert db.stats()["schema_version"] == _sqlite.SCHEMA_VERSION
+    assert db.root() == root  # layout changed, content did not
+    assert db.verify().ok
+    assert db.verify_root_history() == []
+    conn = db._conn
+    assert {t: conn.execute(f"select count(*) from {t}").fetchall()[0][0] for t in counts} == counts
+    assert conn.execute("select value from meta where key = 'schema_version'").fetchall()[0][0] == "2"
+    db.close()
+
+    again = WorldDB(old_store)
+    assert again.migrated_from is None  # already current: nothing to do the second time
+    again.close()
+
+
+def test_a_migrated_store_has_the_layout_of_a_new_one(old_store: Path, tmp_path: Path) -> None:
+    WorldDB(old_store).close()
+    WorldDB(tmp_path / "new.db").close()
+    old, new = apsw.Connection(str(old_store)), apsw.Connection(str(tmp_path / "new.db"))
+    try:
+        assert schema_objects(old) == schema_objects(new)
+        for conn in (old, new):
+            fts = conn.execute("select sql from sqlite_schema where name = 'node_fts'").fetchall()[0][0]
+            assert "tokenize = 'porter unicode61 remove_diacritics 2'" in fts
+            assert conn.execute("select count(*) from sqlite_schema where name = 'edge_type'").fetchall()[0][0] == 1
+    finally:
+        old.close()
+        new.close()
+
+
+def test_the_migrated_full_text_index_stems_and_recall_works(old_store: Path) -> None:
+    db = WorldDB(old_store)
+    try:
+        # "runs" and "running" share the stem "run" only with the porter tokenizer of version 2
+        hits = db.search("runs")
+        assert any("marathon" in (node.content or "") for node, _ in hits)
+        top = db.recall("where does Ana live now?", scope="ana", k=3)
+        assert any("Denver" in (h.node.content or "") for h in top.hits)
+        new = db.write("I started running again", scope="ana")
+        assert new in {node.id for node, _ in db.search("runs", k=10)}
+        assert db.verify().ok
+    finally:
+        db.close()
+
+
+def test_a_failed_migration_leaves_the_old_file_as_it_was(old_store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    before = raw_contents(old_store)
+    real = migrations.STEPS[1]
+
+    def half_then_crash(conn: apsw.Connection) -> None:
+        real(conn)
+        raise OSError("disk pulled out mid-migration")
+
+    monkeypatch.setitem(migrations.STEPS, 1, half_then_crash)
+    with pytest.raises(OSError, match="mid-migration"):
+        WorldDB(old_store)
+    assert raw_contents(old_store) == before  # one transaction: all of it or none
+    monkeypatch.setitem(migrations.STEPS, 1, real)
+    db = WorldDB(old_store)
+    assert db.migrated_from == 1 and db.verify().ok
+    db.close()
+
+
+def test_a_version_without_a_migration_path_is_refused_unchanged(old_store: Path) -> None:
+    conn = apsw.Connection(str(old_store))
+    conn.execute("pragma user_version = 0")  # older than any version a step exists for
+    conn.close()
+    before = old_store.read_bytes()
+    with pytest.raises(SchemaTooOld, match="version 0"):
+        WorldDB(old_store)
+    assert old_store.read_bytes() == before
+
+
+def test_a_newer_version_is_refused_with_the_upgrade_hint(old_store: Path) -> None:
+    conn = apsw.Connection(str(old_store))
+    conn.execute(f"pragma user_version = {_sqlite.SCHEMA_VERSION + 1}")
+    conn.close()
+    with pytest.raises(SchemaTooNew, match="upgrade worlddb_lite"):
+        WorldDB(old_store)
+
+
+def test_every_version_below_the_current_has_a_step() -> None:
+    assert all(migrations.can_migrate(v) for v in range(1, _sqlite.SCHEMA_VERSION + 1))
+    assert not migrations.can_migrate(0)
+    assert "porter" in migrations.schema_statement("node_fts")
+    with pytest.raises(LookupError):
+        migrations.schema_statement("no_such_table")
+
+
+def test_the_cli_opens_and_lifts_an_old_store(old_store: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["verify", str(old_store)]) == 0
+    conn = apsw.Connection(str(old_store))
+    assert conn.execute("pragma user_version").fetchall()[0][0] == _sqlite.SCHEMA_VERSION
+    conn.close()

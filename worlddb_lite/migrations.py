@@ -1,0 +1,80 @@
+"""Schema migrations: lift an older store file to the current schema, all steps in one transaction.
+
+Each step moves a file from version N to N + 1 and takes the definitions it creates from
+``schema.sql`` itself, so the packaged schema stays the one description of the layout. Steps
+change layout only; no node, edge or root is rewritten, so every hash and Merkle root of the
+store is the same after a migration as before it (the tests check this on a fixture written
+by the previous version).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+import apsw
+
+from ._sqlite import SCHEMA_VERSION, as_int, schema_sql, translate, with_retry
+from .errors import SchemaTooOld
+
+
+def schema_statement(name: str) -> str:
+    """The ``create ...`` statement of ``schema.sql`` that defines the table or index ``name``."""
+    found = re.search(rf"^create (?:virtual table|table|index|unique index) {re.escape(name)}\b[^;]*;",
+                      schema_sql(), re.MULTILINE)
+    if found is None:
+        raise LookupError(f"schema.sql defines no {name!r}")
+    return found.group(0)
+
+
+def _to_v2(conn: apsw.Connection) -> None:
+    """Version 2: porter stems in the full-text index; membership edges indexed by (type, src)."""
+    conn.execute(schema_statement("edge_type"))
+    # FTS5 fixes its tokenizer at creation: build the new table beside the old, copy every row
+    # (text and index-only context alike, rowids kept), then take the old one's name
+    new_fts = schema_statement("node_fts").replace("node_fts", "node_fts_migrating", 1)
+    conn.execute(new_fts)
+    conn.execute("insert into node_fts_migrating (rowid, name, content) select rowid, name, content from node_fts")
+    conn.execute("drop table node_fts")
+    conn.execute("alter table node_fts_migrating rename to node_fts")
+
+
+# STEPS[n] lifts a file from version n to n + 1.
+STEPS: dict[int, Callable[[apsw.Connection], None]] = {1: _to_v2}
+assert all(v in STEPS for v in range(min(STEPS), SCHEMA_VERSION)), "a schema version bump needs its step"
+
+
+def can_migrate(version: int) -> bool:
+    """Whether a file at ``version`` can be lifted to the current schema."""
+    return version == SCHEMA_VERSION or (version in STEPS and all(v in STEPS for v in range(version, SCHEMA_VERSION)))
+
+
+def migrate(conn: apsw.Connection, path: str) -> int:
+    """Lift the file to ``SCHEMA_VERSION`` in one write transaction; return the version it had.
+
+    A crash or error part-way leaves the file at its old version (the transaction rolls back).
+    Another process migrating at the same time is harmless: the version is read again under
+    the write lock, and a file already current is left alone.
+    """
+
+    def run() -> int:
+        conn.execute("begin immediate")
+        try:
+            found = as_int(conn.execute("pragma user_version").fetchall()[0][0])
+            if not can_migrate(found):
+                raise SchemaTooOld(f"{path} has schema version {found}, which this worlddb_lite cannot migrate "
+                                   f"(it lifts versions {min(STEPS)} to {SCHEMA_VERSION}); open it with the "
+                                   "worlddb_lite that wrote it and export what you need")
+            for version in range(found, SCHEMA_VERSION):
+                STEPS[version](conn)
+            conn.execute(f"pragma user_version = {SCHEMA_VERSION}")
+            conn.execute("update meta set value = ? where key = 'schema_version'", (str(SCHEMA_VERSION),))
+            conn.execute("commit")
+            return found
+        except BaseException:
+            if not conn.getautocommit():
+                conn.execute("rollback")
+            raise
+
+    with translate():
+        return with_retry(run)
