@@ -338,3 +338,75 @@ def test_verify_reports_a_damaged_file_instead_of_crashing(file_db_path: str, cl
     finally:
         db.close()
     assert not report.ok and any(v.invariant == "sqlite" for v in report.violations)
+
+
+# ---- verify --deep: every logged root, replayed from the history -------------------------------
+
+
+def _deep_history_violations(path: str) -> list[str]:
+    with WorldDB(path, embedder=FakeEmbedder()) as db:
+        report = db.verify(deep=True)
+        assert report.checked["logged_roots"] > 0
+        return [d for inv, d in ((v.invariant, v.detail) for v in report.violations)
+                if inv == "2-merkle" and "root history diverges" in d]
+
+
+def test_deep_verify_replays_every_logged_root(store: tuple[str, dict[str, str]]) -> None:
+    path, _ = store
+    with WorldDB(path, embedder=FakeEmbedder()) as db:
+        seen: list[str] = []
+        report = db.verify(deep=True, progress=seen.append)
+        assert report.ok, report.violations
+        conn = db._conn
+        nameable = conn.execute("select count(*) from (select distinct world, at from root_log)").fetchone()[0]
+        assert report.checked["logged_roots"] == nameable
+        assert any(s.startswith("root history") for s in seen)
+        assert "logged_roots" not in db.verify().checked  # the plain check does not replay
+
+
+def test_deep_verify_names_the_first_divergence_of_a_rewritten_past(store: tuple[str, dict[str, str]]) -> None:
+    """A past state change rewritten: today's state still checks out; only the replay sees it."""
+    path, ids = store
+    kettle = _nid(path, ids["a"])
+    conn = apsw.Connection(path)
+    (at,) = conn.execute("select at from state_log where kind = 'node' and ref = ? order by lid limit 1",
+                         (kettle,)).fetchone()
+    conn.close()
+    _tamper(path, "update state_log set closed_at = '2099-01-01T00:00:00.000000Z' "
+                  "where lid = (select min(lid) from state_log where kind = 'node' and ref = ?)", (kettle,))
+    with WorldDB(path, embedder=FakeEmbedder()) as db:
+        assert db.verify().ok  # the present is intact
+    found = _deep_history_violations(path)
+    assert len(found) == 1 and f"diverges first at {at}" in found[0], found
+
+
+def test_deep_verify_names_a_forged_root_in_the_middle_of_the_log(store: tuple[str, dict[str, str]]) -> None:
+    path, ids = store
+    home = _nid(path, ids["home"])
+    conn = apsw.Connection(path)
+    lids = [r[0] for r in conn.execute("select lid from root_log where world = ? order by lid", (home,))]
+    (at,) = conn.execute("select at from root_log where lid = ?", (lids[1],)).fetchone()
+    conn.close()
+    _tamper(path, "update root_log set root = randomblob(32) where lid = ?", (lids[1],), session=False)
+    found = _deep_history_violations(path)
+    assert len(found) == 1 and f"diverges first at {at}" in found[0] and ids["home"][:16] in found[0], found
+
+
+def test_the_in_memory_tree_of_the_replay_matches_a_tree_built_from_scratch() -> None:
+    import random
+
+    from worlddb_lite.root_replay import _Tree
+    from worlddb_lite.worlds import compute_top
+
+    rng = random.Random(7)
+    tree, leaves = _Tree(), []
+    for step in range(300):
+        if leaves and rng.random() < 0.4:
+            slot = rng.randrange(len(leaves))
+        else:
+            slot = len(leaves)
+            leaves.append(b"")
+        leaves[slot] = rng.randbytes(32)
+        tree.set(slot, leaves[slot])
+        if rng.random() < 0.5 or step < 20:  # several changes between tops too
+            assert tree.top() == compute_top(leaves), step

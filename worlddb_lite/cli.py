@@ -211,7 +211,8 @@ def cmd_merge(args: argparse.Namespace) -> Any:
 
 @command("verify", "recompute every hash and root and check every invariant; non-zero exit on violations",
          _with(lambda p: p.add_argument("--deep", action="store_true",
-                                        help="also recompose every world's embedding from its members")))
+                                        help="also recompute every world root in the history log and "
+                                             "recompose every world's embedding")))
 def cmd_verify(args: argparse.Namespace) -> Any:
     with _open(args) as db:
         return db.verify(deep=args.deep,

@@ -857,7 +857,7 @@ class WorldDB:
         """
         self._settle()
         vector = self._query_vector(query)
-        if types is not None and (isinstance(types, str) or not all(isinstance(t, str) for t in types)):
+        if types is not None and (not isinstance(types, (list, tuple)) or not all(isinstance(t, str) for t in types)):
             raise InvalidInput("types must be a list of node type names, e.g. ['Turn', 'Fact']")
         k = _count(k, "k", 4096)
         with _sqlite.translate():
@@ -1053,7 +1053,8 @@ class WorldDB:
     def verify(self, *, deep: bool = False, progress: Callable[[str], None] | None = None) -> VerifyReport:
         """Recompute every hash and root and check every invariant of DESIGN.md.
 
-        ``deep`` also recomposes every world's embedding from its members' vectors.
+        ``deep`` also recomposes every world's embedding from its members' vectors and recomputes
+        every world root in the history log, reporting the first divergence.
         """
         self._settle()
         from .verify import verify_store

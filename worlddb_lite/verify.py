@@ -17,9 +17,9 @@ import numpy as np
 from ._sqlite import one_row
 from .composition import compose_from_scratch
 from .edges import EdgeRegistry
-from .errors import NotFound
-from .hashing import EMPTY_TREE, edge_body, edge_id, edge_leaf, node_id, state_bytes, world_root
-from .store import EdgeRow, NodeRow, Store, node_state_bytes
+from .hashing import EMPTY_TREE, edge_body, edge_id, edge_leaf, node_id, world_root
+from .root_replay import replay
+from .store import EdgeRow, NodeRow, Store
 from .types import VerifyReport, Violation
 from .vector_table import VectorTable
 from .worlds import compute_levels
@@ -43,7 +43,8 @@ def verify_store(
 ) -> VerifyReport:
     """Check the whole store; return what was checked and every violation.
 
-    ``deep`` also recomposes every world's embedding from its children's vectors.
+    ``deep`` also recomposes every world's embedding from its children's vectors and replays the
+    history to recompute every world root ever logged, naming the first that diverges.
     """
     say = progress or (lambda _msg: None)
     out: list[Violation] = []
@@ -109,10 +110,11 @@ def verify_store(
     for nid in sorted(fts - texts)[:20]:
         bad("7-indexes", f"full-text row {nid} belongs to no node with text")
     vec = _check_vectors(conn, store, nodes, texts, embeds_every_text, deep, bad)
+    history = _check_root_history(conn, say, bad) if deep else 0
 
     return VerifyReport(
         checked={"nodes": len(nodes), "edges": len(edges), "worlds": checked_worlds,
-                 "fts_rows": len(fts), "vector_rows": len(vec)},
+                 "fts_rows": len(fts), "vector_rows": len(vec), **({"logged_roots": history} if deep else {})},
         violations=tuple(out),
     )
 
@@ -287,55 +289,30 @@ def _check_roots(
     return worlds
 
 
-def recompute_root_at(conn: apsw.Connection, world: int, at: str) -> bytes:
-    """The root ``world`` had at belief time ``at``, rebuilt from the nodes, edges and state log.
-
-    Members are the nodes and edges created by then; each projection is its initial state
-    overridden by the last state_log entry at or before ``at``.
-    """
-    later: dict[tuple[str, int], tuple[str | None, str | None, str | None, int]] = {}
-    for kind, ref, invalid_at, closed_at, expired_at, retired in conn.execute(
-        "select kind, ref, invalid_at, closed_at, expired_at, retired from state_log "
-        "where at <= ? order by lid", (at,)
-    ):
-        later[(kind, int(ref))] = (invalid_at, closed_at, expired_at, int(retired))
-    members = []
-    for nid, raw, parent, slot, depth, valid_at, created_at in conn.execute(
-        "with recursive sub(nid) as (select ?1 union select n.nid from node as n join sub on n.parent = sub.nid) "
-        "select n.nid, n.id, n.parent, n.slot, n.depth, s.valid_at, s.created_at from sub "
-        "join node as n on n.nid = sub.nid join node_state as s on s.nid = n.nid where s.created_at <= ?2",
-        (world, at),
-    ):
-        invalid_at, closed_at, expired_at, retired = later.get(("node", int(nid)), (None, None, None, 0))
-        state = node_state_bytes(valid_at, invalid_at, closed_at, created_at, expired_at, retired)
-        members.append(Member(int(nid), bytes(raw), None if nid == world else parent, slot, depth, state))
-    inside = {m.nid for m in members}
-    leaves = []
-    for eid, raw, edge_world, slot, valid_at, created_at in conn.execute(
-        "select eid, id, world, slot, valid_at, created_at from edge where created_at <= ?", (at,)
-    ):
-        if edge_world in inside:
-            invalid_at, closed_at, _, _ = later.get(("edge", int(eid)), (None, None, None, 0))
-            state = state_bytes(valid_at, invalid_at, closed_at, created_at, None)
-            leaves.append((int(edge_world), int(slot), edge_leaf(bytes(raw), state)))
-    computed = compute_roots(members, leaves, lambda _i, _d: None)
-    if world not in computed:
-        raise NotFound(f"world {world} did not exist at {at}")
-    return computed[world][0]
+def root_history_divergences(conn: apsw.Connection, world: int | None = None,
+                             progress: Callable[[str], None] | None = None) -> list[Violation]:
+    """Replay the history and report every logged root (of ``world``, or of all) that does not recompute."""
+    say = progress or (lambda _msg: None)
+    _, wrong = replay(conn, world=world, progress=lambda done, total: say(f"root history {done}/{total}"))
+    return [Violation("2-merkle", f"logged root {d.logged.hex()[:16]} of world {_hex_id(conn, d.world)} "
+                                  f"at {d.at} does not recompute from the history") for d in wrong]
 
 
-def root_history_divergences(conn: apsw.Connection, world: int) -> list[Violation]:
-    """Recompute every logged root of ``world`` and report the ones that do not match."""
-    out = []
-    for lid, root, at in conn.execute("select lid, root, at from root_log where world = ? order by lid", (world,)):
-        last = one_row(conn.execute(
-            "select lid from root_log where world = ? and at <= ? order by lid desc limit 1", (world, at)
-        ).fetchone())[0]
-        if last != lid:
-            continue  # several commits shared a timestamp; only the last one of them is nameable by time
-        if recompute_root_at(conn, world, at) != bytes(root):
-            out.append(Violation("2-merkle", f"logged root {bytes(root).hex()[:16]} at {at} does not recompute"))
-    return out
+def _check_root_history(conn: apsw.Connection, say: Callable[[str], None],
+                        bad: Callable[[str, str], None]) -> int:
+    """The deep check: every world's logged roots, replayed; the first divergence in time is named."""
+    checked, wrong = replay(conn, progress=lambda done, total: say(f"root history {done}/{total}"))
+    if wrong:
+        first = wrong[0]
+        bad("2-merkle", f"root history diverges first at {first.at}: world {_hex_id(conn, first.world)} logged "
+            f"{first.logged.hex()[:16]} but its history recomputes {first.recomputed.hex()[:16] or 'nothing'}; "
+            f"{len(wrong) - 1} later logged root(s) also differ")
+    return checked
+
+
+def _hex_id(conn: apsw.Connection, nid: int) -> str:
+    row = conn.execute("select id from node where nid = ?", (nid,)).fetchone()
+    return bytes(row[0]).hex()[:16] if row else f"#{nid}"
 
 
 def _check_merges(conn: apsw.Connection, edges: list[EdgeRow], bad: Callable[[str, str], None]) -> None:
