@@ -7,7 +7,6 @@ one-line messages (exit code 2) in one place, ``main``.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import sys
 import time
@@ -22,7 +21,7 @@ from .gate import DEFAULT_THRESHOLD, EncodingGate
 from .loaders import FORMATS, load
 from .rerank import OnnxCrossEncoder
 from .retrieval.context import DEFAULT_BUDGET, assemble
-from .types import Node
+from .types import Node, plain
 from .work_queue import drain, pending
 
 Handler = Callable[[argparse.Namespace], Any]
@@ -60,17 +59,6 @@ def _node_text(node: Node) -> str:
     for other in node.contradicted_by:
         lines.append(f"  contradicted by {other}")
     return "\n".join(lines)
-
-
-def _plain(value: Any) -> Any:
-    """Dataclasses, tuples and enums as JSON-ready values."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value
 
 
 def _db_arg(p: argparse.ArgumentParser) -> None:
@@ -309,6 +297,15 @@ def cmd_checkpoint(args: argparse.Namespace) -> Any:
         return db.checkpoint()
 
 
+@command("mcp", "serve the store to an assistant as MCP tools over stdin/stdout (creates the store if missing)",
+         _with())
+def cmd_mcp(args: argparse.Namespace) -> Any:
+    from .mcp import serve  # the MCP SDK loads only for this command
+
+    with _open(args, create=True) as db:
+        serve(db)
+
+
 @command("purge", "erase a memory's content for good (its versions, members and extracted facts too); "
                   "keeps its hash in a tombstone", _with(
     _ref, lambda p: p.add_argument("--scope", help="refuse unless the memory is inside this scope (a name)"),
@@ -320,7 +317,7 @@ def cmd_purge(args: argparse.Namespace) -> Any:
 
 def _print(result: Any, as_json: bool) -> None:
     if as_json:
-        print(json.dumps(_plain(result), ensure_ascii=False, indent=2))
+        print(json.dumps(plain(result), ensure_ascii=False, indent=2))
         return
     if isinstance(result, Node):
         print(_node_text(result))
@@ -342,7 +339,7 @@ def _print(result: Any, as_json: bool) -> None:
     elif result is None:
         pass
     else:
-        print(json.dumps(_plain(result), ensure_ascii=False, indent=2))
+        print(json.dumps(plain(result), ensure_ascii=False, indent=2))
 
 
 def build_parser() -> argparse.ArgumentParser:

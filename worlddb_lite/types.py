@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -153,3 +154,14 @@ class Recall:
     hits: tuple[Hit, ...]
     as_of: str
     known_as_of: str
+
+
+def plain(value: Any) -> Any:
+    """Dataclasses, tuples and enums as JSON-ready values (the CLI's --json and the MCP tools)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, dict):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    return value

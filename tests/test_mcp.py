@@ -1,0 +1,166 @@
+"""mcp.py: the MCP tools over a store, through the SDK's own dispatcher and over real stdio."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from worlddb_lite import WorldDB
+from worlddb_lite.mcp import TOOL_NAMES, MemoryTools, _sdk, build_server
+
+from .conftest import FakeClock, FakeEmbedder, table_digest
+
+_, ToolError = _sdk()
+try:  # mcp 2.x tells a crash inside a tool (UnexpectedToolError) from a deliberate ToolError
+    from mcp.server.mcpserver.exceptions import UnexpectedToolError
+except ImportError:  # mcp 1.x wraps every failure in ToolError alike
+    UnexpectedToolError = ()  # type: ignore[assignment,misc]
+
+
+def call(server: Any, name: str, arguments: dict[str, Any]) -> Any:
+    """One tool call through the SDK's dispatcher (argument validation included); the JSON it returns."""
+    result = asyncio.run(server.call_tool(name, arguments))
+    content = result.content if hasattr(result, "content") else result
+    if isinstance(content, tuple):  # mcp 1.x: (content, structured)
+        content = content[0]
+    text = content[0].text
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> tuple[WorldDB, Any]:
+    db = WorldDB(tmp_path / "mcp.db", embedder=FakeEmbedder(), clock=FakeClock())
+    yield db, build_server(db)
+    db.close()
+
+
+def test_every_tool_is_listed_with_its_arguments(served: tuple[WorldDB, Any]) -> None:
+    _, server = served
+    tools = {t.name: t for t in asyncio.run(server.list_tools())}
+    assert set(tools) == set(TOOL_NAMES)
+    schema = getattr(tools["recall"], "input_schema", None) or tools["recall"].inputSchema
+    assert schema["required"] == ["query"] and {"scope", "k", "as_of"} <= set(schema["properties"])
+    assert all(t.description for t in tools.values())
+
+
+def test_remember_recall_amend_retire_and_history(served: tuple[WorldDB, Any]) -> None:
+    db, server = served
+    first = call(server, "remember", {"text": "Ana lives in Austin", "scope": "ana", "valid_at": "2024-01-01"})["id"]
+    call(server, "remember", {"text": "Bo lives in Lisbon", "scope": "bo", "valid_at": "2024-01-01"})
+    hits = call(server, "recall", {"query": "where does Ana live", "scope": "ana"})["hits"]
+    assert [h["content"] for h in hits] == ["Ana lives in Austin"]  # scope bo stays out
+    assert hits[0]["why"] and hits[0]["why"][0]["lane"] in ("text", "vector", "entity")
+    second = call(server, "amend", {"id": first, "text": "Ana lives in Denver", "valid_at": "2024-06-01"})["id"]
+    assert [n["content"] for n in call(server, "history", {"id": second})["versions"]] == [
+        "Ana lives in Austin", "Ana lives in Denver"]
+    assert call(server, "read", {"id": first[:12], "as_of": "2024-03-01"})["content"] == "Ana lives in Austin"
+    assert "Denver" in call(server, "context", {"query": "Ana's city", "scope": "ana", "budget": 200})
+    call(server, "retire", {"id": second, "at": "2024-09-01"})
+    assert db.read(second).invalid_at is not None
+    assert call(server, "verify", {})["ok"] is True
+    assert call(server, "stats", {})["nodes"] == db.stats()["nodes"]
+
+
+def test_purge_through_mcp_erases_the_content(served: tuple[WorldDB, Any]) -> None:
+    db, server = served
+    secret = call(server, "remember", {"text": "my bank PIN is 4711", "scope": "ana"})["id"]
+    report = call(server, "purge", {"id": secret, "scope": "ana"})
+    assert secret in report["purged"]
+    assert db.read(secret).content is None and db.search("PIN") == []
+    assert call(server, "verify", {})["ok"] is True
+
+
+def test_a_refused_call_is_a_tool_error_with_the_reason_and_changes_nothing(served: tuple[WorldDB, Any]) -> None:
+    db, server = served
+    known = call(server, "remember", {"text": "kept", "scope": "ana"})["id"]
+    call(server, "remember", {"text": "other", "scope": "bo"})
+    before = table_digest(db)
+    for name, arguments, reason in [
+        ("read", {"id": "zz"}, "InvalidId"),
+        ("amend", {"id": "0" * 64, "text": "x"}, "NotFound"),
+        ("remember", {"text": "", "scope": "ana"}, "InvalidInput"),
+        ("remember", {"text": "x", "valid_at": "yesterday-ish"}, "InvalidTime"),
+        ("purge", {"id": known, "scope": "bo"}, "not inside|outside"),
+        ("purge", {"id": known, "scope": "nobody"}, "NotFound"),
+        ("recall", {"query": "kept", "k": "many"}, "k"),  # the SDK's own validation
+        ("read", {}, "id"),
+    ]:
+        with pytest.raises(ToolError, match=reason) as info:
+            asyncio.run(server.call_tool(name, arguments))
+        assert not isinstance(info.value, UnexpectedToolError), (name, arguments, info.value.__cause__)
+        assert table_digest(db) == before, (name, arguments)
+
+
+def test_the_tools_work_without_the_sdk(served: tuple[WorldDB, Any]) -> None:
+    db, _ = served
+    tools = MemoryTools(db)
+    new = tools.remember("plain call", scope="s")["id"]
+    assert tools.read(new)["content"] == "plain call"
+
+
+HOSTILE_TEXT = st.one_of(
+    st.text(max_size=40),
+    st.sampled_from(['"unbalanced', "a AND (b OR", "NEAR(x y)", "*", "col:val", "'; drop table node; --",
+                     "\x00", "\ud800", "0" * 64, "x" * 5000, "日本語", "2024-13-45", "-1", ""]),
+)
+HOSTILE_VALUE = st.one_of(
+    HOSTILE_TEXT, st.none(), st.booleans(), st.integers(min_value=-2**70, max_value=2**70),
+    st.floats(allow_nan=True, allow_infinity=True), st.lists(st.integers(), max_size=3),
+    st.dictionaries(st.text(max_size=5), st.integers(), max_size=2),
+)
+ARGUMENT_NAMES = ("text", "scope", "valid_at", "query", "k", "as_of", "include_superseded", "budget", "id",
+                  "at", "unknown")
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(name=st.sampled_from(TOOL_NAMES), arguments=st.dictionaries(st.sampled_from(ARGUMENT_NAMES), HOSTILE_VALUE,
+                                                                  max_size=4))
+def test_hostile_tool_arguments_give_tool_errors_and_leave_the_store_unchanged(
+    served: tuple[WorldDB, Any], name: str, arguments: dict[str, Any]
+) -> None:
+    db, server = served
+    if not db.stats()["nodes"] > 1:
+        db.write("Ana lives in Austin", scope="ana", valid_at="2024-01-01")
+    before = table_digest(db)
+    try:
+        asyncio.run(server.call_tool(name, arguments))
+    except ToolError as exc:
+        assert not isinstance(exc, UnexpectedToolError), (name, arguments, exc.__cause__)
+        assert table_digest(db) == before, (name, arguments)
+    assert db.verify().ok
+
+
+def test_the_server_answers_over_stdio(tmp_path: Path) -> None:
+    """The real thing: `worlddb mcp DB` in a child process, spoken to by the SDK's stdio client."""
+    from mcp import ClientSession
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    path = str(tmp_path / "stdio.db")
+    params = StdioServerParameters(command=sys.executable,
+                                   args=["-c", "from worlddb_lite.cli import main; main()", "mcp", path])
+
+    async def talk() -> tuple[list[str], str, bool]:
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            names = [t.name for t in (await session.list_tools()).tools]
+            await session.call_tool("remember", {"text": "the spare key is under the blue pot", "scope": "home"})
+            found = await session.call_tool("recall", {"query": "where is the spare key", "scope": "home"})
+            refused = await session.call_tool("read", {"id": "nope"})
+            return names, found.content[0].text, bool(getattr(refused, "is_error", getattr(refused, "isError", False)))
+
+    names, found, refused = asyncio.run(talk())
+    assert set(names) == set(TOOL_NAMES)
+    assert "blue pot" in found
+    assert refused
+    with WorldDB(path) as db:  # the child closed the store cleanly; the memory is on disk
+        assert db.verify().ok and db.stats()["nodes"] > 1
