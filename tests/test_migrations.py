@@ -74,7 +74,8 @@ def test_opening_a_version_1_store_lifts_it_and_keeps_every_hash(old_store: Path
     assert db.verify_root_history() == []
     conn = db._conn
     assert {t: conn.execute(f"select count(*) from {t}").fetchall()[0][0] for t in counts} == counts
-    assert conn.execute("select value from meta where key = 'schema_version'").fetchall()[0][0] == "2"
+    assert conn.execute("select value from meta where key = 'schema_version'").fetchall()[0][0] == str(
+        _sqlite.SCHEMA_VERSION)
     db.close()
 
     again = WorldDB(old_store)
@@ -161,3 +162,15 @@ def test_the_cli_opens_and_lifts_an_old_store(old_store: Path, capsys: pytest.Ca
     conn = apsw.Connection(str(old_store))
     assert conn.execute("pragma user_version").fetchall()[0][0] == _sqlite.SCHEMA_VERSION
     conn.close()
+
+
+def test_a_migrated_store_keeps_its_history_append_only(old_store: Path) -> None:
+    WorldDB(old_store).close()
+    conn = apsw.Connection(str(old_store))
+    try:
+        for sql in ("update root_log set root = zeroblob(32)", "delete from root_log",
+                    "update state_log set at = '2000-01-01'", "delete from state_log"):
+            with pytest.raises(apsw.ConstraintError, match="append-only"):
+                conn.execute(sql)
+    finally:
+        conn.close()

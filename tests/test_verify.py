@@ -154,6 +154,7 @@ TAMPERING: dict[str, tuple[Tamper, str, str]] = {
     "root-log-truncated": (
         lambda p, i: _tamper(
             p,
+            "drop trigger root_log_no_delete; "  # a raw writer can drop the guard; verify names that too
             "delete from root_log where lid = (select max(lid) from root_log where world = ?)",
             (_nid(p, i["home"]),),
         ),
@@ -351,6 +352,15 @@ def _deep_history_violations(path: str) -> list[str]:
                 if inv == "2-merkle" and "root history diverges" in d]
 
 
+def test_the_history_tables_refuse_rewrites(store: tuple[str, dict[str, str]]) -> None:
+    path, _ = store
+    _tamper(path, "insert into tombstone (id, purged_at) values (zeroblob(32), '2024-01-01T00:00:00.000000Z')")
+    for sql in ("update root_log set size = 0", "delete from state_log", "delete from tombstone",
+                "update tombstone set purged_at = '2000-01-01'"):
+        with pytest.raises(apsw.ConstraintError, match="append-only|final"):
+            _tamper(path, sql)  # even holding a forged reconciler session
+
+
 def test_deep_verify_replays_every_logged_root(store: tuple[str, dict[str, str]]) -> None:
     path, _ = store
     with WorldDB(path, embedder=FakeEmbedder()) as db:
@@ -372,10 +382,13 @@ def test_deep_verify_names_the_first_divergence_of_a_rewritten_past(store: tuple
     (at,) = conn.execute("select at from state_log where kind = 'node' and ref = ? order by lid limit 1",
                          (kettle,)).fetchone()
     conn.close()
+    _tamper(path, "drop trigger state_log_append_only", session=False)
     _tamper(path, "update state_log set closed_at = '2099-01-01T00:00:00.000000Z' "
                   "where lid = (select min(lid) from state_log where kind = 'node' and ref = ?)", (kettle,))
     with WorldDB(path, embedder=FakeEmbedder()) as db:
-        assert db.verify().ok  # the present is intact
+        # the present is intact: only the dropped guard shows without the replay
+        assert [v.detail for v in db.verify().violations] == [
+            "guard trigger state_log_append_only is missing; the store can be written around the reconciler"]
     found = _deep_history_violations(path)
     assert len(found) == 1 and f"diverges first at {at}" in found[0], found
 
@@ -387,6 +400,7 @@ def test_deep_verify_names_a_forged_root_in_the_middle_of_the_log(store: tuple[s
     lids = [r[0] for r in conn.execute("select lid from root_log where world = ? order by lid", (home,))]
     (at,) = conn.execute("select at from root_log where lid = ?", (lids[1],)).fetchone()
     conn.close()
+    _tamper(path, "drop trigger root_log_append_only", session=False)
     _tamper(path, "update root_log set root = randomblob(32) where lid = ?", (lids[1],), session=False)
     found = _deep_history_violations(path)
     assert len(found) == 1 and f"diverges first at {at}" in found[0] and ids["home"][:16] in found[0], found

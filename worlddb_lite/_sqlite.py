@@ -27,7 +27,7 @@ from .errors import (
     WorldDBError,
 )
 
-SCHEMA_VERSION = 2  # 2: porter stems in node_fts, index edge_type (migrations.py lifts version 1)
+SCHEMA_VERSION = 3  # 2: porter stems in node_fts, index edge_type; 3: append-only history (migrations.py)
 BUSY_TIMEOUT_MS = 5_000
 WAL_CHECKPOINT_PAGES = 10_000
 T = TypeVar("T")

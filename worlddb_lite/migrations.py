@@ -19,9 +19,9 @@ from .errors import SchemaTooOld
 
 
 def schema_statement(name: str) -> str:
-    """The ``create ...`` statement of ``schema.sql`` that defines the table or index ``name``."""
-    found = re.search(rf"^create (?:virtual table|table|index|unique index) {re.escape(name)}\b[^;]*;",
-                      schema_sql(), re.MULTILINE)
+    """The ``create ...`` statement of ``schema.sql`` that defines the table, index or trigger ``name``."""
+    found = re.search(rf"^create (?:virtual table|table|index|unique index) {re.escape(name)}\b[^;]*;"
+                      rf"|^create trigger {re.escape(name)}\b.*?^end;", schema_sql(), re.MULTILINE | re.DOTALL)
     if found is None:
         raise LookupError(f"schema.sql defines no {name!r}")
     return found.group(0)
@@ -39,8 +39,15 @@ def _to_v2(conn: apsw.Connection) -> None:
     conn.execute("alter table node_fts_migrating rename to node_fts")
 
 
+def _to_v3(conn: apsw.Connection) -> None:
+    """Version 3: the history tables (root_log, state_log, tombstone) refuse updates and deletes."""
+    for name in ("root_log_append_only", "root_log_no_delete", "state_log_append_only", "state_log_no_delete",
+                 "tombstone_final", "tombstone_no_delete"):
+        conn.execute(schema_statement(name))
+
+
 # STEPS[n] lifts a file from version n to n + 1.
-STEPS: dict[int, Callable[[apsw.Connection], None]] = {1: _to_v2}
+STEPS: dict[int, Callable[[apsw.Connection], None]] = {1: _to_v2, 2: _to_v3}
 assert all(v in STEPS for v in range(min(STEPS), SCHEMA_VERSION)), "a schema version bump needs its step"
 
 

@@ -1,4 +1,4 @@
--- worlddb_lite schema (version 2; migrations.py lifts older files): the single source of truth for the store's layout.
+-- worlddb_lite schema (version 3; migrations.py lifts older files): the single source of truth for the store's layout.
 --
 -- One SQLite file holds an assistant's whole memory. Read it in the sqlite3 shell:
 --   select * from current_node;        what is true now
@@ -235,6 +235,38 @@ create trigger merge_decision_final before update of status on merge_proposal
 when old.status <> 'pending'
 begin
   select raise(abort, 'worlddb: a merge proposal that was accepted or rejected is final');
+end;
+
+-- The history tables are append-only: the deep verify replays them, and a rewritten past would
+-- only be found there. (Rows are appended by the reconciler; a forged row fails that replay.)
+create trigger root_log_append_only before update on root_log
+begin
+  select raise(abort, 'worlddb: the root history is append-only; every committed root stays as it was logged');
+end;
+
+create trigger root_log_no_delete before delete on root_log
+begin
+  select raise(abort, 'worlddb: the root history is append-only; every committed root stays as it was logged');
+end;
+
+create trigger state_log_append_only before update on state_log
+begin
+  select raise(abort, 'worlddb: the state log is append-only; a projection changes by a new entry');
+end;
+
+create trigger state_log_no_delete before delete on state_log
+begin
+  select raise(abort, 'worlddb: the state log is append-only; a projection changes by a new entry');
+end;
+
+create trigger tombstone_final before update on tombstone
+begin
+  select raise(abort, 'worlddb: a purge tombstone is final');
+end;
+
+create trigger tombstone_no_delete before delete on tombstone
+begin
+  select raise(abort, 'worlddb: a purge tombstone is final');
 end;
 
 -- Views: the human interface.

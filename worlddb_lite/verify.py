@@ -28,7 +28,8 @@ REQUIRED_TRIGGERS = (
     "node_insert_guard", "node_blob_immutable", "node_delete_guard", "node_state_insert_guard",
     "node_state_update_guard", "node_state_delete_guard", "node_state_validity_tightens", "node_state_belief_final",
     "edge_insert_guard", "edge_update_guard", "edge_delete_guard", "edge_identity_immutable",
-    "edge_validity_tightens", "merge_decision_final",
+    "edge_validity_tightens", "merge_decision_final", "root_log_append_only", "root_log_no_delete",
+    "state_log_append_only", "state_log_no_delete", "tombstone_final", "tombstone_no_delete",
 )
 
 
