@@ -5,7 +5,7 @@
 Each trial forks a child that writes continuously to a store and acknowledges each committed
 write on a pipe, kills it with SIGKILL after a random delay, and checks what is left:
 
-* ``pragma integrity_check`` is ok and ``WorldDB.verify()`` passes;
+* ``pragma integrity_check`` is ok and ``WorldDB.verify(deep=True)`` passes (every logged root replays);
 * every acknowledged write is there (``write``: each memory reads back with its text; an
   amend's new version supersedes the old one);
 * ``ingest``: every acknowledged conversation has all its turns, and the one in flight has all
@@ -133,7 +133,7 @@ def check(mode: str, path: str, acks: list[str], queued: int) -> list[str]:
     finally:
         conn.close()
     with WorldDB(path, embedder=None, dim=DIM, create=False) as db:
-        report = db.verify()
+        report = db.verify(deep=True)  # deep: every logged root replays from the history too
         problems += [f"verify {v.invariant}: {v.detail}" for v in report.violations[:5]]
         if mode == "write":
             problems += _check_writes(db, acks)

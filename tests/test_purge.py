@@ -54,6 +54,20 @@ def test_a_purged_secret_is_nowhere_in_the_files_and_the_store_still_verifies(fi
         assert again.verify().ok
 
 
+def test_a_purged_entity_leaves_no_name_in_merge_proposals(file_db_path: str) -> None:
+    db = WorldDB(file_db_path, embedder=FakeEmbedder())
+    gone, _ = db.resolve_entity("Marguerite Okonkwo", scope="alice", kind="person")
+    kept, how = db.resolve_entity("Margarite Okonkwo", scope="alice", kind="person")
+    proposal = db.merge_proposals()[0]  # the resolver's fuzzy tier proposed the pair, quoting both names
+    assert {proposal.a, proposal.b} == {gone, kept} and "marguerite" in proposal.reason.lower()
+    db.reject_merge(proposal.pid)
+    db.purge(gone, scope="alice")
+    assert b"marguerite" not in _raw(file_db_path)
+    assert db.merge_proposal(proposal.pid).status == "rejected"  # the decision stays: never proposed again
+    assert db.read(kept).content and db.verify(deep=True).ok
+    db.close()
+
+
 def test_a_purged_vector_leaves_every_open_index(file_db_path: str) -> None:
     writer = WorldDB(file_db_path, embedder=FakeEmbedder())
     reader = WorldDB(file_db_path, embedder=FakeEmbedder())

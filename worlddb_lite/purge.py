@@ -6,7 +6,9 @@ exactly that through while a 'purge' session row is held), and its full-text row
 composition row and aliases are deleted, its pending extraction dropped. What is left is the
 node's id (its blake3 hash: the Merkle trees keep their leaves, so every root still
 recomputes), its place in the tree, its retracted projection and a ``tombstone`` row with the
-hash and the time.
+hash and the time. A merge proposal that names a purged node keeps its decision but loses its
+reason, which quotes the names. (An edge's props are part of its id and cannot be erased; the
+engine writes no text into them, so only props a caller gave ``link`` outlive a purge.)
 
 A purge takes the node, everything below it (a world's members are its content), every
 version of it (joined by supersedes) and what was extracted from it (a Fact that refers_to a
@@ -107,6 +109,8 @@ def erase(txn: Txn, conn: apsw.Connection, nids: Iterable[int]) -> list[str]:
         conn.execute("update node set body = null where nid = ? and body is not null", (nid,))
         conn.execute("delete from node_fts where rowid = ?", (nid,))
         conn.execute("delete from alias where nid = ?", (nid,))
+        # a proposal's reason quotes both names ("'Sarah' ~ 'Sara'"); the decision itself stays
+        conn.execute("update merge_proposal set reason = 'erased by a purge' where a = ?1 or b = ?1", (nid,))
         conn.execute("update work_queue set done_at = coalesce(done_at, ?), speaker = null, said_in = null "
                      "where turn = ?", (txn.now, nid))
         conn.execute("insert or ignore into tombstone (id, purged_at) values (?, ?)", (header.id, txn.now))
