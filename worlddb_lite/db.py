@@ -891,6 +891,8 @@ class WorldDB:
         k = _count(k, "k", 1000)
         if scope is not None and world is not None:
             raise InvalidInput("give scope (a name) or world (an id), not both")
+        if reranker is not None and not callable(getattr(reranker, "score", None)):
+            raise InvalidInput("reranker must implement worlddb_lite.rerank.Reranker (score(query, passages))")
         with _sqlite.translate():
             inside = self._scope_id(scope) if scope is not None else world
             view = self._view(as_of, known_as_of, include_superseded, world=inside)

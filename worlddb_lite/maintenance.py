@@ -29,7 +29,7 @@ from typing import Any
 import apsw
 
 from . import _sqlite
-from .errors import InvalidInput, StoreBusy
+from .errors import InvalidInput, StoreBusy, WorldDBError
 
 
 def backup(conn: apsw.Connection, source: str, dest: str | os.PathLike[str], *,
@@ -40,19 +40,44 @@ def backup(conn: apsw.Connection, source: str, dest: str | os.PathLike[str], *,
     writers neither block it nor restart it. The copy is written to ``DEST.partial`` and
     renamed, so a crash never leaves a half backup under the final name.
     """
-    target = Path(dest)
-    if source != ":memory:" and target.exists() and target.resolve() == Path(source).resolve():
-        raise InvalidInput(f"the backup destination {target} is the store itself; give another path")
-    if target.exists() and not overwrite:
-        raise InvalidInput(f"{target} already exists; remove it, choose another name, or pass overwrite "
-                           "(`worlddb backup --force`)")
-    if not target.parent.is_dir():
-        raise InvalidInput(f"the folder {target.parent} does not exist; create it first")
+    target = _destination(dest)
+    try:
+        if source != ":memory:" and target.exists() and target.resolve() == Path(source).resolve():
+            raise InvalidInput(f"the backup destination {target} is the store itself; give another path")
+        if target.is_dir():
+            raise InvalidInput(f"the backup destination {target} is a folder; give a file path inside it")
+        if target.exists() and not overwrite:
+            raise InvalidInput(f"{target} already exists; remove it, choose another name, or pass overwrite "
+                               "(`worlddb backup --force`)")
+        if not target.parent.is_dir():
+            raise InvalidInput(f"the folder {target.parent} does not exist; create it first")
+        return _copy(conn, target)
+    except OSError as exc:  # the folder is not writable, the name is too long, the disk is full ...
+        raise InvalidInput(f"cannot write the backup to {target} ({exc.strerror or exc}); "
+                           "choose a writable path") from None
+
+
+def _destination(dest: object) -> Path:
+    """The backup's path, or InvalidInput for a value that cannot name a file."""
+    if not isinstance(dest, (str, os.PathLike)):
+        raise InvalidInput(f"the backup destination must be a file path, got {type(dest).__name__}")
+    text = os.fspath(dest)
+    if not isinstance(text, str) or not text.strip() or "\x00" in text:
+        raise InvalidInput(f"the backup destination {text!r} cannot name a file; give a file path")
+    return Path(text)
+
+
+def _copy(conn: apsw.Connection, target: Path) -> dict[str, Any]:
+    """Write the snapshot to ``TARGET.partial``, then rename it into place."""
     partial = target.with_name(target.name + ".partial")
     for leftover in (partial, Path(f"{partial}-wal"), Path(f"{partial}-shm")):
         leftover.unlink(missing_ok=True)  # from an interrupted earlier backup
     started = time.perf_counter()
-    copy = apsw.Connection(str(partial))
+    try:
+        with _sqlite.translate():
+            copy = apsw.Connection(str(partial))
+    except WorldDBError:
+        raise InvalidInput(f"cannot create {partial}; choose a writable path") from None
     try:
         with _sqlite.translate():
             with copy.backup("main", conn, "main") as job:
