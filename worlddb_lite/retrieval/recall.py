@@ -84,8 +84,13 @@ def _turns(view: ReadView, nodes: Sequence[Node], nids: Sequence[int]) -> dict[i
     found: dict[int, list[int]] = {nid: [nid] for nid, node in zip(nids, nodes, strict=True) if node.type == "Turn"}
     for edge_type in sorted(set(SOURCE_EDGES.values())):
         sources = [nid for nid, node in zip(nids, nodes, strict=True) if SOURCE_EDGES.get(node.type) == edge_type]
-        for _, src, turn, _ in reads.linked(view.conn, (edge_type,), sources, ("Turn",), view.valid, view.belief,
-                                         towards=False, include_superseded=True):
+        rows = reads.linked(view.conn, (edge_type,), sources, ("Turn",), view.valid, view.belief, towards=False,
+                            include_superseded=True)
+        if view.world is not None and edge_type != "refers_to":  # only refers_to may point out of the world
+            within = reads.inside(view.conn, [turn for _, _, turn, _ in rows], view.world, view.valid, view.belief,
+                                  memberships=view.memberships, include_superseded=view.include_superseded)
+            rows = [row for row in rows if row[2] in within]
+        for _, src, turn, _ in rows:
             found.setdefault(src, []).append(turn)
     loaded = dict(zip(nids, nodes, strict=True))  # a turn hit is its own turn: loaded once
     wanted = sorted({t for ts in found.values() for t in ts} - set(loaded))
