@@ -262,7 +262,8 @@ def test_every_public_method_is_attacked() -> None:
 # ---- regressions found by the fuzz ---------------------------------------------------------------
 
 
-@pytest.mark.parametrize("dest", ["", "   ", None, 3, b"copy.db", "bad\x00name.db", ".", "folder", "x" * 5000])
+@pytest.mark.parametrize("dest", ["", "   ", None, 3, b"copy.db", "bad\x00name.db", ".", "folder", "x" * 5000,
+                                  "\ud800.db", "\udc80.db"])
 def test_backup_refuses_a_destination_that_cannot_be_a_file(dest: Any) -> None:
     """Found by the fuzz: a folder (``""`` is the current one) ended in IsADirectoryError from os.replace;
     None in a TypeError from Path(); a name too long in a raw OSError."""
@@ -301,6 +302,43 @@ def test_recall_refuses_a_reranker_without_score(reranker: Any) -> None:
             db.recall("Alice", reranker=reranker)
 
 
+@pytest.mark.parametrize("path", [None, 3, b"store.db", "", "  ", "bad\x00name.db", "\ud800.db", "\udc80.db"])
+def test_opening_a_store_refuses_a_path_that_cannot_name_a_file(path: Any) -> None:
+    """Found by the CLI fuzz: a NUL in the path ended in apsw's ValueError; None opened a file called "None"."""
+    with tempfile.TemporaryDirectory() as folder, contextlib.chdir(folder):
+        with pytest.raises(WorldDBError, match="path"):
+            WorldDB(path, embedder=FakeEmbedder())
+        assert os.listdir(folder) == []
+
+
+@pytest.mark.parametrize("create", [True, False])
+def test_opening_a_store_whose_name_is_too_long_is_a_message(create: bool) -> None:
+    """Found by the CLI fuzz: ``worlddb link <5000 characters> ...`` (a command that does not create the
+    store) raised OSError (file name too long) from the existence check after SQLite refused the file."""
+    with pytest.raises(WorldDBError, match="cannot open"):
+        WorldDB("x" * 5000, embedder=FakeEmbedder(), create=create)
+
+
+def test_names_the_file_system_cannot_look_up_are_messages() -> None:
+    """Found by the CLI fuzz: ``--model``, ``--rerank`` and ``ingest FILE`` with a name too long for the file
+    system (or a folder for a file) raised a raw OSError out of Path.is_dir / open."""
+    from worlddb_lite.embed import StaticEmbedder
+    from worlddb_lite.loaders import load
+    from worlddb_lite.rerank import OnnxCrossEncoder
+
+    long_name = "x" * 5000
+    with pytest.raises(WorldDBError):
+        StaticEmbedder(long_name)
+    with pytest.raises(WorldDBError):
+        StaticEmbedder("org/" + long_name)  # shaped like a hub name
+    with pytest.raises(WorldDBError):
+        OnnxCrossEncoder(long_name)
+    with tempfile.TemporaryDirectory() as folder:
+        for source in (long_name, folder, "\ud800.jsonl"):
+            with pytest.raises(WorldDBError):
+                load(source, "jsonl")
+
+
 # ---- the command line ----------------------------------------------------------------------------
 
 CLI_STORE: dict[str, str] = {}
@@ -326,7 +364,8 @@ SERVERS = {"mcp"}  # long-running (serves stdin/stdout); its tool arguments are 
 # argv never holds NUL; undecodable bytes arrive as lone surrogates (surrogateescape), so those stay in
 cli_values = st.one_of(strings.filter(lambda s: "\x00" not in s),
                        st.sampled_from(["0", "-1", "1", "99999999999999999999", "nan", "inf", "1e9", "-5", "0x10"]),
-                       st.sampled_from(["ID", "DEST", "FILE"]), times.filter(lambda t: isinstance(t, str)).map(str))
+                       st.sampled_from(["ID", "DEST", "FILE"]),
+                       times.filter(lambda t: isinstance(t, str) and "\x00" not in t).map(str))
 
 
 def _subparsers() -> dict[str, argparse.ArgumentParser]:
@@ -339,9 +378,12 @@ PARSERS = {name: p for name, p in _subparsers().items() if name not in SERVERS}
 
 
 @st.composite
-def argvs(draw: st.DrawFn) -> tuple[str, list[str]]:
-    """A command with its positionals (each hostile or not) and some of its options, with hostile values."""
+def argvs(draw: st.DrawFn) -> tuple[str, list[str], str]:
+    """A command, its positionals (each hostile or not), some of its options with hostile values, and the
+    store's path: mostly the store, sometimes a dataset file, a folder, a missing folder or any text."""
     command = draw(st.sampled_from(sorted(PARSERS)))
+    store = draw(st.one_of(st.just("STORE"), st.just("STORE"), st.sampled_from(["FILE", ".", "missing/x.db", "DEST"]),
+                           cli_values))
     actions = [a for a in PARSERS[command]._actions if not isinstance(a, argparse._HelpAction)]
     words: list[str] = []
     for action in actions:
@@ -354,7 +396,7 @@ def argvs(draw: st.DrawFn) -> tuple[str, list[str]]:
             words.append(draw(st.one_of(cli_values, st.sampled_from(list(action.choices or ["1"])))))
     if draw(st.integers(0, 9)) == 0:  # now and then a malformed command line (argparse exits 2)
         words.insert(draw(st.integers(0, len(words))), draw(cli_values))
-    return command, words
+    return command, words, store
 
 
 def cli_file(folder: str) -> str:
@@ -380,15 +422,16 @@ def run_cli(argv: list[str]) -> tuple[int, str]:
     return code, err.getvalue()
 
 
-def cli_attack(command: str, words: list[str]) -> None:
+def cli_attack(command: str, words: list[str], store: str = "STORE") -> None:
     with tempfile.TemporaryDirectory() as folder, contextlib.chdir(folder):  # `backup DB x` writes ./x
         path = os.path.join(folder, "store.db")
         with open(cli_store(), "rb") as src, open(path, "wb") as dst:
             dst.write(src.read())
         fill = {"ID": CLI_STORE["ids"][:12], "DEST": os.path.join(folder, "copy.db"), "FILE": cli_file(folder)}
-        argv = [command, path, *(fill.get(w, w) for w in words)]
+        fill["STORE"] = path
+        argv = [command, fill.get(store, store), *(fill.get(w, w) for w in words)]
         if command in ("reembed", "reindex"):  # they rewrite every vector: correct, and slow with the real model
-            argv = [command, path, "--model", os.path.join(folder, "no-model"), *argv[2:]]
+            argv = [command, argv[1], "--model", os.path.join(folder, "no-model"), *argv[2:]]
         with WorldDB(path) as db:
             before = table_digest(db)
         code, err = run_cli(argv)
@@ -403,14 +446,14 @@ def cli_attack(command: str, words: list[str]) -> None:
 
 @settings(max_examples=100, deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck))
 @given(argvs())
-def test_cli_turns_hostile_arguments_into_messages(argv: tuple[str, list[str]]) -> None:
+def test_cli_turns_hostile_arguments_into_messages(argv: tuple[str, list[str], str]) -> None:
     cli_attack(*argv)
 
 
 @pytest.mark.slow
 @settings(max_examples=600, deadline=None, suppress_health_check=list(HealthCheck))
 @given(argvs())
-def test_cli_hostile_arguments_long(argv: tuple[str, list[str]]) -> None:
+def test_cli_hostile_arguments_long(argv: tuple[str, list[str], str]) -> None:
     cli_attack(*argv)
 
 

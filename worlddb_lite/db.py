@@ -22,7 +22,7 @@ import numpy as np
 from . import _sqlite, identity, migrations, reads, traverse, vector_lane
 from .edges import EdgeRegistry, EdgeType, EndView
 from .embed import Embedder, StaticEmbedder, embed_checked, embedding_text
-from .errors import EmbedderMismatch, InvalidInput, NotCurrent, NotFound
+from .errors import EmbedderMismatch, InvalidInput, NotAStore, NotCurrent, NotFound
 from .hashing import node_id
 from .reconciler import (
     TYPE_NAME,
@@ -142,6 +142,20 @@ def _text(value: str | bytes | None, field: str, *, required: bool) -> str | Non
     return value
 
 
+def _store_path(value: object) -> str:
+    """A store's file path (or ``:memory:``), or InvalidInput for a value that cannot name a file."""
+    path = os.fspath(value) if isinstance(value, (str, os.PathLike)) else None
+    if not isinstance(path, str):
+        raise InvalidInput(f"the store path must be a file path, got {type(value).__name__}")
+    if not path.strip() or "\x00" in path:
+        raise InvalidInput(f"the store path {path!r} cannot name a file; give a file path or ':memory:'")
+    try:
+        path.encode("utf-8")  # SQLite takes file names as UTF-8
+    except UnicodeEncodeError:
+        raise InvalidInput(f"the store path {path!r} is not valid UTF-8; rename the file or its folder") from None
+    return path
+
+
 class WorldDB:
     """One memory store in one SQLite file.
 
@@ -167,9 +181,12 @@ class WorldDB:
             raise InvalidInput(f"dim must be a whole number from 1 to 8192, got {dim!r}")
         if compose not in COMPOSE_KINDS:
             raise InvalidInput(f"compose must be one of {', '.join(COMPOSE_KINDS)}, got {compose!r}")
-        self.path = str(path)
+        self.path = _store_path(path)
         self._clock = clock or system_clock
-        self._conn = _sqlite.connect(self.path, create=create)
+        try:
+            self._conn = _sqlite.connect(self.path, create=create)
+        except OSError as exc:  # the file system cannot even look the name up (too long, ...)
+            raise NotAStore(f"cannot open {self.path} ({exc.strerror or exc}); check the path") from None
         try:
             new = _sqlite.check(self._conn, self.path, create)
             self._embedder, model_id, self.dim = self._choose_embedder(embedder, dim, _adopt_embedder)

@@ -79,6 +79,21 @@ def _clip(text: str, width: int = 60) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+def is_folder(path: str | Path) -> bool:
+    """``Path.is_dir``, False (not OSError) for a name the file system cannot look up: too long, a NUL ..."""
+    try:
+        return Path(path).is_dir()
+    except (OSError, ValueError):
+        return False
+
+
+def _exists(path: str | Path) -> bool:
+    try:
+        return Path(path).exists()
+    except (OSError, ValueError):
+        return False
+
+
 class StaticEmbedder:
     """A model2vec static model: the bundled one, a folder, or a hub name.
 
@@ -92,9 +107,9 @@ class StaticEmbedder:
         if model is None:
             self.folder: Path | None = bundled_model_path()
             self.model_id = BUNDLED_MODEL
-        elif Path(model).is_dir():
+        elif is_folder(model):
             self.folder = Path(model)
-        elif isinstance(model, str) and _HUB_NAME.match(model) and not Path(model).exists():
+        elif isinstance(model, str) and _HUB_NAME.match(model) and not _exists(model):
             self.folder = None
             self._model = _from_hub(model)
             self.model_id = f"model2vec:{model}"

@@ -28,9 +28,13 @@ def load(path: str | Path, fmt: str, scope: str | None = None) -> list[Conversat
     if fmt not in loaders:
         raise InvalidInput(f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
     source = Path(path)
-    if not source.exists():
-        raise InvalidInput(f"{source} does not exist")
-    conversations = list(loaders[fmt](source))
+    try:
+        if not source.exists():
+            raise InvalidInput(f"{source} does not exist")
+        conversations = list(loaders[fmt](source))
+    except (OSError, UnicodeEncodeError) as exc:  # a folder given as a file, no permission, a name too long ...
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise InvalidInput(f"cannot read {source} ({reason}); give a readable {fmt} file") from None
     if scope is not None:
         conversations = [ConversationIn(c.conversation_id, [scope], c.sessions) for c in conversations]
     return conversations

@@ -64,6 +64,10 @@ def _destination(dest: object) -> Path:
     text = os.fspath(dest)
     if not isinstance(text, str) or not text.strip() or "\x00" in text:
         raise InvalidInput(f"the backup destination {text!r} cannot name a file; give a file path")
+    try:
+        text.encode("utf-8")  # SQLite takes file names as UTF-8
+    except UnicodeEncodeError:
+        raise InvalidInput(f"the backup destination {text!r} is not valid UTF-8; give another name") from None
     return Path(text)
 
 

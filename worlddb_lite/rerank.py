@@ -22,7 +22,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from .embed import _digest
+from .embed import _digest, is_folder
 from .errors import InvalidInput, RerankerError
 
 _KNOWN_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
@@ -65,7 +65,7 @@ class _OnnxTextModel:
             )
         self.folder = Path(folder)
         model, vocab = self.folder / "model.onnx", self.folder / "tokenizer.json"
-        if not self.folder.is_dir():
+        if not is_folder(self.folder):
             raise RerankerError(f"no {self.kind} folder at {self.folder}; {self.hint}")
         for needed in (model, vocab):
             if not needed.is_file():
