@@ -109,6 +109,15 @@ def _aliases(value: object) -> list[str]:
     return [a for a in (_text(x, "alias", required=True) for x in value) if a]
 
 
+def _names(value: object, field: str, example: str) -> Sequence[str] | None:
+    """None, or a list (or tuple) of names; a lone string is not a list of names."""
+    if value is None:
+        return None
+    if not isinstance(value, (list, tuple)) or not all(isinstance(t, str) for t in value):
+        raise InvalidInput(f"{field} must be a list of names, e.g. {example}")
+    return value
+
+
 def _number(value: object, field: str) -> float:
     """A finite number, or InvalidInput."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -813,7 +822,7 @@ class WorldDB:
         self._settle(indexes=False)
         valid, belief = self._times(as_of, known_as_of)
         direction = _choice(Direction, direction, "direction")
-        for edge_type in types or ():
+        for edge_type in _names(types, "types", "['refers_to', 'causes']") or ():
             self._registry.get(edge_type)
         with _sqlite.translate():
             seed = self._store.resolve(ref)
@@ -874,8 +883,7 @@ class WorldDB:
         """
         self._settle()
         vector = self._query_vector(query)
-        if types is not None and (not isinstance(types, (list, tuple)) or not all(isinstance(t, str) for t in types)):
-            raise InvalidInput("types must be a list of node type names, e.g. ['Turn', 'Fact']")
+        _names(types, "types", "['Turn', 'Fact']")
         k = _count(k, "k", 4096)
         with _sqlite.translate():
             view = self._view(as_of, known_as_of, include_superseded, world=world)
