@@ -306,6 +306,23 @@ def test_neighbours_refuses_types_that_are_not_a_list_of_names(types: Any) -> No
             db.neighbours(Ids.nodes[0], types=types)
 
 
+@pytest.mark.parametrize("method", ["nodes", "neighbours", "search", "nearest", "recall", "context"])
+@pytest.mark.parametrize("flag", [[], "yes", 1, None])
+def test_include_superseded_must_be_a_bool(method: str, flag: Any) -> None:
+    """Found by the fuzz: ``nodes(include_superseded=[])`` ended in TypeError (unhashable type: 'list')."""
+    with seeded_store() as (db, _):
+        args = () if method == "nodes" else (Ids.nodes[0],) if method == "neighbours" else ("Alice",)
+        with pytest.raises(WorldDBError, match="include_superseded must be True or False"):
+            getattr(db, method)(*args, include_superseded=flag)
+
+
+def test_nodes_refuses_a_type_that_is_not_text() -> None:
+    """Found by the fuzz: ``nodes(type=[])`` ended in apsw's TypeError (bad binding argument type)."""
+    with seeded_store() as (db, _):
+        with pytest.raises(WorldDBError, match="type must be text"):
+            db.nodes(type=[])  # type: ignore[arg-type]
+
+
 @pytest.mark.parametrize("reranker", [b"", "model", 3, object()])
 def test_recall_refuses_a_reranker_without_score(reranker: Any) -> None:
     """Found by the fuzz: ``reranker=b""`` ended in AttributeError ('bytes' object has no attribute 'score')."""

@@ -36,6 +36,7 @@ NAMES = ("Alice", "Bob", "Lisbon")  # an Entity of each name may live in every s
 WORDS = ("Alice", "Bob", "Lisbon", "coffee", "moved", "sister", "Porto", "garden", "Monday", "job")
 QUERIES = ("Where does Alice live?", "Bob coffee", "Lisbon garden Monday", "sister moved to Porto", "job")
 KINDS = ("Memory", "Turn", "Fact", "Entity", "Summary")
+MIDWAY = "2025-01-01T00:01:30Z"  # the fake clock ticks a second a call: a moment while the store is built
 CROSS_EDGES = ("refers_to", "contains", "derived_from", "same_as", "contradicts", "causes")
 
 FAST = settings(max_examples=50, deadline=None, derandomize=True, database=None,
@@ -184,6 +185,8 @@ def check_isolation(built: Built) -> None:
                 assert_within((h.node.id for h in found.hits), allowed, f"recall({query!r})", name, home)
                 assert_within((t.id for h in found.hits for t in h.turns), allowed | sources,
                               f"recall({query!r}) turns", name, home)
+            past = db.recall(query, scope=name, k=50, as_of=MIDWAY, include_superseded=True)
+            assert_within((h.node.id for h in past.hits), inside_ever, f"recall({query!r}, as_of)", name, home)
             context = db.context(query, scope=name, budget=100_000)
             assert_within((item.node for item in context.items), inside, f"context({query!r})", name, home)
             assert_within((n.id for n, _ in db.nearest(query, world=scope, k=50)), inside,

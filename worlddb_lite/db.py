@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from . import _sqlite, identity, migrations, reads, traverse, vector_lane
-from .edges import EdgeRegistry, EdgeType, EndView
+from .edges import EdgeRegistry, EdgeType, EndView, QueryRules
 from .embed import Embedder, StaticEmbedder, embed_checked, embedding_text
 from .errors import EmbedderMismatch, InvalidInput, NotAStore, NotCurrent, NotFound
 from .hashing import node_id
@@ -35,7 +35,7 @@ from .reconciler import (
     node_body,
     normalise_alias,
 )
-from .resolver import Mention, New, PreferTiers, Resolution, Resolver, ResolverConfig, Tiebreaker
+from .resolver import NEAR_PROBE, Mention, New, PreferTiers, Resolution, Resolver, ResolverConfig, Tiebreaker
 from .retrieval import lanes
 from .retrieval.context import DEFAULT_BUDGET, Context, assemble
 from .retrieval.query import QuerySpec, execute
@@ -734,9 +734,17 @@ class WorldDB:
         return engine
 
     def _entity_nearest(self, vector: np.ndarray, k: int, world: int | None) -> list[tuple[int, float]]:
-        """(nid, cosine) of the ``k`` nearest entities to ``vector`` in ``world`` (None: all), best first."""
+        """(nid, cosine) of the ``k`` nearest entities to ``vector`` in ``world`` (None: all), best first.
+
+        With no world this is the resolver's near-duplicate probe: tier 4 keeps only cosines at its
+        high threshold, and such neighbours lie in the partitions nearest the vector, so it scans
+        ``NEAR_PROBE`` of them instead of a top-k search's widened probe (bench/resolver.py).
+        """
         if world is None:
-            return self._reconciler.lane.index().search(vector, k, types=["Entity"])
+            index = self._reconciler.lane.index()
+            if index.size == 0:
+                return []
+            return index._scan(vector, k, None, index._codes(["Entity"]), NEAR_PROBE)
         inside = self._store.header(world).id.hex()
         return lanes.nearest(self._view(None, None, False, world=inside), vector, k, ["Entity"])
 
@@ -759,8 +767,14 @@ class WorldDB:
         belief = parse_time(known_as_of, field="known_as_of") if known_as_of is not None else now
         return valid, belief
 
+    def _rules(self, include_superseded: bool) -> QueryRules:
+        """The edge types' read rules; ``include_superseded`` must be a bool (it keys a cache)."""
+        if not isinstance(include_superseded, bool):
+            raise InvalidInput(f"include_superseded must be True or False, got {include_superseded!r}")
+        return self._registry.rules(include_superseded=include_superseded)
+
     def _annotations(self, include_superseded: bool) -> frozenset[str]:
-        return self._registry.rules(include_superseded=include_superseded).annotate
+        return self._rules(include_superseded).annotate
 
     def read(self, ref: str, *, as_of: TimeLike | None = None, known_as_of: TimeLike | None = None) -> Node:
         """A node by id or unique prefix (any version). With ``as_of``, only if visible then."""
@@ -798,8 +812,9 @@ class WorldDB:
         """
         self._settle(indexes=False)
         valid, belief = self._times(as_of, known_as_of)
-        rules = self._registry.rules(include_superseded=include_superseded)
+        rules = self._rules(include_superseded)
         membership = sorted(rules.membership)
+        type = _text(type, "type", required=False)
         with _sqlite.translate():
             start = self._store.resolve(world) if world is not None else self._root
             nids = reads.descendants(
@@ -824,6 +839,7 @@ class WorldDB:
         direction = _choice(Direction, direction, "direction")
         for edge_type in _names(types, "types", "['refers_to', 'causes']") or ():
             self._registry.get(edge_type)
+        annotate = self._annotations(include_superseded)
         with _sqlite.translate():
             seed = self._store.resolve(ref)
             edge_pred = visible_sql("e") if not include_superseded else believed_sql("e")
@@ -841,7 +857,7 @@ class WorldDB:
                     edges.append(edge_row)
                     far_rows.setdefault(node_row.nid, node_row)
             rows = [self._store.node_row(seed), *far_rows.values()]
-            nodes = self._store.to_nodes(rows, self._annotations(include_superseded))
+            nodes = self._store.to_nodes(rows, annotate)
             return Subgraph(tuple(nodes), tuple(self._store.to_edge(e) for e in edges))
 
     def search(
@@ -859,10 +875,11 @@ class WorldDB:
         if not query:
             return []
         valid, belief = self._times(as_of, known_as_of)
+        annotate = self._annotations(include_superseded)
         with _sqlite.translate():
             hits = reads.bm25(self._conn, query, valid, belief, k=_count(k, "k", 10_000),
                               include_superseded=include_superseded)
-            nodes = self._store.load_nodes([nid for nid, _ in hits], self._annotations(include_superseded))
+            nodes = self._store.load_nodes([nid for nid, _ in hits], annotate)
             return [(node, score) for node, (_, score) in zip(nodes, hits, strict=True)]
 
     def nearest(
@@ -969,7 +986,7 @@ class WorldDB:
               world: str | None) -> ReadView:
         """What one read sees: its times, its world (None or the root: everything) and its indexes."""
         valid, belief = self._times(as_of, known_as_of)
-        rules = self._registry.rules(include_superseded=include_superseded)
+        rules = self._rules(include_superseded)
         inside = self._store.resolve(world) if world is not None else None
         embedder = self._embedder
         embed = None if embedder is None else (lambda text: embed_checked(embedder, [text], self.dim)[0])

@@ -25,8 +25,10 @@ from . import phonetic
 from ._sqlite import as_int, one_row
 from .reconciler import normalise_alias
 
-PREFIX = 3  # letters of a word's prefix term in blocking: keeps a typo after them in the block
+PREFIX = 3  # a word this short may begin a word of the name ("al" for "alan"); FTS5 keeps prefixes this long
 MAX_WORDS = 8  # words of a mention used in blocking
+MIN_TYPO = 2  # words this short have no deletion terms (one letter left out of "al" is anyone)
+MAX_TYPO = 16  # letters of a word whose deletion is a typo term (past that, the prefix and key carry it)
 
 _SCHEMA = f"""
 create temp table if not exists resolver_name (
@@ -36,13 +38,14 @@ create temp table if not exists resolver_name (
   norm text not null,  -- normalise_alias of the name: tier 1's key
   folded text not null,  -- phonetic.fold: what the fuzzy tiers compare
   keys text not null,  -- phonetic keys of the folded words, space-separated
+  typos text not null,  -- each word and its one-letter deletions: words one edit apart share one of these
   context text,  -- the entity's props.context: short text that tells namesakes apart
   kind text,  -- its props.kind (person, pet, place, ...): a mention of another kind is someone else
   unique (nid, norm)
 );
 create index if not exists temp.resolver_name_norm on resolver_name (norm);
 create virtual table if not exists temp.resolver_fts using fts5(
-  folded, keys, context, content = 'resolver_name', content_rowid = 'rid',
+  folded, keys, typos, context, content = 'resolver_name', content_rowid = 'rid',
   tokenize = 'unicode61 remove_diacritics 2', prefix = '{PREFIX}');
 create temp table if not exists resolver_sync (aliases integer not null, top integer not null);
 """
@@ -50,17 +53,19 @@ create temp table if not exists resolver_sync (aliases integer not null, top int
 # Created after the first fill (the FTS rows are then built in one pass: ~10x faster than row by row).
 _TRIGGERS = """
 create temp trigger if not exists resolver_name_ai after insert on resolver_name begin
-  insert into resolver_fts (rowid, folded, keys, context) values (new.rid, new.folded, new.keys, new.context);
+  insert into resolver_fts (rowid, folded, keys, typos, context)
+    values (new.rid, new.folded, new.keys, new.typos, new.context);
 end;
 create temp trigger if not exists resolver_name_ad after delete on resolver_name begin
-  insert into resolver_fts (resolver_fts, rowid, folded, keys, context)
-    values ('delete', old.rid, old.folded, old.keys, old.context);
+  insert into resolver_fts (resolver_fts, rowid, folded, keys, typos, context)
+    values ('delete', old.rid, old.folded, old.keys, old.typos, old.context);
 end;
 create temp trigger if not exists resolver_node_ai after insert on main.node begin
   update resolver_sync set top = max(top, new.nid);
-  insert or ignore into resolver_name (nid, parent, norm, folded, keys, context, kind)
+  insert or ignore into resolver_name (nid, parent, norm, folded, keys, typos, context, kind)
     select new.nid, new.parent, resolver_norm(json_extract(new.body, '$.name')),
            resolver_fold(json_extract(new.body, '$.name')), resolver_keys(json_extract(new.body, '$.name')),
+           resolver_typos(json_extract(new.body, '$.name')),
            json_extract(new.body, '$.props.context'), json_extract(new.body, '$.props.kind')
     where new.type = 'Entity' and json_extract(new.body, '$.name') is not null;
 end;
@@ -70,8 +75,8 @@ when new.body is null begin
 end;
 create temp trigger if not exists resolver_alias_ai after insert on main.alias begin
   update resolver_sync set aliases = aliases + 1;
-  insert or ignore into resolver_name (nid, parent, norm, folded, keys, context, kind)
-    select new.nid, n.parent, new.norm, resolver_fold(new.alias), resolver_keys(new.alias),
+  insert or ignore into resolver_name (nid, parent, norm, folded, keys, typos, context, kind)
+    select new.nid, n.parent, new.norm, resolver_fold(new.alias), resolver_keys(new.alias), resolver_typos(new.alias),
            json_extract(n.body, '$.props.context'), json_extract(n.body, '$.props.kind')
     from main.node as n where n.nid = new.nid and n.type = 'Entity';
 end;
@@ -123,6 +128,26 @@ def _keys(*value: apsw.SQLiteValue) -> str:
     return " ".join(phonetic.keys(phonetic.fold(_text(value[0]))))
 
 
+def _typos_of(*value: apsw.SQLiteValue) -> str:
+    return typos(phonetic.fold(_text(value[0])))
+
+
+def deletions(word: str) -> list[str]:
+    """``word`` and every spelling of it with one letter left out ("lucas": lucas, ucas, lcas, luas, lucs, luca).
+
+    Two words one edit apart (a letter missing, added, changed, or two swapped) share one of these:
+    the typo blocking of tier 2 (the symmetric-deletion idea behind SymSpell).
+    """
+    if len(word) <= MIN_TYPO:
+        return [word]
+    return list(dict.fromkeys([word, *(word[:i] + word[i + 1:] for i in range(min(len(word), MAX_TYPO)))]))
+
+
+def typos(folded: str) -> str:
+    """The typo terms of a folded name: each word with its one-letter deletions, space-separated."""
+    return " ".join(dict.fromkeys(t for w in folded.split()[:MAX_WORDS] for t in deletions(w)))
+
+
 def _mended(folded: str) -> list[str]:
     """The words of a folded name, a fragment of one or two letters joined to the word before it."""
     words: list[str] = []
@@ -134,15 +159,9 @@ def _mended(folded: str) -> list[str]:
     return list(dict.fromkeys(words))[:MAX_WORDS]
 
 
-def _terms(word: str) -> list[str]:
-    """FTS5 terms a misspelling of ``word`` likely shares with it: itself, its first letters, its phonetic key."""
-    terms = [f"folded : {_phrase(word[:PREFIX])}*"]  # a short word is a prefix itself: "joe" for "joel"
-    if len(word) > PREFIX:
-        terms.insert(0, f"folded : {_phrase(word)}")
-    sound = phonetic.key(word)
-    if sound:
-        terms.append(f"keys : {_phrase(sound)}")
-    return terms
+def _terms(word: str) -> str:
+    """The FTS5 terms a misspelling of ``word`` shares with it: its typo terms (itself among them)."""
+    return f"typos : ({' OR '.join(_phrase(t) for t in deletions(word))})"
 
 
 def _phrase(term: str) -> str:
@@ -159,6 +178,7 @@ class NameIndex:
         conn.create_scalar_function("resolver_norm", _norm, 1, deterministic=True)
         conn.create_scalar_function("resolver_fold", _fold, 1, deterministic=True)
         conn.create_scalar_function("resolver_keys", _keys, 1, deterministic=True)
+        conn.create_scalar_function("resolver_typos", _typos_of, 1, deterministic=True)
 
     # ---- keeping in step -----------------------------------------------------------
 
@@ -193,9 +213,10 @@ class NameIndex:
         for nid, parent, name, context, kind in rows:
             folded = phonetic.fold(_text(name))
             prepared.append((nid, parent, normalise_alias(_text(name)), folded, " ".join(phonetic.keys(folded)),
-                             context, kind))
-        self.conn.executemany("insert or ignore into resolver_name (nid, parent, norm, folded, keys, context, kind) "
-                              "values (?, ?, ?, ?, ?, ?, ?)", prepared)
+                             typos(folded), context, kind))
+        self.conn.executemany("insert or ignore into resolver_name "
+                              "(nid, parent, norm, folded, keys, typos, context, kind) "
+                              "values (?, ?, ?, ?, ?, ?, ?, ?)", prepared)
 
     def _totals(self) -> tuple[int, int]:
         aliases = as_int(one_row(self.conn.execute("select count(*) from main.alias").fetchone())[0])
@@ -221,25 +242,35 @@ class NameIndex:
         """Live entities (in ``parent``, if given) known by this normalised name or alias."""
         return self._rows("r.norm = ?1", (norm, parent), "r.nid")
 
-    def block(self, folded: str, parent: int | None, limit: int, *, context: str | None = None) -> list[Name]:
+    def block(self, folded: str, parent: int | None, limit: int) -> list[Name]:
         """Up to ``limit`` names that could be ``folded`` misspelt: the FTS5 blocking of tier 2.
 
         Every word of the mention (a fragment of one or two letters joined to the word before:
-        "jacob crossm an") must meet a word of the name by its spelling, its first three letters
-        or its phonetic key; a conjunction keeps the block small without ranking it. When no
-        name meets every word (a word replaced or garbled), or when the mention has ``context``
-        (which may vouch for a weaker name), names that share a word, or a word of the context,
-        are added, best BM25 first.
+        "jacob crossm an") must meet a word of the name as spelt or one typo away (a letter
+        missing, added, changed, or two swapped: they share a typo term). A conjunction of rare
+        terms keeps the block small without ranking it.
         """
         words = _mended(folded)
         if not words:
             return []
-        found = self._search(" AND ".join("(" + " OR ".join(_terms(w)) + ")" for w in words), parent, limit,
-                             ranked=False)
-        if (found and not context) or (len(words) < 2 and not context):
+        return self._search(" AND ".join(_terms(w) for w in words), parent, limit, ranked=False)
+
+    def widen(self, folded: str, parent: int | None, limit: int, *, context: str | None = None) -> list[Name]:
+        """Names for the second pass of tier 2, when ``block`` found none, or the mention has ``context``.
+
+        Those that ``block`` would find with two neighbouring words of the mention taken as one (a
+        stray space: "benjamin morr ison"); with ``context``, which may vouch for a weaker name, also
+        the names that share a whole word with the mention (one word replaced or garbled beyond one
+        typo) or with the context, best BM25 first.
+        """
+        words = _mended(folded)
+        joined = [[*words[:i], words[i] + words[i + 1], *words[i + 2:]] for i in range(min(len(words), MAX_WORDS) - 1)]
+        found = self._search(" OR ".join("(" + " AND ".join(_terms(w) for w in spelt) + ")" for spelt in joined),
+                             parent, limit, ranked=False) if joined else []
+        if not context:
             return found
         either = [f"folded : {_phrase(w)}" for w in folded.split()[:MAX_WORDS]]
-        either += [f"context : {_phrase(w)}" for w in phonetic.fold(context or "").split()[:MAX_WORDS]]
+        either += [f"context : {_phrase(w)}" for w in phonetic.fold(context).split()[:MAX_WORDS]]
         return found + self._search(" OR ".join(dict.fromkeys(either)), parent, limit, ranked=True)
 
     def sounds_like(self, keys: Sequence[str], parent: int | None, limit: int) -> list[Name]:

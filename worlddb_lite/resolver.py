@@ -37,6 +37,8 @@ from .store import Store
 
 TIERS = ("exact", "fuzzy", "phonetic", "embedding")
 EMBED_K = 8  # nearest entities tier 4 looks at
+NEAR_PROBE = 4  # vector-index partitions tier 4 scans: near-duplicates lie in the few nearest the vector
+EMBED_CACHE = 4096  # mention vectors kept (names recur: re-clustering resolves the same ones again)
 _jw = jellyfish.jaro_winkler_similarity
 
 
@@ -49,6 +51,7 @@ class ResolverConfig:
     partial: float = 0.96  # score of a mention whose every word is a word of the name ("Sarah" ~ "Sarah Chen")
     phonetic: float = 0.95  # similarity of the respelled names at which same-sounding names match
     embedding: float = 0.95  # cosine at which tier 4 matches
+    spelt: float = 0.8  # tier 4 is skipped when tier 2 or 3 found a name this alike (1.0: only past a match)
     context_weight: float = 0.8  # with context on both sides, agreeing: score += weight * (similarity - centre)
     context_penalty: float = 0.4  # ... disagreeing: score -= penalty * (centre - similarity)
     context_centre: float = 0.65  # context similarity (Jaro-Winkler) that neither helps nor hurts
@@ -66,7 +69,7 @@ class ResolverConfig:
                 raise InvalidInput(f"ResolverConfig.{f.name} must be a finite number, got {value!r}")
             if f.name in ("block", "max_options", "max_name_chars") and (not isinstance(value, int) or value < 1):
                 raise InvalidInput(f"ResolverConfig.{f.name} must be a whole number of at least 1, got {value!r}")
-            if f.name in ("fuzzy", "margin", "partial", "phonetic", "embedding", "context_centre") \
+            if f.name in ("fuzzy", "margin", "partial", "phonetic", "embedding", "spelt", "context_centre") \
                     and not 0.0 <= value <= 1.0:
                 raise InvalidInput(f"ResolverConfig.{f.name} is a similarity between 0 and 1, got {value!r}")
 
@@ -194,6 +197,8 @@ def similarity(mention: str, name: str, partial: float = ResolverConfig.partial)
     score = max(score, _jw(ours_flat, theirs_flat), _aligned(ours, theirs))
     if len(ours) == len(theirs):  # sorted, a shared word ahead of a missing one would look like a match
         score = max(score, _jw(ours_sorted, theirs_sorted))
+    elif len(ours) > len(theirs):  # a word split by a stray space ("satte rley"): join neighbours, compare again
+        score = max((score, *(_jw(" ".join(sorted(joined)), theirs_sorted) for joined in _joins(ours, len(theirs)))))
     if len(ours) < len(theirs) and _within(ours, theirs):
         score = max(score, partial)
     return score
@@ -204,6 +209,16 @@ def _parts(folded: str) -> tuple[tuple[str, ...], str, str]:
     """A folded name's words, its words sorted, and its letters without spaces (names recur: cached)."""
     words = tuple(folded.split())
     return words, " ".join(sorted(words)), "".join(words)
+
+
+def _joins(words: tuple[str, ...], count: int) -> list[tuple[str, ...]]:
+    """``words`` with neighbours joined until ``count`` are left, every way (few: names have few words)."""
+    if len(words) - count > 2 or len(words) > 6:
+        return []
+    out = [words]
+    for _ in range(len(words) - count):
+        out = [(*w[:i], w[i] + w[i + 1], *w[i + 2:]) for w in out for i in range(len(w) - 1)]
+    return list(dict.fromkeys(out))
 
 
 def _aligned(ours: Sequence[str], theirs: Sequence[str]) -> float:
@@ -269,6 +284,7 @@ class Resolver:
         self.embed = embed
         self.nearest = nearest
         self.cosines = cosines
+        self._vectors: dict[str, np.ndarray] = {}
 
     def resolve(self, mention: Mention, *, world: int | None = None, exclude: Iterable[int] = (),
                 tiebreaker: Tiebreaker | None = None) -> Resolution:
@@ -288,9 +304,12 @@ class Resolver:
         near: Candidate | None = None
         folded = phonetic.fold(name)
         table: set[int] = set()  # the nodes of the identities on the table, once a tier was torn
+        spelt = -math.inf  # the best score of the spelling tiers (2 and 3)
         for tier in TIERS:
             if tier != "exact" and len(name) > self.config.max_name_chars:
                 break  # a very long name is matched exactly or not at all
+            if tier == "embedding" and not table and spelt >= self.config.spelt:
+                break  # a name that spelling has weighed: its vector would find the same neighbours
             if table:  # torn: later tiers weigh in on the identities on the table, with no search of their own
                 if getattr(chooser, "wants_evidence", True):
                     options.extend(self._candidate(s, tier)
@@ -301,6 +320,8 @@ class Resolver:
                 continue
             threshold = self._threshold(tier)
             best = found[0]
+            if tier in ("fuzzy", "phonetic"):
+                spelt = max(spelt, best.score)
             if best.score < threshold:
                 if near is None:
                     near = self._candidate(best, tier)
@@ -310,6 +331,8 @@ class Resolver:
                 return Resolved(self._candidate(best, tier))
             # torn: the best and every identity within the margin of it go to the tiebreaker
             torn = [s for s in found if best.score - s.score < self.config.margin]
+            if len(torn) > self.config.max_options:  # more fit than may be offered: it names nobody in particular
+                return New(self._candidate(best, tier))
             options.extend(self._candidate(s, tier) for s in torn)
             table.update(m for s in torn for m in s.members)
         if not options:
@@ -329,8 +352,13 @@ class Resolver:
         if tier == "exact":
             scored = [(n, 1.0) for n in self.index.exact(normalise_alias(name), world)]
         elif tier == "fuzzy":
-            names = self.index.block(folded, world, c.block, context=mention.context)
+            names = self.index.block(folded, world, c.block)
             scored = [(n, similarity(folded, n.folded, c.partial)) for n in names]
+            if mention.context or not names:  # the second, wider pass (see NameIndex.widen)
+                seen = {(n.nid, n.norm) for n in names}
+                more = [n for n in self.index.widen(folded, world, c.block, context=mention.context)
+                        if (n.nid, n.norm) not in seen]
+                scored += [(n, similarity(folded, n.folded, c.partial)) for n in more]
         elif tier == "phonetic":
             keys = phonetic.keys(folded)
             if not keys:
@@ -355,7 +383,7 @@ class Resolver:
             spelled = respelled(folded)
             scored = [(n, similarity(spelled, respelled(n.folded), partial)) for n in names if spelled]
         elif self.config.embedding_tier and self.embed is not None and self.cosines is not None:
-            cosine = self.cosines(self.embed(name), [n.nid for n in names])
+            cosine = self.cosines(self._vector(name), [n.nid for n in names])
             scored = [(n, cosine[n.nid]) for n in names if n.nid in cosine]
         else:
             return []
@@ -370,7 +398,7 @@ class Resolver:
         """
         if not self.config.embedding_tier or self.embed is None or self.nearest is None:
             return []
-        vector = self.embed(name)
+        vector = self._vector(name)
         floor = self.config.embedding - self.config.margin
         hits = self.nearest(vector, EMBED_K, None)
         if world is not None and len(hits) == EMBED_K and hits[-1][1] >= floor:
@@ -382,6 +410,17 @@ class Resolver:
         for n in self.index.names(close, world):  # each entity by the first name it is indexed by
             first.setdefault(n.nid, n)
         return [(n, close[nid]) for nid, n in first.items()]
+
+    def _vector(self, name: str) -> np.ndarray:
+        """The mention's vector, from a small cache: names recur, and a static embedder is deterministic."""
+        vector = self._vectors.pop(name, None)
+        if vector is None:
+            assert self.embed is not None
+            vector = self.embed(name)
+            if len(self._vectors) >= EMBED_CACHE:
+                self._vectors.pop(next(iter(self._vectors)))
+        self._vectors[name] = vector  # most recent last
+        return vector
 
     def _context(self, mention: Mention, name: Name) -> float:
         if not mention.context or not name.context:
