@@ -206,3 +206,29 @@ def test_a_stale_turn_ranks_below_the_turn_that_superseded_it_but_not_as_of_befo
     assert any(r.lane == "stale" for r in austin.why)
     before = ana.recall("where does Ana live", scope="ana", k=20, as_of="2024-02-01")
     assert not any(r.lane == "stale" for h in before.hits for r in h.why)
+
+
+def test_a_turn_scores_also_by_the_best_turn_of_its_session(ana: WorldDB) -> None:
+    from worlddb_lite.retrieval.recall import session_prior
+    view = ana._view(None, None, False, world=ana._scope_id("ana"))
+    turns = {str(text): int(nid) for nid, text in ana._conn.execute(
+        "select nid, json_extract(body, '$.content') from node where type = 'Turn'")}
+    best, same, other = turns["I moved to Denver last week"], turns["I adopted a kitten"], turns["I live in Austin"]
+    ranked = [(best, 0.05), (other, 0.021), (same, 0.02)]
+    prior = session_prior(view, ranked, 1.0)
+    assert [nid for nid, _ in prior] == [best, same, other]  # the session of the best turn lifts its other turn
+    assert dict(prior)[same] == pytest.approx(0.02 + 0.05) and dict(prior)[other] == pytest.approx(0.021 + 0.021)
+    assert session_prior(view, ranked, 0.0) == ranked
+
+
+def test_the_entity_lane_orders_by_the_question_without_the_names_it_matched(ana: WorldDB) -> None:
+    view = ana._view(None, None, False, world=ana._scope_id("ana"))
+    assert view.embed is not None
+    question = "What does Emma's sister love"
+    vector = view.embed(question)
+    rest = lanes.what_else(view, question, ["emma"], vector)
+    assert rest is not None and np.allclose(rest, view.embed("What does sister love"))
+    assert lanes.what_else(view, "Emma", ["emma"], vector) is vector  # nothing but the name: the query as it is
+    reached, _ = lanes.entity_lane(view, question, vector, 50)
+    cosine = view.index().cosines(reached, rest)
+    assert reached == sorted(reached, key=lambda n: (-cosine.get(n, -2.0), -n))

@@ -9,6 +9,12 @@ The lane weights were chosen on the aggregate of two benchmarks, not per questio
 static embedder's lane is the weakest and drags an even fusion down (LoCoMo 0.632 even vs
 0.689 weighted), yet it is the lane that answers when the question shares no word with the
 memory, and a weight only matters where two lanes both rank something.
+
+Measured and not adopted (both benchmarks, same run each): K = 20 or 10 instead of 60 (LoCoMo
+recall@10 0.722 -> 0.721 / BEAM 0.427 -> 0.436 at K = 20: within noise on LoCoMo, and the issue
+fixes K = 60); other weights (vector 0.5, entity 0.75 or 1.0: LoCoMo 0.675-0.707, BEAM
+unchanged); a Rocchio pseudo-relevance lane (the query vector moved towards the top 3-10 fused
+hits, as a fourth lane over the fused head: LoCoMo 0.647-0.674, BEAM 0.364-0.415).
 """
 
 from __future__ import annotations

@@ -3,13 +3,14 @@
 * text: BM25 (FTS5) over turns, memories and summaries;
 * vector: cosine over the same types, through the IVF index (filters inside the search);
 * entity: the entities the query names (by exact alias, widened to their accepted same_as
-  class) and every fact and turn that refers_to them, ordered by cosine to the query.
+  class) and every fact and turn that refers_to them, ordered by cosine to the rest of the
+  query (the query without those names).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -155,6 +156,20 @@ def named_entities(view: ReadView, query: str) -> dict[int, str]:
     return {nid: named[nid] for nid in kept}
 
 
+def what_else(view: ReadView, query: str, names: Iterable[str], vector: np.ndarray | None) -> np.ndarray | None:
+    """The query's vector without the names the entity lane already matched on (``vector`` if nothing is left).
+
+    Every node the lane ranks refers to a named entity already, so the name says nothing more
+    about which of them answers; left in, it pulls the query's vector towards every short turn
+    that is little more than the name (LoCoMo turn recall@10 0.692 -> 0.722, see fusion.py).
+    """
+    if vector is None or view.embed is None:
+        return vector
+    taken = {w for name in names for w in words(name.casefold())}
+    rest = [w for w in words(query) if w.casefold() not in taken]
+    return view.embed(" ".join(rest)) if rest and len(rest) < len(words(query)) else vector
+
+
 def entity_lane(view: ReadView, query: str, vector: np.ndarray | None, depth: int,
                 candidates: Sequence[int] = ()) -> tuple[list[int], dict[int, EntityPath]]:
     """Facts and turns that refers_to an entity the query names: most of the names first, then closest.
@@ -181,6 +196,7 @@ def entity_lane(view: ReadView, query: str, vector: np.ndarray | None, depth: in
     types = {n: view.store.header(n).type for n in paths}
     nids = [n for n in paths if types[n] in GRAPH_TYPES]
     nids = view.inside(sorted(nids)) if view.world is not None else sorted(nids)
+    vector = what_else(view, query, entities.values(), vector)
     score = view.index().cosines(nids, vector) if vector is not None else {}
     nids.sort(key=lambda n: (-len(named[n]), -score.get(n, -2.0), -n))  # most of the names, then closest, newest
     kept = nids[:depth]

@@ -23,6 +23,7 @@ LANE_DEPTH = 100  # each lane's list length: deeper than any k asked, so fusion 
 RERANK_DEPTH = 30  # how many fused candidates a reranker re-scores
 STALE_DEPTH = 50  # how far down the fused list a stale turn is moved below what superseded it
 SOURCE_EDGES = {"Fact": "refers_to", "Summary": "derived_from", "Memory": "refers_to"}
+SESSION_WEIGHT = 1.0  # a turn also scores this times the best fused score of a turn of its session
 
 
 def recall(view: ReadView, query: str, *, k: int, reranker: Reranker | None = None,
@@ -35,7 +36,7 @@ def recall(view: ReadView, query: str, *, k: int, reranker: Reranker | None = No
         lanes["vector"] = vector_lane(view, vector, depth)
     found = [n for ranking in lanes.values() for n in ranking]
     lanes["entity"], paths = entity_lane(view, query, vector, depth, candidates=found)
-    ranked = rrf(lanes, weights=LANE_WEIGHTS)
+    ranked = session_prior(view, rrf(lanes, weights=LANE_WEIGHTS), SESSION_WEIGHT)
     fused = [nid for nid, _ in ranked]
     fused, stale = stale_after_fresh(view, fused, STALE_DEPTH)
     score = dict(ranked)
@@ -49,6 +50,31 @@ def recall(view: ReadView, query: str, *, k: int, reranker: Reranker | None = No
     ranks = {lane: {nid: rank for rank, nid in enumerate(ranking, start=1)} for lane, ranking in lanes.items()}
     return [Hit(node, score[nid], turns[nid], (*_lane_reasons(view, nid, ranks, paths), *later.get(nid, ())))
             for node, nid in zip(nodes, top, strict=True)]
+
+
+def session_prior(view: ReadView, ranked: list[tuple[int, float]], weight: float) -> list[tuple[int, float]]:
+    """Add to each fused turn ``weight`` x the best fused score among the turns of its Session, and re-sort.
+
+    A turn is read in its conversation: the session where the best evidence lies is the likeliest
+    home of the rest of it (session recall ran ahead of turn recall: LoCoMo 0.885 against 0.692).
+    Chosen on the aggregate of both benchmarks (``bench/recall.py``; weight 1.0, the session's
+    best turn rather than a sum, which favours long sessions): LoCoMo turn recall@10 0.722 ->
+    0.728 and @20 0.780 -> 0.795, BEAM-100K recall@10 0.427 -> 0.443, update order unchanged.
+    Only turns already fused are moved: no turn enters on its session's strength alone.
+    """
+    if weight == 0 or not ranked:
+        return ranked
+    session_of: dict[int, int] = {}  # fused turn -> the Session world it was said in
+    for nid, _ in ranked:
+        header = view.store.header(nid)
+        if header.type == "Turn" and header.parent is not None and view.store.header(header.parent).type == "Session":
+            session_of[nid] = header.parent
+    best: dict[int, float] = {}
+    for nid, value in ranked:  # best first: the first score seen of a session is its best
+        if nid in session_of:
+            best.setdefault(session_of[nid], value)
+    scored = [(nid, value + weight * best[session_of[nid]] if nid in session_of else value) for nid, value in ranked]
+    return sorted(scored, key=lambda item: (-item[1], item[0]))
 
 
 def _lane_reasons(view: ReadView, nid: int, ranks: dict[str, dict[int, int]],
