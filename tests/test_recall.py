@@ -232,3 +232,17 @@ def test_the_entity_lane_orders_by_the_question_without_the_names_it_matched(ana
     reached, _ = lanes.entity_lane(view, question, vector, 50)
     cosine = view.index().cosines(reached, rest)
     assert reached == sorted(reached, key=lambda n: (-cosine.get(n, -2.0), -n))
+
+
+def test_the_in_memory_containment_check_agrees_with_the_sql_walk(ana: WorldDB) -> None:
+    from worlddb_lite import reads
+    every = [int(r[0]) for r in ana._conn.execute("select nid from node order by nid")]
+    for scope in ("ana", "bob"):
+        view = ana._view(None, None, False, world=ana._scope_id(scope))
+        assert view.world is not None
+        sql = reads.inside(ana._conn, every, view.world, view.valid, view.belief, memberships=view.memberships,
+                           include_superseded=False)
+        below = view.below(every)
+        assert below and below <= sql  # the index's parents never place a node wrongly
+        shown = reads.visible_among(ana._conn, every, view.valid, view.belief, include_superseded=False)
+        assert view.inside(every) == [n for n in every if n in sql and n in shown]
