@@ -16,6 +16,7 @@ from worlddb_lite import InvalidInput, MergeStatus, WorldDB
 from worlddb_lite.errors import TiebreakerError
 from worlddb_lite.extract import EntityMention, Extraction, RuleExtractor
 from worlddb_lite.facts import remember
+from worlddb_lite.name_index import deletions
 from worlddb_lite.phonetic import fold, key, keys, respell
 from worlddb_lite.resolver import (
     Ambiguous,
@@ -88,6 +89,62 @@ def test_similarity_forgives_order_and_charges_missing_words() -> None:
     assert similarity("", "sarah") == 0.0
 
 
+def test_words_one_edit_apart_share_a_typo_term() -> None:
+    assert deletions("lucas") == ["lucas", "ucas", "lcas", "luas", "lucs", "luca"]
+    assert deletions("al") == ["al"]  # too short to drop a letter from
+    for right, typo in (("andrew", "anrdew"), ("nathan", "nahan"), ("noah", "nodh"), ("lucas", "luas"),
+                        ("mason", "masoh"), ("taliah", "talfiah")):  # swapped, missing, changed, added letters
+        assert set(deletions(right)) & set(deletions(typo)), (right, typo)
+    assert not set(deletions("tom")) & set(deletions("bob"))
+
+
+def crowd(db: WorldDB, names: Sequence[str], scope: str = "work") -> None:
+    """Entities written directly (an import): distractors that share words with the one to find."""
+    db.write_many([{"text": n, "scope": scope, "type": "Entity", "name": n, "aliases": [n]} for n in names])
+
+
+@pytest.mark.parametrize(("known", "said"), [("Andrew Mason", "Anrdew Masoh"), ("Nathan Bishop", "Nahan Bishop"),
+                                             ("Lucas Coleman", "Luas Coleman"), ("Noah Reid", "Nodh Reid")])
+def test_fuzzy_blocking_keeps_a_name_with_a_typo_in_any_word(db: WorldDB, known: str, said: str) -> None:
+    first, last = known.split()
+    crowd(db, [f"{first} {other}" for other in ("Smith", "Jones", "Brown", "Taylor")]
+          + [f"{other} {last}" for other in ("Zoe", "Liam", "Ava", "Mia")])
+    target = entity(db, known)
+    found = db.resolve(said, scope="work")
+    assert isinstance(found, Resolved) and found.match.entity == target and found.tier == "fuzzy", found
+
+
+@pytest.mark.parametrize(("known", "said"), [("Benjamin Morrison", "Benjamin Morr Ison"),
+                                             ("Ewan Whiteley", "Whiteley Ewa N"), ("Painter", "Pai Nter")])
+def test_a_stray_space_inside_a_word_is_forgiven(db: WorldDB, known: str, said: str) -> None:
+    target = entity(db, known)
+    found = db.resolve(said, scope="work")
+    assert isinstance(found, Resolved) and found.match.entity == target, found
+
+
+def test_a_mention_that_fits_more_identities_than_it_may_offer_is_new(db: WorldDB) -> None:
+    crowd(db, ["Ryan Smith", "Ryan Jones", "Ryan Brown", "Ryan Taylor"])
+    found = db.resolve("Ryan", scope="work")  # four people fit equally: it names nobody in particular
+    assert isinstance(found, New) and found.nearest is not None and found.nearest.name.startswith("ryan")
+    db.configure_resolver(ResolverConfig(max_options=4))
+    wider = db.resolve("Ryan", scope="work")
+    assert isinstance(wider, Ambiguous) and len(wider.options) == 4
+    written, result = db.resolve_entity("Ryan", scope="work")  # four proposals, one per identity offered
+    assert isinstance(result, Ambiguous) and len(db.merge_proposals()) == 4
+    db.configure_resolver()
+    assert isinstance(db.resolve("Ryan Smith", scope="work"), Resolved)
+
+
+def test_agreeing_context_lifts_only_a_name_that_shares_a_word(db: WorldDB) -> None:
+    lodge = namesake(db, "Katelyn Lodge", "a", context="Kingsford")
+    assert isinstance(db.resolve("Tyler Doan", scope="work", context="Kingsford"), New)  # a suburb is not a person
+    doan = namesake(db, "Tyler Dolan", "b", context="Kingsford")
+    found = db.resolve("Tyler Doan", scope="work", context="Kingsford")
+    assert isinstance(found, Resolved) and found.match.entity == doan != lodge
+    alone = db.resolve("Tyler Doan", scope="work")
+    assert isinstance(alone, Resolved) and found.score > alone.score  # the agreeing context lifted it
+
+
 # ---- tier 3: phonetic ------------------------------------------------------------------------------
 
 
@@ -129,6 +186,40 @@ def test_embedding_tier_finds_what_no_spelling_shares(tmp_path: Path) -> None:
         assert isinstance(found, Resolved) and found.match.entity == lead and found.tier == "embedding"
         db.configure_resolver(ResolverConfig(embedding_tier=False))
         assert isinstance(db.resolve("my manager", scope="work"), New)
+
+
+def counted(db: WorldDB) -> list[str]:
+    """The texts tier 4 embeds from now on (the resolver's embed function, wrapped)."""
+    engine = db._resolver()
+    seen: list[str] = []
+    embed = engine.embed
+    assert embed is not None
+    engine.embed = lambda text: (seen.append(text), embed(text))[1]
+    return seen
+
+
+def test_tier_4_is_skipped_for_a_name_that_spelling_has_weighed(tmp_path: Path) -> None:
+    with WorldDB(tmp_path / "s.db", embedder=SynonymEmbedder(), clock=FakeClock()) as db:
+        entity(db, "Mark")
+        lead = entity(db, "the engineering lead")
+        embedded = counted(db)
+        assert similarity("mary", "mark") >= ResolverConfig().spelt
+        assert isinstance(db.resolve("Mary", scope="work"), New)  # spelt like Mark, though not enough to match
+        assert embedded == []
+        found = db.resolve("my manager", scope="work")  # nothing spelt like it: tier 4 runs
+        assert isinstance(found, Resolved) and found.match.entity == lead and embedded == ["my manager"]
+        db.configure_resolver(ResolverConfig(spelt=1.0))
+        assert isinstance(db.resolve("Mary", scope="work"), New) and embedded[-1] == "Mary"
+
+
+def test_tier_4_caches_the_vectors_of_mentions(tmp_path: Path) -> None:
+    with WorldDB(tmp_path / "s.db", embedder=SynonymEmbedder(), clock=FakeClock()) as db:
+        lead = entity(db, "the engineering lead")
+        embedded = counted(db)
+        for _ in range(3):
+            found = db.resolve("my manager", scope="work")
+            assert isinstance(found, Resolved) and found.match.entity == lead
+        assert embedded == ["my manager"]
 
 
 # ---- tier 5: the tiebreaker ------------------------------------------------------------------------
@@ -257,6 +348,28 @@ def test_reclustering_finds_a_match_the_first_pass_missed(db: WorldDB) -> None:
     assert db.recluster() == 0  # nothing new since, and a staged pair is never proposed twice
 
 
+def test_recluster_re_resolves_an_alias_added_later(db: WorldDB) -> None:
+    manager = entity(db, "my manager")
+    sarah = entity(db, "Sarah")
+    assert db.recluster() == 0
+    db.add_alias(sarah, "my manager")  # no new node: only the alias says it
+    assert db.recluster() == 1
+    [proposal] = db.merge_proposals()
+    assert {proposal.a, proposal.b} == {sarah, manager} and proposal.tier == "exact"
+    assert db.recluster() == 0  # done, and never proposed twice
+    db.add_alias(sarah, "the boss")  # an alias nobody else has: nothing to propose
+    assert db.recluster() == 0
+
+
+def test_the_resolver_is_part_of_the_package_api() -> None:
+    import worlddb_lite
+
+    for name in ("Ambiguous", "Candidate", "Mention", "New", "PreferTiers", "Resolution", "Resolved",
+                 "ResolverConfig", "Tiebreaker", "TiebreakerError"):
+        assert name in worlddb_lite.__all__ and getattr(worlddb_lite, name) is not None
+    assert worlddb_lite.ResolverConfig is ResolverConfig and worlddb_lite.Resolved is Resolved
+
+
 def test_remember_reuses_exact_names_and_proposes_variants(db: WorldDB) -> None:
     scope = db.scope("me")
     said = "2024-05-01T00:00:00Z"
@@ -324,7 +437,7 @@ def test_writes_of_another_connection_are_seen(file_db_path: str) -> None:
 
 
 @pytest.mark.parametrize("bad", [{"fuzzy": 1.5}, {"margin": -0.1}, {"block": 0}, {"max_options": 2.5},
-                                 {"embedding": float("nan")}])
+                                 {"embedding": float("nan")}, {"spelt": 1.5}, {"context_word": -0.1}])
 def test_a_bad_config_is_refused(bad: dict[str, float]) -> None:
     with pytest.raises(InvalidInput, match="ResolverConfig"):
         ResolverConfig(**bad)  # type: ignore[arg-type]

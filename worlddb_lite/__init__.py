@@ -24,9 +24,21 @@ from .errors import (
     SchemaTooOld,
     StoreBusy,
     StoreError,
+    TiebreakerError,
     UnknownEdgeType,
     ValidityError,
     WorldDBError,
+)
+from .resolver import (
+    Ambiguous,
+    Candidate,
+    Mention,
+    New,
+    PreferTiers,
+    Resolution,
+    Resolved,
+    ResolverConfig,
+    Tiebreaker,
 )
 from .retrieval.context import Context, ContextItem
 from .retrieval.query import Expand, Filter, PreferSummaries, QuerySpec, WhereConnected
@@ -47,10 +59,11 @@ from .types import (
 __version__ = "0.1.0"
 
 __all__ = [
-    "AmbiguousId", "BaseEdgeType", "Context", "ContextItem", "CycleError", "Direction", "Edge", "EdgeRefused",
-    "EdgeType", "Embedder", "EmbedderError", "EmbedderMismatch", "Expand", "Filter", "Hit", "Identity",
-    "IntegrityViolation", "InvalidId", "InvalidInput", "InvalidTime", "MergeError", "MergeProposal", "MergeStatus",
-    "Node", "NotAStore", "NotCurrent", "NotFound", "PreferSummaries", "QuerySpec", "Reason", "Recall", "SchemaTooNew",
-    "SchemaTooOld", "StaticEmbedder", "StoreBusy", "StoreError", "Subgraph", "UnknownEdgeType", "ValidityError",
-    "VerifyReport", "WhereConnected", "WorldDB", "WorldDBError", "__version__",
+    "Ambiguous", "AmbiguousId", "BaseEdgeType", "Candidate", "Context", "ContextItem", "CycleError", "Direction",
+    "Edge", "EdgeRefused", "EdgeType", "Embedder", "EmbedderError", "EmbedderMismatch", "Expand", "Filter", "Hit",
+    "Identity", "IntegrityViolation", "InvalidId", "InvalidInput", "InvalidTime", "Mention", "MergeError",
+    "MergeProposal", "MergeStatus", "New", "Node", "NotAStore", "NotCurrent", "NotFound", "PreferSummaries",
+    "PreferTiers", "QuerySpec", "Reason", "Recall", "Resolution", "Resolved", "ResolverConfig", "SchemaTooNew",
+    "SchemaTooOld", "StaticEmbedder", "StoreBusy", "StoreError", "Subgraph", "Tiebreaker", "TiebreakerError",
+    "UnknownEdgeType", "ValidityError", "VerifyReport", "WhereConnected", "WorldDB", "WorldDBError", "__version__",
 ]

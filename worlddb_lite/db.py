@@ -573,9 +573,11 @@ class WorldDB:
             txn.close_edge(self._store.resolve_edge(edge_ref), when)
 
     def add_alias(self, ref: str, alias: str, *, source: str | None = None) -> None:
-        """Record another name a node is known by."""
+        """Record another name a node is known by (an entity's is re-resolved by the next ``recluster``)."""
         with self._txn() as txn:
-            txn.add_alias(self._store.resolve(ref), alias, source)
+            nid = self._store.resolve(ref)
+            txn.add_alias(nid, alias, source)
+            identity.note_alias(self._store, nid)
 
     # ---- identity -----------------------------------------------------------------
 

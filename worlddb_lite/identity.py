@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from .db import WorldDB
 
 WATERMARK = "resolver_nid"  # meta key: nodes up to this nid have had their neighbourhood re-resolved
+ALIASED = "resolver_aliased"  # meta key: entities given an alias after they were written, not yet re-resolved
 RECLUSTER_BATCH = 5_000  # new nodes per recluster transaction
 
 
@@ -51,6 +52,8 @@ def resolve_entity(db: WorldDB, txn: Txn, resolver: Resolver, mention: Mention, 
         nid = store.resolve(result.match.entity)
         for alias in mention.aliases:
             txn.add_alias(nid, alias, source)
+        if mention.aliases:
+            note_alias(store, nid)
         return result.match.entity, result
     fields = {"kind": mention.kind, "context": mention.context, **(props or {})}
     written = db.write(mention.name, world=store.header(world).id.hex(), type="Entity", name=mention.name,
@@ -121,17 +124,42 @@ def pending(db: WorldDB) -> tuple[int, int]:
     return mark, db._store.max_nid()
 
 
+def note_alias(store: Store, nid: int) -> None:
+    """Mark an entity given an alias after it was written: the next ``recluster`` re-resolves its names.
+
+    An alias adds no node, so the watermark of new nodes would not bring its entity back.
+    """
+    if store.header(nid).type != "Entity":
+        return
+    marked = _aliased(store)
+    if nid not in marked:
+        store.set_meta([(ALIASED, json.dumps(sorted(marked | {nid})))])
+
+
+def _aliased(store: Store) -> set[int]:
+    return {int(n) for n in json.loads(store.meta_values((ALIASED,)).get(ALIASED) or "[]")}
+
+
 def recluster_pass(db: WorldDB, resolver: Resolver, *, batch: int = RECLUSTER_BATCH) -> tuple[int, bool]:
-    """One transaction: re-resolve the neighbourhood of up to ``batch`` new nodes; (proposals staged, done)."""
-    if pending(db)[0] >= pending(db)[1]:
+    """One transaction: re-resolve the neighbourhood of up to ``batch`` new nodes; (proposals staged, done).
+
+    The first pass also re-resolves the entities that were given an alias since the last one.
+    """
+    store = db._store
+    if pending(db)[0] >= pending(db)[1] and not _aliased(store):
         return 0, True  # read-only check first: an idle Consolidator takes no write lock
     with db._txn() as txn:
         resolver.index.ready()
         mark, top = pending(db)
         upto = min(top, mark + batch)
         db._settle(indexes=False)
-        staged = sum(_reresolve(db, txn, resolver, nid) for nid in neighbourhood(db, mark, upto))
-        db._store.set_meta([(WATERMARK, str(upto))])
+        entities = neighbourhood(db, mark, upto) if mark < top else []
+        aliased = sorted(_aliased(store) - set(entities))
+        live = {as_int(n) for (n,) in db._conn.execute(
+            "select nid from node where nid in (select value from json_each(?1)) and body is not null",
+            (json.dumps(aliased),))}
+        staged = sum(_reresolve(db, txn, resolver, nid) for nid in [*entities, *(n for n in aliased if n in live)])
+        store.set_meta([(WATERMARK, str(max(mark, upto))), (ALIASED, "[]")])
     return staged, upto >= top
 
 

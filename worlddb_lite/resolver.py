@@ -42,6 +42,9 @@ EMBED_CACHE = 4096  # mention vectors kept (names recur: re-clustering resolves 
 _jw = jellyfish.jaro_winkler_similarity
 
 
+_SIMILARITIES = ("fuzzy", "margin", "partial", "phonetic", "embedding", "spelt", "context_centre", "context_word")
+
+
 @dataclass(frozen=True)
 class ResolverConfig:
     """Thresholds of the tiers. Defaults measured on FEBRL 4 (``bench/resolver.py --sweep``)."""
@@ -52,11 +55,12 @@ class ResolverConfig:
     phonetic: float = 0.95  # similarity of the respelled names at which same-sounding names match
     embedding: float = 0.95  # cosine at which tier 4 matches
     spelt: float = 0.8  # tier 4 is skipped when tier 2 or 3 found a name this alike (1.0: only past a match)
-    context_weight: float = 0.8  # with context on both sides, agreeing: score += weight * (similarity - centre)
+    context_weight: float = 1.0  # with context on both sides, agreeing: score += weight * (similarity - centre)
     context_penalty: float = 0.4  # ... disagreeing: score -= penalty * (centre - similarity)
     context_centre: float = 0.65  # context similarity (Jaro-Winkler) that neither helps nor hurts
+    context_word: float = 0.9  # agreeing context lifts only a name sharing a word this alike (Jaro-Winkler)
     block: int = 48  # names scored after FTS5 blocking
-    max_options: int = 3  # identities an Ambiguous result offers (and proposals it stages)
+    max_options: int = 3  # identities an Ambiguous result offers (and proposals it stages); more fit: New
     max_name_chars: int = 128  # longer names are matched exactly only (fuzzy tiers cost O(length^2))
     embedding_tier: bool = True  # off: names only (a store without an embedder has no tier 4 anyway)
 
@@ -69,8 +73,7 @@ class ResolverConfig:
                 raise InvalidInput(f"ResolverConfig.{f.name} must be a finite number, got {value!r}")
             if f.name in ("block", "max_options", "max_name_chars") and (not isinstance(value, int) or value < 1):
                 raise InvalidInput(f"ResolverConfig.{f.name} must be a whole number of at least 1, got {value!r}")
-            if f.name in ("fuzzy", "margin", "partial", "phonetic", "embedding", "spelt", "context_centre") \
-                    and not 0.0 <= value <= 1.0:
+            if f.name in _SIMILARITIES and not 0.0 <= value <= 1.0:
                 raise InvalidInput(f"ResolverConfig.{f.name} is a similarity between 0 and 1, got {value!r}")
 
 
@@ -423,11 +426,20 @@ class Resolver:
         return vector
 
     def _context(self, mention: Mention, name: Name) -> float:
+        """What the contexts say: agreeing lifts the score, disagreeing lowers it.
+
+        Agreement vouches only for a name that shares a word with the mention (``context_word``
+        alike): living in one suburb does not make "Tyler Doan" and "Katelyn Lodge" one person.
+        """
         if not mention.context or not name.context:
             return 0.0
         alike = _jw(phonetic.fold(mention.context), phonetic.fold(str(name.context)))
         c = self.config
-        return (c.context_weight if alike >= c.context_centre else c.context_penalty) * (alike - c.context_centre)
+        if alike < c.context_centre:
+            return c.context_penalty * (alike - c.context_centre)
+        if not _share_word(phonetic.fold(mention.name), name.folded, c.context_word):
+            return 0.0
+        return c.context_weight * (alike - c.context_centre)
 
     def _identities(self, scored: list[tuple[Name, float]], skip: frozenset[int],
                     classes: dict[int, frozenset[int]]) -> list[_Scored]:
@@ -498,6 +510,12 @@ class Resolver:
                 f"for {mention.name!r}; return one of them, or None to leave the mention ambiguous"
             )
         return Resolved(choice, by_tiebreaker=True)
+
+
+def _share_word(ours: str, theirs: str, alike: float) -> bool:
+    """Whether a word of one folded name is at least ``alike`` (Jaro-Winkler) to a word of the other."""
+    words = _parts(theirs)[0]
+    return any(_jw(w, v) >= alike for w in _parts(ours)[0] for v in words)
 
 
 def _kind_fits(mention: Mention, name: Name) -> bool:
