@@ -124,24 +124,23 @@ def replay(conn: apsw.Connection, *, world: int | None = None,
         invalid_at, closed_at, expired_at, _ = state.get(("edge", eid), (None, None, None, 0))
         return edge_leaf(raw, state_bytes(valid_at, invalid_at, closed_at, created_at, expired_at))
 
+    def touch(kind: str, ref: int) -> None:
+        """A node's root must be recomputed; an edge's leaf is rehashed into its world's tree."""
+        if kind == "node":
+            dirty.add(ref)
+        else:
+            _, edge_world, slot, _, _ = edges[ref]
+            trees[edge_world].set(slot, edge_leaf_now(ref))
+            dirty.add(edge_world)
+
     times = sorted(set(created) | set(changed) | set(logged))
     checked, out = 0, []
     for step, at in enumerate(times):
         for kind, ref in created.get(at, ()):
-            if kind == "node":
-                dirty.add(ref)
-            else:
-                _, edge_world, slot, _, _ = edges[ref]
-                trees[edge_world].set(slot, edge_leaf_now(ref))
-                dirty.add(edge_world)
+            touch(kind, ref)
         for kind, ref, values in changed.get(at, ()):
             state[(kind, ref)] = values
-            if kind == "node":
-                dirty.add(ref)
-            else:
-                _, edge_world, slot, _, _ = edges[ref]
-                trees[edge_world].set(slot, edge_leaf_now(ref))
-                dirty.add(edge_world)
+            touch(kind, ref)
         # every ancestor of a change changes too; deepest first, as a child's root is a leaf of its parent
         for nid in list(dirty):
             parent = nodes[nid][1]
