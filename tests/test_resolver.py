@@ -122,6 +122,18 @@ def test_a_stray_space_inside_a_word_is_forgiven(db: WorldDB, known: str, said: 
     assert isinstance(found, Resolved) and found.match.entity == target, found
 
 
+def test_an_initial_stands_for_the_word_it_begins(db: WorldDB) -> None:
+    sarah = entity(db, "Sarah Chen")
+    crowd(db, ["Julia Chen", "Sarah Jones"])
+    for said in ("S. Chen", "Chen, S.", "S Chne"):
+        found = db.resolve(said, scope="work")
+        assert isinstance(found, Resolved) and found.match.entity == sarah and found.tier == "fuzzy", said
+        assert found.score <= ResolverConfig().partial  # an initial says less than the name
+    assert isinstance(db.resolve("T. Chen", scope="work"), New)  # nobody's name begins with T
+    crowd(db, ["Sam Chen"])
+    assert isinstance(db.resolve("S. Chen", scope="work"), Ambiguous)  # Sarah or Sam
+
+
 def test_a_mention_that_fits_more_identities_than_it_may_offer_is_new(db: WorldDB) -> None:
     crowd(db, ["Ryan Smith", "Ryan Jones", "Ryan Brown", "Ryan Taylor"])
     found = db.resolve("Ryan", scope="work")  # four people fit equally: it names nobody in particular

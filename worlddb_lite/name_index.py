@@ -25,7 +25,7 @@ from . import phonetic
 from ._sqlite import as_int, one_row
 from .reconciler import normalise_alias
 
-PREFIX = 3  # a word this short may begin a word of the name ("al" for "alan"); FTS5 keeps prefixes this long
+PREFIX = 3  # letters of a word's prefix term in the second pass of blocking (FTS5 keeps prefixes this long)
 MAX_WORDS = 8  # words of a mention used in blocking
 MIN_TYPO = 2  # words this short have no deletion terms (one letter left out of "al" is anyone)
 MAX_TYPO = 16  # letters of a word whose deletion is a typo term (past that, the prefix and key carry it)
@@ -164,6 +164,15 @@ def _terms(word: str) -> str:
     return f"typos : ({' OR '.join(_phrase(t) for t in deletions(word))})"
 
 
+def _sounds(word: str) -> str:
+    """Looser FTS5 terms for a word garbled beyond one typo: its first three letters, or its phonetic key."""
+    terms = [f"folded : {_phrase(word[:PREFIX])}*"]
+    sound = phonetic.key(word)
+    if sound:
+        terms.append(f"keys : {_phrase(sound)}")
+    return "(" + " OR ".join(terms) + ")"
+
+
 def _phrase(term: str) -> str:
     return '"' + term.replace('"', '""') + '"'
 
@@ -259,14 +268,18 @@ class NameIndex:
         """Names for the second pass of tier 2, when ``block`` found none, or the mention has ``context``.
 
         Those that ``block`` would find with two neighbouring words of the mention taken as one (a
-        stray space: "benjamin morr ison"); with ``context``, which may vouch for a weaker name, also
-        the names that share a whole word with the mention (one word replaced or garbled beyond one
-        typo) or with the context, best BM25 first.
+        stray space: "benjamin morr ison"), and those whose every word starts with the first three
+        letters of a word of the mention or sounds like it (a word garbled beyond one typo:
+        "rawlibs" for "rawlings"). With ``context``, which may vouch for a weaker name, also the
+        names that share a whole word with the mention or the context, best BM25 first.
         """
         words = _mended(folded)
+        if not words:
+            return []
         joined = [[*words[:i], words[i] + words[i + 1], *words[i + 2:]] for i in range(min(len(words), MAX_WORDS) - 1)]
-        found = self._search(" OR ".join("(" + " AND ".join(_terms(w) for w in spelt) + ")" for spelt in joined),
-                             parent, limit, ranked=False) if joined else []
+        alternatives = ["(" + " AND ".join(_terms(w) for w in spelt) + ")" for spelt in joined]
+        alternatives.append("(" + " AND ".join(_sounds(w) for w in words) + ")")
+        found = self._search(" OR ".join(alternatives), parent, limit, ranked=False)
         if not context:
             return found
         either = [f"folded : {_phrase(w)}" for w in folded.split()[:MAX_WORDS]]

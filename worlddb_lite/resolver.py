@@ -185,8 +185,11 @@ def similarity(mention: str, name: str, partial: float = ResolverConfig.partial)
     """How alike two folded names are, 0..1: the best of whole-string, word-sorted and word-aligned Jaro-Winkler.
 
     Word-sorted and word-aligned forms forgive swapped order ("Reid William"); word alignment
-    charges words the mention lacks. A mention whose words are all words of the name scores at
-    least ``partial`` ("Sarah" for "Sarah Chen"); the reverse (the mention says more) does not.
+    charges words the mention lacks; neighbouring words are joined again when a stray space split
+    one ("satte rley"). A mention whose words are all words of the name scores at least
+    ``partial`` ("Sarah" for "Sarah Chen"); the reverse (the mention says more) does not. An
+    initial counts as the word it begins, either way ("S Chen" ~ "Sarah Chen"), scoring at most
+    ``partial``: it says less than the word.
     """
     if mention == name:
         return 1.0
@@ -204,7 +207,28 @@ def similarity(mention: str, name: str, partial: float = ResolverConfig.partial)
         score = max((score, *(_jw(" ".join(sorted(joined)), theirs_sorted) for joined in _joins(ours, len(theirs)))))
     if len(ours) < len(theirs) and _within(ours, theirs):
         score = max(score, partial)
+    for short, long_ in ((ours, theirs), (theirs, ours)):  # an initial stands for a word: "S Chen", "Sarah Chen"
+        spelt = _spelt_out(short, long_)
+        if spelt is not None:
+            score = max(score, min(partial, similarity(" ".join(spelt), " ".join(long_), partial)))
     return score
+
+
+def _spelt_out(short: tuple[str, ...], long_: tuple[str, ...]) -> tuple[str, ...] | None:
+    """``short`` with each one-letter word replaced by an unused word of ``long_`` it begins; None if none can be."""
+    if len(short) < 2 or all(len(w) > 1 for w in short):
+        return None
+    rest = [w for w in long_ if w not in short]
+    out = []
+    for word in short:
+        if len(word) == 1:
+            partner = next((w for w in rest if len(w) > 1 and w[0] == word), None)
+            if partner is None:
+                return None
+            rest.remove(partner)
+            word = partner
+        out.append(word)
+    return tuple(out)
 
 
 @functools.lru_cache(maxsize=1 << 16)
