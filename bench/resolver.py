@@ -10,11 +10,14 @@ missing fields, replaced names) of A's ``rec-N-org``: 5,000 true links.
 Protocol. A's records become Entity nodes of one scope (name = given name + surname; in the
 context run, ``props.context`` = suburb). Each B record is a mention resolved by
 ``WorldDB.resolve`` (read-only, so earlier mentions never become candidates of later ones).
-Every link a result would stage as a same_as proposal counts: a ``Resolved`` result one link
-(labelled with the tier that decided it), an ``Ambiguous`` one a link per option (labelled
-"ambiguous": questions for a reviewer more than claims). Precision = true links / links; recall
-= true links / 5,000; "decided" leaves the ambiguous options out. Records without a name (both
-fields empty) are mentions nobody can match: they count against recall.
+Every link a result would stage as a same_as proposal counts (``WorldDB.resolve_entity`` stages
+one per identity found): a ``Resolved`` result one link (labelled with the tier that decided
+it), an ``Ambiguous`` one a link per option (labelled "ambiguous": questions for a reviewer more
+than claims), ``New`` none. Precision = true links / links; recall = true links / 5,000, the
+issue's metric; "decided" leaves the ambiguous options out. Records without a name (both fields
+empty) are mentions nobody can match: they count against recall. ``missed`` says why each true
+link is not among the proposals (new, resolved to another entity and by which tier, ambiguous
+without it).
 
 Runs, all in one invocation: names only; names + suburb as context; names only with the
 nickname list of the PyPI package ``nicknames`` as an alias source (each A entity also known
@@ -139,16 +142,21 @@ def resolve_all(db: WorldDB, owner: dict[str, str], mentions: dict[str, tuple[st
     found: dict[str, list[tuple[str, str]]] = {}
     seconds: list[float] = []
     kinds: collections.Counter[str] = collections.Counter()
+    missed: collections.Counter[str] = collections.Counter()  # why a true link is not among the proposals
     for rec, (name, suburb) in mentions.items():
         if not name:
             kinds["no name"] += 1
+            missed["no name"] += 1
             continue
         started = time.perf_counter()
         result = db.resolve(name, scope=SCOPE, context=suburb if context and suburb else None)
         seconds.append(time.perf_counter() - started)
         kinds[type(result).__name__] += 1
         found[rec] = [(owner[e], tier) for e, tier in links(result)]
-    return score(found, len(mentions)), seconds, kinds
+        if not any(other == rec for other, _ in found[rec]):
+            missed["new" if not found[rec] else "ambiguous, not among the options"
+                   if isinstance(result, Ambiguous) else f"resolved to another ({result.tier})"] += 1
+    return {**score(found, len(mentions)), "missed": dict(missed)}, seconds, kinds
 
 
 def baselines(a: dict[str, tuple[str, str]], b: dict[str, tuple[str, str]]) -> dict[str, Any]:
@@ -221,15 +229,17 @@ def run(tmp: str, a: dict[str, tuple[str, str]], b: dict[str, tuple[str, str]], 
 
 def sweep(db: WorldDB, owner: dict[str, str], b: dict[str, tuple[str, str]], context: bool) -> list[dict]:
     """F1 over a grid of thresholds (fuzzy, phonetic, embedding; context weight in the context run)."""
-    grid: list[dict[str, Any]] = [{"fuzzy": v} for v in (0.90, 0.92, 0.94)]
-    grid += [{"phonetic": v} for v in (0.85, 0.9, 1.0)]
-    grid += [{"embedding": v} for v in (0.85, 0.9, 1.0)]
+    grid: list[dict[str, Any]] = [{"fuzzy": v} for v in (0.92, 0.94)]
+    grid += [{"phonetic": v} for v in (0.9, 1.0)]
+    grid += [{"embedding": v, "spelt": 1.0} for v in (0.9, 0.95)]
     grid += [{"margin": v} for v in (0.005, 0.02)]
     grid += [{"partial": v} for v in (0.9, 1.0)]
+    grid += [{"max_options": v} for v in (2, 5)]
     if context:
-        grid += [{"context_weight": v} for v in (0.5, 1.0)]
-        grid += [{"context_penalty": v} for v in (0.2, 0.8)]
+        grid += [{"context_weight": v} for v in (0.8, 1.2)]
+        grid += [{"context_penalty": v} for v in (0.2, 0.6)]
         grid += [{"context_centre": v} for v in (0.6, 0.7)]
+        grid += [{"context_word": v} for v in (0.0, 0.85, 0.95)]
     out = []
     for change in grid:
         progress(f"  sweep {change}")
