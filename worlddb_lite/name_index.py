@@ -1,16 +1,18 @@
 """The resolver's name index: every Entity's name and aliases, folded, with phonetic keys, under FTS5.
 
 It lives in the connection's ``temp`` schema, not in the file: it is derived from ``node`` and
-``alias`` and built on the first resolution after a store opens (0.4 s for 5k entities, 4 s for
-100k on the 2-core test machine). Temp triggers on ``main.node`` and ``main.alias`` keep it in
-step with this connection's own writes inside the writing transaction, so a rolled-back write
-leaves no row behind. Another connection's writes (a Consolidator thread, a second process)
-show as a new ``data_version``; the index then catches up from what changed.
+``alias`` and built on the first resolution after a store opens (about 0.4 s for 5k entities and
+4-6 s for 100k on the shared 2-core test machine, typo terms included; bench/resolver.py).
+Temp triggers on ``main.node`` and ``main.alias`` keep it in step with this connection's own
+writes inside the writing transaction, so a rolled-back write leaves no row behind. Another
+connection's writes (a Consolidator thread, a second process) show as a new ``data_version``;
+the index then catches up from what changed.
 
-Three lookups serve the tiers: ``exact`` (tier 1: the normalised name, through a B-tree),
+The lookups that serve the tiers: ``exact`` (tier 1: the normalised name, through a B-tree);
 ``block`` (tier 2: an FTS5 query that asks every word of the mention to meet a word of the name
-by spelling, 3-letter prefix or phonetic key, so a few dozen of the store's names get scored)
-and ``sounds_like`` (tier 3: names whose words have all the mention's phonetic keys).
+as spelt or one typo away, through the words' one-letter deletions, so a few dozen of the store's
+names get scored) and ``widen``, its second pass; ``sounds_like`` (tier 3: names whose words have
+all the mention's phonetic keys).
 """
 
 from __future__ import annotations

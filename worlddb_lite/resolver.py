@@ -4,12 +4,21 @@ Tiers, tried in order; the first confident one decides. A tier torn between iden
 on: the later tiers only score those (evidence, no search of their own) and the tiebreaker decides.
 
 1. exact: the normalised name or an alias, through an index;
-2. fuzzy: Jaro-Winkler over the names and aliases that FTS5 blocking keeps (a few dozen of the store);
+2. fuzzy: Jaro-Winkler over the names and aliases that FTS5 blocking keeps (a few dozen of the
+   store: every word within one typo of a word of the name; if none, words split by a stray space
+   or starting and sounding alike), word order, split words and initials forgiven;
 3. phonetic: Soundex keys after digraph rewrites, so "Phillip" and "Filip" collide;
-4. embedding: cosine between the mention and the entities' vectors;
+4. embedding: cosine between the mention and the entities' vectors, through a narrow probe of the
+   vector index (only near-duplicates count); skipped for a name that tiers 2-3 found spelt alike
+   (``ResolverConfig.spelt``): a name's vector finds what its spelling did, at far greater cost;
 5. a ``Tiebreaker`` (an LLM, a person, a function) for a torn tier, with every tier's scores of its
    options, which may disagree; the default (``PreferTiers``) trusts exact, then fuzzy, then
-   embedding, then phonetic, and leaves a tie within its most trusted tier ambiguous.
+   embedding, then phonetic, and leaves a tie within its most trusted tier ambiguous. A tie among
+   more identities than ``max_options`` ("Ryan" when four Ryans are known) names nobody in
+   particular: it is ``New``, with the nearest.
+
+Context (a place, an employer) on both sides moves a name's score: agreement lifts a name that
+shares a word with the mention, disagreement lowers any.
 
 A match is an identity: the accepted same_as class of the entity found, so "Sarah" and "Sara"
 once merged are one option, not two. The resolver only reads. What it finds becomes a pending
