@@ -246,3 +246,31 @@ def test_the_in_memory_containment_check_agrees_with_the_sql_walk(ana: WorldDB) 
         assert below and below <= sql  # the index's parents never place a node wrongly
         shown = reads.visible_among(ana._conn, every, view.valid, view.belief, include_superseded=False)
         assert view.inside(every) == [n for n in every if n in sql and n in shown]
+
+
+def test_word_counts_are_remembered_until_the_next_write(ana: WorldDB, db_path: str, clock: object) -> None:
+    from worlddb_lite import reads
+
+    def fresh(word: str) -> int:
+        return int(ana._conn.execute("select count(*) from node_fts where node_fts match ?", (word,)).fetchone()[0])
+
+    assert reads.term_rows(ana._conn, ["kitten", "kittens", "zebra"]) == {
+        "kitten": fresh("kitten"), "kittens": fresh("kitten"), "zebra": 0}  # stemmed as the index stems
+    before = fresh("kitten")
+    ana.write("Another kitten arrived", scope="ana")
+    assert reads.term_rows(ana._conn, ["kitten"])["kitten"] == before + 1 == fresh("kitten")
+    if db_path != ":memory:":  # a write by another connection is seen too
+        other = WorldDB(db_path, embedder=FakeEmbedder(), clock=clock)  # type: ignore[arg-type]
+        try:
+            other.write("A third kitten", scope="ana")
+        finally:
+            other.close()
+        assert reads.term_rows(ana._conn, ["kitten"])["kitten"] == before + 2
+
+
+def test_kinds_read_from_the_index_agree_with_the_store(ana: WorldDB) -> None:
+    every = [int(r[0]) for r in ana._conn.execute("select nid from node order by nid")]
+    view = ana._view(None, None, False, world=ana._scope_id("ana"))
+    held = [n for n in every if n < view.index().pos.shape[0] and view.index().pos[n] >= 0]
+    assert held  # the index answers for most; the rest (the root, nodes without text) go through headers
+    assert view.kinds(every) == [(ana._store.header(n).type, ana._store.header(n).parent) for n in every]

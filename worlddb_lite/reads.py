@@ -8,6 +8,7 @@ placeholders are formatted in. ``?1`` is the valid time and ``?2`` the belief ti
 from __future__ import annotations
 
 import json
+import weakref
 from collections.abc import Sequence
 
 import apsw
@@ -232,21 +233,36 @@ def fan_in(conn: apsw.Connection, nid: int, edge_type: str, most: int) -> int:
     return as_int(one_row(row)[0])
 
 
+_TERM_CACHE: weakref.WeakKeyDictionary[apsw.Connection, tuple[tuple[int, int], dict[str, int]]] = (
+    weakref.WeakKeyDictionary())
+TERM_CACHE_SIZE = 4096  # words remembered per connection, until the next write
+
+
 def term_rows(conn: apsw.Connection, words: Sequence[str]) -> dict[str, int]:
     """How many full-text rows hold each word (its rarest token, stemmed as the index stems it).
 
     Read from FTS5's own vocabulary (a ``fts5vocab`` table in the connection's temp schema), so
-    nothing is stored twice; a word the index does not know counts 0.
+    nothing is stored twice; a word the index does not know counts 0. Counting a word reads its
+    whole posting list (a common word's at 100k rows takes a millisecond), so the counts are kept
+    per connection until anything is written: by this connection (``total_changes``) or by
+    another (``pragma data_version``).
     """
-    conn.execute("create virtual table if not exists temp.node_fts_terms using fts5vocab(main, node_fts, row)")
-    tokenize = conn.fts5_tokenizer("porter", ["unicode61", "remove_diacritics", "2"])
-    counts: dict[str, int] = {}
-    for word in words:
-        stems = [str(t[-1]) for t in tokenize(word.encode("utf-8"), apsw.FTS5_TOKENIZE_QUERY, None)] or [word]
-        rows = [conn.execute("select doc from temp.node_fts_terms where term = ?", (stem,)).fetchone()
-                for stem in stems]
-        counts[word] = min(as_int(r[0]) if r else 0 for r in rows)
-    return counts
+    version = (as_int(one_row(conn.execute("pragma data_version").fetchone())[0]), conn.total_changes())
+    cached = _TERM_CACHE.get(conn)
+    if cached is None or cached[0] != version or len(cached[1]) > TERM_CACHE_SIZE:
+        cached = (version, {})
+        _TERM_CACHE[conn] = cached
+    known = cached[1]
+    missing = [w for w in dict.fromkeys(words) if w not in known]
+    if missing:
+        conn.execute("create virtual table if not exists temp.node_fts_terms using fts5vocab(main, node_fts, row)")
+        tokenize = conn.fts5_tokenizer("porter", ["unicode61", "remove_diacritics", "2"])
+        for word in missing:
+            stems = [str(t[-1]) for t in tokenize(word.encode("utf-8"), apsw.FTS5_TOKENIZE_QUERY, None)] or [word]
+            rows = [conn.execute("select doc from temp.node_fts_terms where term = ?", (stem,)).fetchone()
+                    for stem in stems]
+            known[word] = min(as_int(r[0]) if r else 0 for r in rows)
+    return {word: known[word] for word in words}
 
 
 def text_rows(conn: apsw.Connection) -> int:

@@ -193,7 +193,7 @@ def entity_lane(view: ReadView, query: str, vector: np.ndarray | None, depth: in
     for eid, entity, source, _ in edges:
         paths.setdefault(source, EntityPath(entity, entities[entity], eid))
         named.setdefault(source, set()).add(entities[entity])
-    types = {n: view.store.header(n).type for n in paths}
+    types = {n: kind for n, (kind, _) in zip(paths, view.kinds(list(paths)), strict=True)}
     nids = [n for n in paths if types[n] in GRAPH_TYPES]
     nids = view.inside(sorted(nids)) if view.world is not None else sorted(nids)
     vector = what_else(view, query, entities.values(), vector)

@@ -64,11 +64,12 @@ def session_prior(view: ReadView, ranked: list[tuple[int, float]], weight: float
     """
     if weight == 0 or not ranked:
         return ranked
-    session_of: dict[int, int] = {}  # fused turn -> the Session world it was said in
-    for nid, _ in ranked:
-        header = view.store.header(nid)
-        if header.type == "Turn" and header.parent is not None and view.store.header(header.parent).type == "Session":
-            session_of[nid] = header.parent
+    nids = [nid for nid, _ in ranked]
+    turns = {nid: parent for nid, (kind, parent) in zip(nids, view.kinds(nids), strict=True)
+             if kind == "Turn" and parent is not None}
+    parents = sorted(set(turns.values()))
+    sessions = {p for p, (kind, _) in zip(parents, view.kinds(parents), strict=True) if kind == "Session"}
+    session_of = {nid: parent for nid, parent in turns.items() if parent in sessions}  # turn -> where it was said
     best: dict[int, float] = {}
     for nid, value in ranked:  # best first: the first score seen of a session is its best
         if nid in session_of:
@@ -133,7 +134,7 @@ def stale_after_fresh(view: ReadView, fused: list[int], depth: int) -> tuple[lis
     Read at an earlier ``as_of`` nothing is superseded yet, and nothing moves.
     """
     head = fused[:depth]
-    turns = [n for n in head if view.store.header(n).type == "Turn"]
+    turns = [n for n, (kind, _) in zip(head, view.kinds(head), strict=True) if kind == "Turn"]
     learned = reads.linked(view.conn, ("refers_to",), turns, ("Fact",), view.valid, view.belief,
                            towards=True, include_superseded=True)
     facts_of: dict[int, set[int]] = {}

@@ -45,6 +45,32 @@ class ReadView:
             shown &= below
         return [n for n in nids if n in shown]
 
+    def kinds(self, nids: Sequence[int]) -> list[tuple[str, int | None]]:
+        """(type, parent) of each of ``nids``: read from the vector index's arrays where it holds the node.
+
+        Types and parents never change, so the index's copy is exact; a node it does not hold
+        (no vector) is read through the store's header cache.
+        """
+        if not nids:
+            return []
+        index = self.index()
+        names = {code: name for name, code in index.type_names.items()}
+        ids = np.asarray(nids, dtype=np.int64)
+        held = (ids >= 0) & (ids < index.pos.shape[0])
+        held[held] = index.pos[ids[held]] >= 0
+        codes = np.full(ids.shape[0], -1, dtype=np.int64)
+        parents = np.full(ids.shape[0], -1, dtype=np.int64)
+        codes[held] = index.type_code[ids[held]]
+        parents[held] = index.parent[ids[held]]
+        out: list[tuple[str, int | None]] = []
+        for nid, ok, code, parent in zip(nids, held.tolist(), codes.tolist(), parents.tolist(), strict=True):
+            if ok and code in names:
+                out.append((names[code], parent if parent >= 0 else self.store.header(nid).parent))
+            else:
+                header = self.store.header(nid)
+                out.append((header.type, header.parent))
+        return out
+
     def below(self, nids: Sequence[int]) -> set[int]:
         """Which of ``nids`` the vector index places under this read's world by their parents.
 
