@@ -32,6 +32,7 @@ from hypothesis import strategies as st
 import worlddb_lite
 from worlddb_lite import QuerySpec, WorldDB, WorldDBError
 from worlddb_lite.cli import build_parser, main
+from worlddb_lite.errors import StoreError
 from worlddb_lite.retrieval.query import Expand, Filter, PreferSummaries, WhereConnected
 
 from .conftest import FakeClock, FakeEmbedder, table_digest
@@ -231,6 +232,8 @@ def attack(db: WorldDB, folder: str, batch: list[Call]) -> None:
         before = table_digest(db)
         try:
             run(db, folder)
+        except StoreError as exc:  # SQLite met something the engine did not check first (an FTS5 syntax error ...)
+            raise AssertionError(f"{label} reached SQLite unchecked: {exc}") from exc
         except WorldDBError as exc:
             assert str(exc), f"{label}: {type(exc).__name__} without a message"
             assert table_digest(db) == before, f"{label} raised {type(exc).__name__} ({exc}) but changed the store"
@@ -321,6 +324,17 @@ def test_nodes_refuses_a_type_that_is_not_text() -> None:
     with seeded_store() as (db, _):
         with pytest.raises(WorldDBError, match="type must be text"):
             db.nodes(type=[])  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("salience", [10**400, -(10**400), float("nan"), float("inf")])
+def test_salience_must_be_a_finite_number(salience: Any) -> None:
+    """Found by the fuzz: ``write(..., salience=2**64)`` ended in numpy's TypeError (isfinite of a huge int)."""
+    with seeded_store() as (db, _):
+        before = table_digest(db)
+        with pytest.raises(WorldDBError, match="salience must be a finite number"):
+            db.write("Alice", scope="me", salience=salience)
+        assert table_digest(db) == before
+        db.write("Alice", scope="me", salience=2**64)  # large, but a float holds it
 
 
 @pytest.mark.parametrize("reranker", [b"", "model", 3, object()])

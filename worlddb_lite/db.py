@@ -122,9 +122,13 @@ def _number(value: object, field: str) -> float:
     """A finite number, or InvalidInput."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise InvalidInput(f"{field} must be a number, got {type(value).__name__}")
-    if not np.isfinite(value):
+    try:
+        number = float(value)
+    except OverflowError:  # an int too large for a float
+        number = float("inf")
+    if not np.isfinite(number):
         raise InvalidInput(f"{field} must be a finite number")
-    return float(value)
+    return number
 
 
 def _text(value: str | bytes | None, field: str, *, required: bool) -> str | None:
