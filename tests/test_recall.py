@@ -274,3 +274,17 @@ def test_kinds_read_from_the_index_agree_with_the_store(ana: WorldDB) -> None:
     held = [n for n in every if n < view.index().pos.shape[0] and view.index().pos[n] >= 0]
     assert held  # the index answers for most; the rest (the root, nodes without text) go through headers
     assert view.kinds(every) == [(ana._store.header(n).type, ana._store.header(n).parent) for n in every]
+
+
+def test_one_recall_catches_the_vector_index_up_once(ana: WorldDB, monkeypatch: pytest.MonkeyPatch) -> None:
+    lane = ana._reconciler.lane
+    real = lane.index
+    calls = []
+
+    def counted() -> object:
+        calls.append(1)
+        return real()
+
+    monkeypatch.setattr(lane, "index", counted)
+    assert ana.recall("Emma pottery kitten", scope="ana", k=5).hits
+    assert len(calls) == 1

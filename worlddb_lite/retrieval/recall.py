@@ -8,6 +8,7 @@ ever yields nodes the read may see), so a fused list needs no second filtering.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from .. import reads
@@ -30,6 +31,8 @@ def recall(view: ReadView, query: str, *, k: int, reranker: Reranker | None = No
            rerank_depth: int = RERANK_DEPTH) -> list[Hit]:
     """The ``k`` best nodes for ``query``, fused over the lanes, each with why it was returned."""
     depth = max(LANE_DEPTH, k)
+    index = view.index()  # caught up once: nothing is written while a recall runs
+    view = replace(view, index=lambda: index)
     vector = view.embed(query) if view.embed is not None else None
     lanes: dict[str, list[int]] = {"text": text_lane(view, query, depth)}
     if vector is not None:
