@@ -337,6 +337,31 @@ def test_salience_must_be_a_finite_number(salience: Any) -> None:
         db.write("Alice", scope="me", salience=2**64)  # large, but a float holds it
 
 
+@pytest.mark.parametrize("fields", [
+    {"text": []}, {"text": b"\xff\xfe"}, {"text": 3}, {"seeds": "abc"}, {"seeds": 3},
+    {"text": "Alice", "types": "Turn"},
+    {"text": "Alice", "pipeline": "Expand"}, {"text": "Alice", "pipeline": (3,)},
+    {"text": "Alice", "pipeline": (Expand((1,)),)}, {"text": "Alice", "pipeline": (Expand(direction="up"),)},
+    {"text": "Alice", "pipeline": (Expand(hops="2"),)},  # type: ignore[arg-type]
+    {"text": "Alice", "pipeline": (Filter(types="Turn"),)},  # type: ignore[arg-type]
+    {"text": "Alice", "pipeline": (WhereConnected(3, "out", "00000000"),)},  # type: ignore[arg-type]
+    {"text": "Alice", "pipeline": (WhereConnected("refers_to", [], "00000000"),)},  # type: ignore[arg-type]
+])
+def test_query_refuses_a_malformed_spec(fields: dict[str, Any]) -> None:
+    """Found by the fuzz: ``QuerySpec(text=[])`` ended in AttributeError ('list' object has no attribute 'strip'),
+    ``text=b"..."`` in another; operators' fields were not checked either."""
+    with seeded_store() as (db, _):
+        with pytest.raises(WorldDBError):
+            db.query(QuerySpec(**fields))
+
+
+def test_query_expands_a_huge_number_of_hops_in_no_time() -> None:
+    """Expand(hops=10**12) stops once nothing is left to follow, instead of looping 10**12 times."""
+    with seeded_store() as (db, _):
+        found = db.query(QuerySpec(text="Alice", pipeline=(Expand(hops=10**12),)))
+        assert found.nodes
+
+
 @pytest.mark.parametrize("reranker", [b"", "model", 3, object()])
 def test_recall_refuses_a_reranker_without_score(reranker: Any) -> None:
     """Found by the fuzz: ``reranker=b""`` ended in AttributeError ('bytes' object has no attribute 'score')."""
@@ -526,7 +551,7 @@ REVIEWED_SQL_SITES: dict[str, set[str]] = {
 SQL_WORDS = re.compile(
     r"\b(select|insert\s+(or\s+\w+\s+)?into|update\s+\w+\s+set|delete\s+from|pragma|create\s+(temp\s+)?"
     r"(table|index|view|trigger|virtual)|drop\s+(table|index|view|trigger)|where|join|values\s*\(|order\s+by|"
-    r"is\s+(not\s+)?null|json_each|coalesce\s*\(|in\s*\()|\?\d", re.IGNORECASE)
+    r"is\s+(not\s+)?null|json_each)\b|\b(coalesce|in)\s*\(|\?\d", re.IGNORECASE)
 
 
 def sql_sites(source: str) -> set[str]:
@@ -570,5 +595,6 @@ def test_the_scan_sees_formatted_sql() -> None:
         'c = "update node set x = {}".format(name)\n'
         'd = f"no node has id {ref}; check it"\n'
         'e = conn.execute(f"drop table if exists temp.{other}")\n'
+        'f = f"WhereConnected wants an edge type, got {value}"\n'
     )
     assert sql_sites(source) == {"col", "table", "name", "other"}

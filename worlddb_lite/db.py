@@ -39,6 +39,7 @@ from .resolver import NEAR_PROBE, Mention, New, PreferTiers, Resolution, Resolve
 from .retrieval import lanes
 from .retrieval.context import DEFAULT_BUDGET, Context, assemble
 from .retrieval.query import QuerySpec, execute
+from .retrieval.query import check as check_query
 from .retrieval.recall import recall as retrieval_recall
 from .retrieval.view import ReadView
 from .store import EdgeRow, NodeRow, Store, believed_sql, visible_sql
@@ -955,6 +956,7 @@ class WorldDB:
         """Run a declarative query: a start set and a pipeline of operators, into a Subgraph."""
         if not isinstance(spec, QuerySpec):
             raise InvalidInput("query takes a worlddb_lite.QuerySpec")
+        check_query(spec)
         self._settle()
         _count(spec.k, "k", 10_000)
         with _sqlite.translate():

@@ -78,6 +78,45 @@ class QuerySpec:
     types: tuple[str, ...] | None = field(default=None)  # start-set node types (all when None)
 
 
+def check(spec: QuerySpec) -> None:
+    """Refuse a spec whose fields are not what they should be (InvalidInput), before anything is read.
+
+    Ids, times, ``k`` and the vector are checked where they are used; this checks the rest.
+    """
+    if spec.text is not None and not isinstance(spec.text, str):
+        raise InvalidInput(f"a query's text must be text, got {type(spec.text).__name__}")
+    if not isinstance(spec.seeds, (list, tuple)):
+        raise InvalidInput("a query's seeds must be a list of node ids")
+    _names(spec.types, "a query's types")
+    if not isinstance(spec.pipeline, (list, tuple)):
+        raise InvalidInput("a query's pipeline must be a list of operators")
+    for op in spec.pipeline:
+        if isinstance(op, Expand):
+            _names(op.edge_types, "Expand edge_types")
+            _direction(op.direction)
+            if isinstance(op.hops, bool) or not isinstance(op.hops, int):
+                raise InvalidInput(f"Expand hops must be a whole number, got {op.hops!r}")
+        elif isinstance(op, Filter):
+            _names(op.types, "Filter types")
+        elif isinstance(op, WhereConnected):
+            if not isinstance(op.edge_type, str):
+                raise InvalidInput(f"WhereConnected edge_type must be an edge type name, got {op.edge_type!r}")
+            _direction(op.direction)
+        elif not isinstance(op, PreferSummaries):
+            raise InvalidInput(f"unknown query operator {op!r:.100}; use Expand, Filter, WhereConnected or "
+                               "PreferSummaries")
+
+
+def _names(value: object, field: str) -> None:
+    if value is not None and (not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value)):
+        raise InvalidInput(f"{field} must be a list of names, got {value!r:.100}")
+
+
+def _direction(value: object) -> None:
+    if not isinstance(value, str) or value not in {d.value for d in Direction}:
+        raise InvalidInput(f"a direction is one of out, in, both; got {value!r:.100}")
+
+
 def plan(spec: QuerySpec) -> str:
     """The start set the planner picks: "seeds", then "text", then "vector" (cheapest first)."""
     if spec.seeds:
@@ -168,6 +207,8 @@ def _expand(view: ReadView, op: Expand, result: _Result) -> None:
     seen, traversed = set(result.nids), set(result.eids)
     frontier = list(result.nids)
     for _ in range(op.hops):
+        if not frontier:  # nothing left to follow: more hops add nothing
+            break
         rows = [row for towards in _towards(op.direction)
                 for row in reads.linked(view.conn, op.edge_types or None, frontier, None, view.valid, view.belief,
                                         towards=towards, include_superseded=view.include_superseded)]
