@@ -209,6 +209,7 @@ class NameIndex:
             self.conn.execute(_SCHEMA)
             self._fill(0, aliases=True)
             self.conn.execute("insert into resolver_fts (resolver_fts) values ('rebuild')")
+            self.conn.execute("insert into resolver_fts (resolver_fts) values ('optimize')")  # one segment: ~3x faster
             self.conn.execute(_TRIGGERS)
             self.conn.execute("insert into resolver_sync (aliases, top) values (?, ?)", self._totals())
         self._version = self.conn.data_version()
