@@ -580,9 +580,7 @@ class WorldDB:
     def add_alias(self, ref: str, alias: str, *, source: str | None = None) -> None:
         """Record another name a node is known by (an entity's is re-resolved by the next ``recluster``)."""
         with self._txn() as txn:
-            nid = self._store.resolve(ref)
-            txn.add_alias(nid, alias, source)
-            identity.note_alias(self._store, nid)
+            identity.add_aliases(txn, self._store, self._store.resolve(ref), [alias], source)
 
     # ---- identity -----------------------------------------------------------------
 

@@ -16,12 +16,12 @@ pending, accepted or rejected, is never proposed again.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from . import traverse
 from ._sqlite import as_int
-from .reconciler import EdgeSpec, Txn
+from .reconciler import EdgeSpec, Txn, normalise_alias
 from .resolver import Ambiguous, Candidate, Mention, Resolution, Resolved, Resolver, Tiebreaker
 from .store import Store
 
@@ -49,11 +49,7 @@ def resolve_entity(db: WorldDB, txn: Txn, resolver: Resolver, mention: Mention, 
     result = resolver.resolve(mention, world=world, tiebreaker=tiebreaker)
     store = db._store
     if isinstance(result, Resolved) and result.tier == "exact":
-        nid = store.resolve(result.match.entity)
-        for alias in mention.aliases:
-            txn.add_alias(nid, alias, source)
-        if mention.aliases:
-            note_alias(store, nid)
+        add_aliases(txn, store, store.resolve(result.match.entity), mention.aliases, source)
         return result.match.entity, result
     fields = {"kind": mention.kind, "context": mention.context, **(props or {})}
     written = db.write(mention.name, world=store.header(world).id.hex(), type="Entity", name=mention.name,
@@ -124,12 +120,18 @@ def pending(db: WorldDB) -> tuple[int, int]:
     return mark, db._store.max_nid()
 
 
-def note_alias(store: Store, nid: int) -> None:
-    """Mark an entity given an alias after it was written: the next ``recluster`` re-resolves its names.
+def add_aliases(txn: Txn, store: Store, nid: int, aliases: Iterable[str], source: str | None) -> None:
+    """Record aliases of a node; an entity given a new one is re-resolved by the next ``recluster``.
 
-    An alias adds no node, so the watermark of new nodes would not bring its entity back.
+    An alias adds no node, so the watermark of new nodes would not bring its entity back: the
+    entity is marked instead. An alias it already has changes nothing.
     """
-    if store.header(nid).type != "Entity":
+    known = {normalise_alias(a) for a in store.aliases(nid)}
+    fresh = False
+    for alias in aliases:
+        txn.add_alias(nid, alias, source)
+        fresh = fresh or normalise_alias(alias) not in known
+    if not fresh or store.header(nid).type != "Entity":
         return
     marked = _aliased(store)
     if nid not in marked:
