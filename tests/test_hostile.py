@@ -258,6 +258,45 @@ def test_facade_hostile_input_long(batch: list[Call]) -> None:
         attack(db, folder, batch)
 
 
+def attack_in_batch(db: WorldDB, folder: str, batch: list[Call]) -> None:
+    """The same calls inside one ``batch()``, the caller catching each error: the batch then commits what
+    worked, or (a call failed half-way) refuses to commit and leaves the store as it was before the batch."""
+    before = table_digest(db)
+    try:
+        with db.batch():
+            for label, run in batch:
+                try:
+                    run(db, folder)
+                except StoreError as exc:
+                    raise AssertionError(f"{label} reached SQLite unchecked: {exc}") from exc
+                except WorldDBError:
+                    pass
+                except Exception as exc:  # noqa: BLE001 - the property under test
+                    raise AssertionError(f"{label} raised {type(exc).__name__}: {exc!r:.500}") from exc
+    except WorldDBError as exc:
+        assert table_digest(db) == before, f"the batch was refused ({exc}) but changed the store"
+    report = db.verify()
+    assert report.ok, report.violations
+
+
+in_batch = st.one_of(*(strategy for name, strategy in CALLS.items() if name != "WorldDB"))
+
+
+@FAST
+@given(st.lists(in_batch, min_size=1, max_size=6))
+def test_hostile_calls_inside_a_batch_commit_whole_or_not_at_all(batch: list[Call]) -> None:
+    with seeded_store() as (db, folder):
+        attack_in_batch(db, folder, batch)
+
+
+@pytest.mark.slow
+@SLOW
+@given(st.lists(in_batch, min_size=1, max_size=12))
+def test_hostile_calls_inside_a_batch_long(batch: list[Call]) -> None:
+    with seeded_store() as (db, folder):
+        attack_in_batch(db, folder, batch)
+
+
 def test_every_public_method_is_attacked() -> None:
     public = {name for name in dir(WorldDB) if not name.startswith("_")}
     no_data = {"close", "root_id", "checkpoint", "stats", "verify"}  # no argument a caller could make hostile
