@@ -37,7 +37,7 @@ from worlddb_lite.retrieval.query import Expand, Filter, PreferSummaries, WhereC
 
 from .conftest import FakeClock, FakeEmbedder, table_digest
 
-FAST = settings(max_examples=150, deadline=None, derandomize=True, database=None,
+FAST = settings(max_examples=100, deadline=None, derandomize=True, database=None,
                 suppress_health_check=list(HealthCheck))
 SLOW = settings(max_examples=1500, deadline=None, suppress_health_check=list(HealthCheck))
 

@@ -39,7 +39,7 @@ KINDS = ("Memory", "Turn", "Fact", "Entity", "Summary")
 MIDWAY = "2025-01-01T00:01:30Z"  # the fake clock ticks a second a call: a moment while the store is built
 CROSS_EDGES = ("refers_to", "contains", "derived_from", "same_as", "contradicts", "causes")
 
-FAST = settings(max_examples=50, deadline=None, derandomize=True, database=None,
+FAST = settings(max_examples=40, deadline=None, derandomize=True, database=None,
                 suppress_health_check=list(HealthCheck))
 SLOW = settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck))
 
