@@ -20,6 +20,7 @@ import datetime as dt
 import io
 import os
 import re
+import shutil
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -448,23 +449,16 @@ def test_names_the_file_system_cannot_look_up_are_messages() -> None:
 
 # ---- the command line ----------------------------------------------------------------------------
 
-CLI_STORE: dict[str, str] = {}
-
-
-def cli_store() -> str:
-    """A store the CLI opens with its bundled model (built once per session, copied per example)."""
-    if "path" not in CLI_STORE:
-        folder = tempfile.mkdtemp(prefix="worlddb-hostile-")
-        path = os.path.join(folder, "store.db")
-        with WorldDB(path) as db:
-            a = db.write("Alice lives in Lisbon", scope="me", valid_at="2024-01-01")
-            db.amend(a, "Alice lives in Porto", valid_at="2024-05-01")
-            alice = db.write("Alice", type="Entity", name="Alice", scope="me")
-            db.link(a, alice, "refers_to")
-            db.checkpoint()
-            CLI_STORE["ids"] = a
-        CLI_STORE["path"] = path
-    return CLI_STORE["path"]
+@pytest.fixture(scope="module")
+def cli_store(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
+    """A store the CLI opens with its bundled model (built once, copied per example), and a memory's id."""
+    path = str(tmp_path_factory.mktemp("cli-hostile") / "store.db")
+    with WorldDB(path) as db:
+        memory = db.write("Alice lives in Lisbon", scope="me", valid_at="2024-01-01")
+        db.amend(memory, "Alice lives in Porto", valid_at="2024-05-01")
+        alice = db.write("Alice", type="Entity", name="Alice", scope="me")
+        db.link(memory, alice, "refers_to")
+    return path, memory
 
 
 SERVERS = {"mcp"}  # long-running (serves stdin/stdout); its tool arguments are the MCP tests' business
@@ -529,12 +523,11 @@ def run_cli(argv: list[str]) -> tuple[int, str]:
     return code, err.getvalue()
 
 
-def cli_attack(command: str, words: list[str], store: str = "STORE") -> None:
+def cli_attack(built: tuple[str, str], command: str, words: list[str], store: str = "STORE") -> None:
     with tempfile.TemporaryDirectory() as folder, contextlib.chdir(folder):  # `backup DB x` writes ./x
         path = os.path.join(folder, "store.db")
-        with open(cli_store(), "rb") as src, open(path, "wb") as dst:
-            dst.write(src.read())
-        fill = {"ID": CLI_STORE["ids"][:12], "DEST": os.path.join(folder, "copy.db"), "FILE": cli_file(folder)}
+        shutil.copyfile(built[0], path)
+        fill = {"ID": built[1][:12], "DEST": os.path.join(folder, "copy.db"), "FILE": cli_file(folder)}
         fill["STORE"] = path
         argv = [command, fill.get(store, store), *(fill.get(w, w) for w in words)]
         if command in ("reembed", "reindex"):  # they rewrite every vector: correct, and slow with the real model
@@ -553,15 +546,16 @@ def cli_attack(command: str, words: list[str], store: str = "STORE") -> None:
 
 @settings(max_examples=100, deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck))
 @given(argvs())
-def test_cli_turns_hostile_arguments_into_messages(argv: tuple[str, list[str], str]) -> None:
-    cli_attack(*argv)
+def test_cli_turns_hostile_arguments_into_messages(cli_store: tuple[str, str],
+                                                   argv: tuple[str, list[str], str]) -> None:
+    cli_attack(cli_store, *argv)
 
 
 @pytest.mark.slow
 @settings(max_examples=600, deadline=None, suppress_health_check=list(HealthCheck))
 @given(argvs())
-def test_cli_hostile_arguments_long(argv: tuple[str, list[str], str]) -> None:
-    cli_attack(*argv)
+def test_cli_hostile_arguments_long(cli_store: tuple[str, str], argv: tuple[str, list[str], str]) -> None:
+    cli_attack(cli_store, *argv)
 
 
 # ---- no SQL built from input ---------------------------------------------------------------------
