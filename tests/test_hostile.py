@@ -381,7 +381,8 @@ def test_salience_must_be_a_finite_number(salience: Any) -> None:
     {"text": []}, {"text": b"\xff\xfe"}, {"text": 3}, {"seeds": "abc"}, {"seeds": 3},
     {"text": "Alice", "types": "Turn"},
     {"text": "Alice", "pipeline": "Expand"}, {"text": "Alice", "pipeline": (3,)},
-    {"text": "Alice", "pipeline": (Expand((1,)),)}, {"text": "Alice", "pipeline": (Expand(direction="up"),)},
+    {"text": "Alice", "pipeline": (Expand((1,)),)},  # type: ignore[arg-type]
+    {"text": "Alice", "pipeline": (Expand(direction="up"),)},  # type: ignore[arg-type]
     {"text": "Alice", "pipeline": (Expand(hops="2"),)},  # type: ignore[arg-type]
     {"text": "Alice", "pipeline": (Filter(types="Turn"),)},  # type: ignore[arg-type]
     {"text": "Alice", "pipeline": (WhereConnected(3, "out", "00000000"),)},  # type: ignore[arg-type]
