@@ -48,14 +48,21 @@ def connect(path: str | Path, *, create: bool = True) -> apsw.Connection:
     try:
         conn = apsw.Connection(target, flags=flags)
     except apsw.CantOpenError as exc:
-        hint = "run `worlddb init` to create it" if not create and not Path(target).exists() else \
-            "check the path and its permissions"
-        raise NotAStore(f"cannot open {target}: {exc}; {hint}") from None
+        raise NotAStore(f"cannot open {target}: {exc}; {_open_hint(target, create)}") from None
     conn.set_busy_timeout(BUSY_TIMEOUT_MS)
     conn.enable_load_extension(True)
     conn.load_extension(sqlite_vec.loadable_path())
     conn.enable_load_extension(False)
     return conn
+
+
+def _open_hint(target: str, create: bool) -> str:
+    """What to do about a file SQLite could not open."""
+    try:
+        missing = not Path(target).exists()
+    except OSError:  # the file system cannot even look the name up (too long, ...)
+        return "check the path"
+    return "run `worlddb init` to create it" if not create and missing else "check the path and its permissions"
 
 
 def configure(conn: apsw.Connection, path: str) -> None:

@@ -22,7 +22,7 @@ import numpy as np
 from . import _sqlite, identity, migrations, reads, traverse, vector_lane
 from .edges import EdgeRegistry, EdgeType, EndView, QueryRules
 from .embed import Embedder, StaticEmbedder, embed_checked, embedding_text
-from .errors import EmbedderMismatch, InvalidInput, NotAStore, NotCurrent, NotFound
+from .errors import EmbedderMismatch, InvalidInput, NotCurrent, NotFound
 from .hashing import node_id
 from .reconciler import (
     TYPE_NAME,
@@ -197,10 +197,7 @@ class WorldDB:
             raise InvalidInput(f"compose must be one of {', '.join(COMPOSE_KINDS)}, got {compose!r}")
         self.path = _store_path(path)
         self._clock = clock or system_clock
-        try:
-            self._conn = _sqlite.connect(self.path, create=create)
-        except OSError as exc:  # the file system cannot even look the name up (too long, ...)
-            raise NotAStore(f"cannot open {self.path} ({exc.strerror or exc}); check the path") from None
+        self._conn = _sqlite.connect(self.path, create=create)
         try:
             new = _sqlite.check(self._conn, self.path, create)
             self._embedder, model_id, self.dim = self._choose_embedder(embedder, dim, _adopt_embedder)
