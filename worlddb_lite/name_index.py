@@ -279,7 +279,8 @@ class NameIndex:
         words = _mended(folded)
         if not words:
             return []
-        joined = [[*words[:i], words[i] + words[i + 1], *words[i + 2:]] for i in range(min(len(words), MAX_WORDS) - 1)]
+        raw = folded.split()[:MAX_WORDS]  # (not mended: "deakyn bl ake" is "deakyn blake")
+        joined = [[*raw[:i], raw[i] + raw[i + 1], *raw[i + 2:]] for i in range(len(raw) - 1)]
         alternatives = ["(" + " AND ".join(_terms(w) for w in spelt) + ")" for spelt in joined]
         alternatives.append("(" + " AND ".join(_sounds(w) for w in words) + ")")
         found = self._search(" OR ".join(alternatives), parent, limit, ranked=False)
