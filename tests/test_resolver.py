@@ -224,6 +224,19 @@ def test_tier_4_is_skipped_for_a_name_that_spelling_has_weighed(tmp_path: Path) 
         assert isinstance(db.resolve("Mary", scope="work"), New) and embedded[-1] == "Mary"
 
 
+def test_tier_4_probes_the_nearest_partitions_of_a_trained_index(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    from worlddb_lite import vector_lane
+
+    monkeypatch.setattr(vector_lane, "TRAIN_AT", 64)  # partitions from a few hundred entities, not 8,192
+    with WorldDB(tmp_path / "s.db", embedder=SynonymEmbedder(), clock=FakeClock()) as db:
+        crowd(db, [f"Person {i} of Team {i % 7}" for i in range(400)])
+        lead = entity(db, "the engineering lead")
+        assert db._reconciler.lane.index().nlist > 1  # an IVF index, not one exact partition
+        found = db.resolve("my manager", scope="work")
+        assert isinstance(found, Resolved) and found.match.entity == lead and found.tier == "embedding"
+
+
 def test_tier_4_caches_the_vectors_of_mentions(tmp_path: Path) -> None:
     with WorldDB(tmp_path / "s.db", embedder=SynonymEmbedder(), clock=FakeClock()) as db:
         lead = entity(db, "the engineering lead")
