@@ -230,6 +230,11 @@ def test_a_scope_that_outgrows_the_shared_cells_gets_its_own_and_filters_stay_ex
             assert [n for n, _ in got] == [int(inside[i]) for i in np.argsort(-scores)[:10]]
         facts = index._scan(query, 5, None, {index.type_names["Fact"]}, index.nlist)
         assert all((nid - 10) % 10 == 0 for nid, _ in facts) and len(facts) == 5
+        # the resolver's near-duplicate probe: the same typed scan, public, over the nearest partitions only
+        assert index.near_duplicates(query, 5, types=["Fact"], probes=index.nlist) == facts
+        few = index.near_duplicates(query, 5, types=["Fact"], probes=1)
+        assert all((nid - 10) % 10 == 0 for nid, _ in few) and few[0][1] <= facts[0][1]
+        assert [c for _, c in few] == sorted((c for _, c in few), reverse=True)
 
 
 def test_a_partition_swollen_by_a_new_topic_splits_and_every_reader_follows(

@@ -743,10 +743,7 @@ class WorldDB:
         ``NEAR_PROBE`` of them instead of a top-k search's widened probe (bench/resolver.py).
         """
         if world is None:
-            index = self._reconciler.lane.index()
-            if index.size == 0:
-                return []
-            return index._scan(vector, k, None, index._codes(["Entity"]), NEAR_PROBE)
+            return self._reconciler.lane.index().near_duplicates(vector, k, types=["Entity"], probes=NEAR_PROBE)
         inside = self._store.header(world).id.hex()
         return lanes.nearest(self._view(None, None, False, world=inside), vector, k, ["Entity"])
 

@@ -344,6 +344,17 @@ class IvfIndex:
                 return self.exact(rows, query, k, None)
         return self._scan(query, k, world, codes, wanted)
 
+    def near_duplicates(self, query: np.ndarray, k: int, *, types: Iterable[str] | None = None,
+                        probes: int) -> list[tuple[int, float]]:
+        """(nid, cosine) of the ``k`` best rows in only the ``probes`` partitions nearest the query.
+
+        For callers that keep only very high cosines (the resolver's near-duplicate tier): such
+        neighbours share the query's partitions, so the widened probe of ``search`` is not needed.
+        """
+        if self.size == 0:
+            return []
+        return self._scan(query, k, None, self._codes(types), probes)
+
     def _cell_share(self, world: int | None, codes: set[int] | None) -> float:
         """The share of all rows held by the cells a filtered scan reads.
 
