@@ -174,3 +174,18 @@ def test_a_migrated_store_keeps_its_history_append_only(old_store: Path) -> None
                 conn.execute(sql)
     finally:
         conn.close()
+
+
+def _open_and_report(path: str) -> int | None:
+    with WorldDB(path) as db:
+        return db.migrated_from
+
+
+def test_processes_opening_an_old_store_at_once_migrate_it_once(old_store: Path) -> None:
+    import multiprocessing
+
+    with multiprocessing.get_context("spawn").Pool(3) as pool:
+        found = pool.map(_open_and_report, [str(old_store)] * 3)
+    assert found.count(1) == 1 and found.count(None) == 2  # one lifted it; the others found it current
+    with WorldDB(old_store) as db:
+        assert db.verify().ok and db.stats()["schema_version"] == _sqlite.SCHEMA_VERSION

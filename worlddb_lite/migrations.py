@@ -15,7 +15,7 @@ from collections.abc import Callable
 import apsw
 
 from ._sqlite import SCHEMA_VERSION, as_int, schema_sql, translate, with_retry
-from .errors import SchemaTooOld
+from .errors import SchemaTooNew, SchemaTooOld
 
 
 def schema_statement(name: str) -> str:
@@ -56,18 +56,26 @@ def can_migrate(version: int) -> bool:
     return version == SCHEMA_VERSION or (version in STEPS and all(v in STEPS for v in range(version, SCHEMA_VERSION)))
 
 
-def migrate(conn: apsw.Connection, path: str) -> int:
+def migrate(conn: apsw.Connection, path: str) -> int | None:
     """Lift the file to ``SCHEMA_VERSION`` in one write transaction; return the version it had.
+
+    None: another process lifted it first (it was current by the time the write lock was held).
 
     A crash or error part-way leaves the file at its old version (the transaction rolls back).
     Another process migrating at the same time is harmless: the version is read again under
     the write lock, and a file already current is left alone.
     """
 
-    def run() -> int:
+    def run() -> int | None:
         conn.execute("begin immediate")
         try:
             found = as_int(conn.execute("pragma user_version").fetchall()[0][0])
+            if found == SCHEMA_VERSION:
+                conn.execute("commit")
+                return None
+            if found > SCHEMA_VERSION:  # a newer worlddb_lite lifted it meanwhile
+                raise SchemaTooNew(f"{path} has schema version {found}, newer than this worlddb_lite "
+                                   f"(version {SCHEMA_VERSION}); upgrade worlddb_lite to open it")
             if not can_migrate(found):
                 raise SchemaTooOld(f"{path} has schema version {found}, which this worlddb_lite cannot migrate "
                                    f"(it lifts versions {min(STEPS)} to {SCHEMA_VERSION}); open it with the "
