@@ -17,13 +17,17 @@ import pytest
 from worlddb_lite import SchemaTooNew, SchemaTooOld, WorldDB, _sqlite, migrations
 from worlddb_lite.cli import main
 
-FIXTURE = Path(__file__).parent / "fixtures" / "store-v1.db"
+FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURE = FIXTURES / "store-v1.db"
+# version 1 as written from c160660 on: porter stemming and the edge_type index had already reached
+# schema.sql, while user_version still said 1 (written by ea48675 with make_store.py)
+LATE_FIXTURE = FIXTURES / "store-v1-c160660.db"
 
 
-@pytest.fixture
-def old_store(tmp_path: Path) -> Path:
+@pytest.fixture(params=[FIXTURE, LATE_FIXTURE], ids=["1c0d9c9", "c160660"])
+def old_store(tmp_path: Path, request: pytest.FixtureRequest) -> Path:
     path = tmp_path / "old.db"
-    shutil.copyfile(FIXTURE, path)
+    shutil.copyfile(request.param, path)
     return path
 
 
@@ -48,12 +52,14 @@ def schema_objects(conn: apsw.Connection) -> dict[str, str]:
         "select type, name from sqlite_schema where name not like 'node_fts_%' and name not like 'sqlite_%'")}
 
 
-def test_fixture_is_a_version_1_store() -> None:
-    conn = apsw.Connection(str(FIXTURE), flags=apsw.SQLITE_OPEN_READONLY)
+@pytest.mark.parametrize(("fixture", "late"), [(FIXTURE, False), (LATE_FIXTURE, True)])
+def test_fixtures_are_the_two_layouts_of_version_1(fixture: Path, late: bool) -> None:
+    conn = apsw.Connection(str(fixture), flags=apsw.SQLITE_OPEN_READONLY)
     try:
         assert conn.execute("pragma user_version").fetchall()[0][0] == 1
         fts_sql = conn.execute("select sql from sqlite_schema where name = 'node_fts'").fetchall()[0][0]
-        assert "porter" not in fts_sql
+        assert ("porter" in fts_sql) is late
+        assert conn.execute("select count(*) from sqlite_schema where name = 'edge_type'").fetchall()[0][0] == late
     finally:
         conn.close()
 

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import apsw
 
-from ._sqlite import SCHEMA_VERSION, as_int, schema_sql, translate, with_retry
+from ._sqlite import SCHEMA_VERSION, schema_sql, translate, user_version, with_retry
 from .errors import SchemaTooNew, SchemaTooOld
 
 
@@ -28,15 +28,26 @@ def schema_statement(name: str) -> str:
 
 
 def _to_v2(conn: apsw.Connection) -> None:
-    """Version 2: porter stems in the full-text index; membership edges indexed by (type, src)."""
-    conn.execute(schema_statement("edge_type"))
-    # FTS5 fixes its tokenizer at creation: build the new table beside the old, copy every row
-    # (text and index-only context alike, rowids kept), then take the old one's name
-    new_fts = schema_statement("node_fts").replace("node_fts", "node_fts_migrating", 1)
-    conn.execute(new_fts)
-    conn.execute("insert into node_fts_migrating (rowid, name, content) select rowid, name, content from node_fts")
-    conn.execute("drop table node_fts")
-    conn.execute("alter table node_fts_migrating rename to node_fts")
+    """Version 2: porter stems in the full-text index; membership edges indexed by (type, src).
+
+    Both pieces reached ``schema.sql`` (commit c160660) before the version was bumped, so a
+    version-1 file may already have either; each is added only where it is missing.
+    """
+    if not _exists(conn, "edge_type"):
+        conn.execute(schema_statement("edge_type"))
+    fts = conn.execute("select sql from sqlite_schema where name = 'node_fts'").fetchall()[0][0]
+    if "porter" not in str(fts):
+        # FTS5 fixes its tokenizer at creation: build the new table beside the old, copy every row
+        # (text and index-only context alike, rowids kept), then take the old one's name
+        conn.execute(schema_statement("node_fts").replace("node_fts", "node_fts_migrating", 1))
+        conn.execute("insert into node_fts_migrating (rowid, name, content) "
+                     "select rowid, name, content from node_fts")
+        conn.execute("drop table node_fts")
+        conn.execute("alter table node_fts_migrating rename to node_fts")
+
+
+def _exists(conn: apsw.Connection, name: str) -> bool:
+    return bool(conn.execute("select count(*) from sqlite_schema where name = ?", (name,)).fetchall()[0][0])
 
 
 def _to_v3(conn: apsw.Connection) -> None:
@@ -69,7 +80,7 @@ def migrate(conn: apsw.Connection, path: str) -> int | None:
     def run() -> int | None:
         conn.execute("begin immediate")
         try:
-            found = as_int(conn.execute("pragma user_version").fetchall()[0][0])
+            found = user_version(conn)
             if found == SCHEMA_VERSION:
                 conn.execute("commit")
                 return None
