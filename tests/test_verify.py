@@ -424,3 +424,23 @@ def test_the_in_memory_tree_of_the_replay_matches_a_tree_built_from_scratch() ->
         tree.set(slot, leaves[slot])
         if rng.random() < 0.5 or step < 20:  # several changes between tops too
             assert tree.top() == compute_top(leaves), step
+
+
+def test_a_clock_that_steps_back_neither_breaks_the_history_nor_hides_a_write(file_db_path: str) -> None:
+    """NTP corrections and boards without a real-time clock: commits stay in order, reads see them."""
+    import datetime as dt
+
+    clock = FakeClock()
+    with WorldDB(file_db_path, embedder=FakeEmbedder(), clock=clock) as db:
+        notes = [db.write("before the step", scope="s")]
+        clock.advance(-dt.timedelta(minutes=5))  # the clock jumps back
+        notes.append(db.write("after the step", scope="s"))
+        db.retire(notes[0])
+        notes.append(db.amend(notes[1], "after the step, corrected"))
+        assert [db.read(n).content for n in notes] == ["before the step", "after the step",
+                                                       "after the step, corrected"]
+        assert {n.id for n, _ in db.search("step")} == {notes[2]}  # visible although the clock reads earlier
+        times = [at for at, _, _ in db.root_history()]
+        assert times == sorted(times)
+        report = db.verify(deep=True)
+        assert report.ok, report.violations

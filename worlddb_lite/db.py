@@ -761,7 +761,7 @@ class WorldDB:
                 active.write_pending(indexes=indexes)
 
     def _times(self, as_of: TimeLike | None, known_as_of: TimeLike | None) -> tuple[str, str]:
-        now = self._clock()
+        now = self._reconciler.now()
         valid = parse_time(as_of, field="as_of") if as_of is not None else now
         belief = parse_time(known_as_of, field="known_as_of") if known_as_of is not None else now
         return valid, belief

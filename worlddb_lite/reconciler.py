@@ -140,7 +140,7 @@ class Txn:
     def __init__(self, reconciler: Reconciler) -> None:
         self.r = reconciler
         self.store = reconciler.store
-        self.now = reconciler.clock()
+        self.now = reconciler.now()
         self.dirty: dict[int, dict[int, Member]] = {}
         self.restate: set[int] = set()
         self.sizes: dict[int, int] = {}
@@ -550,6 +550,17 @@ class Reconciler:
         self.composer = Composer(store, self.lane, compose, dim)
         self._txn: Txn | None = None
 
+    def now(self) -> str:
+        """The store's present: the clock, but never before the last commit.
+
+        A clock that steps back (an NTP correction, a board without a real-time clock) must not
+        date a commit before the one it follows: belief time orders the history that
+        ``verify --deep`` replays and ``as_of`` reads name. Reads of "now" use the same time,
+        so they see the commit a stepped-back clock would otherwise date in their future.
+        """
+        now, last = self.clock(), self.store.last_commit_time()
+        return now if last is None or now >= last else last
+
     def check_vector(self, vector: Any) -> np.ndarray:
         """A float32 vector of the store's dimension, or a clear error."""
         try:
@@ -604,12 +615,12 @@ class Transaction:
             return r._txn
         with _sqlite.translate():
             _sqlite.with_retry(lambda: r.conn.execute("begin immediate"))
-        self.txn = Txn(r)
-        r._txn = self.txn
         try:
             with _sqlite.translate():
                 if self.prepare is not None:
-                    self.prepare()
+                    self.prepare()  # a new store's schema: Txn reads the last commit's time from it
+                self.txn = Txn(r)
+                r._txn = self.txn
                 r.conn.execute("insert into reconciler_session (holder) values ('reconciler')")
         except BaseException:
             self._abort()
@@ -622,7 +633,8 @@ class Transaction:
             if not r.conn.getautocommit():
                 r.conn.execute("rollback")
         finally:
-            r.store.forget_uncommitted(self.txn.new_nodes)
+            txn = getattr(self, "txn", None)  # unset when BEGIN's prepare failed
+            r.store.forget_uncommitted(txn.new_nodes if txn is not None else [])
             r.lane.forget()  # a search inside the transaction may have indexed rows that are now gone
             r._txn = None
 

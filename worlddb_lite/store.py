@@ -485,6 +485,11 @@ class Store:
         """Append (world, root, size, at) rows to the root history."""
         self.conn.executemany("insert into root_log (world, root, size, at) values (?, ?, ?, ?)", rows)
 
+    def last_commit_time(self) -> str | None:
+        """The belief time of the last committed transaction that changed a root (O(1): by rowid)."""
+        row = self.conn.execute("select at from root_log order by lid desc limit 1").fetchone()
+        return None if row is None else str(row[0])
+
     def insert_edges(self, rows: Sequence[tuple[Any, ...]]) -> None:
         """Insert edge rows (eid, id, type, src, dst, world, slot, props, valid_at, created_at)."""
         self.conn.executemany(
