@@ -389,6 +389,21 @@ def test_recluster_re_resolves_an_alias_added_later(db: WorldDB) -> None:
     assert db.recluster() == 0
 
 
+def test_an_entity_waiting_for_re_resolution_is_one_small_row_whatever_else_waits(db: WorldDB) -> None:
+    from worlddb_lite.identity import ALIASED
+
+    names = ["Amara Okafor", "Bjorn Lindqvist", "Chen Wei", "Dolores Ibarra", "Eero Saarinen", "Fatima Zahra",
+             "Giulia Conti", "Hiroshi Tanaka", "Ingrid Bakke", "Jamal Haddad"]
+    people = [entity(db, name) for name in names]
+    db.recluster()
+    for i, nid in enumerate(people):
+        db.add_alias(nid, f"colleague number {i}")
+    rows = db._conn.execute("select key, value from meta where key like 'resolver_aliased%'").fetchall()
+    assert len(rows) == len(names) and all(value == "" and key.startswith(ALIASED) for key, value in rows)
+    db.recluster()
+    assert db._store.meta_keys(ALIASED) == []  # a pass clears what it re-resolved
+
+
 def test_the_resolver_is_part_of_the_package_api() -> None:
     import worlddb_lite
 

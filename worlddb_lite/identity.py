@@ -29,7 +29,9 @@ if TYPE_CHECKING:
     from .db import WorldDB
 
 WATERMARK = "resolver_nid"  # meta key: nodes up to this nid have had their neighbourhood re-resolved
-ALIASED = "resolver_aliased"  # meta key: entities given an alias after they were written, not yet re-resolved
+# meta key prefix: one row per entity given an alias after it was written, not yet re-resolved
+# (a row each, so marking costs the same however many are waiting)
+ALIASED = "resolver_aliased:"
 RECLUSTER_BATCH = 5_000  # new nodes per recluster transaction
 
 
@@ -133,13 +135,12 @@ def add_aliases(txn: Txn, store: Store, nid: int, aliases: Iterable[str], source
         fresh = fresh or normalise_alias(alias) not in known
     if not fresh or store.header(nid).type != "Entity":
         return
-    marked = _aliased(store)
-    if nid not in marked:
-        store.set_meta([(ALIASED, json.dumps(sorted(marked | {nid})))])
+    store.set_meta([(f"{ALIASED}{nid}", "")])
 
 
-def _aliased(store: Store) -> set[int]:
-    return {int(n) for n in json.loads(store.meta_values((ALIASED,)).get(ALIASED) or "[]")}
+def _aliased(store: Store) -> list[str]:
+    """The meta keys of the entities waiting to be re-resolved for a new alias."""
+    return store.meta_keys(ALIASED)
 
 
 def recluster_pass(db: WorldDB, resolver: Resolver, *, batch: int = RECLUSTER_BATCH) -> tuple[int, bool]:
@@ -156,12 +157,14 @@ def recluster_pass(db: WorldDB, resolver: Resolver, *, batch: int = RECLUSTER_BA
         upto = min(top, mark + batch)
         db._settle(indexes=False)
         entities = neighbourhood(db, mark, upto) if mark < top else []
-        aliased = sorted(_aliased(store) - set(entities))
+        marks = _aliased(store)
+        aliased = sorted({int(key[len(ALIASED):]) for key in marks} - set(entities))
         live = {as_int(n) for (n,) in db._conn.execute(
             "select nid from node where nid in (select value from json_each(?1)) and body is not null",
             (json.dumps(aliased),))}
         staged = sum(_reresolve(db, txn, resolver, nid) for nid in [*entities, *(n for n in aliased if n in live)])
-        store.set_meta([(WATERMARK, str(max(mark, upto))), (ALIASED, "[]")])
+        store.set_meta([(WATERMARK, str(max(mark, upto)))])
+        store.delete_meta(marks)
     return staged, upto >= top
 
 

@@ -446,6 +446,15 @@ class Store:
         """Write store-level settings (embedder id and dimension, ...)."""
         self.conn.executemany("insert or replace into meta (key, value) values (?, ?)", rows)
 
+    def meta_keys(self, prefix: str) -> list[str]:
+        """Every meta key that starts with ``prefix`` (a range over the primary key, not a scan)."""
+        return [str(k) for (k,) in self.conn.execute(
+            "select key from meta where key >= ?1 and key < ?1 || char(1114111)", (prefix,))]
+
+    def delete_meta(self, keys: Sequence[str]) -> None:
+        """Remove store-level settings (absent keys are ignored)."""
+        self.conn.executemany("delete from meta where key = ?", [(k,) for k in keys])
+
     def meta_values(self, keys: Sequence[str]) -> dict[str, str]:
         """Several store-level settings in one statement (absent keys are left out)."""
         marks = ", ".join("?" * len(keys))
