@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from . import _sqlite, identity, migrations, reads, traverse, vector_lane
+from .checks import file_name, names
 from .edges import EdgeRegistry, EdgeType, EndView, QueryRules
 from .embed import Embedder, StaticEmbedder, embed_checked, embedding_text
 from .errors import EmbedderMismatch, InvalidInput, NotCurrent, NotFound
@@ -110,15 +111,6 @@ def _aliases(value: object) -> list[str]:
     return [a for a in (_text(x, "alias", required=True) for x in value) if a]
 
 
-def _names(value: object, field: str, example: str) -> Sequence[str] | None:
-    """None, or a list (or tuple) of names; a lone string is not a list of names."""
-    if value is None:
-        return None
-    if not isinstance(value, (list, tuple)) or not all(isinstance(t, str) for t in value):
-        raise InvalidInput(f"{field} must be a list of names, e.g. {example}")
-    return value
-
-
 def _number(value: object, field: str) -> float:
     """A finite number, or InvalidInput."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -156,20 +148,6 @@ def _text(value: str | bytes | None, field: str, *, required: bool) -> str | Non
     return value
 
 
-def _store_path(value: object) -> str:
-    """A store's file path (or ``:memory:``), or InvalidInput for a value that cannot name a file."""
-    path = os.fspath(value) if isinstance(value, (str, os.PathLike)) else None
-    if not isinstance(path, str):
-        raise InvalidInput(f"the store path must be a file path, got {type(value).__name__}")
-    if not path.strip() or "\x00" in path:
-        raise InvalidInput(f"the store path {path!r} cannot name a file; give a file path or ':memory:'")
-    try:
-        path.encode("utf-8")  # SQLite takes file names as UTF-8
-    except UnicodeEncodeError:
-        raise InvalidInput(f"the store path {path!r} is not valid UTF-8; rename the file or its folder") from None
-    return path
-
-
 class WorldDB:
     """One memory store in one SQLite file.
 
@@ -195,7 +173,7 @@ class WorldDB:
             raise InvalidInput(f"dim must be a whole number from 1 to 8192, got {dim!r}")
         if compose not in COMPOSE_KINDS:
             raise InvalidInput(f"compose must be one of {', '.join(COMPOSE_KINDS)}, got {compose!r}")
-        self.path = _store_path(path)
+        self.path = file_name(path, "the store path", "give a file path or ':memory:'")
         self._clock = clock or system_clock
         self._conn = _sqlite.connect(self.path, create=create)
         try:
@@ -836,7 +814,7 @@ class WorldDB:
         self._settle(indexes=False)
         valid, belief = self._times(as_of, known_as_of)
         direction = _choice(Direction, direction, "direction")
-        for edge_type in _names(types, "types", "['refers_to', 'causes']") or ():
+        for edge_type in names(types, "types", "['refers_to', 'causes']") or ():
             self._registry.get(edge_type)
         annotate = self._annotations(include_superseded)
         with _sqlite.translate():
@@ -899,7 +877,7 @@ class WorldDB:
         """
         self._settle()
         vector = self._query_vector(query)
-        _names(types, "types", "['Turn', 'Fact']")
+        names(types, "types", "['Turn', 'Fact']")
         k = _count(k, "k", 4096)
         with _sqlite.translate():
             view = self._view(as_of, known_as_of, include_superseded, world=world)

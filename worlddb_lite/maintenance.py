@@ -29,6 +29,7 @@ from typing import Any
 import apsw
 
 from . import _sqlite
+from .checks import file_name
 from .errors import InvalidInput, StoreBusy, WorldDBError
 
 
@@ -40,7 +41,7 @@ def backup(conn: apsw.Connection, source: str, dest: str | os.PathLike[str], *,
     writers neither block it nor restart it. The copy is written to ``DEST.partial`` and
     renamed, so a crash never leaves a half backup under the final name.
     """
-    target = _destination(dest)
+    target = Path(file_name(dest, "the backup destination", "give a file path"))
     try:
         if source != ":memory:" and target.exists() and target.resolve() == Path(source).resolve():
             raise InvalidInput(f"the backup destination {target} is the store itself; give another path")
@@ -55,20 +56,6 @@ def backup(conn: apsw.Connection, source: str, dest: str | os.PathLike[str], *,
     except OSError as exc:  # the folder is not writable, the name is too long, the disk is full ...
         raise InvalidInput(f"cannot write the backup to {target} ({exc.strerror or exc}); "
                            "choose a writable path") from None
-
-
-def _destination(dest: object) -> Path:
-    """The backup's path, or InvalidInput for a value that cannot name a file."""
-    if not isinstance(dest, (str, os.PathLike)):
-        raise InvalidInput(f"the backup destination must be a file path, got {type(dest).__name__}")
-    text = os.fspath(dest)
-    if not isinstance(text, str) or not text.strip() or "\x00" in text:
-        raise InvalidInput(f"the backup destination {text!r} cannot name a file; give a file path")
-    try:
-        text.encode("utf-8")  # SQLite takes file names as UTF-8
-    except UnicodeEncodeError:
-        raise InvalidInput(f"the backup destination {text!r} is not valid UTF-8; give another name") from None
-    return Path(text)
 
 
 def _copy(conn: apsw.Connection, target: Path) -> dict[str, Any]:

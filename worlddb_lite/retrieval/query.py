@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import reads
+from ..checks import names
 from ..errors import InvalidInput
 from ..store import Store
 from ..types import Direction
@@ -87,17 +88,17 @@ def check(spec: QuerySpec) -> None:
         raise InvalidInput(f"a query's text must be text, got {type(spec.text).__name__}")
     if not isinstance(spec.seeds, (list, tuple)):
         raise InvalidInput("a query's seeds must be a list of node ids")
-    _names(spec.types, "a query's types")
+    names(spec.types, "a query's types", "['Turn', 'Fact']")
     if not isinstance(spec.pipeline, (list, tuple)):
         raise InvalidInput("a query's pipeline must be a list of operators")
     for op in spec.pipeline:
         if isinstance(op, Expand):
-            _names(op.edge_types, "Expand edge_types")
+            names(op.edge_types, "Expand edge_types", "['refers_to']")
             _direction(op.direction)
             if isinstance(op.hops, bool) or not isinstance(op.hops, int):
                 raise InvalidInput(f"Expand hops must be a whole number, got {op.hops!r}")
         elif isinstance(op, Filter):
-            _names(op.types, "Filter types")
+            names(op.types, "Filter types", "['Turn']")
         elif isinstance(op, WhereConnected):
             if not isinstance(op.edge_type, str):
                 raise InvalidInput(f"WhereConnected edge_type must be an edge type name, got {op.edge_type!r}")
@@ -105,11 +106,6 @@ def check(spec: QuerySpec) -> None:
         elif not isinstance(op, PreferSummaries):
             raise InvalidInput(f"unknown query operator {op!r:.100}; use Expand, Filter, WhereConnected or "
                                "PreferSummaries")
-
-
-def _names(value: object, field: str) -> None:
-    if value is not None and (not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value)):
-        raise InvalidInput(f"{field} must be a list of names, got {value!r:.100}")
 
 
 def _direction(value: object) -> None:
