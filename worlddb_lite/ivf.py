@@ -377,7 +377,7 @@ class IvfIndex:
         while True:
             inside = np.zeros(len(links), dtype=bool)
             for root in roots:
-                inside |= (srcs == root) | self._inside(np.minimum(srcs, self.pos.shape[0] - 1), root)
+                inside |= (srcs == root) | self.under(np.minimum(srcs, self.pos.shape[0] - 1), root)
             new = {int(d) for d in dsts[inside].tolist() if d < self.pos.shape[0]} - roots
             if not new:
                 break
@@ -452,9 +452,12 @@ class IvfIndex:
             return np.zeros(1, dtype=np.int64)
         return _top(self.centroids @ query, wanted)
 
-    def _inside(self, ids: np.ndarray, world: int) -> np.ndarray:
-        """Which of ``ids`` have ``world`` among their ancestors."""
-        if self.scope_of[world] == world:  # a scope: one lookup per row instead of a climb
+    def under(self, ids: np.ndarray, world: int) -> np.ndarray:
+        """Which of ``ids`` (rows of the parent arrays) have ``world`` among their ancestors.
+
+        Parents never change, so this answers containment in memory for every node the index holds.
+        """
+        if 0 <= world < self.scope_of.shape[0] and self.scope_of[world] == world:  # a scope: one lookup per row
             return np.asarray((self.scope_of[ids] == world) & (ids != world))
         inside = np.zeros(ids.shape[0], dtype=bool)
         above = self.parent[ids]

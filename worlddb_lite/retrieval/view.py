@@ -86,15 +86,7 @@ class ReadView:
         known = (ids >= 0) & (ids < parent.shape[0])
         ids = ids[known]
         ids = ids[parent[ids] >= 0]
-        inside = np.zeros(ids.shape[0], dtype=bool)
-        above = parent[ids]
-        while True:  # every ancestor at once; the root's parent reads -1 and ends a climb
-            alive = above >= 0
-            if not alive.any():
-                break
-            inside |= above == self.world
-            above = np.where(alive, parent[np.maximum(above, 0)], -1)
-        return set(ids[inside].tolist())
+        return set(ids[index.under(ids, self.world)].tolist())
 
     def nodes(self, nids: Sequence[int]) -> list[Node]:
         return self.store.load_nodes(list(nids), self.annotate)
