@@ -1,12 +1,13 @@
 """Supersession on real data: BEAM-100K's knowledge-update questions.
 
-    python bench/supersession.py [--json OUT]
+    python bench/supersession.py [--json OUT] [--detail]
 
 Ingests BEAM-100K (through ``load`` + ``ingest``, the rule-based extractor on) into a fresh
 store, then, for every knowledge_update question whose ``source_chat_ids`` name
 ``original_info`` and ``updated_info`` messages, asks the store in plain SQL whether a Fact
 drawn from an updated message ``supersedes`` a Fact drawn from an original message. Prints
 the share, and how many of those messages yielded any fact at all (what limits the share).
+``--detail`` also prints, per question, the facts (slot: value) drawn from each side, to stderr.
 """
 
 from __future__ import annotations
@@ -59,6 +60,17 @@ def facts_of(conn: apsw.Connection, chat: str, message_ids: list[int]) -> set[in
     return found
 
 
+def describe(conn: apsw.Connection, facts: set[int]) -> list[str]:
+    """``slot: value`` of each fact, with the ids of the facts that supersede it."""
+    out = []
+    for nid in sorted(facts):
+        body = json.loads(conn.execute("select body from node where nid = ?", (nid,)).fetchone()[0])
+        props = body.get("props", {})
+        by = [int(r[0]) for r in conn.execute("select src from edge where type = 'supersedes' and dst = ?", (nid,))]
+        out.append(f"#{nid} {props.get('slot')}: {props.get('value')}" + (f" (superseded by {by})" if by else ""))
+    return out
+
+
 def reachable(conn: apsw.Connection, facts: set[int]) -> set[int]:
     """Facts these supersede, directly or through facts in between."""
     rows = conn.execute(
@@ -72,6 +84,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--archive", default=str(ARCHIVE))
     parser.add_argument("--json", help="also write the result to this file")
+    parser.add_argument("--detail", action="store_true", help="print each question's facts to stderr")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         path = str(Path(tmp) / "beam.db")
@@ -99,6 +112,11 @@ def main() -> None:
                 superseded += 1
             if old and new and old & reachable(conn, new):
                 chained += 1
+            if args.detail:
+                print(f"chat {chat}: {q.get('question')}", file=sys.stderr)
+                for side, facts_ in (("original", old), ("updated", new)):
+                    for line in describe(conn, facts_) or ["(no fact)"]:
+                        print(f"    {side}: {line}", file=sys.stderr)
         facts = conn.execute("select count(*) from node where type = 'Fact'").fetchone()[0]
         supersedes = conn.execute("select count(*) from edge where type = 'supersedes'").fetchone()[0]
         conn.close()

@@ -6,7 +6,7 @@ import pytest
 
 from worlddb_lite import WorldDB
 from worlddb_lite.conversation import ConversationIn, SessionIn, TurnIn, ingest
-from worlddb_lite.extract import RuleExtractor, resolve_date
+from worlddb_lite.extract import RuleExtractor, normalise_slot, resolve_date, value_kind
 
 RULES = RuleExtractor()
 
@@ -89,10 +89,10 @@ def test_two_values_said_the_same_day_in_one_conversation_supersede_in_order(db:
 
 
 def test_values_at_the_same_time_from_different_conversations_contradict(db: WorldDB) -> None:
-    _say(db, "a", "2024-05-02", "My budget of $500 is fixed.")
-    _say(db, "b", "2024-05-02", "The budget of $700 was approved.")
-    assert _facts(db, "budget") == ["500", "700"]  # no order between them: both stand
-    [one, other] = [n for n in db.nodes(world=db.scope("me"), type="Fact") if n.props["slot"] == "budget"]
+    _say(db, "a", "2024-05-02", "My travel budget of $500 is fixed.")
+    _say(db, "b", "2024-05-02", "The travel budget of $700 was approved.")
+    assert _facts(db, "travel budget") == ["$500", "$700"]  # no order between them: both stand
+    [one, other] = [n for n in db.nodes(world=db.scope("me"), type="Fact") if n.props["slot"] == "travel budget"]
     assert one.contradicted_by or other.contradicted_by
 
 
@@ -167,3 +167,137 @@ def test_a_bought_product_is_linked_from_the_purchase(db: WorldDB) -> None:
     assert (fact.props["slot"], fact.props["value"]) == ("bought", "Fitbit Versa")
     assert _refers_to(db, fact.id) == {"Fitbit Versa"}
     assert _entities(db) == {"Fitbit Versa": "product"}
+
+
+def _values(text: str) -> set[tuple[str, str, bool]]:
+    return {(f.slot, f.value, f.changed) for f in RULES.extract(text, speaker="me", said_at="2024-05-01").facts}
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    # a verb of change after the slot, in the clause or a relative clause
+    ("Good news: the deadline was extended to May 20.", ("deadline", "May 20", True)),
+    ("Our team size has grown to 8 people.", ("team size", "8 people", True)),
+    ("I'm tuning the dashboard API response time, which has recently improved to 250ms.",
+     ("dashboard api response time", "250ms", True)),
+    ("The price changed from $10 to $12.", ("price", "$12", True)),
+    ("My monthly rent went up from $1,200 to $1,350 last week.", ("monthly rent", "$1,350", True)),
+    # a verb of change said by the speaker, with the slot as its object
+    ("I've adjusted our holiday gifts budget to $450, can you help me plan it?", ("holiday gift budget", "$450", True)),
+    ("We moved the launch to June 3.", ("launch", "June 3", True)),
+    ("I rescheduled the standup meeting to 10:30 AM.", ("standup meeting", "10:30 AM", True)),
+    ("I upgraded my Python version to 3.12.1 yesterday.", ("python version", "3.12.1", True)),
+    ("I've extended my study sessions to 4 hours, which helps.", ("study session", "4 hours", True)),
+    ("I bumped the sprint length to 3 weeks.", ("sprint length", "3 weeks", True)),
+    ("We switched our database from MySQL to PostgreSQL last month.", ("database", "PostgreSQL", True)),
+    # a new value named as such, even inside a question
+    ("Can you help me meet the new sprint deadline of April 5, 2024?", ("sprint deadline", "April 5, 2024", True)),
+    ("I'm worried I won't meet the new April 25 deadline.", ("deadline", "April 25", True)),
+    ("How should I spend the increased budget of $6,200?", ("budget", "$6,200", True)),
+    # a value stated outright
+    ("My team size is 8 people.", ("team size", "8 people", False)),
+    ("The deadline is now May 3.", ("deadline", "May 3", False)),
+    ("I'm close to my $600 annual budget.", ("annual budget", "$600", False)),
+    ("Deadline: April 5", ("deadline", "April 5", False)),
+    ("- **Conversion rate**: 4.5%", ("conversion rate", "4.5%", False)),
+    ("I have 8 done and my accuracy from 60% to 85% now.", ("accuracy", "85%", False)),  # the later value
+])
+def test_stated_and_changed_values_of_a_slot_named_by_the_text(text: str, expected: tuple[str, str, bool]) -> None:
+    assert expected in _values(text)
+
+
+@pytest.mark.parametrize("text", [
+    "Should I increase the budget to $700?",  # a question
+    "Has the deadline been moved to May 5?",
+    "Can we move the launch to June 3?",
+    "If the deadline moves to May 5, what then?",  # a supposition
+    "If my budget is $500, which laptop fits?",
+    "What if we reduced the team size to 4 people?",
+    "I want to raise my budget to $50.",  # a wish, a plan, an attempt
+    "I'm planning to move the launch to June 3.",
+    "I'm trying to get the response time down to 200ms.",
+    "We might push the release to May 9.",
+    "I haven't changed the deadline to May 9.",  # a denial
+    "Let's hope we can get that accuracy up to 98% by the end of the month!",
+    "I had to finish a $15,000 budget proposal by Friday.",  # a budget proposal is no budget
+    "My partner saw their quiz score improve from 60% to 85%.",  # someone else's
+    "Sam's budget went up to $900.",
+    "I'm worried about meeting my goals by June 30.",  # "meeting" the verb
+    "How can I balance my 3 production deadlines?",  # a count is no deadline
+    "Here is my config:\n```\ntimeout: 30\nretries: 5\n```",  # code states nothing of the speaker's
+    "Set `max_budget = $500` in the file.",
+])
+def test_questions_suppositions_wishes_and_code_state_no_value(text: str) -> None:
+    assert _values(text) == set()
+
+
+@pytest.mark.parametrize(("phrase", "slot"), [
+    ("the new Sprint deadlines", "sprint deadline"),
+    ("budget for groceries", "grocery budget"),
+    ("sound mixing sessions with Jeremy", "jeremy sound mixing session"),
+    ("my current monthly rent", "monthly rent"),
+    ("total", None),
+    ("it", None),
+])
+def test_slot_names_are_normalised_from_the_noun_phrase(phrase: str, slot: str | None) -> None:
+    assert normalise_slot(phrase) == slot
+
+
+@pytest.mark.parametrize(("value", "kind"), [
+    ("$1,200", "money"), ("87%", "percent"), ("April 5, 2024", "date"), ("March 22 at 4:30 PM", "date"),
+    ("11 AM", "time"), ("v2.1", "version"), ("3.12.1", "version"), ("1,200 calls per day", "count"),
+    ("Google", "name"),
+])
+def test_value_kinds(value: str, kind: str) -> None:
+    assert value_kind(value) == kind
+
+
+def test_a_changed_value_supersedes_the_same_thing_named_more_or_less_fully(db: WorldDB) -> None:
+    _say(db, "c", "2024-04-01", "I'm getting close to my $600 annual budget for sneakers.",
+         "I have a snack budget of $40 for the party.")
+    _say(db, "c", "2024-05-01", "I'm buying sneakers with my increased budget of $650.")
+    assert _facts(db, "budget") == ["$650"]
+    assert _facts(db, "annual budget") == []  # "budget" and "annual budget" name one thing: replaced
+    assert _facts(db, "annual budget", include_superseded=True) == ["$600"]
+    assert _facts(db, "snack budget") == ["$40"]  # the latest near value only, and a snack budget is not near
+    assert db.verify().ok
+
+
+def test_a_changed_value_leaves_other_things_and_other_kinds_of_value_alone(db: WorldDB) -> None:
+    _say(db, "c", "2024-04-01", "My gift budget is $300.", "Our deadline is April 20.")
+    _say(db, "c", "2024-05-01", "I've adjusted my snack budget to $75.", "How can I balance my 3 deadlines?",
+         "I've increased the deadline count to 4 items.")
+    assert _facts(db, "gift budget") == ["$300"]  # a snack budget is another thing
+    assert _facts(db, "deadline") == ["April 20"]  # "4 items" is a count, no date
+
+
+def test_a_restated_value_refers_to_the_turn_that_restates_it(db: WorldDB) -> None:
+    _say(db, "c", "2024-04-01", "My gift budget is $300.")
+    _say(db, "c", "2024-04-10", "I might go over my gift budget of $300.")  # stated again: no second fact
+    [fact] = [n for n in db.nodes(world=db.scope("me"), type="Fact")]
+    turns = [n for n in db.neighbours(fact.id, types=["refers_to"]).nodes if n.type == "Turn"]
+    assert len(turns) == 2  # both turns said it: when it changes, both are stale
+    _say(db, "c", "2024-05-01", "I've raised my gift budget to $450.")
+    assert _facts(db, "gift budget") == ["$450"]
+
+
+def test_dates_of_events_stand_side_by_side_until_one_is_said_to_move(db: WorldDB) -> None:
+    _say(db, "c", "2024-04-01", "I have a Zoom call with the creative director on April 21.",
+         "I have a meeting with Wyatt on May 7.")
+    _say(db, "c", "2024-04-05", "I also have a meeting with Jessica on May 20.")
+    assert _facts(db, "meeting date") == ["May 20", "May 7"]  # two meetings, not one meeting's new date
+    _say(db, "c", "2024-04-10", "I'm worried that moving the Zoom call with the creative director to April 22 "
+                                "clashes with lunch.")
+    assert _facts(db, "zoom call date") == ["April 22"]  # said to move: the new date replaces the old one
+    assert _facts(db, "zoom call date", include_superseded=True) == ["April 21", "April 22"]
+    _say(db, "c", "2024-04-12", "I'm rescheduling that client meeting to May 29.")
+    assert _facts(db, "meeting date") == ["May 20", "May 7"]  # another meeting, moved: these stand
+    assert _facts(db, "client meeting date") == ["May 29"]
+    assert db.verify().ok
+
+
+def test_a_bare_slot_names_no_one_thing_and_is_replaced_only_when_said_to_change(db: WorldDB) -> None:
+    _say(db, "c", "2024-04-01", "I saved $1,200, which is 60% of my $2,000 goal.")
+    _say(db, "c", "2024-05-01", "I saved $3,200 for the car, which is 64% of my $5,000 goal.")
+    assert _facts(db, "goal") == ["$2,000", "$5,000"]  # two goals: neither replaces the other
+    _say(db, "c", "2024-06-01", "I've raised the goal to $6,000.")
+    assert _facts(db, "goal") == ["$2,000", "$6,000"]  # said to change: the latest goal only

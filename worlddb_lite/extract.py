@@ -9,6 +9,18 @@ facts name ("I work at Google", "I bought a Fitbit Versa", "my new iPhone 15"), 
 people ("Emma's birthday is June 3"), and the date a fact became true when the turn says it
 ("last week", "in May", "yesterday"), resolved against the session's date.
 
+Values of the speaker's own slots, stated or changed, in general English: "the deadline was extended
+to May 20", "I've adjusted our gift budget to $450", "the new sprint deadline of April 5", "my
+team size is 8 people", "Budget: $500", "we switched our database from MySQL to PostgreSQL". The
+slot is the noun phrase the text names, normalised ("the holiday gifts budget" -> "holiday gift
+budget"); the value is money, a percentage, a date or time, a version, a count with its unit or
+(after "switched to") a name. A value said to change is marked ``changed``: facts.py then lets it
+replace the latest value of a slot that names the same thing more or less fully. A question, wish,
+plan, supposition or denial ("should I raise the budget to $50?", "if the deadline moves", "I
+haven't changed it"), someone else's value ("their score") and code state nothing. A bare slot
+("budget", "goal") names no one thing, and an event's date ("a meeting on May 7") is one of many:
+neither replaces another value unless said to change.
+
 Precision comes first: a name is taken only where a cue introduces it ("my sister", "work at",
 "bought a"), never for every capitalised word, and never a month, weekday, holiday or pronoun.
 """
@@ -41,6 +53,8 @@ class FactMention:
     value: str
     functional: bool  # one value at a time: a new value supersedes the old one
     valid_at: str | None = None  # when it became true, if the turn says; else the turn's time
+    changed: bool = False  # the turn says the value changed ("raised the budget to $50", "the new deadline")
+    event: bool = False  # one dated happening of many ("a meeting on May 7"): replaced only under its own name
 
 
 @dataclass(frozen=True)
@@ -95,14 +109,21 @@ _PET = re.compile(r"\b(?:a|my|our) (?P<kind>dog|cat|puppy|kitten|parrot|rabbit|h
 _BIRTHDAY = re.compile(r"\b(?P<name>[A-Z][a-z]+)'s birthday is (?:on )?" + _THING + _END)
 _MONTH_DAY = (r"(?:January|February|March|April|May|June|July|August|September|October|November|December)"
               r" \d{1,2}(?:-\d{1,2})?(?:, \d{4})?")
+# the words that may follow a noun phrase's last word ("the budget for", "a deadline, which")
+_BOUNDARY = r"(?:for|of|to|and|or|so|but|which|that|with|by|on|in|is|was|are|were|at|this|the|my|i|we|now|per)\b"
 # counts and amounts: one value at a time for each thing counted, budgeted, measured or scheduled
 _AMOUNTS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("budget", re.compile(r"\bbudget(?: allocation)?(?: of| to| is| at)? \$(?P<value>\d[\d,]*(?:\.\d+)?)")),
-    ("budget", re.compile(r"\$(?P<value>\d[\d,]*(?:\.\d+)?) (?:\w+ )?budget\b")),
-    ("{what}", re.compile(r"\b(?P<what>accuracy|coverage|completion rate|success rate|conversion rate|score|"
-                          r"progress)\b[^.%]{0,40}?(?P<value>\d+(?:\.\d+)?%)")),
-    ("{what} date", re.compile(r"\b(?P<what>meeting|call|webinar|session|interview|appointment|deadline|launch|"
-                               r"release)\b[^.?!]{0,60}? (?:on|to|for|by|of) (?P<value>" + _MONTH_DAY + ")")),
+    ("budget", re.compile(r"(?P<what>(?:\b[\w'-]+ ){0,3})budget(?: allocation)?(?: of| to| is| at)? "
+                          r"\$(?P<value>\d[\d,]*(?:\.\d+)?)")),
+    ("budget", re.compile(r"\$(?P<value>\d[\d,]*(?:\.\d+)?) (?P<what>(?:\w+ )?)budget\b(?! (?!" + _BOUNDARY
+                          + r")[a-z])")),  # not "a $9 budget proposal"
+    ("{what}", re.compile(r"(?P<pre>(?:\b[\w'-]+ ){0,2})\b(?P<what>accuracy|coverage|completion rate|success rate|"
+                          r"conversion rate|score|progress)\b[^.%]{0,40}?(?P<value>\d+(?:\.\d+)?%)")),
+    ("{what} date", re.compile(r"(?P<pre>(?:\b[\w'-]+ ){0,2})\b(?P<what>meeting|call|webinar|session|interview|"
+                               r"appointment|deadline|launch|release)\b(?! (?:my|our|your|their|his|her|the|this|that|"
+                               r"these|those|a|an|it|them|all|every)\b)"  # not "meeting my deadline"
+                               r"[^.?!]{0,60}? (?:on|to|for|by|of) "
+                               r"(?P<value>" + _MONTH_DAY + ")")),
     ("number of {what}", re.compile(r"\b(?:have|has|had|secured|added|reached|total of|finalized|read|wrote|"
                                     r"completed|mentored|now) (?P<value>\d[\d,]*) (?P<what>(?:[a-z]+ )?"
                                     r"(?:sources|books|interviews|words|mentees|commits|cards|projects|clients|"
@@ -147,6 +168,190 @@ _RELATIVE = re.compile(r"\b(?P<phrase>yesterday|today|last (?:week|month|year)|(
                        r"six|seven) (?P<unit>days?|weeks?|months?|years?) ago|in (?P<month>" + "|".join(_MONTHS)
                        + r"))\b", re.IGNORECASE)
 _NUMBERS = {"a": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7}
+
+# Stated and changed values: "<slot> was increased to <value>", "I moved the launch to <value>", "the new
+# <slot> of <value>", "my <slot> is <value>", "<slot>: <value>". The slot is the noun phrase the text names,
+# normalised (no article, no change word, singular, "X for Y" read as "Y X"); the value is a quantity: money,
+# a percentage, a date or time, a version, or a count with its unit. A clause that asks, wants or supposes
+# ("should I raise the budget to $50?", "if the deadline moves to May 5") states nothing.
+_MONTH = (r"(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?|Sept?(?:ember)?|"
+          r"Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)\.?")
+_CLOCK = r"\d{1,2}(?::\d{2})?\s?(?:[AaPp]\.[Mm]\.|[AaPp][Mm]\b)"
+_DAY = _MONTH + r" \d{1,2}(?:st|nd|rd|th)?\b(?:\s?-\s?\d{1,2}\b)?(?:,? \d{4}\b)?(?:,? (?:at )?" + _CLOCK + r")?"
+_UNIT_STOP = (r"(?!(?:to|by|for|and|or|of|in|on|at|the|from|per|with|after|before|since|than|which|that|so|but|"
+              r"because|as|now|this|my|our|a|an|is|are|was|were|i|we|you|it|total|each|every)\b)")
+_QUANTITY = (r"(?P<value>\$\d[\d,]*(?:\.\d+)?(?:\s?(?:k|K|million|billion)\b)?"  # money
+             r"|\d+(?:\.\d+)?\s?%"  # a percentage
+             r"|" + _DAY +  # a date, maybe with its time
+             r"|" + _CLOCK +  # a time of day
+             r"|v\d+(?:\.\d+)*\b|\d+\.\d+\.\d+\b"  # a version
+             r"|\d[\d,]*(?:\.\d+)?(?:\s?-\s?\d[\d,]*(?:\.\d+)?)?(?:\s?(?:ms|s|h|k|x|kb|mb|gb|tb|fps)\b)?"
+             r"(?: " + _UNIT_STOP + r"[a-z][a-z-]*){0,3}(?: per [a-z]+)?)")  # a count and its unit
+_NP = (r"(?P<slot>[A-Za-z][\w/-]*(?: [A-Za-z][\w/-]*){0,3}?"
+       r"(?: (?:for|of|with|on) (?:the |my |our )?[\w-]+(?: [\w-]+){0,2}?)?)")
+_NP_AFTER = r"(?P<slot>[a-z][\w-]*(?: [a-z][\w-]*){0,2})(?=[.,!?;:)]|\s+" + _BOUNDARY + r"|$)"  # "$35 monthly budget"
+_DET = r"\b(?:[Mm]y|[Oo]ur|[Tt]he|[Tt]his)"  # not "their score went up": the speaker's values only
+_CHANGE = (r"(?:increased|raised|reduced|decreased|lowered|cut|adjusted|updated|changed|extended|shortened|moved|"
+           r"rescheduled|pushed(?: back| out)?|postponed|delayed|brought forward|bumped(?: up)?|boosted|improved|"
+           r"dropped|grown|grew|expanded|revised|upgraded|downgraded|switched|reached|risen|rose|fallen|fell|"
+           r"climbed|jumped|gone (?:up|down)|went (?:up|down)|doubled|set)")
+_CHANGES: tuple[re.Pattern[str], ...] = (
+    # "the deadline was extended to May 20", "my coverage, which has recently improved to 78%"
+    re.compile(_DET + r" " + _NP + r",? (?:(?:which|that) )?(?:has |have |had )?(?:now |recently |just |finally |"
+               r"since |also |officially )?(?:been |was |were |got |is |are )?(?:now |recently |just |officially )?"
+               + _CHANGE + r" (?:(?:from|up from|down from) " + _QUANTITY.replace("value", "old") + r" )?"
+               r"(?:to|up to|down to) " + _QUANTITY),
+    # "I've adjusted our gift budget to $450", "we moved the launch to June 3", "I switched my plan from $10 to $15"
+    re.compile(r"\b(?:I|[Ww]e)(?:'ve| have|'d| had)? (?:just |recently |now |also |finally |officially )?" + _CHANGE
+               + r" " + _DET[2:] + r" " + _NP + r" (?:(?:from|up from|down from) "
+               + _QUANTITY.replace("value", "old") + r" )?(?:to|up to|down to) " + _QUANTITY),
+    # "the new sprint deadline of April 5", "the increased budget of $6,200", "my new daily quota is 1,200 calls"
+    re.compile(r"\b(?:[Tt]he|[Mm]y|[Oo]ur|[Aa]n?|[Tt]his) (?:new|updated|revised|increased|reduced|adjusted|extended|"
+               r"higher|lower|raised|lowered) " + _NP + r" (?:of|is|at|to|will be|of about|of around) " + _QUANTITY),
+    # "the new April 25 deadline", "my increased $50 budget"
+    re.compile(r"\b(?:[Tt]he|[Mm]y|[Oo]ur|[Aa]n?|[Tt]his) (?:new|updated|revised|increased|reduced|adjusted|extended|"
+               r"higher|lower) " + _QUANTITY + r" " + _NP_AFTER),
+    # "we switched our database from MySQL to PostgreSQL", "I moved my hosting to Fly"
+    re.compile(r"\b(?:I|[Ww]e)(?:'ve| have)? (?:just |recently |now |also |finally )?(?:switched|moved|migrated|"
+               r"changed) " + _DET[2:] + r" " + _NP + r" (?:from (?:[A-Z][\w.+#-]*)(?: [A-Z][\w.+#-]*)* )?(?:over )?to "
+               + _VALUE),
+    # "<slot> changed from 10 to 12"
+    re.compile(_DET + r" " + _NP + r" (?:has |have )?(?:changed|gone|moved|went|grown|grew|dropped|risen|rose|"
+               r"fell|fallen|increased|decreased|improved) from " + _QUANTITY.replace("value", "old") + r" to "
+               + _QUANTITY),
+)
+_STATES: tuple[re.Pattern[str], ...] = (
+    # "my budget is $500", "our team size is now 8 people", "the deadline is now May 3"
+    re.compile(r"\b(?:[Mm]y|[Oo]ur) " + _NP + r" (?:is|are|was|were|'s) (?:now |currently |still |set (?:at|to) |"
+               r"about |around |roughly )?" + _QUANTITY),
+    re.compile(r"\b[Tt]he " + _NP + r" (?:is|are|'s) now " + _QUANTITY),
+    # "my $35 monthly budget", "our April 20 deadline"
+    re.compile(r"\b(?:[Mm]y|[Oo]ur) (?=\$|" + _MONTH + r" \d)" + _QUANTITY + r" " + _NP_AFTER),
+    # "Deadline: April 5", "- Budget: $500" at the start of a line
+    re.compile(r"(?m)^[ \t]*(?:[-*] )?(?:\*\*)?" + _NP + r"(?:\*\*)?:(?:\*\*)? " + _QUANTITY + r"[ \t]*$"),
+)
+# a clause that asks, wants, plans or supposes: what follows in it is not said to be true
+_UNASSERTED = re.compile(
+    r"\b(?:if|whether|unless|suppose|supposing|imagine|assuming|what if|would|could|should|might|shall|will|can|"
+    r"may|wo|won't|want(?:s|ed)? to|wanna|plan(?:s|ning)? to|going to|gonna|hop(?:e|es|ing) to|need(?:s)? to|"
+    r"trying to|try to|tried to|about to|thinking (?:about|of)|considering|wondering|instead of|or|not|never|"
+    r"(?:do|does|did)(?:n't)?|let's|let me|\w+n't)\b", re.IGNORECASE)
+_QUESTION_START = re.compile(r"^\W*(?:what|how|when|where|why|which|who|whom|whose|should|can|could|would|will|"
+                             r"do|does|did|is|are|was|were|shall|may|might|have|has|had)\b", re.IGNORECASE)
+_SLOT_FUNCTION = frozenset({
+    "is", "are", "was", "were", "be", "been", "being", "has", "have", "had", "and", "or", "but", "which", "that",
+    "to", "i", "we", "you", "it", "they", "he", "she", "so", "if", "then", "than", "as", "at", "in", "by", "from",
+    "into", "per", "a", "an", "the", "my", "our", "your", "their", "his", "her", "its", "this", "these", "those",
+    "me", "us", "them", "also", "just", "now", "all", "about", "up", "down", "not", "i'm", "i've", "what", "how",
+    "when", "where", "why", "who", "can", "will", "would", "should", "could", "do", "does", "did", "get", "got"})
+_SLOT_CHANGE_WORDS = frozenset({
+    "new", "updated", "revised", "current", "latest", "increased", "reduced", "adjusted", "extended", "decreased",
+    "raised", "lowered", "changed", "higher", "lower", "original", "old", "previous", "recent", "improved"})
+_NOT_SLOT_HEADS = frozenset({
+    "total", "lot", "couple", "number", "range", "maximum", "minimum", "average", "bunch", "pair", "set", "list",
+    "sum", "period", "amount", "way", "thing", "stuff", "one", "ones", "fact", "idea", "day", "week",
+    "month", "year", "point", "part", "end", "start", "beginning", "step", "plan", "help",
+    "other", "each", "more", "less", "most", "some", "any", "tip", "example", "code", "look", "issue"})
+
+
+def _singular(word: str) -> str:
+    if len(word) > 4 and word.endswith("ies"):
+        return word[:-3] + "y"
+    if len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        return word[:-1]
+    return word
+
+
+def normalise_slot(phrase: str) -> str | None:
+    """A noun phrase as a slot name ("the new Sprint deadlines for my app" -> "app sprint deadline"), or None."""
+    words = [w.strip("*'\"").lower() for w in phrase.split()]
+    tail: list[str] = []
+    for i, word in enumerate(words):  # "X for Y" reads as "Y X"
+        if word in ("for", "of", "with", "on") and i > 0:
+            tail = words[i + 1:]
+            words = words[:i]
+            break
+    cut = [i for i, w in enumerate(words) if w in _SLOT_FUNCTION]
+    if cut:  # "budget was": only what follows the last function word names the slot
+        words = words[cut[-1] + 1:]
+    tail = [w for w in tail if w not in _SLOT_FUNCTION]
+    words = [w for w in (*tail[-2:], *words) if w not in _SLOT_CHANGE_WORDS and w]
+    if not words or not all(re.fullmatch(r"[a-z][a-z0-9/-]*", w) for w in words):
+        return None
+    words = [_singular(w) for w in words[-4:]]
+    if words[-1] in _NOT_SLOT_HEADS or words[-1] in _SLOT_FUNCTION or len(words[-1]) < 2:
+        return None
+    return " ".join(words)
+
+
+def value_kind(value: str) -> str:
+    """What a value is: money, percent, date, time, version, count or name (one kind replaces only its own)."""
+    value = value.strip()
+    if value.startswith("$"):
+        return "money"
+    if value.endswith("%"):
+        return "percent"
+    if re.match(_MONTH + r" \d", value):
+        return "date"
+    if re.fullmatch(_CLOCK, value):
+        return "time"
+    if re.fullmatch(r"v\d+(?:\.\d+)*|\d+\.\d+\.\d+", value):
+        return "version"
+    if value[:1].isdigit():
+        return "count"
+    return "name"
+
+
+_MOVED = re.compile(r"\b(?:new|moved?|moving|rescheduled?|rescheduling|postponed?|pushed|extended|changed|shifted|"
+                    r"delayed|bumped|brought forward)\b", re.IGNORECASE)
+_OTHERS = re.compile(r"\b(?:their|his|her|its|your)\b|\w's\b", re.IGNORECASE)
+_ONWARD = re.compile(r"\s*(?:to|->|→|and then|then)\s+(\$?\d[\d,]*(?:\.\d+)?%?)")
+
+
+def _named(words: str) -> str:
+    """What words before a noun say of it: only what follows their last preposition ("on the dining out")."""
+    return re.split(r"\b(?:for|of|with|on|to|from|over|under|within|into|about|at|in|by)\b", words.lower())[-1]
+
+
+def _digits(value: str) -> str:
+    return "".join(c for c in value if c.isdigit())
+
+
+def _asserted(text: str, start: int, strict: bool) -> bool:
+    """Whether the clause holding ``text[start:]`` states something (not a question, wish or supposition).
+
+    ``strict``: a verb of change must be said outright; a noun phrase ("the new deadline of May 3") presupposes
+    its value even inside a question, and is refused only under "if", "whether" and the like.
+    """
+    sentence_start = max(text.rfind(mark, 0, start) for mark in (". ", "? ", "! ", "\n", "; ")) + 1
+    prefix = text[sentence_start:start]
+    clause = re.split(r",|\bbut\b|\band\b|\bso\b|\bbecause\b|\bsince\b|\bthe fact that\b", prefix)[-1]
+    if not strict:
+        return re.search(r"\b(?:if|whether|unless|suppose|supposing|imagine|assuming|what if)\b", clause,
+                         re.IGNORECASE) is None
+    if _UNASSERTED.search(clause):
+        return False
+    return not (clause == prefix and _QUESTION_START.search(prefix))
+
+
+_CODE = re.compile(r"```.*?(?:```|$)|`[^`\n]*`", re.DOTALL)  # code states no value of the speaker's
+
+
+def _values(text: str, me: str, when: str | None) -> list[FactMention]:
+    """Stated and changed values of the speaker's slots (see ``_CHANGES`` and ``_STATES``)."""
+    found: dict[str, FactMention] = {}
+    for changed, patterns in ((True, _CHANGES), (False, _STATES)):
+        for index, pattern in enumerate(patterns):
+            for match in pattern.finditer(text):
+                slot = normalise_slot(match.group("slot"))
+                value = match.group("value").strip().rstrip(",")
+                strict = changed and index in (0, 1, 4, 5) or (not changed and index < 2)
+                where = match.start("value") if strict else match.start()  # a verb is read in its own clause
+                if slot is None or slot in found or not _asserted(text, where, strict):
+                    continue
+                # a bare "budget" or "goal" does not say which one: it replaces a value only when said to change
+                found[slot] = FactMention(me, slot, value, " " in slot, when, changed)
+    return list(found.values())
 
 
 def resolve_date(text: str, said_at: str) -> str | None:
@@ -210,12 +415,36 @@ def _scan(text: str, me: str, when: str | None) -> tuple[tuple[EntityMention, ..
             thing = _thing(found.group("value"))
             if thing and thing not in _PRONOUNS and not any(f.slot == f"opinion of {thing}" for f in facts):
                 facts.append(FactMention(me, f"opinion of {thing}", opinion, True, when))
+    prose = _CODE.sub(" ", text)
+    values = _values(prose, me, when)
     for template, pattern in _AMOUNTS:
-        for found in pattern.finditer(text):
-            what = found.groupdict().get("what") or ""
-            slot = template.format(what=what.lower().strip())
-            if not any(f.slot == slot for f in facts):  # the first amount of a kind in a turn
-                facts.append(FactMention(me, slot, found.group("value"), True, None))
+        for found in pattern.finditer(prose):
+            what = (found.groupdict().get("what") or "").lower().strip()
+            if _OTHERS.search(f"{found.groupdict().get('pre') or ''} {what}"):
+                continue  # "their quiz score", "Sam's budget": not the speaker's
+            if template == "budget":  # "the dining out budget": what the text names, else "budget"
+                slot = normalise_slot(f"{_named(what)} budget") or "budget"
+            elif found.groupdict().get("pre") is not None:  # "the sprint deadline", "my quiz score"
+                slot = template.format(what=normalise_slot(f"{_named(found.group('pre'))} {what}") or what)
+            else:
+                slot = template.format(what=what)
+            value = found.group("value").rstrip(",")
+            value = "$" + value if template == "budget" else value
+            onward = _ONWARD.match(prose, found.end())
+            if onward is not None and value_kind(onward.group(1)) == value_kind(value):
+                value = onward.group(1)  # "from 60% to 85%": the value is 85%
+            strict = slot.startswith("number") or " to " in found.group(0)  # a verb, or a noun phrase
+            if any(f.slot == slot for f in (*facts, *values)) or not _asserted(prose, found.start("value"), strict):
+                continue  # the first amount of a kind a turn states
+            named = set(slot.split()) - {"number", "of", "date"}
+            if any(named <= set(v.slot.split()) and _digits(v.value) == _digits(value) for v in values):
+                continue  # the same value under the fuller name the text gives it ("snack budget")
+            if template == "{what} date":  # an event's date: many meetings, one value each; a change only when said
+                moved = _MOVED.search(prose, max(0, found.start() - 40), found.end()) is not None
+                facts.append(FactMention(me, slot, value, False, None, moved, event=True))
+            else:
+                facts.append(FactMention(me, slot, value, " " in slot, None))  # "budget" alone: see _values
+    facts.extend(f for f in values if not any(g.slot == f.slot for g in facts))
     entities: dict[str, EntityMention] = {}
 
     def add(name: str | None, kind: str, *aliases: str) -> None:

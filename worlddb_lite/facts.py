@@ -3,7 +3,11 @@
 Everything goes through the facade inside the caller's transaction, so a turn and what was
 learned from it land together. A fact on a functional slot that already holds another value
 supersedes it when it became true later (the old value's validity closes at the new one's
-valid time), is superseded by it when it is older, and contradicts it at the same time.
+valid time), is superseded by it when it is older, and contradicts it at the same time. A value
+the turn says changed ("the budget was raised to $650") also replaces the latest value of the
+same kind on a slot that names the same thing more or less fully ("annual budget" and "budget",
+not "snack budget" and "gift budget"), found through the slot's words. A value that is one of
+many (an event's date: "meeting date") is replaced only under its own name, when said to move.
 Entities go through the tiered resolver (resolver.py) inside the scope: an exact name or alias
 is that entity; any other match writes a new entity with a pending same_as proposal, so
 "Sara" never silently becomes "Sarah".
@@ -13,7 +17,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .extract import EntityMention, Extraction, FactMention
+from .extract import EntityMention, Extraction, FactMention, value_kind
 
 if TYPE_CHECKING:
     from .db import WorldDB
@@ -72,22 +76,66 @@ def slot_key(subject: str, slot: str) -> str:
     return f"slot: {subject} / {slot}"
 
 
+_GENERIC = frozenset({"date", "number", "of"})  # "deadline date" names what "deadline" does
+
+
+def slot_words(slot: str) -> frozenset[str]:
+    """The words that say what a slot is about, singular ("number of interviews" -> {"interview"})."""
+    return frozenset(w[:-3] + "y" if len(w) > 4 and w.endswith("ies") else
+                     w[:-1] if len(w) > 3 and w.endswith("s") and not w.endswith(("ss", "us", "is")) else w
+                     for w in slot.lower().split() if w not in _GENERIC)
+
+
+def word_key(subject: str, word: str) -> str:
+    """The alias every fact on a slot naming ``word`` carries, so a changed value finds the slots near its own."""
+    return f"slot word: {subject} / {word}"
+
+
+def _current(db: WorldDB, key: str, scope: str) -> list[Node]:
+    return [n for n in (db.read(i) for i in db.lookup_alias(key))
+            if n.parent == scope and n.invalid_at is None and n.expired_at is None and not n.retired]
+
+
+def _changed_from(db: WorldDB, fact: FactMention, scope: str) -> list[Node]:
+    """The latest value a changed value replaces on slots naming the same thing less or more fully (see the module)."""
+    words = slot_words(fact.slot)
+    kind = value_kind(fact.value)
+    near: dict[str, Node] = {}
+    for word in sorted(words):
+        for node in _current(db, word_key(fact.subject, word), scope):
+            other = slot_words(str(node.props.get("slot", "")))
+            same = node.props.get("slot") == fact.slot  # an event's date ("meeting date") only under its own name
+            if (other and (same or not node.props.get("event")) and (words <= other or other <= words)
+                    and value_kind(str(node.props.get("value", ""))) == kind):
+                near[node.id] = node
+    latest = max(near.values(), key=lambda n: (n.valid_at, n.created_at), default=None)
+    # one value, maybe said under several names ("gift budget: $400", "budget: $400")
+    return [] if latest is None else [n for n in near.values() if _value(n) == _value(latest)]
+
+
 def _fact(db: WorldDB, fact: FactMention, *, turn: str, scope: str, said_at: str,
           said_in: str | None) -> str | None:
     valid = fact.valid_at or said_at
     key = slot_key(fact.subject, fact.slot)
-    current = [n for n in (db.read(i) for i in db.lookup_alias(key))
-               if n.parent == scope and n.invalid_at is None and n.expired_at is None and not n.retired]
-    if any(_value(n) == fact.value.lower() for n in current):
-        return None  # already known
+    current = _current(db, key, scope)
+    replaced = _changed_from(db, fact, scope) if fact.changed else []
+    for known in (*current, *replaced):
+        if _value(known) == fact.value.lower():  # already known (maybe under a fuller or shorter name):
+            db.link(known.id, turn, "refers_to", valid_at=said_at)  # this turn says it too
+            return None
+    words = (word_key(fact.subject, w) for w in sorted(slot_words(fact.slot)))
     written = db.write(f"{fact.subject} {fact.slot}: {fact.value}", world=scope, type="Fact", name=fact.slot,
-                       valid_at=valid, aliases=(key,),
+                       valid_at=valid, aliases=(key, *words),
                        props={"subject": fact.subject, "slot": fact.slot, "value": fact.value,
-                              "functional": fact.functional, "said_in": said_in})
+                              "functional": fact.functional, "said_in": said_in,
+                              **({"event": True} if fact.event else {})})
     db.link(written, turn, "refers_to", valid_at=said_at)
-    if fact.functional:
-        for old in current:
-            _reconcile(db, written, valid, said_in, old)
+    if fact.functional or replaced:
+        kind = value_kind(fact.value)  # "3 deadlines" is no value of "deadline: April 25"
+        olds = {n.id: n for n in (*current, *replaced)} if fact.functional else {n.id: n for n in replaced}
+        for old in olds.values():
+            if value_kind(str(old.props.get("value", ""))) == kind:
+                _reconcile(db, written, valid, said_in, old)
     return written
 
 
