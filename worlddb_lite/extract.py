@@ -113,13 +113,12 @@ _MONTH_DAY = (r"(?:January|February|March|April|May|June|July|August|September|O
 _BOUNDARY = r"(?:for|of|to|and|or|so|but|which|that|with|by|on|in|is|was|are|were|at|this|the|my|i|we|now|per)\b"
 # counts and amounts: one value at a time for each thing counted, budgeted, measured or scheduled
 _AMOUNTS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("budget", re.compile(r"(?P<what>(?:\b[\w'-]+ ){0,3})budget(?: allocation)?(?: of| to| is| at)? "
-                          r"\$(?P<value>\d[\d,]*(?:\.\d+)?)")),
+    ("budget", re.compile(r"budget(?: allocation)?(?: of| to| is| at)? \$(?P<value>\d[\d,]*(?:\.\d+)?)")),
     ("budget", re.compile(r"\$(?P<value>\d[\d,]*(?:\.\d+)?) (?P<what>(?:\w+ )?)budget\b(?! (?!" + _BOUNDARY
                           + r")[a-z])")),  # not "a $9 budget proposal"
-    ("{what}", re.compile(r"(?P<pre>(?:\b[\w'-]+ ){0,2})\b(?P<what>accuracy|coverage|completion rate|success rate|"
+    ("{what}", re.compile(r"\b(?P<what>accuracy|coverage|completion rate|success rate|"
                           r"conversion rate|score|progress)\b[^.%]{0,40}?(?P<value>\d+(?:\.\d+)?%)")),
-    ("{what} date", re.compile(r"(?P<pre>(?:\b[\w'-]+ ){0,2})\b(?P<what>meeting|call|webinar|session|interview|"
+    ("{what} date", re.compile(r"\b(?P<what>meeting|call|webinar|session|interview|"
                                r"appointment|deadline|launch|release)\b(?! (?:my|our|your|their|his|her|the|this|that|"
                                r"these|those|a|an|it|them|all|every)\b)"  # not "meeting my deadline"
                                r"[^.?!]{0,60}? (?:on|to|for|by|of) "
@@ -304,6 +303,8 @@ def value_kind(value: str) -> str:
 
 _MOVED = re.compile(r"\b(?:new|moved?|moving|rescheduled?|rescheduling|postponed?|pushed|extended|changed|shifted|"
                     r"delayed|bumped|brought forward)\b", re.IGNORECASE)
+_BEFORE = {template: re.compile(r"(?:\b[\w'-]+ ){0,3}$" if template == "budget" else r"(?:\b[\w'-]+ ){0,2}$")
+           for template in ("budget", "{what}", "{what} date", "number of {what}")}
 _OTHERS = re.compile(r"\b(?:their|his|her|its|your)\b|\w's\b", re.IGNORECASE)
 _ONWARD = re.compile(r"\s*(?:to|->|→|and then|then)\s+(\$?\d[\d,]*(?:\.\d+)?%?)")
 
@@ -420,12 +421,16 @@ def _scan(text: str, me: str, when: str | None) -> tuple[tuple[EntityMention, ..
     for template, pattern in _AMOUNTS:
         for found in pattern.finditer(prose):
             what = (found.groupdict().get("what") or "").lower().strip()
-            if _OTHERS.search(f"{found.groupdict().get('pre') or ''} {what}"):
+            # the words just before: "the dining out budget", "the sprint deadline", "their quiz score"
+            before = _BEFORE[template].search(prose, max(0, found.start() - 80), found.start())
+            pre = before.group(0) if before is not None and template != "number of {what}" else ""
+            pre = "" if template == "budget" and "what" in found.groupdict() else pre  # "$35 monthly budget"
+            if _OTHERS.search(f"{pre} {what}"):
                 continue  # "their quiz score", "Sam's budget": not the speaker's
-            if template == "budget":  # "the dining out budget": what the text names, else "budget"
-                slot = normalise_slot(f"{_named(what)} budget") or "budget"
-            elif found.groupdict().get("pre") is not None:  # "the sprint deadline", "my quiz score"
-                slot = template.format(what=normalise_slot(f"{_named(found.group('pre'))} {what}") or what)
+            if template == "budget":  # what the text names, else "budget"
+                slot = normalise_slot(f"{_named(pre or what)} budget") or "budget"
+            elif template != "number of {what}":
+                slot = template.format(what=normalise_slot(f"{_named(pre)} {what}") or what)
             else:
                 slot = template.format(what=what)
             value = found.group("value").rstrip(",")
@@ -440,7 +445,7 @@ def _scan(text: str, me: str, when: str | None) -> tuple[tuple[EntityMention, ..
             if any(named <= set(v.slot.split()) and _digits(v.value) == _digits(value) for v in values):
                 continue  # the same value under the fuller name the text gives it ("snack budget")
             if template == "{what} date":  # an event's date: many meetings, one value each; a change only when said
-                moved = _MOVED.search(prose, max(0, found.start() - 40), found.end()) is not None
+                moved = _MOVED.search(prose, max(0, found.start() - len(pre) - 40), found.end()) is not None
                 facts.append(FactMention(me, slot, value, False, None, moved, event=True))
             else:
                 facts.append(FactMention(me, slot, value, " " in slot, None))  # "budget" alone: see _values
