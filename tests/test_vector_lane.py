@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -271,6 +272,45 @@ def test_a_partition_swollen_by_a_new_topic_splits_and_every_reader_follows(
             assert got[0][0] == db._conn.execute("select nid from node where id = ?", (bytes.fromhex(want),)
                                                   ).fetchone()[0]
         assert writer.verify().ok
+    finally:
+        writer.close()
+        reader.close()
+
+
+def test_a_split_committed_while_a_reader_catches_up_is_not_half_seen(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The reader reads the partition count, then another process commits a split, then the reader
+    reads the rows: without one snapshot it met rows in a partition it had no centroid for."""
+    monkeypatch.setattr(vector_lane, "TRAIN_AT", 100)
+    monkeypatch.setattr(vector_lane, "AUTO_TRAIN_LIMIT", 150)
+    path = tmp_path / "race.db"
+    clock = FakeClock()
+    writer = WorldDB(path, embedder=FakeEmbedder(), clock=clock)
+    reader = WorldDB(path, embedder=FakeEmbedder(), clock=clock)
+    try:
+        old = ["apple", "pear", "plum", "fig", "kiwi", "lime"]
+        new = ["rocket", "orbit", "comet", "lunar", "solar", "probe", "nebula", "quasar"]
+        writer.write_many([{"text": f"{old[i % 6]} {old[(i // 6) % 6]} {i}", "scope": "s"} for i in range(120)])
+        reader.nearest("apple pear", k=1)  # hydrated before the split
+        store = reader._reconciler.lane.store
+        real = store.meta_values
+        fired = []
+
+        def meta_then_split(keys: Sequence[str]) -> dict[str, str]:
+            found = real(keys)
+            if "vec_splits" in keys and not fired:  # between this read and the rows: a split lands
+                fired.append(True)
+                for i in range(300):
+                    writer.write(f"{new[i % 8]} {new[(i // 8) % 8]} {new[(i // 64) % 8]} {i}", scope="s")
+                assert int(writer._conn.execute("select value from meta where key = 'vec_splits'").fetchone()[0])
+            return found
+
+        monkeypatch.setattr(store, "meta_values", meta_then_split)
+        reader.nearest("comet lunar", k=3)  # caught up on its snapshot: the split waits for the next read
+        monkeypatch.setattr(store, "meta_values", real)
+        assert fired
+        probe = "comet lunar rocket 17"
+        assert reader.nearest(probe, k=1)[0][0].id == writer.nearest(probe, k=1)[0][0].id
     finally:
         writer.close()
         reader.close()

@@ -179,7 +179,23 @@ class VectorLane:
         self._centroids = None
 
     def index(self) -> IvfIndex:
-        """The in-memory index, current with every committed write."""
+        """The in-memory index, current with every committed write.
+
+        Outside a transaction the refresh reads inside one (a read snapshot): the meta row that
+        names the partitions and the rows it describes must come from the same commit, or a
+        split committed by another process in between hands this one rows in partitions it has
+        no centroid for (seen under bench/concurrency.py as an IndexError).
+        """
+        conn = self.store.conn
+        if not conn.getautocommit():
+            return self._refresh()
+        conn.execute("begin")
+        try:
+            return self._refresh()
+        finally:
+            conn.execute("commit")
+
+    def _refresh(self) -> IvfIndex:
         state = self.store.meta_values(("vec_epoch", "vec_splits", "embedder_id", "embedder_dim"))
         epoch, splits = state.get("vec_epoch"), state.get("vec_splits")
         if self._index is None or epoch != self._epoch:
