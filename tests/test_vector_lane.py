@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -238,8 +238,18 @@ def test_a_scope_that_outgrows_the_shared_cells_gets_its_own_and_filters_stay_ex
         assert [c for _, c in few] == sorted((c for _, c in few), reverse=True)
 
 
-def test_a_partition_swollen_by_a_new_topic_splits_and_every_reader_follows(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+OLD_TOPIC = ["apple", "pear", "plum", "fig", "kiwi", "lime"]
+NEW_TOPIC = ["rocket", "orbit", "comet", "lunar", "solar", "probe", "nebula", "quasar"]
+
+
+def new_topic(i: int) -> str:
+    """The i-th memory of a topic the partitions were not trained on: enough of them swell one into a split."""
+    return f"{NEW_TOPIC[i % 8]} {NEW_TOPIC[(i // 8) % 8]} {NEW_TOPIC[(i // 64) % 8]} {i}"
+
+
+@pytest.fixture
+def trained_pair(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[WorldDB, WorldDB]]:
+    """(writer, reader) on one file, trained once on the first topic only; the reader hydrated already."""
     monkeypatch.setattr(vector_lane, "TRAIN_AT", 100)
     monkeypatch.setattr(vector_lane, "AUTO_TRAIN_LIMIT", 150)  # trained once, on the first topic only
     path = tmp_path / "split.db"
@@ -247,73 +257,64 @@ def test_a_partition_swollen_by_a_new_topic_splits_and_every_reader_follows(
     writer = WorldDB(path, embedder=FakeEmbedder(), clock=clock)
     reader = WorldDB(path, embedder=FakeEmbedder(), clock=clock)
     try:
-        old = ["apple", "pear", "plum", "fig", "kiwi", "lime"]
-        new = ["rocket", "orbit", "comet", "lunar", "solar", "probe", "nebula", "quasar"]
+        old = OLD_TOPIC
         writer.write_many([{"text": f"{old[i % 6]} {old[(i // 6) % 6]} {i}", "scope": "s"} for i in range(120)])
-        lists = writer._conn.execute("select count(*) from vec_centroid").fetchone()[0]
-        assert lists > 0
-        reader.nearest("apple pear", k=1)  # the reader hydrates before the split
-        ids = []
-        for i in range(300):
-            ids.append(writer.write(f"{new[i % 8]} {new[(i // 8) % 8]} {new[(i // 64) % 8]} {i}", scope="s"))
-        splits = int(writer._conn.execute("select value from meta where key = 'vec_splits'").fetchone()[0])
-        assert splits > 0
-        assert writer._conn.execute("select count(*) from vec_centroid").fetchone()[0] == lists + splits
-        sizes = [r[0] for r in writer._conn.execute("select count(*) from node_vec group by part")]
-        top = writer._conn.execute("select max(nid) from node_vec").fetchone()[0]
-        assert max(sizes) <= 2 * vector_lane.split_limit(top)  # no partition stays swollen
-        probe = "comet lunar rocket 17"
-        want = writer.nearest(probe, k=1, types=["Memory"])[0][0].id
-        for db in (writer, reader):
-            index = db._reconciler.lane.index()
-            assert index.nlist == lists + splits
-            got = index._scan(FakeEmbedder().embed([probe])[0], 1, None, None, index.nlist)
-            assert db.nearest(probe, k=1, types=["Memory"])[0][0].id == want
-            assert got[0][0] == db._conn.execute("select nid from node where id = ?", (bytes.fromhex(want),)
-                                                  ).fetchone()[0]
-        assert writer.verify().ok
+        reader.nearest("apple pear", k=1)  # the reader hydrates before any split
+        yield writer, reader
     finally:
         writer.close()
         reader.close()
+
+
+def test_a_partition_swollen_by_a_new_topic_splits_and_every_reader_follows(
+        trained_pair: tuple[WorldDB, WorldDB]) -> None:
+    writer, reader = trained_pair
+    lists = writer._conn.execute("select count(*) from vec_centroid").fetchone()[0]
+    assert lists > 0
+    for i in range(300):
+        writer.write(new_topic(i), scope="s")
+    splits = int(writer._conn.execute("select value from meta where key = 'vec_splits'").fetchone()[0])
+    assert splits > 0
+    assert writer._conn.execute("select count(*) from vec_centroid").fetchone()[0] == lists + splits
+    sizes = [r[0] for r in writer._conn.execute("select count(*) from node_vec group by part")]
+    top = writer._conn.execute("select max(nid) from node_vec").fetchone()[0]
+    assert max(sizes) <= 2 * vector_lane.split_limit(top)  # no partition stays swollen
+    probe = "comet lunar rocket 17"
+    want = writer.nearest(probe, k=1, types=["Memory"])[0][0].id
+    for db in (writer, reader):
+        index = db._reconciler.lane.index()
+        assert index.nlist == lists + splits
+        got = index._scan(FakeEmbedder().embed([probe])[0], 1, None, None, index.nlist)
+        assert db.nearest(probe, k=1, types=["Memory"])[0][0].id == want
+        assert got[0][0] == db._conn.execute("select nid from node where id = ?", (bytes.fromhex(want),)
+                                              ).fetchone()[0]
+    assert writer.verify().ok
 
 
 def test_a_split_committed_while_a_reader_catches_up_is_not_half_seen(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        trained_pair: tuple[WorldDB, WorldDB], monkeypatch: pytest.MonkeyPatch) -> None:
     """The reader reads the partition count, then another process commits a split, then the reader
     reads the rows: without one snapshot it met rows in a partition it had no centroid for."""
-    monkeypatch.setattr(vector_lane, "TRAIN_AT", 100)
-    monkeypatch.setattr(vector_lane, "AUTO_TRAIN_LIMIT", 150)
-    path = tmp_path / "race.db"
-    clock = FakeClock()
-    writer = WorldDB(path, embedder=FakeEmbedder(), clock=clock)
-    reader = WorldDB(path, embedder=FakeEmbedder(), clock=clock)
-    try:
-        old = ["apple", "pear", "plum", "fig", "kiwi", "lime"]
-        new = ["rocket", "orbit", "comet", "lunar", "solar", "probe", "nebula", "quasar"]
-        writer.write_many([{"text": f"{old[i % 6]} {old[(i // 6) % 6]} {i}", "scope": "s"} for i in range(120)])
-        reader.nearest("apple pear", k=1)  # hydrated before the split
-        store = reader._reconciler.lane.store
-        real = store.meta_values
-        fired = []
+    writer, reader = trained_pair
+    store = reader._reconciler.lane.store
+    real = store.meta_values
+    fired = []
 
-        def meta_then_split(keys: Sequence[str]) -> dict[str, str]:
-            found = real(keys)
-            if "vec_splits" in keys and not fired:  # between this read and the rows: a split lands
-                fired.append(True)
-                for i in range(300):
-                    writer.write(f"{new[i % 8]} {new[(i // 8) % 8]} {new[(i // 64) % 8]} {i}", scope="s")
-                assert int(writer._conn.execute("select value from meta where key = 'vec_splits'").fetchone()[0])
-            return found
+    def meta_then_split(keys: Sequence[str]) -> dict[str, str]:
+        found = real(keys)
+        if "vec_splits" in keys and not fired:  # between this read and the rows: a split lands
+            fired.append(True)
+            for i in range(300):
+                writer.write(new_topic(i), scope="s")
+            assert int(writer._conn.execute("select value from meta where key = 'vec_splits'").fetchone()[0])
+        return found
 
-        monkeypatch.setattr(store, "meta_values", meta_then_split)
-        reader.nearest("comet lunar", k=3)  # caught up on its snapshot: the split waits for the next read
-        monkeypatch.setattr(store, "meta_values", real)
-        assert fired
-        probe = "comet lunar rocket 17"
-        assert reader.nearest(probe, k=1)[0][0].id == writer.nearest(probe, k=1)[0][0].id
-    finally:
-        writer.close()
-        reader.close()
+    monkeypatch.setattr(store, "meta_values", meta_then_split)
+    reader.nearest("comet lunar", k=3)  # caught up on its snapshot: the split waits for the next read
+    monkeypatch.setattr(store, "meta_values", real)
+    assert fired
+    probe = "comet lunar rocket 17"
+    assert reader.nearest(probe, k=1)[0][0].id == writer.nearest(probe, k=1)[0][0].id
 
 
 def test_a_memory_shared_into_a_world_by_a_contains_edge_is_found_inside_it(db: WorldDB) -> None:
