@@ -67,7 +67,7 @@ class _Tree:
 class Divergence:
     """A logged root that the history does not recompute to."""
 
-    world: int
+    world: str  # the world's id, hex (the replay holds every node's id already)
     at: str
     logged: bytes
     recomputed: bytes
@@ -158,7 +158,7 @@ def replay(conn: apsw.Connection, *, world: int | None = None,
             tree = trees.get(w)
             now = roots.get(w)
             if now != root or (len(tree.levels[0]) if tree else 0) != size:
-                out.append(Divergence(w, at, root, now or b""))
+                out.append(Divergence(nodes[w][0].hex() if w in nodes else f"#{w}", at, root, now or b""))
         if progress is not None and step % 1000 == 0:
             progress(step, len(times))
     return checked, out

@@ -18,7 +18,7 @@ from ._sqlite import one_row
 from .composition import compose_from_scratch
 from .edges import EdgeRegistry
 from .hashing import EMPTY_TREE, edge_body, edge_id, edge_leaf, node_id, world_root
-from .root_replay import replay
+from .root_replay import Divergence, replay
 from .store import EdgeRow, NodeRow, Store
 from .types import VerifyReport, Violation
 from .vector_table import VectorTable
@@ -293,27 +293,25 @@ def _check_roots(
 def root_history_divergences(conn: apsw.Connection, world: int | None = None,
                              progress: Callable[[str], None] | None = None) -> list[Violation]:
     """Replay the history and report every logged root (of ``world``, or of all) that does not recompute."""
-    say = progress or (lambda _msg: None)
-    _, wrong = replay(conn, world=world, progress=lambda done, total: say(f"root history {done}/{total}"))
-    return [Violation("2-merkle", f"logged root {d.logged.hex()[:16]} of world {_hex_id(conn, d.world)} "
+    _, wrong = _replay(conn, world, progress or (lambda _msg: None))
+    return [Violation("2-merkle", f"logged root {d.logged.hex()[:16]} of world {d.world[:16]} "
                                   f"at {d.at} does not recompute from the history") for d in wrong]
 
 
 def _check_root_history(conn: apsw.Connection, say: Callable[[str], None],
                         bad: Callable[[str, str], None]) -> int:
     """The deep check: every world's logged roots, replayed; the first divergence in time is named."""
-    checked, wrong = replay(conn, progress=lambda done, total: say(f"root history {done}/{total}"))
+    checked, wrong = _replay(conn, None, say)
     if wrong:
         first = wrong[0]
-        bad("2-merkle", f"root history diverges first at {first.at}: world {_hex_id(conn, first.world)} logged "
+        bad("2-merkle", f"root history diverges first at {first.at}: world {first.world[:16]} logged "
             f"{first.logged.hex()[:16]} but its history recomputes {first.recomputed.hex()[:16] or 'nothing'}; "
             f"{len(wrong) - 1} later logged root(s) also differ")
     return checked
 
 
-def _hex_id(conn: apsw.Connection, nid: int) -> str:
-    row = conn.execute("select id from node where nid = ?", (nid,)).fetchone()
-    return bytes(row[0]).hex()[:16] if row else f"#{nid}"
+def _replay(conn: apsw.Connection, world: int | None, say: Callable[[str], None]) -> tuple[int, list[Divergence]]:
+    return replay(conn, world=world, progress=lambda done, total: say(f"root history {done}/{total}"))
 
 
 def _check_merges(conn: apsw.Connection, edges: list[EdgeRow], bad: Callable[[str, str], None]) -> None:
