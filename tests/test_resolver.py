@@ -560,3 +560,25 @@ def test_bench_smoke(tmp_path: Path) -> None:
     for run in ("names", "names+suburb", "names+nicknames"):
         assert 0.0 < result[run]["f1"] <= 1.0 and result[run]["latency"]["n"] > 0
     assert result["baselines"]["exact_full_name"]["f1"] > 0 and result["scale_400"]["latency"]["n"] == 50
+    assert result["names"]["f1"] <= result["names_ceiling"]["f1"] < 1.0
+
+
+def test_bench_ceiling_charges_replaced_names_namesakes_and_collisions() -> None:
+    """The names-only ceiling: what no name can tell apart, counted by hand on five pairs."""
+    sys.path.insert(0, str(BENCH))
+    from resolver import ceiling
+
+    a = {"1": ("Sarah", "Chen", ""), "2": ("Ann", "Lee", ""), "3": ("Ann", "Lee", ""),
+         "4": ("Benjamin", "Capel", ""), "5": ("Tom", "Hart", "")}
+    b = {"1": ("Chen", "Sara", ""),  # swapped, one typo: linkable
+         "2": ("Ann", "Lee", ""),  # linkable, but "3" has exactly its name
+         "3": ("", "Lee", ""),  # a part missing: linkable, and tied with "2" too
+         "4": ("Joshua", "Capel", ""),  # given name replaced: no names-only resolver may link it
+         "5": ("Ann", "Lee", "")}  # replaced by another entity's exact name: a false link for anyone
+    out = ceiling(a, b)
+    assert (out["linkable_pairs"], out["namesake_ties"], out["namesake_false_links"], out["exact_collisions"]) == \
+        (3, 2, 2, 1)
+    # offered: 3 true links, 2 + 1 false ones, 2 misses; withheld: 1 true, 1 false, 4 misses
+    assert out["offer_namesakes"] == pytest.approx(2 * 3 / (2 * 3 + 3 + 2), abs=1e-4)
+    assert out["withhold_namesakes"] == pytest.approx(2 * 1 / (2 * 1 + 1 + 4), abs=1e-4)
+    assert out["f1"] == max(out["offer_namesakes"], out["withhold_namesakes"])
