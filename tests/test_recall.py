@@ -208,6 +208,34 @@ def test_a_stale_turn_ranks_below_the_turn_that_superseded_it_but_not_as_of_befo
     assert not any(r.lane == "stale" for h in before.hits for r in h.why)
 
 
+def test_a_turn_saying_a_value_changed_ranks_above_the_earlier_turns_naming_its_slot(db: WorldDB) -> None:
+    # the first turn's date is read as an event's date, not the sprint deadline: no fact supersedes it
+    ingest(db, _conversation("ana", [
+        ("2024-03-01", ["I have a deadline of April 1 for the first sprint of the portfolio site",
+                        "The new budget is $500 for the portfolio site hosting"]),
+        ("2024-03-20", ["I need to tidy the portfolio site before the demo",
+                        "Please update my plan for the new sprint deadline of April 5"]),
+    ]))
+    question = "what is the deadline for the first sprint of the portfolio site"
+    order = _turn_ids(db.recall(question, scope="ana", k=10))
+    assert order.index("D2:2") < order.index("D1:1")
+    changed = next(h for h in db.recall(question, scope="ana", k=10).hits if h.node.props["turn_id"] == "D2:2")
+    assert any(r.lane == "changed" for r in changed.why)
+    assert order.index("D1:1") < order.index("D1:2")  # a change of another slot (budget) moves nothing
+    before = _turn_ids(db.recall(question, scope="ana", k=10, as_of="2024-03-10"))
+    assert "D2:2" not in before  # not yet said
+
+
+def test_a_change_said_earlier_does_not_rank_above_a_later_statement(db: WorldDB) -> None:
+    ingest(db, _conversation("ana", [
+        ("2024-03-01", ["Please update my plan for the new sprint deadline of April 5"]),
+        ("2024-03-20", ["I have a deadline of April 9 for the first sprint of the portfolio site"]),
+    ]))
+    found = db.recall("what is the deadline for the first sprint of the portfolio site", scope="ana", k=10)
+    assert _turn_ids(found)[0] == "D2:1"
+    assert not any(r.lane == "changed" for h in found.hits for r in h.why)
+
+
 def test_a_turn_scores_also_by_the_best_turn_of_its_session(ana: WorldDB) -> None:
     from worlddb_lite.retrieval.recall import session_prior
     view = ana._view(None, None, False, world=ana._scope_id("ana"))

@@ -128,7 +128,8 @@ def _fact(db: WorldDB, fact: FactMention, *, turn: str, scope: str, said_at: str
                        valid_at=valid, aliases=(key, *words),
                        props={"subject": fact.subject, "slot": fact.slot, "value": fact.value,
                               "functional": fact.functional, "said_in": said_in,
-                              **({"event": True} if fact.event else {})})
+                              **({"event": True} if fact.event else {}),
+                              **({"changed": True} if fact.changed else {})})
     db.link(written, turn, "refers_to", valid_at=said_at)
     if fact.functional or replaced:
         kind = value_kind(fact.value)  # "3 deadlines" is no value of "deadline: April 25"
