@@ -6,7 +6,7 @@ import pytest
 
 from worlddb_lite import WorldDB
 from worlddb_lite.conversation import ConversationIn, SessionIn, TurnIn, ingest
-from worlddb_lite.extract import RuleExtractor, normalise_slot, resolve_date, value_kind
+from worlddb_lite.extract import INSTRUCTION_SLOT, RuleExtractor, normalise_slot, resolve_date, value_kind
 
 RULES = RuleExtractor()
 
@@ -301,3 +301,22 @@ def test_a_bare_slot_names_no_one_thing_and_is_replaced_only_when_said_to_change
     assert _facts(db, "goal") == ["$2,000", "$5,000"]  # two goals: neither replaces the other
     _say(db, "c", "2024-06-01", "I've raised the goal to $6,000.")
     assert _facts(db, "goal") == ["$2,000", "$6,000"]  # said to change: the latest goal only
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("Always format code snippets with syntax highlighting when I ask about implementation details.",
+     ["Always format code snippets with syntax highlighting when I ask about implementation details."]),
+    ("Thanks! Please always include the source. From now on, answer in bullet points",
+     ["Please always include the source.", "From now on, answer in bullet points"]),
+    ("Going forward, never use emojis!", ["Going forward, never use emojis!"]),
+    ("Always good to hear! See you later!", []),  # no verb in the imperative
+    ("Never been to an animal shelter before, but it must be great!", []),
+    ("Always happy to help.", []),
+    ("I always use tabs.", []),  # a habit, not an instruction
+    ("Always include version numbers?", []),  # a question
+])
+def test_standing_instructions_are_sentences_opening_with_always_never_or_from_now_on(
+        text: str, expected: list[str]) -> None:
+    facts = RuleExtractor().extract(text, speaker="user", said_at="2024-01-01T00:00:00Z").facts
+    assert [f.value for f in facts if f.slot == INSTRUCTION_SLOT] == expected
+    assert all(not f.functional for f in facts if f.slot == INSTRUCTION_SLOT)  # many stand side by side

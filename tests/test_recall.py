@@ -236,6 +236,27 @@ def test_a_change_said_earlier_does_not_rank_above_a_later_statement(db: WorldDB
     assert not any(r.lane == "changed" for h in found.hits for r in h.why)
 
 
+def test_the_standing_instruction_closest_to_a_question_is_recalled_with_it(
+        db: WorldDB, monkeypatch: pytest.MonkeyPatch) -> None:
+    from worlddb_lite.retrieval import recall as recall_module
+    filler = [f"The REST API request number {i} went wrong again and the request log shows it" for i in range(12)]
+    ingest(db, _conversation("ana", [
+        ("2024-01-10", ["Always list status codes for REST API errors.",
+                        "Always give oven temperatures in Celsius."]),
+        ("2024-02-10", filler),
+    ]))
+    ingest(db, _conversation("bob", [("2024-01-10", ["Always answer in French when I ask about API design."])]))
+    question = "what should my REST API return when a request goes wrong"
+    found = db.recall(question, scope="ana", k=5)
+    given = [h for h in found.hits if h.node.props.get("turn_id") == "D1:1"]
+    assert given and any(r.lane == "instruction" for r in given[0].why)
+    offered = [h.node.content for h in found.hits if any(r.lane == "instruction" for r in h.why)]
+    assert offered == ["Always list status codes for REST API errors."]  # the closest only
+    assert all("French" not in (h.node.content or "") for h in found.hits)  # bob's instruction is bob's
+    monkeypatch.setattr(recall_module, "instruction_lane", lambda view, vector: [])
+    assert "D1:1" not in _turn_ids(db.recall(question, scope="ana", k=5))  # without the lane, buried
+
+
 def test_a_turn_scores_also_by_the_best_turn_of_its_session(ana: WorldDB) -> None:
     from worlddb_lite.retrieval.recall import session_prior
     view = ana._view(None, None, False, world=ana._scope_id("ana"))

@@ -450,6 +450,7 @@ def _scan(text: str, me: str, when: str | None) -> tuple[tuple[EntityMention, ..
             else:
                 facts.append(FactMention(me, slot, value, " " in slot, None))  # "budget" alone: see _values
     facts.extend(f for f in values if not any(g.slot == f.slot for g in facts))
+    facts.extend(_instructions(prose, me))
     entities: dict[str, EntityMention] = {}
 
     def add(name: str | None, kind: str, *aliases: str) -> None:
@@ -490,6 +491,38 @@ def _scan(text: str, me: str, when: str | None) -> tuple[tuple[EntityMention, ..
     for found in _MY_NEW.finditer(text):
         add(_name(found.group("value")), "product")
     return tuple(entities.values()), tuple(facts)
+
+
+INSTRUCTION_SLOT = "standing instruction"  # "Always cite sources when I ask about history": one of many, kept verbatim
+INSTRUCTION_CHARS = 300  # an instruction longer than this is kept to its first 300 characters
+# A sentence that opens with "always", "never" or "from now on" and then a verb in the imperative
+# (one of _IMPERATIVES: "Always good to hear!" and "Never been there" are no instructions).
+_INSTRUCTION = re.compile(
+    r"(?:^|(?<=[.!?\n]))\s*(?P<sentence>(?:please,? )?(?:(?:always|never) |(?:from now on|going forward|"
+    r"in (?:the )?future),? (?:please )?(?:always |never )?)(?:please )?(?P<verb>[a-z-]+)\b[^.!?\n]*[.!?]?)",
+    re.IGNORECASE)
+_IMPERATIVES = frozenset("""
+add address answer apply ask assume attach avoid be bold break call check cite clarify compare confirm consider
+convert define describe detail display double-check emphasise emphasize end explain express flag focus follow
+format give highlight include indent keep label let limit link list maintain make mark mention name note number
+offer omit organise organize outline output phrase present print prioritise prioritize provide put quote recap
+recommend refer reference remind reply report respond round separate show skip sort speak specify spell start
+state stay stick structure suggest summarise summarize tailor talk tell translate treat try use verify warn wrap
+write
+""".split())
+
+
+def _instructions(text: str, me: str) -> list[FactMention]:
+    """Standing instructions the speaker gives ("Always include version numbers when I ask about libraries").
+
+    Not a question ("Always use tabs?"); each kept as said, one of many (they never replace each other).
+    """
+    found = []
+    for match in _INSTRUCTION.finditer(text):
+        sentence = match.group("sentence").strip()
+        if match.group("verb").lower() in _IMPERATIVES and not sentence.endswith("?"):
+            found.append(FactMention(me, INSTRUCTION_SLOT, sentence[:INSTRUCTION_CHARS], False))
+    return list({f.value.lower(): f for f in found}.values())
 
 
 def find_entities(text: str) -> tuple[EntityMention, ...]:

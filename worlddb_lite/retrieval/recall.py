@@ -1,4 +1,4 @@
-"""Hybrid recall: three lanes, fused by RRF, optionally reranked, returned with their reasons.
+"""Hybrid recall: the lanes, fused by RRF, optionally reranked, returned with their reasons.
 
 No question classifier and no keyword routing: every query runs every lane, and fusion
 decides. The validity filter and containment are applied inside each lane (each lane only
@@ -16,7 +16,7 @@ from .. import reads
 from ..facts import slot_words
 from ..types import Hit, Node, Reason
 from .fusion import LANE_WEIGHTS, rrf
-from .lanes import EntityPath, entity_lane, text_lane, vector_lane
+from .lanes import EntityPath, entity_lane, instruction_lane, text_lane, vector_lane
 from .view import ReadView
 
 if TYPE_CHECKING:
@@ -40,6 +40,7 @@ def recall(view: ReadView, query: str, *, k: int, reranker: Reranker | None = No
     lanes: dict[str, list[int]] = {"text": text_lane(view, query, depth)}
     if vector is not None:
         lanes["vector"] = vector_lane(view, vector, depth)
+        lanes["instruction"] = instruction_lane(view, vector)
     found = [n for ranking in lanes.values() for n in ranking]
     lanes["entity"], paths = entity_lane(view, query, vector, depth, candidates=found)
     ranked = session_prior(view, rrf(lanes, weights=LANE_WEIGHTS), SESSION_WEIGHT)
