@@ -3,7 +3,7 @@
     python bench/recall_scale.py [--size 100000] [--queries 200] [--warmup 20] [--rerank-queries 20] [--json OUT]
     python bench/recall_scale.py --smoke          # 600 memories, tiny stand-in rerank models: seconds
 
-The target (issue): recall (embed the query, three lanes, fusion, filters; no rerank) P95 <= 30 ms
+The target (issue): recall (embed the query, the lanes, fusion, filters; no rerank) P95 <= 30 ms
 with 100k memories in one scope; the rerank stage's cost reported separately.
 
 The store: realistic turns, LoCoMo turns and BEAM-100K messages (cut at 8,000 characters; 1% of

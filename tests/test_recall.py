@@ -1,4 +1,4 @@
-"""Hybrid recall (three lanes, RRF, validity, containment, rerank), context assembly and the CLI."""
+"""Hybrid recall (the lanes, RRF, validity, containment, rerank), context assembly and the CLI."""
 
 from __future__ import annotations
 
