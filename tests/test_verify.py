@@ -178,6 +178,18 @@ TAMPERING: dict[str, tuple[Tamper, str, str]] = {
         "1-content-address",
         "no purge tombstone",
     ),
+    "merkle-rows-for-a-memory-without-members": (
+        lambda p, i: _tamper(p, "insert into merkle (world, level, idx, hash) values (?, 0, 0, zeroblob(32))",
+                             (_nid(p, i["c"]),)),
+        "2-merkle",
+        "stored Merkle tree",
+    ),
+    "header-type-differs-from-blob": (
+        lambda p, i: _tamper(p, "drop trigger node_blob_immutable; update node set type = 'Forged' where nid = ?",
+                             (_nid(p, i["c"]),)),
+        "1-content-address",
+        "header disagrees with its blob",
+    ),
     "accepted-merge-without-edges": (
         lambda p, i: _tamper(
             p,

@@ -268,7 +268,12 @@ class Store:
 
     def node_rows(self, where: str, params: Sequence[Any]) -> list[NodeRow]:
         """Node rows matching a fixed WHERE clause written by this package."""
-        return [NodeRow(*r) for r in self.conn.execute(NODE_SELECT + where, params)]
+        return list(self.iter_node_rows(where, params))
+
+    def iter_node_rows(self, where: str, params: Sequence[Any]) -> Iterator[NodeRow]:
+        """``node_rows`` one at a time: a whole store's text need not fit in memory."""
+        for r in self.conn.execute(NODE_SELECT + where, params):
+            yield NodeRow(*r)
 
     def to_node(self, row: NodeRow, annotate: Iterable[str] = ()) -> Node:
         """Build the public record, with incoming supersedes / contradicts links if asked."""
@@ -363,7 +368,12 @@ class Store:
 
     def edge_rows(self, where: str, params: Sequence[Any]) -> list[EdgeRow]:
         """Edge rows matching a fixed WHERE clause written by this package."""
-        return [EdgeRow(*r) for r in self.conn.execute(EDGE_SELECT + where, params)]
+        return list(self.iter_edge_rows(where, params))
+
+    def iter_edge_rows(self, where: str, params: Sequence[Any]) -> Iterator[EdgeRow]:
+        """``edge_rows`` one at a time."""
+        for r in self.conn.execute(EDGE_SELECT + where, params):
+            yield EdgeRow(*r)
 
     def to_edge(self, row: EdgeRow) -> Edge:
         """The public edge record."""

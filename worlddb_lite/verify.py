@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import apsw
 import numpy as np
@@ -19,7 +19,7 @@ from .composition import compose_from_scratch
 from .edges import EdgeRegistry
 from .hashing import EMPTY_TREE, edge_body, edge_id, edge_leaf, node_id, world_root
 from .root_replay import Divergence, replay
-from .store import EdgeRow, NodeRow, Store
+from .store import NodeRow, Store
 from .types import VerifyReport, Violation
 from .vector_table import VectorTable
 from .worlds import compute_levels
@@ -73,14 +73,19 @@ def verify_store(
         bad("4-never-appends", "a reconciler session row is present at rest (forged or left by a foreign writer)")
 
     say("nodes")
-    nodes = {r.nid: r for r in store.node_rows("", ())}
-    edges = store.edge_rows("", ())
     tombstones = {bytes(r[0]) for r in conn.execute("select id from tombstone")}
-    _check_nodes(nodes, tombstones, bad)
+    nodes, texts = _scan_nodes(store, tombstones, bad)
 
     say("edges")
     known = set(registry.names()) | store.recorded_edge_types()
-    for e in edges:
+    leaves: list[tuple[int, int, bytes]] = []  # (world, slot, leaf hash): all the root check needs of an edge
+    same_as: set[tuple[int, int]] = set()  # open same_as edges: all the merge check needs
+    edges = 0
+    for e in store.iter_edge_rows("", ()):  # streamed: a store's edges need not fit in memory as rows
+        edges += 1
+        leaves.append((e.world, e.slot, edge_leaf(e.id, e.state())))
+        if e.type == "same_as" and e.invalid_at is None:
+            same_as.add((e.src, e.dst))
         ends = (nodes.get(e.src), nodes.get(e.dst))
         if None in ends or edge_id(edge_body(e.type, ends[0].id.hex(), ends[1].id.hex(),  # type: ignore[union-attr]
                                              e.valid_at, e.props)) != e.id:
@@ -98,13 +103,12 @@ def verify_store(
                 bad("3-validity", f"{target.id.hex()[:16]} is superseded but its validity was not closed")
 
     say("merkle roots")
-    checked_worlds = _check_roots(conn, nodes, edges, bad)
+    checked_worlds = _check_roots(conn, nodes, leaves, bad)
 
     say("merges")
-    _check_merges(conn, edges, bad)
+    _check_merges(conn, same_as, bad)
 
     say("indexes")
-    texts = {nid for nid, r in nodes.items() if r.body is not None and _has_text(r)}
     fts = {int(r[0]) for r in conn.execute("select rowid from node_fts")}
     for nid in sorted(texts - fts)[:20]:
         bad("7-indexes", f"node {nodes[nid].id.hex()[:16]} has text but no full-text row")
@@ -114,7 +118,7 @@ def verify_store(
     history = _check_root_history(conn, say, bad) if deep else 0
 
     return VerifyReport(
-        checked={"nodes": len(nodes), "edges": len(edges), "worlds": checked_worlds,
+        checked={"nodes": len(nodes), "edges": edges, "worlds": checked_worlds,
                  "fts_rows": len(fts), "vector_rows": len(vec), **({"logged_roots": history} if deep else {})},
         violations=tuple(out),
     )
@@ -168,17 +172,19 @@ def _check_compositions(conn: apsw.Connection, table: VectorTable, members: dict
             bad("7-indexes", f"world {nodes[world].id.hex()[:16]}'s composed vector does not match its members")
 
 
-def _has_text(row: NodeRow) -> bool:
+def _scan_nodes(store: Store, tombstones: set[bytes],
+                bad: Callable[[str, str], None]) -> tuple[dict[int, NodeRow], set[int]]:
+    """Check every node row, streamed; return them without their blobs, and the nids that have text.
+
+    A blob is read once, hashed and parsed, and let go: verifying (after every backup, on a small
+    device too) must not need the whole store's text in memory, only each node's header.
+    """
     import json
 
-    body = json.loads(row.body or "{}")
-    return bool(body.get("name") or body.get("content"))
-
-
-def _check_nodes(nodes: dict[int, NodeRow], tombstones: set[bytes], bad: Callable[[str, str], None]) -> None:
-    import json
-
-    for r in nodes.values():
+    nodes: dict[int, NodeRow] = {}
+    texts: set[int] = set()
+    claimed: dict[int, str | None] = {}  # nid -> the parent its blob names, for the rare parent read after it
+    for r in store.iter_node_rows("order by n.nid", ()):
         if r.body is None:
             if r.id not in tombstones:
                 bad("1-content-address", f"{r.id.hex()[:16]} has no content and no purge tombstone")
@@ -186,9 +192,21 @@ def _check_nodes(nodes: dict[int, NodeRow], tombstones: set[bytes], bad: Callabl
             if node_id(r.body) != r.id:
                 bad("1-content-address", f"{r.id.hex()[:16]} does not hash to its id (blob changed)")
             body = json.loads(r.body)
-            parent_hex = nodes[r.parent].id.hex() if r.parent in nodes else None
-            if body.get("type") != r.type or body.get("parent") != parent_hex:
+            if body.get("name") or body.get("content"):
+                texts.add(r.nid)
+            if body.get("type") != r.type:
                 bad("1-content-address", f"{r.id.hex()[:16]}: header disagrees with its blob")
+            elif r.parent in nodes or r.parent is None:
+                if body.get("parent") != (nodes[r.parent].id.hex() if r.parent is not None else None):
+                    bad("1-content-address", f"{r.id.hex()[:16]}: header disagrees with its blob")
+            else:
+                claimed[r.nid] = body.get("parent")
+        nodes[r.nid] = replace(r, body=None)
+    for nid, parent_hex in claimed.items():  # a parent numbered after its member: not written so, but checked
+        r = nodes[nid]
+        if parent_hex != (nodes[r.parent].id.hex() if r.parent in nodes else None):
+            bad("1-content-address", f"{r.id.hex()[:16]}: header disagrees with its blob")
+    for r in nodes.values():
         if r.parent is None:
             if r.depth != 0:
                 bad("5-containment", f"{r.id.hex()[:16]} has no parent but depth {r.depth}")
@@ -196,6 +214,7 @@ def _check_nodes(nodes: dict[int, NodeRow], tombstones: set[bytes], bad: Callabl
             bad("5-containment", f"{r.id.hex()[:16]} has a missing parent or a wrong depth")
         if r.invalid_at is not None and r.invalid_at < r.valid_at:
             bad("3-validity", f"{r.id.hex()[:16]} ends before it starts")
+    return nodes, texts
 
 
 def _lowest_common(nodes: dict[int, NodeRow], a: int, b: int) -> int | None:
@@ -226,11 +245,14 @@ class Member:
 
 
 def compute_roots(
-    nodes: list[Member], edge_leaves: list[tuple[int, int, bytes]], bad: Callable[[str, str], None]
-) -> dict[int, tuple[bytes, list[list[bytes]], int]]:
-    """Roots of every node from scratch, bottom-up: nid -> (root, tree levels, member count).
+    nodes: list[Member], edge_leaves: list[tuple[int, int, bytes]], bad: Callable[[str, str], None],
+    each: Callable[[Member, bytes, list[list[bytes]], int], None] | None = None,
+) -> dict[int, bytes]:
+    """Roots of every node from scratch, bottom-up: nid -> root.
 
-    ``edge_leaves`` holds (world, slot, leaf hash). Slot gaps or clashes are reported.
+    ``edge_leaves`` holds (world, slot, leaf hash). Slot gaps or clashes are reported. ``each``
+    sees every node's root, tree levels and member count as they are computed; the levels are
+    not kept (a whole store's trees need not be in memory at once).
     """
     members: dict[int, dict[int, bytes | int]] = defaultdict(dict)
     for m in nodes:
@@ -242,42 +264,48 @@ def compute_roots(
         if slot in members[world]:
             bad("2-merkle", f"two members share slot {slot} of world {world}")
         members[world][slot] = leaf
-    out: dict[int, tuple[bytes, list[list[bytes]], int]] = {}
+    out: dict[int, bytes] = {}
     for m in sorted(nodes, key=lambda n: -n.depth):
-        slots = members.get(m.nid, {})
+        slots = members.pop(m.nid, {})
         if sorted(slots) != list(range(len(slots))):
             bad("2-merkle", f"world {m.id.hex()[:16]} has gaps in its member slots")
-        leaves = [out[x][0] if isinstance(x, int) else x for _, x in sorted(slots.items())]
+        leaves = [out[x] if isinstance(x, int) else x for _, x in sorted(slots.items())]
         levels = compute_levels(leaves) if leaves else [[EMPTY_TREE]]
-        out[m.nid] = (world_root(m.id, m.state, levels[-1][0], len(leaves)), levels, len(leaves))
+        out[m.nid] = world_root(m.id, m.state, levels[-1][0], len(leaves))
+        if each is not None:
+            each(m, out[m.nid], levels, len(leaves))
     return out
 
 
 def _check_roots(
     conn: apsw.Connection,
     nodes: dict[int, NodeRow],
-    edges: list[EdgeRow],
+    leaves: list[tuple[int, int, bytes]],
     bad: Callable[[str, str], None],
 ) -> int:
+    """Every root recomputes from its members, every stored tree matches, every history ends at its root.
+
+    Each world's stored tree is read and compared as its root is computed, one world at a time.
+    """
     members = [Member(r.nid, r.id, r.parent, r.slot, r.depth, r.state()) for r in nodes.values()]
-    leaves = [(e.world, e.slot, edge_leaf(e.id, e.state())) for e in edges]
-    computed = compute_roots(members, leaves, bad)
-    stored: dict[int, dict[tuple[int, int], bytes]] = defaultdict(dict)
-    for world, level, idx, digest in conn.execute("select world, level, idx, hash from merkle"):
-        stored[int(world)][(int(level), int(idx))] = bytes(digest)
+    with_rows = {int(w) for (w,) in conn.execute("select distinct world from merkle")}
     worlds = 0
-    for r in nodes.values():
-        root, levels, size = computed[r.nid]
+
+    def check(m: Member, root: bytes, levels: list[list[bytes]], size: int) -> None:
+        nonlocal worlds
+        r = nodes[m.nid]
         if size != r.size:
             bad("2-merkle", f"world {r.id.hex()[:16]} records {r.size} members but holds {size}")
         if root != r.root:
             bad("2-merkle", f"root of {r.type} {r.id.hex()[:16]} does not recompute from its members")
-        expected = {(lv, i): h for lv, row in enumerate(levels) for i, h in enumerate(row)} if size else {}
-        rows = stored.pop(r.nid, {})
-        wrong = sorted(k for k in expected.keys() | rows.keys() if expected.get(k) != rows.get(k))
-        if wrong:
-            bad("2-merkle", f"stored Merkle tree of {r.id.hex()[:16]} disagrees with its members at "
-                f"{len(wrong)} node(s), first (level, index) {wrong[0]}")
+        if size or r.nid in with_rows:
+            expected = {(lv, i): h for lv, row in enumerate(levels) for i, h in enumerate(row)} if size else {}
+            rows = {(int(lv), int(i)): bytes(h) for lv, i, h in conn.execute(
+                "select level, idx, hash from merkle where world = ?", (r.nid,))}
+            wrong = sorted(k for k in expected.keys() | rows.keys() if expected.get(k) != rows.get(k))
+            if wrong:
+                bad("2-merkle", f"stored Merkle tree of {r.id.hex()[:16]} disagrees with its members at "
+                    f"{len(wrong)} node(s), first (level, index) {wrong[0]}")
         if size:
             worlds += 1
             logged = conn.execute(
@@ -285,7 +313,9 @@ def _check_roots(
             ).fetchone()
             if logged is None or bytes(logged[0]) != r.root:
                 bad("2-merkle", f"root history of {r.id.hex()[:16]} does not end at its current root")
-    for world in stored:
+
+    compute_roots(members, leaves, bad, check)
+    for world in sorted(with_rows - set(nodes)):
         bad("2-merkle", f"Merkle rows stored for node {world}, which has no members")
     return worlds
 
@@ -314,12 +344,11 @@ def _replay(conn: apsw.Connection, world: int | None, say: Callable[[str], None]
     return replay(conn, world=world, progress=lambda done, total: say(f"root history {done}/{total}"))
 
 
-def _check_merges(conn: apsw.Connection, edges: list[EdgeRow], bad: Callable[[str, str], None]) -> None:
+def _check_merges(conn: apsw.Connection, same_as: set[tuple[int, int]], bad: Callable[[str, str], None]) -> None:
     accepted = {
         (int(a), int(b))
         for a, b in conn.execute("select a, b from merge_proposal where status = 'accepted'")
     }
-    same_as = {(e.src, e.dst) for e in edges if e.type == "same_as" and e.invalid_at is None}
     for src, dst in same_as:
         if (min(src, dst), max(src, dst)) not in accepted:
             bad("6-no-silent-merge", f"same_as {src}->{dst} has no accepted proposal")
