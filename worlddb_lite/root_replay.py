@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from sys import intern
 
 import apsw
 
@@ -87,14 +88,15 @@ def replay(conn: apsw.Connection, *, world: int | None = None,
         "select n.nid, n.id, n.parent, n.slot, n.depth, s.valid_at, s.created_at "
         "from node as n join node_state as s on s.nid = n.nid"
     ):
-        nodes[nid] = (bytes(raw), parent, slot, valid_at, created_at)
+        # one string per distinct time: a commit's rows share theirs (a third of the replay's memory)
+        nodes[nid] = (bytes(raw), parent, slot, intern(valid_at), intern(created_at))
         depth[nid] = dep
         created[created_at].append(("node", nid))
     edges: dict[int, tuple[bytes, int, int, str, str]] = {}
     for eid, raw, edge_world, slot, valid_at, created_at in conn.execute(
         "select eid, id, world, slot, valid_at, created_at from edge"
     ):
-        edges[eid] = (bytes(raw), edge_world, slot, valid_at, created_at)
+        edges[eid] = (bytes(raw), edge_world, slot, intern(valid_at), intern(created_at))
         created[created_at].append(("edge", eid))
     changed: dict[str, list[tuple[str, int, tuple[str | None, str | None, str | None, int]]]] = defaultdict(list)
     for kind, ref, at, invalid_at, closed_at, expired_at, retired in conn.execute(
