@@ -6,7 +6,14 @@ import pytest
 
 from worlddb_lite import WorldDB
 from worlddb_lite.conversation import ConversationIn, SessionIn, TurnIn, ingest
-from worlddb_lite.extract import INSTRUCTION_SLOT, RuleExtractor, normalise_slot, resolve_date, value_kind
+from worlddb_lite.extract import (
+    INSTRUCTION_SLOT,
+    PREFERENCE_SLOT,
+    RuleExtractor,
+    normalise_slot,
+    resolve_date,
+    value_kind,
+)
 
 RULES = RuleExtractor()
 
@@ -320,3 +327,20 @@ def test_standing_instructions_are_sentences_opening_with_always_never_or_from_n
     facts = RuleExtractor().extract(text, speaker="user", said_at="2024-01-01T00:00:00Z").facts
     assert [f.value for f in facts if f.slot == INSTRUCTION_SLOT] == expected
     assert all(not f.functional for f in facts if f.slot == INSTRUCTION_SLOT)  # many stand side by side
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("I prefer Bootstrap over Foundation due to its documentation. Can you help?",
+     ["I prefer Bootstrap over Foundation due to its documentation"]),
+    ("My app must stay small, so I prefer minimal dependencies, how do I keep it so?",
+     ["so I prefer minimal dependencies, how do I keep it so"]),  # inside a question, still stated
+    ("I'd rather walk than drive. My preference is dark mode.",
+     ["I'd rather walk than drive", "My preference is dark mode"]),
+    ("Do you prefer tea or coffee?", []),  # someone else's
+    ("Would I prefer the red one?", []),  # asked, not stated
+    ("Honestly I preferred the old design.", []),  # no longer
+])
+def test_stated_preferences_are_the_speakers_own_clauses(text: str, expected: list[str]) -> None:
+    facts = RuleExtractor().extract(text, speaker="user", said_at="2024-01-01T00:00:00Z").facts
+    assert [f.value for f in facts if f.slot == PREFERENCE_SLOT] == expected
+    assert all(not f.functional for f in facts if f.slot == PREFERENCE_SLOT)

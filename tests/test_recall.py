@@ -253,8 +253,20 @@ def test_the_standing_instruction_closest_to_a_question_is_recalled_with_it(
     offered = [h.node.content for h in found.hits if any(r.lane == "instruction" for r in h.why)]
     assert offered == ["Always list status codes for REST API errors."]  # the closest only
     assert all("French" not in (h.node.content or "") for h in found.hits)  # bob's instruction is bob's
-    monkeypatch.setattr(recall_module, "instruction_lane", lambda view, vector: [])
+    monkeypatch.setattr(recall_module, "standing_lane", lambda view, vector, kind: [])
     assert "D1:1" not in _turn_ids(db.recall(question, scope="ana", k=5))  # without the lane, buried
+
+
+def test_the_stated_preference_closest_to_a_question_is_recalled_with_it(db: WorldDB) -> None:
+    filler = [f"The REST API request number {i} went wrong again and the request log shows it" for i in range(12)]
+    ingest(db, _conversation("ana", [
+        ("2024-01-10", ["I prefer plain status codes for REST API errors over custom ones.",
+                        "I prefer oven temperatures in Celsius."]),
+        ("2024-02-10", filler),
+    ]))
+    found = db.recall("what should my REST API return when a request goes wrong", scope="ana", k=5)
+    offered = [h.node.content for h in found.hits if any(r.lane == "preference" for r in h.why)]
+    assert offered == ["I prefer plain status codes for REST API errors over custom ones."]
 
 
 def test_a_turn_scores_also_by_the_best_turn_of_its_session(ana: WorldDB) -> None:

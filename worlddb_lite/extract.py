@@ -450,7 +450,7 @@ def _scan(text: str, me: str, when: str | None) -> tuple[tuple[EntityMention, ..
             else:
                 facts.append(FactMention(me, slot, value, " " in slot, None))  # "budget" alone: see _values
     facts.extend(f for f in values if not any(g.slot == f.slot for g in facts))
-    facts.extend(_instructions(prose, me))
+    facts.extend(_standing(prose, me))
     entities: dict[str, EntityMention] = {}
 
     def add(name: str | None, kind: str, *aliases: str) -> None:
@@ -493,8 +493,12 @@ def _scan(text: str, me: str, when: str | None) -> tuple[tuple[EntityMention, ..
     return tuple(entities.values()), tuple(facts)
 
 
-INSTRUCTION_SLOT = "standing instruction"  # "Always cite sources when I ask about history": one of many, kept verbatim
-INSTRUCTION_CHARS = 300  # an instruction longer than this is kept to its first 300 characters
+# Standing statements: what the speaker asks of every later answer on a subject, kept verbatim, one
+# of many (they never replace each other). An instruction ("Always cite sources when I ask about
+# history") and a preference ("I prefer lightweight libraries over frameworks").
+INSTRUCTION_SLOT = "standing instruction"
+PREFERENCE_SLOT = "stated preference"
+STANDING_CHARS = 300  # a longer statement is kept to its first 300 characters
 # A sentence that opens with "always", "never" or "from now on" and then a verb in the imperative
 # (one of _IMPERATIVES: "Always good to hear!" and "Never been there" are no instructions).
 _INSTRUCTION = re.compile(
@@ -510,19 +514,28 @@ recommend refer reference remind reply report respond round separate show skip s
 state stay stick structure suggest summarise summarize tailor talk tell translate treat try use verify warn wrap
 write
 """.split())
+# The clause of a sentence in which the speaker states a preference of their own ("you prefer" is not one)
+_PREFERENCE = re.compile(
+    r"(?:^|(?<=[.!?\n,;]))\s*(?P<sentence>[^.!?\n,;]*?\bI(?:'d| would| really| generally| usually| strongly| do"
+    r"| always| still)* (?:prefer|rather)\b[^.!?\n]*|[^.!?\n,;]*?\bmy preference is\b[^.!?\n]*)", re.IGNORECASE)
 
 
-def _instructions(text: str, me: str) -> list[FactMention]:
-    """Standing instructions the speaker gives ("Always include version numbers when I ask about libraries").
+def _standing(text: str, me: str) -> list[FactMention]:
+    """The speaker's standing instructions and stated preferences (see ``INSTRUCTION_SLOT``).
 
-    Not a question ("Always use tabs?"); each kept as said, one of many (they never replace each other).
+    An instruction is not a question ("Always use tabs?"); a preference may sit inside one ("I
+    prefer Bootstrap over Foundation, can you help me set it up?").
     """
     found = []
     for match in _INSTRUCTION.finditer(text):
         sentence = match.group("sentence").strip()
         if match.group("verb").lower() in _IMPERATIVES and not sentence.endswith("?"):
-            found.append(FactMention(me, INSTRUCTION_SLOT, sentence[:INSTRUCTION_CHARS], False))
-    return list({f.value.lower(): f for f in found}.values())
+            found.append(FactMention(me, INSTRUCTION_SLOT, sentence[:STANDING_CHARS], False))
+    for match in _PREFERENCE.finditer(text):
+        sentence = match.group("sentence").strip()
+        if not _QUESTION_START.search(sentence):  # "do I prefer ...": asked, not stated
+            found.append(FactMention(me, PREFERENCE_SLOT, sentence[:STANDING_CHARS], False))
+    return list({(f.slot, f.value.lower()): f for f in found}.values())
 
 
 def find_entities(text: str) -> tuple[EntityMention, ...]:

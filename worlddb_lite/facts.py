@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .extract import INSTRUCTION_SLOT, EntityMention, Extraction, FactMention, value_kind
+from .extract import INSTRUCTION_SLOT, PREFERENCE_SLOT, EntityMention, Extraction, FactMention, value_kind
 
 if TYPE_CHECKING:
     from .db import WorldDB
@@ -71,7 +71,10 @@ def _entity(db: WorldDB, scope: str, name: str) -> str | None:
     return None
 
 
-INSTRUCTIONS = "kind: standing instruction"  # the alias of every standing instruction, whoever gave it (lanes.py)
+# The alias every standing statement of a kind carries, whoever said it (recall's standing lanes)
+INSTRUCTIONS = "kind: standing instruction"
+PREFERENCES = "kind: stated preference"
+STANDING = {INSTRUCTION_SLOT: INSTRUCTIONS, PREFERENCE_SLOT: PREFERENCES}
 
 
 def slot_key(subject: str, slot: str) -> str:
@@ -127,7 +130,7 @@ def _fact(db: WorldDB, fact: FactMention, *, turn: str, scope: str, said_at: str
             db.link(known.id, turn, "refers_to", valid_at=said_at)  # this turn says it too
             return None
     words = (word_key(fact.subject, w) for w in sorted(slot_words(fact.slot)))
-    standing = (INSTRUCTIONS,) if fact.slot == INSTRUCTION_SLOT else ()
+    standing = (STANDING[fact.slot],) if fact.slot in STANDING else ()
     written = db.write(f"{fact.subject} {fact.slot}: {fact.value}", world=scope, type="Fact", name=fact.slot,
                        valid_at=valid, aliases=(key, *words, *standing),
                        props={"subject": fact.subject, "slot": fact.slot, "value": fact.value,

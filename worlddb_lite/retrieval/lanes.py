@@ -5,8 +5,9 @@
 * entity: the entities the query names (by exact alias, widened to their accepted same_as
   class) and every fact and turn that refers_to them, ordered by cosine to the rest of the
   query (the query without those names);
-* instruction: the standing instruction closest to the query ("Always cite sources when I
-  ask about history"), among the few the read may see.
+* instruction and preference: the standing instruction ("Always cite sources when I ask about
+  history") and the stated preference ("I prefer lightweight libraries") closest to the query,
+  among the few the read may see.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import reads, traverse
-from ..facts import INSTRUCTIONS
 from ..reconciler import normalise_alias
 from .view import ReadView
 
@@ -30,7 +30,7 @@ COMMON_SHARE = 0.02  # a BM25 word in more than this share of the rows ...
 COMMON_FLOOR = 2000  # ... and in more than this many rows is left out (see uncommon_words)
 KEEP_RAREST = 2
 ENTITY_FANOUT = 500  # past this many references an entity is checked against the other lanes' finds
-INSTRUCTION_K = 1  # standing instructions the instruction lane offers: the one closest to the query
+STANDING_K = 1  # standing statements a standing lane offers: the one closest to the query
 
 # Function words: as BM25 terms they match nearly every turn and only add noise and cost.
 STOPWORDS = frozenset("""
@@ -207,33 +207,33 @@ def entity_lane(view: ReadView, query: str, vector: np.ndarray | None, depth: in
     return kept, {nid: paths[nid] for nid in kept}
 
 
-def instruction_lane(view: ReadView, vector: np.ndarray, k: int = INSTRUCTION_K) -> list[int]:
-    """The turns that gave the ``k`` standing instructions (extract.py) closest to the query, by cosine.
+def standing_lane(view: ReadView, vector: np.ndarray, kind: str, k: int = STANDING_K) -> list[int]:
+    """The turns that gave the ``k`` standing statements of ``kind`` (an alias, facts.STANDING) closest to the query.
 
-    An instruction is given once and holds for every later question on its subject, which rarely
-    shares its words ("Always include error status codes when I ask about API error handling";
-    later: "what typical errors should I handle with a REST API?"), so neither BM25 nor cosine
-    over the whole history ranks it near the top. Among the handful a person gives, the closest
-    is the one likeliest to apply. The lane runs for every query (no routing): a question no
-    instruction applies to gets the closest one all the same, one rank among the fused. It ranks
-    by the instruction's own words (the fact) and yields the turn that gave it, which is read in
-    its session like every turn (``recall.session_prior``); an instruction without its turn
-    (written directly as a fact) is yielded itself.
+    An instruction or a preference is said once and holds for every later question on its
+    subject, which rarely shares its words ("Always include error status codes when I ask about
+    API error handling"; later: "what typical errors should I handle with a REST API?"), so
+    neither BM25 nor cosine over the whole history ranks it near the top. Among the handful a
+    person states, the closest by cosine is the one likeliest to apply. The lane runs for every
+    query (no routing): a question none applies to gets the closest one all the same, one rank
+    among the fused. It ranks by the statement's own words (the fact) and yields the turn that
+    said it, which is read in its session like every turn (``recall.session_prior``); a
+    statement without its turn (written directly as a fact) is yielded itself.
 
-    Measured (``bench/recall.py``): BEAM-100K recall@10 0.445 -> 0.498 with k = 1 and weight 1
-    (weight 0.5: 0.477, 0.75: 0.480, 1.5: 0.491; k = 2 ranked by the turns' vectors: 0.464),
-    instruction following 0.088 -> 0.594; LoCoMo recall@10 unchanged (one instruction in 5,882
-    turns). Not adopted: preferences ("I prefer X over Y") offered the same way, as sentences
-    (BEAM recall@10 0.498 -> 0.480 with k = 1, 0.495 with k = 2; update order 0.718 -> 0.692).
+    Measured (``bench/recall.py``): instructions at weight 1 took BEAM-100K recall@10 0.445 ->
+    0.498 (weight 0.5: 0.477, 0.75: 0.480, 1.5: 0.491; k = 2 ranked by the turns' vectors:
+    0.464), instruction following 0.088 -> 0.594; preferences as a second lane at weight 0.5
+    added 0.498 -> 0.508 (0.25: 0.506; folded into the instruction lane instead they cost
+    0.018). LoCoMo recall@10 unchanged by either (one instruction in 5,882 turns).
     """
-    given = view.inside(reads.alias_nids(view.conn, normalise_alias(INSTRUCTIONS)))
+    given = view.inside(reads.alias_nids(view.conn, normalise_alias(kind)))
     if not given:
         return []
     score = view.index().cosines(given, vector)
     closest = sorted((n for n in given if n in score), key=lambda n: (-score[n], -n))[:k]
     said = reads.linked(view.conn, ("refers_to",), closest, ("Turn",), view.valid, view.belief, towards=False,
                         include_superseded=True)
-    first: dict[int, int] = {}  # instruction -> the turn that first gave it (a turn is read in its session)
+    first: dict[int, int] = {}  # statement -> the turn that first said it (a turn is read in its session)
     for _, fact, turn, _ in said:
         first[fact] = min(turn, first.get(fact, turn))
     turns = view.inside([first.get(n, n) for n in closest])

@@ -13,10 +13,10 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from .. import reads
-from ..facts import slot_words
+from ..facts import INSTRUCTIONS, PREFERENCES, slot_words
 from ..types import Hit, Node, Reason
 from .fusion import LANE_WEIGHTS, rrf
-from .lanes import EntityPath, entity_lane, instruction_lane, text_lane, vector_lane
+from .lanes import EntityPath, entity_lane, standing_lane, text_lane, vector_lane
 from .view import ReadView
 
 if TYPE_CHECKING:
@@ -40,7 +40,8 @@ def recall(view: ReadView, query: str, *, k: int, reranker: Reranker | None = No
     lanes: dict[str, list[int]] = {"text": text_lane(view, query, depth)}
     if vector is not None:
         lanes["vector"] = vector_lane(view, vector, depth)
-        lanes["instruction"] = instruction_lane(view, vector)
+        lanes["instruction"] = standing_lane(view, vector, INSTRUCTIONS)
+        lanes["preference"] = standing_lane(view, vector, PREFERENCES)
     found = [n for ranking in lanes.values() for n in ranking]
     lanes["entity"], paths = entity_lane(view, query, vector, depth, candidates=found)
     ranked = session_prior(view, rrf(lanes, weights=LANE_WEIGHTS), SESSION_WEIGHT)
