@@ -253,7 +253,7 @@ def test_the_standing_instruction_closest_to_a_question_is_recalled_with_it(
     offered = [h.node.content for h in found.hits if any(r.lane == "instruction" for r in h.why)]
     assert offered == ["Always list status codes for REST API errors."]  # the closest only
     assert all("French" not in (h.node.content or "") for h in found.hits)  # bob's instruction is bob's
-    monkeypatch.setattr(recall_module, "standing_lane", lambda view, vector, kind: [])
+    monkeypatch.setattr(recall_module, "standing_lanes", lambda view, vector, kinds: {kind: [] for kind in kinds})
     assert "D1:1" not in _turn_ids(db.recall(question, scope="ana", k=5))  # without the lane, buried
 
 

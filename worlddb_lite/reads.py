@@ -93,6 +93,14 @@ def root_log(conn: apsw.Connection, world: int) -> list[tuple[str, bytes, int]]:
         "select root, size, at from root_log where world = ? order by lid", (world,))]
 
 
+def changed_slots(conn: apsw.Connection, nids: Sequence[int]) -> dict[int, str]:
+    """The slot of each of ``nids`` that is a fact said as a change (``props.changed``; see facts.py)."""
+    return {as_int(nid): str(slot) for nid, slot in conn.execute(
+        "select nid, json_extract(body, '$.props.slot') from node where nid in (select value from json_each(?)) "
+        "and type = 'Fact' and json_extract(body, '$.props.changed') and json_extract(body, '$.props.slot') "
+        "is not null", (json.dumps(list(nids)),))}
+
+
 def alias_nids(conn: apsw.Connection, norm: str) -> list[int]:
     """Nodes known by a normalised alias."""
     return [as_int(r[0]) for r in conn.execute("select nid from alias where norm = ? order by nid", (norm,))]

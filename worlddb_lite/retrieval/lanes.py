@@ -31,6 +31,7 @@ COMMON_FLOOR = 2000  # ... and in more than this many rows is left out (see unco
 KEEP_RAREST = 2
 ENTITY_FANOUT = 500  # past this many references an entity is checked against the other lanes' finds
 STANDING_K = 1  # standing statements a standing lane offers: the one closest to the query
+STANDING_BATCH = 8  # statements checked for visibility at a time, closest first (not all of a long history)
 
 # Function words: as BM25 terms they match nearly every turn and only add noise and cost.
 STOPWORDS = frozenset("""
@@ -207,18 +208,20 @@ def entity_lane(view: ReadView, query: str, vector: np.ndarray | None, depth: in
     return kept, {nid: paths[nid] for nid in kept}
 
 
-def standing_lane(view: ReadView, vector: np.ndarray, kind: str, k: int = STANDING_K) -> list[int]:
-    """The turns that gave the ``k`` standing statements of ``kind`` (an alias, facts.STANDING) closest to the query.
+def standing_lanes(view: ReadView, vector: np.ndarray, kinds: Sequence[str],
+                   k: int = STANDING_K) -> dict[str, list[int]]:
+    """Per kind (an alias, facts.STANDING), the turns that gave the ``k`` statements of it closest to the query.
 
     An instruction or a preference is said once and holds for every later question on its
     subject, which rarely shares its words ("Always include error status codes when I ask about
     API error handling"; later: "what typical errors should I handle with a REST API?"), so
     neither BM25 nor cosine over the whole history ranks it near the top. Among the handful a
-    person states, the closest by cosine is the one likeliest to apply. The lane runs for every
+    person states, the closest by cosine is the one likeliest to apply. Each lane runs for every
     query (no routing): a question none applies to gets the closest one all the same, one rank
     among the fused. It ranks by the statement's own words (the fact) and yields the turn that
     said it, which is read in its session like every turn (``recall.session_prior``); a
-    statement without its turn (written directly as a fact) is yielded itself.
+    statement without its turn (written directly as a fact) is yielded itself. All kinds are
+    read together (one visibility check, one edge read): a lane each, mostly one cost.
 
     Measured (``bench/recall.py``): instructions at weight 1 took BEAM-100K recall@10 0.445 ->
     0.498 (weight 0.5: 0.477, 0.75: 0.480, 1.5: 0.491; k = 2 ranked by the turns' vectors:
@@ -226,15 +229,24 @@ def standing_lane(view: ReadView, vector: np.ndarray, kind: str, k: int = STANDI
     added 0.498 -> 0.508 (0.25: 0.506; folded into the instruction lane instead they cost
     0.018). LoCoMo recall@10 unchanged by either (one instruction in 5,882 turns).
     """
-    given = view.inside(reads.alias_nids(view.conn, normalise_alias(kind)))
-    if not given:
-        return []
-    score = view.index().cosines(given, vector)
-    closest = sorted((n for n in given if n in score), key=lambda n: (-score[n], -n))[:k]
-    said = reads.linked(view.conn, ("refers_to",), closest, ("Turn",), view.valid, view.belief, towards=False,
+    ranked: dict[str, list[int]] = {}  # kind -> its statements with a vector, closest first
+    for kind in kinds:
+        score = view.index().cosines(reads.alias_nids(view.conn, normalise_alias(kind)), vector)
+        ranked[kind] = [nid for _, _, nid in sorted((-cosine, -nid, nid) for nid, cosine in score.items())]
+    closest: dict[str, list[int]] = {kind: [] for kind in kinds}
+    for lo in range(0, max(map(len, ranked.values()), default=0), STANDING_BATCH):  # closest first
+        wanted = [n for kind, nids in ranked.items() if len(closest[kind]) < k for n in nids[lo:lo + STANDING_BATCH]]
+        if not wanted:
+            break
+        seen = set(view.inside(wanted))  # the read may see the closest, mostly: one check for every kind
+        for kind, nids in ranked.items():
+            closest[kind] += [n for n in nids[lo:lo + STANDING_BATCH] if n in seen][:k - len(closest[kind])]
+    picked = [n for nids in closest.values() for n in nids]
+    said = reads.linked(view.conn, ("refers_to",), picked, ("Turn",), view.valid, view.belief, towards=False,
                         include_superseded=True)
     first: dict[int, int] = {}  # statement -> the turn that first said it (a turn is read in its session)
     for _, fact, turn, _ in said:
         first[fact] = min(turn, first.get(fact, turn))
-    turns = view.inside([first.get(n, n) for n in closest])
-    return list(dict.fromkeys(turns))
+    shown = set(view.inside([first[n] for n in picked if n in first]))
+    return {kind: list(dict.fromkeys(first.get(n, n) for n in nids if n not in first or first[n] in shown))
+            for kind, nids in closest.items()}

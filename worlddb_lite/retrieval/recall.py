@@ -16,7 +16,7 @@ from .. import reads
 from ..facts import INSTRUCTIONS, PREFERENCES, slot_words
 from ..types import Hit, Node, Reason
 from .fusion import LANE_WEIGHTS, rrf
-from .lanes import EntityPath, entity_lane, standing_lane, text_lane, vector_lane
+from .lanes import EntityPath, entity_lane, standing_lanes, text_lane, vector_lane
 from .view import ReadView
 
 if TYPE_CHECKING:
@@ -40,8 +40,8 @@ def recall(view: ReadView, query: str, *, k: int, reranker: Reranker | None = No
     lanes: dict[str, list[int]] = {"text": text_lane(view, query, depth)}
     if vector is not None:
         lanes["vector"] = vector_lane(view, vector, depth)
-        lanes["instruction"] = standing_lane(view, vector, INSTRUCTIONS)
-        lanes["preference"] = standing_lane(view, vector, PREFERENCES)
+        standing = standing_lanes(view, vector, (INSTRUCTIONS, PREFERENCES))
+        lanes["instruction"], lanes["preference"] = standing[INSTRUCTIONS], standing[PREFERENCES]
     found = [n for ranking in lanes.values() for n in ranking]
     lanes["entity"], paths = entity_lane(view, query, vector, depth, candidates=found)
     ranked = session_prior(view, rrf(lanes, weights=LANE_WEIGHTS), SESSION_WEIGHT)
@@ -212,11 +212,9 @@ def changed_over_stated(view: ReadView, fused: list[int], depth: int) -> tuple[l
     turns = [n for n, (kind, _) in zip(head, view.kinds(head), strict=True) if kind == "Turn"]
     learned = reads.linked(view.conn, ("refers_to",), turns, ("Fact",), view.valid, view.belief,
                            towards=True, include_superseded=True)
-    facts = sorted({fact for _, _, fact, _ in learned})
-    slots: dict[int, list[frozenset[str]]] = {}  # turn -> the slots of the changes it says
-    for fact, node in zip(facts, view.nodes(facts), strict=True):
-        words = slot_words(str(node.props.get("slot", ""))) if node.props.get("changed") else frozenset()
-        if words:
+    slots: dict[int, list[frozenset[str]]] = {}  # fact -> the words of the slot it says changed
+    for fact, slot in reads.changed_slots(view.conn, sorted({fact for _, _, fact, _ in learned})).items():
+        if words := slot_words(slot):
             slots[fact] = [words]
     said: dict[int, list[frozenset[str]]] = {}
     for _, turn, fact, _ in learned:
