@@ -226,8 +226,9 @@ def standing_lanes(view: ReadView, vector: np.ndarray, kinds: Sequence[str],
     Measured (``bench/recall.py``): instructions at weight 1 took BEAM-100K recall@10 0.445 ->
     0.498 (weight 0.5: 0.477, 0.75: 0.480, 1.5: 0.491; k = 2 ranked by the turns' vectors:
     0.464), instruction following 0.088 -> 0.594; preferences as a second lane at weight 0.5
-    added 0.498 -> 0.508 (0.25: 0.506; folded into the instruction lane instead they cost
-    0.018). LoCoMo recall@10 unchanged by either (one instruction in 5,882 turns).
+    0.498 -> 0.522 (0.25: 0.507, 0.75: 0.521, 1.0: 0.513; folded into the instruction lane as
+    sentences they cost 0.018), preference following 0.274 -> 0.513. LoCoMo recall@10
+    unchanged by either (one instruction and two preferences in 5,882 turns).
     """
     ranked: dict[str, list[int]] = {}  # kind -> its statements with a vector, closest first
     for kind in kinds:
