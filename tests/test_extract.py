@@ -344,3 +344,15 @@ def test_stated_preferences_are_the_speakers_own_clauses(text: str, expected: li
     facts = RuleExtractor().extract(text, speaker="user", said_at="2024-01-01T00:00:00Z").facts
     assert [f.value for f in facts if f.slot == PREFERENCE_SLOT] == expected
     assert all(not f.functional for f in facts if f.slot == PREFERENCE_SLOT)
+
+
+def test_an_instruction_reversed_later_replaces_the_earlier_and_others_stand(db: WorldDB) -> None:
+    _say(db, "c", "2024-01-10", "Always use bullet points when I ask about plans.")
+    _say(db, "c", "2024-01-10", "Always include sources when I ask about history.")
+    _say(db, "c", "2024-02-15", "Never use bullet points when I ask about plans!")
+    assert _facts(db, INSTRUCTION_SLOT) == ["Always include sources when I ask about history.",
+                                            "Never use bullet points when I ask about plans!"]
+    assert "Always use bullet points when I ask about plans." in _facts(db, INSTRUCTION_SLOT, as_of="2024-02-01")
+    found = db.recall("how should my plans look", scope="me", k=10)
+    offered = [h.node.content for h in found.hits if any(r.lane == "instruction" for r in h.why)]
+    assert offered == ["Never use bullet points when I ask about plans!"]  # the old one is no longer offered

@@ -520,6 +520,19 @@ _PREFERENCE = re.compile(
     r"| always| still)* (?:prefer|rather)\b[^.!?\n]*|[^.!?\n,;]*?\bmy preference is\b[^.!?\n]*)", re.IGNORECASE)
 
 
+_INSTRUCTION_CUE = re.compile(r"^(?:(?:please|always|never|from now on|going forward|in (?:the )?future)\W+)+",
+                              re.IGNORECASE)
+
+
+def instruction_action(instruction: str) -> str:
+    """What an instruction asks, whichever way: "Never use bullet points!" -> "use bullet points".
+
+    Two instructions of one speaker asking the same action are one instruction said twice or
+    reversed ("Always ..." then "Never ..."): the later replaces the earlier (facts.py).
+    """
+    return " ".join(re.findall(r"[\w'-]+", _INSTRUCTION_CUE.sub("", instruction.strip()).lower()))
+
+
 def _standing(text: str, me: str) -> list[FactMention]:
     """The speaker's standing instructions and stated preferences (see ``INSTRUCTION_SLOT``).
 

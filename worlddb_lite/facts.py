@@ -8,6 +8,8 @@ the turn says changed ("the budget was raised to $650") also replaces the latest
 same kind on a slot that names the same thing more or less fully ("annual budget" and "budget",
 not "snack budget" and "gift budget"), found through the slot's words. A value that is one of
 many (an event's date: "meeting date") is replaced only under its own name, when said to move.
+Standing instructions stand side by side, except that one asking the same action as an earlier
+one of the speaker ("Never use bullet points" after "Always use bullet points") replaces it.
 Entities go through the tiered resolver (resolver.py) inside the scope: an exact name or alias
 is that entity; any other match writes a new entity with a pending same_as proposal, so
 "Sara" never silently becomes "Sarah".
@@ -17,7 +19,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .extract import INSTRUCTION_SLOT, PREFERENCE_SLOT, EntityMention, Extraction, FactMention, value_kind
+from .extract import (
+    INSTRUCTION_SLOT,
+    PREFERENCE_SLOT,
+    EntityMention,
+    Extraction,
+    FactMention,
+    instruction_action,
+    value_kind,
+)
 
 if TYPE_CHECKING:
     from .db import WorldDB
@@ -125,6 +135,9 @@ def _fact(db: WorldDB, fact: FactMention, *, turn: str, scope: str, said_at: str
     key = slot_key(fact.subject, fact.slot)
     current = _current(db, key, scope)
     replaced = _changed_from(db, fact, scope) if fact.changed else []
+    if fact.slot == INSTRUCTION_SLOT:  # the same action asked again, or reversed ("always" -> "never")
+        action = instruction_action(fact.value)
+        replaced = [n for n in current if instruction_action(_value(n)) == action]
     for known in (*current, *replaced):
         if _value(known) == fact.value.lower():  # already known (maybe under a fuller or shorter name):
             db.link(known.id, turn, "refers_to", valid_at=said_at)  # this turn says it too
