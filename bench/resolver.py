@@ -104,10 +104,13 @@ def ceiling(a: dict[str, Fields], b: dict[str, Fields], alike: float = CEILING_A
     (a part replaced by another name: "Benjamin Capel" recorded as "Joshua Capel") is a miss for
     every such resolver, however good. What else no name can tell apart is charged at its least:
     a true entity with namesakes (others of exactly its name) is either offered with them (one
-    false link each) or not at all (a miss), whichever scores better over all of them; a mention
-    spelt exactly as another entity's name gets that entity as a false link from any resolver
-    that honours exact matches. Everything else is assumed
-    perfect: no other false link and no other miss. So the figure is an upper bound.
+    false link each) or not at all (a miss). Offering pays when few share the name, so the best
+    policy offers the entities of names shared by at most some number m of people and withholds
+    the rest (offering a part of a group at random trades true and false links in the same
+    proportion, so it never beats both ends); every m is tried. A mention spelt exactly as
+    another entity's name gets that entity as a false link from any resolver that honours exact
+    matches. Everything else is assumed perfect: no other false link and no other miss. So the
+    figure is an upper bound.
     """
     import jellyfish
 
@@ -133,12 +136,16 @@ def ceiling(a: dict[str, Fields], b: dict[str, Fields], alike: float = CEILING_A
     namesakes = sum(names[pairs[rec][0]] - 1 for rec in tied)
     collisions = sum(1 for entity, mention in pairs.values() if mention != entity and names[mention] > 0)
     truth = len(pairs)
-    offered = prf(len(linked), namesakes + collisions, truth)
-    withheld = prf(len(linked) - len(tied), collisions, truth)
-    best = max(offered, withheld, key=lambda s: s["f1"])
+    shared = [names[pairs[rec][0]] for rec in tied]  # how many entities have each tied entity's name
+    policies = {most: prf(len(linked) - len(tied) + sum(1 for m in shared if m <= most),
+                          collisions + sum(m - 1 for m in shared if m <= most), truth)
+                for most in sorted({1, *shared})}  # offer names shared by at most `most` entities
+    best_most = max(policies, key=lambda most: (policies[most]["f1"], -most))
+    best = policies[best_most]
     return {"alike": alike, "linkable_pairs": len(linked), "unlinkable_pairs": truth - len(linked),
             "namesake_ties": len(tied), "namesake_false_links": namesakes, "exact_collisions": collisions,
-            "offer_namesakes": offered["f1"], "withhold_namesakes": withheld["f1"], "f1": best["f1"],
+            "offer_namesakes": policies[max(policies)]["f1"], "withhold_namesakes": policies[1]["f1"],
+            "offer_names_shared_by_at_most": best_most, "f1": best["f1"],
             "precision": best["precision"], "recall": best["recall"]}
 
 

@@ -339,6 +339,9 @@ def test_standing_instructions_are_sentences_opening_with_always_never_or_from_n
     ("Do you prefer tea or coffee?", []),  # someone else's
     ("Would I prefer the red one?", []),  # asked, not stated
     ("Honestly I preferred the old design.", []),  # no longer
+    ("I rather liked the old design.", []),  # an adverb, not a preference
+    ("I don't know if I prefer tea.", []),  # supposed, not stated
+    ("My preference is dark mode if it is available.", ["My preference is dark mode if it is available"]),
 ])
 def test_stated_preferences_are_the_speakers_own_clauses(text: str, expected: list[str]) -> None:
     facts = RuleExtractor().extract(text, speaker="user", said_at="2024-01-01T00:00:00Z").facts
@@ -356,3 +359,20 @@ def test_an_instruction_reversed_later_replaces_the_earlier_and_others_stand(db:
     found = db.recall("how should my plans look", scope="me", k=10)
     offered = [h.node.content for h in found.hits if any(r.lane == "instruction" for r in h.why)]
     assert offered == ["Never use bullet points when I ask about plans!"]  # the old one is no longer offered
+
+
+def test_a_reversed_instruction_replaces_the_earlier_whatever_its_last_word(db: WorldDB) -> None:
+    _say(db, "c", "2024-01-10", "Always round discounts to 10%")
+    _say(db, "c", "2024-02-15", "Never round discounts to 10%.")
+    assert _facts(db, INSTRUCTION_SLOT) == ["Never round discounts to 10%."]
+
+
+def test_an_instruction_is_offered_through_a_later_turn_when_its_first_is_retired(db: WorldDB) -> None:
+    _say(db, "c", "2024-01-10", "Always list status codes for REST API errors.")
+    _say(db, "c", "2024-02-15", "Always list status codes for REST API errors.")  # said again: the same fact
+    first = next(h.node for h in db.recall("REST API errors", scope="me", k=10).hits if h.node.type == "Turn"
+                 and h.node.valid_at.startswith("2024-01-10"))
+    db.retire(first.id)
+    found = db.recall("what should my REST API return when a request goes wrong", scope="me", k=10)
+    offered = [h.node for h in found.hits if any(r.lane == "instruction" for r in h.why)]
+    assert [(n.type, n.valid_at[:10]) for n in offered] == [("Turn", "2024-02-15")]

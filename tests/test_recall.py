@@ -223,7 +223,19 @@ def test_a_turn_saying_a_value_changed_ranks_above_the_earlier_turns_naming_its_
     assert any(r.lane == "changed" for r in changed.why)
     assert order.index("D1:1") < order.index("D1:2")  # a change of another slot (budget) moves nothing
     before = _turn_ids(db.recall(question, scope="ana", k=10, as_of="2024-03-10"))
-    assert "D2:2" not in before  # not yet said
+    assert "D2:2" not in before  # as of before the change, the turn saying it is not there at all
+
+
+def test_a_change_since_replaced_does_not_climb_back_above_its_replacement(db: WorldDB) -> None:
+    ingest(db, _conversation("ana", [
+        ("2024-03-01", ["I have a deadline of April 1 for the first sprint of the portfolio site"]),
+        ("2024-03-10", ["Please update my plan for the new sprint deadline of April 5"]),
+        ("2024-03-20", ["My sprint deadline is April 9."]),
+    ]))
+    found = db.recall("what is the deadline for the first sprint of the portfolio site", scope="ana", k=10)
+    order = _turn_ids(found)
+    assert order.index("D3:1") < order.index("D2:1")  # April 9 replaced April 5: it stays above
+    assert not any(r.lane == "changed" for h in found.hits for r in h.why)
 
 
 def test_a_change_said_earlier_does_not_rank_above_a_later_statement(db: WorldDB) -> None:
@@ -252,7 +264,9 @@ def test_the_standing_instruction_closest_to_a_question_is_recalled_with_it(
     assert given and any(r.lane == "instruction" for r in given[0].why)
     offered = [h.node.content for h in found.hits if any(r.lane == "instruction" for r in h.why)]
     assert offered == ["Always list status codes for REST API errors."]  # the closest only
-    assert all("French" not in (h.node.content or "") for h in found.hits)  # bob's instruction is bob's
+    about_design = "how should answers about API design be written"
+    assert any("French" in (h.node.content or "") for h in db.recall(about_design, scope="bob", k=5).hits)
+    assert all("French" not in (h.node.content or "") for h in db.recall(about_design, scope="ana", k=40).hits)
     monkeypatch.setattr(recall_module, "standing_lanes", lambda view, vector, kinds: {kind: [] for kind in kinds})
     assert "D1:1" not in _turn_ids(db.recall(question, scope="ana", k=5))  # without the lane, buried
 

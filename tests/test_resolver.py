@@ -582,3 +582,11 @@ def test_bench_ceiling_charges_replaced_names_namesakes_and_collisions() -> None
     assert out["offer_namesakes"] == pytest.approx(2 * 3 / (2 * 3 + 3 + 2), abs=1e-4)
     assert out["withhold_namesakes"] == pytest.approx(2 * 1 / (2 * 1 + 1 + 4), abs=1e-4)
     assert out["f1"] == max(out["offer_namesakes"], out["withhold_namesakes"])
+    # a name two share is worth offering where one six share is not: the bound offers by group size
+    a = {str(i): (f"given{i}", f"surname{i}", "") for i in range(20)}
+    a |= {"p1": ("Jo", "Pair", ""), "p2": ("Jo", "Pair", "")}
+    a |= {f"s{i}": ("Al", "Six", "") for i in range(6)}
+    b = {rec: a[rec] for rec in (*map(str, range(20)), "p1", "s0")}
+    mixed = ceiling(a, b)
+    assert mixed["offer_names_shared_by_at_most"] == 2
+    assert mixed["f1"] > max(mixed["offer_namesakes"], mixed["withhold_namesakes"])

@@ -502,7 +502,7 @@ STANDING_CHARS = 300  # a longer statement is kept to its first 300 characters
 # A sentence that opens with "always", "never" or "from now on" and then a verb in the imperative
 # (one of _IMPERATIVES: "Always good to hear!" and "Never been there" are no instructions).
 _INSTRUCTION = re.compile(
-    r"(?:^|(?<=[.!?\n]))\s*(?P<sentence>(?:please,? )?(?:(?:always|never) |(?:from now on|going forward|"
+    r"(?:^|(?<=[.!?\n]))[ \t]*(?P<sentence>(?:please,? )?(?:(?:always|never) |(?:from now on|going forward|"
     r"in (?:the )?future),? (?:please )?(?:always |never )?)(?:please )?(?P<verb>[a-z-]+)\b[^.!?\n]*[.!?]?)",
     re.IGNORECASE)
 _IMPERATIVES = frozenset("""
@@ -515,9 +515,13 @@ state stay stick structure suggest summarise summarize tailor talk tell translat
 write
 """.split())
 # The clause of a sentence in which the speaker states a preference of their own ("you prefer" is not one)
+# ("I rather liked it" is no preference: "rather" only after "'d" or "would")
 _PREFERENCE = re.compile(
-    r"(?:^|(?<=[.!?\n,;]))\s*(?P<sentence>[^.!?\n,;]*?\bI(?:'d| would| really| generally| usually| strongly| do"
-    r"| always| still)* (?:prefer|rather)\b[^.!?\n]*|[^.!?\n,;]*?\bmy preference is\b[^.!?\n]*)", re.IGNORECASE)
+    r"(?:^|(?<=[.!?\n,;]))[ \t]*(?P<sentence>[^.!?\n,;]*?\bI(?:(?: really| generally| usually| strongly| do"
+    r"| always| still)* prefer|(?:'d| would)(?: really| much)? (?:prefer|rather))\b[^.!?\n]*"
+    r"|[^.!?\n,;]*?\bmy preference is\b[^.!?\n]*)", re.IGNORECASE)
+_SUPPOSED = re.compile(r"\b(?:if|whether|unless|suppose|what if)\b", re.IGNORECASE)  # "I don't know if I prefer tea"
+_PREFERENCE_CUE = re.compile(r"\bI(?:'d)?\b[\w ]*?\b(?:prefer|rather)\b|\bmy preference is\b", re.IGNORECASE)
 
 
 _INSTRUCTION_CUE = re.compile(r"^(?:(?:please|always|never|from now on|going forward|in (?:the )?future)\W+)+",
@@ -546,7 +550,10 @@ def _standing(text: str, me: str) -> list[FactMention]:
             found.append(FactMention(me, INSTRUCTION_SLOT, sentence[:STANDING_CHARS], False))
     for match in _PREFERENCE.finditer(text):
         sentence = match.group("sentence").strip()
-        if not _QUESTION_START.search(sentence):  # "do I prefer ...": asked, not stated
+        cue = _PREFERENCE_CUE.search(sentence)
+        before = sentence[:cue.start()] if cue else sentence
+        if not _QUESTION_START.search(sentence) and not _SUPPOSED.search(before):
+            # not asked ("do I prefer ...") and not supposed ("if I prefer ..."; "... if you can" is fine)
             found.append(FactMention(me, PREFERENCE_SLOT, sentence[:STANDING_CHARS], False))
     return list({(f.slot, f.value.lower()): f for f in found}.values())
 

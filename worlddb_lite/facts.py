@@ -154,8 +154,8 @@ def _fact(db: WorldDB, fact: FactMention, *, turn: str, scope: str, said_at: str
     if fact.functional or replaced:
         kind = value_kind(fact.value)  # "3 deadlines" is no value of "deadline: April 25"
         olds = {n.id: n for n in (*current, *replaced)} if fact.functional else {n.id: n for n in replaced}
-        for old in olds.values():
-            if value_kind(str(old.props.get("value", ""))) == kind:
+        for old in olds.values():  # an instruction is text, whatever its last word looks like
+            if fact.slot == INSTRUCTION_SLOT or value_kind(str(old.props.get("value", ""))) == kind:
                 _reconcile(db, written, valid, said_in, old)
     return written
 

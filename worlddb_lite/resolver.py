@@ -14,8 +14,11 @@ on: the later tiers only score those (evidence, no search of their own) and the 
 5. a ``Tiebreaker`` (an LLM, a person, a function) for a torn tier, with every tier's scores of its
    options, which may disagree; the default (``PreferTiers``) trusts exact, then fuzzy, then
    embedding, then phonetic, and leaves a tie within its most trusted tier ambiguous. A tie among
-   more identities than ``max_options`` ("Ryan" when four Ryans are known) names nobody in
-   particular: it is ``New``, with the nearest.
+   more identities than ``max_options`` ("Ryan" when three Ryans are known) names nobody in
+   particular: it is ``New``, with the nearest. Two is the default: offering a name two people
+   share costs one false proposal for a true one, three or more cost more than they find
+   (FEBRL names-only F1 0.857 with 3, 0.862 with 2, 0.858 with 1; with context 0.958 / 0.958 /
+   0.959), as ``bench/resolver.py``'s ceiling also finds.
 
 Context (a place, an employer) on both sides moves a name's score: agreement lifts a name that
 shares a word with the mention, disagreement lowers any.
@@ -69,7 +72,7 @@ class ResolverConfig:
     context_centre: float = 0.65  # context similarity (Jaro-Winkler) that neither helps nor hurts
     context_word: float = 0.9  # agreeing context lifts only a name sharing a word this alike (Jaro-Winkler)
     block: int = 48  # names scored after FTS5 blocking
-    max_options: int = 3  # identities an Ambiguous result offers (and proposals it stages); more fit: New
+    max_options: int = 2  # identities an Ambiguous result offers (and proposals it stages); more fit: New
     max_name_chars: int = 128  # longer names are matched exactly only (fuzzy tiers cost O(length^2))
     embedding_tier: bool = True  # off: names only (a store without an embedder has no tier 4 anyway)
 

@@ -220,8 +220,11 @@ def standing_lanes(view: ReadView, vector: np.ndarray, kinds: Sequence[str],
     query (no routing): a question none applies to gets the closest one all the same, one rank
     among the fused. It ranks by the statement's own words (the fact) and yields the turn that
     said it, which is read in its session like every turn (``recall.session_prior``); a
-    statement without its turn (written directly as a fact) is yielded itself. All kinds are
-    read together (one visibility check, one edge read): a lane each, mostly one cost.
+    statement the read sees no turn of (written directly as a fact, or its turns retired) is
+    yielded itself. All kinds are read together (one visibility check, one edge read): a lane
+    each, mostly one cost. Inside a world only the statements held under it by their parents are
+    weighed (facts.py writes each into its speaker's scope), so the cost follows the reader's
+    scope, not the whole store; one put into a world only by a membership edge is not offered.
 
     Measured (``bench/recall.py``): instructions at weight 1 took BEAM-100K recall@10 0.445 ->
     0.498 (weight 0.5: 0.477, 0.75: 0.480, 1.5: 0.491; k = 2 ranked by the turns' vectors:
@@ -232,7 +235,10 @@ def standing_lanes(view: ReadView, vector: np.ndarray, kinds: Sequence[str],
     """
     ranked: dict[str, list[int]] = {}  # kind -> its statements with a vector, closest first
     for kind in kinds:
-        score = view.index().cosines(reads.alias_nids(view.conn, normalise_alias(kind)), vector)
+        nids = reads.alias_nids(view.conn, normalise_alias(kind))  # every scope's: few per scope, many in all
+        if view.world is not None:  # the read's own, by their parents (facts.py writes them into the scope)
+            nids = sorted(view.below(nids))
+        score = view.index().cosines(nids, vector)
         ranked[kind] = [nid for _, _, nid in sorted((-cosine, -nid, nid) for nid, cosine in score.items())]
     closest: dict[str, list[int]] = {kind: [] for kind in kinds}
     for lo in range(0, max(map(len, ranked.values()), default=0), STANDING_BATCH):  # closest first
@@ -245,9 +251,9 @@ def standing_lanes(view: ReadView, vector: np.ndarray, kinds: Sequence[str],
     picked = [n for nids in closest.values() for n in nids]
     said = reads.linked(view.conn, ("refers_to",), picked, ("Turn",), view.valid, view.belief, towards=False,
                         include_superseded=True)
-    first: dict[int, int] = {}  # statement -> the turn that first said it (a turn is read in its session)
+    shown = set(view.inside(sorted({turn for _, _, turn, _ in said})))
+    first: dict[int, int] = {}  # statement -> the first turn the read sees that said it (read in its session)
     for _, fact, turn, _ in said:
-        first[fact] = min(turn, first.get(fact, turn))
-    shown = set(view.inside([first[n] for n in picked if n in first]))
-    return {kind: list(dict.fromkeys(first.get(n, n) for n in nids if n not in first or first[n] in shown))
-            for kind, nids in closest.items()}
+        if turn in shown:
+            first[fact] = min(turn, first.get(fact, turn))
+    return {kind: list(dict.fromkeys(first.get(n, n) for n in nids)) for kind, nids in closest.items()}

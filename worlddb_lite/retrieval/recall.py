@@ -199,19 +199,18 @@ def changed_over_stated(view: ReadView, fused: list[int], depth: int) -> tuple[l
     for the first sprint"), so ``stale_after_fresh`` has nothing to go on. The change still tells
     that an earlier turn speaking of the same slot (every word of the slot among its words) held
     an older value: the turn saying the change goes first. Earlier means said before: valid time,
-    then the order written (turns of one conversation are written in the order said). A change
-    since changed again still counts against what came before it (the later change then moves
-    above it in turn). Read as of a moment before the change, its fact is not known, and nothing
-    moves.
+    then the order written (turns of one conversation are written in the order said). Only a
+    change that is still the current value counts: one since replaced (by a later change or a
+    plain statement) moves nothing, so it never climbs back above what replaced it.
 
-    Measured (``bench/recall.py``): BEAM-100K knowledge-update order 0.538 -> 0.718 (0.692 if
-    changes since changed again are left out), recall@10 0.444 -> 0.445; LoCoMo unchanged (its
-    turns rarely say a value changed).
+    Measured (``bench/recall.py``): BEAM-100K knowledge-update order 0.538 -> 0.692 (0.718 when
+    replaced changes counted too, which could lift a stale value above its replacement),
+    recall@10 0.444 -> 0.445; LoCoMo unchanged (its turns rarely say a value changed).
     """
     head = fused[:depth]
     turns = [n for n, (kind, _) in zip(head, view.kinds(head), strict=True) if kind == "Turn"]
     learned = reads.linked(view.conn, ("refers_to",), turns, ("Fact",), view.valid, view.belief,
-                           towards=True, include_superseded=True)
+                           towards=True, include_superseded=False)  # a change since replaced moves nothing
     slots: dict[int, list[frozenset[str]]] = {}  # fact -> the words of the slot it says changed
     for fact, slot in reads.changed_slots(view.conn, sorted({fact for _, _, fact, _ in learned})).items():
         if words := slot_words(slot):
