@@ -211,14 +211,12 @@ def changed_over_stated(view: ReadView, fused: list[int], depth: int) -> tuple[l
     turns = [n for n, (kind, _) in zip(head, view.kinds(head), strict=True) if kind == "Turn"]
     learned = reads.linked(view.conn, ("refers_to",), turns, ("Fact",), view.valid, view.belief,
                            towards=True, include_superseded=False)  # a change since replaced moves nothing
-    slots: dict[int, list[frozenset[str]]] = {}  # fact -> the words of the slot it says changed
-    for fact, slot in reads.changed_slots(view.conn, sorted({fact for _, _, fact, _ in learned})).items():
-        if words := slot_words(slot):
-            slots[fact] = [words]
-    said: dict[int, list[frozenset[str]]] = {}
+    changed = reads.changed_slots(view.conn, sorted({fact for _, _, fact, _ in learned}))
+    slots = {fact: words for fact, slot in changed.items() if (words := slot_words(slot))}  # the slot's words
+    said: dict[int, list[frozenset[str]]] = {}  # turn -> the slots of the changes it says
     for _, turn, fact, _ in learned:
-        said.setdefault(turn, []).extend(slots.get(fact, ()))
-    said = {turn: words for turn, words in said.items() if words}
+        if fact in slots:
+            said.setdefault(turn, []).append(slots[fact])
     if not said:
         return fused, set()
     nodes = dict(zip(turns, view.nodes(turns), strict=True))
