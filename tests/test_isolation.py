@@ -25,6 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from worlddb_lite import Edge, MergeProposal, MergeStatus, QuerySpec, WorldDB, WorldDBError
+from worlddb_lite.facts import INSTRUCTIONS, PREFERENCES
 from worlddb_lite.resolver import Ambiguous, Resolved
 from worlddb_lite.retrieval.query import Expand
 from worlddb_lite.types import Direction
@@ -50,7 +51,9 @@ links = st.tuples(st.just("link"), st.sampled_from(CROSS_EDGES), picks, picks, s
 changes = st.tuples(st.sampled_from(["amend", "retire", "unlink"]), picks, texts)
 # a fact, memory or summary in one scope whose source is a turn of another (or the same) scope
 sources = st.tuples(st.just("source"), st.sampled_from(["Fact", "Memory", "Summary"]), picks, picks, texts)
-steps = st.lists(st.one_of(writes, writes, writes, links, changes, sources), min_size=8, max_size=40)
+# a standing instruction or preference (what the standing lanes offer) in one scope, said by a turn of any scope
+standing = st.tuples(st.just("standing"), st.sampled_from([INSTRUCTIONS, PREFERENCES]), picks, picks, texts)
+steps = st.lists(st.one_of(writes, writes, writes, links, changes, sources, standing), min_size=8, max_size=40)
 SOURCE_EDGE = {"Fact": "refers_to", "Memory": "refers_to", "Summary": "derived_from"}
 
 
@@ -103,6 +106,12 @@ def apply(built: Built, sessions: dict[str, str], names: tuple[str, ...], step: 
         turn = db.write(str(text), type="Turn", name="me", world=sessions[names[int(there) % len(names)]])  # type: ignore[call-overload]
         made = db.write(f"{text} noted", type=str(kind), scope=names[int(here) % len(names)])  # type: ignore[call-overload]
         db.link(made, turn, SOURCE_EDGE[str(kind)])
+        nodes.extend([turn, made])
+    elif step[0] == "standing":
+        _, kind, here, there, text = step
+        turn = db.write(f"Always {text}", type="Turn", name="me", world=sessions[names[int(there) % len(names)]])  # type: ignore[call-overload]
+        made = db.write(f"me standing: {text}", type="Fact", aliases=[str(kind)], scope=names[int(here) % len(names)])  # type: ignore[call-overload]
+        db.link(made, turn, "refers_to")
         nodes.extend([turn, made])
     elif step[0] == "amend":
         _, which, text = step
