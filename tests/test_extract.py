@@ -341,6 +341,7 @@ def test_standing_instructions_are_sentences_opening_with_always_never_or_from_n
     ("Honestly I preferred the old design.", []),  # no longer
     ("I rather liked the old design.", []),  # an adverb, not a preference
     ("I don't know if I prefer tea.", []),  # supposed, not stated
+    ("I think if I prefer tea, I should say so.", []),  # supposed, though an "I" comes before the "if"
     ("My preference is dark mode if it is available.", ["My preference is dark mode if it is available"]),
 ])
 def test_stated_preferences_are_the_speakers_own_clauses(text: str, expected: list[str]) -> None:

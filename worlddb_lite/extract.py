@@ -501,9 +501,11 @@ PREFERENCE_SLOT = "stated preference"
 STANDING_CHARS = 300  # a longer statement is kept to its first 300 characters
 # A sentence that opens with "always", "never" or "from now on" and then a verb in the imperative
 # (one of _IMPERATIVES: "Always good to hear!" and "Never been there" are no instructions).
+_EVERY_TIME = r"always|never"  # the words that make a sentence an instruction for every later answer ...
+_FROM_NOW = r"from now on|going forward|in (?:the )?future"  # ... or from now on
 _INSTRUCTION = re.compile(
-    r"(?:^|(?<=[.!?\n]))[ \t]*(?P<sentence>(?:please,? )?(?:(?:always|never) |(?:from now on|going forward|"
-    r"in (?:the )?future),? (?:please )?(?:always |never )?)(?:please )?(?P<verb>[a-z-]+)\b[^.!?\n]*[.!?]?)",
+    rf"(?:^|(?<=[.!?\n]))[ \t]*(?P<sentence>(?:please,? )?(?:(?:{_EVERY_TIME}) |(?:{_FROM_NOW}),? (?:please )?"
+    rf"(?:(?:{_EVERY_TIME}) )?)(?:please )?(?P<verb>[a-z-]+)\b[^.!?\n]*[.!?]?)",
     re.IGNORECASE)
 _IMPERATIVES = frozenset("""
 add address answer apply ask assume attach avoid be bold break call check cite clarify compare confirm consider
@@ -517,15 +519,11 @@ write
 # The clause of a sentence in which the speaker states a preference of their own ("you prefer" is not one)
 # ("I rather liked it" is no preference: "rather" only after "'d" or "would")
 _PREFERENCE = re.compile(
-    r"(?:^|(?<=[.!?\n,;]))[ \t]*(?P<sentence>[^.!?\n,;]*?\bI(?:(?: really| generally| usually| strongly| do"
-    r"| always| still)* prefer|(?:'d| would)(?: really| much)? (?:prefer|rather))\b[^.!?\n]*"
-    r"|[^.!?\n,;]*?\bmy preference is\b[^.!?\n]*)", re.IGNORECASE)
+    r"(?:^|(?<=[.!?\n,;]))[ \t]*(?P<sentence>[^.!?\n,;]*?(?P<cue>\bI(?:(?: really| generally| usually| strongly"
+    r"| do| always| still)* prefer|(?:'d| would)(?: really| much)? (?:prefer|rather))\b|\bmy preference is\b)"
+    r"[^.!?\n]*)", re.IGNORECASE)
 _SUPPOSED = re.compile(r"\b(?:if|whether|unless|suppose|what if)\b", re.IGNORECASE)  # "I don't know if I prefer tea"
-_PREFERENCE_CUE = re.compile(r"\bI(?:'d)?\b[\w ]*?\b(?:prefer|rather)\b|\bmy preference is\b", re.IGNORECASE)
-
-
-_INSTRUCTION_CUE = re.compile(r"^(?:(?:please|always|never|from now on|going forward|in (?:the )?future)\W+)+",
-                              re.IGNORECASE)
+_INSTRUCTION_CUE = re.compile(rf"^(?:(?:please|{_EVERY_TIME}|{_FROM_NOW})\W+)+", re.IGNORECASE)
 
 
 def instruction_action(instruction: str) -> str:
@@ -550,8 +548,7 @@ def _standing(text: str, me: str) -> list[FactMention]:
             found.append(FactMention(me, INSTRUCTION_SLOT, sentence[:STANDING_CHARS], False))
     for match in _PREFERENCE.finditer(text):
         sentence = match.group("sentence").strip()
-        cue = _PREFERENCE_CUE.search(sentence)
-        before = sentence[:cue.start()] if cue else sentence
+        before = text[match.start("sentence"):match.start("cue")]
         if not _QUESTION_START.search(sentence) and not _SUPPOSED.search(before):
             # not asked ("do I prefer ...") and not supposed ("if I prefer ..."; "... if you can" is fine)
             found.append(FactMention(me, PREFERENCE_SLOT, sentence[:STANDING_CHARS], False))
