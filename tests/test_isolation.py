@@ -214,25 +214,25 @@ def check_isolation(built: Built) -> None:
             assert_within((c.entity for c in candidates), inside, f"resolve({entity!r})", name, home)
 
 
-@FAST
-@given(st.integers(2, 3), steps)
-def test_reads_in_one_scope_never_return_another_scopes_nodes(n_scopes: int, plan: list[tuple[object, ...]]) -> None:
+def build_and_check(n_scopes: int, plan: list[tuple[object, ...]]) -> None:
     built = build(n_scopes, plan)
     try:
         check_isolation(built)
     finally:
         built.db.close()
+
+
+@FAST
+@given(st.integers(2, 3), steps)
+def test_reads_in_one_scope_never_return_another_scopes_nodes(n_scopes: int, plan: list[tuple[object, ...]]) -> None:
+    build_and_check(n_scopes, plan)
 
 
 @pytest.mark.slow
 @SLOW
 @given(st.integers(2, 3), steps)
 def test_scope_isolation_long(n_scopes: int, plan: list[tuple[object, ...]]) -> None:
-    built = build(n_scopes, plan)
-    try:
-        check_isolation(built)
-    finally:
-        built.db.close()
+    build_and_check(n_scopes, plan)
 
 
 def test_a_summary_in_one_scope_does_not_show_the_turns_of_another() -> None:

@@ -186,6 +186,11 @@ def _scan_nodes(store: Store, tombstones: set[bytes],
     nodes: dict[int, NodeRow] = {}
     texts: set[int] = set()
     claimed: dict[int, str | None] = {}  # nid -> the parent its blob names, for the rare parent read after it
+
+    def check_parent(r: NodeRow, named: str | None) -> None:
+        if named != (nodes[r.parent].id.hex() if r.parent in nodes else None):
+            bad("1-content-address", f"{r.id.hex()[:16]}: header disagrees with its blob")
+
     for r in store.iter_node_rows("order by n.nid", ()):
         if r.body is None:
             if r.id not in tombstones:
@@ -199,15 +204,12 @@ def _scan_nodes(store: Store, tombstones: set[bytes],
             if body.get("type") != r.type:
                 bad("1-content-address", f"{r.id.hex()[:16]}: header disagrees with its blob")
             elif r.parent in nodes or r.parent is None:
-                if body.get("parent") != (nodes[r.parent].id.hex() if r.parent is not None else None):
-                    bad("1-content-address", f"{r.id.hex()[:16]}: header disagrees with its blob")
+                check_parent(r, body.get("parent"))
             else:
                 claimed[r.nid] = body.get("parent")
         nodes[r.nid] = replace(r, body=None)
-    for nid, parent_hex in claimed.items():  # a parent numbered after its member: not written so, but checked
-        r = nodes[nid]
-        if parent_hex != (nodes[r.parent].id.hex() if r.parent in nodes else None):
-            bad("1-content-address", f"{r.id.hex()[:16]}: header disagrees with its blob")
+    for nid, named in claimed.items():  # a parent numbered after its member: not written so, but checked
+        check_parent(nodes[nid], named)
     for r in nodes.values():
         if r.parent is None:
             if r.depth != 0:
