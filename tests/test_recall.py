@@ -13,6 +13,7 @@ from worlddb_lite import InvalidInput, NotFound, WorldDB
 from worlddb_lite.cli import main
 from worlddb_lite.conversation import ConversationIn, SessionIn, TurnIn, ingest
 from worlddb_lite.retrieval import lanes
+from worlddb_lite.retrieval import recall as recall_module
 from worlddb_lite.retrieval.context import assemble, estimate_tokens
 from worlddb_lite.retrieval.fusion import RRF_K, rrf
 from worlddb_lite.retrieval.lanes import fts_query
@@ -250,7 +251,6 @@ def test_a_change_said_earlier_does_not_rank_above_a_later_statement(db: WorldDB
 
 def test_the_standing_instruction_closest_to_a_question_is_recalled_with_it(
         db: WorldDB, monkeypatch: pytest.MonkeyPatch) -> None:
-    from worlddb_lite.retrieval import recall as recall_module
     filler = [f"The REST API request number {i} went wrong again and the request log shows it" for i in range(12)]
     ingest(db, _conversation("ana", [
         ("2024-01-10", ["Always list status codes for REST API errors.",
@@ -294,6 +294,45 @@ def test_a_turn_scores_also_by_the_best_turn_of_its_session(ana: WorldDB) -> Non
     assert [nid for nid, _ in prior] == [best, same, other]  # the session of the best turn lifts its other turn
     assert dict(prior)[same] == pytest.approx(0.02 + 0.05) and dict(prior)[other] == pytest.approx(0.021 + 0.021)
     assert session_prior(view, ranked, 0.0) == ranked
+
+
+def _dialogue(scope: str, date: str, turns: list[tuple[str, str]]) -> ConversationIn:
+    return ConversationIn(f"{scope}-chat", [scope], [
+        SessionIn("1", date, [TurnIn(text, speaker, f"D1:{j}") for j, (speaker, text) in enumerate(turns, start=1)])])
+
+
+def test_the_persons_turn_outranks_the_assistants_reply_that_repeats_it(
+        db: WorldDB, monkeypatch: pytest.MonkeyPatch) -> None:
+    ingest(db, _dialogue("ana", "2024-01-10", [
+        ("user", "My sourdough starter is called Bubbles"),
+        ("assistant", "Bubbles is a lovely name for a sourdough starter! A sourdough starter named Bubbles "
+                      "needs feeding: feed the sourdough starter daily."),
+    ]))
+    question = "what name did I give my sourdough starter"
+    assert _turn_ids(db.recall(question, scope="ana", k=2)) == ["D1:1", "D1:2"]
+    monkeypatch.setattr(recall_module, "ASSISTANT_SHARE", 1.0)  # without the prior the reply wins
+    assert _turn_ids(db.recall(question, scope="ana", k=2)) == ["D1:2", "D1:1"]
+
+
+def test_a_turn_said_by_the_person_the_query_names_gains(db: WorldDB) -> None:
+    from worlddb_lite.retrieval.recall import NAMED_SPEAKER_WEIGHT, speaker_prior
+    ingest(db, _dialogue("ana", "2024-01-10", [
+        ("Caroline", "I took a watercolour painting class last spring"),
+        ("Melanie", "A painting class! Which painting class, the one with the teacher?"),
+        ("assistant", "Painting classes are a good way to learn."),
+    ]))
+    view = db._view(None, None, False, world=db._scope_id("ana"))
+    turns = {str(name): int(nid) for nid, name in db._conn.execute(
+        "select nid, json_extract(body, '$.name') from node where type = 'Turn'")}
+    caroline, melanie, assistant = turns["Caroline"], turns["Melanie"], turns["assistant"]
+    ranked = [(assistant, 0.06), (melanie, 0.05), (caroline, 0.047)]
+    weighed = dict(speaker_prior(view, ranked, "What painting class did caroline take?", depth=10))
+    assert weighed[caroline] == pytest.approx(0.047 + NAMED_SPEAKER_WEIGHT * 0.06)  # named (any case): gains
+    assert weighed[melanie] == 0.05  # not named: unchanged
+    assert weighed[assistant] == pytest.approx(0.06 * recall_module.ASSISTANT_SHARE)
+    assert [nid for nid, _ in speaker_prior(view, ranked, "What painting class did caroline take?", depth=10)] \
+        == [caroline, melanie, assistant]
+    assert speaker_prior(view, ranked, "Which painting class?", depth=1)[1:] == ranked[1:]  # below the depth: as fused
 
 
 def test_the_entity_lane_orders_by_the_question_without_the_names_it_matched(ana: WorldDB) -> None:

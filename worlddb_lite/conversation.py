@@ -25,13 +25,13 @@ from .extract import Extractor, RuleExtractor
 from .facts import remember
 from .gate import EncodingGate
 from .temporal import parse_time
+from .types import ASSISTANT_ROLES
 from .work_queue import enqueue
 
 if TYPE_CHECKING:
     from .db import WorldDB
 
 DEFAULT_EXTRACTOR = RuleExtractor()
-ASSISTANT_ROLES = {"assistant", "system"}  # what an assistant says about itself is not about the person
 DEFAULT_WINDOW = 1  # the turn before each turn is indexed with it (LoCoMo turn recall@10 +0.1; see bench/recall.py)
 MAX_TURN_CHARS = 500_000  # a longer paste (a 1 MB log) is refused: split it; BEAM-100K's longest message is 349k
 

@@ -101,6 +101,13 @@ def changed_slots(conn: apsw.Connection, nids: Sequence[int]) -> dict[int, str]:
         "is not null", (json.dumps(list(nids)),))}
 
 
+def speakers(conn: apsw.Connection, nids: Sequence[int]) -> dict[int, str]:
+    """Who said each of ``nids`` that is a Turn with a speaker (its ``name``; conversation.py)."""
+    return {as_int(nid): str(name) for nid, name in conn.execute(
+        "select nid, body ->> '$.name' from node where nid in (select value from json_each(?)) "
+        "and type = 'Turn' and body ->> '$.name' is not null", (json.dumps(list(nids)),))}
+
+
 def alias_nids(conn: apsw.Connection, norm: str) -> list[int]:
     """Nodes known by a normalised alias."""
     return [as_int(r[0]) for r in conn.execute("select nid from alias where norm = ? order by nid", (norm,))]

@@ -8,6 +8,10 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+# Turn speakers that are the assistant, not the person remembered: their turns are not mined for facts
+# about the person (conversation.py) and weigh less in recall (retrieval/recall.py: speaker_prior).
+ASSISTANT_ROLES = frozenset({"assistant", "system"})
+
 
 class MergeStatus(StrEnum):
     """The life of a same_as proposal: pending until a caller decides."""
