@@ -12,6 +12,7 @@ from worlddb_lite.extract import (
     RuleExtractor,
     normalise_slot,
     resolve_date,
+    says_change,
     value_kind,
 )
 
@@ -377,3 +378,18 @@ def test_an_instruction_is_offered_through_a_later_turn_when_its_first_is_retire
     found = db.recall("what should my REST API return when a request goes wrong", scope="me", k=10)
     offered = [h.node for h in found.hits if any(r.lane == "instruction" for r in h.why)]
     assert [(n.type, n.valid_at[:10]) for n in offered] == [("Turn", "2024-02-15")]
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("Can you remind me that it's rescheduled to March 22 at 4:30 PM?", True),  # asked, yet presupposed
+    ("I'm happy: I've managed to get it down to just 4 hours in March", True),
+    ("the commits merged into the main branch, which has now reached 165, keep growing", True),
+    ("I've adjusted the snack budget to $75 for the marathon", True),
+    ("How it was shortened to 5-7 months is what I want to know", True),
+    ("If the deadline is pushed back to May 5, what then?", False),  # supposed
+    ("I went to the store and then to the gym", False),  # no changed value
+    ("We need to go to 5 stores", False),
+    ("Run `budget = increased to 5` in the shell", False),  # code
+])
+def test_says_change_finds_a_change_told_even_of_an_unnamed_thing(text: str, expected: bool) -> None:
+    assert says_change(text) is expected

@@ -249,6 +249,59 @@ def test_a_change_said_earlier_does_not_rank_above_a_later_statement(db: WorldDB
     assert not any(r.lane == "changed" for h in found.hits for r in h.why)
 
 
+def test_a_turn_telling_of_an_unnamed_change_ranks_above_the_earlier_turn_about_it(
+        db: WorldDB, monkeypatch: pytest.MonkeyPatch) -> None:
+    ingest(db, _dialogue("ana", "2024-03-01", [
+        ("user", "I have a Zoom meeting with Professor Danielle on March 22 at 3 PM to review my draft, "
+                 "what should I discuss with Professor Danielle in the Zoom meeting?"),
+        ("user", "I might miss the meeting with Danielle: can you remind me that it's rescheduled to 4:30 PM?"),
+        ("assistant", "The Zoom meeting with Professor Danielle was moved to 4:30 PM, so plan for 4:30 PM."),
+    ]))
+    question = "What time is my Zoom meeting with Professor Danielle?"
+    found = db.recall(question, scope="ana", k=3)
+    order = _turn_ids(found)
+    assert order.index("D1:2") < order.index("D1:1")
+    moved = next(h for h in found.hits if h.node.props["turn_id"] == "D1:2")
+    assert any(r.lane == "changed" for r in moved.why)
+    assert not any(r.lane == "changed" for h in found.hits if h.node.name == "assistant" for r in h.why)
+    monkeypatch.setattr(recall_module, "says_change", lambda text: False)  # without the cue: the earlier turn wins
+    order = _turn_ids(db.recall(question, scope="ana", k=3))
+    assert order.index("D1:1") < order.index("D1:2")
+
+
+def test_an_unnamed_change_does_not_climb_above_a_later_change_or_an_unrelated_turn(db: WorldDB) -> None:
+    ingest(db, _dialogue("ana", "2024-03-01", [
+        ("user", "My overtime was 12 hours in February and the overtime log for the team is in the shared drive"),
+        ("user", "Good news on overtime: I got it down to 6 hours"),
+        ("user", "Better news on overtime: I got it down to just 4 hours in March, and the overtime log shows it"),
+        ("user", "The team moved the standup to 10 AM"),
+    ]))
+    found = db.recall("How many hours of overtime have I tracked most recently?", scope="ana", k=4)
+    order = _turn_ids(found)
+    assert order.index("D1:3") < order.index("D1:2") < order.index("D1:1")  # newest change first, the old value last
+    standup = [h for h in found.hits if h.node.props["turn_id"] == "D1:4"]
+    assert all(r.lane != "changed" for h in standup for r in h.why)  # shares no asked word: moves nothing
+
+
+def test_an_older_change_never_moves_above_a_later_change_of_the_same_thing(db: WorldDB) -> None:
+    from worlddb_lite.retrieval.recall import changed_over_stated
+    ingest(db, ConversationIn("ana-chat", ["ana"], [
+        SessionIn(str(i), date, [TurnIn(text, "user", f"D{i}:1")])
+        for i, (date, text) in enumerate([("2024-01-10", "My overtime log is in the shared drive"),
+                                          ("2024-02-10", "I cut my overtime hours to 6"),
+                                          ("2024-03-10", "Now I got it down to just 4 hours")], start=1)]))
+    view = db._view(None, None, False, world=db._scope_id("ana"))
+    turns = {str(text): int(nid) for nid, text in db._conn.execute(
+        "select nid, json_extract(body, '$.content') from node where type = 'Turn'")}
+    log, older, newer = (turns[t] for t in ("My overtime log is in the shared drive", "I cut my overtime hours to 6",
+                                            "Now I got it down to just 4 hours"))
+    query = "how many overtime hours"
+    # the newer change shares no asked word with the log and stays; the older one may pass the log, not the newer
+    assert changed_over_stated(view, [log, newer, older], 10, query) == ([log, newer, older], set())
+    # below the older change, the newer one passes it (and the log with it)
+    assert changed_over_stated(view, [log, older, newer], 10, query) == ([newer, older, log], {older, newer})
+
+
 def test_the_standing_instruction_closest_to_a_question_is_recalled_with_it(
         db: WorldDB, monkeypatch: pytest.MonkeyPatch) -> None:
     filler = [f"The REST API request number {i} went wrong again and the request log shows it" for i in range(12)]

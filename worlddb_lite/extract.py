@@ -355,6 +355,27 @@ def _values(text: str, me: str, when: str | None) -> list[FactMention]:
     return list(found.values())
 
 
+# A change said of anything, the thing maybe unnamed: "it's been rescheduled to March 22 at 4:30 PM",
+# "I've managed to get it down to just 4 hours", "commits ..., which has now reached 165".
+_LEVEL = r"(?:just |only |about |around |roughly )?"
+_CHANGE_CUE = re.compile(
+    r"\b" + _CHANGE + r"\b(?: [\w'-]+){0,4}? (?:to|up to|down to) " + _LEVEL + _QUANTITY
+    + r"|\b(?:reached|hit) " + _LEVEL + _QUANTITY.replace("value", "reached")
+    + r"|\b(?:get|got|gotten|bring|brought) (?:it|that|them) (?:down|up) to " + _LEVEL
+    + _QUANTITY.replace("value", "brought"))
+
+
+def says_change(text: str) -> bool:
+    """Whether ``text`` says some value changed to a new one, named or not (outside code and suppositions).
+
+    Looser than the changed values above, which must name their slot: recall uses it to rank a turn
+    that tells of a change above the earlier turns about the same thing (retrieval/recall.py). Read
+    inside a question too ("can you tell me how it was shortened to 5-7 months?" presupposes it).
+    """
+    prose = _CODE.sub(" ", text)
+    return any(_asserted(prose, match.start(), strict=False) for match in _CHANGE_CUE.finditer(prose))
+
+
 def resolve_date(text: str, said_at: str) -> str | None:
     """The date a relative expression in ``text`` points to, against ``said_at`` (None if none)."""
     found = _RELATIVE.search(text)
