@@ -380,12 +380,28 @@ def test_a_turn_said_by_the_person_the_query_names_gains(db: WorldDB) -> None:
     caroline, melanie, assistant = turns["Caroline"], turns["Melanie"], turns["assistant"]
     ranked = [(assistant, 0.06), (melanie, 0.05), (caroline, 0.047)]
     weighed = dict(speaker_prior(view, ranked, "What painting class did caroline take?", depth=10))
-    assert weighed[caroline] == pytest.approx(0.047 + NAMED_SPEAKER_WEIGHT * 0.06)  # named (any case): gains
-    assert weighed[melanie] == 0.05  # not named: unchanged
+    reply = recall_module.REPLY_WEIGHT * 0.05  # Melanie answered Caroline: her turn's score lifts Caroline's
+    assert weighed[caroline] == pytest.approx(0.047 + NAMED_SPEAKER_WEIGHT * 0.06 + reply)  # named (any case)
+    assert weighed[melanie] == 0.05  # not named, and the assistant's reply lifts nothing
     assert weighed[assistant] == pytest.approx(0.06 * recall_module.ASSISTANT_SHARE)
     assert [nid for nid, _ in speaker_prior(view, ranked, "What painting class did caroline take?", depth=10)] \
         == [caroline, melanie, assistant]
+    unnamed = dict(speaker_prior(view, ranked, "Which painting class?", depth=10))
+    assert unnamed[caroline] == pytest.approx(0.047 + reply)
+    assert dict(speaker_prior(view, ranked[:1] + ranked[2:], "Which painting class?", depth=10))[caroline] == 0.047
     assert speaker_prior(view, ranked, "Which painting class?", depth=1)[1:] == ranked[1:]  # below the depth: as fused
+
+
+def test_the_turn_said_next_is_found_past_what_was_written_between(db: WorldDB) -> None:
+    from worlddb_lite import reads
+    session = db.world("ana-chat / 1", parent=db.scope("ana"), type="Session")
+    first = db.write("I adopted a kitten", world=session, type="Turn", name="Ana")
+    db.write("Ana adopted a kitten", world=session, type="Memory")  # written between the two turns
+    second = db.write("What is the kitten called?", world=session, type="Turn", name="Bo")
+    elsewhere = db.write("A turn in another session", world=db.world("ana-chat / 2", parent=db.scope("ana"),
+                                                                       type="Session"), type="Turn", name="Ana")
+    nid = {node: db._store.resolve(node) for node in (first, second, elsewhere)}
+    assert reads.next_turns(db._conn, [nid[first], nid[second]]) == {nid[first]: nid[second]}  # the last has none
 
 
 def test_the_entity_lane_orders_by_the_question_without_the_names_it_matched(ana: WorldDB) -> None:

@@ -108,6 +108,14 @@ def speakers(conn: apsw.Connection, nids: Sequence[int]) -> dict[int, str]:
         "and type = 'Turn' and body ->> '$.name' is not null", (json.dumps(list(nids)),))}
 
 
+def next_turns(conn: apsw.Connection, nids: Sequence[int]) -> dict[int, int]:
+    """The Turn said next in the same world (the next in write order) after each of ``nids`` that has one."""
+    return {as_int(nid): as_int(after) for nid, after in conn.execute(
+        "select h.nid, (select min(n.nid) from node as n where n.parent = h.parent and n.type = 'Turn' "
+        "and n.nid > h.nid) from node as h where h.nid in (select value from json_each(?)) and h.type = 'Turn'",
+        (json.dumps(list(nids)),)) if after is not None}
+
+
 def alias_nids(conn: apsw.Connection, norm: str) -> list[int]:
     """Nodes known by a normalised alias."""
     return [as_int(r[0]) for r in conn.execute("select nid from alias where norm = ? order by nid", (norm,))]
