@@ -302,6 +302,41 @@ def test_an_older_change_never_moves_above_a_later_change_of_the_same_thing(db: 
     assert changed_over_stated(view, [log, older, newer], 10, query) == ([newer, older, log], {older, newer})
 
 
+def test_a_question_naming_a_date_recalls_what_was_said_around_it(db: WorldDB) -> None:
+    ingest(db, _conversation("ana", [
+        ("2022-05-02", ["We went hiking up the hill with the dog", "I cooked dinner for the neighbours"]),
+        ("2022-05-26", ["Yesterday I finally finished the quilt for my niece"]),
+        ("2022-09-10", ["My neighbours came over and we talked for hours"]),
+    ]))
+    ingest(db, _conversation("bob", [("2022-05-25", ["Bob sold his old bicycle on Saturday"])]))
+    question = "What did Ana do on 25 May, 2022?"
+    found = db.recall(question, scope="ana", k=3)
+    assert _turn_ids(found)[0] == "D2:1"  # shares no word with the question: only its date finds it
+    first = found.hits[0]
+    assert any(r.lane == "time" for r in first.why)
+    assert "bob" not in {t.props.get("conversation", "").split("-")[0] for h in found.hits for t in h.turns}
+    month = db.recall("What happened in September 2022?", scope="ana", k=1)
+    assert _turn_ids(month) == ["D3:1"]
+    undated = db.recall("What did Ana do?", scope="ana", k=5)
+    assert not any(r.lane == "time" for h in undated.hits for r in h.why)  # no date named: the lane is empty
+    before = db.recall(question, scope="ana", k=3, as_of="2022-05-20")
+    assert "D2:1" not in _turn_ids(before)  # not said yet as of then
+
+
+def test_a_busy_period_keeps_only_what_the_other_lanes_found(db: WorldDB, monkeypatch: pytest.MonkeyPatch) -> None:
+    ingest(db, _conversation("ana", [("2022-05-25", ["I finished the quilt", "The quilt took a month",
+                                                     "It rained all day"])]))
+    view = db._view(None, None, False, world=db._scope_id("ana"))
+    turns = {str(text): int(nid) for nid, text in db._conn.execute(
+        "select nid, json_extract(body, '$.content') from node where type = 'Turn'")}
+    question = "What about the quilt on 25 May 2022?"
+    found = [turns["The quilt took a month"]]
+    assert set(lanes.time_lane(view, question, None, 10, candidates=found)) == set(turns.values())
+    monkeypatch.setattr(lanes, "TIME_FANOUT", 2)  # three turns that day: more than the lane scores
+    assert lanes.time_lane(view, question, None, 10, candidates=found) == [turns["The quilt took a month"]]
+    assert lanes.time_lane(view, "What about the quilt?", None, 10, candidates=found) == []  # no date named
+
+
 def test_the_standing_instruction_closest_to_a_question_is_recalled_with_it(
         db: WorldDB, monkeypatch: pytest.MonkeyPatch) -> None:
     filler = [f"The REST API request number {i} went wrong again and the request log shows it" for i in range(12)]

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from worlddb_lite.errors import InvalidInput, InvalidTime
-from worlddb_lite.temporal import check_interval, format_time, parse_time, system_clock
+from worlddb_lite.temporal import check_interval, format_time, named_periods, parse_time, system_clock
 
 CANONICAL = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$")
 UTC = dt.UTC
@@ -119,3 +119,33 @@ def test_check_interval() -> None:
     check_interval("2024-01-01T00:00:00.000000Z", "2024-01-01T00:00:00.000000Z")  # empty interval is fine
     with pytest.raises(InvalidTime, match="ends .* before it starts"):
         check_interval("2024-01-02T00:00:00.000000Z", "2024-01-01T00:00:00.000000Z", what="x")
+
+
+NOW = "2024-06-01T12:00:00.000000Z"
+
+
+def _days(periods: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    return [(start[:10], end[:10]) for start, end in periods]
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("What did Nate do for Joanna on 25 May, 2022?", [("2022-05-18", "2022-06-02")]),  # the day, a week each side
+    ("the week before August 3rd 2023", [("2023-07-27", "2023-08-11")]),
+    ("on 2022-05-25", [("2022-05-18", "2022-06-02")]),
+    ("the 3rd of May 2022", [("2022-04-26", "2022-05-11")]),
+    ("What did I paint in July 2023?", [("2023-06-24", "2023-08-08")]),  # the whole month
+    ("What did I paint in Dec, 2023?", [("2023-11-24", "2024-01-08")]),  # December ends in the next year
+    ("what did I do on May 25", [("2024-05-18", "2024-06-02")]),  # no year: the latest at or before now
+    ("what did I do on Dec 3", [("2023-11-26", "2023-12-11")]),
+    ("on 31 February 2023", []),  # no such day
+    ("where do I live?", []),
+    ("at 5 pm on the 5th", []),
+])
+def test_named_periods_are_the_days_and_months_text_names(text: str, expected: list[tuple[str, str]]) -> None:
+    assert _days(named_periods(text, NOW)) == expected
+
+
+def test_named_periods_are_canonical_times_and_each_named_once() -> None:
+    found = named_periods("May 25, 2022 and again 25 May 2022, then June 2022", NOW)
+    assert _days(found) == [("2022-05-18", "2022-06-02"), ("2022-05-25", "2022-07-08")]
+    assert all(parse_time(t) == t for period in found for t in period)

@@ -57,8 +57,13 @@ def _to_v3(conn: apsw.Connection) -> None:
         conn.execute(schema_statement(name))
 
 
+def _to_v4(conn: apsw.Connection) -> None:
+    """Version 4: node states indexed by valid time, for the recall lane of a date the query names."""
+    conn.execute(schema_statement("node_state_valid"))
+
+
 # STEPS[n] lifts a file from version n to n + 1.
-STEPS: dict[int, Callable[[apsw.Connection], None]] = {1: _to_v2, 2: _to_v3}
+STEPS: dict[int, Callable[[apsw.Connection], None]] = {1: _to_v2, 2: _to_v3, 3: _to_v4}
 assert all(v in STEPS for v in range(min(STEPS), SCHEMA_VERSION)), "a schema version bump needs its step"
 
 

@@ -108,12 +108,38 @@ def speakers(conn: apsw.Connection, nids: Sequence[int]) -> dict[int, str]:
         "and type = 'Turn' and body ->> '$.name' is not null", (json.dumps(list(nids)),))}
 
 
+def said(conn: apsw.Connection, nids: Sequence[int]) -> dict[int, tuple[str | None, str, str]]:
+    """(speaker, words, valid time) of each of ``nids`` that is a Turn: what a turn said, without its record."""
+    return {as_int(nid): (None if name is None else str(name), str(content or ""), str(valid_at))
+            for nid, name, content, valid_at in conn.execute(
+                "select n.nid, n.body ->> '$.name', n.body ->> '$.content', s.valid_at from node as n "
+                "join node_state as s on s.nid = n.nid where n.nid in (select value from json_each(?)) "
+                "and n.type = 'Turn'", (json.dumps(list(nids)),))}
+
+
 def next_turns(conn: apsw.Connection, nids: Sequence[int]) -> dict[int, int]:
     """The Turn said next in the same world (the next in write order) after each of ``nids`` that has one."""
     return {as_int(nid): as_int(after) for nid, after in conn.execute(
         "select h.nid, (select min(n.nid) from node as n where n.parent = h.parent and n.type = 'Turn' "
         "and n.nid > h.nid) from node as h where h.nid in (select value from json_each(?)) and h.type = 'Turn'",
         (json.dumps(list(nids)),)) if after is not None}
+
+
+def valid_between(conn: apsw.Connection, start: str, end: str, most: int,
+                  among: Sequence[int] | None = None) -> list[int]:
+    """Nodes whose valid time starts in [start, end) (only ``among`` these, if given), at most ``most``, newest first.
+
+    Read from the index on valid time alone (no node row is touched); types, visibility and
+    containment are the caller's to check.
+    """
+    if among is None:
+        rows = conn.execute("select nid from node_state where valid_at >= ? and valid_at < ? "
+                            "order by valid_at desc, nid desc limit ?", (start, end, most))
+    else:
+        rows = conn.execute("select nid from node_state where nid in (select value from json_each(?)) "
+                            "and valid_at >= ? and valid_at < ? order by valid_at desc, nid desc limit ?",
+                            (json.dumps(list(among)), start, end, most))
+    return [as_int(r[0]) for r in rows]
 
 
 def alias_nids(conn: apsw.Connection, norm: str) -> list[int]:

@@ -51,6 +51,8 @@ create table node_state (
   check (expired_at is null or expired_at >= created_at)
 ) strict;
 
+create index node_state_valid on node_state (valid_at);  -- what was true or said around a date (recall's time lane)
+
 create table edge (
   -- Typed, content-addressed edges with the same bitemporal columns as nodes.
   -- Only the reconciler writes here, running the edge type's handler in the same transaction.

@@ -81,3 +81,69 @@ def check_interval(start: str, end: str | None, *, what: str = "interval") -> No
         raise InvalidTime(
             f"{what} ends ({end}) before it starts ({start}); give an end at or after the start"
         )
+
+
+# Days and months that free text names ("on 25 May, 2022", "May 25th 2022", "2022-05-25",
+# "in July 2023", "on May 25" - the last one of those at or before the read's time).
+_MONTH_NAMES = ("january", "february", "march", "april", "may", "june", "july", "august", "september",
+                "october", "november", "december")
+_MONTH_WORD = (r"(?P<month>" + "|".join(m[:3] + r"(?:" + m[3:] + r")?" if len(m) > 3 else m for m in _MONTH_NAMES)
+               + r")\.?")
+_ORDINAL = r"(?P<day>\d{1,2})(?:st|nd|rd|th)?"
+_YEAR = r"(?P<year>(?:1[89]|2\d)\d\d)"
+_NAMED_DAY = (re.compile(r"\b" + _ORDINAL + r" (?:of )?" + _MONTH_WORD + r",? " + _YEAR + r"\b", re.IGNORECASE),
+              re.compile(r"\b" + _MONTH_WORD + r" " + _ORDINAL + r",? " + _YEAR + r"\b", re.IGNORECASE),
+              re.compile(r"\b" + _YEAR + r"-(?P<month>\d{2})-(?P<day>\d{2})\b"))
+_NAMED_DAY_NO_YEAR = (re.compile(r"\b" + _ORDINAL + r" (?:of )?" + _MONTH_WORD + r"\b(?!,? \d)", re.IGNORECASE),
+                      re.compile(r"\b" + _MONTH_WORD + r" " + _ORDINAL + r"\b(?!,? \d|:)", re.IGNORECASE))
+_NAMED_MONTH = re.compile(r"\b" + _MONTH_WORD + r",? " + _YEAR + r"\b", re.IGNORECASE)
+TOLD_BEFORE = dt.timedelta(days=7)  # a period named also covers what was said in the week before it ...
+TOLD_AFTER = dt.timedelta(days=7)  # ... and in the week after ("last week I ...", told a few days later)
+
+
+def _month_number(word: str) -> int:
+    if word.isdigit():
+        return int(word)
+    return next(i for i, m in enumerate(_MONTH_NAMES, 1) if m.startswith(word[:3].lower()))
+
+
+def named_periods(text: str, now: str) -> list[tuple[str, str]]:
+    """The periods ``text`` names, as [start, end) in canonical time, each widened by a week on both sides.
+
+    A day ("25 May, 2022", "May 25th 2022", "2022-05-25", or "May 25": the latest one at or before
+    ``now``) or a month ("July 2023"); a day that does not exist ("31 February 2023") names nothing.
+    Memories of an event are dated by when they were said, often days later ("last week I ..."),
+    so each period reaches ``TOLD_BEFORE`` / ``TOLD_AFTER`` beyond what it names.
+    """
+    days: list[dt.date] = []
+    spans: list[tuple[dt.date, dt.date]] = []
+    taken: list[tuple[int, int]] = []
+    for pattern in _NAMED_DAY:
+        for found in pattern.finditer(text):
+            try:
+                days.append(dt.date(int(found["year"]), _month_number(found["month"]), int(found["day"])))
+            except ValueError:
+                pass
+            taken.append(found.span())
+    today = dt.date.fromisoformat(now[:10])
+    for pattern in _NAMED_DAY_NO_YEAR:
+        for found in pattern.finditer(text):
+            if any(a <= found.start() < b for a, b in taken):
+                continue
+            try:
+                day = dt.date(today.year, _month_number(found["month"]), int(found["day"]))
+                days.append(day if day <= today else day.replace(year=today.year - 1))
+            except ValueError:
+                pass
+            taken.append(found.span())
+    for found in _NAMED_MONTH.finditer(text):
+        if any(a <= found.start() < b for a, b in taken):
+            continue
+        year, month = int(found["year"]), _month_number(found["month"])
+        spans.append((dt.date(year, month, 1), dt.date(year + month // 12, month % 12 + 1, 1)))
+    spans += [(day, day + dt.timedelta(days=1)) for day in days]
+
+    def moment(day: dt.date) -> str:
+        return format_time(dt.datetime(day.year, day.month, day.day))
+
+    return sorted({(moment(start - TOLD_BEFORE), moment(end + TOLD_AFTER)) for start, end in spans})

@@ -5,6 +5,8 @@
 * entity: the entities the query names (by exact alias, widened to their accepted same_as
   class) and every fact and turn that refers_to them, ordered by cosine to the rest of the
   query (the query without those names);
+* time: the memories dated in the days or months the query names ("what did I do on 25 May,
+  2022?"), ordered by cosine to the query;
 * instruction and preference: the standing instruction ("Always cite sources when I ask about
   history") and the stated preference ("I prefer lightweight libraries") closest to the query,
   among the few the read may see.
@@ -20,6 +22,7 @@ import numpy as np
 
 from .. import reads, traverse
 from ..reconciler import normalise_alias
+from ..temporal import named_periods
 from .view import ReadView
 
 TEXT_TYPES = ("Turn", "Memory", "Summary", "Fact")  # what the text and vector lanes rank
@@ -30,6 +33,7 @@ COMMON_SHARE = 0.02  # a BM25 word in more than this share of the rows ...
 COMMON_FLOOR = 2000  # ... and in more than this many rows is left out (see uncommon_words)
 KEEP_RAREST = 2
 ENTITY_FANOUT = 500  # past this many references an entity is checked against the other lanes' finds
+TIME_FANOUT = 2000  # past this many nodes in a period named, only what the other lanes found there is kept
 STANDING_K = 1  # standing statements a standing lane offers: the one closest to the query
 STANDING_BATCH = 8  # statements checked for visibility at a time, closest first (not all of a long history)
 
@@ -206,6 +210,29 @@ def entity_lane(view: ReadView, query: str, vector: np.ndarray | None, depth: in
     nids.sort(key=lambda n: (-len(named[n]), -score.get(n, -2.0), -n))  # most of the names, then closest, newest
     kept = nids[:depth]
     return kept, {nid: paths[nid] for nid in kept}
+
+
+def time_lane(view: ReadView, query: str, vector: np.ndarray | None, depth: int, *,
+              candidates: Sequence[int]) -> list[int]:
+    """The memories valid from within the periods the query names (``temporal.named_periods``), closest first.
+
+    A question that names a date asks about what was said around it, which neither its words nor
+    its vector find: the turns of 25 May rarely say "25 May". Without a date named, the lane is
+    empty. A period holding more than ``TIME_FANOUT`` nodes (a busy month of a large store) keeps
+    only the ``candidates`` the other lanes found in it, so the lane never reads a whole month.
+    Ordered by cosine to the query (newest first in a store without vectors).
+    """
+    found: list[int] = []
+    for start, end in named_periods(query, view.valid):
+        dated = reads.valid_between(view.conn, start, end, TIME_FANOUT + 1)
+        if len(dated) > TIME_FANOUT:
+            dated = reads.valid_between(view.conn, start, end, len(candidates), among=candidates)
+        found.extend(n for n, (kind, _) in zip(dated, view.kinds(dated), strict=True) if kind in TEXT_TYPES)
+    found = view.inside(list(dict.fromkeys(found)))
+    if vector is not None and found:
+        score = view.index().cosines(found, vector)
+        found.sort(key=lambda n: -score.get(n, -2.0))
+    return found[:depth]
 
 
 def standing_lanes(view: ReadView, vector: np.ndarray, kinds: Sequence[str],

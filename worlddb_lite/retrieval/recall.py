@@ -18,7 +18,7 @@ from ..extract import says_change
 from ..facts import INSTRUCTIONS, PREFERENCES, slot_words
 from ..types import ASSISTANT_ROLES, Hit, Node, Reason
 from .fusion import LANE_WEIGHTS, rrf
-from .lanes import STOPWORDS, EntityPath, entity_lane, standing_lanes, text_lane, vector_lane
+from .lanes import STOPWORDS, EntityPath, entity_lane, standing_lanes, text_lane, time_lane, vector_lane
 from .view import ReadView
 
 if TYPE_CHECKING:
@@ -48,6 +48,7 @@ def recall(view: ReadView, query: str, *, k: int, reranker: Reranker | None = No
         standing = standing_lanes(view, vector, (INSTRUCTIONS, PREFERENCES))
         lanes["instruction"], lanes["preference"] = standing[INSTRUCTIONS], standing[PREFERENCES]
     found = [n for ranking in lanes.values() for n in ranking]
+    lanes["time"] = time_lane(view, query, vector, depth, candidates=found)
     lanes["entity"], paths = entity_lane(view, query, vector, depth, candidates=found)
     ranked = session_prior(view, rrf(lanes, weights=LANE_WEIGHTS), SESSION_WEIGHT)
     ranked = speaker_prior(view, ranked, query, HEAD_DEPTH)
@@ -273,7 +274,7 @@ def changed_over_stated(view: ReadView, fused: list[int], depth: int, query: str
     turns = [n for n, (kind, _) in zip(head, view.kinds(head), strict=True) if kind == "Turn"]
     if not turns:
         return fused, set()
-    nodes = dict(zip(turns, view.nodes(turns), strict=True))
+    told = reads.said(view.conn, turns)  # turn -> (speaker, words, valid time)
     learned = reads.linked(view.conn, ("refers_to",), turns, ("Fact",), view.valid, view.belief,
                            towards=True, include_superseded=False)  # a change since replaced moves nothing
     changed = reads.changed_slots(view.conn, sorted({fact for _, _, fact, _ in learned}))
@@ -286,23 +287,23 @@ def changed_over_stated(view: ReadView, fused: list[int], depth: int, query: str
 
     def words_in(turn: int) -> frozenset[str]:
         if turn not in words_of:
-            words_of[turn] = slot_words(" ".join(_WORD.findall((nodes[turn].content or "").lower())))
+            words_of[turn] = slot_words(" ".join(_WORD.findall(told[turn][1].lower())))
         return words_of[turn]
 
     asked = slot_words(" ".join(w for w in _WORD.findall(query.lower()) if w not in STOPWORDS))
-    for turn, node in nodes.items():
-        if (node.name or "").casefold() not in ASSISTANT_ROLES and says_change(node.content or ""):
+    for turn, (speaker, text, _) in told.items():
+        if (speaker or "").casefold() not in ASSISTANT_ROLES and says_change(text):
             if shared := words_in(turn) & asked:
                 said.setdefault(turn, []).append((shared, math.ceil(len(shared) / 2)))
     order = list(head)
     moved: set[int] = set()
     for turn in sorted(said, key=order.index):
-        when = (nodes[turn].valid_at, turn)
+        when = (told[turn][2], turn)
         above: list[int] = []
         later: list[int] = []
         for rank, other in enumerate(order[:order.index(turn)]):
-            if other in nodes and any(len(what & words_in(other)) >= needed for what, needed in said[turn]):
-                if (nodes[other].valid_at, other) < when:
+            if other in told and any(len(what & words_in(other)) >= needed for what, needed in said[turn]):
+                if (told[other][2], other) < when:
                     above.append(rank)
                 elif other in said:
                     later.append(rank)
