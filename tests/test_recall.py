@@ -283,6 +283,23 @@ def test_an_unnamed_change_does_not_climb_above_a_later_change_or_an_unrelated_t
     assert all(r.lane != "changed" for h in standup for r in h.why)  # shares no asked word: moves nothing
 
 
+def test_an_unnamed_change_stays_below_a_later_statement_of_the_value(db: WorldDB) -> None:
+    from worlddb_lite.retrieval.recall import changed_over_stated
+    said = [("2024-01-01", "My dentist appointment is on March 20 at 3 PM"),
+            ("2024-02-01", "The dentist called: it's been rescheduled to March 22 at 4:30 PM"),
+            ("2024-03-01", "Update from the dentist: my appointment is now March 25 at 10 AM")]
+    ingest(db, ConversationIn("ana-chat", ["ana"], [SessionIn(str(i), date, [TurnIn(text, "user", f"D{i}:1")])
+                                                    for i, (date, text) in enumerate(said, start=1)]))
+    view = db._view(None, None, False, world=db._scope_id("ana"))
+    turns = {str(text): int(nid) for nid, text in db._conn.execute(
+        "select nid, json_extract(body, '$.content') from node where type = 'Turn'")}
+    first, change, restated = (turns[text] for _, text in said)
+    query = "When is my dentist appointment?"
+    # the change passes the first value, never the later statement of the newest one
+    assert changed_over_stated(view, [restated, first, change], 10, query) == ([restated, change, first], {change})
+    assert changed_over_stated(view, [first, restated, change], 10, query) == ([first, restated, change], set())
+
+
 def test_an_older_change_never_moves_above_a_later_change_of_the_same_thing(db: WorldDB) -> None:
     from worlddb_lite.retrieval.recall import changed_over_stated
     ingest(db, ConversationIn("ana-chat", ["ana"], [
@@ -335,6 +352,26 @@ def test_a_busy_period_keeps_only_what_the_other_lanes_found(db: WorldDB, monkey
     monkeypatch.setattr(lanes, "TIME_FANOUT", 2)  # three turns that day: more than the lane scores
     assert lanes.time_lane(view, question, None, 10, candidates=found) == [turns["The quilt took a month"]]
     assert lanes.time_lane(view, "What about the quilt?", None, 10, candidates=found) == []  # no date named
+
+
+def test_the_time_lane_offers_no_purged_memory_even_to_a_read_from_before_the_purge(
+        db: WorldDB, clock: object) -> None:
+    ingest(db, _conversation("ana", [("2022-05-25", ["I finished the quilt", "It rained all day"])]))
+    before = clock.peek()  # type: ignore[attr-defined]
+    rain = next(h.node.id for h in db.recall("rained", scope="ana", k=5).hits if h.node.content == "It rained all day")
+    db.purge(rain)
+    for read in ({}, {"known_as_of": before}):
+        found = db.recall("What happened on 25 May 2022?", scope="ana", k=5, **read)
+        assert rain not in {h.node.id for h in found.hits}
+        assert all(h.node.content for h in found.hits if any(r.lane == "time" for r in h.why))
+
+
+def test_a_busy_day_in_another_scope_leaves_the_time_lane_whole(db: WorldDB, monkeypatch: pytest.MonkeyPatch) -> None:
+    ingest(db, _conversation("ana", [("2022-05-25", ["Yesterday I finished the quilt"])]))
+    ingest(db, _conversation("bob", [("2022-05-25", ["b1", "b2", "b3", "b4"])]))
+    view = db._view(None, None, False, world=db._scope_id("ana"))
+    monkeypatch.setattr(lanes, "TIME_FANOUT", 3)  # bob's four turns are not ana's
+    assert len(lanes.time_lane(view, "What did I do on 25 May 2022?", None, 10, candidates=[])) == 1
 
 
 def test_the_standing_instruction_closest_to_a_question_is_recalled_with_it(
@@ -425,6 +462,14 @@ def test_a_turn_said_by_the_person_the_query_names_gains(db: WorldDB) -> None:
     assert unnamed[caroline] == pytest.approx(0.047 + reply)
     assert dict(speaker_prior(view, ranked[:1] + ranked[2:], "Which painting class?", depth=10))[caroline] == 0.047
     assert speaker_prior(view, ranked, "Which painting class?", depth=1)[1:] == ranked[1:]  # below the depth: as fused
+
+
+def test_a_speaker_without_words_is_named_by_no_query(db: WorldDB) -> None:
+    from worlddb_lite.retrieval.recall import speaker_prior
+    ingest(db, _dialogue("ana", "2024-01-10", [("-", "I took a painting class")]))
+    view = db._view(None, None, False, world=db._scope_id("ana"))
+    turn = int(db._conn.execute("select nid from node where type = 'Turn'").fetchall()[0][0])
+    assert speaker_prior(view, [(turn, 0.05)], "which painting class?", depth=10) == [(turn, 0.05)]
 
 
 def test_the_turn_said_next_is_found_past_what_was_written_between(db: WorldDB) -> None:

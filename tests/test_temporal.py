@@ -138,6 +138,13 @@ def _days(periods: list[tuple[str, str]]) -> list[tuple[str, str]]:
     ("what did I do on May 25", [("2024-05-18", "2024-06-02")]),  # no year: the latest at or before now
     ("what did I do on Dec 3", [("2023-11-26", "2023-12-11")]),
     ("on 31 February 2023", []),  # no such day
+    ("on Sept 5, 2023", [("2023-08-29", "2023-09-13")]),
+    ("at 2022-05-25T10:00", [("2022-05-18", "2022-06-02")]),
+    ("May 5: deadline", [("2024-04-28", "2024-05-13")]),
+    ("what happened on Feb 29", [("2024-02-22", "2024-03-08")]),  # 2024 is a leap year
+    ("Why do the top 5 may differ?", []),  # a month is capitalised: "may" is a verb here
+    ("I gave 2 dec talks in the 3 march", []),
+    ("on 5 May 22", []),  # a two-digit year names no year, and "May 22" is not read out of it
     ("where do I live?", []),
     ("at 5 pm on the 5th", []),
 ])
@@ -149,3 +156,9 @@ def test_named_periods_are_canonical_times_and_each_named_once() -> None:
     found = named_periods("May 25, 2022 and again 25 May 2022, then June 2022", NOW)
     assert _days(found) == [("2022-05-18", "2022-06-02"), ("2022-05-25", "2022-07-08")]
     assert all(parse_time(t) == t for period in found for t in period)
+
+
+def test_named_periods_read_a_long_text_quickly_and_take_a_few_periods() -> None:
+    assert named_periods("25 May 2022 " * 25_000, NOW) == named_periods("25 May 2022", NOW)
+    many = " ".join(f"2022-{month:02d}-{day:02d}" for month in range(1, 13) for day in range(1, 28))
+    assert len(named_periods(many, NOW)) == 4

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from .errors import InvalidInput
 from .extract import find_entities
-from .types import ASSISTANT_ROLES
+from .types import is_assistant
 
 _PERSONAL = frozenset({"he", "him", "his", "she", "her", "hers", "they", "them", "their", "theirs"})
 _THING = frozenset({"it", "its", "that", "this", "there", "those", "these"})
@@ -154,7 +154,7 @@ def window(texts: Sequence[str], *, speakers: Sequence[str | None] = (), turns: 
     """For each turn of a session, the ``turns`` turns before it ("<speaker>: <text>", clipped), to index with it.
 
     A reply ("Yes, last Tuesday!") is findable by what it answers; the stored turn stays verbatim.
-    Only the person's turns take part: an assistant's turn (``ASSISTANT_ROLES``) is indexed alone
+    Only the person's turns take part: an assistant's turn (``types.is_assistant``) is indexed alone
     and lends its words to no turn, and the window stops at one. Its long reply would make the
     person's next turn match all it said, and the person's question would make the reply outrank
     the question (BEAM-100K recall@10 0.608 -> 0.623 with update order unchanged, measured with the
@@ -162,7 +162,7 @@ def window(texts: Sequence[str], *, speakers: Sequence[str | None] = (), turns: 
     """
     if isinstance(turns, bool) or not isinstance(turns, int) or turns < 0:
         raise InvalidInput(f"window turns must be a whole number >= 0, not {turns!r}")
-    person = [not (i < len(speakers) and (speakers[i] or "").casefold() in ASSISTANT_ROLES) for i in range(len(texts))]
+    person = [not (i < len(speakers) and is_assistant(speakers[i])) for i in range(len(texts))]
     said = [f"{speakers[i]}: {t[:chars]}" if i < len(speakers) and speakers[i] else t[:chars]
             for i, t in enumerate(texts)]
     contexts = []

@@ -25,7 +25,7 @@ from .extract import Extractor, RuleExtractor
 from .facts import remember
 from .gate import EncodingGate
 from .temporal import parse_time
-from .types import ASSISTANT_ROLES
+from .types import is_assistant
 from .work_queue import enqueue
 
 if TYPE_CHECKING:
@@ -152,7 +152,7 @@ def ingest(db: WorldDB, conversation: ConversationIn, *,
             if extractor is None and not deferred:
                 continue
             for i, (turn, turn_id) in enumerate(zip(session.turns, written, strict=True)):
-                if (turn.speaker or "").lower() in ASSISTANT_ROLES or (scores is not None and not scores[i].kept):
+                if is_assistant(turn.speaker) or (scores is not None and not scores[i].kept):
                     continue  # not about the person, or not worth System 2 (the turn itself is stored)
                 when = turn.at or session.date
                 said_at = parse_time(when, field="turn time") if when else db.read(turn_id).valid_at

@@ -32,7 +32,7 @@ import re
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from .temporal import format_time, parse_time
+from .temporal import MONTH, format_time, parse_time
 
 
 @dataclass(frozen=True)
@@ -173,8 +173,7 @@ _NUMBERS = {"a": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six":
 # normalised (no article, no change word, singular, "X for Y" read as "Y X"); the value is a quantity: money,
 # a percentage, a date or time, a version, or a count with its unit. A clause that asks, wants or supposes
 # ("should I raise the budget to $50?", "if the deadline moves to May 5") states nothing.
-_MONTH = (r"(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?|Sept?(?:ember)?|"
-          r"Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)\.?")
+_MONTH = MONTH
 _CLOCK = r"\d{1,2}(?::\d{2})?\s?(?:[AaPp]\.[Mm]\.|[AaPp][Mm]\b)"
 _DAY = _MONTH + r" \d{1,2}(?:st|nd|rd|th)?\b(?:\s?-\s?\d{1,2}\b)?(?:,? \d{4}\b)?(?:,? (?:at )?" + _CLOCK + r")?"
 _UNIT_STOP = (r"(?!(?:to|by|for|and|or|of|in|on|at|the|from|per|with|after|before|since|than|which|that|so|but|"
@@ -318,13 +317,17 @@ def _digits(value: str) -> str:
     return "".join(c for c in value if c.isdigit())
 
 
+_CLAUSE_REACH = 400  # how far back a clause is read from its value (a longer sentence is read from there)
+
+
 def _asserted(text: str, start: int, strict: bool) -> bool:
     """Whether the clause holding ``text[start:]`` states something (not a question, wish or supposition).
 
     ``strict``: a verb of change must be said outright; a noun phrase ("the new deadline of May 3") presupposes
     its value even inside a question, and is refused only under "if", "whether" and the like.
     """
-    sentence_start = max(text.rfind(mark, 0, start) for mark in (". ", "? ", "! ", "\n", "; ")) + 1
+    reach = max(0, start - _CLAUSE_REACH)  # never the whole text before: long texts hold many matches
+    sentence_start = max(reach - 1, *(text.rfind(mark, reach, start) for mark in (". ", "? ", "! ", "\n", "; "))) + 1
     prefix = text[sentence_start:start]
     clause = re.split(r",|\bbut\b|\band\b|\bso\b|\bbecause\b|\bsince\b|\bthe fact that\b", prefix)[-1]
     if not strict:
@@ -362,7 +365,8 @@ _CHANGE_CUE = re.compile(
     r"\b" + _CHANGE + r"\b(?: [\w'-]+){0,4}? (?:to|up to|down to) " + _LEVEL + _QUANTITY
     + r"|\b(?:reached|hit) " + _LEVEL + _QUANTITY.replace("value", "reached")
     + r"|\b(?:get|got|gotten|bring|brought) (?:it|that|them) (?:down|up) to " + _LEVEL
-    + _QUANTITY.replace("value", "brought"))
+    + _QUANTITY.replace("value", "brought"), re.IGNORECASE)  # "Rescheduled to 4:30 PM." opens a sentence
+CUE_CHARS = 4000  # a turn is read for a change in its first 4,000 characters: the rest of a long one is a paste
 
 
 # words one of which every change cue holds: most turns hold none and skip the pattern (a long message costs ~40 us)
@@ -379,6 +383,7 @@ def says_change(text: str) -> bool:
     that tells of a change above the earlier turns about the same thing (retrieval/recall.py). Read
     inside a question too ("can you tell me how it was shortened to 5-7 months?" presupposes it).
     """
+    text = text[:CUE_CHARS]
     if _CUE_WORDS.isdisjoint(_LOWER_WORD.findall(text.lower())):
         return False
     prose = _CODE.sub(" ", text)

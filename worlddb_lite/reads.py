@@ -101,13 +101,6 @@ def changed_slots(conn: apsw.Connection, nids: Sequence[int]) -> dict[int, str]:
         "is not null", (json.dumps(list(nids)),))}
 
 
-def speakers(conn: apsw.Connection, nids: Sequence[int]) -> dict[int, str]:
-    """Who said each of ``nids`` that is a Turn with a speaker (its ``name``; conversation.py)."""
-    return {as_int(nid): str(name) for nid, name in conn.execute(
-        "select nid, body ->> '$.name' from node where nid in (select value from json_each(?)) "
-        "and type = 'Turn' and body ->> '$.name' is not null", (json.dumps(list(nids)),))}
-
-
 def said(conn: apsw.Connection, nids: Sequence[int]) -> dict[int, tuple[str | None, str, str]]:
     """(speaker, words, valid time) of each of ``nids`` that is a Turn: what a turn said, without its record."""
     return {as_int(nid): (None if name is None else str(name), str(content or ""), str(valid_at))
@@ -118,7 +111,10 @@ def said(conn: apsw.Connection, nids: Sequence[int]) -> dict[int, tuple[str | No
 
 
 def next_turns(conn: apsw.Connection, nids: Sequence[int]) -> dict[int, int]:
-    """The Turn said next in the same world (the next in write order) after each of ``nids`` that has one."""
+    """The Turn written next in the same world after each of ``nids`` that has one.
+
+    Visible or not: a caller uses it only when it is among what the read found.
+    """
     return {as_int(nid): as_int(after) for nid, after in conn.execute(
         "select h.nid, (select min(n.nid) from node as n where n.parent = h.parent and n.type = 'Turn' "
         "and n.nid > h.nid) from node as h where h.nid in (select value from json_each(?)) and h.type = 'Turn'",
@@ -140,6 +136,14 @@ def valid_between(conn: apsw.Connection, start: str, end: str, most: int,
                             "and valid_at >= ? and valid_at < ? order by valid_at desc, nid desc limit ?",
                             (json.dumps(list(among)), start, end, most))
     return [as_int(r[0]) for r in rows]
+
+
+def with_text(conn: apsw.Connection, nids: Sequence[int]) -> list[int]:
+    """``nids`` (in order) whose text was not purged (purge.py keeps the row, empties the body)."""
+    kept = {as_int(r[0]) for r in conn.execute(
+        "select nid from node where nid in (select value from json_each(?)) and body is not null",
+        (json.dumps(list(nids)),))}
+    return [n for n in nids if n in kept]
 
 
 def alias_nids(conn: apsw.Connection, norm: str) -> list[int]:

@@ -84,27 +84,30 @@ def check_interval(start: str, end: str | None, *, what: str = "interval") -> No
 
 
 # Days and months that free text names ("on 25 May, 2022", "May 25th 2022", "2022-05-25",
-# "in July 2023", "on May 25" - the last one of those at or before the read's time).
-_MONTH_NAMES = ("january", "february", "march", "april", "may", "june", "july", "august", "september",
-                "october", "november", "december")
-_MONTH_WORD = (r"(?P<month>" + "|".join(m[:3] + r"(?:" + m[3:] + r")?" if len(m) > 3 else m for m in _MONTH_NAMES)
-               + r")\.?")
+# "in July 2023", "on May 25" - the last one of those at or before the read's time). A month is
+# capitalised ("the top 5 may differ" names no day); extract.py reads dates with the same words.
+MONTH = (r"(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?|Sept?(?:ember)?|"
+         r"Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)\.?")
+_MONTH_NAMES = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
+_NAMED_MONTH_WORD = r"(?P<month>" + MONTH + r")"
 _ORDINAL = r"(?P<day>\d{1,2})(?:st|nd|rd|th)?"
-_YEAR = r"(?P<year>(?:1[89]|2\d)\d\d)"
-_NAMED_DAY = (re.compile(r"\b" + _ORDINAL + r" (?:of )?" + _MONTH_WORD + r",? " + _YEAR + r"\b", re.IGNORECASE),
-              re.compile(r"\b" + _MONTH_WORD + r" " + _ORDINAL + r",? " + _YEAR + r"\b", re.IGNORECASE),
-              re.compile(r"\b" + _YEAR + r"-(?P<month>\d{2})-(?P<day>\d{2})\b"))
-_NAMED_DAY_NO_YEAR = (re.compile(r"\b" + _ORDINAL + r" (?:of )?" + _MONTH_WORD + r"\b(?!,? \d)", re.IGNORECASE),
-                      re.compile(r"\b" + _MONTH_WORD + r" " + _ORDINAL + r"\b(?!,? \d|:)", re.IGNORECASE))
-_NAMED_MONTH = re.compile(r"\b" + _MONTH_WORD + r",? " + _YEAR + r"\b", re.IGNORECASE)
+_YEAR = r"(?P<year>(?:1[89]|2\d)\d\d)(?!\d)"
+_NAMED_DAY = (re.compile(r"\b" + _ORDINAL + r" (?:of )?" + _NAMED_MONTH_WORD + r",? " + _YEAR),
+              re.compile(r"\b" + _NAMED_MONTH_WORD + r" " + _ORDINAL + r",? " + _YEAR),
+              re.compile(r"\b" + _YEAR + r"-(?P<month>\d{2})-(?P<day>\d{2})(?!\d)"))
+_NAMED_DAY_NO_YEAR = (re.compile(r"\b" + _ORDINAL + r" (?:of )?" + _NAMED_MONTH_WORD + r"(?!,? \d)"),
+                      re.compile(r"(?<!\d )\b" + _NAMED_MONTH_WORD + r" " + _ORDINAL + r"\b(?!,? \d|:\d)"))
+_NAMED_MONTH = re.compile(r"\b" + _NAMED_MONTH_WORD + r",? " + _YEAR)
 TOLD_BEFORE = dt.timedelta(days=7)  # a period named also covers what was said in the week before it ...
 TOLD_AFTER = dt.timedelta(days=7)  # ... and in the week after ("last week I ...", told a few days later)
+NAMED_CHARS = 2000  # a query is read for dates in its first 2,000 characters ...
+MOST_PERIODS = 4  # ... and at most four periods are taken from it
 
 
 def _month_number(word: str) -> int:
     if word.isdigit():
         return int(word)
-    return next(i for i, m in enumerate(_MONTH_NAMES, 1) if m.startswith(word[:3].lower()))
+    return _MONTH_NAMES.index(word[:3].lower()) + 1
 
 
 def named_periods(text: str, now: str) -> list[tuple[str, str]]:
@@ -115,6 +118,7 @@ def named_periods(text: str, now: str) -> list[tuple[str, str]]:
     Memories of an event are dated by when they were said, often days later ("last week I ..."),
     so each period reaches ``TOLD_BEFORE`` / ``TOLD_AFTER`` beyond what it names.
     """
+    text = text[:NAMED_CHARS]
     days: list[dt.date] = []
     spans: list[tuple[dt.date, dt.date]] = []
     taken: list[tuple[int, int]] = []
@@ -130,11 +134,12 @@ def named_periods(text: str, now: str) -> list[tuple[str, str]]:
         for found in pattern.finditer(text):
             if any(a <= found.start() < b for a, b in taken):
                 continue
-            try:
-                day = dt.date(today.year, _month_number(found["month"]), int(found["day"]))
-                days.append(day if day <= today else day.replace(year=today.year - 1))
-            except ValueError:
-                pass
+            month, day = _month_number(found["month"]), int(found["day"])
+            # the latest such day at or before today (a 29 February up to eight years back)
+            latest = next((dt.date(year, month, day) for year in range(today.year, today.year - 9, -1)
+                           if _exists(year, month, day) and dt.date(year, month, day) <= today), None)
+            if latest is not None:
+                days.append(latest)
             taken.append(found.span())
     for found in _NAMED_MONTH.finditer(text):
         if any(a <= found.start() < b for a, b in taken):
@@ -146,4 +151,12 @@ def named_periods(text: str, now: str) -> list[tuple[str, str]]:
     def moment(day: dt.date) -> str:
         return format_time(dt.datetime(day.year, day.month, day.day))
 
-    return sorted({(moment(start - TOLD_BEFORE), moment(end + TOLD_AFTER)) for start, end in spans})
+    return sorted({(moment(start - TOLD_BEFORE), moment(end + TOLD_AFTER)) for start, end in spans})[:MOST_PERIODS]
+
+
+def _exists(year: int, month: int, day: int) -> bool:
+    try:
+        dt.date(year, month, day)
+    except ValueError:
+        return False
+    return True

@@ -13,6 +13,11 @@ from typing import Any
 ASSISTANT_ROLES = frozenset({"assistant", "system"})
 
 
+def is_assistant(speaker: str | None) -> bool:
+    """Whether a turn's speaker is the assistant (any case), not a person."""
+    return (speaker or "").casefold() in ASSISTANT_ROLES
+
+
 class MergeStatus(StrEnum):
     """The life of a same_as proposal: pending until a caller decides."""
 

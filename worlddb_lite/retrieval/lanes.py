@@ -33,7 +33,8 @@ COMMON_SHARE = 0.02  # a BM25 word in more than this share of the rows ...
 COMMON_FLOOR = 2000  # ... and in more than this many rows is left out (see uncommon_words)
 KEEP_RAREST = 2
 ENTITY_FANOUT = 500  # past this many references an entity is checked against the other lanes' finds
-TIME_FANOUT = 2000  # past this many nodes in a period named, only what the other lanes found there is kept
+TIME_FANOUT = 2000  # past this many memories of the read's world in a period named, ...
+TIME_READ = 20_000  # ... or this many nodes in all, only what the other lanes found there is kept
 STANDING_K = 1  # standing statements a standing lane offers: the one closest to the query
 STANDING_BATCH = 8  # statements checked for visibility at a time, closest first (not all of a long history)
 
@@ -218,21 +219,24 @@ def time_lane(view: ReadView, query: str, vector: np.ndarray | None, depth: int,
 
     A question that names a date asks about what was said around it, which neither its words nor
     its vector find: the turns of 25 May rarely say "25 May". Without a date named, the lane is
-    empty. A period holding more than ``TIME_FANOUT`` nodes (a busy month of a large store) keeps
-    only the ``candidates`` the other lanes found in it, so the lane never reads a whole month.
-    Ordered by cosine to the query (newest first in a store without vectors).
+    empty. A period where the read's world holds more than ``TIME_FANOUT`` memories (a busy month
+    of a large store), or the store more than ``TIME_READ`` nodes, keeps only the ``candidates``
+    the other lanes found in it, so the lane never scores a whole month. Ordered by cosine to the
+    query (newest first in a store without vectors); a purged memory is never offered.
     """
     found: list[int] = []
     for start, end in named_periods(query, view.valid):
-        dated = reads.valid_between(view.conn, start, end, TIME_FANOUT + 1)
-        if len(dated) > TIME_FANOUT:
+        dated = reads.valid_between(view.conn, start, end, TIME_READ + 1)  # the index alone: cheap
+        dated = [n for n, (kind, _) in zip(dated, view.kinds(dated), strict=True) if kind in TEXT_TYPES]
+        held = len(view.below(dated)) if view.world is not None else len(dated)  # by parents, in memory
+        if len(dated) > TIME_READ or held > TIME_FANOUT:
             dated = reads.valid_between(view.conn, start, end, len(candidates), among=candidates)
-        found.extend(n for n, (kind, _) in zip(dated, view.kinds(dated), strict=True) if kind in TEXT_TYPES)
+        found.extend(dated)
     found = view.inside(list(dict.fromkeys(found)))
     if vector is not None and found:
         score = view.index().cosines(found, vector)
-        found.sort(key=lambda n: -score.get(n, -2.0))
-    return found[:depth]
+        found.sort(key=lambda n: -score.get(n, -2.0))  # a purged memory has no vector: last
+    return reads.with_text(view.conn, found[:2 * depth])[:depth]
 
 
 def standing_lanes(view: ReadView, vector: np.ndarray, kinds: Sequence[str],

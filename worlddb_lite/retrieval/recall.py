@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from .. import reads
 from ..extract import says_change
 from ..facts import INSTRUCTIONS, PREFERENCES, slot_words
-from ..types import ASSISTANT_ROLES, Hit, Node, Reason
+from ..types import Hit, Node, Reason, is_assistant
 from .fusion import LANE_WEIGHTS, rrf
 from .lanes import STOPWORDS, EntityPath, entity_lane, standing_lanes, text_lane, time_lane, vector_lane
 from .view import ReadView
@@ -113,15 +113,16 @@ def speaker_prior(view: ReadView, ranked: list[tuple[int, float]], query: str,
                   depth: int) -> list[tuple[int, float]]:
     """Weigh each turn of the fused head by who said it and who answered, and re-sort the head.
 
-    * An assistant's turn (speaker in ``ASSISTANT_ROLES``) keeps ``ASSISTANT_SHARE`` of its score.
+    * An assistant's turn (``types.is_assistant``) keeps ``ASSISTANT_SHARE`` of its score.
       The memory is of the person: what they said is what is asked back, while the assistant's
       replies are long, repeat the person's words and outrank them on both text and vector
       (BEAM-100K: 77% of the evidence messages are the user's, against 34% of the fused head).
     * A turn said by someone the query names (every word of the speaker among the query's words)
       gains ``NAMED_SPEAKER_WEIGHT`` x the best fused score: "what did Caroline research?" is
       answered by Caroline's own turns, which rarely say her name.
-    * A person's turn gains ``REPLY_WEIGHT`` x the fused score of the turn said next in its
-      session, when that is in the head and a person said it too: a reply repeats what it answers
+    * A person's turn gains ``REPLY_WEIGHT`` x the fused score of the turn written next in its
+      world (``reads.next_turns``), when that is in the head and a person said it too: a reply
+      repeats what it answers
       ("Yeah, I painted that lake sunrise last year!" after the photo of it). An assistant's reply
       lifts nothing: it would lift every stale message it answered.
 
@@ -134,20 +135,22 @@ def speaker_prior(view: ReadView, ranked: list[tuple[int, float]], query: str,
     every turn and both sides, tried before, lowered update order (0.718 -> 0.667).
     """
     head = ranked[:depth]
-    said_by = reads.speakers(view.conn, [nid for nid, _ in head])
+    said_by = {nid: speaker for nid, (speaker, _, _) in reads.said(view.conn, [nid for nid, _ in head]).items()
+               if speaker}
     if not said_by:
         return ranked
     asked = {w.casefold() for w in re.findall(r"\w+", query)}
     best = head[0][1]
     fused = dict(head)
-    person = {nid for nid, speaker in said_by.items() if speaker.casefold() not in ASSISTANT_ROLES}
+    person = {nid for nid, speaker in said_by.items() if not is_assistant(speaker)}
     replies = {nid: after for nid, after in reads.next_turns(view.conn, sorted(person)).items() if after in person}
     weighed = []
     for nid, value in head:
-        speaker = said_by.get(nid, "").casefold()
-        if speaker in ASSISTANT_ROLES:
+        speaker = said_by.get(nid)
+        named = {w.casefold() for w in re.findall(r"\w+", speaker or "")}
+        if is_assistant(speaker):
             value *= ASSISTANT_SHARE
-        elif speaker and set(re.findall(r"\w+", speaker)) <= asked:
+        elif named and named <= asked:
             value += NAMED_SPEAKER_WEIGHT * best
         if nid in replies:
             value += REPLY_WEIGHT * fused[replies[nid]]
@@ -261,14 +264,17 @@ def changed_over_stated(view: ReadView, fused: list[int], depth: int, query: str
       words that the changing turn holds (at least one).
 
     Earlier means said before: valid time, then the order written (turns of one conversation are
-    written in the order said). A change never moves above a later change about the same thing.
-    An assistant's turns tell of no change of the person's.
+    written in the order said). A change never moves above a later turn about the same thing
+    that says a change or states a value the store still holds ("my appointment is now March 25"):
+    an older value must not climb over a newer one. An assistant's turns tell of no change of
+    the person's.
 
     Measured (``bench/recall.py``): named slots, BEAM-100K knowledge-update order 0.538 -> 0.692
     (0.718 when replaced changes counted too, which could lift a stale value above its
     replacement), recall@10 0.444 -> 0.445; unnamed changes, 0.692 -> 0.872 (the half: all the
-    words gave 0.795; read outside questions only, 0.795), recall@10 0.612 -> 0.608; LoCoMo
-    unchanged (its turns rarely say a value changed).
+    words gave 0.795; read outside questions only, 0.795; any later turn about the same thing as
+    a barrier, 0.846), recall@10 0.612 -> 0.608; LoCoMo unchanged (its turns rarely say a value
+    changed).
     """
     head = fused[:depth]
     turns = [n for n, (kind, _) in zip(head, view.kinds(head), strict=True) if kind == "Turn"]
@@ -292,9 +298,10 @@ def changed_over_stated(view: ReadView, fused: list[int], depth: int, query: str
 
     asked = slot_words(" ".join(w for w in _WORD.findall(query.lower()) if w not in STOPWORDS))
     for turn, (speaker, text, _) in told.items():
-        if (speaker or "").casefold() not in ASSISTANT_ROLES and says_change(text):
+        if not is_assistant(speaker) and says_change(text):
             if shared := words_in(turn) & asked:
                 said.setdefault(turn, []).append((shared, math.ceil(len(shared) / 2)))
+    stating = {turn for _, turn, _, _ in learned}  # turns a current fact was learned from
     order = list(head)
     moved: set[int] = set()
     for turn in sorted(said, key=order.index):
@@ -305,7 +312,7 @@ def changed_over_stated(view: ReadView, fused: list[int], depth: int, query: str
             if other in told and any(len(what & words_in(other)) >= needed for what, needed in said[turn]):
                 if (told[other][2], other) < when:
                     above.append(rank)
-                elif other in said:
+                elif other in said or other in stating:
                     later.append(rank)
         target = max([min(above, default=len(order)), *(rank + 1 for rank in later)])
         if target < order.index(turn):
