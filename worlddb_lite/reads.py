@@ -101,7 +101,10 @@ def changed_slots(conn: apsw.Connection, nids: Sequence[int]) -> dict[int, str]:
         "is not null", (json.dumps(list(nids)),))}
 
 
-def said(conn: apsw.Connection, nids: Sequence[int]) -> dict[int, tuple[str | None, str, str]]:
+Said = tuple[str | None, str, str]  # a turn's speaker, words and valid time
+
+
+def said(conn: apsw.Connection, nids: Sequence[int]) -> dict[int, Said]:
     """(speaker, words, valid time) of each of ``nids`` that is a Turn: what a turn said, without its record."""
     return {as_int(nid): (None if name is None else str(name), str(content or ""), str(valid_at))
             for nid, name, content, valid_at in conn.execute(

@@ -232,11 +232,16 @@ def time_lane(view: ReadView, query: str, vector: np.ndarray | None, depth: int,
         if len(dated) > TIME_READ or held > TIME_FANOUT:
             dated = reads.valid_between(view.conn, start, end, len(candidates), among=candidates)
         found.extend(dated)
-    found = view.inside(list(dict.fromkeys(found)))
+    found = list(dict.fromkeys(found))
     if vector is not None and found:
         score = view.index().cosines(found, vector)
         found.sort(key=lambda n: -score.get(n, -2.0))  # a purged memory has no vector: last
-    return reads.with_text(view.conn, found[:2 * depth])[:depth]
+    kept: list[int] = []
+    for lo in range(0, len(found), 2 * depth):  # closest first: most reads check one slice
+        kept += reads.with_text(view.conn, view.inside(found[lo:lo + 2 * depth]))
+        if len(kept) >= depth:
+            break
+    return kept[:depth]
 
 
 def standing_lanes(view: ReadView, vector: np.ndarray, kinds: Sequence[str],

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from .. import reads
 from ..extract import says_change
 from ..facts import INSTRUCTIONS, PREFERENCES, slot_words
+from ..reads import Said
 from ..types import Hit, Node, Reason, is_assistant
 from .fusion import LANE_WEIGHTS, rrf
 from .lanes import STOPWORDS, EntityPath, entity_lane, standing_lanes, text_lane, time_lane, vector_lane
@@ -51,10 +52,11 @@ def recall(view: ReadView, query: str, *, k: int, reranker: Reranker | None = No
     lanes["time"] = time_lane(view, query, vector, depth, candidates=found)
     lanes["entity"], paths = entity_lane(view, query, vector, depth, candidates=found)
     ranked = session_prior(view, rrf(lanes, weights=LANE_WEIGHTS), SESSION_WEIGHT)
-    ranked = speaker_prior(view, ranked, query, HEAD_DEPTH)
+    told = reads.said(view.conn, [nid for nid, _ in ranked[:HEAD_DEPTH]])  # the head's turns, read once
+    ranked = speaker_prior(view, ranked, query, HEAD_DEPTH, told=told)
     fused = [nid for nid, _ in ranked]
     fused, stale = stale_after_fresh(view, fused, HEAD_DEPTH)
-    fused, changed = changed_over_stated(view, fused, HEAD_DEPTH, query)
+    fused, changed = changed_over_stated(view, fused, HEAD_DEPTH, query, told=told)  # the same head, re-ordered
     score = dict(ranked)
     # moved below the turn that superseded it, or above the turns whose value it changed; a reranker adds its ranks
     later: dict[int, list[Reason]] = {nid: [Reason("stale", fused.index(nid) + 1)] for nid in stale}
@@ -109,8 +111,8 @@ def session_prior(view: ReadView, ranked: list[tuple[int, float]], weight: float
     return sorted(scored, key=lambda item: (-item[1], item[0]))
 
 
-def speaker_prior(view: ReadView, ranked: list[tuple[int, float]], query: str,
-                  depth: int) -> list[tuple[int, float]]:
+def speaker_prior(view: ReadView, ranked: list[tuple[int, float]], query: str, depth: int, *,
+                  told: Mapping[int, Said] | None = None) -> list[tuple[int, float]]:
     """Weigh each turn of the fused head by who said it and who answered, and re-sort the head.
 
     * An assistant's turn (``types.is_assistant``) keeps ``ASSISTANT_SHARE`` of its score.
@@ -126,7 +128,8 @@ def speaker_prior(view: ReadView, ranked: list[tuple[int, float]], query: str,
       ("Yeah, I painted that lake sunrise last year!" after the photo of it). An assistant's reply
       lifts nothing: it would lift every stale message it answered.
 
-    Only the fused head (``HEAD_DEPTH``) is weighed: speakers are read from the node bodies.
+    Only the fused head (``HEAD_DEPTH``) is weighed: speakers are read from the node bodies (``told``,
+    when the caller has read them).
     Measured (``bench/out`` harness over both benchmarks, then ``bench/recall.py``): BEAM-100K
     recall@10 0.522 -> 0.612 (share 0.6; 0.4-0.7 give 0.610-0.612), LoCoMo turn recall@10
     0.728 -> 0.741 (weight 0.1; 0.05 and 0.2 give 0.739 and 0.736), update order unchanged.
@@ -135,8 +138,9 @@ def speaker_prior(view: ReadView, ranked: list[tuple[int, float]], query: str,
     every turn and both sides, tried before, lowered update order (0.718 -> 0.667).
     """
     head = ranked[:depth]
-    said_by = {nid: speaker for nid, (speaker, _, _) in reads.said(view.conn, [nid for nid, _ in head]).items()
-               if speaker}
+    if told is None:
+        told = reads.said(view.conn, [nid for nid, _ in head])
+    said_by = {nid: speaker for nid, (speaker, _, _) in told.items() if speaker}
     if not said_by:
         return ranked
     asked = {w.casefold() for w in re.findall(r"\w+", query)}
@@ -246,7 +250,8 @@ def stale_after_fresh(view: ReadView, fused: list[int], depth: int) -> tuple[lis
     return order + fused[depth:], moved
 
 
-def changed_over_stated(view: ReadView, fused: list[int], depth: int, query: str) -> tuple[list[int], set[int]]:
+def changed_over_stated(view: ReadView, fused: list[int], depth: int, query: str, *,
+                        told: Mapping[int, Said] | None = None) -> tuple[list[int], set[int]]:
     """Move a turn that says a value changed above the earlier turns in the head about the same thing.
 
     Two signs that a turn says a change, and what "the same thing" is for each:
@@ -280,7 +285,8 @@ def changed_over_stated(view: ReadView, fused: list[int], depth: int, query: str
     turns = [n for n, (kind, _) in zip(head, view.kinds(head), strict=True) if kind == "Turn"]
     if not turns:
         return fused, set()
-    told = reads.said(view.conn, turns)  # turn -> (speaker, words, valid time)
+    if told is None:
+        told = reads.said(view.conn, turns)  # turn -> (speaker, words, valid time)
     learned = reads.linked(view.conn, ("refers_to",), turns, ("Fact",), view.valid, view.belief,
                            towards=True, include_superseded=False)  # a change since replaced moves nothing
     changed = reads.changed_slots(view.conn, sorted({fact for _, _, fact, _ in learned}))
