@@ -237,8 +237,8 @@ def time_lane(view: ReadView, query: str, vector: np.ndarray | None, depth: int,
         score = view.index().cosines(found, vector)
         found.sort(key=lambda n: -score.get(n, -2.0))  # a purged memory has no vector: last
     kept: list[int] = []
-    for lo in range(0, len(found), 2 * depth):  # closest first: most reads check one slice
-        kept += reads.with_text(view.conn, view.inside(found[lo:lo + 2 * depth]))
+    for lo in range(0, len(found), depth):  # closest first: most reads check one slice
+        kept += reads.with_text(view.conn, view.inside(found[lo:lo + depth]))
         if len(kept) >= depth:
             break
     return kept[:depth]

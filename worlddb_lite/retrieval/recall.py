@@ -55,8 +55,9 @@ def recall(view: ReadView, query: str, *, k: int, reranker: Reranker | None = No
     told = reads.said(view.conn, [nid for nid, _ in ranked[:HEAD_DEPTH]])  # the head's turns, read once
     ranked = speaker_prior(view, ranked, query, HEAD_DEPTH, told=told)
     fused = [nid for nid, _ in ranked]
-    fused, stale = stale_after_fresh(view, fused, HEAD_DEPTH)
-    fused, changed = changed_over_stated(view, fused, HEAD_DEPTH, query, told=told)  # the same head, re-ordered
+    learned = learned_from(view, list(told))  # the head's turns: the moves below re-order the same head
+    fused, stale = stale_after_fresh(view, fused, HEAD_DEPTH, learned=learned)
+    fused, changed = changed_over_stated(view, fused, HEAD_DEPTH, query, told=told, learned=learned)
     score = dict(ranked)
     # moved below the turn that superseded it, or above the turns whose value it changed; a reranker adds its ranks
     later: dict[int, list[Reason]] = {nid: [Reason("stale", fused.index(nid) + 1)] for nid in stale}
@@ -209,7 +210,19 @@ def _turns(view: ReadView, nodes: Sequence[Node], nids: Sequence[int]) -> dict[i
     return {nid: tuple(loaded[t] for t in found.get(nid, ())) for nid in nids}
 
 
-def stale_after_fresh(view: ReadView, fused: list[int], depth: int) -> tuple[list[int], set[int]]:
+Learned = tuple[list[tuple[int, int, int, str]], set[int]]  # (refers_to rows fact -> turn, the facts still current)
+
+
+def learned_from(view: ReadView, turns: Sequence[int]) -> Learned:
+    """The facts learned from ``turns`` (rows as ``reads.linked`` gives them), and which of them still hold."""
+    rows = reads.linked(view.conn, ("refers_to",), turns, ("Fact",), view.valid, view.belief,
+                        towards=True, include_superseded=True)
+    facts = sorted({fact for _, _, fact, _ in rows})
+    return rows, set(reads.visible_among(view.conn, facts, view.valid, view.belief, include_superseded=False))
+
+
+def stale_after_fresh(view: ReadView, fused: list[int], depth: int, *,
+                      learned: Learned | None = None) -> tuple[list[int], set[int]]:
     """Move a stale turn just below the turn that superseded it, when both are in the head.
 
     A turn is stale when every fact learned from it has been superseded at the read's time; the
@@ -218,14 +231,13 @@ def stale_after_fresh(view: ReadView, fused: list[int], depth: int) -> tuple[lis
     Read at an earlier ``as_of`` nothing is superseded yet, and nothing moves.
     """
     head = fused[:depth]
-    turns = [n for n, (kind, _) in zip(head, view.kinds(head), strict=True) if kind == "Turn"]
-    learned = reads.linked(view.conn, ("refers_to",), turns, ("Fact",), view.valid, view.belief,
-                           towards=True, include_superseded=True)
+    if learned is None:
+        learned = learned_from(view, [n for n, (kind, _) in zip(head, view.kinds(head), strict=True) if kind == "Turn"])
+    rows, current = learned
     facts_of: dict[int, set[int]] = {}
-    for _, turn, fact, _ in learned:
+    for _, turn, fact, _ in rows:
         facts_of.setdefault(turn, set()).add(fact)
     every_fact = sorted({f for fs in facts_of.values() for f in fs})
-    current = set(reads.visible_among(view.conn, every_fact, view.valid, view.belief, include_superseded=False))
     newer = reads.linked(view.conn, ("supersedes",), sorted(set(every_fact) - current), ("Fact",), view.valid,
                          view.belief, towards=True, include_superseded=False)
     said = reads.linked(view.conn, ("refers_to",), sorted({new for _, _, new, _ in newer}), ("Turn",), view.valid,
@@ -251,7 +263,8 @@ def stale_after_fresh(view: ReadView, fused: list[int], depth: int) -> tuple[lis
 
 
 def changed_over_stated(view: ReadView, fused: list[int], depth: int, query: str, *,
-                        told: Mapping[int, Said] | None = None) -> tuple[list[int], set[int]]:
+                        told: Mapping[int, Said] | None = None,
+                        learned: Learned | None = None) -> tuple[list[int], set[int]]:
     """Move a turn that says a value changed above the earlier turns in the head about the same thing.
 
     Two signs that a turn says a change, and what "the same thing" is for each:
@@ -287,12 +300,12 @@ def changed_over_stated(view: ReadView, fused: list[int], depth: int, query: str
         return fused, set()
     if told is None:
         told = reads.said(view.conn, turns)  # turn -> (speaker, words, valid time)
-    learned = reads.linked(view.conn, ("refers_to",), turns, ("Fact",), view.valid, view.belief,
-                           towards=True, include_superseded=False)  # a change since replaced moves nothing
-    changed = reads.changed_slots(view.conn, sorted({fact for _, _, fact, _ in learned}))
+    rows, current = learned if learned is not None else learned_from(view, turns)
+    holding = [row for row in rows if row[2] in current]  # a change since replaced moves nothing
+    changed = reads.changed_slots(view.conn, sorted({fact for _, _, fact, _ in holding}))
     slots = {fact: words for fact, slot in changed.items() if (words := slot_words(slot))}  # the slot's words
     said: dict[int, list[tuple[frozenset[str], int]]] = {}  # turn -> (words of what changed, how many to share)
-    for _, turn, fact, _ in learned:
+    for _, turn, fact, _ in holding:
         if fact in slots:
             said.setdefault(turn, []).append((slots[fact], len(slots[fact])))
     words_of: dict[int, frozenset[str]] = {}
@@ -307,7 +320,7 @@ def changed_over_stated(view: ReadView, fused: list[int], depth: int, query: str
         if not is_assistant(speaker) and says_change(text):
             if shared := words_in(turn) & asked:
                 said.setdefault(turn, []).append((shared, math.ceil(len(shared) / 2)))
-    stating = {turn for _, turn, _, _ in learned}  # turns a current fact was learned from
+    stating = {turn for _, turn, _, _ in holding}  # turns a current fact was learned from
     order = list(head)
     moved: set[int] = set()
     for turn in sorted(said, key=order.index):
