@@ -17,7 +17,7 @@ unchanged); a Rocchio pseudo-relevance lane (the query vector moved towards the 
 hits, as a fourth lane over the fused head: LoCoMo 0.647-0.674, BEAM 0.364-0.415); a BM25
 feedback lane (the question plus the 4-8 words most frequent in the first 5 fused turns: LoCoMo
 recall@1 0.379 -> 0.392 but recall@10 flat, and a second full-text query's cost); a coverage prior
-(a head turn gains by the share of the question's IDF mass it holds: LoCoMo 0.743-0.749, BEAM
+(a head turn gains by the share of the question's IDF mass it holds: LoCoMo 0.736-0.749, BEAM
 0.608-0.614); the time lane at 0.25-2 (LoCoMo 0.761-0.764 where 1 gives 0.763; the same lane as a
 prior on the head alone, 0.757).
 """
