@@ -897,7 +897,7 @@ class WorldDB:
         include_superseded: bool = False,
         reranker: Reranker | None = None,
     ) -> Recall:
-        """Hybrid recall: BM25, vector and entity-graph lanes fused by RRF (k = 60), best first.
+        """Hybrid recall: BM25, vector, entity-graph, time and standing lanes fused by RRF (k = 60), best first.
 
         ``scope`` (a Scope's name) or ``world`` (any world's id) confines the recall to what lies
         inside it. Superseded facts are hidden unless ``include_superseded`` (then they carry

@@ -39,7 +39,7 @@ class MemoryTools:
 
     def recall(self, query: str, scope: str | None = None, k: int = 10, as_of: str | None = None,
                include_superseded: bool = False) -> dict[str, Any]:
-        """Hybrid recall (full text, vectors and the entity graph); each hit says why it came."""
+        """Hybrid recall (full text, vectors, the entity graph, and the dates a query names); each hit says why."""
         found = self.db.recall(query, scope=scope, k=k, as_of=as_of, include_superseded=include_superseded)
         return {"as_of": found.as_of, "hits": [
             {"id": h.node.id, "type": h.node.type, "content": h.node.content, "valid_at": h.node.valid_at,
