@@ -119,7 +119,7 @@ def speaker_prior(view: ReadView, ranked: list[tuple[int, float]], query: str, d
     * An assistant's turn (``types.is_assistant``) keeps ``ASSISTANT_SHARE`` of its score.
       The memory is of the person: what they said is what is asked back, while the assistant's
       replies are long, repeat the person's words and outrank them on both text and vector
-      (BEAM-100K: 77% of the evidence messages are the user's, against 34% of the fused head).
+      (BEAM-100K: 77% of the evidence messages are the user's, against 35% of the fused head).
     * A turn said by someone the query names (every word of the speaker among the query's words)
       gains ``NAMED_SPEAKER_WEIGHT`` x the best fused score: "what did Caroline research?" is
       answered by Caroline's own turns, which rarely say her name.
