@@ -322,6 +322,8 @@ def test_a_bare_slot_names_no_one_thing_and_is_replaced_only_when_said_to_change
     ("Always happy to help.", []),
     ("I always use tabs.", []),  # a habit, not an instruction
     ("Always include version numbers?", []),  # a question
+    ("Never give up! Always be yourself.", []),  # encouragements: the verb acts on nothing
+    ("Always use tabs.", ["Always use tabs."]),
 ])
 def test_standing_instructions_are_sentences_opening_with_always_never_or_from_now_on(
         text: str, expected: list[str]) -> None:

@@ -560,6 +560,9 @@ _PREFERENCE = re.compile(
     r"| do| always| still)* prefer|(?:'d| would)(?: really| much)? (?:prefer|rather))\b|\bmy preference is\b)"
     r"[^.!?\n]*)", re.IGNORECASE)
 _SUPPOSED = re.compile(r"\b(?:if|whether|unless|suppose|what if)\b", re.IGNORECASE)  # "I don't know if I prefer tea"
+# what may follow an instruction's verb without being what it acts on: "Never give up!" and "Always be
+# yourself." are encouragements, not instructions ("Always use tabs." is one)
+_NOT_AN_OBJECT = frozenset("up down out off away back over on in it yourself yourselves myself".split())
 _INSTRUCTION_CUE = re.compile(rf"^(?:(?:please|{_EVERY_TIME}|{_FROM_NOW})\W+)+", re.IGNORECASE)
 
 
@@ -581,7 +584,9 @@ def _standing(text: str, me: str) -> list[FactMention]:
     found = []
     for match in _INSTRUCTION.finditer(text):
         sentence = match.group("sentence").strip()
-        if match.group("verb").lower() in _IMPERATIVES and not sentence.endswith("?"):
+        acts_on = re.findall(r"[a-z][\w'-]*", text[match.end("verb"):match.end("sentence")].lower())
+        if (match.group("verb").lower() in _IMPERATIVES and not sentence.endswith("?")
+                and any(word not in _NOT_AN_OBJECT for word in acts_on)):
             found.append(FactMention(me, INSTRUCTION_SLOT, sentence[:STANDING_CHARS], False))
     for match in _PREFERENCE.finditer(text):
         sentence = match.group("sentence").strip()
