@@ -340,6 +340,15 @@ def test_a_question_naming_a_date_recalls_what_was_said_around_it(db: WorldDB) -
     assert "D2:1" not in _turn_ids(before)  # not said yet as of then
 
 
+def test_a_question_about_yesterday_recalls_what_was_said_yesterday(db: WorldDB) -> None:
+    # the fixture's clock reads 1 January 2025: yesterday is 31 December 2024
+    ingest(db, _conversation("ana", [("2024-11-02", ["We baked bread together"]),
+                                     ("2024-12-31", ["Finally finished the quilt for my niece"])]))
+    found = db.recall("What did I do yesterday?", scope="ana", k=1)
+    assert _turn_ids(found) == ["D2:1"] and any(r.lane == "time" for r in found.hits[0].why)
+    assert _turn_ids(db.recall("What did I do in November?", scope="ana", k=1)) == ["D1:1"]
+
+
 def test_a_busy_period_keeps_only_what_the_other_lanes_found(db: WorldDB, monkeypatch: pytest.MonkeyPatch) -> None:
     ingest(db, _conversation("ana", [("2022-05-25", ["I finished the quilt", "The quilt took a month",
                                                      "It rained all day"])]))

@@ -162,3 +162,23 @@ def test_named_periods_read_a_long_text_quickly_and_take_a_few_periods() -> None
     assert named_periods("25 May 2022 " * 25_000, NOW) == named_periods("25 May 2022", NOW)
     many = " ".join(f"2022-{month:02d}-{day:02d}" for month in range(1, 13) for day in range(1, 28))
     assert len(named_periods(many, NOW)) == 4
+
+
+@pytest.mark.parametrize(("text", "expected"), [  # NOW is Saturday 1 June 2024; every period a week wider each side
+    ("what did I do yesterday?", [("2024-05-24", "2024-06-08")]),
+    ("3 days ago", [("2024-05-22", "2024-06-06")]),
+    ("two weeks ago", [("2024-05-08", "2024-05-29")]),  # the week around 18 May
+    ("last week", [("2024-05-13", "2024-06-03")]),  # Monday 20 to Sunday 26 May
+    ("this week", [("2024-05-20", "2024-06-09")]),  # Monday 27 May to today
+    ("the past week", [("2024-05-18", "2024-06-09")]),
+    ("last month", [("2024-04-24", "2024-06-08")]),  # all of May
+    ("a month ago", [("2024-04-24", "2024-06-08")]),
+    ("last year", [("2022-12-25", "2024-01-08")]),
+    ("What did I do in May?", [("2024-04-24", "2024-06-08")]),  # the latest May, this one
+    ("in July", [("2023-06-24", "2023-08-08")]),  # the latest July is last year's
+    ("last Saturday", [("2024-05-18", "2024-06-02")]),  # a week ago: today is Saturday
+    ("last Friday", [("2024-05-24", "2024-06-08")]),
+    ("I may go in a week", []),  # no period named
+])
+def test_named_periods_read_relative_dates_against_now(text: str, expected: list[tuple[str, str]]) -> None:
+    assert _days(named_periods(text, NOW)) == expected

@@ -98,6 +98,16 @@ _NAMED_DAY = (re.compile(r"\b" + _ORDINAL + r" (?:of )?" + _NAMED_MONTH_WORD + r
 _NAMED_DAY_NO_YEAR = (re.compile(r"\b" + _ORDINAL + r" (?:of )?" + _NAMED_MONTH_WORD + r"(?!,? \d)"),
                       re.compile(r"(?<!\d )\b" + _NAMED_MONTH_WORD + r" " + _ORDINAL + r"\b(?!,? \d|:\d)"))
 _NAMED_MONTH = re.compile(r"\b" + _NAMED_MONTH_WORD + r",? " + _YEAR)
+# Periods named against the read's time: "yesterday", "3 days ago", "last week", "this month", "in May"
+# (the latest May before now), "last Saturday" (the latest before today).
+_WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+_COUNT = r"(?P<count>\d{1,3}|a|an|one|two|three|four|five|six|seven|eight|nine|ten)"
+_RELATIVE_PERIOD = re.compile(
+    r"\b(?:(?P<day>today|yesterday)|" + _COUNT + r" (?P<unit>day|week|month)s? ago|(?P<which>last|this|past) "
+    r"(?P<span>week|month|year)|last (?P<weekday>" + "|".join(_WEEKDAYS) + r"))\b", re.IGNORECASE)
+_IN_MONTH = re.compile(r"\b(?:in|during) " + _NAMED_MONTH_WORD + r"(?!,? \d)")
+_COUNTS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
+           "nine": 9, "ten": 10}
 TOLD_BEFORE = dt.timedelta(days=7)  # a period named also covers what was said in the week before it ...
 TOLD_AFTER = dt.timedelta(days=7)  # ... and in the week after ("last week I ...", told a few days later)
 NAMED_CHARS = 2000  # a query is read for dates in its first 2,000 characters ...
@@ -115,6 +125,8 @@ def named_periods(text: str, now: str) -> list[tuple[str, str]]:
 
     A day ("25 May, 2022", "May 25th 2022", "2022-05-25", or "May 25": the latest one at or before
     ``now``) or a month ("July 2023"); a day that does not exist ("31 February 2023") names nothing.
+    Read against ``now`` too: "yesterday", "3 days ago", "last week", "this month", "in May", "last
+    Saturday".
     Memories of an event are dated by when they were said, often days later ("last week I ..."),
     so each period reaches ``TOLD_BEFORE`` / ``TOLD_AFTER`` beyond what it names.
     """
@@ -147,11 +159,62 @@ def named_periods(text: str, now: str) -> list[tuple[str, str]]:
         year, month = int(found["year"]), _month_number(found["month"])
         spans.append((dt.date(year, month, 1), dt.date(year + month // 12, month % 12 + 1, 1)))
     spans += [(day, day + dt.timedelta(days=1)) for day in days]
+    spans += _relative_periods(text, today)
 
     def moment(day: dt.date) -> str:
         return format_time(dt.datetime(day.year, day.month, day.day))
 
     return sorted({(moment(start - TOLD_BEFORE), moment(end + TOLD_AFTER)) for start, end in spans})[:MOST_PERIODS]
+
+
+def _month_span(year: int, month: int) -> tuple[dt.date, dt.date]:
+    return dt.date(year, month, 1), dt.date(year + month // 12, month % 12 + 1, 1)
+
+
+def _relative_periods(text: str, today: dt.date) -> list[tuple[dt.date, dt.date]]:
+    """The periods ``text`` names against ``today``, [start, end) (see ``_RELATIVE_PERIOD``, ``_IN_MONTH``).
+
+    "last week" / "this week" are calendar weeks (Monday on), "last month" / "last year" calendar
+    ones; "the past week / month / year" are the 7 / 30 / 365 days up to today.
+    """
+    one = dt.timedelta(days=1)
+    spans: list[tuple[dt.date, dt.date]] = []
+
+    def months_back(count: int) -> tuple[dt.date, dt.date]:
+        index = today.year * 12 + today.month - 1 - count
+        return _month_span(index // 12, index % 12 + 1)
+
+    for found in _RELATIVE_PERIOD.finditer(text):
+        if found["day"]:
+            day = today if found["day"].lower() == "today" else today - one
+            spans.append((day, day + one))
+        elif found["unit"]:
+            count = int(found["count"]) if found["count"].isdigit() else _COUNTS[found["count"].lower()]
+            unit = found["unit"].lower()
+            if unit == "month":
+                spans.append(months_back(count))
+            else:
+                day = today - count * (7 if unit == "week" else 1) * one
+                spans.append((day, day + one) if unit == "day" else (day - 3 * one, day + 4 * one))
+        elif found["weekday"]:  # the latest such weekday before today
+            back = (today.weekday() - _WEEKDAYS.index(found["weekday"].lower()) - 1) % 7 + 1
+            spans.append((today - back * one, today - (back - 1) * one))
+        elif found["which"].lower() == "past":
+            spans.append((today - {"week": 7, "month": 30, "year": 365}[found["span"].lower()] * one, today + one))
+        else:
+            last = found["which"].lower() == "last"
+            span = found["span"].lower()
+            if span == "week":
+                monday = today - today.weekday() * one
+                spans.append((monday - 7 * one, monday) if last else (monday, today + one))
+            elif span == "month":
+                spans.append(months_back(1 if last else 0))
+            else:
+                spans.append((dt.date(today.year - last, 1, 1), dt.date(today.year - last + 1, 1, 1)))
+    for found in _IN_MONTH.finditer(text):  # the latest such month, this one included
+        month = _month_number(found["month"])
+        spans.append(_month_span(today.year if month <= today.month else today.year - 1, month))
+    return spans
 
 
 def _exists(year: int, month: int, day: int) -> bool:
