@@ -32,7 +32,7 @@ import re
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from .temporal import MONTH, format_time, parse_time
+from .temporal import COUNT_WORDS, MONTH, format_time, parse_time
 
 
 @dataclass(frozen=True)
@@ -166,7 +166,6 @@ _MONTHS = {m: i for i, m in enumerate(("january", "february", "march", "april", 
 _RELATIVE = re.compile(r"\b(?P<phrase>yesterday|today|last (?:week|month|year)|(?P<n>\d+|a|one|two|three|four|five|"
                        r"six|seven) (?P<unit>days?|weeks?|months?|years?) ago|in (?P<month>" + "|".join(_MONTHS)
                        + r"))\b", re.IGNORECASE)
-_NUMBERS = {"a": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7}
 
 # Stated and changed values: "<slot> was increased to <value>", "I moved the launch to <value>", "the new
 # <slot> of <value>", "my <slot> is <value>", "<slot>: <value>". The slot is the noun phrase the text names,
@@ -410,7 +409,7 @@ def resolve_date(text: str, said_at: str) -> str | None:
         year = now.year if month <= now.month else now.year - 1  # "in May" said in March means last May
         day = now.replace(year=year, month=month, day=1)
     else:
-        count = int(found.group("n")) if found.group("n").isdigit() else _NUMBERS[found.group("n").lower()]
+        count = int(found.group("n")) if found.group("n").isdigit() else COUNT_WORDS[found.group("n").lower()]
         unit = found.group("unit").lower().rstrip("s")
         day = now - dt.timedelta(days=count * {"day": 1, "week": 7, "month": 30, "year": 365}[unit])
     return format_time(day.replace(hour=0, minute=0, second=0, microsecond=0))

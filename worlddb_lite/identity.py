@@ -19,7 +19,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from . import traverse
+from . import reads, traverse
 from ._sqlite import as_int
 from .reconciler import EdgeSpec, Txn, normalise_alias
 from .resolver import Ambiguous, Candidate, Mention, Resolution, Resolved, Resolver, Tiebreaker
@@ -159,10 +159,8 @@ def recluster_pass(db: WorldDB, resolver: Resolver, *, batch: int = RECLUSTER_BA
         entities = neighbourhood(db, mark, upto) if mark < top else []
         marks = _aliased(store)
         aliased = sorted({int(key[len(ALIASED):]) for key in marks} - set(entities))
-        live = {as_int(n) for (n,) in db._conn.execute(
-            "select nid from node where nid in (select value from json_each(?1)) and body is not null",
-            (json.dumps(aliased),))}
-        staged = sum(_reresolve(db, txn, resolver, nid) for nid in [*entities, *(n for n in aliased if n in live)])
+        live = reads.with_text(db._conn, aliased)  # purged entities are not resolved again
+        staged = sum(_reresolve(db, txn, resolver, nid) for nid in [*entities, *live])
         store.set_meta([(WATERMARK, str(max(mark, upto)))])
         store.delete_meta(marks)
     return staged, upto >= top

@@ -106,7 +106,7 @@ _RELATIVE_PERIOD = re.compile(
     r"\b(?:(?P<day>today|yesterday)|" + _COUNT + r" (?P<unit>day|week|month)s? ago|(?P<which>last|this|past) "
     r"(?P<span>week|month|year)|last (?P<weekday>" + "|".join(_WEEKDAYS) + r"))\b", re.IGNORECASE)
 _IN_MONTH = re.compile(r"\b(?:in|during) " + _NAMED_MONTH_WORD + r"(?!,? \d)")
-_COUNTS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
+COUNT_WORDS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
            "nine": 9, "ten": 10}
 TOLD_BEFORE = dt.timedelta(days=7)  # a period named also covers what was said in the week before it ...
 TOLD_AFTER = dt.timedelta(days=7)  # ... and in the week after ("last week I ...", told a few days later)
@@ -156,8 +156,7 @@ def named_periods(text: str, now: str) -> list[tuple[str, str]]:
     for found in _NAMED_MONTH.finditer(text):
         if any(a <= found.start() < b for a, b in taken):
             continue
-        year, month = int(found["year"]), _month_number(found["month"])
-        spans.append((dt.date(year, month, 1), dt.date(year + month // 12, month % 12 + 1, 1)))
+        spans.append(_month_span(int(found["year"]), _month_number(found["month"])))
     spans += [(day, day + dt.timedelta(days=1)) for day in days]
     spans += _relative_periods(text, today)
 
@@ -189,7 +188,7 @@ def _relative_periods(text: str, today: dt.date) -> list[tuple[dt.date, dt.date]
             day = today if found["day"].lower() == "today" else today - one
             spans.append((day, day + one))
         elif found["unit"]:
-            count = int(found["count"]) if found["count"].isdigit() else _COUNTS[found["count"].lower()]
+            count = int(found["count"]) if found["count"].isdigit() else COUNT_WORDS[found["count"].lower()]
             unit = found["unit"].lower()
             if unit == "month":
                 spans.append(months_back(count))

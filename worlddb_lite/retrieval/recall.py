@@ -297,12 +297,11 @@ def changed_over_stated(view: ReadView, fused: list[int], depth: int, query: str
     changed).
     """
     head = fused[:depth]
-    turns = [n for n, (kind, _) in zip(head, view.kinds(head), strict=True) if kind == "Turn"]
-    if not turns:
-        return fused, set()
     if told is None:
-        told = reads.said(view.conn, turns)  # turn -> (speaker, words, valid time)
-    rows, current = learned if learned is not None else learned_from(view, turns)
+        told = reads.said(view.conn, head)  # the head's turns -> (speaker, words, valid time)
+    if not told:
+        return fused, set()
+    rows, current = learned if learned is not None else learned_from(view, list(told))
     holding = [row for row in rows if row[2] in current]  # a change since replaced moves nothing
     changed = reads.changed_slots(view.conn, sorted({fact for _, _, fact, _ in holding}))
     slots = {fact: words for fact, slot in changed.items() if (words := slot_words(slot))}  # the slot's words
