@@ -71,7 +71,7 @@ Jonas Kai Kemal Lena Luca Maya Mateo Nadia Nico Olga Omar Priya Pablo Quinn Rafa
 Uma Viktor Wanda Yusuf Zara Ahmed Bianca Carlos Dana Emil Freya Goran Hana Idris Julia Karim Lara Milo Noor
 Oscar Petra Rania Stefan Talia Ulla Vera Wes Xenia Yara Zeno""".split()
 OPENERS = ("Honestly, ", "Oh, ", "So ", "By the way, ", "Well, ", "Funny thing: ", "Anyway, ", "You know, ")
-LANES = ("embed", "text", "vector", "entity", "fusion", "turns")
+LANES = ("embed", "text", "vector", "entity", "late", "fusion", "turns")
 
 
 # ---- the store -----------------------------------------------------------------------
@@ -176,6 +176,7 @@ class LaneTimers:
             (recall_module, "text_lane", "text"),
             (recall_module, "vector_lane", "vector"),
             (recall_module, "entity_lane", "entity"),
+            (recall_module, "late_lane", "late"),
             (recall_module, "rrf", "fusion"),
             (recall_module, "_turns", "turns"),
         ]
@@ -192,7 +193,7 @@ class LaneTimers:
                 out = fn(*args, **kwargs)
             finally:
                 self.spent[lane] = self.spent.get(lane, 0.0) + time.perf_counter() - t0
-            if lane in ("text", "vector", "entity"):  # a ranking, or (ranking, paths) for the entity lane
+            if lane in ("text", "vector", "entity", "late"):  # a ranking, or (ranking, paths) for the entity lane
                 self.sizes[lane] = len(out[0] if isinstance(out, tuple) else out)
             return out
         return timed
@@ -240,7 +241,7 @@ def lane_breakdown(db: WorldDB, asked: list[str]) -> dict[str, Any]:
     """Per-lane P50/P95 (ms) over the same questions, and the share of recall each takes at the mean."""
     timers = LaneTimers()
     per: dict[str, list[float]] = {lane: [] for lane in (*LANES, "other", "total")}
-    sizes: dict[str, list[int]] = {lane: [] for lane in ("text", "vector", "entity")}
+    sizes: dict[str, list[int]] = {lane: [] for lane in ("text", "vector", "entity", "late")}
     with timers:
         for question in asked:
             timers.reset()

@@ -973,6 +973,7 @@ class WorldDB:
             valid=valid, belief=belief, include_superseded=include_superseded,
             memberships=tuple(sorted(rules.membership)), annotate=frozenset(rules.annotate),
             world=None if inside == self._root else inside,
+            tokens=getattr(embedder, "token_vectors", None),  # a static model's; other embedders have none
         )
 
     def reindex(self, *, partitions: int | None = None,

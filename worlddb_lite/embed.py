@@ -104,6 +104,7 @@ class StaticEmbedder:
 
     def __init__(self, model: str | Path | None = None) -> None:
         self._model: Any = None
+        self._tokens: TokenVectors | None = None
         if model is None:
             self.folder: Path | None = bundled_model_path()
             self.model_id = BUNDLED_MODEL
@@ -143,6 +144,14 @@ class StaticEmbedder:
         unit: np.ndarray = vectors / norms[:, None]
         return unit
 
+    def token_vectors(self) -> TokenVectors:
+        """The model's own token table, for scoring a query against a text token by token."""
+        if self._model is None:
+            self._model = _load_folder(self.folder)
+        if self._tokens is None:
+            self._tokens = TokenVectors(self._model)
+        return self._tokens
+
     def _fallback(self, text: str) -> np.ndarray:
         """A vector for text the vocabulary cannot see (emoji, rare scripts).
 
@@ -158,6 +167,51 @@ class StaticEmbedder:
         seed = int.from_bytes(blake3.blake3(text.encode("utf-8")).digest()[:8], "little")
         fallback: np.ndarray = np.random.default_rng(seed).standard_normal(self.dim).astype(np.float32)
         return fallback
+
+
+class TokenVectors:
+    """A static model's token table: one unit vector and one weight per vocabulary token.
+
+    A static model embeds a text as the weighted mean of its tokens' vectors; this keeps the
+    tokens apart so that a reader can match each query token to its closest token in a text
+    (late interaction, ``retrieval/late.py``). The weight is the model's own: the length of
+    the token's row (model2vec distils frequent tokens to short rows), times its per-token
+    weight where the model has one.
+    """
+
+    def __init__(self, model: Any) -> None:
+        rows = np.asarray(model.embedding, dtype=np.float32)
+        mapping = getattr(model, "token_mapping", None)  # quantized vocabularies share rows
+        if mapping is not None:
+            rows = rows[np.asarray(mapping, dtype=np.int64)]
+        length = np.linalg.norm(rows, axis=1)
+        extra = getattr(model, "weights", None)
+        self.weight: np.ndarray = length * (np.asarray(extra, dtype=np.float32) if extra is not None else 1.0)
+        self.unit: np.ndarray = rows / np.where(length > 0, length, 1.0)[:, None]
+        self.vocabulary: dict[str, int] = model.tokenizer.get_vocab()
+        self._tokenizer = model.tokenizer
+        self._direct = self._model_alone_agrees()
+
+    def word_ids(self, word: str) -> list[int]:
+        """The token ids of one word (a word the vocabulary lacks is split into pieces)."""
+        if self._direct and word.isascii() and word.isalnum() and word.islower():
+            ids = [token.id for token in self._tokenizer.model.tokenize(word)]
+        else:
+            ids = self._tokenizer.encode(word, add_special_tokens=False).ids
+        return [i for i in ids if i < self.unit.shape[0]]
+
+    def _model_alone_agrees(self) -> bool:
+        """Whether the tokenizer's model alone splits a plain lower-case word as the whole pipeline does.
+
+        For a WordPiece vocabulary (the bundled model's) it does, at a seventh of the cost; a
+        byte-level or sentencepiece vocabulary marks words in its pre-tokenizer, so it does not.
+        """
+        probes = ("memory", "campground", "unbelievably", "xylophonist", "2024")
+        try:
+            return all([t.id for t in self._tokenizer.model.tokenize(word)]
+                       == self._tokenizer.encode(word, add_special_tokens=False).ids for word in probes)
+        except Exception:  # a tokenizer without a model.tokenize of this shape: use the whole pipeline
+            return False
 
 
 def _load_folder(folder: Path | None) -> Any:

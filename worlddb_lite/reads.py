@@ -149,6 +149,13 @@ def with_text(conn: apsw.Connection, nids: Sequence[int]) -> list[int]:
     return [n for n in nids if n in kept]
 
 
+def texts(conn: apsw.Connection, nids: Sequence[int], most: int) -> dict[int, str]:
+    """Name and content of each of ``nids`` as the full-text index holds them, the first ``most`` characters."""
+    return {as_int(r[0]): str(r[1]) for r in conn.execute(
+        "select rowid, substr(coalesce(name, '') || ' ' || coalesce(content, ''), 1, ?) from node_fts "
+        "where rowid in (select value from json_each(?))", (most, json.dumps(list(nids))))}
+
+
 def alias_nids(conn: apsw.Connection, norm: str) -> list[int]:
     """Nodes known by a normalised alias."""
     return [as_int(r[0]) for r in conn.execute("select nid from alias where norm = ? order by nid", (norm,))]

@@ -27,7 +27,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 RRF_K = 60
-LANE_WEIGHTS = {"text": 1.0, "vector": 0.25, "entity": 0.5, "time": 1.0, "instruction": 1.0, "preference": 0.5}
+LANE_WEIGHTS = {"text": 1.0, "vector": 0.25, "entity": 0.5, "time": 1.0, "instruction": 1.0, "preference": 0.5,
+                "late": 0.5}
 
 
 def rrf(lanes: Mapping[str, Sequence[int]], k: int = RRF_K,

@@ -20,6 +20,7 @@ from ..reads import Said
 from ..types import Hit, Node, Reason, is_assistant
 from .fusion import LANE_WEIGHTS, rrf
 from .lanes import STOPWORDS, EntityPath, entity_lane, standing_lanes, text_lane, time_lane, vector_lane
+from .late import late_lane
 from .view import ReadView
 
 if TYPE_CHECKING:
@@ -51,6 +52,8 @@ def recall(view: ReadView, query: str, *, k: int, reranker: Reranker | None = No
     found = [n for ranking in lanes.values() for n in ranking]
     lanes["time"] = time_lane(view, query, vector, depth, candidates=found)
     lanes["entity"], paths = entity_lane(view, query, vector, depth, candidates=found)
+    if view.tokens is not None:  # re-ranks what the lanes above found, so it comes last
+        lanes["late"] = late_lane(view, view.tokens(), query, [nid for nid, _ in rrf(lanes, weights=LANE_WEIGHTS)])
     ranked = session_prior(view, rrf(lanes, weights=LANE_WEIGHTS), SESSION_WEIGHT)
     told = reads.said(view.conn, [nid for nid, _ in ranked[:HEAD_DEPTH]])  # the head's turns, read once
     ranked = speaker_prior(view, ranked, query, HEAD_DEPTH, told=told)

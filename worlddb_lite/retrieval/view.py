@@ -9,6 +9,7 @@ import apsw
 import numpy as np
 
 from .. import reads
+from ..embed import TokenVectors
 from ..ivf import IvfIndex
 from ..store import Store
 from ..types import Node
@@ -28,6 +29,7 @@ class ReadView:
     memberships: tuple[str, ...]  # edge types that put a node inside a world besides its parent (contains, ...)
     annotate: frozenset[str]  # edge types shown on returned nodes (superseded_by, contradicted_by)
     world: int | None  # containment: only nodes inside this world; None for the whole store
+    tokens: Callable[[], TokenVectors] | None = None  # the embedder's token table (None: it has none)
 
     def inside(self, nids: Sequence[int]) -> list[int]:
         """``nids`` (in order) that this read may see: visible, and inside its world."""
