@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from worlddb_lite import StaticEmbedder, WorldDB, reads
+from worlddb_lite import InvalidInput, StaticEmbedder, WorldDB, reads
 from worlddb_lite.conversation import ConversationIn, SessionIn, TurnIn, ingest
 from worlddb_lite.embed import TokenVectors
 from worlddb_lite.retrieval import late
@@ -123,3 +123,10 @@ def test_a_tokenizer_whose_model_alone_splits_differently_is_used_whole() -> Non
     table = TokenVectors(Model())
     assert table.word_ids("memory") == [7, 8]
     assert table.weight.shape == (10,) and np.allclose(np.linalg.norm(table.unit, axis=1), 1.0)
+
+
+def test_recall_without_the_late_lane_when_asked(store: WorldDB, tmp_path: Path) -> None:
+    found = store.recall("Where did we go camping?", scope="ana", k=4, late=False)
+    assert found.hits and all("late" not in {r.lane for r in hit.why} for hit in found.hits)
+    with pytest.raises(InvalidInput, match="late must be True or False"):
+        store.recall("camping", scope="ana", late="no")  # type: ignore[arg-type]

@@ -159,7 +159,9 @@ def test_cli_recall_prints_hits_json_and_context(tmp_path: Path, capsys: pytest.
         ingest(store, _conversation("ana", [("2024-01-10", ["My sister Emma loves pottery", "I like tea"])]))
     assert main(["recall", path, "pottery", "--scope", "ana", "--k", "2"]) == 0
     out = capsys.readouterr().out
-    assert "My sister Emma loves pottery" in out and "text #1" in out
+    assert "My sister Emma loves pottery" in out and "text #1" in out and "late #" in out
+    assert main(["recall", path, "pottery", "--scope", "ana", "--k", "2", "--no-late"]) == 0
+    assert "late #" not in capsys.readouterr().out
     assert main(["recall", path, "pottery", "--scope", "ana", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["hits"][0]["node"]["content"] == "My sister Emma loves pottery"

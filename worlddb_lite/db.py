@@ -896,12 +896,15 @@ class WorldDB:
         known_as_of: TimeLike | None = None,
         include_superseded: bool = False,
         reranker: Reranker | None = None,
+        late: bool = True,
     ) -> Recall:
         """Hybrid recall: BM25, vector, entity-graph, time and standing lanes fused by RRF (k = 60), best first.
 
         ``scope`` (a Scope's name) or ``world`` (any world's id) confines the recall to what lies
         inside it. Superseded facts are hidden unless ``include_superseded`` (then they carry
-        ``superseded_by``). A ``reranker`` re-scores the fused head. Each hit says why it came.
+        ``superseded_by``). ``late`` re-ranks the lanes' finds token by token with the embedder's
+        token table (``retrieval/late.py``; False saves its few milliseconds). A ``reranker``
+        re-scores the fused head. Each hit says why it came.
         """
         self._settle()
         text = _text(query, "query", required=True) or ""
@@ -912,10 +915,12 @@ class WorldDB:
             raise InvalidInput("give scope (a name) or world (an id), not both")
         if reranker is not None and not callable(getattr(reranker, "score", None)):
             raise InvalidInput("reranker must implement worlddb_lite.rerank.Reranker (score(query, passages))")
+        if not isinstance(late, bool):
+            raise InvalidInput(f"late must be True or False, got {late!r}")
         with _sqlite.translate():
             inside = self._scope_id(scope) if scope is not None else world
             view = self._view(as_of, known_as_of, include_superseded, world=inside)
-            hits = retrieval_recall(view, text, k=k, reranker=reranker)
+            hits = retrieval_recall(view, text, k=k, reranker=reranker, late=late)
             return Recall(text, tuple(hits), view.valid, view.belief)
 
     def context(self, query: str, *, budget: int = DEFAULT_BUDGET, k: int = 30, **options: Any) -> Context:

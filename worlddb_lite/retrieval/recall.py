@@ -38,7 +38,7 @@ _WORD = re.compile(r"[a-z0-9]+")
 
 
 def recall(view: ReadView, query: str, *, k: int, reranker: Reranker | None = None,
-           rerank_depth: int = RERANK_DEPTH) -> list[Hit]:
+           rerank_depth: int = RERANK_DEPTH, late: bool = True) -> list[Hit]:
     """The ``k`` best nodes for ``query``, fused over the lanes, each with why it was returned."""
     depth = max(LANE_DEPTH, k)
     index = view.index()  # caught up once: nothing is written while a recall runs
@@ -52,7 +52,7 @@ def recall(view: ReadView, query: str, *, k: int, reranker: Reranker | None = No
     found = [n for ranking in lanes.values() for n in ranking]
     lanes["time"] = time_lane(view, query, vector, depth, candidates=found)
     lanes["entity"], paths = entity_lane(view, query, vector, depth, candidates=found)
-    if view.tokens is not None:  # re-ranks what the lanes above found, so it comes last
+    if late and view.tokens is not None:  # re-ranks what the lanes above found, so it comes last
         lanes["late"] = late_lane(view, view.tokens(), query, [nid for nid, _ in rrf(lanes, weights=LANE_WEIGHTS)])
     ranked = session_prior(view, rrf(lanes, weights=LANE_WEIGHTS), SESSION_WEIGHT)
     told = reads.said(view.conn, [nid for nid, _ in ranked[:HEAD_DEPTH]])  # the head's turns, read once
