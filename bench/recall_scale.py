@@ -2,6 +2,7 @@
 
     python bench/recall_scale.py [--size 100000] [--queries 200] [--warmup 20] [--rerank-queries 20] [--json OUT]
     python bench/recall_scale.py --smoke          # 600 memories, tiny stand-in rerank models: seconds
+    python bench/recall_scale.py --no-late        # recall(late=False): without the late-interaction stage
 
 The target (issue): recall (embed the query, the lanes, fusion, filters; no rerank) P95 <= 30 ms
 with 100k memories in one scope; the rerank stage's cost reported separately.
@@ -227,17 +228,17 @@ def questions(count: int, seed: int) -> list[str]:
     return found[:count]
 
 
-def time_recall(db: WorldDB, asked: list[str], k: int) -> tuple[list[float], list[int]]:
+def time_recall(db: WorldDB, asked: list[str], k: int, late: bool = True) -> tuple[list[float], list[int]]:
     samples, hits = [], []
     for question in asked:
         t0 = time.perf_counter()
-        result = db.recall(question, scope=SCOPE, k=k)
+        result = db.recall(question, scope=SCOPE, k=k, late=late)
         samples.append(time.perf_counter() - t0)
         hits.append(len(result.hits))
     return samples, hits
 
 
-def lane_breakdown(db: WorldDB, asked: list[str]) -> dict[str, Any]:
+def lane_breakdown(db: WorldDB, asked: list[str], late: bool = True) -> dict[str, Any]:
     """Per-lane P50/P95 (ms) over the same questions, and the share of recall each takes at the mean."""
     timers = LaneTimers()
     per: dict[str, list[float]] = {lane: [] for lane in (*LANES, "other", "total")}
@@ -246,7 +247,7 @@ def lane_breakdown(db: WorldDB, asked: list[str]) -> dict[str, Any]:
         for question in asked:
             timers.reset()
             t0 = time.perf_counter()
-            db.recall(question, scope=SCOPE, k=10)
+            db.recall(question, scope=SCOPE, k=10, late=late)
             total = time.perf_counter() - t0
             for lane in LANES:
                 per[lane].append(timers.spent.get(lane, 0.0))
@@ -343,6 +344,8 @@ def main() -> None:
     parser.add_argument("--rebuild", action="store_true", help="build the store even if the file exists")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--smoke", action="store_true", help="600 memories, few queries, tiny stand-in rerankers")
+    parser.add_argument("--no-late", dest="late", action="store_false",
+                        help="recall(late=False): without the late-interaction re-ranking of the lanes' finds")
     parser.add_argument("--json", help="also write the result to this file")
     args = parser.parse_args()
     if args.smoke:
@@ -371,13 +374,13 @@ def main() -> None:
     open_s = time.perf_counter() - t0
     try:
         t0 = time.perf_counter()
-        db.recall(timed[0], scope=SCOPE, k=10)
+        db.recall(timed[0], scope=SCOPE, k=10, late=args.late)
         first_s = time.perf_counter() - t0
-        time_recall(db, warm, 10)
+        time_recall(db, warm, 10, args.late)
         progress(f"recall_scale: timing {len(timed)} recalls…")
-        samples, hits = time_recall(db, timed, 10)
+        samples, hits = time_recall(db, timed, 10, args.late)
         progress("recall_scale: per-lane breakdown…")
-        lanes = lane_breakdown(db, timed)
+        lanes = lane_breakdown(db, timed, args.late)
         rerank: dict[str, Any] = {"skipped": "--rerank-queries 0"}
         if args.rerank_queries:
             progress(f"recall_scale: rerank stage on {args.rerank_queries} questions…")
@@ -393,7 +396,8 @@ def main() -> None:
                  "note": "the store may have been built by other code: store.built says by which"},
         "target": "recall (no rerank) P95 <= 30 ms with 100k memories in one scope",
         "params": {"size": args.size, "queries": len(timed), "warmup": len(warm), "k": 10, "scope": SCOPE,
-                   "seed": args.seed, "store": str(path), "query_source": "locomo10 questions, all categories"},
+                   "seed": args.seed, "store": str(path), "query_source": "locomo10 questions, all categories",
+                   "late": args.late},
         "store": {"built": built, "file_bytes": store_bytes(str(path)), "stats": stats},
         "open_s": round(open_s, 3),
         "first_recall_s": round(first_s, 3),

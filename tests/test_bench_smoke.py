@@ -131,12 +131,15 @@ def test_recall_scale_smoke(tmp_path):
     assert result["recall"]["n"] == 10 and result["recall"]["p95_ms"] > 0 and result["recall"]["hits_p50"] == 10
     lanes = result["lanes"]
     assert not lanes["not_wrapped"] and lanes["text"]["mean_ms"] > 0 and lanes["vector"]["mean_ms"] > 0
-    assert lanes["lane_lengths"]["vector"]["p50"] > 0
+    assert lanes["lane_lengths"]["vector"]["p50"] > 0 and lanes["late"]["mean_ms"] > 0
     for model in ("cross_encoder", "bi_encoder"):
         assert result["rerank_stage"][model]["n"] == 3
-    again = subprocess.run(args[:-2] + ["--rerank-queries", "0"], capture_output=True, text=True, timeout=300)
+    again = subprocess.run(args[:-2] + ["--rerank-queries", "0", "--no-late"], capture_output=True, text=True,
+                           timeout=300)
     assert again.returncode == 0, again.stderr[-2000:]
-    assert json.loads(again.stdout)["store"]["built"]["cached"]  # the built file is reused
+    second = json.loads(again.stdout)
+    assert second["store"]["built"]["cached"]  # the built file is reused
+    assert not second["params"]["late"] and second["lanes"]["late"]["mean_ms"] == 0
 
 
 def test_recall_bench_rerank_variants_smoke(tmp_path):
