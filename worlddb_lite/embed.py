@@ -180,14 +180,15 @@ class TokenVectors:
     """
 
     def __init__(self, model: Any) -> None:
-        rows = np.asarray(model.embedding, dtype=np.float32)
+        rows = np.array(model.embedding, dtype=np.float32)  # a copy of its own: normalised in place below
         mapping = getattr(model, "token_mapping", None)  # quantized vocabularies share rows
         if mapping is not None:
             rows = rows[np.asarray(mapping, dtype=np.int64)]
-        length = np.linalg.norm(rows, axis=1)
+        length = np.sqrt(np.einsum("ij,ij->i", rows, rows))  # np.linalg.norm takes ~6x as long here
         extra = getattr(model, "weights", None)
         self.weight: np.ndarray = length * (np.asarray(extra, dtype=np.float32) if extra is not None else 1.0)
-        self.unit: np.ndarray = rows / np.where(length > 0, length, 1.0)[:, None]
+        rows /= np.where(length > 0, length, 1.0)[:, None]
+        self.unit: np.ndarray = rows
         self.vocabulary: dict[str, int] = model.tokenizer.get_vocab()
         self._tokenizer = model.tokenizer
         self._direct = self._model_alone_agrees()
