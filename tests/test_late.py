@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import copy
+import gc
+import warnings
+import weakref
 from pathlib import Path
 
 import numpy as np
@@ -130,3 +134,60 @@ def test_recall_without_the_late_lane_when_asked(store: WorldDB, tmp_path: Path)
     assert found.hits and all("late" not in {r.lane for r in hit.why} for hit in found.hits)
     with pytest.raises(InvalidInput, match="late must be True or False"):
         store.recall("camping", scope="ana", late="no")  # type: ignore[arg-type]
+
+
+def test_content_tokens_are_judged_without_the_vocabulary_word_marks() -> None:
+    class Table:  # a sentencepiece / byte-level vocabulary marks where words start
+        vocabulary = {"▁camping": 0, "▁the": 1, "ing": 2, ",": 3, "Ġdog": 4, "Ġof": 5, "##s": 6, "▁": 7}
+        unit = np.eye(8, dtype=np.float32)
+
+    skip = late._Reader(Table()).skip  # type: ignore[arg-type]
+    assert [bool(x) for x in skip] == [False, True, False, True, False, True, False, True]
+
+
+def test_a_long_question_is_matched_by_its_weightiest_tokens(store: WorldDB, tokens: TokenVectors,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    view = store._view(None, None, False, world=None)
+    nids = [int(n) for (n,) in store._conn.execute("select rowid from node_fts where content is not null")]
+    texts = reads.texts(store._conn, nids, 1000)
+    assert tokens.weight[tokens.vocabulary["campground"]] > tokens.weight[tokens.vocabulary["laptop"]]
+    monkeypatch.setattr(late, "LATE_ASKED", 1)
+    ranked = late.late_lane(view, tokens, "laptop campground", sorted(nids, key=lambda n: "campground" in texts[n]))
+    assert "campground" in texts[ranked[0]]  # "laptop" was left out, not the rarer word
+
+
+def test_question_tokens_of_no_weight_give_no_ranking(store: WorldDB, tokens: TokenVectors) -> None:
+    view = store._view(None, None, False, world=None)
+    weightless = copy.copy(tokens)
+    weightless.weight = np.zeros_like(tokens.weight)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no 0/0 on the way
+        assert late.late_lane(view, weightless, "Where did we go camping?", [1, 2, 3]) == []
+
+
+def test_a_reader_goes_with_its_token_table_and_keeps_no_long_word(tokens: TokenVectors) -> None:
+    table = copy.copy(tokens)
+    reader = late._reader(table)
+    assert late._reader(table) is reader and table in late._READERS
+    blob = "q" * (late._Reader.LONGEST + 1)
+    assert reader.ids(blob, 5) == reader.ids(blob, 5) and blob not in reader.words
+    gone = weakref.ref(table)
+    held = len(late._READERS)
+    del table, reader
+    gc.collect()
+    assert gone() is None and len(late._READERS) == held - 1
+
+
+def test_an_embedder_that_is_not_a_static_model_gets_no_late_lane(tmp_path: Path, model: StaticEmbedder) -> None:
+    class Wrapped:  # another embedder with an attribute of the same name, of another shape
+        model_id, dim = model.model_id, model.dim
+        token_vectors = property(lambda self: model.token_vectors())
+
+        def embed(self, texts: list[str]) -> np.ndarray:
+            return model.embed(texts)
+
+    db = WorldDB(str(tmp_path / "wrapped.db"), embedder=Wrapped())
+    ingest(db, ConversationIn("chat", ["ana"], [SessionIn("1", "2024-01-10", [
+        TurnIn("We pitched our tents at the campground", "Ana", "D1:1")])]))
+    found = db.recall("camping", scope="ana", k=1)
+    assert found.hits and "late" not in {r.lane for r in found.hits[0].why}

@@ -978,7 +978,7 @@ class WorldDB:
             valid=valid, belief=belief, include_superseded=include_superseded,
             memberships=tuple(sorted(rules.membership)), annotate=frozenset(rules.annotate),
             world=None if inside == self._root else inside,
-            tokens=getattr(embedder, "token_vectors", None),  # a static model's; other embedders have none
+            tokens=embedder.token_vectors if isinstance(embedder, StaticEmbedder) else None,  # a static model's
         )
 
     def reindex(self, *, partitions: int | None = None,

@@ -38,9 +38,11 @@ class MemoryTools:
         return {"id": self.db.write(text, scope=scope, valid_at=valid_at)}
 
     def recall(self, query: str, scope: str | None = None, k: int = 10, as_of: str | None = None,
-               include_superseded: bool = False) -> dict[str, Any]:
-        """Hybrid recall (full text, vectors, the entity graph, and the dates a query names); each hit says why."""
-        found = self.db.recall(query, scope=scope, k=k, as_of=as_of, include_superseded=include_superseded)
+               include_superseded: bool = False, late: bool = True) -> dict[str, Any]:
+        """Hybrid recall (full text, vectors, the entity graph, the dates a query names, then a token-by-token
+        re-ranking that ``late=False`` skips); each hit says why."""
+        found = self.db.recall(query, scope=scope, k=k, as_of=as_of, include_superseded=include_superseded,
+                               late=late)
         return {"as_of": found.as_of, "hits": [
             {"id": h.node.id, "type": h.node.type, "content": h.node.content, "valid_at": h.node.valid_at,
              "invalid_at": h.node.invalid_at, "score": round(h.score, 6), "why": plain(h.why)}

@@ -139,7 +139,8 @@ class VerifyReport:
 class Reason:
     """Why a hit was returned: a lane that ranked it, at which rank, and what it followed there."""
 
-    lane: str  # "text" (BM25), "vector", "entity", "rerank"; or "stale" / "changed": moved by an update (recall.py)
+    lane: str  # "text" (BM25), "vector", "entity", "time", "instruction", "preference", "late", "rerank";
+    # or "stale" / "changed": moved by an update (retrieval/recall.py)
     rank: int  # 1 = the lane's best
     via: str | None = None  # entity lane: the name in the query that led here
     edge: str | None = None  # entity lane: id of the refers_to edge followed

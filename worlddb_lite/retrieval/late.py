@@ -32,8 +32,8 @@ Measured around it and not adopted (LoCoMo / BEAM recall@10, one harness run eac
 from __future__ import annotations
 
 import string
-from functools import lru_cache
 from itertools import chain, islice
+from weakref import WeakKeyDictionary, ref
 
 import numpy as np
 
@@ -45,6 +45,7 @@ from .view import ReadView
 LATE_POOL = 200  # candidates re-ranked: the first of the other lanes' fusion
 LATE_TOKENS = 64  # content tokens read from each candidate (BEAM: all tokens 0.623, 64 gives 0.631)
 LATE_QUERY = 2000  # characters of the question read
+LATE_ASKED = 32  # distinct question tokens matched at most (no benchmark question has more than 30)
 LATE_CHARS = 800  # characters of a candidate read: enough for LATE_TOKENS content tokens (1500: the same figures)
 
 
@@ -56,14 +57,17 @@ class _Reader:
     word, where the tokenizer would cost ~15 ms a recall.
     """
 
-    WORDS = 200_000  # distinct words remembered; past this the cache starts again
-    TEXTS = 20_000  # texts remembered (each cut to LATE_CHARS), likewise
+    WORDS = 100_000  # distinct words remembered (each at most LONGEST characters); past this it starts again
+    TEXTS = 10_000  # texts remembered (each cut to LATE_CHARS: ~15 MB at most), likewise
+    LONGEST = 40  # a longer "word" (a hash, a blob of base64) is tokenized each time, not kept
 
     def __init__(self, tokens: TokenVectors) -> None:
-        self.tokens = tokens
+        self._tokens = ref(tokens)  # weak: _READERS holds this reader only as long as the table lives
         self.skip = np.zeros(tokens.unit.shape[0], dtype=bool)  # function words, pieces of no letter or digit
         for piece, tid in tokens.vocabulary.items():
-            if tid < self.skip.shape[0] and (piece in STOPWORDS or not piece.strip("#").isalnum()):
+            core = piece.lstrip(_WORD_MARKS)  # "##ing" (WordPiece), "▁the" (sentencepiece), "Ġdog" (byte-level)
+            function_word = not piece.startswith("##") and core.lower() in STOPWORDS  # "##s" ends a word
+            if tid < self.skip.shape[0] and (function_word or not core.isalnum()):
                 self.skip[tid] = True
         self.words: dict[str, tuple[int, ...]] = {}
         self.texts: dict[str, list[int]] = {}
@@ -88,9 +92,13 @@ class _Reader:
         return list(islice(chain.from_iterable(found), most))  # type: ignore[arg-type]
 
     def _learn(self, word: str) -> tuple[int, ...]:
-        if len(self.words) >= self.WORDS:
-            self.words.clear()
-        ids = self.words[word] = tuple(i for i in self.tokens.word_ids(word) if not self.skip[i])
+        tokens = self._tokens()
+        assert tokens is not None, "a reader outlived its token table"
+        ids = tuple(i for i in tokens.word_ids(word) if not self.skip[i])
+        if len(word) <= self.LONGEST:
+            if len(self.words) >= self.WORDS:
+                self.words.clear()
+            self.words[word] = ids
         return ids
 
 
@@ -99,15 +107,24 @@ class _Reader:
 _APART = str.maketrans(dict.fromkeys(string.punctuation, " "))
 
 
-@lru_cache(maxsize=4)
+_WORD_MARKS = "#▁Ġ"
+_READERS: WeakKeyDictionary[TokenVectors, _Reader] = WeakKeyDictionary()  # gone with their token table
+
+
 def _reader(tokens: TokenVectors) -> _Reader:
-    return _Reader(tokens)
+    reader = _READERS.get(tokens)
+    if reader is None:
+        reader = _READERS[tokens] = _Reader(tokens)
+    return reader
 
 
 def late_lane(view: ReadView, tokens: TokenVectors, query: str, candidates: list[int]) -> list[int]:
     """``candidates`` (first ``LATE_POOL``) by MaxSim against ``query``, best first; [] if nothing to match."""
     reader = _reader(tokens)
     asked = np.unique(np.asarray(reader.ids(query[:LATE_QUERY], LATE_QUERY), dtype=np.int64))
+    asked = asked[tokens.weight[asked] > 0]
+    if asked.size > LATE_ASKED:  # the cost grows with the question: keep its weightiest tokens
+        asked = np.sort(asked[np.argsort(-tokens.weight[asked], kind="stable")[:LATE_ASKED]])
     pool = list(dict.fromkeys(candidates))[:LATE_POOL]
     if not asked.size or not pool:
         return []
