@@ -39,8 +39,7 @@ class MemoryTools:
 
     def recall(self, query: str, scope: str | None = None, k: int = 10, as_of: str | None = None,
                include_superseded: bool = False, late: bool = True) -> dict[str, Any]:
-        """Hybrid recall (full text, vectors, the entity graph, the dates a query names, then a token-by-token
-        re-ranking that ``late=False`` skips); each hit says why."""
+        """Hybrid recall (text, vectors, entity graph, named dates, then a token re-ranking ``late=False`` skips)."""
         found = self.db.recall(query, scope=scope, k=k, as_of=as_of, include_superseded=include_superseded,
                                late=late)
         return {"as_of": found.as_of, "hits": [

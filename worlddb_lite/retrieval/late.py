@@ -12,15 +12,17 @@ re-orders and never adds; its ranking is fused with theirs by RRF like any lane.
 read for its first ``LATE_TOKENS`` content tokens: a long message states its subject first.
 
 Measured (``bench/recall.py``, recall@10 and recall@1): LoCoMo 0.765 -> 0.776 (R@1 0.399 -> 0.408),
-BEAM-100K 0.623 -> 0.631 (R@1 0.199 -> 0.212), update order unchanged, at weight 0.5. Its cost is
+BEAM-100K 0.623 -> 0.631 (R@1 0.199 -> 0.212), update order unchanged, at weight 0.5 with lanes 100
+deep and a pool of 200; lanes 200 deep and a pool of 300 then took BEAM to 0.645 (recall.py). Its cost is
 timed apart by ``bench/recall_scale.py`` (the ``late`` lane); ``recall(late=False)`` skips it.
 
 Measured around it and not adopted (LoCoMo / BEAM recall@10, one harness run each):
 - late weight 0.25 / 0.75 / 1.0: 0.775 / 0.776 / 0.777 and 0.623 / 0.624 / 0.629 (update order 0.846
   at 0.75, 0.821 at 1.0); the vector lane at 0.1 / 0.5 beside it: 0.776 / 0.770, 0.637 / 0.619
   (update order 0.821 / 0.846);
-- a pool of 100: 0.772 / 0.625 (every token read), of 300: LoCoMo 0.776; every token of a long
-  message: BEAM 0.623; 1,500 characters read instead of 800: the same figures;
+- (lanes 100 deep) a pool of 100: 0.772 / 0.625 (every token read), of 300: LoCoMo 0.776; every
+  token of a long message: BEAM 0.623; 1,500 characters read instead of 800: the same figures;
+  (lanes 200 deep) a pool of 200: 0.773 / 0.645;
 - a length penalty, or the candidate's tokens matched back to the question's (30%): no better;
 - a question token weighed down by how many of the pool match it (cosine >= 0.8 or 0.9, BM25's IDF
   within the pool): 0.782 / 0.621; the speaker's name left out of the text: 0.773 / 0.627; the
@@ -42,7 +44,7 @@ from ..embed import TokenVectors
 from .lanes import STOPWORDS
 from .view import ReadView
 
-LATE_POOL = 200  # candidates re-ranked: the first of the other lanes' fusion
+LATE_POOL = 300  # candidates re-ranked: the first of the other lanes' fusion (their lanes are 200 deep)
 LATE_TOKENS = 64  # content tokens read from each candidate (BEAM: all tokens 0.623, 64 gives 0.631)
 LATE_QUERY = 2000  # characters of the question read
 LATE_ASKED = 32  # distinct question tokens matched at most (no benchmark question has more than 30)

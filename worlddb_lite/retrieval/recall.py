@@ -26,7 +26,10 @@ from .view import ReadView
 if TYPE_CHECKING:
     from ..rerank import Reranker
 
-LANE_DEPTH = 100  # each lane's list length: deeper than any k asked, so fusion sees the tails (75: -0.004 on both)
+# Each lane's list length: deeper than any k asked, so fusion and the late stage see the tails. With the
+# late stage, 200 instead of 100 took BEAM 0.631 -> 0.645 (LoCoMo 0.776 either way, its pool at 300);
+# 150 gave BEAM 0.637, 300 gave 0.642. Before the late stage, 200 had given LoCoMo +0.007, BEAM -0.002.
+LANE_DEPTH = 200
 RERANK_DEPTH = 30  # how many fused candidates a reranker re-scores
 HEAD_DEPTH = 50  # the fused head that speakers weigh and updates re-order (deeper moves never reach a k of 10)
 SOURCE_EDGES = {"Fact": "refers_to", "Summary": "derived_from", "Memory": "refers_to"}
@@ -92,8 +95,8 @@ def session_prior(view: ReadView, ranked: list[tuple[int, float]], weight: float
     never dated after the values they replace, so update order did not move while recall fell);
     moving a newer near-duplicate (cosine >= 0.7-0.9) above an older one (update order up to
     0.92, but recall@10 down to 0.05-0.42 on BEAM and 0.19-0.72 on LoCoMo: static embeddings
-    find most turns of one conversation near-duplicates); lanes 200 deep instead of 100 (LoCoMo
-    +0.007, BEAM -0.002, slower); the vector lane asked without the names too (both -0.002/-0.004).
+    find most turns of one conversation near-duplicates); the vector lane asked without the names
+    too (both -0.002/-0.004).
     Measured again with ``changed_over_stated`` and the instruction lane in place, not adopted:
     the neighbour prior (0.15-0.3: BEAM recall@10 0.498 -> 0.509-0.515 but update order 0.718 ->
     0.667, LoCoMo 0.728 -> 0.719-0.726); at most 2-5 turns of one session in the first 10 (BEAM
