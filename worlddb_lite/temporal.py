@@ -101,13 +101,13 @@ _NAMED_MONTH = re.compile(r"\b" + _NAMED_MONTH_WORD + r",? " + _YEAR)
 # Periods named against the read's time: "yesterday", "3 days ago", "last week", "this month", "in May"
 # (the latest May before now), "last Saturday" (the latest before today).
 _WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
-_COUNT = r"(?P<count>\d{1,3}|a|an|one|two|three|four|five|six|seven|eight|nine|ten)"
+COUNT_WORDS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
+               "eight": 8, "nine": 9, "ten": 10}
+_COUNT = r"(?P<count>\d{1,3}|" + "|".join(COUNT_WORDS) + ")"
 _RELATIVE_PERIOD = re.compile(
     r"\b(?:(?P<day>today|yesterday)|" + _COUNT + r" (?P<unit>day|week|month)s? ago|(?P<which>last|this|past) "
     r"(?P<span>week|month|year)|last (?P<weekday>" + "|".join(_WEEKDAYS) + r"))\b", re.IGNORECASE)
 _IN_MONTH = re.compile(r"\b(?:in|during) " + _NAMED_MONTH_WORD + r"(?!,? \d)")
-COUNT_WORDS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
-           "nine": 9, "ten": 10}
 TOLD_BEFORE = dt.timedelta(days=7)  # a period named also covers what was said in the week before it ...
 TOLD_AFTER = dt.timedelta(days=7)  # ... and in the week after ("last week I ...", told a few days later)
 NAMED_CHARS = 2000  # a query is read for dates in its first 2,000 characters ...

@@ -52,6 +52,11 @@ LATE_QUERY = 2000  # characters of the question read
 LATE_ASKED = 32  # distinct question tokens matched at most (no benchmark question has more than 30)
 LATE_CHARS = 800  # characters of a candidate read: enough for LATE_TOKENS content tokens (1500: the same figures)
 
+# ASCII punctuation becomes a space, then the text splits at spaces: a third of a regex's cost. A
+# word still holding other punctuation ("café—") is tokenized whole once, and the pieces dropped.
+_APART = str.maketrans(dict.fromkeys(string.punctuation, " "))
+_WORD_MARKS = "#▁Ġ"  # where a vocabulary marks a piece as a word's start or continuation
+
 
 class _Reader:
     """A token table's content tokens per word and per text, each tokenized once.
@@ -106,12 +111,6 @@ class _Reader:
         return ids
 
 
-# ASCII punctuation becomes a space, then the text splits at spaces: a third of a regex's cost. A
-# word still holding other punctuation ("café—") is tokenized whole once, and the pieces dropped.
-_APART = str.maketrans(dict.fromkeys(string.punctuation, " "))
-
-
-_WORD_MARKS = "#▁Ġ"
 _READERS: WeakKeyDictionary[TokenVectors, _Reader] = WeakKeyDictionary()  # gone with their token table
 
 

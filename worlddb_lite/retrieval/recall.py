@@ -230,7 +230,7 @@ def learned_from(view: ReadView, turns: Sequence[int]) -> Learned:
 
 
 def stale_after_fresh(view: ReadView, fused: list[int], depth: int, *,
-                      learned: Learned | None = None) -> tuple[list[int], set[int]]:
+                      learned: Learned) -> tuple[list[int], set[int]]:
     """Move a stale turn just below the turn that superseded it, when both are in the head.
 
     A turn is stale when every fact learned from it has been superseded at the read's time; the
@@ -239,8 +239,6 @@ def stale_after_fresh(view: ReadView, fused: list[int], depth: int, *,
     Read at an earlier ``as_of`` nothing is superseded yet, and nothing moves.
     """
     head = fused[:depth]
-    if learned is None:
-        learned = learned_from(view, [n for n, (kind, _) in zip(head, view.kinds(head), strict=True) if kind == "Turn"])
     rows, current = learned
     facts_of: dict[int, set[int]] = {}
     for _, turn, fact, _ in rows:
