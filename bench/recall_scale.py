@@ -24,7 +24,7 @@ What is timed (after ``--warmup`` recalls on other questions, same store, same p
 * ``lanes``: the same questions again with ``worlddb_lite.retrieval.recall``'s lane functions, its
   ``rrf`` and ``_turns`` and the query embedding (``worlddb_lite.db.embed_checked``) wrapped by timers
   from this script (no library file is changed); ``other`` = recall minus the timed parts (the view,
-  reasons, loading the hit nodes);
+  the standing lanes, the priors and moves of the head, reasons, loading the hit nodes);
 * ``rerank_stage``: for ``--rerank-queries`` questions, the fused top 30 (``recall(k=30)``, passage =
   node name + content, as ``retrieval.recall`` hands a reranker) scored by a MiniLM-L6-sized
   cross-encoder (bench/rerank.py's graft: all-MiniLM-L6-v2 + a random classification head, so only
@@ -72,7 +72,7 @@ Jonas Kai Kemal Lena Luca Maya Mateo Nadia Nico Olga Omar Priya Pablo Quinn Rafa
 Uma Viktor Wanda Yusuf Zara Ahmed Bianca Carlos Dana Emil Freya Goran Hana Idris Julia Karim Lara Milo Noor
 Oscar Petra Rania Stefan Talia Ulla Vera Wes Xenia Yara Zeno""".split()
 OPENERS = ("Honestly, ", "Oh, ", "So ", "By the way, ", "Well, ", "Funny thing: ", "Anyway, ", "You know, ")
-LANES = ("embed", "text", "vector", "entity", "late", "fusion", "turns")
+LANES = ("embed", "text", "vector", "time", "entity", "late", "fusion", "turns")
 
 
 # ---- the store -----------------------------------------------------------------------
@@ -176,6 +176,7 @@ class LaneTimers:
             (db_module, "embed_checked", "embed"),
             (recall_module, "text_lane", "text"),
             (recall_module, "vector_lane", "vector"),
+            (recall_module, "time_lane", "time"),
             (recall_module, "entity_lane", "entity"),
             (recall_module, "late_lane", "late"),
             (recall_module, "rrf", "fusion"),
