@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from . import _sqlite, identity, migrations, reads, traverse, vector_lane
+from . import _sqlite, blas, identity, migrations, reads, token_index, traverse, vector_lane
 from .checks import file_name, names
 from .edges import EdgeRegistry, EdgeType, EndView, QueryRules
-from .embed import Embedder, StaticEmbedder, embed_checked, embedding_text
+from .embed import Embedder, StaticEmbedder, embed_checked, embedding_text, token_table
 from .errors import EmbedderMismatch, InvalidInput, NotCurrent, NotFound
 from .hashing import node_id
 from .reconciler import (
@@ -196,9 +196,13 @@ class WorldDB:
             if new:  # schema, meta and root world in one transaction: an interrupted init leaves no store
                 meta = [("embedder_id", model_id), ("embedder_dim", str(self.dim)), ("compose", compose),
                         ("created_at", self._clock())]
+                if token_table(self._embedder) is not None:
+                    meta.append(("token_format", token_index.FORMAT))
                 prepare = lambda: _sqlite.install(self._conn, meta)  # noqa: E731
                 with self._reconciler.transaction(prepare=prepare) as txn:
                     txn.add_root()
+            elif not _adopt_embedder:  # a re-embedding rewrites the token index anyway
+                self._refresh_token_index()
             self._root = self._root_nid()
         except BaseException:
             self._conn.close()
@@ -223,6 +227,20 @@ class WorldDB:
         if not isinstance(embedder, Embedder):
             raise InvalidInput("embedder must implement worlddb_lite.Embedder (model_id, dim, embed)")
         return embedder, embedder.model_id, int(embedder.dim)
+
+    def _refresh_token_index(self) -> None:
+        """Rewrite the token index if its rows were written in another format, or before it existed.
+
+        Once per store and code change, like a migration (~3 s at 100k memories); nothing to do
+        for a store of another embedder, whose recall has no late stage.
+        """
+        tokens = token_table(self._embedder)
+        if tokens is None or self._meta_value("token_format") == token_index.FORMAT:
+            return
+        with self._txn():
+            if self._meta_value("token_format") != token_index.FORMAT:  # another process may have done it
+                self._store.reindex_tokens(tokens())
+                self._store.set_meta([("token_format", token_index.FORMAT)])
 
     def _meta_value(self, key: str) -> str | None:
         return reads.meta_value(self._conn, key)
@@ -272,6 +290,12 @@ class WorldDB:
             stack.enter_context(self._txn())
             lane.reset()
             self._store.set_meta([("embedder_id", self._embedder.model_id), ("embedder_dim", str(self.dim))])
+            tokens = token_table(self._embedder)
+            self._store.reindex_tokens(None if tokens is None else tokens())
+            if tokens is None:
+                self._store.delete_meta(["token_format"])
+            else:
+                self._store.set_meta([("token_format", token_index.FORMAT)])
             chunk: list[tuple[int, str]] = []
             for nid, name, content in itertools.chain(self._store.texts_in_depth_order(), [(0, None, None)]):
                 text = embedding_text(name, content)
@@ -920,7 +944,8 @@ class WorldDB:
         with _sqlite.translate():
             inside = self._scope_id(scope) if scope is not None else world
             view = self._view(as_of, known_as_of, include_superseded, world=inside)
-            hits = retrieval_recall(view, text, k=k, reranker=reranker, late=late)
+            with blas.one_thread():
+                hits = retrieval_recall(view, text, k=k, reranker=reranker, late=late)
             return Recall(text, tuple(hits), view.valid, view.belief)
 
     def context(self, query: str, *, budget: int = DEFAULT_BUDGET, k: int = 30, **options: Any) -> Context:
@@ -978,7 +1003,7 @@ class WorldDB:
             valid=valid, belief=belief, include_superseded=include_superseded,
             memberships=tuple(sorted(rules.membership)), annotate=frozenset(rules.annotate),
             world=None if inside == self._root else inside,
-            tokens=embedder.token_vectors if isinstance(embedder, StaticEmbedder) else None,  # a static model's
+            tokens=token_table(embedder),  # a static model's: the late stage
         )
 
     def reindex(self, *, partitions: int | None = None,
@@ -1089,7 +1114,7 @@ class WorldDB:
 
         with _sqlite.translate():
             return verify_store(self._conn, self._store, self._registry, self._embedder is not None, progress,
-                                deep=deep)
+                                deep=deep, tokens=self._reconciler.tokens())
 
     def stats(self) -> dict[str, Any]:
         """Counts and facts about the store, for people and monitoring."""

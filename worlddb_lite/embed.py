@@ -12,7 +12,7 @@ import json
 import re
 import struct
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -167,6 +167,14 @@ class StaticEmbedder:
         seed = int.from_bytes(blake3.blake3(text.encode("utf-8")).digest()[:8], "little")
         fallback: np.ndarray = np.random.default_rng(seed).standard_normal(self.dim).astype(np.float32)
         return fallback
+
+
+def token_table(embedder: object) -> Callable[[], TokenVectors] | None:
+    """How to get an embedder's token table (the model loads on the first call); None: it has none.
+
+    Only a static model has one: its text vector is a weighted mean of its token vectors.
+    """
+    return embedder.token_vectors if isinstance(embedder, StaticEmbedder) else None
 
 
 class TokenVectors:

@@ -62,8 +62,13 @@ def _to_v4(conn: apsw.Connection) -> None:
     conn.execute(schema_statement("node_state_valid"))
 
 
+def _to_v5(conn: apsw.Connection) -> None:
+    """Version 5: the token index of the late-interaction stage, empty: opening the store fills it (db.py)."""
+    conn.execute(schema_statement("node_tokens"))
+
+
 # STEPS[n] lifts a file from version n to n + 1.
-STEPS: dict[int, Callable[[apsw.Connection], None]] = {1: _to_v2, 2: _to_v3, 3: _to_v4}
+STEPS: dict[int, Callable[[apsw.Connection], None]] = {1: _to_v2, 2: _to_v3, 3: _to_v4, 4: _to_v5}
 assert all(v in STEPS for v in range(min(STEPS), SCHEMA_VERSION)), "a schema version bump needs its step"
 
 

@@ -107,7 +107,7 @@ def erase(txn: Txn, conn: apsw.Connection, nids: Iterable[int]) -> list[str]:
         if expired is not None and expired[0] is None:
             txn.close(nid, expire=True)  # no longer believed from now on: the root covers the change
         conn.execute("update node set body = null where nid = ? and body is not null", (nid,))
-        conn.execute("delete from node_fts where rowid = ?", (nid,))
+        txn.store.unindex_texts([nid])
         conn.execute("delete from alias where nid = ?", (nid,))
         # a proposal's reason quotes both names ("'Sarah' ~ 'Sara'"); the decision itself stays
         conn.execute("update merge_proposal set reason = 'erased by a purge' where a = ?1 or b = ?1", (nid,))
@@ -147,8 +147,8 @@ def _reindex_alone(txn: Txn, conn: apsw.Connection, nids: list[int]) -> None:
         name, content, members = one_row(conn.execute(
             "select json_extract(n.body, '$.name'), json_extract(n.body, '$.content'), s.size "
             "from node as n join node_state as s on s.nid = n.nid where n.nid = ?", (nid,)).fetchone())
-        conn.execute("delete from node_fts where rowid = ?", (nid,))
-        txn.store.index_texts([(nid, name or "", content or "")])
+        txn.store.unindex_texts([nid])
+        txn.store.index_texts([(nid, name or "", content or "")], txn.r.tokens())
         text = embedding_text(name, content)
         if embedder is None or members or not text:
             continue  # caller-supplied vectors (no text in them) and worlds keep theirs

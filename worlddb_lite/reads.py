@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import apsw
 
-from ._sqlite import as_float, as_int, one_row
+from ._sqlite import as_bytes, as_float, as_int, one_row
 from .store import believed_sql, visible_sql
 
 
@@ -154,6 +154,12 @@ def texts(conn: apsw.Connection, nids: Sequence[int], most: int) -> dict[int, st
     return {as_int(r[0]): str(r[1]) for r in conn.execute(
         "select rowid, substr(coalesce(name, '') || ' ' || coalesce(content, ''), 1, ?) from node_fts "
         "where rowid in (select value from json_each(?))", (most, json.dumps(list(nids))))}
+
+
+def token_rows(conn: apsw.Connection, nids: Sequence[int]) -> dict[int, bytes]:
+    """The token index rows (token_index.py) of those of ``nids`` that have one."""
+    return {as_int(nid): as_bytes(ids) for nid, ids in conn.execute(
+        "select nid, ids from node_tokens where nid in (select value from json_each(?))", (json.dumps(list(nids)),))}
 
 
 def alias_nids(conn: apsw.Connection, norm: str) -> list[int]:

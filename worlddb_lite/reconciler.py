@@ -32,7 +32,7 @@ from .edges import (
     SkipEdgeRow,
     StageMerge,
 )
-from .embed import Embedder, embed_checked, embedding_text
+from .embed import Embedder, TokenVectors, embed_checked, embedding_text, token_table
 from .errors import InvalidInput, MergeError, NotCurrent, WorldDBError
 from .hashing import (
     EMPTY_TREE,
@@ -429,7 +429,8 @@ class Txn:
             self.store.insert_edges(self.pending_edges)
             self.pending_edges = []
         if indexes:
-            self.store.index_texts(self.pending_text)
+            if self.pending_text:  # (a token table loads the model: not for writes without text)
+                self.store.index_texts(self.pending_text, self.r.tokens())
             self.r.composer.commit(self.pending_vectors)
             self.pending_text, self.pending_vectors = [], []
 
@@ -560,6 +561,11 @@ class Reconciler:
         """
         now, last = self.clock(), self.store.last_commit_time()
         return now if last is None or now >= last else last
+
+    def tokens(self) -> TokenVectors | None:
+        """The embedder's token table, which the token index is written in; None: it has none."""
+        table = token_table(self.embedder)
+        return None if table is None else table()
 
     def check_vector(self, vector: Any) -> np.ndarray:
         """A float32 vector of the store's dimension, or a clear error."""

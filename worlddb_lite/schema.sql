@@ -404,6 +404,14 @@ create unique index work_queue_turn on work_queue (turn);
 -- Full-text index over each node's name and content (rowid = node.nid).
 create virtual table node_fts using fts5(name, content, tokenize = 'porter unicode61 remove_diacritics 2');
 
+-- The first content tokens of each full-text row under the store's static model (token_index.py),
+-- for the late-interaction stage of recall. Derived like node_fts: rewritten on re-embedding, and
+-- whole when meta token_format names the code's format; empty for a store of another embedder.
+create table node_tokens (
+  nid integer primary key references node (nid),
+  ids blob not null  -- token ids, little-endian: uint16 for a vocabulary of up to 65,536 tokens, else int32
+) strict;
+
 -- Each node's effective embedding (see world_vec), searched through an in-memory IVF index
 -- (vector_lane.py). A plain table, so any sqlite3 shell reads it; with sqlite-vec loaded,
 -- vec_distance_cosine(embedding, vec_f32('[...]')) scores it directly.

@@ -7,6 +7,7 @@ values as parameters: no SQL is ever formatted from input.
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from collections.abc import Iterable, Iterator, Sequence
@@ -16,8 +17,10 @@ from typing import Any, NamedTuple
 import apsw
 
 from ._sqlite import as_bytes, as_int, one_row
+from .embed import TokenVectors
 from .errors import AmbiguousId, InvalidId, NotFound
 from .hashing import ID_BYTES, state_bytes
+from .token_index import index_rows
 from .types import Edge, MergeProposal, MergeStatus, Node
 
 _HEX = re.compile(r"^[0-9a-f]+$")
@@ -448,9 +451,26 @@ class Store:
                 aliases,
             )
 
-    def index_texts(self, rows: Iterable[tuple[int, str, str]]) -> None:
-        """Add (nid, name, content) rows to the full-text index."""
+    def index_texts(self, rows: Sequence[tuple[int, str, str]], tokens: TokenVectors | None) -> None:
+        """Add (nid, name, content) rows to the full-text index and, with a token table, the token index."""
         self.conn.executemany("insert into node_fts (rowid, name, content) values (?, ?, ?)", rows)
+        self.conn.executemany("insert into node_tokens (nid, ids) values (?, ?)", index_rows(tokens, rows))
+
+    def unindex_texts(self, nids: Sequence[int]) -> None:
+        """Remove nodes' full-text and token index rows."""
+        gone = [(nid,) for nid in nids]
+        self.conn.executemany("delete from node_fts where rowid = ?", gone)
+        self.conn.executemany("delete from node_tokens where nid = ?", gone)
+
+    def reindex_tokens(self, tokens: TokenVectors | None, batch: int = 4096) -> int:
+        """Rewrite the whole token index from the full-text rows (none without a token table); rows written."""
+        self.conn.execute("delete from node_tokens")
+        written = 0
+        rows = self.conn.execute("select rowid, name, content from node_fts")
+        while tokens is not None and (chunk := [(as_int(n), a, b) for n, a, b in itertools.islice(rows, batch)]):
+            self.conn.executemany("insert into node_tokens (nid, ids) values (?, ?)", index_rows(tokens, chunk))
+            written += len(chunk)
+        return written
 
     def set_meta(self, rows: Iterable[tuple[str, str]]) -> None:
         """Write store-level settings (embedder id and dimension, ...)."""

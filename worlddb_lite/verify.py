@@ -14,12 +14,14 @@ from dataclasses import dataclass, replace
 import apsw
 import numpy as np
 
-from ._sqlite import one_row
+from ._sqlite import as_int, one_row
 from .composition import compose_from_scratch
 from .edges import EdgeRegistry
+from .embed import TokenVectors
 from .hashing import EMPTY_TREE, edge_body, edge_id, edge_leaf, node_id, world_root
 from .root_replay import Divergence, replay
 from .store import NodeRow, Store
+from .token_index import content_tokens
 from .types import VerifyReport, Violation
 from .vector_table import VectorTable
 from .worlds import compute_levels
@@ -41,11 +43,14 @@ def verify_store(
     progress: Callable[[str], None] | None = None,
     *,
     deep: bool = False,
+    tokens: TokenVectors | None = None,
 ) -> VerifyReport:
     """Check the whole store; return what was checked and every violation.
 
-    ``deep`` also recomposes every world's embedding from its children's vectors and replays the
-    history to recompute every world root ever logged, naming the first that diverges.
+    ``deep`` also recomposes every world's embedding from its children's vectors, tokenizes every
+    text again for the token index (``tokens``: the store's token table, None for an embedder
+    without one) and replays the history to recompute every world root ever logged, naming the
+    first that diverges.
     """
     say = progress or (lambda _msg: None)
     out: list[Violation] = []
@@ -115,13 +120,15 @@ def verify_store(
     for nid in sorted(fts - texts)[:20]:
         bad("7-indexes", f"full-text row {nid} belongs to no node with text")
     vec = _check_vectors(conn, store, nodes, texts, embeds_every_text, deep, bad)
+    token_rows = _check_tokens(conn, fts, tokens, deep, bad)
     node_count = len(nodes)
     del nodes, leaves, same_as, texts  # the replay builds its own; both at once would double the peak
     history = _check_root_history(conn, say, bad) if deep else 0
 
     return VerifyReport(
         checked={"nodes": node_count, "edges": edges, "worlds": checked_worlds,
-                 "fts_rows": len(fts), "vector_rows": len(vec), **({"logged_roots": history} if deep else {})},
+                 "fts_rows": len(fts), "vector_rows": len(vec), "token_rows": token_rows,
+                 **({"logged_roots": history} if deep else {})},
         violations=tuple(out),
     )
 
@@ -158,6 +165,26 @@ def _check_vectors(conn: apsw.Connection, store: Store, nodes: dict[int, NodeRow
     if deep:
         _check_compositions(conn, table, members, pools, nodes, bad)
     return vec
+
+
+def _check_tokens(conn: apsw.Connection, fts: set[int], tokens: TokenVectors | None, deep: bool,
+                  bad: Callable[[str, str], None]) -> int:
+    """Token index rows are exactly the full-text rows (none without a token table); deep: each as written."""
+    rows = {int(r[0]) for r in conn.execute("select nid from node_tokens")}
+    expected = fts if tokens is not None else set()
+    for nid in sorted(expected - rows)[:20]:
+        bad("7-indexes", f"full-text row {nid} has no token index row")
+    for nid in sorted(rows - expected)[:20]:
+        bad("7-indexes", f"token index row {nid} belongs to no full-text row"
+            + ("" if tokens is not None else " (this store's embedder has no token table)"))
+    if deep and tokens is not None:
+        reader = content_tokens(tokens)
+        wrong = [as_int(nid) for nid, text, ids in conn.execute(
+            "select f.rowid, coalesce(f.name, '') || ' ' || coalesce(f.content, ''), t.ids "
+            "from node_fts as f join node_tokens as t on t.nid = f.rowid") if reader.row(str(text)) != ids]
+        for nid in wrong[:20]:
+            bad("7-indexes", f"token index row {nid} does not hold its text's tokens; reopen or re-embed the store")
+    return len(rows)
 
 
 def _check_compositions(conn: apsw.Connection, table: VectorTable, members: dict[int, list[int]],

@@ -10,8 +10,9 @@ meets "campground" and "tent", "pets" meets "dogs", wherever they stand in the t
 It ranks only what the other lanes found (the first ``LATE_POOL`` of their fusion), so it
 re-orders and never adds; its ranking is fused with theirs by RRF like any lane. A candidate is
 read as the full-text index holds it (its own words, then any context the bridge added) for its
-first ``LATE_TOKENS`` content tokens: a long message states its subject first. Its own words
-alone: LoCoMo 0.771 against 0.776, BEAM the same.
+first ``token_index.TOKENS`` content tokens, which the token index wrote down with its full-text
+row (tokenizing the pool here cost ~6 ms a recall at 100k memories). Its own words alone: LoCoMo
+0.771 against 0.776, BEAM the same.
 
 Measured (``bench/recall.py``, recall@10 and recall@1): LoCoMo 0.765 -> 0.776 (R@1 0.399 -> 0.408),
 BEAM-100K 0.623 -> 0.631 (R@1 0.199 -> 0.212), update order unchanged, at weight 0.5 with lanes 100
@@ -35,95 +36,21 @@ Measured around it and not adopted (LoCoMo / BEAM recall@10, one harness run eac
 
 from __future__ import annotations
 
-import string
-from itertools import chain, islice
-from weakref import WeakKeyDictionary, ref
-
 import numpy as np
 
 from .. import reads
 from ..embed import TokenVectors
-from .lanes import STOPWORDS
+from ..token_index import TEXT_CHARS, content_tokens
 from .view import ReadView
 
 LATE_POOL = 300  # candidates re-ranked: the first of the other lanes' fusion (their lanes are 200 deep)
-LATE_TOKENS = 64  # content tokens read from each candidate (BEAM: all tokens 0.623, 64 gives 0.631)
 LATE_QUERY = 2000  # characters of the question read
 LATE_ASKED = 32  # distinct question tokens matched at most (no benchmark question has more than 30)
-LATE_CHARS = 800  # characters of a candidate read: enough for LATE_TOKENS content tokens (1500: the same figures)
-
-# ASCII punctuation becomes a space, then the text splits at spaces: a third of a regex's cost. A
-# word still holding other punctuation ("café—") is tokenized whole once, and the pieces dropped.
-_APART = str.maketrans(dict.fromkeys(string.punctuation, " "))
-_WORD_MARKS = "#▁Ġ"  # where a vocabulary marks a piece as a word's start or continuation
-
-
-class _Reader:
-    """A token table's content tokens per word and per text, each tokenized once.
-
-    Every recall reads up to ``LATE_POOL`` texts, and successive recalls over one memory read
-    many of the same ones: a remembered text costs a dictionary lookup, a new one a lookup per
-    word, where the tokenizer would cost ~15 ms a recall.
-    """
-
-    WORDS = 100_000  # distinct words remembered (each at most LONGEST characters); past this it starts again
-    TEXTS = 10_000  # texts remembered (each cut to LATE_CHARS: ~15 MB at most), likewise
-    LONGEST = 40  # a longer "word" (a hash, a blob of base64) is tokenized each time, not kept
-
-    def __init__(self, tokens: TokenVectors) -> None:
-        self._tokens = ref(tokens)  # weak: _READERS holds this reader only as long as the table lives
-        self.skip = np.zeros(tokens.unit.shape[0], dtype=bool)  # function words, pieces of no letter or digit
-        for piece, tid in tokens.vocabulary.items():
-            core = piece.lstrip(_WORD_MARKS)  # "##ing" (WordPiece), "▁the" (sentencepiece), "Ġdog" (byte-level)
-            function_word = not piece.startswith("##") and core.lower() in STOPWORDS  # "##s" ends a word
-            if tid < self.skip.shape[0] and (function_word or not core.isalnum()):
-                self.skip[tid] = True
-        self.words: dict[str, tuple[int, ...]] = {}
-        self.texts: dict[str, list[int]] = {}
-
-    def text_ids(self, text: str) -> list[int]:
-        """``ids(text, LATE_TOKENS)``, remembered."""
-        found = self.texts.get(text)
-        if found is None:
-            if len(self.texts) >= self.TEXTS:
-                self.texts.clear()
-            found = self.texts[text] = self.ids(text, LATE_TOKENS)
-        return found
-
-    def ids(self, text: str, most: int) -> list[int]:
-        """The ids of ``text``'s first ``most`` content tokens, in order."""
-        words = text.lower().translate(_APART).split()
-        found = list(map(self.words.get, words))  # one C-level pass; a new word is rare after the first recalls
-        if None in found:
-            for at, word in enumerate(words):
-                if found[at] is None:
-                    found[at] = self._learn(word)
-        return list(islice(chain.from_iterable(found), most))  # type: ignore[arg-type]
-
-    def _learn(self, word: str) -> tuple[int, ...]:
-        tokens = self._tokens()
-        assert tokens is not None, "a reader outlived its token table"
-        ids = tuple(i for i in tokens.word_ids(word) if not self.skip[i])
-        if len(word) <= self.LONGEST:
-            if len(self.words) >= self.WORDS:
-                self.words.clear()
-            self.words[word] = ids
-        return ids
-
-
-_READERS: WeakKeyDictionary[TokenVectors, _Reader] = WeakKeyDictionary()  # gone with their token table
-
-
-def _reader(tokens: TokenVectors) -> _Reader:
-    reader = _READERS.get(tokens)
-    if reader is None:
-        reader = _READERS[tokens] = _Reader(tokens)
-    return reader
 
 
 def late_lane(view: ReadView, tokens: TokenVectors, query: str, candidates: list[int]) -> list[int]:
     """``candidates`` (first ``LATE_POOL``) by MaxSim against ``query``, best first; [] if nothing to match."""
-    reader = _reader(tokens)
+    reader = content_tokens(tokens)
     asked = np.unique(np.asarray(reader.ids(query[:LATE_QUERY], LATE_QUERY), dtype=np.int64))
     asked = asked[tokens.weight[asked] > 0]
     if asked.size > LATE_ASKED:  # the cost grows with the question: keep its weightiest tokens
@@ -131,22 +58,22 @@ def late_lane(view: ReadView, tokens: TokenVectors, query: str, candidates: list
     pool = list(dict.fromkeys(candidates))[:LATE_POOL]
     if not asked.size or not pool:
         return []
-    texts = reads.texts(view.conn, pool, LATE_CHARS)
-    kept: list[int] = []
-    flat: list[int] = []
-    starts: list[int] = []
-    for nid in pool:
-        ids = reader.text_ids(texts.get(nid, ""))
-        if ids:
-            kept.append(nid)
-            starts.append(len(flat))
-            flat.extend(ids)
-    if not kept:
+    rows = reads.token_rows(view.conn, pool)
+    missing = [nid for nid in pool if nid not in rows]
+    if missing:  # written by a process that kept no token row (its store then re-indexes when next opened)
+        texts = reads.texts(view.conn, missing, TEXT_CHARS)
+        rows.update((nid, reader.row(texts[nid])) for nid in missing if nid in texts)
+    ids = [(nid, reader.decode(rows[nid])) for nid in pool if nid in rows]
+    ids = [(nid, row) for nid, row in ids if row.size]
+    if not ids:
         return []
+    kept = [nid for nid, _ in ids]
+    flat = np.concatenate([row for _, row in ids])
+    starts = np.cumsum([0] + [row.size for _, row in ids[:-1]])
     # cosines over the distinct tokens (a pool shares most of its words), then spread to every position
-    distinct, position = np.unique(np.asarray(flat, dtype=np.int64), return_inverse=True)
+    distinct, position = np.unique(flat, return_inverse=True)
     cosines = (tokens.unit[asked] @ tokens.unit[distinct].T)[:, position]  # question x candidate tokens
-    best = np.maximum.reduceat(cosines, np.asarray(starts), axis=1)  # each question token's best match, per candidate
+    best = np.maximum.reduceat(cosines, starts, axis=1)  # each question token's best match, per candidate
     best = np.maximum(best, 0.0)  # an opposed token is no match, not a penalty
     weight = tokens.weight[asked]
     score = (weight @ best) / weight.sum()

@@ -17,9 +17,10 @@ from .. import reads
 from ..extract import says_change
 from ..facts import INSTRUCTIONS, PREFERENCES, slot_words
 from ..reads import Said
+from ..stopwords import STOPWORDS
 from ..types import Hit, Node, Reason, is_assistant
 from .fusion import LANE_WEIGHTS, rrf
-from .lanes import STOPWORDS, EntityPath, entity_lane, standing_lanes, text_lane, time_lane, vector_lane
+from .lanes import EntityPath, entity_lane, standing_lanes, text_lane, time_lane, vector_lane
 from .late import late_lane
 from .view import ReadView
 
