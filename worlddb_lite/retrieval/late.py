@@ -63,16 +63,21 @@ def late_lane(view: ReadView, tokens: TokenVectors, query: str, candidates: list
     if missing:  # written by a process that kept no token row (its store then re-indexes when next opened)
         texts = reads.texts(view.conn, missing, TEXT_CHARS)
         rows.update((nid, reader.row(texts[nid])) for nid in missing if nid in texts)
-    ids = [(nid, reader.decode(rows[nid])) for nid in pool if nid in rows]
-    ids = [(nid, row) for nid, row in ids if row.size]
-    if not ids:
+    kept = [nid for nid in pool if rows.get(nid)]  # an empty row: a text of function words only
+    if not kept:
         return []
-    kept = [nid for nid, _ in ids]
-    flat = np.concatenate([row for _, row in ids])
-    starts = np.cumsum([0] + [row.size for _, row in ids[:-1]])
-    # cosines over the distinct tokens (a pool shares most of its words), then spread to every position
-    distinct, position = np.unique(flat, return_inverse=True)
-    cosines = (tokens.unit[asked] @ tokens.unit[distinct].T)[:, position]  # question x candidate tokens
+    blobs = [rows[nid] for nid in kept]
+    flat = np.frombuffer(b"".join(blobs), dtype=reader.dtype)  # every candidate's tokens, one after another
+    sizes = np.fromiter(map(len, blobs), dtype=np.int64, count=len(blobs)) // reader.dtype.itemsize
+    starts = np.concatenate(([0], np.cumsum(sizes[:-1])))
+    # cosines over the distinct tokens (a pool shares most of its words), then spread to every position;
+    # distinct by a mark per vocabulary entry: a fifth of np.unique's sort
+    present = np.zeros(tokens.unit.shape[0], dtype=bool)
+    present[flat] = True
+    distinct = np.flatnonzero(present)
+    position = np.zeros(present.shape[0], dtype=np.int32)
+    position[distinct] = np.arange(distinct.size, dtype=np.int32)
+    cosines = (tokens.unit[asked] @ tokens.unit[distinct].T)[:, position[flat]]  # question x candidate tokens
     best = np.maximum.reduceat(cosines, starts, axis=1)  # each question token's best match, per candidate
     best = np.maximum(best, 0.0)  # an opposed token is no match, not a penalty
     weight = tokens.weight[asked]
