@@ -466,7 +466,10 @@ def test_a_turn_said_by_the_person_the_query_names_gains(db: WorldDB) -> None:
     reply = recall_module.REPLY_WEIGHT * 0.05  # Melanie answered Caroline: her turn's score lifts Caroline's
     assert weighed[caroline] == pytest.approx(0.047 + NAMED_SPEAKER_WEIGHT * 0.06 + reply)  # named (any case)
     assert weighed[melanie] == 0.05  # not named, and the assistant's reply lifts nothing
-    assert weighed[assistant] == pytest.approx(0.06 * recall_module.ASSISTANT_SHARE)
+    answered = recall_module.ANSWER_WEIGHT * 0.05  # the assistant answered Melanie: her turn's score lifts its answer
+    assert weighed[assistant] == pytest.approx(0.06 * recall_module.ASSISTANT_SHARE + answered)
+    alone = dict(speaker_prior(view, [(assistant, 0.06), (caroline, 0.047)], "Which painting class?", depth=10))
+    assert alone[assistant] == pytest.approx(0.06 * recall_module.ASSISTANT_SHARE)  # what it answered: not in the head
     assert [nid for nid, _ in speaker_prior(view, ranked, "What painting class did caroline take?", depth=10)] \
         == [caroline, melanie, assistant]
     unnamed = dict(speaker_prior(view, ranked, "Which painting class?", depth=10))
