@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from threadpoolctl import threadpool_info, threadpool_limits
 
-from worlddb_lite import WorldDB
+from worlddb_lite import WorldDB, blas
 from worlddb_lite import db as db_module
 
 
@@ -31,4 +31,24 @@ def test_a_recall_runs_on_one_blas_thread_and_restores_the_callers(db: WorldDB,
         assert before and all(n == 2 for n in before)  # numpy's BLAS is there to limit
         assert db.recall("camping", scope="ana").hits
         assert inside == [[1] * len(before)]
+        assert _blas_threads() == before
+
+
+def test_overlapping_reads_share_one_limit_and_the_last_gives_the_count_back() -> None:
+    with threadpool_limits(limits=2, user_api="blas"):
+        before = _blas_threads()
+        first, second = blas.one_thread(), blas.one_thread()
+        first.__enter__()
+        second.__enter__()  # another thread's recall, started while the first runs
+        first.__exit__(None, None, None)
+        assert all(n == 1 for n in _blas_threads())  # the second still runs
+        second.__exit__(None, None, None)
+        assert _blas_threads() == before
+
+
+def test_a_read_that_fails_gives_the_count_back() -> None:
+    with threadpool_limits(limits=2, user_api="blas"):
+        before = _blas_threads()
+        with pytest.raises(ValueError), blas.one_thread():
+            raise ValueError("a lane failed")
         assert _blas_threads() == before

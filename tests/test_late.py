@@ -37,6 +37,10 @@ def store(tmp_path: Path, model: StaticEmbedder) -> WorldDB:
     return db
 
 
+def _texts(db: WorldDB, nids: list[int]) -> dict[int, str]:
+    return {nid: f"{name} {content}" for nid, name, content in reads.indexed(db._conn, nids)}
+
+
 def _words(tokens: TokenVectors, ids: list[int]) -> list[str]:
     names = {tid: piece for piece, tid in tokens.vocabulary.items()}
     return [names[i] for i in ids]
@@ -54,7 +58,7 @@ def test_the_token_table_has_one_unit_row_and_one_weight_per_token(tokens: Token
 def test_a_candidate_that_says_it_in_other_words_ranks_first(store: WorldDB, tokens: TokenVectors) -> None:
     view = store._view(None, None, False, world=None)
     nids = [int(n) for (n,) in store._conn.execute("select rowid from node_fts where content is not null")]
-    texts = reads.texts(store._conn, nids, 1000)
+    texts = _texts(store, nids)
     for question, word in (("Where did we go camping?", "campground"), ("Which pets do they have?", "dogs")):
         given = sorted(nids, key=lambda n: word in texts[n])  # the one that answers comes last
         ranked = late.late_lane(view, tokens, question, given)
@@ -65,12 +69,24 @@ def test_a_candidate_that_says_it_in_other_words_ranks_first(store: WorldDB, tok
 def test_a_candidate_without_a_token_row_is_read_from_its_text(store: WorldDB, tokens: TokenVectors) -> None:
     view = store._view(None, None, False, world=None)
     nids = [int(n) for (n,) in store._conn.execute("select rowid from node_fts where content is not null")]
-    texts = reads.texts(store._conn, nids, 1000)
+    texts = _texts(store, nids)
     given = sorted(nids, key=lambda n: "campground" in texts[n])
     indexed = late.late_lane(view, tokens, "Where did we go camping?", given)
     store._conn.execute("delete from node_tokens")  # as a process of older code would have left it
     assert late.late_lane(view, tokens, "Where did we go camping?", given) == indexed
     assert "campground" in texts[indexed[0]]
+
+
+def test_the_lane_reads_the_stored_token_rows_not_the_texts(store: WorldDB, tokens: TokenVectors,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    view = store._view(None, None, False, world=None)
+    nids = [int(n) for (n,) in store._conn.execute("select rowid from node_fts where content is not null")]
+
+    def no_texts(*_: object) -> None:
+        raise AssertionError("the late lane read texts although every candidate has a token row")
+
+    monkeypatch.setattr(reads, "indexed", no_texts)
+    assert sorted(late.late_lane(view, tokens, "Where did we go camping?", nids)) == sorted(nids)
 
 
 def test_nothing_to_match_gives_no_ranking(store: WorldDB, tokens: TokenVectors) -> None:
@@ -131,7 +147,7 @@ def test_a_long_question_is_matched_by_its_weightiest_tokens(store: WorldDB, tok
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     view = store._view(None, None, False, world=None)
     nids = [int(n) for (n,) in store._conn.execute("select rowid from node_fts where content is not null")]
-    texts = reads.texts(store._conn, nids, 1000)
+    texts = _texts(store, nids)
     assert tokens.weight[tokens.vocabulary["campground"]] > tokens.weight[tokens.vocabulary["laptop"]]
     monkeypatch.setattr(late, "LATE_ASKED", 1)
     ranked = late.late_lane(view, tokens, "laptop campground", sorted(nids, key=lambda n: "campground" in texts[n]))

@@ -45,8 +45,8 @@ def _index(db: WorldDB) -> dict[int, bytes]:
     return {int(n): bytes(b) for n, b in db._conn.execute("select nid, ids from node_tokens")}
 
 
-def _fts(db: WorldDB) -> dict[int, str]:
-    return {int(n): f"{a} {b}" for n, a, b in db._conn.execute("select rowid, name, content from node_fts")}
+def _fts(db: WorldDB) -> dict[int, tuple[str, str]]:
+    return {int(n): (a, b) for n, a, b in db._conn.execute("select rowid, name, content from node_fts")}
 
 
 def test_a_text_is_read_as_its_content_tokens_in_order_and_cut(tokens: TokenVectors) -> None:
@@ -54,10 +54,11 @@ def test_a_text_is_read_as_its_content_tokens_in_order_and_cut(tokens: TokenVect
     assert _words(tokens, reader.ids("The dogs, and the CATS!", 10)) == ["dogs", "cats"]
     assert _words(tokens, reader.ids("tents tents campground lake", 2)) == ["tents", "tents"]
     assert reader.ids("the and of ...", 10) == []
-    row = reader.decode(reader.row("dogs and cats " + "lake " * 500))
+    row = reader.decode(reader.row("Ana", "dogs and cats " + "lake " * 500))
     assert row.dtype == np.dtype("<u2") and row.size == token_index.TOKENS  # the bundled vocabulary fits 16 bits
-    assert list(row[:2]) == reader.ids("dogs cats", 2)
-    assert reader.row("x " * 1000 + "dogs") == reader.row("x " * 1000)  # read up to TEXT_CHARS only
+    assert list(row[:3]) == reader.ids("Ana dogs cats", 3)
+    assert reader.row(None, "x " * 1000 + "dogs") == reader.row("", "x " * 1000)  # read up to TEXT_CHARS only
+    assert reader.row("Ana", "dogs") == reader.row(None, "Ana dogs")  # the name, a space, the content
 
 
 def test_the_word_cache_starts_again_when_full_and_answers_the_same(tokens: TokenVectors,
@@ -88,7 +89,7 @@ def test_a_vocabulary_past_16_bits_is_written_in_32(tokens: TokenVectors) -> Non
 
     table = Table()
     reader = ContentTokens(table)  # type: ignore[arg-type]
-    assert reader.dtype == np.dtype("<i4") and list(reader.decode(reader.row("dog dog"))) == [70_000, 70_000]
+    assert reader.dtype == np.dtype("<i4") and list(reader.decode(reader.row(None, "dog dog"))) == [70_000, 70_000]
 
 
 def test_the_content_tokens_go_with_their_token_table_and_keep_no_long_word(tokens: TokenVectors) -> None:
@@ -113,7 +114,7 @@ def test_every_full_text_row_gets_its_token_row_in_the_same_write(tmp_path: Path
         fts, index = _fts(db), _index(db)
         assert set(index) == set(fts) and len(fts) >= 3
         reader = content_tokens(tokens)
-        assert all(index[nid] == reader.row(text) for nid, text in fts.items())
+        assert all(index[nid] == reader.row(*text) for nid, text in fts.items())
         assert db._meta_value("token_format") == token_index.FORMAT
         report = db.verify(deep=True)
         assert report.ok and report.checked["token_rows"] == len(fts)
@@ -151,7 +152,7 @@ def test_a_purge_takes_the_token_row_and_rewrites_the_neighbours_that_quoted_it(
         index, fts = _index(db), _fts(db)
         assert secret not in index and set(index) == set(fts)
         reader = content_tokens(model.token_vectors())
-        assert all(index[nid] == reader.row(text) for nid, text in fts.items())  # no row still holds its tokens
+        assert all(index[nid] == reader.row(*text) for nid, text in fts.items())  # no row still holds its tokens
         assert db.verify(deep=True).ok
 
 
@@ -175,3 +176,21 @@ def test_a_migrated_store_has_its_token_index_filled_on_open(tmp_path: Path) -> 
         assert db.migrated_from == 1
         assert set(_index(db)) == set(_fts(db)) and _index(db)
         assert db.verify(deep=True).ok
+
+
+def test_the_whole_index_is_rewritten_batch_by_batch(tmp_path: Path, model: StaticEmbedder) -> None:
+    with WorldDB(str(tmp_path / "t.db"), embedder=model) as db:
+        _chat(db, "We pitched our tents at the campground", "Our dogs sleep on the sofa", "The lake was cold")
+        before = _index(db)
+        with db.batch():
+            assert db._store.reindex_tokens(model.token_vectors(), batch=1) == len(before)
+        assert _index(db) == before
+
+
+def test_verify_names_token_rows_in_a_store_whose_embedder_has_no_token_table(db: WorldDB) -> None:
+    _chat(db, "We pitched our tents at the campground")
+    nid = min(_fts(db))
+    db._conn.execute("insert into node_tokens (nid, ids) values (?, x'0100')", (nid,))
+    report = db.verify()
+    assert [v.invariant for v in report.violations] == ["7-indexes"]
+    assert "has no token table" in report.violations[0].detail

@@ -1,29 +1,47 @@
-"""One BLAS thread for a recall's small matrix products.
+"""One BLAS thread while a recall runs.
 
 A recall multiplies small matrices (a question's tokens against a pool's, a query against a
 partition's vectors). A multi-threaded BLAS (numpy's OpenBLAS takes every core) wakes its
 workers for each such product, and they then spin waiting for the next one, holding the other
 cores for the whole read: on this 2-core machine under load, one thread halved the time of every
-lane, SQL-bound ones included (bench/recall_scale.py: P50 61.5 -> 33.7 ms at 100k memories). The
-caller's own setting comes back when the read ends (threadpoolctl: ~20 µs a read).
+lane, SQL-bound ones included (bench/recall_scale.py at 100k memories, P50 61.5 -> 33.7 ms with
+OPENBLAS_NUM_THREADS=1; then alternating with the commit before, 76.7 / 31.7 -> 25.1 / 25.5 ms).
+
+The count is the process's, not the thread's: while any recall runs, every thread of the process
+(the caller's too) has one BLAS thread. Overlapping recalls share one limit: the first to start
+sets it, the last to end gives the caller's count back (threadpoolctl; ~15 µs a read).
 """
 
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Iterator
 from typing import Any
 
+_LOCK = threading.Lock()
 _BLAS: Any = None  # the loaded BLAS libraries, found on the first read (~5 ms)
+_limit: Any = None  # the limit in force, while any recall runs
+_running = 0  # recalls running now
 
 
 @contextlib.contextmanager
 def one_thread() -> Iterator[None]:
-    """Run the body with one BLAS thread, then restore the caller's count."""
-    global _BLAS
-    if _BLAS is None:
-        from threadpoolctl import ThreadpoolController  # deferred: it inspects the process's libraries
+    """Run the body with one BLAS thread; the last body to end restores the caller's count."""
+    global _BLAS, _limit, _running
+    with _LOCK:
+        if _running == 0:
+            if _BLAS is None:
+                from threadpoolctl import ThreadpoolController  # deferred: it inspects the process's libraries
 
-        _BLAS = ThreadpoolController().select(user_api="blas")
-    with _BLAS.limit(limits=1):
+                _BLAS = ThreadpoolController().select(user_api="blas")
+            _limit = _BLAS.limit(limits=1)
+        _running += 1
+    try:
         yield
+    finally:
+        with _LOCK:
+            _running -= 1
+            if _running == 0:
+                _limit.restore_original_limits()
+                _limit = None

@@ -149,11 +149,12 @@ def with_text(conn: apsw.Connection, nids: Sequence[int]) -> list[int]:
     return [n for n in nids if n in kept]
 
 
-def texts(conn: apsw.Connection, nids: Sequence[int], most: int) -> dict[int, str]:
-    """Name and content of each of ``nids`` as the full-text index holds them, the first ``most`` characters."""
-    return {as_int(r[0]): str(r[1]) for r in conn.execute(
-        "select rowid, substr(coalesce(name, '') || ' ' || coalesce(content, ''), 1, ?) from node_fts "
-        "where rowid in (select value from json_each(?))", (most, json.dumps(list(nids))))}
+def indexed(conn: apsw.Connection, nids: Sequence[int]) -> list[tuple[int, str | None, str | None]]:
+    """(nid, name, content) of those of ``nids`` with a full-text row, as the index holds them."""
+    return [(as_int(nid), None if name is None else str(name), None if content is None else str(content))
+            for nid, name, content in conn.execute(
+                "select rowid, name, content from node_fts where rowid in (select value from json_each(?))",
+                (json.dumps(list(nids)),))]
 
 
 def token_rows(conn: apsw.Connection, nids: Sequence[int]) -> dict[int, bytes]:

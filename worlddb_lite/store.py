@@ -454,7 +454,7 @@ class Store:
     def index_texts(self, rows: Sequence[tuple[int, str, str]], tokens: TokenVectors | None) -> None:
         """Add (nid, name, content) rows to the full-text index and, with a token table, the token index."""
         self.conn.executemany("insert into node_fts (rowid, name, content) values (?, ?, ?)", rows)
-        self.conn.executemany("insert into node_tokens (nid, ids) values (?, ?)", index_rows(tokens, rows))
+        self._index_tokens(tokens, rows)
 
     def unindex_texts(self, nids: Sequence[int]) -> None:
         """Remove nodes' full-text and token index rows."""
@@ -468,9 +468,12 @@ class Store:
         written = 0
         rows = self.conn.execute("select rowid, name, content from node_fts")
         while tokens is not None and (chunk := [(as_int(n), a, b) for n, a, b in itertools.islice(rows, batch)]):
-            self.conn.executemany("insert into node_tokens (nid, ids) values (?, ?)", index_rows(tokens, chunk))
+            self._index_tokens(tokens, chunk)
             written += len(chunk)
         return written
+
+    def _index_tokens(self, tokens: TokenVectors | None, rows: Sequence[tuple[int, str | None, str | None]]) -> None:
+        self.conn.executemany("insert into node_tokens (nid, ids) values (?, ?)", index_rows(tokens, rows))
 
     def set_meta(self, rows: Iterable[tuple[str, str]]) -> None:
         """Write store-level settings (embedder id and dimension, ...)."""

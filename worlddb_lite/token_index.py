@@ -5,9 +5,9 @@ Tokenizing its 300 candidates at read time cost ~6 ms a recall at 100k memories,
 are new to the process; so a text's token ids are written once, beside its full-text row and in
 the same transaction (``node_tokens``: the ids of its first ``TOKENS`` content tokens, unsigned
 16-bit when the vocabulary fits, else 32-bit, little-endian). What a row holds depends on the
-model's vocabulary (the store's embedder), on ``TEXT_CHARS`` and ``TOKENS`` and on the function
-words; ``FORMAT`` names all of it and meta ``token_format`` records the one the rows were written
-in. Opening a store written in another format (or before the index existed) rewrites its rows.
+model's vocabulary, which meta ``embedder_id`` pins (re-embedding rewrites the rows), and on this
+module's rules, which ``FORMAT`` names; meta ``token_format`` records the format the rows were
+written in, and opening a store written in another (or before the index existed) rewrites them.
 """
 
 from __future__ import annotations
@@ -25,6 +25,8 @@ from .stopwords import STOPWORDS
 
 TEXT_CHARS = 800  # characters of a text read (name, a space, content): enough for TOKENS content tokens
 TOKENS = 64  # content tokens kept: a long message states its subject first (BEAM: every token 0.623, 64 gave 0.631)
+# the rules' version (bump it when ContentTokens reads a text otherwise: what a word is, which tokens
+# are skipped), the text's cut, and the function words
 FORMAT = f"1:{TEXT_CHARS}:{TOKENS}:" + blake3.blake3(" ".join(sorted(STOPWORDS)).encode()).hexdigest()[:12]
 
 # ASCII punctuation becomes a space, then the text splits at spaces: a third of a regex's cost. A
@@ -65,9 +67,10 @@ class ContentTokens:
                     found[at] = self._learn(word)
         return list(islice(chain.from_iterable(found), most))  # type: ignore[arg-type]
 
-    def row(self, text: str) -> bytes:
-        """The index row of a text as the full-text index holds it (name, a space, content)."""
-        return np.asarray(self.ids(text[:TEXT_CHARS], TOKENS), dtype=self.dtype).tobytes()
+    def row(self, name: str | None, content: str | None) -> bytes:
+        """The index row of a full-text row: its name, a space, its content, cut at ``TEXT_CHARS``."""
+        text = f"{name or ''} {content or ''}"[:TEXT_CHARS]
+        return np.asarray(self.ids(text, TOKENS), dtype=self.dtype).tobytes()
 
     def decode(self, row: bytes) -> np.ndarray:
         """A row's token ids."""
@@ -101,4 +104,4 @@ def index_rows(tokens: TokenVectors | None,
     if tokens is None:
         return []
     reader = content_tokens(tokens)
-    return [(nid, reader.row(f"{name or ''} {content or ''}")) for nid, name, content in texts]
+    return [(nid, reader.row(name, content)) for nid, name, content in texts]

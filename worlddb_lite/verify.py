@@ -43,13 +43,13 @@ def verify_store(
     progress: Callable[[str], None] | None = None,
     *,
     deep: bool = False,
-    tokens: TokenVectors | None = None,
+    tokens: Callable[[], TokenVectors] | None = None,
 ) -> VerifyReport:
     """Check the whole store; return what was checked and every violation.
 
     ``deep`` also recomposes every world's embedding from its children's vectors, tokenizes every
-    text again for the token index (``tokens``: the store's token table, None for an embedder
-    without one) and replays the history to recompute every world root ever logged, naming the
+    text again for the token index (``tokens``: how to get the store's token table, None for an
+    embedder without one) and replays the history to recompute every world root ever logged, naming the
     first that diverges.
     """
     say = progress or (lambda _msg: None)
@@ -167,7 +167,7 @@ def _check_vectors(conn: apsw.Connection, store: Store, nodes: dict[int, NodeRow
     return vec
 
 
-def _check_tokens(conn: apsw.Connection, fts: set[int], tokens: TokenVectors | None, deep: bool,
+def _check_tokens(conn: apsw.Connection, fts: set[int], tokens: Callable[[], TokenVectors] | None, deep: bool,
                   bad: Callable[[str, str], None]) -> int:
     """Token index rows are exactly the full-text rows (none without a token table); deep: each as written."""
     rows = {int(r[0]) for r in conn.execute("select nid from node_tokens")}
@@ -178,10 +178,10 @@ def _check_tokens(conn: apsw.Connection, fts: set[int], tokens: TokenVectors | N
         bad("7-indexes", f"token index row {nid} belongs to no full-text row"
             + ("" if tokens is not None else " (this store's embedder has no token table)"))
     if deep and tokens is not None:
-        reader = content_tokens(tokens)
-        wrong = [as_int(nid) for nid, text, ids in conn.execute(
-            "select f.rowid, coalesce(f.name, '') || ' ' || coalesce(f.content, ''), t.ids "
-            "from node_fts as f join node_tokens as t on t.nid = f.rowid") if reader.row(str(text)) != ids]
+        reader = content_tokens(tokens())
+        wrong = [as_int(nid) for nid, name, content, ids in conn.execute(
+            "select f.rowid, f.name, f.content, t.ids from node_fts as f join node_tokens as t on t.nid = f.rowid")
+            if reader.row(None if name is None else str(name), None if content is None else str(content)) != ids]
         for nid in wrong[:20]:
             bad("7-indexes", f"token index row {nid} does not hold its text's tokens; reopen or re-embed the store")
     return len(rows)

@@ -40,7 +40,7 @@ import numpy as np
 
 from .. import reads
 from ..embed import TokenVectors
-from ..token_index import TEXT_CHARS, content_tokens
+from ..token_index import content_tokens, index_rows
 from .view import ReadView
 
 LATE_POOL = 300  # candidates re-ranked: the first of the other lanes' fusion (their lanes are 200 deep)
@@ -60,9 +60,8 @@ def late_lane(view: ReadView, tokens: TokenVectors, query: str, candidates: list
         return []
     rows = reads.token_rows(view.conn, pool)
     missing = [nid for nid in pool if nid not in rows]
-    if missing:  # written by a process that kept no token row (its store then re-indexes when next opened)
-        texts = reads.texts(view.conn, missing, TEXT_CHARS)
-        rows.update((nid, reader.row(texts[nid])) for nid in missing if nid in texts)
+    if missing:  # read by another process between the v5 migration and the token index's rewrite
+        rows.update(index_rows(tokens, reads.indexed(view.conn, missing)))
     kept = [nid for nid in pool if rows.get(nid)]  # an empty row: a text of function words only
     if not kept:
         return []
