@@ -109,7 +109,7 @@ def nearest(view: ReadView, vector: np.ndarray, k: int, types: Sequence[str] | N
     """(nid, cosine) of the ``k`` nearest visible nodes of ``types`` inside the read's world."""
     index = view.index()
     links = view.links()
-    fetch = k
+    fetch = k + k // 8 + 1  # a few hidden hits must not cost a second search (at 100k: 3 ms, a date's query in 4)
     while True:  # superseded or not-yet-valid hits drop out: ask for more until k remain
         hits = index.search(vector, fetch, world=view.world, types=types, links=links)
         shown = set(reads.visible_among(view.conn, [nid for nid, _ in hits], view.valid, view.belief,
