@@ -102,7 +102,8 @@ def session_prior(view: ReadView, ranked: list[tuple[int, float]], weight: float
     Measured again with ``changed_over_stated`` and the instruction lane in place, not adopted:
     the neighbour prior (0.15-0.3: BEAM recall@10 0.498 -> 0.509-0.515 but update order 0.718 ->
     0.667, LoCoMo 0.728 -> 0.719-0.726); at most 2-5 turns of one session in the first 10 (BEAM
-    0.471-0.497, update order down to 0.692).
+    0.471-0.497, update order down to 0.692); a session lane (the fused turns of the 1-3 sessions
+    nearest the query by their composed vectors; LoCoMo 0.776 -> 0.596-0.769, session recall@5 the same).
     """
     if weight == 0 or not ranked:
         return ranked
@@ -315,7 +316,10 @@ def changed_over_stated(view: ReadView, fused: list[int], depth: int, query: str
     replacement), recall@10 0.444 -> 0.445; unnamed changes, 0.692 -> 0.872 (the half: all the
     words gave 0.795; read outside questions only, 0.795; any later turn about the same thing as
     a barrier, 0.846), recall@10 0.612 -> 0.608; LoCoMo unchanged (its turns rarely say a value
-    changed).
+    changed). Not adopted (harness): a third sign, a later turn restating a money, percent or clock
+    amount an earlier turn about the same query words holds otherwise ("free at 4 PM next Saturday
+    for my Foot Locker visit" after "next Saturday at 3 PM"): update order 0.872 -> 0.897, but
+    recall@5 0.552 -> 0.487-0.527 however strictly "the same words" was read.
     """
     head = fused[:depth]
     if told is None:
