@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import struct
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -140,3 +141,19 @@ def test_a_caller_vector_is_stored_unit_length_and_a_zero_vector_is_refused(tmp_
             db.write("nothing", scope="s", vector=[0, 0, 0, 0])
     finally:
         db.close()
+
+
+def test_stores_share_one_loaded_model_and_a_changed_folder_loads_its_own(tmp_path: Path) -> None:
+    first, second = StaticEmbedder(), StaticEmbedder()
+    first.embed(["camping"])
+    second.embed(["camping"])
+    assert first._model is second._model and first.token_vectors() is second.token_vectors()
+    copy = tmp_path / "copy"
+    shutil.copytree(bundled_model_path(), copy)
+    weights = bytearray((copy / "model.safetensors").read_bytes())
+    weights[-1] ^= 1  # one bit of the last weight: another model at another path
+    (copy / "model.safetensors").write_bytes(bytes(weights))
+    other = StaticEmbedder(copy)
+    other.embed(["camping"])
+    assert other.model_id != first.model_id and other._model is not first._model
+    assert other.token_vectors() is not first.token_vectors()

@@ -8,6 +8,7 @@ or by hub name (``org/name``) where a hub is reachable.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import struct
@@ -98,8 +99,9 @@ class StaticEmbedder:
     """A model2vec static model: the bundled one, a folder, or a hub name.
 
     Folder models load on the first ``embed`` call, so commands that only read pay
-    nothing; their dimension comes from the safetensors header and their id carries a
-    digest of the weights, so a changed model at the same path is noticed on open.
+    nothing, and once per process: every store embedding with the same model shares it.
+    Their dimension comes from the safetensors header and their id carries a digest of the
+    weights, so a changed model at the same path is noticed on open (and loaded anew).
     """
 
     def __init__(self, model: str | Path | None = None) -> None:
@@ -134,7 +136,7 @@ class StaticEmbedder:
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Embed texts into unit-length float32 rows (never a zero row: see ``_fallback``)."""
         if self._model is None:
-            self._model = _load_folder(self.folder)
+            self._model = _shared_model(str(self.folder), self.model_id)
         texts = list(texts)
         vectors = np.asarray(self._model.encode(texts), dtype=np.float32)
         norms = np.linalg.norm(vectors, axis=1)
@@ -146,10 +148,12 @@ class StaticEmbedder:
 
     def token_vectors(self) -> TokenVectors:
         """The model's own token table, for scoring a query against a text token by token."""
-        if self._model is None:
-            self._model = _load_folder(self.folder)
         if self._tokens is None:
-            self._tokens = TokenVectors(self._model)
+            if self.folder is None:  # a hub model, loaded by this instance
+                self._tokens = TokenVectors(self._model)
+            else:
+                self._model = _shared_model(str(self.folder), self.model_id)
+                self._tokens = _shared_token_table(str(self.folder), self.model_id)
         return self._tokens
 
     def _fallback(self, text: str) -> np.ndarray:
@@ -221,6 +225,20 @@ class TokenVectors:
                        == self._tokenizer.encode(word, add_special_tokens=False).ids for word in probes)
         except Exception:  # a tokenizer without a model.tokenize of this shape: use the whole pipeline
             return False
+
+
+# A folder's model and token table, loaded once per process and shared (read-only) by every store
+# that embeds with it: each store loading its own cost ~150 ms at its first write (the bundled
+# model, its token table and content tokens). The id carries the weights' digest, so a model
+# changed at the same path is loaded again.
+@functools.lru_cache(maxsize=4)
+def _shared_model(folder: str, model_id: str) -> Any:
+    return _load_folder(Path(folder))
+
+
+@functools.lru_cache(maxsize=4)
+def _shared_token_table(folder: str, model_id: str) -> TokenVectors:
+    return TokenVectors(_shared_model(folder, model_id))
 
 
 def _load_folder(folder: Path | None) -> Any:
