@@ -194,3 +194,28 @@ def test_verify_names_token_rows_in_a_store_whose_embedder_has_no_token_table(db
     report = db.verify()
     assert [v.invariant for v in report.violations] == ["7-indexes"]
     assert "has no token table" in report.violations[0].detail
+
+
+def test_a_store_another_process_refreshed_meanwhile_is_not_rewritten_again(
+        tmp_path: Path, model: StaticEmbedder, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = str(tmp_path / "t.db")
+    with WorldDB(path, embedder=model) as db:
+        _chat(db, "We pitched our tents at the campground")
+        db._conn.execute("update meta set value = 'an older format' where key = 'token_format'")
+    seen: list[str | None] = []
+    real = WorldDB._meta_value
+
+    def racing(self: WorldDB, key: str) -> str | None:
+        found = real(self, key)
+        if key == "token_format":  # stale when first read; current once the write lock is held
+            seen.append(found)
+            if len(seen) == 2:
+                self._conn.execute("update meta set value = ? where key = 'token_format'", (token_index.FORMAT,))
+                return token_index.FORMAT
+        return found
+
+    rewrites: list[int] = []
+    monkeypatch.setattr(WorldDB, "_meta_value", racing)
+    monkeypatch.setattr(WorldDB, "_rewrite_token_index", lambda self: rewrites.append(1))
+    WorldDB(path, embedder=model).close()
+    assert seen[:1] == ["an older format"] and len(seen) >= 2 and not rewrites
