@@ -25,7 +25,7 @@ Measured around it and not adopted (LoCoMo / BEAM recall@10, one harness run eac
   (update order 0.821 / 0.846);
 - (lanes 100 deep) a pool of 100: 0.772 / 0.625 (every token read), of 300: LoCoMo 0.776; every
   token of a long message: BEAM 0.623; 1,500 characters read instead of 800: the same figures;
-  (lanes 200 deep) a pool of 200: 0.773 / 0.645;
+  (lanes 200 deep) a pool of 200: 0.773 / 0.645; of 450 or 600: 0.776 / 0.652 (with the answer's lift), as at 300;
 - a length penalty, or the candidate's tokens matched back to the question's (30%): no better;
 - a question token weighed down by how many of the pool match it (cosine >= 0.8 or 0.9, BM25's IDF
   within the pool): 0.782 / 0.621; the speaker's name left out of the text: 0.773 / 0.627; the
