@@ -16,8 +16,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from worlddb_lite import EdgeRefused, WorldDB
+from worlddb_lite import EdgeRefused, StaticEmbedder, WorldDB
 from worlddb_lite.edges import BaseEdgeType, EdgeDraft, QueryRules
+from worlddb_lite.embed import TokenVectors
 from worlddb_lite.temporal import format_time
 
 FAKE_DIM = 32
@@ -126,6 +127,18 @@ def db(db_path: str, clock: FakeClock) -> Iterator[WorldDB]:
         yield store
     finally:
         store.close()
+
+
+@pytest.fixture(scope="session")
+def model() -> StaticEmbedder:
+    """The bundled static model (loaded once per process whichever instance asks)."""
+    return StaticEmbedder()
+
+
+@pytest.fixture(scope="session")
+def tokens(model: StaticEmbedder) -> TokenVectors:
+    """The bundled model's token table."""
+    return model.token_vectors()
 
 
 @pytest.fixture

@@ -15,16 +15,6 @@ from worlddb_lite.embed import TokenVectors
 from worlddb_lite.retrieval import late
 
 
-@pytest.fixture(scope="module")
-def model() -> StaticEmbedder:
-    return StaticEmbedder()
-
-
-@pytest.fixture(scope="module")
-def tokens(model: StaticEmbedder) -> TokenVectors:
-    return model.token_vectors()
-
-
 @pytest.fixture
 def store(tmp_path: Path, model: StaticEmbedder) -> WorldDB:
     db = WorldDB(str(tmp_path / "late.db"), embedder=model)
@@ -39,11 +29,6 @@ def store(tmp_path: Path, model: StaticEmbedder) -> WorldDB:
 
 def _texts(db: WorldDB, nids: list[int]) -> dict[int, str]:
     return {nid: f"{name} {content}" for nid, name, content in reads.indexed(db._conn, nids)}
-
-
-def _words(tokens: TokenVectors, ids: list[int]) -> list[str]:
-    names = {tid: piece for piece, tid in tokens.vocabulary.items()}
-    return [names[i] for i in ids]
 
 
 def test_the_token_table_has_one_unit_row_and_one_weight_per_token(tokens: TokenVectors) -> None:

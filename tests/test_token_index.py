@@ -21,16 +21,6 @@ from .conftest import FakeEmbedder
 FIXTURE = Path(__file__).parent / "fixtures" / "store-v1.db"
 
 
-@pytest.fixture(scope="module")
-def model() -> StaticEmbedder:
-    return StaticEmbedder()
-
-
-@pytest.fixture(scope="module")
-def tokens(model: StaticEmbedder) -> TokenVectors:
-    return model.token_vectors()
-
-
 def _words(tokens: TokenVectors, ids: list[int]) -> list[str]:
     names = {tid: piece for piece, tid in tokens.vocabulary.items()}
     return [names[i] for i in ids]

@@ -66,7 +66,7 @@ def late_lane(view: ReadView, tokens: TokenVectors, query: str, candidates: list
     if not kept:
         return []
     blobs = [rows[nid] for nid in kept]
-    flat = np.frombuffer(b"".join(blobs), dtype=reader.dtype)  # every candidate's tokens, one after another
+    flat = reader.decode(b"".join(blobs))  # every candidate's tokens, one after another
     sizes = np.fromiter(map(len, blobs), dtype=np.int64, count=len(blobs)) // reader.dtype.itemsize
     starts = np.concatenate(([0], np.cumsum(sizes[:-1])))
     # cosines over the distinct tokens (a pool shares most of its words), then spread to every position;
