@@ -3,6 +3,7 @@
     python bench/recall_scale.py [--size 100000] [--queries 200] [--warmup 20] [--rerank-queries 20] [--json OUT]
     python bench/recall_scale.py --smoke          # 600 memories, tiny stand-in rerank models: seconds
     python bench/recall_scale.py --no-late        # recall(late=False): without the late-interaction stage
+    python bench/recall_scale.py --quality 400    # also LoCoMo recall@10 among the 100k (400 questions)
 
 The target (issue): recall (embed the query, the lanes, fusion, filters; no rerank) P95 <= 30 ms
 with 100k memories in one scope; the rerank stage's cost reported separately.
@@ -77,10 +78,12 @@ LANES = ("embed", "text", "vector", "time", "entity", "late", "fusion", "turns")
 
 # ---- the store -----------------------------------------------------------------------
 
-def source_turns() -> tuple[list[tuple[str, str]], list[str]]:
-    """(speaker, text) of every LoCoMo turn and BEAM-100K message, and LoCoMo's speaker names."""
+def pool_of_turns() -> tuple[list[tuple[str, str]], list[str], dict[tuple[str, str], int]]:
+    """(speaker, text) of every LoCoMo turn and BEAM-100K message, LoCoMo's speaker names, and where
+    each LoCoMo turn (conversation id, dia_id) stands in that pool."""
     out: list[tuple[str, str]] = []
     speakers: set[str] = set()
+    where: dict[tuple[str, str], int] = {}
     for path, fmt in ((LOCOMO, "locomo"), (BEAM, "beam")):
         if not path.exists():
             progress(f"recall_scale: {path} not found; building from the other dataset only")
@@ -91,10 +94,11 @@ def source_turns() -> tuple[list[tuple[str, str]], list[str]]:
                     speaker = turn.speaker or "user"
                     if fmt == "locomo":
                         speakers.add(speaker)
+                        where[(conversation.conversation_id, str(turn.turn_id))] = len(out)
                     out.append((speaker, turn.text[:MAX_CHARS]))
     if not out:
         raise SystemExit(f"recall_scale: neither {LOCOMO} nor {BEAM} exists; they supply the turns")
-    return out, sorted(speakers)
+    return out, sorted(speakers), where
 
 
 def varied(speaker: str, text: str, cycle: int, rng: random.Random, renames: dict[str, str],
@@ -115,7 +119,7 @@ def varied(speaker: str, text: str, cycle: int, rng: random.Random, renames: dic
 
 def conversations(size: int, seed: int) -> Iterator[ConversationIn]:
     """``size`` turns as conversations of 500 in one scope."""
-    pool, speakers = source_turns()
+    pool, speakers, _ = pool_of_turns()
     names = re.compile(r"\b(" + "|".join(map(re.escape, speakers)) + r")\b") if speakers else re.compile(r"$^")
     rng = random.Random(seed)
     friends = speakers + FIRST_NAMES
@@ -329,6 +333,40 @@ def rerank_stage(db: WorldDB, asked: list[str], smoke: bool, max_length: int, th
     return out
 
 
+def quality_at_scale(db: WorldDB, count: int) -> dict[str, Any]:
+    """LoCoMo turn recall@1/5/10 among all the store's memories, for ``count`` questions evenly spread.
+
+    The questions and their gold are ``bench/recall.py``'s (categories 1-4, evidence naming a real
+    turn). The turn ``i`` the store holds is pass ``i // len(pool)`` of pool turn ``i % len(pool)``,
+    so a gold turn is found when any pass of it is: the later passes are the same words, a little
+    changed. Against ``bench/recall.py``'s figure (each conversation alone in its store) this says
+    how much a store of 100k memories, most of them look-alikes, costs recall.
+    """
+    from recall import DEFAULT_PATHS, prepare  # the benchmark's own questions and gold
+
+    pool, _, where = pool_of_turns()
+    asked: list[tuple[str, set[int]]] = []
+    for case in prepare("locomo", DEFAULT_PATHS["locomo"]).cases:
+        cid = case.conversation.conversation_id
+        for question in case.questions:
+            gold = {where[(cid, g)] for g in question.gold if (cid, g) in where}
+            if gold:
+                asked.append((question.text, gold))
+    asked = asked[::max(1, len(asked) // count)][:count]
+    found: dict[int, list[float]] = {1: [], 5: [], 10: []}
+    for text, gold in asked:
+        ranked: list[int] = []
+        for hit in db.recall(text, scope=SCOPE, k=30).hits:
+            for turn in hit.turns:
+                tid = turn.props.get("turn_id")
+                if tid is not None and (j := int(tid) % len(pool)) not in ranked:
+                    ranked.append(j)
+        for k, got in found.items():
+            got.append(len(gold & set(ranked[:k])) / len(gold))
+    return {"questions": len(asked), **{f"recall@{k}": round(float(np.mean(v)), 4) for k, v in found.items() if v},
+            "gold": "every pass of an evidence turn counts as that turn"}
+
+
 # ---- the run ---------------------------------------------------------------------------
 
 def main() -> None:
@@ -347,6 +385,8 @@ def main() -> None:
     parser.add_argument("--smoke", action="store_true", help="600 memories, few queries, tiny stand-in rerankers")
     parser.add_argument("--no-late", dest="late", action="store_false",
                         help="recall(late=False): without the late-interaction re-ranking of the lanes' finds")
+    parser.add_argument("--quality", type=int, default=0, metavar="N",
+                        help="also LoCoMo recall@10 at this scale over N of its questions (0: skip)")
     parser.add_argument("--json", help="also write the result to this file")
     args = parser.parse_args()
     if args.smoke:
@@ -387,6 +427,10 @@ def main() -> None:
             progress(f"recall_scale: rerank stage on {args.rerank_queries} questions…")
             rerank = rerank_stage(db, timed[:args.rerank_queries], args.smoke, args.rerank_max_length,
                                   args.rerank_threads)
+        quality: dict[str, Any] = {"skipped": "--quality 0"}
+        if args.quality:
+            progress(f"recall_scale: recall@10 at this scale, {args.quality} LoCoMo questions…")
+            quality = quality_at_scale(db, args.quality)
         stats = db.stats()
     finally:
         db.close()
@@ -406,6 +450,7 @@ def main() -> None:
                    "hits_p50": int(np.percentile(hits, 50))},
         "lanes": lanes,
         "rerank_stage": rerank,
+        "quality": quality,
         "peak_rss_mb": peak_rss_mb(),
         "loadavg_1min": {"before": round(load_before, 2), "after": round(os.getloadavg()[0], 2)},
         "environment": environment(),

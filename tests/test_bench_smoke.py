@@ -134,12 +134,38 @@ def test_recall_scale_smoke(tmp_path):
     assert lanes["lane_lengths"]["vector"]["p50"] > 0 and lanes["late"]["mean_ms"] > 0
     for model in ("cross_encoder", "bi_encoder"):
         assert result["rerank_stage"][model]["n"] == 3
-    again = subprocess.run(args[:-2] + ["--rerank-queries", "0", "--no-late"], capture_output=True, text=True,
-                           timeout=300)
+    assert result["quality"] == {"skipped": "--quality 0"}
+    again = subprocess.run(args[:-2] + ["--rerank-queries", "0", "--no-late", "--quality", "4"], capture_output=True,
+                           text=True, timeout=300)
     assert again.returncode == 0, again.stderr[-2000:]
     second = json.loads(again.stdout)
     assert second["store"]["built"]["cached"]  # the built file is reused
     assert not second["params"]["late"] and second["lanes"]["late"]["mean_ms"] == 0
+    quality = second["quality"]
+    assert quality["questions"] == 4 and 0 <= quality["recall@1"] <= quality["recall@10"] <= 1
+
+
+def test_recall_scale_pool_places_locomo_turns():
+    """The quality check finds a gold turn by its place in the pool: the place must be the turn's own."""
+    locomo = BENCH.parent.parent / "shared" / "data" / "locomo" / "locomo10.json"
+    if not locomo.is_file():
+        pytest.skip("the bench takes its turns from ../shared/data/locomo")
+    sys.path.insert(0, str(BENCH))
+    try:
+        import recall_scale
+    finally:
+        sys.path.remove(str(BENCH))
+    pool, speakers, where = recall_scale.pool_of_turns()
+    raw = json.loads(locomo.read_text("utf-8"))
+    first, last = raw[0], raw[-1]
+    turn = first["conversation"]["session_1"][0]
+    assert where[(str(first["sample_id"]), turn["dia_id"])] == 0 and pool[0] == (turn["speaker"], pool[0][1])
+    assert pool[0][1].startswith(turn["text"][:40]) and turn["speaker"] in speakers
+    sessions = [k for k in last["conversation"] if k.startswith("session_") and k.count("_") == 1]
+    numbers = sorted(int(k.split("_")[1]) for k in sessions)
+    final = last["conversation"][f"session_{numbers[-1]}"][-1]
+    place = where[(str(last["sample_id"]), final["dia_id"])]
+    assert place == len(where) - 1 and pool[place][1].startswith(final["text"][:40])
 
 
 def test_recall_bench_rerank_variants_smoke(tmp_path):

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from worlddb_lite import InvalidInput, NotFound, WorldDB
+from worlddb_lite import InvalidInput, NotFound, WorldDB, reads
 from worlddb_lite.cli import main
 from worlddb_lite.conversation import ConversationIn, SessionIn, TurnIn, ingest
 from worlddb_lite.retrieval import lanes
@@ -199,6 +199,21 @@ def test_a_large_entity_is_only_checked_against_what_the_other_lanes_found(
     assert lanes.entity_lane(view, "Ana", None, 50)[0] == []
     some = reached[:2]
     assert sorted(lanes.entity_lane(view, "Ana", None, 50, candidates=some)[0]) == sorted(some)
+
+
+def test_linked_to_named_far_nodes_is_every_link_filtered_to_them(ana: WorldDB) -> None:
+    """``reads.linked(far=...)`` (the entity lane's seek for a large entity) keeps exactly those far nodes' rows."""
+    view = ana._view(None, None, False, world=ana._scope_id("ana"))
+    turns, _ = lanes.entity_lane(view, "Ana", None, 50)  # what refers to Ana, and to whatever else it names
+    every = reads.linked(view.conn, ("refers_to",), turns, ("Entity",), view.valid, view.belief, towards=False,
+                         include_superseded=False)
+    entities = sorted({far for _, _, far, _ in every})
+    assert len(entities) >= 2
+    for chosen in ([entities[0]], entities[1:]):
+        assert reads.linked(view.conn, ("refers_to",), turns, ("Entity",), view.valid, view.belief, towards=False,
+                            include_superseded=False, far=chosen) == [row for row in every if row[2] in chosen]
+    assert reads.linked(view.conn, ("refers_to",), turns, ("Entity",), view.valid, view.belief, towards=False,
+                        include_superseded=False, far=[]) == []
 
 
 def test_a_stale_turn_ranks_below_the_turn_that_superseded_it_but_not_as_of_before(ana: WorldDB) -> None:

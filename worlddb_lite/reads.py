@@ -263,37 +263,43 @@ def nids_by_alias(conn: apsw.Connection, norms: Sequence[str], node_type: str) -
         (json.dumps(list(norms)), node_type))]
 
 
-def linked_sql(edge_types: int | None, types: int | None, include_superseded: bool, *, towards: bool) -> str:
+def linked_sql(edge_types: int | None, types: int | None, include_superseded: bool, *, towards: bool,
+               far: bool = False) -> str:
     """Visible edges between the JSON list ?3 and visible nodes, of the edge types bound from ?4 on.
 
     No edge types: every type. Far nodes are of the ``types`` bound after the edge types, when given.
     ``towards``: edges into the listed nodes (their sources returned as ``far``); else edges out of them.
+    ``far``: the far nodes are only those of the JSON list bound last.
     """
-    near, far = ("dst", "src") if towards else ("src", "dst")
+    near, other = ("dst", "src") if towards else ("src", "dst")
     after = 4 + (edge_types or 0)
     edge_filter = "" if edge_types is None else f"and e.type in ({_marks(edge_types, 4)}) "
     type_filter = "" if types is None else f"and n.type in ({_marks(types, after)}) "
+    far_filter = f"and e.{other} in (select value from json_each(?{after + (types or 0)})) " if far else ""
     return (
-        f"select e.eid, e.{near}, e.{far}, e.type from edge as e join node as n on n.nid = e.{far} "
-        f"join node_state as s on s.nid = e.{far} where e.{near} in (select value from json_each(?3)) "
-        f"{edge_filter}{type_filter}and {predicate(include_superseded, 'e')} and {predicate(include_superseded)} "
-        "order by e.eid"
+        f"select e.eid, e.{near}, e.{other}, e.type from edge as e join node as n on n.nid = e.{other} "
+        f"join node_state as s on s.nid = e.{other} where e.{near} in (select value from json_each(?3)) "
+        f"{edge_filter}{type_filter}{far_filter}and {predicate(include_superseded, 'e')} "
+        f"and {predicate(include_superseded)} order by e.eid"
     )
 
 
 def linked(conn: apsw.Connection, edge_types: Sequence[str] | None, nids: Sequence[int],
            types: Sequence[str] | None, valid: str, belief: str, *, towards: bool,
-           include_superseded: bool) -> list[tuple[int, int, int, str]]:
+           include_superseded: bool, far: Sequence[int] | None = None) -> list[tuple[int, int, int, str]]:
     """(eid, listed nid, far nid, edge type) of the visible edges between ``nids`` and visible nodes.
 
-    ``edge_types`` None: edges of every type; ``types`` None: far nodes of every type.
+    ``edge_types`` None: edges of every type; ``types`` None: far nodes of every type; ``far``: only
+    edges to these far nodes (an index seek per pair instead of every edge of each listed node).
     """
-    if not nids or (edge_types is not None and not edge_types):
+    if not nids or (edge_types is not None and not edge_types) or (far is not None and not far):
         return []
     sql = linked_sql(None if edge_types is None else len(edge_types), None if types is None else len(types),
-                     include_superseded, towards=towards)
-    return [(as_int(eid), as_int(a), as_int(b), str(t)) for eid, a, b, t in conn.execute(
-        sql, (valid, belief, json.dumps(list(nids)), *(edge_types or ()), *(types or ())))]
+                     include_superseded, towards=towards, far=far is not None)
+    bound = (valid, belief, json.dumps(list(nids)), *(edge_types or ()), *(types or ()))
+    if far is not None:
+        bound += (json.dumps(list(far)),)
+    return [(as_int(eid), as_int(a), as_int(b), str(t)) for eid, a, b, t in conn.execute(sql, bound)]
 
 
 def fan_in(conn: apsw.Connection, nid: int, edge_type: str, most: int) -> int:

@@ -72,6 +72,9 @@ def uncommon_words(view: ReadView, words: list[str]) -> list[str]:
     matches: at 100k memories the OR of a question's words matched ~24k rows and took ~70 ms.
     A word is left out when it is in more than ``COMMON_SHARE`` of the rows and more than
     ``COMMON_FLOOR`` rows (so small stores keep every word), the rarest ``KEEP_RAREST`` always stay.
+    Not adopted: a budget on the kept words' rows together (the commonest dropped until under it; FTS5
+    spends ~1.7 µs a matched row): at 100k memories LoCoMo recall@10 0.657 -> 0.648 at 3,000 rows,
+    0.640 at 2,000 (``bench/recall_scale.py --quality``), for a P50/P95 gain lost in the machine's noise.
     """
     total = reads.text_rows(view.conn)
     limit = max(COMMON_FLOOR, COMMON_SHARE * total)
@@ -199,7 +202,7 @@ def entity_lane(view: ReadView, query: str, vector: np.ndarray | None, depth: in
     if big and candidates:
         edges += [(eid, entity, source, t) for eid, source, entity, t in reads.linked(
             view.conn, ("refers_to",), list(candidates), ("Entity",), view.valid, view.belief, towards=False,
-            include_superseded=view.include_superseded) if entity in big]
+            include_superseded=view.include_superseded, far=sorted(big))]
     paths: dict[int, EntityPath] = {}
     named: dict[int, set[str]] = {}  # the query's names each node refers to
     for eid, entity, source, _ in edges:
