@@ -168,6 +168,23 @@ def test_recall_scale_pool_places_locomo_turns():
     assert place == len(where) - 1 and pool[place][1].startswith(final["text"][:40])
 
 
+def test_fusion_fit_smoke(tmp_path):
+    """bench/fusion_fit.py: lanes read once, settings replayed; the fit never ends below where it started."""
+    if not (BENCH.parent.parent / "shared" / "data" / "locomo" / "locomo10.json").is_file():
+        pytest.skip("the fit reads ../shared/data/locomo")
+    out = tmp_path / "fit.json"
+    args = [sys.executable, str(BENCH / "fusion_fit.py"), "--datasets", "locomo", "--limit", "1", "--rounds", "1",
+            "--stores", str(tmp_path / "stores"), "--json", str(out)]
+    done = subprocess.run(args, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(out.read_text())
+    before, after = result["before"]["fitted_on"]["locomo"], result["after"]["fitted_on"]["locomo"]
+    assert before["questions"] == after["questions"] > 50 and 0.3 < before["recall@10"] <= 1
+    assert after["recall@10"] >= before["recall@10"] - 0.0005  # a step is kept only if the mean grows
+    assert result["steps"][0]["start"] == before["recall@10"]
+    assert (tmp_path / "stores" / "locomo").is_dir() and "ingested" in done.stderr
+
+
 def test_recall_bench_rerank_variants_smoke(tmp_path):
     """bench/recall.py --rerank: worlddb asked as it is and through a (stand-in) bi-encoder, plain and fused."""
     locomo = BENCH.parent.parent / "shared" / "data" / "locomo" / "locomo10.json"

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from .. import reads
@@ -45,9 +45,22 @@ _WORD = re.compile(r"[a-z0-9]+")
 def recall(view: ReadView, query: str, *, k: int, reranker: Reranker | None = None,
            rerank_depth: int = RERANK_DEPTH, late: bool = True) -> list[Hit]:
     """The ``k`` best nodes for ``query``, fused over the lanes, each with why it was returned."""
-    depth = max(LANE_DEPTH, k)
     index = view.index()  # caught up once: nothing is written while a recall runs
     view = replace(view, index=lambda: index)
+    found = gather(view, query, max(LANE_DEPTH, k), late=late)
+    return order(view, query, found, k=k, reranker=reranker, rerank_depth=rerank_depth)
+
+
+@dataclass(frozen=True)
+class Found:
+    """What the lanes found for a query: each lane's ranking, and how the entity lane reached its nodes."""
+
+    lanes: dict[str, list[int]]
+    paths: dict[int, EntityPath]
+
+
+def gather(view: ReadView, query: str, depth: int, *, late: bool = True) -> Found:
+    """Every lane's ranking of what the read may see, ``depth`` deep (the late stage re-ranks the others' finds)."""
     vector = view.embed(query) if view.embed is not None else None
     lanes: dict[str, list[int]] = {"text": text_lane(view, query, depth)}
     if vector is not None:
@@ -59,6 +72,17 @@ def recall(view: ReadView, query: str, *, k: int, reranker: Reranker | None = No
     lanes["entity"], paths = entity_lane(view, query, vector, depth, candidates=found)
     if late and view.tokens is not None:  # re-ranks what the lanes above found, so it comes last
         lanes["late"] = late_lane(view, view.tokens(), query, [nid for nid, _ in rrf(lanes, weights=LANE_WEIGHTS)])
+    return Found(lanes, paths)
+
+
+def order(view: ReadView, query: str, found: Found, *, k: int, reranker: Reranker | None = None,
+          rerank_depth: int = RERANK_DEPTH) -> list[Hit]:
+    """The lanes' findings fused, weighed by session and speaker, updates re-ordered, the first ``k`` as hits.
+
+    Apart from ``gather`` so that fusion and the priors can be replayed over findings read once
+    (``bench/fusion_fit.py`` fits their weights that way).
+    """
+    lanes = found.lanes
     ranked = session_prior(view, rrf(lanes, weights=LANE_WEIGHTS), SESSION_WEIGHT)
     told = reads.said(view.conn, [nid for nid, _ in ranked[:HEAD_DEPTH]])  # the head's turns, read once
     ranked = speaker_prior(view, ranked, query, HEAD_DEPTH, told=told)
@@ -77,7 +101,7 @@ def recall(view: ReadView, query: str, *, k: int, reranker: Reranker | None = No
     nodes = view.nodes(top)
     turns = _turns(view, nodes, top)
     ranks = {lane: {nid: rank for rank, nid in enumerate(ranking, start=1)} for lane, ranking in lanes.items()}
-    return [Hit(node, score[nid], turns[nid], (*_lane_reasons(view, nid, ranks, paths), *later.get(nid, ())))
+    return [Hit(node, score[nid], turns[nid], (*_lane_reasons(view, nid, ranks, found.paths), *later.get(nid, ())))
             for node, nid in zip(nodes, top, strict=True)]
 
 
