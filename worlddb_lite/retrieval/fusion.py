@@ -27,8 +27,16 @@ benchmarks at once, replayed offline from each question's captured lane rankings
 the conversations of each benchmark, it gained on the other half too (LoCoMo 0.758 -> 0.763 and
 0.794 -> 0.805, BEAM 0.644 -> 0.647 and 0.660 -> 0.660), so the fit on all of them was kept,
 rounded: text 1.0 -> 0.75, entity and late 0.5 -> 0.65 (and ``NAMED_SPEAKER_WEIGHT`` 0.1 ->
-0.125). Harness over both benchmarks: LoCoMo turn recall@10 0.776 -> 0.788 (session recall@5
-0.932 -> 0.935), BEAM-100K 0.652 -> 0.656 (recall@1 0.217 -> 0.205), update order unchanged.
+0.125). ``bench/recall.py``: LoCoMo turn recall@10 0.776 -> 0.788 (session recall@5 0.932 ->
+0.935), BEAM-100K 0.652 -> 0.656 (recall@1 0.217 -> 0.205), update order unchanged; among 100k
+memories (``bench/recall_scale.py --quality 800``) LoCoMo 0.633 -> 0.661. ``bench/fusion_fit.py``
+repeats the search. Replayed the same way and not adopted (LoCoMo / BEAM recall@10 against the
+refitted 0.789 / 0.657, or the old 0.776 / 0.652): the fused score plus a share of the raw BM25,
+late or cosine score (old: 0.774-0.778 / 0.636-0.658, recall@1 up); a bonus for the first three of
+the text and late lanes (0.786-0.788 / 0.652-0.654); a bonus for a node in the first 20 of three
+or four lanes (0.778-0.785 / 0.648-0.657); the session's own BM25 rank or score, its turns
+concatenated (0.785-0.793 / 0.610-0.657, and an index of sessions to keep); the entity lane ordered
+by the late stage's MaxSim instead of cosine, refitted (0.790 / 0.659, +3 ms a recall).
 """
 
 from __future__ import annotations
