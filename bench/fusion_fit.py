@@ -11,9 +11,12 @@ them (fusion, the session and speaker priors, the update moves), so one setting 
 a benchmark run. The late stage's pool is the one read with the weights in the code, not the ones
 tried: a fitted setting is to be confirmed by ``bench/recall.py``.
 
-The search: coordinate ascent over every lane weight (``fusion.LANE_WEIGHTS``) and the priors'
-weights of ``retrieval/recall.py``, each multiplied by 0.5, 0.75, 1.33 and 2 in turn, a change kept
-when the mean of the benchmarks' turn recall@10 grows by more than ``--min-gain``. Metrics are
+The search: coordinate ascent over every lane weight and the priors' weights, as
+``retrieval.recall`` reads them when it runs (its ``LANE_WEIGHTS``, imported from ``fusion``, and
+its ``*_WEIGHT``/``*_SHARE`` constants; set there and put back after each setting), each multiplied
+by 0.5, 0.75, 1.33 and 2 in turn. The first multiple that raises the mean of the benchmarks' turn
+recall@10 by more than ``--min-gain`` is kept before the next knob is tried (not the best of the
+four); a knob at 0 never moves. Metrics are
 ``bench/recall.py``'s (``recall_metrics``). ``--fit-on even|odd`` fits on every other conversation
 of each benchmark and reports the rest too: a fit that gains only where it was fitted is noise.
 """
@@ -168,7 +171,8 @@ def split(asked: list[Asked], part: str) -> list[Asked]:
     kept = []
     for dataset in dict.fromkeys(a.dataset for a in asked):
         order = list(dict.fromkeys(a.conversation for a in asked if a.dataset == dataset))
-        chosen = set(order[0 if part == "even" else 1::2])
+        start = 0 if part == "even" else 1
+        chosen = set(order[start::2])
         kept += [a for a in asked if a.dataset == dataset and a.conversation in chosen]
     return kept
 

@@ -161,7 +161,8 @@ def build(path: Path, size: int, seed: int) -> dict[str, Any]:
             raise SystemExit(f"recall_scale: {partial}{suffix} is still there after close; not caching the store")
     partial.rename(path)
     info = {"turns": written, "seconds": round(seconds, 1), "turns_per_s": round(written / seconds, 1),
-            "stats": stats, "seed": seed, "build": BUILD, "worlddb_lite_sha256_16": source_digest(),
+            "stats": stats, "seed": seed, "build": BUILD, "pool": len(pool_of_turns()[0]),
+            "worlddb_lite_sha256_16": source_digest(),
             "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
     path.with_name(path.name + ".json").write_text(json.dumps(info, indent=2, default=str) + "\n")
     return info
@@ -333,30 +334,38 @@ def rerank_stage(db: WorldDB, asked: list[str], smoke: bool, max_length: int, th
     return out
 
 
-def quality_at_scale(db: WorldDB, count: int) -> dict[str, Any]:
+def quality_at_scale(db: WorldDB, count: int, held: int, late: bool,
+                     built_pool: int | None) -> dict[str, Any]:
     """LoCoMo turn recall@1/5/10 among all the store's memories, for ``count`` questions evenly spread.
 
     The questions and their gold are ``bench/recall.py``'s (categories 1-4, evidence naming a real
     turn). The turn ``i`` the store holds is pass ``i // len(pool)`` of pool turn ``i % len(pool)``,
     so a gold turn is found when any pass of it is: the later passes are the same words, a little
-    changed. Against ``bench/recall.py``'s figure (each conversation alone in its store) this says
-    how much a store of 100k memories, most of them look-alikes, costs recall.
+    changed. Gold the store's ``held`` turns never reached (a store smaller than the pool) is left
+    out, and so is a question left with none. Against ``bench/recall.py``'s figure (each
+    conversation alone in its store) this says how much a store of 100k memories, most of them
+    look-alikes, costs recall.
     """
     from recall import DEFAULT_PATHS, prepare  # the benchmark's own questions and gold
 
     pool, _, where = pool_of_turns()
+    if built_pool is not None and built_pool != len(pool):
+        raise SystemExit(f"recall_scale: the store was built from {built_pool} source turns, the data now gives "
+                         f"{len(pool)}; --rebuild it to check quality")
     asked: list[tuple[str, set[int]]] = []
+    unheld = 0
     for case in prepare("locomo", DEFAULT_PATHS["locomo"]).cases:
         cid = case.conversation.conversation_id
         for question in case.questions:
             gold = {where[(cid, g)] for g in question.gold if (cid, g) in where}
-            if gold:
+            unheld += sum(1 for place in gold if place >= held)
+            if gold := {place for place in gold if place < held}:
                 asked.append((question.text, gold))
     asked = asked[::max(1, len(asked) // count)][:count]
     found: dict[int, list[float]] = {1: [], 5: [], 10: []}
     for text, gold in asked:
         ranked: list[int] = []
-        for hit in db.recall(text, scope=SCOPE, k=30).hits:
+        for hit in db.recall(text, scope=SCOPE, k=30, late=late).hits:
             for turn in hit.turns:
                 tid = turn.props.get("turn_id")
                 if tid is not None and (j := int(tid) % len(pool)) not in ranked:
@@ -364,7 +373,7 @@ def quality_at_scale(db: WorldDB, count: int) -> dict[str, Any]:
         for k, got in found.items():
             got.append(len(gold & set(ranked[:k])) / len(gold))
     return {"questions": len(asked), **{f"recall@{k}": round(float(np.mean(v)), 4) for k, v in found.items() if v},
-            "gold": "every pass of an evidence turn counts as that turn"}
+            "gold": "every pass of an evidence turn counts as that turn", "gold_not_in_store": unheld}
 
 
 # ---- the run ---------------------------------------------------------------------------
@@ -392,8 +401,8 @@ def main() -> None:
     if args.smoke:
         args.size, args.queries, args.warmup = min(args.size, 600), min(args.queries, 10), min(args.warmup, 3)
         args.rerank_queries = min(args.rerank_queries, 3)
-    if args.size < 1 or args.queries < 1 or args.warmup < 0 or args.rerank_queries < 0:
-        raise SystemExit("--size and --queries must be >= 1, --warmup and --rerank-queries >= 0")
+    if args.size < 1 or args.queries < 1 or args.warmup < 0 or args.rerank_queries < 0 or args.quality < 0:
+        raise SystemExit("--size and --queries must be >= 1, --warmup, --rerank-queries and --quality >= 0")
     path = Path(args.store) if args.store else OUT / f"recall_scale-{args.size}-v{BUILD}.db"
     path.parent.mkdir(parents=True, exist_ok=True)
     if args.rebuild:
@@ -430,7 +439,8 @@ def main() -> None:
         quality: dict[str, Any] = {"skipped": "--quality 0"}
         if args.quality:
             progress(f"recall_scale: recall@10 at this scale, {args.quality} LoCoMo questions…")
-            quality = quality_at_scale(db, args.quality)
+            quality = quality_at_scale(db, args.quality, int(built.get("turns", args.size)), args.late,
+                                       built.get("pool"))
         stats = db.stats()
     finally:
         db.close()

@@ -142,7 +142,9 @@ def test_recall_scale_smoke(tmp_path):
     assert second["store"]["built"]["cached"]  # the built file is reused
     assert not second["params"]["late"] and second["lanes"]["late"]["mean_ms"] == 0
     quality = second["quality"]
-    assert quality["questions"] == 4 and 0 <= quality["recall@1"] <= quality["recall@10"] <= 1
+    # only questions whose evidence lies in the store's 300 turns (the first of LoCoMo's first conversation)
+    assert quality["questions"] == 4 and quality["gold_not_in_store"] > 1000
+    assert 0 < quality["recall@10"] <= 1 and quality["recall@1"] <= quality["recall@10"]
 
 
 def test_recall_scale_pool_places_locomo_turns():
@@ -159,7 +161,7 @@ def test_recall_scale_pool_places_locomo_turns():
     raw = json.loads(locomo.read_text("utf-8"))
     first, last = raw[0], raw[-1]
     turn = first["conversation"]["session_1"][0]
-    assert where[(str(first["sample_id"]), turn["dia_id"])] == 0 and pool[0] == (turn["speaker"], pool[0][1])
+    assert where[(str(first["sample_id"]), turn["dia_id"])] == 0 and pool[0][0] == turn["speaker"]
     assert pool[0][1].startswith(turn["text"][:40]) and turn["speaker"] in speakers
     sessions = [k for k in last["conversation"] if k.startswith("session_") and k.count("_") == 1]
     numbers = sorted(int(k.split("_")[1]) for k in sessions)
@@ -180,7 +182,8 @@ def test_fusion_fit_smoke(tmp_path):
     result = json.loads(out.read_text())
     before, after = result["before"]["fitted_on"]["locomo"], result["after"]["fitted_on"]["locomo"]
     assert before["questions"] == after["questions"] > 50 and 0.3 < before["recall@10"] <= 1
-    assert after["recall@10"] >= before["recall@10"] - 0.0005  # a step is kept only if the mean grows
+    assert after["recall@10"] >= before["recall@10"]  # a step is kept only if the mean grows
+    assert len(result["steps"]) == 1 or after["recall@10"] > before["recall@10"]
     assert result["steps"][0]["start"] == before["recall@10"]
     assert (tmp_path / "stores" / "locomo").is_dir() and "ingested" in done.stderr
 

@@ -151,3 +151,13 @@ def test_cli_purge(file_db_path: str, capsys: pytest.CaptureFixture[str]) -> Non
     assert SECRET.lower().encode() not in _raw(file_db_path)
     assert main(["purge", file_db_path, ref, "--scope", "nobody"]) == 2
     assert "no scope named" in capsys.readouterr().err
+
+
+def test_a_purge_empties_the_change_cue_cache_that_holds_read_texts(db: WorldDB) -> None:
+    from worlddb_lite import extract
+
+    first = db.write(f"my pin was changed to {SECRET} 42", scope="alice")
+    assert extract.says_change("it moved to 5 PM") and not extract.says_change(f"my pin is {SECRET}")
+    assert extract._says_change.cache_info().currsize >= 2  # recall's head turns are remembered by their words
+    db.purge(first, scope="alice")
+    assert extract._says_change.cache_info().currsize == 0

@@ -201,19 +201,41 @@ def test_a_large_entity_is_only_checked_against_what_the_other_lanes_found(
     assert sorted(lanes.entity_lane(view, "Ana", None, 50, candidates=some)[0]) == sorted(some)
 
 
-def test_linked_to_named_far_nodes_is_every_link_filtered_to_them(ana: WorldDB) -> None:
+@pytest.mark.parametrize("edge_types, types, towards", [
+    (("refers_to",), ("Entity",), False), (None, ("Entity",), False), (("refers_to",), None, False),
+    (("refers_to",), ("Turn", "Fact"), True), (None, None, True)])
+def test_linked_to_named_far_nodes_is_every_link_filtered_to_them(
+        ana: WorldDB, edge_types: tuple[str, ...] | None, types: tuple[str, ...] | None, towards: bool) -> None:
     """``reads.linked(far=...)`` (the entity lane's seek for a large entity) keeps exactly those far nodes' rows."""
     view = ana._view(None, None, False, world=ana._scope_id("ana"))
     turns, _ = lanes.entity_lane(view, "Ana", None, 50)  # what refers to Ana, and to whatever else it names
-    every = reads.linked(view.conn, ("refers_to",), turns, ("Entity",), view.valid, view.belief, towards=False,
+    near = turns if not towards else sorted({far for _, _, far, _ in reads.linked(
+        view.conn, ("refers_to",), turns, ("Entity",), view.valid, view.belief, towards=False,
+        include_superseded=False)})  # the entities: edges into them
+    every = reads.linked(view.conn, edge_types, near, types, view.valid, view.belief, towards=towards,
                          include_superseded=False)
-    entities = sorted({far for _, _, far, _ in every})
-    assert len(entities) >= 2
-    for chosen in ([entities[0]], entities[1:]):
-        assert reads.linked(view.conn, ("refers_to",), turns, ("Entity",), view.valid, view.belief, towards=False,
+    others = sorted({far for _, _, far, _ in every})
+    assert len(others) >= 2
+    for chosen in ([others[0]], others[1:]):
+        assert reads.linked(view.conn, edge_types, near, types, view.valid, view.belief, towards=towards,
                             include_superseded=False, far=chosen) == [row for row in every if row[2] in chosen]
-    assert reads.linked(view.conn, ("refers_to",), turns, ("Entity",), view.valid, view.belief, towards=False,
+    assert reads.linked(view.conn, edge_types, near, types, view.valid, view.belief, towards=towards,
                         include_superseded=False, far=[]) == []
+
+
+def test_order_over_gathered_lanes_is_recall_and_reads_the_weights_when_it_runs(
+        ana: WorldDB, monkeypatch: pytest.MonkeyPatch) -> None:
+    """bench/fusion_fit.py replays ``order`` over lanes ``gather`` read once, with the weights it sets."""
+    from worlddb_lite.retrieval import recall as pipeline
+
+    view = ana._view(None, None, False, world=ana._scope_id("ana"))
+    question = "where does Ana live now"
+    found = pipeline.gather(view, question, pipeline.LANE_DEPTH)
+    replayed = pipeline.order(view, question, found, k=6)
+    assert [(h.node.id, h.score, h.why) for h in replayed] == [
+        (h.node.id, h.score, h.why) for h in ana.recall(question, scope="ana", k=6).hits]
+    monkeypatch.setattr(pipeline, "LANE_WEIGHTS", {lane: 0.0 for lane in found.lanes} | {"vector": 1.0})
+    assert [h.score for h in pipeline.order(view, question, found, k=6)] != [h.score for h in replayed]
 
 
 def test_a_stale_turn_ranks_below_the_turn_that_superseded_it_but_not_as_of_before(ana: WorldDB) -> None:

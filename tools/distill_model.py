@@ -15,8 +15,8 @@ torch is needed only here, never at run time. Rebuild, from the repository root:
         /work/distill-venv/bin/python tools/distill_model.py \
         [--out worlddb_lite/models/minilm-l6-static-256]
 
-``--vocabulary-words N`` adds the N most frequent English words (``wordfreq``, installed beside it)
-as whole tokens. Measured with 30,000 (8,843 new tokens; 5 min), flat dense recall@10 against the
+``--vocabulary-words N`` adds up to N of the most frequent English words (letters only; ``wordfreq``,
+installed beside it) as whole tokens. Measured with 30,000 (8,843 new tokens; 5 min), flat dense recall@10 against the
 bundled model (each conversation's turns, question cosine): LoCoMo 0.463 -> 0.462, BEAM-100K
 0.401 -> 0.386. A word the transformer reads alone is no better than its word pieces' mean: not adopted.
 
@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pca-dims", type=int, default=256)
     parser.add_argument("--dtype", default="float16", choices=["float16", "float32", "int8"])
     parser.add_argument("--vocabulary-words", type=int, default=0, metavar="N",
-                        help="add the N most frequent English words (wordfreq) as whole tokens (default: none)")
+                        help="add up to N of the most frequent English words (wordfreq; letters only) as whole tokens")
     parser.add_argument(
         "--keep-readme",
         action=argparse.BooleanOptionalAction,

@@ -386,7 +386,9 @@ def says_change(text: str) -> bool:
     return _says_change(text[:CUE_CHARS])
 
 
-@functools.lru_cache(maxsize=4096)  # recall reads the same head turns again and again (~50 a recall, ~20 µs each)
+# Recall reads the same head turns again and again (~50 a recall, ~20 µs each). At most 4,096 texts
+# of at most CUE_CHARS characters (~16 MB), process-wide; a purge empties it (forget_read_texts).
+@functools.lru_cache(maxsize=4096)
 def _says_change(head: str) -> bool:
     prose = _CODE.sub(" ", head)
     for word in _LOWER_WORD.finditer(prose.lower()):  # the pattern is tried only where a cue word opens it
@@ -395,6 +397,11 @@ def _says_change(head: str) -> bool:
             if found is not None and _asserted(prose, found.start(), strict=False):
                 return True
     return False
+
+
+def forget_read_texts() -> None:
+    """Drop the texts ``says_change`` remembers (a purge must not leave a turn's words in memory)."""
+    _says_change.cache_clear()
 
 
 def resolve_date(text: str, said_at: str) -> str | None:

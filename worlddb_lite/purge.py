@@ -35,6 +35,7 @@ import apsw
 from ._sqlite import as_int, one_row
 from .embed import embed_checked, embedding_text
 from .errors import InvalidInput, NotFound
+from .extract import forget_read_texts
 
 if TYPE_CHECKING:
     from .reconciler import Txn
@@ -121,6 +122,7 @@ def erase(txn: Txn, conn: apsw.Connection, nids: Iterable[int]) -> list[str]:
     # a new epoch makes every one of them (this one included) rebuild its index on its next search
     store.set_meta([("vec_epoch", uuid.uuid4().hex)])
     conn.execute("insert into node_fts (node_fts) values ('optimize')")  # purged terms leave the segments
+    forget_read_texts()  # nor do this process's caches keep a purged turn's words
     return ids
 
 
