@@ -6,10 +6,11 @@
 
 Each conversation is ingested once into its own store (kept under ``--stores``, reused by later
 runs: delete the folder after changing how ingest writes). Every question's lanes are read once
-(``retrieval.recall.gather``); each setting tried then replays only ``retrieval.recall.order`` over
-them (fusion, the session and speaker priors, the update moves), so one setting costs seconds, not
-a benchmark run. The late stage's pool is the one read with the weights in the code, not the ones
-tried: a fitted setting is to be confirmed by ``bench/recall.py``.
+(``retrieval.recall.gather``); each setting tried then replays only ``retrieval.recall.rank`` over
+them (fusion, the session and speaker priors, the update moves; the turns a node stands for are read
+once), so one setting costs seconds, not a benchmark run. The late stage's pool is the one read
+with the weights in the code, not the ones tried: a fitted setting is to be confirmed by
+``bench/recall.py``.
 
 The search: coordinate ascent over every lane weight and the priors' weights, as
 ``retrieval.recall`` reads them when it runs (its ``LANE_WEIGHTS``, imported from ``fusion``, and
@@ -27,14 +28,14 @@ import argparse
 import copy
 import sys
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import recall_metrics as rm  # noqa: E402
 from common import emit, environment, progress  # noqa: E402
-from recall import DEFAULT_PATHS, Case, Question, prepare, ranking_from_hits, source_digest  # noqa: E402
+from recall import DEFAULT_PATHS, Case, Question, prepare, source_digest  # noqa: E402
 
 from worlddb_lite import WorldDB, blas  # noqa: E402
 from worlddb_lite.conversation import ingest  # noqa: E402
@@ -57,6 +58,18 @@ class Asked:
     view: ReadView
     found: pipeline.Found
     known: set[str]
+    said_in: dict[int, list[str]] = field(default_factory=dict)  # node -> the dataset turn ids it stands for
+
+    def ranking(self, nids: list[int]) -> list[str]:
+        """Dataset turn ids of the first ``K`` nodes, as ``bench/recall.py``'s ``ranking_from_hits`` reads hits."""
+        head = nids[:K]
+        new = [nid for nid in head if nid not in self.said_in]
+        if new:  # a node's turns are read once per question, however many settings rank it
+            turns = pipeline._turns(self.view, self.view.nodes(new), new)
+            for nid in new:
+                self.said_in[nid] = [str(t.props["turn_id"]) for t in turns[nid] if t.props.get("turn_id") is not None]
+        ids = dict.fromkeys(tid for nid in head for tid in self.said_in[nid])
+        return [tid for tid in ids if tid in self.known][:K]
 
 
 Setting = dict[str, Any]  # {"weights": {lane: w}, prior name: value}
@@ -106,8 +119,7 @@ def scored(asked: list[Asked], setting: Setting) -> dict[str, dict[str, float]]:
         rows: dict[str, list[dict[str, float]]] = {}
         updates: dict[str, list[bool]] = {}
         for item in asked:
-            hits = pipeline.order(item.view, item.question.text, item.found, k=K)
-            ranked = ranking_from_hits(hits, item.known, K)
+            ranked = item.ranking(pipeline.rank(item.view, item.question.text, item.found).nids)
             rows.setdefault(item.dataset, []).append(
                 {f"recall@{k}": rm.recall_at_k(ranked, item.question.gold, k) for k in (1, 5, 10, 20)})
             if item.question.original and item.question.updated:

@@ -75,33 +75,49 @@ def gather(view: ReadView, query: str, depth: int, *, late: bool = True) -> Foun
     return Found(lanes, paths)
 
 
-def order(view: ReadView, query: str, found: Found, *, k: int, reranker: Reranker | None = None,
-          rerank_depth: int = RERANK_DEPTH) -> list[Hit]:
-    """The lanes' findings fused, weighed by session and speaker, updates re-ordered, the first ``k`` as hits.
+@dataclass(frozen=True)
+class Ranked:
+    """Fused nids best first (after the update moves), their fused scores, and the moves' reasons."""
 
-    Apart from ``gather`` so that fusion and the priors can be replayed over findings read once
-    (``bench/fusion_fit.py`` fits their weights that way).
+    nids: list[int]
+    score: dict[int, float]
+    moved: dict[int, list[Reason]]
+
+
+def rank(view: ReadView, query: str, found: Found) -> Ranked:
+    """The lanes' findings fused, weighed by session and speaker, and the updates re-ordered.
+
+    Apart from ``order`` so that fusion and the priors can be replayed over findings read once
+    (``bench/fusion_fit.py`` fits their weights that way); it reads ``LANE_WEIGHTS`` and the
+    priors' weights when it runs.
     """
-    lanes = found.lanes
-    ranked = session_prior(view, rrf(lanes, weights=LANE_WEIGHTS), SESSION_WEIGHT)
+    ranked = session_prior(view, rrf(found.lanes, weights=LANE_WEIGHTS), SESSION_WEIGHT)
     told = reads.said(view.conn, [nid for nid, _ in ranked[:HEAD_DEPTH]])  # the head's turns, read once
     ranked = speaker_prior(view, ranked, query, HEAD_DEPTH, told=told)
     fused = [nid for nid, _ in ranked]
     learned = learned_from(view, list(told))  # the head's turns: the moves below re-order the same head
     fused, stale = stale_after_fresh(view, fused, HEAD_DEPTH, learned=learned)
     fused, changed = changed_over_stated(view, fused, HEAD_DEPTH, query, told=told, learned=learned)
-    score = dict(ranked)
-    # moved below the turn that superseded it, or above the turns whose value it changed; a reranker adds its ranks
-    later: dict[int, list[Reason]] = {nid: [Reason("stale", fused.index(nid) + 1)] for nid in stale}
+    # moved below the turn that superseded it, or above the turns whose value it changed
+    moved: dict[int, list[Reason]] = {nid: [Reason("stale", fused.index(nid) + 1)] for nid in stale}
     for nid in changed:
-        later.setdefault(nid, []).append(Reason("changed", fused.index(nid) + 1))
+        moved.setdefault(nid, []).append(Reason("changed", fused.index(nid) + 1))
+    return Ranked(fused, dict(ranked), moved)
+
+
+def order(view: ReadView, query: str, found: Found, *, k: int, reranker: Reranker | None = None,
+          rerank_depth: int = RERANK_DEPTH) -> list[Hit]:
+    """``rank``'s first ``k``, re-scored by a reranker if given, as hits that say why they came."""
+    ranked = rank(view, query, found)
+    fused, later = ranked.nids, {nid: list(reasons) for nid, reasons in ranked.moved.items()}
     if reranker is not None and fused:
-        fused = _rerank(view, reranker, query, fused, rerank_depth, later)
+        fused = _rerank(view, reranker, query, fused, rerank_depth, later)  # adds its ranks to ``later``
     top = fused[:k]
     nodes = view.nodes(top)
     turns = _turns(view, nodes, top)
-    ranks = {lane: {nid: rank for rank, nid in enumerate(ranking, start=1)} for lane, ranking in lanes.items()}
-    return [Hit(node, score[nid], turns[nid], (*_lane_reasons(view, nid, ranks, found.paths), *later.get(nid, ())))
+    ranks = {lane: {nid: place for place, nid in enumerate(ranking, start=1)} for lane, ranking in found.lanes.items()}
+    return [Hit(node, ranked.score[nid], turns[nid],
+                (*_lane_reasons(view, nid, ranks, found.paths), *later.get(nid, ())))
             for node, nid in zip(nodes, top, strict=True)]
 
 
