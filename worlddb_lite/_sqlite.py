@@ -98,6 +98,11 @@ def as_float(value: apsw.SQLiteValue) -> float:
     return float(value)
 
 
+def as_text(value: apsw.SQLiteValue) -> str | None:
+    """A text read from SQLite (a name, a content that may be erased), NULL kept as None."""
+    return None if value is None else str(value)
+
+
 def as_bytes(value: apsw.SQLiteValue) -> bytes:
     """A blob read from SQLite, unchanged; any other value is a TypeError."""
     if not isinstance(value, bytes):

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import apsw
 
-from ._sqlite import as_bytes, as_float, as_int, one_row
+from ._sqlite import as_bytes, as_float, as_int, as_text, one_row
 from .store import believed_sql, visible_sql
 
 
@@ -106,7 +106,7 @@ Said = tuple[str | None, str, str]  # a turn's speaker, words and valid time
 
 def said(conn: apsw.Connection, nids: Sequence[int]) -> dict[int, Said]:
     """(speaker, words, valid time) of each of ``nids`` that is a Turn: what a turn said, without its record."""
-    return {as_int(nid): (None if name is None else str(name), str(content or ""), str(valid_at))
+    return {as_int(nid): (as_text(name), str(content or ""), str(valid_at))
             for nid, name, content, valid_at in conn.execute(
                 "select n.nid, n.body ->> '$.name', n.body ->> '$.content', s.valid_at from node as n "
                 "join node_state as s on s.nid = n.nid where n.nid in (select value from json_each(?)) "
@@ -151,7 +151,7 @@ def with_text(conn: apsw.Connection, nids: Sequence[int]) -> list[int]:
 
 def indexed(conn: apsw.Connection, nids: Sequence[int]) -> list[tuple[int, str | None, str | None]]:
     """(nid, name, content) of those of ``nids`` with a full-text row, as the index holds them."""
-    return [(as_int(nid), None if name is None else str(name), None if content is None else str(content))
+    return [(as_int(nid), as_text(name), as_text(content))
             for nid, name, content in conn.execute(
                 "select rowid, name, content from node_fts where rowid in (select value from json_each(?))",
                 (json.dumps(list(nids)),))]

@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 
 import apsw
 
-from ._sqlite import as_bytes, as_int, one_row
+from ._sqlite import as_bytes, as_int, as_text, one_row
 from .embed import TokenVectors
 from .errors import AmbiguousId, InvalidId, NotFound
 from .hashing import ID_BYTES, state_bytes
@@ -105,10 +105,6 @@ def node_state_bytes(
 ) -> bytes:
     """The projection bytes a node's root covers (salience is ranking, not a claim)."""
     return state_bytes(valid_at, invalid_at, closed_at, created_at, expired_at, int(retired))
-
-
-def _text_or_none(value: object) -> str | None:
-    return None if value is None else str(value)
 
 
 def visible_sql(alias: str = "s") -> str:
@@ -263,7 +259,7 @@ class Store:
         """(valid_at, invalid_at, expired_at, retired) of a node."""
         row = one_row(self.conn.execute(
             "select valid_at, invalid_at, expired_at, retired from node_state where nid = ?", (nid,)).fetchone())
-        return str(row[0]), _text_or_none(row[1]), _text_or_none(row[2]), bool(row[3])
+        return str(row[0]), as_text(row[1]), as_text(row[2]), bool(row[3])
 
     def root_of(self, nid: int) -> bytes:
         """A node's current Merkle root."""

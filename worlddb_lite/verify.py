@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 import apsw
 import numpy as np
 
-from ._sqlite import as_int, one_row
+from ._sqlite import as_int, as_text, one_row
 from .composition import compose_from_scratch
 from .edges import EdgeRegistry
 from .embed import TokenVectors
@@ -181,7 +181,7 @@ def _check_tokens(conn: apsw.Connection, fts: set[int], tokens: Callable[[], Tok
         reader = content_tokens(tokens())
         wrong = [as_int(nid) for nid, name, content, ids in conn.execute(
             "select f.rowid, f.name, f.content, t.ids from node_fts as f join node_tokens as t on t.nid = f.rowid")
-            if reader.row(None if name is None else str(name), None if content is None else str(content)) != ids]
+            if reader.row(as_text(name), as_text(content)) != ids]
         for nid in wrong[:20]:
             bad("7-indexes", f"token index row {nid} does not hold its text's tokens; reopen or re-embed the store")
     return len(rows)
