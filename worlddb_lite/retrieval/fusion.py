@@ -24,7 +24,7 @@ prior on the head alone, 0.757).
 Refitted once the late stage, the deeper lanes and the priors were in place: a coordinate search
 over every lane weight and prior of ``retrieval.recall`` on the mean recall@10 of both benchmarks,
 each setting replayed over lane rankings read once (a script that replayed fusion and the priors
-but not the update moves; ``bench/fusion_fit.py`` now does the same through ``recall.order``).
+but not the update moves; ``bench/fusion_fit.py`` now does the same through ``recall.rank``).
 Fitted on every other conversation of each benchmark (alphabetical order), it gained on the
 conversations it had not seen too: LoCoMo 0.758 -> 0.763 and 0.794 -> 0.805, BEAM 0.644 -> 0.647
 (and 0.660 -> 0.660 the other way). The fit on every conversation was kept, rounded: text 1.0 ->
