@@ -229,7 +229,11 @@ def _marks(count: int, first: int) -> str:
 
 
 def fts_ranked(conn: apsw.Connection, query: str, limit: int) -> list[tuple[int, float]]:
-    """(rowid, BM25 score, higher is better) of the ``limit`` best FTS5 matches, ranked by FTS5 alone."""
+    """(rowid, BM25 score, higher is better) of the ``limit`` best FTS5 matches, ranked by FTS5 alone.
+
+    The name column (a turn's speaker) weighs as much as the content: 0, 0.5 or 2 instead gave LoCoMo
+    recall@10 0.785-0.787 against 0.788 (cached-store harness).
+    """
     rows = conn.execute("select rowid, -rank from node_fts where node_fts match ? order by rank limit ?",
                         (query, limit))
     return [(as_int(nid), as_float(score)) for nid, score in rows]
