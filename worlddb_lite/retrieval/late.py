@@ -16,7 +16,9 @@ row (tokenizing the pool here cost ~6 ms a recall at 100k memories). Its own wor
 
 Measured (``bench/recall.py``, recall@10 and recall@1): LoCoMo 0.765 -> 0.776 (R@1 0.399 -> 0.408),
 BEAM-100K 0.623 -> 0.631 (R@1 0.199 -> 0.212), update order unchanged, at weight 0.5 with lanes 100
-deep and a pool of 200; lanes 200 deep and a pool of 300 then took BEAM to 0.645 (recall.py). Its cost is
+deep and a pool of 200; lanes 200 deep and a pool of 300 then took BEAM to 0.645 (recall.py). Among
+100k memories it matters more: LoCoMo recall@10 0.616 without it, 0.661 with it (weight 0.65;
+``bench/recall_scale.py``'s quality check, 800 questions). Its cost is
 timed apart by ``bench/recall_scale.py`` (the ``late`` lane); ``recall(late=False)`` skips it.
 
 Measured around it and not adopted (LoCoMo / BEAM recall@10, one harness run each):
