@@ -36,6 +36,11 @@ DEFAULT_WINDOW = 1  # the turn before each turn is indexed with it (LoCoMo turn 
 # Measured and not adopted (cached-store harness, LoCoMo; BEAM's person turns are never adjacent): 2 turns,
 # recall@10 0.788 -> 0.792 (0.794 with the lanes refitted), session@5 0.935 -> 0.940, but recall@1 0.414 ->
 # 0.383 and NDCG@10 0.625 -> 0.612; the turn after as well as the one before, 0.782 (recall@1 0.379).
+# The loss is the vector's: a wider window for the full-text row alone, the vector kept to the one turn
+# before, gained everywhere (the window in a third FTS5 column at BM25 weight 0.5): 3 turns 0.798 (recall@1
+# 0.420), 4 turns 0.798 (0.427, NDCG 0.638), 2 turns in the content column 0.795 (0.419); no context in
+# the vector at all, 0.789-0.791. Not built yet: re-embedding and verify read the vector's text from the
+# full-text row, so the two contexts need rows of their own (a schema change).
 MAX_TURN_CHARS = 500_000  # a longer paste (a 1 MB log) is refused: split it; BEAM-100K's longest message is 349k
 
 
