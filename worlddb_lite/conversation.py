@@ -39,8 +39,10 @@ DEFAULT_WINDOW = 1  # the turn before each turn is indexed with it (LoCoMo turn 
 # The loss is the vector's: a wider window for the full-text row alone, the vector kept to the one turn
 # before, gained everywhere (the window in a third FTS5 column at BM25 weight 0.5): 3 turns 0.798 (recall@1
 # 0.420), 4 turns 0.798 (0.427, NDCG 0.638), 2 turns in the content column 0.795 (0.419); no context in
-# the vector at all, 0.789-0.791. Not built yet: re-embedding and verify read the vector's text from the
-# full-text row, so the two contexts need rows of their own (a schema change).
+# the vector at all, 0.789-0.791. Among 100k memories (bench/recall_scale.py --quality 800, 4 turns at 0.5,
+# same hour): 0.661 -> 0.685, recall@1 0.338 -> 0.349, P95 30.8 -> 30.4 ms (BM25 P50 6.4 -> 4.9 ms: its
+# words are in more rows, so more are left out as common). Not built yet: re-embedding and verify read
+# the vector's text from the full-text row, so the two contexts need rows of their own (a schema change).
 MAX_TURN_CHARS = 500_000  # a longer paste (a 1 MB log) is refused: split it; BEAM-100K's longest message is 349k
 
 
