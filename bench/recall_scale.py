@@ -117,9 +117,9 @@ def varied(speaker: str, text: str, cycle: int, rng: random.Random, renames: dic
     return speaker, text
 
 
-def conversations(size: int, seed: int) -> Iterator[ConversationIn]:
-    """``size`` turns as conversations of 500 in one scope."""
-    pool, speakers, _ = pool_of_turns()
+def conversations(size: int, seed: int, pool: list[tuple[str, str]],
+                  speakers: list[str]) -> Iterator[ConversationIn]:
+    """``size`` turns of ``pool`` (``pool_of_turns``) as conversations of 500 in one scope."""
     names = re.compile(r"\b(" + "|".join(map(re.escape, speakers)) + r")\b") if speakers else re.compile(r"$^")
     rng = random.Random(seed)
     friends = speakers + FIRST_NAMES
@@ -148,9 +148,10 @@ def build(path: Path, size: int, seed: int) -> dict[str, Any]:
     """Write ``size`` turns into a new store at ``path`` (via a temp name, renamed when complete)."""
     partial = path.with_name(path.name + ".partial")
     remove_store(str(partial))
+    pool, speakers, _ = pool_of_turns()
     started, written = time.perf_counter(), 0
     with WorldDB(str(partial)) as db:
-        for conversation in conversations(size, seed):
+        for conversation in conversations(size, seed, pool, speakers):
             written += len(ingest(db, conversation))
             if written % 10_000 < 500:
                 progress(f"  built {written:,} / {size:,} turns, {time.perf_counter() - started:.0f}s")
@@ -161,7 +162,7 @@ def build(path: Path, size: int, seed: int) -> dict[str, Any]:
             raise SystemExit(f"recall_scale: {partial}{suffix} is still there after close; not caching the store")
     partial.rename(path)
     info = {"turns": written, "seconds": round(seconds, 1), "turns_per_s": round(written / seconds, 1),
-            "stats": stats, "seed": seed, "build": BUILD, "pool": len(pool_of_turns()[0]),
+            "stats": stats, "seed": seed, "build": BUILD, "pool": len(pool),
             "worlddb_lite_sha256_16": source_digest(),
             "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
     path.with_name(path.name + ".json").write_text(json.dumps(info, indent=2, default=str) + "\n")
