@@ -35,7 +35,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import recall_metrics as rm  # noqa: E402
 from common import emit, environment, progress  # noqa: E402
-from recall import DEFAULT_PATHS, Case, Question, prepare, source_digest  # noqa: E402
+from recall import DEFAULT_PATHS, Case, Question, first_known, prepare, source_digest, turn_ids  # noqa: E402
 
 from worlddb_lite import WorldDB, blas  # noqa: E402
 from worlddb_lite.conversation import ingest  # noqa: E402
@@ -67,9 +67,8 @@ class Asked:
         if new:  # a node's turns are read once per question, however many settings rank it
             turns = pipeline._turns(self.view, self.view.nodes(new), new)
             for nid in new:
-                self.said_in[nid] = [str(t.props["turn_id"]) for t in turns[nid] if t.props.get("turn_id") is not None]
-        ids = dict.fromkeys(tid for nid in head for tid in self.said_in[nid])
-        return [tid for tid in ids if tid in self.known][:K]
+                self.said_in[nid] = turn_ids(turns[nid])
+        return first_known((tid for nid in head for tid in self.said_in[nid]), self.known, K)
 
 
 Setting = dict[str, Any]  # {"weights": {lane: w}, prior name: value}

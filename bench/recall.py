@@ -48,10 +48,10 @@ import tarfile
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Container, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import apsw
 import numpy as np
@@ -68,6 +68,7 @@ from worlddb_lite.rerank import OnnxBiEncoderReranker, RankFusion, Reranker  # n
 from worlddb_lite.retrieval import recall as retrieval_recall  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+H = TypeVar("H", bound=Hashable)
 DEFAULT_PATHS = {"locomo": DATA / "locomo" / "locomo10.json", "beam": DATA / "beam" / "beam_100K.tar.xz"}
 SYSTEMS = ("worlddb", "bm25", "dense", "rrf")
 RERANKS = ("none", "bi-encoder", "bi-encoder-rrf")
@@ -491,21 +492,19 @@ def source_digest() -> str:
     return digest.hexdigest()[:16]
 
 
+def turn_ids(turns: Iterable[Any]) -> list[str]:
+    """The dataset ids (``turn_id`` props) of stored turns, in order; a turn without one is skipped."""
+    return [str(turn.props["turn_id"]) for turn in turns if turn.props.get("turn_id") is not None]
+
+
+def first_known(ids: Iterable[H], known: Container[H] | None, depth: int) -> list[H]:
+    """``ids`` in order, each at its first occurrence, those not ``known`` dropped (None: none), the first ``depth``."""
+    return [i for i in dict.fromkeys(ids) if known is None or i in known][:depth]
+
+
 def ranking_from_hits(hits: Sequence[Any], known: set[str], depth: int) -> list[str]:
     """Dataset turn ids, best first: each hit's ``turns`` in order, first occurrence kept, unknown ids dropped."""
-    out: list[str] = []
-    seen: set[str] = set()
-    for hit in hits:
-        for turn in hit.turns:
-            tid = turn.props.get("turn_id")
-            if tid is None:
-                continue
-            tid = str(tid)
-            if tid not in seen:
-                seen.add(tid)
-                if tid in known:
-                    out.append(tid)
-    return out[:depth]
+    return first_known((tid for hit in hits for tid in turn_ids(hit.turns)), known, depth)
 
 
 # ---- the run -----------------------------------------------------------------------

@@ -347,7 +347,7 @@ def quality_at_scale(db: WorldDB, count: int, held: int, late: bool,
     conversation alone in its store) this says how much a store of 100k memories, most of them
     look-alikes, costs recall.
     """
-    from recall import DEFAULT_PATHS, prepare  # the benchmark's own questions and gold
+    from recall import DEFAULT_PATHS, first_known, prepare, turn_ids  # the benchmark's questions, gold, ranking
 
     pool, _, where = pool_of_turns()
     if built_pool is not None and built_pool != len(pool):
@@ -365,12 +365,8 @@ def quality_at_scale(db: WorldDB, count: int, held: int, late: bool,
     asked = asked[::max(1, len(asked) // count)][:count]
     found: dict[int, list[float]] = {1: [], 5: [], 10: []}
     for text, gold in asked:
-        ranked: list[int] = []
-        for hit in db.recall(text, scope=SCOPE, k=30, late=late).hits:
-            for turn in hit.turns:
-                tid = turn.props.get("turn_id")
-                if tid is not None and (j := int(tid) % len(pool)) not in ranked:
-                    ranked.append(j)
+        hits = db.recall(text, scope=SCOPE, k=30, late=late).hits
+        ranked = first_known((int(tid) % len(pool) for hit in hits for tid in turn_ids(hit.turns)), None, max(found))
         for k, got in found.items():
             got.append(len(gold & set(ranked[:k])) / len(gold))
     return {"questions": len(asked), **{f"recall@{k}": round(float(np.mean(v)), 4) for k, v in found.items() if v},
