@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from worlddb_lite import InvalidInput, WorldDB
+from worlddb_lite import InvalidInput, WorldDB, reads
 from worlddb_lite.bridge import ContextBridge, mentions, window
 from worlddb_lite.conversation import ConversationIn, IngestStats, SessionIn, TurnIn, ingest
 
@@ -26,12 +26,12 @@ def _found(db: WorldDB, query: str) -> list[str]:
 def test_she_is_found_by_the_name_she_stands_for_only_with_the_bridge(db: WorldDB) -> None:
     plain = WorldDB(":memory:", embedder=FakeEmbedder(), clock=FakeClock())
     try:
-        ids = ingest(plain, _chat(*PARK), window=0)  # the bridge alone: no earlier turn indexed whole
+        ids = ingest(plain, _chat(*PARK), window=0, word_window=0)  # the bridge alone: no earlier turn indexed
         assert _found(plain, "Caroline") == [PARK[0]]
     finally:
         plain.close()
     stats = IngestStats()
-    assert ingest(db, _chat(*PARK), bridge=True, window=0, stats=stats) == ids  # the index text is not in the node id
+    assert ingest(db, _chat(*PARK), bridge=True, window=0, word_window=0, stats=stats) == ids  # not in the node id
     assert sorted(_found(db, "Caroline")) == sorted(PARK)
     assert [db.read(i).content for i in ids] == list(PARK)  # stored verbatim
     assert stats.bridged == 1 and stats.turns == 2
@@ -89,24 +89,62 @@ def test_index_context_is_checked_and_off_by_default(db: WorldDB) -> None:
         ingest(db, _chat(*PARK), bridge="yes")  # type: ignore[arg-type]
     with pytest.raises(InvalidInput, match="bridge window must be a whole number"):
         ContextBridge(window=0)
-    ingest(db, _chat(*PARK), window=0)  # the bridge is off by default (the window is a separate choice)
+    ingest(db, _chat(*PARK), window=0, word_window=0)  # the bridge is off by default (the windows are apart)
     assert _found(db, "Caroline") == [PARK[0]]
 
 
 def test_the_window_indexes_each_turn_with_the_one_before_it(db: WorldDB) -> None:
     talk = ("Did you go to the pottery class on Sunday?", "Yes, and I made a bowl!", "Lovely.")
-    ids = ingest(db, _chat(*talk))  # window=1 by default
+    ids = ingest(db, _chat(*talk), word_window=1)  # window=1 by default
     assert sorted(_found(db, "pottery")) == sorted(talk[:2])  # the reply is found by what it answers
     assert "Lovely." not in _found(db, "pottery")  # only the turn right before, not two back
     assert [db.read(i).content for i in ids] == list(talk)  # stored verbatim; ids do not depend on the window
     assert db.verify().ok
 
 
+def test_the_word_window_indexes_turns_further_back_for_their_words_alone(tmp_path: Path) -> None:
+    talk = ("Did you go to the pottery class on Sunday?", "Yes, and I made a bowl!", "Lovely.", "Thanks!",
+            "What glaze?", "A blue one.")
+    stores = {}
+    for word_window in (1, 4):  # 1: no turn beyond the one before
+        store = stores[word_window] = WorldDB(str(tmp_path / f"w{word_window}.db"), embedder=FakeEmbedder())
+        ingest(store, _chat(*talk), word_window=word_window)
+    wide, narrow = stores[4], stores[1]
+    try:
+        found = _found(wide, "pottery")
+        assert sorted(found[:2]) == sorted(talk[:2]) and sorted(found[2:]) == sorted(talk[2:5])  # 4 turns back at most
+        rows = dict(wide._conn.execute("select content, context from node_fts where content like 'Lovely.%'"))
+        assert rows == {"Lovely.\nme: Yes, and I made a bowl!": "me: Did you go to the pottery class on Sunday?"}
+        # only the words: the vectors (and whatever else reads the content column) are the narrow store's
+        def near(store: WorldDB) -> list[tuple[str | None, float]]:
+            return [(node.content, score) for node, score in store.nearest("pottery", k=6, types=["Turn"])]
+
+        assert near(wide) == near(narrow)
+        assert wide.verify(deep=True).ok
+    finally:
+        for store in stores.values():
+            store.close()
+
+
+def test_words_of_the_context_column_weigh_less_than_the_content(db: WorldDB, monkeypatch: pytest.MonkeyPatch) -> None:
+    inside = db._store.resolve(db.write("pottery class", word_context="filler words here"))
+    beside = db._store.resolve(db.write("filler words here", word_context="pottery class"))  # same words and length
+
+    def scores() -> dict[int, float]:
+        return dict(reads.fts_ranked(db._conn, "pottery", 5))
+
+    assert 0 < scores()[beside] < scores()[inside] and 0 < reads.CONTEXT_WEIGHT < 1
+    monkeypatch.setattr(reads, "CONTEXT_WEIGHT", 1.0)  # read when the query runs
+    assert scores()[beside] == pytest.approx(scores()[inside])
+
+
 def test_window_zero_indexes_each_turn_alone_and_bad_windows_are_refused(db: WorldDB) -> None:
     talk = ("Did you go to the pottery class?", "Yes, I made a bowl!")
-    ingest(db, _chat(*talk), window=0)
+    ingest(db, _chat(*talk), window=0, word_window=0)
     assert _found(db, "pottery") == [talk[0]]
     assert window(["a", "b", "c"], speakers=["x", None, "z"], turns=2) == ["", "x: a", "x: a\nb"]
+    assert window(["a", "b", "c", "d"], turns=3, skip=1) == ["", "", "a", "a\nb"]  # the nearest left out
+    assert window(["a", "b", "c"], turns=1, skip=1) == ["", "", ""]
     assert window(["a" * 50, "b"], turns=1, chars=10) == ["", "a" * 10]
     # an assistant's turn is indexed alone and lends its words to none; the window stops at it
     assert window(["q", "reply", "more", "again"], speakers=["user", "Assistant", "user", "user"], turns=2) \
@@ -114,6 +152,13 @@ def test_window_zero_indexes_each_turn_alone_and_bad_windows_are_refused(db: Wor
     assert window(["a", "b", "c"], speakers=["x", "system", "y"], turns=1) == ["", "", ""]
     with pytest.raises(InvalidInput, match="window turns"):
         window(["a"], turns=-1)
+    with pytest.raises(InvalidInput, match="window skip"):
+        window(["a"], skip=True)
+    for bad in ({"window": -1}, {"word_window": 1.5}, {"word_window": True}):
+        with pytest.raises(InvalidInput, match="must be a whole number of turns"):
+            ingest(db, _chat("another"), **bad)  # type: ignore[arg-type]
+    with pytest.raises(InvalidInput, match="word_context must be text"):
+        db.write("hello", word_context=5)  # type: ignore[arg-type]
 
 
 def test_a_re_embedding_keeps_the_context_the_first_embedding_saw(tmp_path: Path) -> None:

@@ -95,6 +95,8 @@ def test_a_migrated_store_has_the_layout_of_a_new_one(old_store: Path, tmp_path:
     old, new = apsw.Connection(str(old_store)), apsw.Connection(str(tmp_path / "new.db"))
     try:
         assert schema_objects(old) == schema_objects(new)
+        assert [r[1] for r in old.execute("pragma table_info(node_fts)")] == ["name", "content", "context"]
+        assert list(old.execute("pragma table_info(node_fts)")) == list(new.execute("pragma table_info(node_fts)"))
         for conn in (old, new):
             fts = conn.execute("select sql from sqlite_schema where name = 'node_fts'").fetchall()[0][0]
             assert "tokenize = 'porter unicode61 remove_diacritics 2'" in fts

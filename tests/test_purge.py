@@ -116,17 +116,20 @@ def test_purging_a_turn_erases_the_facts_extracted_from_it_and_the_context_that_
     conv = ConversationIn("c1", ["ana"], [SessionIn("s1", "2024-01-02", [
         TurnIn(f"I work at {SECRET} Corp now", speaker="Ana"),
         TurnIn("That sounds great", speaker="Ben"),
+        TurnIn("Thanks, it is", speaker="Ana"),
     ])])
-    secret_turn, reply = ingest(db, conv)
+    secret_turn, reply, later = ingest(db, conv)
     facts = [n for n in db.nodes(type="Fact") if SECRET in (n.content or "")]
     assert facts, "the rule extractor should have found the workplace"
     quoted = db._conn.execute("select content from node_fts where rowid = ?", (db._store.resolve(reply),)).fetchone()
     assert SECRET in quoted[0]  # the reply is indexed with the turn before it
+    further = db._conn.execute("select context from node_fts where rowid = ?", (db._store.resolve(later),)).fetchone()
+    assert SECRET in further[0]  # and the turn after that for its words (conversation.DEFAULT_WORD_WINDOW)
     result = db.purge(secret_turn)
-    assert {f.id for f in facts} <= set(result["purged"]) and reply not in result["purged"]
+    assert {f.id for f in facts} <= set(result["purged"]) and not {reply, later} & set(result["purged"])
     assert db.read(reply).content == "That sounds great"
-    rows = db._conn.execute("select content from node_fts").fetchall()
-    assert not any(SECRET.lower() in str(r[0]).lower() for r in rows)
+    rows = db._conn.execute("select name, content, context from node_fts").fetchall()
+    assert rows and not any(SECRET.lower() in str(r).lower() for r in rows)
     report = db.verify(deep=True)
     assert report.ok, report.violations
 

@@ -27,8 +27,8 @@ from .errors import (
     WorldDBError,
 )
 
-SCHEMA_VERSION = 5  # 2: porter stems in node_fts, index edge_type; 3: append-only history; 4: index
-# node_state_valid; 5: the token index node_tokens (migrations.py)
+SCHEMA_VERSION = 6  # 2: porter stems in node_fts, index edge_type; 3: append-only history; 4: index
+# node_state_valid; 5: the token index node_tokens; 6: node_fts's context column (migrations.py)
 BUSY_TIMEOUT_MS = 5_000
 WAL_CHECKPOINT_PAGES = 10_000
 T = TypeVar("T")

@@ -149,19 +149,22 @@ def mentions(text: str, known: Collection[str] = ()) -> list[tuple[str, bool]]:
 WINDOW_CHARS = 1000  # at most this much of each earlier turn is indexed with a later one
 
 
-def window(texts: Sequence[str], *, speakers: Sequence[str | None] = (), turns: int = 1,
+def window(texts: Sequence[str], *, speakers: Sequence[str | None] = (), turns: int = 1, skip: int = 0,
            chars: int = WINDOW_CHARS) -> list[str]:
     """For each turn of a session, the ``turns`` turns before it ("<speaker>: <text>", clipped), to index with it.
 
     A reply ("Yes, last Tuesday!") is findable by what it answers; the stored turn stays verbatim.
-    Only the person's turns take part: an assistant's turn (``types.is_assistant``) is indexed alone
-    and lends its words to no turn, and the window stops at one. Its long reply would make the
-    person's next turn match all it said, and the person's question would make the reply outrank
-    the question (BEAM-100K recall@10 0.608 -> 0.623 with update order unchanged, measured with the
-    bench/out harness; LoCoMo has no assistant).
+    ``skip`` leaves out the nearest turns of that window (they are indexed elsewhere: see
+    conversation.ingest's ``window`` and ``word_window``). Only the person's turns take part: an
+    assistant's turn (``types.is_assistant``) is indexed alone and lends its words to no turn, and
+    the window stops at one. Its long reply would make the person's next turn match all it said,
+    and the person's question would make the reply outrank the question (BEAM-100K recall@10
+    0.608 -> 0.623 with update order unchanged, measured with the bench/out harness; LoCoMo has no
+    assistant).
     """
-    if isinstance(turns, bool) or not isinstance(turns, int) or turns < 0:
-        raise InvalidInput(f"window turns must be a whole number >= 0, not {turns!r}")
+    for label, value in (("turns", turns), ("skip", skip)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise InvalidInput(f"window {label} must be a whole number >= 0, not {value!r}")
     person = [not (i < len(speakers) and is_assistant(speakers[i])) for i in range(len(texts))]
     said = [f"{speakers[i]}: {t[:chars]}" if i < len(speakers) and speakers[i] else t[:chars]
             for i, t in enumerate(texts)]
@@ -170,6 +173,5 @@ def window(texts: Sequence[str], *, speakers: Sequence[str | None] = (), turns: 
         first = i
         while person[i] and first > max(0, i - turns) and person[first - 1]:
             first -= 1
-        contexts.append("\n".join(said[first:i]))
+        contexts.append("\n".join(said[first:max(first, i - skip)]))
     return contexts
-

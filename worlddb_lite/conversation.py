@@ -36,13 +36,11 @@ DEFAULT_WINDOW = 1  # the turn before each turn is indexed with it (LoCoMo turn 
 # Measured and not adopted (cached-store harness, LoCoMo; BEAM's person turns are never adjacent): 2 turns,
 # recall@10 0.788 -> 0.792 (0.794 with the lanes refitted), session@5 0.935 -> 0.940, but recall@1 0.414 ->
 # 0.383 and NDCG@10 0.625 -> 0.612; the turn after as well as the one before, 0.782 (recall@1 0.379).
-# The loss is the vector's: a wider window for the full-text row alone, the vector kept to the one turn
-# before, gained everywhere (the window in a third FTS5 column at BM25 weight 0.5): 3 turns 0.798 (recall@1
-# 0.420), 4 turns 0.798 (0.427, NDCG 0.638), 2 turns in the content column 0.795 (0.419); no context in
-# the vector at all, 0.789-0.791. Among 100k memories (bench/recall_scale.py --quality 800, 4 turns at 0.5,
-# same hour): 0.661 -> 0.685, recall@1 0.338 -> 0.349, P95 30.8 -> 30.4 ms (BM25 P50 6.4 -> 4.9 ms: its
-# words are in more rows, so more are left out as common). Not built yet: re-embedding and verify read
-# the vector's text from the full-text row, so the two contexts need rows of their own (a schema change).
+# The loss was the vector's, whose text is the content column's: hence the word window below.
+DEFAULT_WORD_WINDOW = 4  # the turns before that, up to the 4th, indexed for their words alone (node_fts.context)
+# Measured with the cached-store harness on LoCoMo (context weighed by reads.CONTEXT_WEIGHT 0.5): recall@10
+# 0.788 -> 0.795-0.798 with 3 or 4 turns and weights 0.25-1.0, recall@1 0.414 -> 0.415-0.424, NDCG 0.625 ->
+# 0.633-0.635; among 100k memories (bench/recall_scale.py --quality 800, a first version) 0.661 -> 0.685.
 MAX_TURN_CHARS = 500_000  # a longer paste (a 1 MB log) is refused: split it; BEAM-100K's longest message is 349k
 
 
@@ -102,7 +100,8 @@ def check_turn(turn: TurnIn, where: str) -> None:
 def ingest(db: WorldDB, conversation: ConversationIn, *,
            extractor: Extractor | None = DEFAULT_EXTRACTOR, deferred: bool = False,
            gate: EncodingGate | None = None, bridge: bool | ContextBridge = False,
-           window: int = DEFAULT_WINDOW, stats: IngestStats | None = None) -> list[str]:
+           window: int = DEFAULT_WINDOW, word_window: int = DEFAULT_WORD_WINDOW,
+           stats: IngestStats | None = None) -> list[str]:
     """Write one conversation in one transaction; returns the turn ids in order.
 
     With an ``extractor`` (the rule-based one by default; None for none), every turn's
@@ -110,8 +109,13 @@ def ingest(db: WorldDB, conversation: ConversationIn, *,
     ``deferred`` queues the turns instead (in the same transaction), for ``work_queue.drain``.
     ``gate`` (e.g. ``EncodingGate(threshold=0.3)``) scores every turn into its salience and
     sends only turns at or above the threshold to extraction; ``bridge`` (True, or a
-    ``ContextBridge``) indexes each turn with what its pronouns refer to. ``stats`` is added to.
+    ``ContextBridge``) indexes each turn with what its pronouns refer to. ``window`` turns before
+    each turn are indexed with it (full text, vector and token index); the turns before those, up to
+    the ``word_window``-th, for their words alone. ``stats`` is added to.
     """
+    for label, value in (("window", window), ("word_window", word_window)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise InvalidInput(f"{label} must be a whole number of turns >= 0, not {value!r}")
     if not conversation.scopes:
         raise InvalidInput(f"conversation {conversation.conversation_id!r} names no scope")
     if gate is not None and not isinstance(gate, EncodingGate):
@@ -142,8 +146,9 @@ def ingest(db: WorldDB, conversation: ConversationIn, *,
             scores = gate.session(db, texts, scope=home) if gate is not None else None  # before the session lands
             speakers = [turn.speaker for turn in session.turns]
             bridged = bridging.session(texts, speakers=speakers) if bridging is not None else [""] * len(texts)
-            before = windowed(texts, speakers=speakers, turns=window) if window else [""] * len(texts)
+            before = windowed(texts, speakers=speakers, turns=window)
             contexts = ["\n".join(c for c in pair if c) for pair in zip(bridged, before, strict=True)]
+            farther = windowed(texts, speakers=speakers, turns=word_window, skip=window)
             written = db.write_many([
                 {"text": turn.text, "world": world, "type": "Turn",
                  "name": turn.speaker,  # who said it: indexed with the words
@@ -152,7 +157,7 @@ def ingest(db: WorldDB, conversation: ConversationIn, *,
                                              "session": session.session_id,
                                              "conversation": conversation.conversation_id}.items() if v is not None},
                  "salience": scores[i].score if scores is not None else 0.0,
-                 "index_context": contexts[i] or None}
+                 "index_context": contexts[i] or None, "word_context": farther[i] or None}
                 for i, turn in enumerate(session.turns)
             ])
             ids.extend(written)

@@ -389,18 +389,22 @@ class WorldDB:
         aliases: Sequence[str] = (),
         salience: float = 0.0,
         index_context: str | None = None,
+        word_context: str | None = None,
     ) -> str:
         """Store ``text`` verbatim in ``world`` (or in the Scope called ``scope``); return its id.
 
         ``valid_at`` is when it became true (default: now). Writing the same text with the
         same valid time into the same world returns the existing id. ``index_context`` is
         indexed (full text and vector) after the text but not stored in the node, so it
-        leaves the id alone: what a turn's pronouns refer to (see bridge.py).
+        leaves the id alone: what a turn's pronouns refer to (see bridge.py). ``word_context``
+        is indexed for its words alone (full text, weighed lower), also outside the id: the
+        turns further back (see conversation.ingest).
         """
         with self._txn() as txn:
             spec = self._node_spec(txn, text, scope=scope, world=world, type=type, name=name,
                                    valid_at=valid_at, props=props, vector=vector, aliases=aliases,
-                                   salience=salience, index_context=index_context)
+                                   salience=salience, index_context=index_context,
+                                   word_context=word_context)
             nid, _ = txn.add_nodes([spec])[0]
             return self._store.header(nid).id.hex()
 
@@ -411,7 +415,7 @@ class WorldDB:
         embedded in one batch, which is much faster than one ``write`` per text.
         """
         allowed = {"text", "scope", "world", "type", "name", "valid_at", "props", "vector", "aliases", "salience",
-                   "index_context"}
+                   "index_context", "word_context"}
         if isinstance(records, (str, bytes, Mapping)) or not isinstance(records, Sequence):
             raise InvalidInput("records must be a list of mappings, each with at least 'text'")
         with self._txn() as txn:
@@ -440,6 +444,7 @@ class WorldDB:
         aliases: Sequence[str] = (),
         salience: float = 0.0,
         index_context: str | None = None,
+        word_context: str | None = None,
     ) -> NodeSpec:
         """Validate one memory's arguments into a NodeSpec (shared by write and write_many).
 
@@ -465,6 +470,7 @@ class WorldDB:
             aliases=names,
             salience=weight,
             index_context=_text(index_context, "index_context", required=False),
+            word_context=_text(word_context, "word_context", required=False),
         )
 
     def _scope_nid(self, txn: Txn, scope: str) -> int:

@@ -37,13 +37,19 @@ def _to_v2(conn: apsw.Connection) -> None:
         conn.execute(schema_statement("edge_type"))
     fts = conn.execute("select sql from sqlite_schema where name = 'node_fts'").fetchall()[0][0]
     if "porter" not in str(fts):
-        # FTS5 fixes its tokenizer at creation: build the new table beside the old, copy every row
-        # (text and index-only context alike, rowids kept), then take the old one's name
-        conn.execute(schema_statement("node_fts").replace("node_fts", "node_fts_migrating", 1))
-        conn.execute("insert into node_fts_migrating (rowid, name, content) "
-                     "select rowid, name, content from node_fts")
-        conn.execute("drop table node_fts")
-        conn.execute("alter table node_fts_migrating rename to node_fts")
+        _rebuild_fts(conn)
+
+
+def _rebuild_fts(conn: apsw.Connection) -> None:
+    """Recreate node_fts as schema.sql defines it, keeping every row's name and content.
+
+    FTS5 fixes its columns and tokenizer at creation: build the new table beside the old, copy
+    every row (text and index-only context alike, rowids kept), then take the old one's name.
+    """
+    conn.execute(schema_statement("node_fts").replace("node_fts", "node_fts_migrating", 1))
+    conn.execute("insert into node_fts_migrating (rowid, name, content) select rowid, name, content from node_fts")
+    conn.execute("drop table node_fts")
+    conn.execute("alter table node_fts_migrating rename to node_fts")
 
 
 def _exists(conn: apsw.Connection, name: str) -> bool:
@@ -67,8 +73,19 @@ def _to_v5(conn: apsw.Connection) -> None:
     conn.execute(schema_statement("node_tokens"))
 
 
+def _to_v6(conn: apsw.Connection) -> None:
+    """Version 6: node_fts gains its context column (words for BM25 alone), empty in the rows it has.
+
+    A version-1 file may have it already (``_to_v2`` rebuilt the table as schema.sql defines it).
+    The rows keep what they were indexed with, so they are found as before; only turns written
+    from now on carry the turns further back (conversation.DEFAULT_WORD_WINDOW).
+    """
+    if "context" not in {str(row[1]) for row in conn.execute("pragma table_info(node_fts)")}:
+        _rebuild_fts(conn)
+
+
 # STEPS[n] lifts a file from version n to n + 1.
-STEPS: dict[int, Callable[[apsw.Connection], None]] = {1: _to_v2, 2: _to_v3, 3: _to_v4, 4: _to_v5}
+STEPS: dict[int, Callable[[apsw.Connection], None]] = {1: _to_v2, 2: _to_v3, 3: _to_v4, 4: _to_v5, 5: _to_v6}
 assert all(v in STEPS for v in range(min(STEPS), SCHEMA_VERSION)), "a schema version bump needs its step"
 
 

@@ -13,8 +13,9 @@ engine writes no text into them, so only props a caller gave ``link`` outlive a 
 A purge takes the node, everything below it (a world's members are its content), every
 version of it (joined by supersedes) and what was extracted from it (a Fact that refers_to a
 purged Turn, an Entity that only purged nodes refer to). With a scope, nothing outside that
-scope is touched. A sibling indexed with a purged turn's text as context (the turn before it,
-see bridge.window) is re-indexed by its own text alone; its blob never held that text.
+scope is touched. A sibling indexed with a purged turn's text as context (the turns before it,
+in its full-text row's content or context column: see bridge.window) is re-indexed by its own
+text alone; its blob never held that text.
 
 Deleted bytes linger in free space, in stale cell copies of re-balanced pages, in superseded
 FTS5 segments and in the WAL. So the purge runs with ``pragma secure_delete`` (freed space is
@@ -127,7 +128,7 @@ def erase(txn: Txn, conn: apsw.Connection, nids: Iterable[int]) -> list[str]:
 
 
 def _quoting(conn: apsw.Connection, nids: list[int]) -> set[int]:
-    """Siblings whose index rows quote a purged node's text (the turn before, indexed with a turn)."""
+    """Siblings whose index rows quote a purged node's text (the turns before, indexed with a turn)."""
     quoting: set[int] = set()
     for nid in nids:
         for parent, content in conn.execute(
@@ -137,8 +138,9 @@ def _quoting(conn: apsw.Connection, nids: list[int]) -> set[int]:
             probe = str(content)[:PROBE_CHARS]  # contexts clip long turns; their start is quoted
             quoting.update(as_int(r[0]) for r in conn.execute(
                 "select n.nid from node as n join node_fts as f on f.rowid = n.nid "
-                "where n.parent = ? and n.nid != ? and f.content != coalesce(json_extract(n.body, '$.content'), '') "
-                "and instr(f.content, ?) > 0", (parent, nid, probe)))
+                "where n.parent = ?1 and n.nid != ?2 and (instr(f.context, ?3) > 0 or "
+                "(f.content != coalesce(json_extract(n.body, '$.content'), '') and instr(f.content, ?3) > 0))",
+                (parent, nid, probe)))
     return quoting
 
 
@@ -150,7 +152,7 @@ def _reindex_alone(txn: Txn, conn: apsw.Connection, nids: list[int]) -> None:
             "select json_extract(n.body, '$.name'), json_extract(n.body, '$.content'), s.size "
             "from node as n join node_state as s on s.nid = n.nid where n.nid = ?", (nid,)).fetchone())
         txn.store.unindex_texts([nid])
-        txn.store.index_texts([(nid, name or "", content or "")], txn.r.tokens())
+        txn.store.index_texts([(nid, name or "", content or "", None)], txn.r.tokens())
         text = embedding_text(name, content)
         if embedder is None or members or not text:
             continue  # caller-supplied vectors (no text in them) and worlds keep theirs

@@ -53,18 +53,29 @@ def descendants(
     return [as_int(r[0]) for r in conn.execute(sql, params)]
 
 
+CONTEXT_WEIGHT = 0.5  # BM25's weight on node_fts.context (name and content weigh 1): see fts_ranked
+
+
+def rank_function() -> str:
+    """The FTS5 rank every full-text read orders by: BM25 with the context column weighed lower.
+
+    Bound as ``rank match ?``, which keeps FTS5's own ``order by rank limit`` path.
+    """
+    return f"bm25(1.0, 1.0, {CONTEXT_WEIGHT!r})"
+
+
 def bm25_sql(include_superseded: bool) -> str:
-    """FTS5 match ?3, visible at (?1, ?2), best ?4 first."""
+    """FTS5 match ?3 ranked by ?5 (``rank_function``), visible at (?1, ?2), best ?4 first."""
     return (
         "select f.rowid, -f.rank from node_fts as f join node_state as s on s.nid = f.rowid "
-        f"where node_fts match ?3 and {predicate(include_superseded)} order by f.rank limit ?4"
+        f"where node_fts match ?3 and f.rank match ?5 and {predicate(include_superseded)} order by f.rank limit ?4"
     )
 
 
 def bm25(conn: apsw.Connection, query: str, valid: str, belief: str, *, k: int,
          include_superseded: bool) -> list[tuple[int, float]]:
     """(nid, BM25 score, higher is better) for an FTS5 query."""
-    rows = conn.execute(bm25_sql(include_superseded), (valid, belief, query, k))
+    rows = conn.execute(bm25_sql(include_superseded), (valid, belief, query, k, rank_function()))
     return [(as_int(nid), as_float(score)) for nid, score in rows]
 
 
@@ -232,10 +243,11 @@ def fts_ranked(conn: apsw.Connection, query: str, limit: int) -> list[tuple[int,
     """(rowid, BM25 score, higher is better) of the ``limit`` best FTS5 matches, ranked by FTS5 alone.
 
     The name column (a turn's speaker) weighs as much as the content: 0, 0.5 or 2 instead gave LoCoMo
-    recall@10 0.785-0.787 against 0.788 (cached-store harness).
+    recall@10 0.785-0.787 against 0.788 (cached-store harness). The context column (the turns before
+    the one that content indexes it with) weighs ``CONTEXT_WEIGHT``; see conversation.DEFAULT_WORD_WINDOW.
     """
-    rows = conn.execute("select rowid, -rank from node_fts where node_fts match ? order by rank limit ?",
-                        (query, limit))
+    rows = conn.execute("select rowid, -rank from node_fts where node_fts match ? and rank match ? "
+                        "order by rank limit ?", (query, rank_function(), limit))
     return [(as_int(nid), as_float(score)) for nid, score in rows]
 
 

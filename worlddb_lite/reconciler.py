@@ -92,6 +92,7 @@ class NodeSpec(NamedTuple):
     salience: float = 0.0
     aliases: Sequence[str] = ()
     index_context: str | None = None  # indexed (FTS, vector) after the content, never stored in the blob
+    word_context: str | None = None  # indexed for its words only (node_fts.context), never stored either
 
 
 class EdgeSpec(NamedTuple):
@@ -150,7 +151,7 @@ class Txn:
         self.views: dict[int, EndView] = {}  # nodes' projections as this transaction left them
         # Index rows are written at commit in one executemany each: an FTS5 insert between
         # other statements flushes its pending terms every time (measured ~4x slower per write).
-        self.pending_text: list[tuple[int, str, str]] = []
+        self.pending_text: list[tuple[int, str, str, str | None]] = []
         self.pending_vectors: list[tuple[int, np.ndarray]] = []
         self.pending_edges: list[tuple[Any, ...]] = []
         self.pending_keys: dict[tuple[int, int, str], int] = {}  # edges this transaction wrote, still open
@@ -272,7 +273,7 @@ class Txn:
                 state_rows.append((nid, valid, self.now, float(spec.salience), root))
                 alias_rows.extend((nid, a, normalise_alias(a), "write", self.now) for a in spec.aliases)
                 if text:
-                    self.pending_text.append((nid, spec.name or "", _indexed(spec) or ""))
+                    self.pending_text.append((nid, spec.name or "", _indexed(spec) or "", spec.word_context or None))
                     if vector is not None:
                         self.pending_vectors.append((nid, vector))
                 self.store.remember(Header(nid, raw, spec.type, parent.nid, depth, slot))

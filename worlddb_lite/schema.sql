@@ -1,4 +1,4 @@
--- worlddb_lite schema (version 4; migrations.py lifts older files): the single source of truth for the store's layout.
+-- worlddb_lite schema (version 6; migrations.py lifts older files): the single source of truth for the store's layout.
 --
 -- One SQLite file holds an assistant's whole memory. Read it in the sqlite3 shell:
 --   select * from current_node;        what is true now
@@ -401,8 +401,12 @@ create table work_queue (
 create index work_queue_pending on work_queue (qid) where done_at is null;
 create unique index work_queue_turn on work_queue (turn);
 
--- Full-text index over each node's name and content (rowid = node.nid).
-create virtual table node_fts using fts5(name, content, tokenize = 'porter unicode61 remove_diacritics 2');
+-- Full-text index over each node's name and content (rowid = node.nid). The content column holds
+-- the node's text and any context indexed with it (a turn's previous turn): the vector and the token
+-- index read the same text. The context column holds words indexed for BM25 alone (the turns before
+-- that), weighed lower (reads.fts_ranked); null for most nodes.
+create virtual table node_fts using fts5(name, content, context,
+  tokenize = 'porter unicode61 remove_diacritics 2');
 
 -- The first content tokens of each full-text row under the store's static model (token_index.py),
 -- for the late-interaction stage of recall. Derived like node_fts: rewritten on re-embedding, and

@@ -447,10 +447,14 @@ class Store:
                 aliases,
             )
 
-    def index_texts(self, rows: Sequence[tuple[int, str, str]], tokens: TokenVectors | None) -> None:
-        """Add (nid, name, content) rows to the full-text index and, with a token table, the token index."""
-        self.conn.executemany("insert into node_fts (rowid, name, content) values (?, ?, ?)", rows)
-        self._index_tokens(tokens, rows)
+    def index_texts(self, rows: Sequence[tuple[int, str, str, str | None]], tokens: TokenVectors | None) -> None:
+        """Add (nid, name, content, context) rows to the full-text index and, with a token table, the token index.
+
+        The content (with any context indexed beside it) is also what the vector and the token
+        index read; the context column's words are for BM25 alone (reads.fts_ranked weighs them).
+        """
+        self.conn.executemany("insert into node_fts (rowid, name, content, context) values (?, ?, ?, ?)", rows)
+        self._index_tokens(tokens, [(nid, name, content) for nid, name, content, _ in rows])
 
     def unindex_texts(self, nids: Sequence[int]) -> None:
         """Remove nodes' full-text and token index rows."""
