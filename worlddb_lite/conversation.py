@@ -38,9 +38,11 @@ DEFAULT_WINDOW = 1  # the turn before each turn is indexed with it (LoCoMo turn 
 # 0.383 and NDCG@10 0.625 -> 0.612; the turn after as well as the one before, 0.782 (recall@1 0.379).
 # The loss was the vector's, whose text is the content column's: hence the word window below.
 DEFAULT_WORD_WINDOW = 4  # the turns before that, up to the 4th, indexed for their words alone (node_fts.context)
-# Measured with the cached-store harness on LoCoMo (context weighed by reads.CONTEXT_WEIGHT 0.5): recall@10
-# 0.788 -> 0.795-0.798 with 3 or 4 turns and weights 0.25-1.0, recall@1 0.414 -> 0.415-0.424, NDCG 0.625 ->
-# 0.633-0.635; among 100k memories (bench/recall_scale.py --quality 800, a first version) 0.661 -> 0.685.
+# Measured with the cached-store harness on LoCoMo, context weighed by reads.CONTEXT_WEIGHT 0.75: recall@10
+# 0.788 -> 0.798, recall@1 0.414 -> 0.422, NDCG@10 0.625 -> 0.635 (3 turns 0.798, 6 turns 0.796, 8 turns
+# 0.792; weights 0.25-1.0 gave 0.795-0.798). Among 100k memories (bench/recall_scale.py --quality 800):
+# 0.661 -> 0.684 (weights 0.5-1.0 0.683-0.684, 0.25 0.680). BEAM is unchanged: its person turns are never
+# adjacent, and the windows stop at an assistant's turn.
 MAX_TURN_CHARS = 500_000  # a longer paste (a 1 MB log) is refused: split it; BEAM-100K's longest message is 349k
 
 

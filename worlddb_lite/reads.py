@@ -53,7 +53,7 @@ def descendants(
     return [as_int(r[0]) for r in conn.execute(sql, params)]
 
 
-CONTEXT_WEIGHT = 0.5  # BM25's weight on node_fts.context (name and content weigh 1): see fts_ranked
+CONTEXT_WEIGHT = 0.75  # BM25's weight on node_fts.context (name and content weigh 1): see fts_ranked
 
 
 def rank_function() -> str:
