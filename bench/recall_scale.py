@@ -62,8 +62,9 @@ DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 LOCOMO = DATA / "locomo" / "locomo10.json"
 BEAM = DATA / "beam" / "beam_100K.tar.xz"
 OUT = Path(__file__).resolve().parent / "out"
-BUILD = 2  # bump when the way the store is built changes: a cached file of another build is not reused
-# (2: schema v6, whose word window fills node_fts.context at ingest; a v5 store migrates without it)
+BUILD = 3  # bump when the way the store is built changes: a cached file of another build is not reused
+# (2: schema v6, whose word window fills node_fts.context at ingest, a v5 store migrating without it;
+# 3: the turns after each turn in that context too)
 SCOPE = "scale"
 TURNS_PER_SESSION, SESSIONS_PER_CONVERSATION = 25, 20
 MAX_CHARS = 8000

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from worlddb_lite import InvalidInput, WorldDB, reads
-from worlddb_lite.bridge import ContextBridge, mentions, window
+from worlddb_lite.bridge import ContextBridge, mentions, window, words_around
 from worlddb_lite.conversation import ConversationIn, IngestStats, SessionIn, TurnIn, ingest
 
 from .conftest import FakeClock, FakeEmbedder, OtherFakeEmbedder, table_digest
@@ -102,19 +102,23 @@ def test_the_window_indexes_each_turn_with_the_one_before_it(db: WorldDB) -> Non
     assert db.verify().ok
 
 
-def test_the_word_window_indexes_turns_further_back_for_their_words_alone(tmp_path: Path) -> None:
+def test_the_word_window_indexes_turns_around_for_their_words_alone(tmp_path: Path) -> None:
     talk = ("Did you go to the pottery class on Sunday?", "Yes, and I made a bowl!", "Lovely.", "Thanks!",
             "What glaze?", "A blue one.")
     stores = {}
-    for word_window in (1, 4):  # 1: no turn beyond the one before
+    for word_window in (1, 4):  # 1 and no turn after: nothing beyond the one before
         store = stores[word_window] = WorldDB(str(tmp_path / f"w{word_window}.db"), embedder=FakeEmbedder())
-        ingest(store, _chat(*talk), word_window=word_window)
+        ingest(store, _chat(*talk), word_window=word_window, word_after=0 if word_window == 1 else 2)
     wide, narrow = stores[4], stores[1]
     try:
         found = _found(wide, "pottery")
         assert sorted(found[:2]) == sorted(talk[:2]) and sorted(found[2:]) == sorted(talk[2:5])  # 4 turns back at most
+        assert _found(narrow, "pottery") == _found(narrow, "pottery")[:2]
         rows = dict(wide._conn.execute("select content, context from node_fts where content like 'Lovely.%'"))
-        assert rows == {"Lovely.\nme: Yes, and I made a bowl!": "me: Did you go to the pottery class on Sunday?"}
+        assert rows == {"Lovely.\nme: Yes, and I made a bowl!":
+                        "me: Did you go to the pottery class on Sunday?\nme: Thanks!\nme: What glaze?"}
+        found = _found(wide, "glaze")  # the turn itself and the one after, then the two before it (2 turns ahead)
+        assert sorted(found[:2]) == sorted(talk[4:]) and sorted(found[2:]) == sorted(talk[2:4])
         # only the words: the vectors (and whatever else reads the content column) are the narrow store's
         def near(store: WorldDB) -> list[tuple[str | None, float]]:
             return [(node.content, score) for node, score in store.nearest("pottery", k=6, types=["Turn"])]
@@ -124,6 +128,13 @@ def test_the_word_window_indexes_turns_further_back_for_their_words_alone(tmp_pa
     finally:
         for store in stores.values():
             store.close()
+
+
+def test_words_around_stop_at_an_assistant_turn_on_both_sides() -> None:
+    texts = ["a", "b", "c", "d", "e"]
+    assert words_around(texts, before=2, skip=1, after=1) == ["b", "c", "a\nd", "b\ne", "c"]
+    assert words_around(texts, speakers=["u", "u", "assistant", "u"], before=3, skip=0, after=3) == [
+        "u: b", "u: a", "", "e", "u: d"]  # the fifth turn's speaker is unknown: a person's
 
 
 def test_words_of_the_context_column_weigh_less_than_the_content(db: WorldDB, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -154,7 +165,7 @@ def test_window_zero_indexes_each_turn_alone_and_bad_windows_are_refused(db: Wor
         window(["a"], turns=-1)
     with pytest.raises(InvalidInput, match="window skip"):
         window(["a"], skip=True)
-    for bad in ({"window": -1}, {"word_window": 1.5}, {"word_window": True}):
+    for bad in ({"window": -1}, {"word_window": 1.5}, {"word_window": True}, {"word_after": -2}):
         with pytest.raises(InvalidInput, match="must be a whole number of turns"):
             ingest(db, _chat("another"), **bad)  # type: ignore[arg-type]
     with pytest.raises(InvalidInput, match="word_context must be text"):

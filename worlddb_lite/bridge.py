@@ -150,8 +150,10 @@ WINDOW_CHARS = 1000  # at most this much of each earlier turn is indexed with a 
 
 
 def window(texts: Sequence[str], *, speakers: Sequence[str | None] = (), turns: int = 1, skip: int = 0,
-           chars: int = WINDOW_CHARS) -> list[str]:
+           ahead: bool = False, chars: int = WINDOW_CHARS) -> list[str]:
     """For each turn of a session, the ``turns`` turns before it ("<speaker>: <text>", clipped), to index with it.
+
+    ``ahead``: the turns after it instead, in the order said.
 
     A reply ("Yes, last Tuesday!") is findable by what it answers; the stored turn stays verbatim.
     ``skip`` leaves out the nearest turns of that window (they are indexed elsewhere: see
@@ -170,8 +172,24 @@ def window(texts: Sequence[str], *, speakers: Sequence[str | None] = (), turns: 
             for i, t in enumerate(texts)]
     contexts = []
     for i in range(len(texts)):
-        first = i
-        while person[i] and first > max(0, i - turns) and person[first - 1]:
-            first -= 1
-        contexts.append("\n".join(said[first:max(first, i - skip)]))
+        step, end = (1, min(len(texts) - 1, i + turns)) if ahead else (-1, max(0, i - turns))
+        far = i  # the farthest turn of the window, walking away from turn i
+        while person[i] and far != end and person[far + step]:
+            far += step
+        near = i + step * (skip + 1)  # the nearest turn the window keeps
+        span = said[near:far + 1] if ahead else said[far:near + 1]
+        contexts.append("\n".join(span if (far - near) * step >= 0 else []))
     return contexts
+
+
+def words_around(texts: Sequence[str], *, speakers: Sequence[str | None] = (), before: int, skip: int,
+                 after: int) -> list[str]:
+    """For each turn, context indexed for its words alone (conversation.ingest).
+
+    That is the turns before it past the ``skip`` nearest, up to the ``before``-th, and the ``after``
+    turns that follow it. A question is then found by the words of its answer too. Both sides stop at an assistant's
+    turn, as ``window`` does.
+    """
+    back = window(texts, speakers=speakers, turns=before, skip=skip)
+    ahead = window(texts, speakers=speakers, turns=after, ahead=True)
+    return ["\n".join(side for side in pair if side) for pair in zip(back, ahead, strict=True)]

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .bridge import ContextBridge
+from .bridge import ContextBridge, words_around
 from .bridge import window as windowed
 from .errors import InvalidInput
 from .extract import Extractor, RuleExtractor
@@ -38,11 +38,13 @@ DEFAULT_WINDOW = 1  # the turn before each turn is indexed with it (LoCoMo turn 
 # 0.383 and NDCG@10 0.625 -> 0.612; the turn after as well as the one before, 0.782 (recall@1 0.379).
 # The loss was the vector's, whose text is the content column's: hence the word window below.
 DEFAULT_WORD_WINDOW = 4  # the turns before that, up to the 4th, indexed for their words alone (node_fts.context)
-# Measured with the cached-store harness on LoCoMo, context weighed by reads.CONTEXT_WEIGHT 0.75: recall@10
-# 0.788 -> 0.798, recall@1 0.414 -> 0.422, NDCG@10 0.625 -> 0.635 (3 turns 0.798, 6 turns 0.796, 8 turns
-# 0.792; weights 0.25-1.0 gave 0.795-0.798). Among 100k memories (bench/recall_scale.py --quality 800):
-# 0.661 -> 0.684 (weights 0.5-1.0 0.683-0.684, 0.25 0.680). BEAM is unchanged: its person turns are never
-# adjacent, and the windows stop at an assistant's turn.
+DEFAULT_WORD_AFTER = 2  # ... and the 2 turns after each turn (a question is found by its answer's words)
+# Measured with the cached-store harness on LoCoMo, context weighed by reads.CONTEXT_WEIGHT 0.75: turns
+# before only, recall@10 0.788 -> 0.798, recall@1 0.414 -> 0.422, NDCG@10 0.625 -> 0.635 (3 turns 0.798,
+# 6 turns 0.796, 8 turns 0.792; weights 0.25-1.0 gave 0.795-0.798; among 100k memories, bench/recall_scale.py
+# --quality 800, 0.661 -> 0.684, weights 0.5-1.0 0.683-0.684, 0.25 0.680). With 1 turn after as well 0.801
+# (session@5 0.935 -> 0.942), 2 turns after 0.802 (0.804 and 0.803 at weights 0.5 and 1.0). BEAM is
+# unchanged: its person turns are never adjacent, and the windows stop at an assistant's turn.
 MAX_TURN_CHARS = 500_000  # a longer paste (a 1 MB log) is refused: split it; BEAM-100K's longest message is 349k
 
 
@@ -103,7 +105,7 @@ def ingest(db: WorldDB, conversation: ConversationIn, *,
            extractor: Extractor | None = DEFAULT_EXTRACTOR, deferred: bool = False,
            gate: EncodingGate | None = None, bridge: bool | ContextBridge = False,
            window: int = DEFAULT_WINDOW, word_window: int = DEFAULT_WORD_WINDOW,
-           stats: IngestStats | None = None) -> list[str]:
+           word_after: int = DEFAULT_WORD_AFTER, stats: IngestStats | None = None) -> list[str]:
     """Write one conversation in one transaction; returns the turn ids in order.
 
     With an ``extractor`` (the rule-based one by default; None for none), every turn's
@@ -113,9 +115,10 @@ def ingest(db: WorldDB, conversation: ConversationIn, *,
     sends only turns at or above the threshold to extraction; ``bridge`` (True, or a
     ``ContextBridge``) indexes each turn with what its pronouns refer to. ``window`` turns before
     each turn are indexed with it (full text, vector and token index); the turns before those, up to
-    the ``word_window``-th, for their words alone. ``stats`` is added to.
+    the ``word_window``-th, and the ``word_after`` turns after it, for their words alone (full text,
+    weighed lower). ``stats`` is added to.
     """
-    for label, value in (("window", window), ("word_window", word_window)):
+    for label, value in (("window", window), ("word_window", word_window), ("word_after", word_after)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise InvalidInput(f"{label} must be a whole number of turns >= 0, not {value!r}")
     if not conversation.scopes:
@@ -150,7 +153,7 @@ def ingest(db: WorldDB, conversation: ConversationIn, *,
             bridged = bridging.session(texts, speakers=speakers) if bridging is not None else [""] * len(texts)
             before = windowed(texts, speakers=speakers, turns=window)
             contexts = ["\n".join(c for c in pair if c) for pair in zip(bridged, before, strict=True)]
-            farther = windowed(texts, speakers=speakers, turns=word_window, skip=window)
+            farther = words_around(texts, speakers=speakers, before=word_window, skip=window, after=word_after)
             written = db.write_many([
                 {"text": turn.text, "world": world, "type": "Turn",
                  "name": turn.speaker,  # who said it: indexed with the words

@@ -398,7 +398,7 @@ class WorldDB:
         indexed (full text and vector) after the text but not stored in the node, so it
         leaves the id alone: what a turn's pronouns refer to (see bridge.py). ``word_context``
         is indexed for its words alone (full text, weighed lower), also outside the id: the
-        turns further back (see conversation.ingest).
+        turns around a turn (see conversation.ingest).
         """
         with self._txn() as txn:
             spec = self._node_spec(txn, text, scope=scope, world=world, type=type, name=name,

@@ -78,7 +78,7 @@ def _to_v6(conn: apsw.Connection) -> None:
 
     A version-1 file may have it already (``_to_v2`` rebuilt the table as schema.sql defines it).
     The rows keep what they were indexed with, so they are found as before; only turns written
-    from now on carry the turns further back (conversation.DEFAULT_WORD_WINDOW).
+    from now on carry their neighbours' words (conversation.DEFAULT_WORD_WINDOW).
     """
     if "context" not in {str(row[1]) for row in conn.execute("pragma table_info(node_fts)")}:
         _rebuild_fts(conn)

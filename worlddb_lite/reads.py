@@ -243,8 +243,8 @@ def fts_ranked(conn: apsw.Connection, query: str, limit: int) -> list[tuple[int,
     """(rowid, BM25 score, higher is better) of the ``limit`` best FTS5 matches, ranked by FTS5 alone.
 
     The name column (a turn's speaker) weighs as much as the content: 0, 0.5 or 2 instead gave LoCoMo
-    recall@10 0.785-0.787 against 0.788 (cached-store harness). The context column (the turns before
-    the one that content indexes it with) weighs ``CONTEXT_WEIGHT``; see conversation.DEFAULT_WORD_WINDOW.
+    recall@10 0.785-0.787 against 0.788 (cached-store harness). The context column (a turn's other
+    neighbours) weighs ``CONTEXT_WEIGHT``; see conversation.DEFAULT_WORD_WINDOW.
     """
     rows = conn.execute("select rowid, -rank from node_fts where node_fts match ? and rank match ? "
                         "order by rank limit ?", (query, rank_function(), limit))

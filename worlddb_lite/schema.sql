@@ -403,8 +403,8 @@ create unique index work_queue_turn on work_queue (turn);
 
 -- Full-text index over each node's name and content (rowid = node.nid). The content column holds
 -- the node's text and any context indexed with it (a turn's previous turn): the vector and the token
--- index read the same text. The context column holds words indexed for BM25 alone (the turns before
--- that), weighed lower (reads.fts_ranked); null for most nodes.
+-- index read the same text. The context column holds words indexed for BM25 alone (a turn's other
+-- neighbours: conversation.ingest), weighed lower (reads.fts_ranked); null for most nodes.
 create virtual table node_fts using fts5(name, content, context,
   tokenize = 'porter unicode61 remove_diacritics 2');
 
