@@ -187,8 +187,8 @@ def words_around(texts: Sequence[str], *, speakers: Sequence[str | None] = (), b
     """For each turn, context indexed for its words alone (conversation.ingest).
 
     That is the turns before it past the ``skip`` nearest, up to the ``before``-th, and the ``after``
-    turns that follow it. A question is then found by the words of its answer too. Both sides stop at an assistant's
-    turn, as ``window`` does.
+    turns that follow it: a question is then found by the words of its answer too. Both sides stop
+    at an assistant's turn, as ``window`` does.
     """
     back = window(texts, speakers=speakers, turns=before, skip=skip)
     ahead = window(texts, speakers=speakers, turns=after, ahead=True)

@@ -13,9 +13,9 @@ engine writes no text into them, so only props a caller gave ``link`` outlive a 
 A purge takes the node, everything below it (a world's members are its content), every
 version of it (joined by supersedes) and what was extracted from it (a Fact that refers_to a
 purged Turn, an Entity that only purged nodes refer to). With a scope, nothing outside that
-scope is touched. A sibling indexed with a purged turn's text as context (the turns before it,
-in its full-text row's content or context column: see bridge.window) is re-indexed by its own
-text alone; its blob never held that text.
+scope is touched. A sibling indexed with a purged turn's text as context (its neighbours, in its
+full-text row's content or context column: see bridge.window) is re-indexed by its own text
+alone; its blob never held that text.
 
 Deleted bytes linger in free space, in stale cell copies of re-balanced pages, in superseded
 FTS5 segments and in the WAL. So the purge runs with ``pragma secure_delete`` (freed space is
@@ -128,7 +128,7 @@ def erase(txn: Txn, conn: apsw.Connection, nids: Iterable[int]) -> list[str]:
 
 
 def _quoting(conn: apsw.Connection, nids: list[int]) -> set[int]:
-    """Siblings whose index rows quote a purged node's text (the turns before, indexed with a turn)."""
+    """Siblings whose index rows quote a purged node's text (a turn's neighbours, indexed with it)."""
     quoting: set[int] = set()
     for nid in nids:
         for parent, content in conn.execute(
