@@ -16,6 +16,7 @@ import pytest
 
 from worlddb_lite import SchemaTooNew, SchemaTooOld, WorldDB, _sqlite, migrations
 from worlddb_lite.cli import main
+from worlddb_lite.conversation import ConversationIn, SessionIn, TurnIn, ingest
 
 FIXTURES = Path(__file__).parent / "fixtures"
 FIXTURE = FIXTURES / "store-v1.db"
@@ -119,6 +120,30 @@ def test_the_migrated_full_text_index_stems_and_recall_works(old_store: Path) ->
         assert db.verify().ok
     finally:
         db.close()
+
+
+WITH_CONTEXT = "select substr(content, 1, 16), context from node_fts where context is not null"
+
+
+def test_the_migration_indexes_old_turns_with_their_neighbours_words(old_store: Path, tmp_path: Path) -> None:
+    with WorldDB(old_store) as db:
+        rows = dict(db._conn.execute(WITH_CONTEXT))
+        # the fixture's first session: Ana, Ana, Bot (a speaker no rule reads as an assistant)
+        assert rows == {"I live in Austin": "Ana: My sister Emma is running a marathon in May.\n"
+                                            "Bot: Good luck to her! Running is hard.",
+                        "My sister Emma i": "Bot: Good luck to her! Running is hard.",
+                        "Good luck to her": "Ana: I live in Austin and I work at Google.",
+                        "I moved! I live ": "Ana: Emma's birthday is June 3."}
+        found = [node.content for node, _ in db.search("marathon", k=5)]
+        assert found[-1] == "I live in Austin and I work at Google." and db.verify(deep=True).ok
+    # the same as a store that ingested those turns now
+    with WorldDB(tmp_path / "new.db") as new:
+        ingest(new, ConversationIn("ana-1", ["ana"], [SessionIn("s1", "2024-03-01", [
+            TurnIn("I live in Austin and I work at Google.", speaker="Ana"),
+            TurnIn("My sister Emma is running a marathon in May.", speaker="Ana"),
+            TurnIn("Good luck to her! Running is hard.", speaker="Bot")])]))
+        fresh = dict(new._conn.execute(WITH_CONTEXT))
+    assert fresh == {k: v for k, v in rows.items() if not k.startswith("I moved")}
 
 
 def test_a_failed_migration_leaves_the_old_file_as_it_was(old_store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
