@@ -175,7 +175,7 @@ def table_digest(db: WorldDB) -> dict[str, Any]:
     out: dict[str, Any] = {"root": db.root()}
     for table in schema_tables(db):
         if table == "node_fts":
-            rows = conn.execute("select rowid, name, content from node_fts order by rowid").fetchall()
+            rows = conn.execute("select rowid, name, content, context from node_fts order by rowid").fetchall()
         elif table == "node_vec":
             rows = conn.execute("select * from node_vec order by nid").fetchall()
         else:

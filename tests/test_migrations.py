@@ -40,7 +40,8 @@ def raw_contents(path: Path) -> dict[str, Any]:
             "select name from sqlite_schema where type = 'table' and name not like 'node_fts%' "
             "and name not like 'sqlite_%' order by name")]
         out = {t: sorted(conn.execute(f"select * from {t}").fetchall(), key=repr) for t in tables}
-        out["node_fts"] = conn.execute("select rowid, name, content from node_fts order by rowid").fetchall()
+        columns = ", ".join(str(c[1]) for c in conn.execute("pragma table_info(node_fts)"))  # 2 or 3 of them
+        out["node_fts"] = conn.execute(f"select rowid, {columns} from node_fts order by rowid").fetchall()
         out["user_version"] = conn.execute("pragma user_version").fetchall()
         return {k: hashlib.sha256(repr(v).encode()).hexdigest() for k, v in out.items()}
     finally:
@@ -144,6 +145,29 @@ def test_the_migration_indexes_old_turns_with_their_neighbours_words(old_store: 
             TurnIn("Good luck to her! Running is hard.", speaker="Bot")])]))
         fresh = dict(new._conn.execute(WITH_CONTEXT))
     assert fresh == {k: v for k, v in rows.items() if not k.startswith("I moved")}
+
+
+def test_the_context_fill_stops_at_a_purged_turn_and_skips_amended_versions(tmp_path: Path) -> None:
+    path = tmp_path / "v5.db"
+    talk = ["We planned a trip to Oslo.", "I booked the ferry.", "My PIN is 4417.", "The hotel is near the fjord.",
+            "We leave on Friday."]
+    with WorldDB(path) as db:
+        ids = ingest(db, ConversationIn("c", ["me"], [SessionIn("1", "2024-03-01", [
+            TurnIn(text, speaker="me") for text in talk])]))
+        db.purge(ids[2])
+        newer = db.amend(ids[4], "We leave on Saturday.")
+    conn = apsw.Connection(str(path))  # as version 5 left it: no context anywhere
+    conn.execute("update node_fts set context = null; pragma user_version = 5")
+    conn.close()
+    with WorldDB(path) as db:
+        assert db.migrated_from == 5
+        rows = dict(db._conn.execute("select rowid, context from node_fts"))
+        context = {node: rows.get(db._store.resolve(node)) for node in [*ids, newer]}
+        assert not any("4417" in (text or "") for text in context.values())
+        assert context[ids[0]] == "me: I booked the ferry."  # the turn after; the purged one is a wall
+        assert context[ids[3]] == "me: We leave on Friday."  # nothing from before the wall
+        assert context[newer] is None  # an amended version was never said among the others
+        assert db.verify(deep=True).ok
 
 
 def test_a_failed_migration_leaves_the_old_file_as_it_was(old_store: Path, monkeypatch: pytest.MonkeyPatch) -> None:

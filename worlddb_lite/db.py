@@ -878,7 +878,10 @@ class WorldDB:
         known_as_of: TimeLike | None = None,
         include_superseded: bool = False,
     ) -> list[tuple[Node, float]]:
-        """BM25 over names and contents (FTS5); best first, with the BM25 score (higher is better)."""
+        """BM25 over names and contents (FTS5); best first, with the BM25 score (higher is better).
+
+        A turn also matches on its neighbours' words, weighed lower (``node_fts.context``).
+        """
         self._settle()
         query = lanes.fts_query(_text(text, "query", required=True) or "")
         if not query:

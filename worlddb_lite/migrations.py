@@ -45,7 +45,9 @@ def _rebuild_fts(conn: apsw.Connection) -> None:
     """Recreate node_fts as schema.sql defines it, keeping every row's name and content.
 
     FTS5 fixes its columns and tokenizer at creation: build the new table beside the old, copy
-    every row (text and index-only context alike, rowids kept), then take the old one's name.
+    every row's name and content (the content holds the index-only context of versions before 6
+    too; rowids kept), then take the old one's name. Only a table without the context column
+    is rebuilt: the copy leaves that column out.
     """
     conn.execute(schema_statement("node_fts").replace("node_fts", "node_fts_migrating", 1))
     conn.execute("insert into node_fts_migrating (rowid, name, content) select rowid, name, content from node_fts")
@@ -88,16 +90,29 @@ def _to_v6(conn: apsw.Connection) -> None:
 
 
 def _fill_word_context(conn: apsw.Connection) -> None:
-    """Index every session's turns with their neighbours' words (``bridge.words_around``), in said order."""
-    from .bridge import words_around  # (conversation's defaults: imported here, where they are needed)
+    """Index every session's turns with their neighbours' words (``bridge.words_around``), in said order.
+
+    As ``conversation.ingest`` would with its defaults, within what the store can tell: a purged
+    turn is a wall no words cross (its text is gone, and no neighbour may take words across the
+    gap as if the two sides had been said together), and a version written by ``amend`` takes no
+    part (it was never ingested with the session). A store ingested with other windows,
+    or whose identical turns share one node, is filled as if with the defaults. Turns are read
+    clipped (the windows quote at most ``WINDOW_CHARS`` of each) and a session at a time.
+    """
+    from .bridge import WINDOW_CHARS, words_around  # (conversation's defaults: imported where needed)
     from .conversation import DEFAULT_WINDOW, DEFAULT_WORD_AFTER, DEFAULT_WORD_WINDOW
 
     rows = conn.execute(
-        "select n.nid, n.parent, json_extract(n.body, '$.props.speaker'), json_extract(n.body, '$.content') "
+        "select n.nid, n.parent, json_extract(n.body, '$.props.speaker'), "
+        "substr(json_extract(n.body, '$.content'), 1, ?), n.body is null "
         "from node as n join node as p on p.nid = n.parent "
-        "where n.type = 'Turn' and p.type = 'Session' and n.body is not null order by n.parent, n.slot").fetchall()
-    for _, group in itertools.groupby(rows, key=lambda row: row[1]):
+        "where n.type = 'Turn' and p.type = 'Session' "
+        "and not exists (select 1 from edge as e where e.type = 'supersedes' and e.src = n.nid) "
+        "order by n.parent, n.slot", (WINDOW_CHARS,))
+    for (_, purged), group in itertools.groupby(rows, key=lambda row: (row[1], bool(row[4]))):
         turns = list(group)
+        if purged:
+            continue
         contexts = words_around([as_text(t[3]) or "" for t in turns], speakers=[as_text(t[2]) for t in turns],
                                 before=DEFAULT_WORD_WINDOW, skip=DEFAULT_WINDOW, after=DEFAULT_WORD_AFTER)
         conn.executemany("update node_fts set context = ? where rowid = ?",

@@ -333,6 +333,9 @@ TERM_CACHE_SIZE = 4096  # words remembered per connection, until the next write
 def term_rows(conn: apsw.Connection, words: Sequence[str]) -> dict[str, int]:
     """How many full-text rows hold each word (its rarest token, stemmed as the index stems it).
 
+    A row holds it in any column: a turn whose neighbours say it counts too (``node_fts.context``),
+    which is also what a query on it costs.
+
     Read from FTS5's own vocabulary (a ``fts5vocab`` table in the connection's temp schema), so
     nothing is stored twice; a word the index does not know counts 0. Counting a word reads its
     whole posting list (a common word's at 100k rows takes a millisecond), so the counts are kept

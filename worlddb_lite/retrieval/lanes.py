@@ -75,6 +75,10 @@ def uncommon_words(view: ReadView, words: list[str]) -> list[str]:
     Not adopted: a budget on the kept words' rows together (the commonest dropped until under it; FTS5
     spends ~1.7 µs a matched row): at 100k memories LoCoMo recall@10 0.657 -> 0.648 at 3,000 rows,
     0.640 at 2,000 (``bench/recall_scale.py --quality``), for a P50/P95 gain lost in the machine's noise.
+    The other way, with the word window in place (a word's rows count its neighbours' turns too), a
+    larger share kept more quality than it cost time: 0.04 took 100k-memory recall@10 0.684 -> 0.717
+    and 0.08 to 0.740, but P95 29.2 / 32.1 -> 34.1 / 42.8 ms at 0.04 and 49.6 / 53.9 ms at 0.06 (two
+    alternating runs of ``bench/recall_scale.py``): past what the latency target allows.
     """
     total = reads.text_rows(view.conn)
     limit = max(COMMON_FLOOR, COMMON_SHARE * total)

@@ -4,7 +4,8 @@ A ``QuerySpec`` names where to start (node ids, text through FTS5, or a vector) 
 next (``Expand`` along edges, ``Filter`` by type or world, ``WhereConnected``,
 ``PreferSummaries``). The planner starts from the cheapest source given: seeds (an index probe
 each), then text (one FTS5 query), then a vector (an index search); any other source given
-narrows that start set instead (text: must match; vector: orders it by cosine).
+narrows that start set instead (text: must match, a turn also on its neighbours' words, which
+``node_fts.context`` holds; vector: orders it by cosine).
 
 Every node is read at the spec's valid/belief time. Containment: with a ``world``, nothing
 outside it enters the result, except through ``refers_to``, the edge whose purpose is to point
