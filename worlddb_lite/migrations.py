@@ -82,7 +82,7 @@ def _to_v6(conn: apsw.Connection) -> None:
     A version-1 file may have the column already (``_to_v2`` rebuilt the table as schema.sql
     defines it). Each session's turns get the words of their neighbours as ``conversation.ingest``
     indexes them with its defaults, so a store written before is found as a new one would be
-    (bench/recall_scale.py's store of 100k turns, version 5: opened and lifted in 12 s, once).
+    (bench/recall_scale.py's store of 100k turns, version 5: opened and lifted in 11 s, once).
     """
     if "context" not in {str(row[1]) for row in conn.execute("pragma table_info(node_fts)")}:
         _rebuild_fts(conn)
