@@ -588,8 +588,7 @@ REVIEWED_SQL_SITES: dict[str, Counter[str]] = {
         "linked_sql: near": 2, "linked_sql: predicate(include_superseded)": 1,
         "linked_sql: predicate(include_superseded, 'e')": 1, "linked_sql: type_filter": 1,
         "membership_links: marks": 1, "membership_links: predicate(include_superseded, 'e')": 1,
-        "visible_among: _marks(len(types), 4)": 1, "visible_among: join": 1,
-        "visible_among: predicate(include_superseded)": 1, "visible_among: type_filter": 1}),
+        "visible_among: predicate(include_superseded)": 1}),
     "reconciler.py": Counter({"decide_merge: pid": 1}),  # an error message that says "join" (not SQL): an int
     # table aliases ("s"/"e") and the kind/key derived from them; "src"/"dst" by a bool; predicates from
     # visible_sql/believed_sql; "?" placeholder lists

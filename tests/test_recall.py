@@ -602,3 +602,18 @@ def test_one_recall_catches_the_vector_index_up_once(ana: WorldDB, monkeypatch: 
     monkeypatch.setattr(lane, "index", counted)
     assert ana.recall("Emma pottery kitten", scope="ana", k=5).hits
     assert len(calls) == 1
+
+
+def test_a_read_asks_sqlite_whether_a_node_is_visible_once(ana: WorldDB, monkeypatch: pytest.MonkeyPatch) -> None:
+    asked: list[int] = []
+    real = reads.visible_among
+
+    def counting(conn: object, nids: Sequence[int], *args: object, **kwargs: object) -> set[int]:
+        asked.extend(nids)
+        return real(conn, nids, *args, **kwargs)  # type: ignore[arg-type]
+
+    before = [(h.node.id, h.score) for h in ana.recall("Where does Ana work and live?", scope="ana", k=10).hits]
+    monkeypatch.setattr(reads, "visible_among", counting)
+    after = [(h.node.id, h.score) for h in ana.recall("Where does Ana work and live?", scope="ana", k=10).hits]
+    assert after == before and asked  # the lanes share one answer per node
+    assert len(asked) == len(set(asked))

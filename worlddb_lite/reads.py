@@ -80,14 +80,11 @@ def bm25(conn: apsw.Connection, query: str, valid: str, belief: str, *, k: int,
 
 
 def visible_among(conn: apsw.Connection, nids: Sequence[int], valid: str, belief: str, *,
-                  include_superseded: bool, types: Sequence[str] | None = None) -> set[int]:
-    """Which of ``nids`` are visible at (valid, belief), and of ``types`` when given: a lane's validity filter."""
-    type_filter = "" if types is None else f"and n.type in ({_marks(len(types), 4)}) "
-    join = "" if types is None else "join node as n on n.nid = s.nid "
+                  include_superseded: bool) -> set[int]:
+    """Which of ``nids`` are visible at (valid, belief): a lane's validity filter (``ReadView.visible``)."""
     return {as_int(r[0]) for r in conn.execute(
-        f"select s.nid from node_state as s {join}where s.nid in (select value from json_each(?3)) "
-        f"{type_filter}and {predicate(include_superseded)}",
-        (valid, belief, json.dumps(list(nids)), *(types or ())))}
+        "select s.nid from node_state as s where s.nid in (select value from json_each(?3)) "
+        f"and {predicate(include_superseded)}", (valid, belief, json.dumps(list(nids))))}
 
 
 def root_at(conn: apsw.Connection, world: int, at: str) -> bytes | None:

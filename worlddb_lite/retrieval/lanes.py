@@ -104,13 +104,14 @@ def text_lane(view: ReadView, query: str, depth: int, *, types: Sequence[str] | 
         return []
     fetch = with_margin(depth)
     while True:  # most matches pass the filters: start near the depth wanted, deepen only when short
-        ranked = [nid for nid, _ in reads.fts_ranked(view.conn, expression, fetch)]
-        shown = reads.visible_among(view.conn, ranked, view.valid, view.belief,
-                                    include_superseded=view.include_superseded, types=types)
+        matched = [nid for nid, _ in reads.fts_ranked(view.conn, expression, fetch)]
+        ranked = matched if types is None else [
+            nid for nid, (kind, _) in zip(matched, view.kinds(matched), strict=True) if kind in types]
+        shown = view.visible(ranked)
         kept = [nid for nid in ranked if nid in shown]
         if view.world is not None:
             kept = view.inside(kept)
-        if len(kept) >= depth or len(ranked) < fetch:
+        if len(kept) >= depth or len(matched) < fetch:
             return kept[:depth]
         fetch *= 4
 
@@ -132,8 +133,7 @@ def nearest(view: ReadView, vector: np.ndarray, k: int, types: Sequence[str] | N
     fetch = with_margin(k)
     while True:  # superseded or not-yet-valid hits drop out: ask for more until k remain
         hits = index.search(vector, fetch, world=view.world, types=types, links=links)
-        shown = set(reads.visible_among(view.conn, [nid for nid, _ in hits], view.valid, view.belief,
-                                        include_superseded=view.include_superseded))
+        shown = view.visible([nid for nid, _ in hits])
         kept = [(nid, score) for nid, score in hits if nid in shown]
         if len(kept) >= k or len(hits) < fetch:
             return kept[:k]

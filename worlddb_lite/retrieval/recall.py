@@ -284,7 +284,9 @@ def learned_from(view: ReadView, turns: Sequence[int]) -> Learned:
     rows = reads.linked(view.conn, ("refers_to",), turns, ("Fact",), view.valid, view.belief,
                         towards=True, include_superseded=True)
     facts = sorted({fact for _, _, fact, _ in rows})
-    return rows, set(reads.visible_among(view.conn, facts, view.valid, view.belief, include_superseded=False))
+    if not view.include_superseded:  # the read's own visibility: asked once a read (ReadView.visible)
+        return rows, view.visible(facts)
+    return rows, reads.visible_among(view.conn, facts, view.valid, view.belief, include_superseded=False)
 
 
 def stale_after_fresh(view: ReadView, fused: list[int], depth: int, *,

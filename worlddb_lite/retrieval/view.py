@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import apsw
 import numpy as np
@@ -30,13 +30,24 @@ class ReadView:
     annotate: frozenset[str]  # edge types shown on returned nodes (superseded_by, contradicted_by)
     world: int | None  # containment: only nodes inside this world; None for the whole store
     tokens: Callable[[], TokenVectors] | None = None  # the embedder's token table (None: it has none)
+    # node -> visible at this read's times, for the read's length: its lanes find many of the same
+    # nodes (~1,000 checked a recall at 100k memories, ~600 of them distinct)
+    seen: dict[int, bool] = field(default_factory=dict, init=False, compare=False, repr=False)
+
+    def visible(self, nids: Sequence[int]) -> set[int]:
+        """Which of ``nids`` are visible at this read's times (each node asked of SQLite once a read)."""
+        unknown = [nid for nid in dict.fromkeys(nids) if nid not in self.seen]
+        if unknown:
+            shown = reads.visible_among(self.conn, unknown, self.valid, self.belief,
+                                        include_superseded=self.include_superseded)
+            self.seen.update((nid, nid in shown) for nid in unknown)
+        return {nid for nid in nids if self.seen[nid]}
 
     def inside(self, nids: Sequence[int]) -> list[int]:
         """``nids`` (in order) that this read may see: visible, and inside its world."""
         if not nids:
             return []
-        shown = reads.visible_among(self.conn, list(nids), self.valid, self.belief,
-                                    include_superseded=self.include_superseded)
+        shown = self.visible(nids)
         if self.world is not None:
             candidates = [n for n in nids if n in shown]
             below = self.below(candidates)
