@@ -60,6 +60,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import recall_metrics as rm  # noqa: E402
 from common import emit, environment, percentiles, progress  # noqa: E402
 
+import worlddb_lite  # noqa: E402
 from worlddb_lite import WorldDB  # noqa: E402
 from worlddb_lite.conversation import ConversationIn, ingest  # noqa: E402
 from worlddb_lite.embed import StaticEmbedder  # noqa: E402
@@ -483,8 +484,12 @@ def make_variants(reranks: Sequence[str], depths: Sequence[int], folder: Path | 
 
 
 def source_digest() -> str:
-    """sha256 (first 16 hex) over worlddb_lite's source files: which code a result came from."""
-    root = Path(__file__).resolve().parents[1] / "worlddb_lite"
+    """sha256 (first 16 hex) over worlddb_lite's source files: which code a result came from.
+
+    The files of the package this process imported (a run with ``PYTHONPATH`` at another checkout
+    runs that checkout's code), not those beside this script.
+    """
+    root = Path(worlddb_lite.__file__).resolve().parent
     digest = hashlib.sha256()
     for file in sorted(root.rglob("*")):
         if file.suffix in (".py", ".sql") and "__pycache__" not in file.parts:

@@ -325,3 +325,15 @@ def test_cli_refuses_a_shallow_depth(tmp_path):
     data = write_locomo(tmp_path / "locomo.json")
     done = run_cli("--dataset", "locomo", str(data), "--systems", "bm25", "--depth", "10", tmp_path=tmp_path)
     assert done.returncode != 0 and "at least 50" in done.stderr
+
+
+def test_the_code_digest_hashes_the_package_this_process_imported(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    real = recall.source_digest()
+    other = tmp_path / "worlddb_lite"
+    other.mkdir()
+    (other / "__init__.py").write_text("# another checkout\n")
+    monkeypatch.setattr(recall, "worlddb_lite", SimpleNamespace(__file__=str(other / "__init__.py")))
+    first = recall.source_digest()
+    (other / "__init__.py").write_text("# another checkout, changed\n")
+    assert len({real, first, recall.source_digest()}) == 3  # not the files beside bench/recall.py
