@@ -107,10 +107,7 @@ def text_lane(view: ReadView, query: str, depth: int, *, types: Sequence[str] | 
         matched = [nid for nid, _ in reads.fts_ranked(view.conn, expression, fetch)]
         ranked = matched if types is None else [
             nid for nid, (kind, _) in zip(matched, view.kinds(matched), strict=True) if kind in types]
-        shown = view.visible(ranked)
-        kept = [nid for nid in ranked if nid in shown]
-        if view.world is not None:
-            kept = view.inside(kept)
+        kept = view.inside(ranked)
         if len(kept) >= depth or len(matched) < fetch:
             return kept[:depth]
         fetch *= 4
