@@ -349,6 +349,7 @@ def quality_at_scale(db: WorldDB, count: int, held: int, late: bool,
     conversation alone in its store) this says how much a store of 100k memories, most of them
     look-alikes, costs recall.
     """
+    import recall_metrics as rm
     from recall import DEFAULT_PATHS, first_known, prepare, turn_ids  # the benchmark's questions, gold, ranking
 
     pool, _, where = pool_of_turns()
@@ -370,7 +371,7 @@ def quality_at_scale(db: WorldDB, count: int, held: int, late: bool,
         hits = db.recall(text, scope=SCOPE, k=30, late=late).hits
         ranked = first_known((int(tid) % len(pool) for hit in hits for tid in turn_ids(hit.turns)), None, max(found))
         for k, got in found.items():
-            got.append(len(gold & set(ranked[:k])) / len(gold))
+            got.append(rm.recall_at_k(ranked, gold, k))
     return {"questions": len(asked), **{f"recall@{k}": round(float(np.mean(v)), 4) for k, v in found.items() if v},
             "gold": "every pass of an evidence turn counts as that turn", "gold_not_in_store": unheld}
 
