@@ -570,6 +570,7 @@ def test_cli_hostile_arguments_long(cli_store: tuple[str, str], argv: tuple[str,
 REVIEWED_SQL_SITES: dict[str, Counter[str]] = {
     # module integer constants in pragmas
     "_sqlite.py": Counter({"configure: WAL_CHECKPOINT_PAGES": 1, "install: SCHEMA_VERSION": 1}),
+    "side_reader.py": Counter({"_connection: CACHE_KIB": 1}),
     # the version constant; a regex over schema.sql, for names the code lists
     "migrations.py": Counter({"run: SCHEMA_VERSION": 1, "schema_statement: re.escape(name)": 2}),
     # temp table names from a literal tuple; the CREATE text's PREFIX constant; _rows gets literal where/order/

@@ -201,6 +201,23 @@ def test_a_large_entity_is_only_checked_against_what_the_other_lanes_found(
     assert sorted(lanes.entity_lane(view, "Ana", None, 50, candidates=some)[0]) == sorted(some)
 
 
+def test_a_node_naming_a_small_and_a_large_entity_ranks_first_once_the_finds_are_checked(
+        ana: WorldDB, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``start_entity_lane`` reads the small names' nodes at once and the large ones' among the finds later."""
+    view = ana._view(None, None, False, world=ana._scope_id("ana"))
+    about_ana, _ = lanes.entity_lane(view, "Ana", None, 50)
+    about_emma, _ = lanes.entity_lane(view, "Emma", None, 50)
+    shared = set(about_emma) & set(about_ana)  # the turns and facts that name both
+    assert 0 < len(shared) < len(about_emma) < len(about_ana)
+    monkeypatch.setattr(lanes, "ENTITY_FANOUT", len(about_emma))  # Emma small, Ana large
+    begun = lanes.start_entity_lane(view, "Ana and Emma", None, 50)
+    both, paths = begun(about_ana)
+    assert set(both[:len(shared)]) == shared  # two of the names before one
+    assert set(both) == set(about_ana) | set(about_emma)
+    assert {paths[n].alias for n in about_emma} == {"emma"}  # reached first through the small name
+    assert sorted(lanes.start_entity_lane(view, "Ana and Emma", None, 50)(())[0]) == sorted(about_emma)
+
+
 @pytest.mark.parametrize("edge_types, types, towards", [
     (("refers_to",), ("Entity",), False), (None, ("Entity",), False), (("refers_to",), None, False),
     (("refers_to",), ("Turn", "Fact"), True), (None, None, True)])

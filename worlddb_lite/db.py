@@ -43,6 +43,7 @@ from .retrieval.query import QuerySpec, execute
 from .retrieval.query import check as check_query
 from .retrieval.recall import recall as retrieval_recall
 from .retrieval.view import ReadView
+from .side_reader import SideReader
 from .store import EdgeRow, NodeRow, Store, believed_sql, visible_sql
 from .temporal import Clock, TimeLike, parse_time, system_clock
 
@@ -207,6 +208,10 @@ class WorldDB:
         except BaseException:
             self._conn.close()
             raise
+        # recall's full-text search runs on a second connection beside its vector search (side_reader.py);
+        # an in-memory store has no second connection to the same data
+        where = self._conn.db_filename("main")  # absolute: the worker opens it later, whatever the cwd is then
+        self._side = SideReader(where, busy_timeout_ms=_sqlite.BUSY_TIMEOUT_MS) if where else None
 
     # ---- opening ------------------------------------------------------------------
 
@@ -323,6 +328,8 @@ class WorldDB:
 
     def close(self) -> None:
         """Close the file (safe to call twice)."""
+        if self._side is not None:
+            self._side.close()
         self._conn.close()
 
     def __enter__(self) -> WorldDB:
@@ -1015,6 +1022,7 @@ class WorldDB:
             memberships=tuple(sorted(rules.membership)), annotate=frozenset(rules.annotate),
             world=None if inside == self._root else inside,
             tokens=token_table(embedder),  # a static model's: the late stage
+            side=self._side if self._conn.getautocommit() else None,  # inside a write it would miss the uncommitted
         )
 
     def reindex(self, *, partitions: int | None = None,

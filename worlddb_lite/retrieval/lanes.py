@@ -15,7 +15,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -99,18 +99,34 @@ def text_lane(view: ReadView, query: str, depth: int, *, types: Sequence[str] | 
     FTS5 ranks its matches alone (its own ``order by rank limit``); the type, validity and world
     filters then run over that short list, which deepens only if too few survive.
     """
+    return start_text_lane(view, query, depth, types=types, drop_stopwords=drop_stopwords)()
+
+
+def start_text_lane(view: ReadView, query: str, depth: int, *, types: Sequence[str] | None = TEXT_TYPES,
+                    drop_stopwords: bool = True) -> Callable[[], list[int]]:
+    """``text_lane`` begun; call the result for the lane.
+
+    Its full-text search runs on the read's side reader (``ReadView.soon``) while the caller
+    goes on: ``recall.gather`` reads the vectors meanwhile.
+    """
     expression = fts_query(query, words=uncommon_words(view, query_words(query, drop_stopwords=drop_stopwords)))
     if not expression:
-        return []
+        return list
     fetch = with_margin(depth)
-    while True:  # most matches pass the filters: start near the depth wanted, deepen only when short
-        matched = [nid for nid, _ in reads.fts_ranked(view.conn, expression, fetch)]
-        ranked = matched if types is None else [
-            nid for nid, (kind, _) in zip(matched, view.kinds(matched), strict=True) if kind in types]
-        kept = view.inside(ranked)
-        if len(kept) >= depth or len(matched) < fetch:
-            return kept[:depth]
-        fetch *= 4
+    first = view.soon(lambda conn: reads.fts_ranked(conn, expression, fetch))
+
+    def finish() -> list[int]:
+        found, limit = first(), fetch
+        while True:  # most matches pass the filters: start near the depth wanted, deepen only when short
+            matched = [nid for nid, _ in found]
+            ranked = matched if types is None else [
+                nid for nid, (kind, _) in zip(matched, view.kinds(matched), strict=True) if kind in types]
+            kept = view.inside(ranked)
+            if len(kept) >= depth or len(matched) < limit:
+                return kept[:depth]
+            limit *= 4
+            found = reads.fts_ranked(view.conn, expression, limit)
+    return finish
 
 
 def with_margin(k: int) -> int:
@@ -197,29 +213,64 @@ def entity_lane(view: ReadView, query: str, vector: np.ndarray | None, depth: in
     about) is not enumerated: only the ``candidates`` the other lanes found are checked against
     it, so the lane's cost stays bounded however large a scope grows.
     """
+    return start_entity_lane(view, query, vector, depth)(candidates)
+
+
+def start_entity_lane(view: ReadView, query: str, vector: np.ndarray | None,
+                      depth: int) -> Callable[[Sequence[int]], tuple[list[int], dict[int, EntityPath]]]:
+    """``entity_lane`` begun; call the result with the other lanes' finds for the lane.
+
+    What needs no other lane is done now: the names, and every node that refers to a name with
+    few references, read, filtered and scored (``recall.gather`` does this while the text lane's
+    search runs on the side reader). The names with many references are matched against the
+    finds when the result is called.
+    """
     entities = named_entities(view, query)
     small = [e for e in sorted(entities) if reads.fan_in(view.conn, e, "refers_to", ENTITY_FANOUT + 1)
              <= ENTITY_FANOUT]
-    big = set(entities) - set(small)
-    edges = reads.linked(view.conn, ("refers_to",), small, GRAPH_TYPES, view.valid, view.belief,
-                         towards=True, include_superseded=view.include_superseded)
-    if big and candidates:
-        edges += [(eid, entity, source, t) for eid, source, entity, t in reads.linked(
-            view.conn, ("refers_to",), list(candidates), ("Entity",), view.valid, view.belief, towards=False,
-            include_superseded=view.include_superseded, far=sorted(big))]
-    paths: dict[int, EntityPath] = {}
-    named: dict[int, set[str]] = {}  # the query's names each node refers to
-    for eid, entity, source, _ in edges:
-        paths.setdefault(source, EntityPath(entity, entities[entity], eid))
-        named.setdefault(source, set()).add(entities[entity])
-    types = {n: kind for n, (kind, _) in zip(paths, view.kinds(list(paths)), strict=True)}
-    nids = [n for n in paths if types[n] in GRAPH_TYPES]
-    nids = view.inside(sorted(nids)) if view.world is not None else sorted(nids)
-    vector = what_else(view, query, entities.values(), vector)
-    score = view.index().cosines(nids, vector) if vector is not None else {}
-    nids.sort(key=lambda n: (-len(named[n]), -score.get(n, -2.0), -n))  # most of the names, then closest, newest
-    kept = nids[:depth]
-    return kept, {nid: paths[nid] for nid in kept}
+    big = sorted(set(entities) - set(small))
+    closer = what_else(view, query, entities.values(), vector)
+    reached = _Reached(view, entities, closer)
+    reached.take(reads.linked(view.conn, ("refers_to",), small, GRAPH_TYPES, view.valid, view.belief,
+                              towards=True, include_superseded=view.include_superseded))
+
+    def finish(candidates: Sequence[int]) -> tuple[list[int], dict[int, EntityPath]]:
+        if big and candidates:
+            reached.take([(eid, entity, source, t) for eid, source, entity, t in reads.linked(
+                view.conn, ("refers_to",), list(candidates), ("Entity",), view.valid, view.belief, towards=False,
+                include_superseded=view.include_superseded, far=big)])
+        return reached.ranked(depth)
+    return finish
+
+
+class _Reached:
+    """The nodes the entity lane reached so far: the first edge to each, the query's names each refers to, its score."""
+
+    def __init__(self, view: ReadView, entities: dict[int, str], vector: np.ndarray | None) -> None:
+        self.view, self.entities, self.vector = view, entities, vector
+        self.paths: dict[int, EntityPath] = {}
+        self.named: dict[int, set[str]] = {}  # the query's names each node refers to
+        self.kept: list[int] = []  # the reached nodes of GRAPH_TYPES the read may see
+        self.score: dict[int, float] = {}
+
+    def take(self, edges: Sequence[tuple[int, int, int, str]]) -> None:
+        """Add (edge, entity, node, time) links: a node new to the lane is checked and scored once."""
+        new = [source for _, _, source, _ in edges if source not in self.paths]
+        for eid, entity, source, _ in edges:
+            self.paths.setdefault(source, EntityPath(entity, self.entities[entity], eid))
+            self.named.setdefault(source, set()).add(self.entities[entity])
+        new = list(dict.fromkeys(new))
+        nids = sorted(n for n, (kind, _) in zip(new, self.view.kinds(new), strict=True) if kind in GRAPH_TYPES)
+        nids = self.view.inside(nids) if self.view.world is not None else nids
+        self.kept += nids
+        if self.vector is not None:
+            self.score.update(self.view.index().cosines(nids, self.vector))
+
+    def ranked(self, depth: int) -> tuple[list[int], dict[int, EntityPath]]:
+        """The best ``depth``: most of the names, then closest, then newest; and how each was reached."""
+        nids = sorted(self.kept, key=lambda n: (-len(self.named[n]), -self.score.get(n, -2.0), -n))
+        kept = nids[:depth]
+        return kept, {nid: self.paths[nid] for nid in kept}
 
 
 def time_lane(view: ReadView, query: str, vector: np.ndarray | None, depth: int, *,

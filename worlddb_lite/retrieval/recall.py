@@ -20,7 +20,7 @@ from ..reads import Said
 from ..stopwords import STOPWORDS
 from ..types import Hit, Node, Reason, is_assistant
 from .fusion import LANE_WEIGHTS, rrf
-from .lanes import EntityPath, entity_lane, standing_lanes, text_lane, time_lane, vector_lane
+from .lanes import EntityPath, standing_lanes, start_entity_lane, start_text_lane, time_lane, vector_lane
 from .late import late_lane
 from .view import ReadView
 
@@ -61,15 +61,18 @@ class Found:
 
 def gather(view: ReadView, query: str, depth: int, *, late: bool = True) -> Found:
     """Every lane's ranking of what the read may see, ``depth`` deep (the late stage re-ranks the others' finds)."""
+    text = start_text_lane(view, query, depth)  # its search runs on the side reader while the vectors are read
     vector = view.embed(query) if view.embed is not None else None
-    lanes: dict[str, list[int]] = {"text": text_lane(view, query, depth)}
+    lanes: dict[str, list[int]] = {}
     if vector is not None:
         lanes["vector"] = vector_lane(view, vector, depth)
         standing = standing_lanes(view, vector, (INSTRUCTIONS, PREFERENCES))
         lanes["instruction"], lanes["preference"] = standing[INSTRUCTIONS], standing[PREFERENCES]
+    entity = start_entity_lane(view, query, vector, depth)  # what needs no other lane's finds, meanwhile too
+    lanes = {"text": text(), **lanes}  # the text lane first, as fusion has always seen them
     found = [n for ranking in lanes.values() for n in ranking]
     lanes["time"] = time_lane(view, query, vector, depth, candidates=found)
-    lanes["entity"], paths = entity_lane(view, query, vector, depth, candidates=found)
+    lanes["entity"], paths = entity(found)
     if late and view.tokens is not None:  # re-ranks what the lanes above found, so it comes last
         lanes["late"] = late_lane(view, view.tokens(), query, [nid for nid, _ in rrf(lanes, weights=LANE_WEIGHTS)])
     return Found(lanes, paths)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import apsw
 import numpy as np
@@ -11,8 +12,11 @@ import numpy as np
 from .. import reads
 from ..embed import TokenVectors
 from ..ivf import IvfIndex
+from ..side_reader import SideReader
 from ..store import Store
 from ..types import Node
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -30,6 +34,7 @@ class ReadView:
     annotate: frozenset[str]  # edge types shown on returned nodes (superseded_by, contradicted_by)
     world: int | None  # containment: only nodes inside this world; None for the whole store
     tokens: Callable[[], TokenVectors] | None = None  # the embedder's token table (None: it has none)
+    side: SideReader | None = None  # a second connection for SQL run beside the read's other work (None: run here)
     # node -> visible at this read's times, for the read's length: its lanes find many of the same
     # nodes (~1,000 checked a recall at 100k memories, ~600 of them distinct)
     seen: dict[int, bool] = field(default_factory=dict, init=False, compare=False, repr=False)
@@ -42,6 +47,24 @@ class ReadView:
                                         include_superseded=self.include_superseded)
             self.seen.update((nid, nid in shown) for nid in unknown)
         return {nid for nid in nids if self.seen[nid]}
+
+    def soon(self, task: Callable[[apsw.Connection], T]) -> Callable[[], T]:
+        """``task(connection)`` started on the side reader while the caller goes on; call the result for its answer.
+
+        Without a side reader, or if it fails (it could not open the file, ...), the task runs on
+        this read's own connection: the answer is the same, only the overlap is lost.
+        """
+        future = self.side.run(task) if self.side is not None else None
+        if future is None:
+            answer = task(self.conn)
+            return lambda: answer
+
+        def wait() -> T:
+            try:
+                return future.result()
+            except apsw.Error:  # whatever failed there fails here too, or runs: as without a side reader
+                return task(self.conn)
+        return wait
 
     def inside(self, nids: Sequence[int]) -> list[int]:
         """``nids`` (in order) that this read may see: visible, and inside its world."""
