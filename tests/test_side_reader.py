@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -10,7 +15,7 @@ import apsw
 import pytest
 
 from worlddb_lite import WorldDB, reads
-from worlddb_lite.side_reader import SideReader
+from worlddb_lite.side_reader import SideReader, Unavailable
 
 from .conftest import FakeClock, FakeEmbedder
 
@@ -35,11 +40,13 @@ def _answers(db: WorldDB, query: str) -> list[tuple[str, float, tuple[tuple[str,
 def test_recall_searches_text_on_the_side_reader_and_finds_what_it_finds_alone(store: WorldDB) -> None:
     side = store._side
     assert side is not None
-    seen: list[str] = []
+    ran_on: list[str] = []
     real = side.run
-    side.run = lambda task: (seen.append(threading.current_thread().name), real(task))[1]  # type: ignore[method-assign]
+    side.run = lambda task: real(  # type: ignore[method-assign]
+        lambda conn: (ran_on.append(threading.current_thread().name), task(conn))[1])
     with_side = [_answers(store, q) for q in ("lighthouse keeper", "ferry", "harbour tide rope")]
-    assert len(seen) == 3 and side._conn is not None  # each recall's search went to the worker's connection
+    assert len(ran_on) == 3 and all(name.startswith("worlddb-side-reader") for name in ran_on)
+    assert side._conn is not None
     store._side = None
     assert [_answers(store, q) for q in ("lighthouse keeper", "ferry", "harbour tide rope")] == with_side
     store._side = side
@@ -57,10 +64,27 @@ def test_a_recall_inside_a_batch_searches_its_own_connection_and_sees_the_batch(
 
 def test_a_side_reader_that_cannot_open_leaves_the_work_to_the_caller(store: WorldDB, tmp_path: Path) -> None:
     expected = _answers(store, "lighthouse")
+    assert store._side is not None
+    store._side.close()
     store._side = SideReader(str(tmp_path / "missing" / "nowhere.db"), busy_timeout_ms=100)
-    assert _answers(store, "lighthouse") == expected  # the first search failed there and ran here
+    assert _answers(store, "lighthouse") == expected  # the first search could not run there and ran here
     assert store._side.run(lambda conn: 1) is None  # it does not try again
     assert _answers(store, "lighthouse") == expected
+
+
+def test_a_side_reader_never_reads_another_file_put_at_the_store_path(tmp_path: Path) -> None:
+    path, other = tmp_path / "a.db", tmp_path / "b.db"
+    for where, word in ((path, "first"), (other, "second")):
+        conn = apsw.Connection(str(where))
+        conn.execute("create table t (word text); insert into t values (?)", (word,))
+        conn.close()
+    side = SideReader(str(path), busy_timeout_ms=100)
+    os.replace(other, path)  # the file the store opened is not the one at its path any more
+    future = side.run(lambda conn: conn.execute("select word from t").fetchall())
+    assert future is not None
+    with pytest.raises(Unavailable, match="another file"):
+        future.result()
+    assert side.run(lambda conn: 1) is None
 
 
 def test_an_error_in_the_search_is_the_error_the_caller_would_have_had(store: WorldDB) -> None:
@@ -70,18 +94,27 @@ def test_an_error_in_the_search_is_the_error_the_caller_would_have_had(store: Wo
         wait()
 
 
-def test_close_ends_the_worker_and_its_connection(store: WorldDB) -> None:
+def test_a_store_busy_for_the_whole_timeout_is_not_waited_for_twice(store: WorldDB) -> None:
+    view = store._view(None, None, False, world=None)
+    ran_on: list[bool] = []
+
+    def locked(conn: apsw.Connection) -> int:
+        ran_on.append(conn is view.conn)
+        raise apsw.BusyError("database is locked")
+    with pytest.raises(apsw.BusyError):
+        view.soon(locked)()
+    assert ran_on == [False]  # the side reader's connection only
+
+
+def test_close_closes_the_side_connection_and_stands_the_reader_down(store: WorldDB) -> None:
     store.recall("ferry")
     side = store._side
-    assert side is not None and side._pool is not None
-    workers = list(side._pool._threads)
+    assert side is not None and side._conn is not None
     conn = side._conn
-    assert workers and conn is not None
     store.close()
-    assert not any(t.is_alive() for t in workers)
     with pytest.raises(apsw.ConnectionClosedError):
         conn.execute("select 1")
-    assert side.run(lambda c: 1) is None
+    assert side._conn is None and side.run(lambda c: 1) is None
     store.close()  # twice is fine
 
 
@@ -92,8 +125,43 @@ def test_an_in_memory_store_has_no_side_reader(clock: FakeClock) -> None:
         assert db.recall("lighthouse").hits[0].node.content == "the lighthouse at dusk"
 
 
-def test_a_forked_child_runs_its_reads_itself(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    side = SideReader(str(tmp_path / "any.db"), busy_timeout_ms=100)
-    monkeypatch.setattr("worlddb_lite.side_reader.os.getpid", lambda: -1)  # as in a child of the process that made it
-    assert side.run(lambda conn: 1) is None
-    assert side._pool is None  # no worker was started in the child
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
+def test_a_forked_child_recalls_and_closes_without_the_parents_threads(store: WorldDB, tmp_path: Path) -> None:
+    expected = _answers(store, "lighthouse")  # the parent's side reader and worker threads are running
+    pid = os.fork()
+    if pid == 0:  # the child: its recalls run on its own connections, and closing hangs on nothing
+        code = 1
+        try:
+            inherited = _answers(store, "lighthouse") == expected
+            store.close()
+            with WorldDB(str(tmp_path / "side.db"), embedder=FakeEmbedder()) as again:
+                fresh = _answers(again, "lighthouse") == expected and again._side is not None
+                fresh = fresh and again._side._conn is not None  # a new worker of its own ran the search
+            code = 0 if inherited and fresh else 1
+        finally:
+            os._exit(code)
+    deadline = time.monotonic() + 60
+    while (done := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if done[0] == 0:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        pytest.fail("the forked child hung")
+    assert os.waitstatus_to_exitcode(done[1]) == 0
+    assert _answers(store, "lighthouse") == expected  # the parent is unharmed
+
+
+def test_a_recall_while_the_interpreter_shuts_down_runs_on_the_callers_connection(tmp_path: Path) -> None:
+    script = f"""
+import atexit
+from worlddb_lite import WorldDB
+from tests.conftest import FakeEmbedder
+db = WorldDB({str(tmp_path / "exit.db")!r}, embedder=FakeEmbedder())
+db.write("the lighthouse keeper")
+db.recall("lighthouse")  # the worker threads are running
+atexit.register(lambda: print("at exit:", db.recall("lighthouse").hits[0].node.content))
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                          cwd=Path(__file__).resolve().parents[1])
+    assert done.returncode == 0, done.stderr
+    assert "at exit: the lighthouse keeper" in done.stdout and "Error" not in done.stderr

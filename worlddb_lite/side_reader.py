@@ -1,20 +1,22 @@
-"""A second, read-only connection with its own thread: SQL a read runs beside its other work.
+"""A second, read-only connection to a store, for SQL a read runs beside its other work.
 
 A recall's full-text search is its costliest part at scale (FTS5 scores every row its words
 match: ~5 ms of ~20 at 100k memories, ~10 ms in the slowest questions), and it needs no Python
-while it runs: apsw lets go of the GIL inside SQLite. Run on this connection, the search uses a
-second core while the caller embeds the query and searches the vectors (numpy lets go of the GIL
-in its products too). The hits are the same: only the order of the work changes.
+while it runs: apsw lets go of the GIL inside SQLite. Run on this connection by a worker thread,
+the search uses a second core while the caller embeds the query and searches the vectors (numpy
+lets go of the GIL in its products too). The hits are the same: only the order of the work changes.
 
 What it may run: reads of committed data only. The caller's connection reads outside any
-transaction (each statement sees the latest commit), so this one sees what the caller would.
-A caller inside a write transaction must not use it: it would not see the uncommitted rows
-(``WorldDB._view`` gives such a read no side reader).
+transaction, so each of its statements sees the latest commit, as this one does. A read inside a
+write transaction must not use it: it would not see the uncommitted rows (``WorldDB._view`` gives
+such a read no side reader).
 
-The connection is opened in the worker thread on the first task, and a failure to open it (a
-file the process may not read again, an in-memory store has no second connection) is kept: every
-later task fails the same way, and ``run`` hands the caller ``None`` so it does the work itself.
-So it does in a process forked from the one that made the reader (the child has no worker thread).
+The worker threads (``WORKERS``) are shared by every store of the process, so a server holding
+many stores holds no more threads; each store's tasks run one at a time on its own connection,
+opened on the first. The side reader stands down, and ``run`` hands the caller ``None`` so it does
+the work itself: when the connection cannot be opened, or opens another file than the store's
+(the path was replaced since the store was opened), once the reader is closed, in a process forked
+from the one that made it, and while the interpreter shuts down (no new threads then).
 """
 
 from __future__ import annotations
@@ -29,54 +31,95 @@ import apsw
 
 T = TypeVar("T")
 CACHE_KIB = 16_384  # the side connection's page cache: it reads the full-text index alone (77 MB at 100k)
+WORKERS = 2  # threads shared by every side reader of the process
+
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def _workers() -> ThreadPoolExecutor:
+    """The process's worker threads, started on first use."""
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(WORKERS, thread_name_prefix="worlddb-side-reader")
+        return _pool
+
+
+def _forget_workers() -> None:
+    """In a forked child: the parent's threads are not there, and its lock may have been held at the fork."""
+    global _pool, _pool_lock
+    _pool, _pool_lock = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_workers)
+
+
+class Unavailable(Exception):
+    """The side reader stood down before it ran a task it was given: the caller runs the task itself."""
 
 
 class SideReader:
-    """One worker thread and the read-only connection it alone uses."""
+    """One store's read-only connection, used by the shared worker threads one task at a time."""
 
     def __init__(self, path: str, *, busy_timeout_ms: int) -> None:
         self.path = path
         self.busy_timeout_ms = busy_timeout_ms
+        self._file = _identity(path)  # the file the store opened: the side must open the same one
         self._conn: apsw.Connection | None = None
-        self._failed: BaseException | None = None
-        self._pool: ThreadPoolExecutor | None = None
-        self._lock = threading.Lock()
-        self._pid = os.getpid()  # a forked child has no worker thread: it runs its reads itself
+        self._down: str | None = None  # why it stood down (None: it has not)
+        self._lock = threading.Lock()  # one task at a time on the connection
+        self._pid = os.getpid()
 
     def run(self, task: Callable[[apsw.Connection], T]) -> Future[T] | None:
-        """Start ``task(connection)`` on the worker; None when there is no side connection to run it on."""
-        if os.getpid() != self._pid:  # before the lock: another thread may have held it at the fork
+        """Start ``task(connection)`` on a worker; None when the side reader cannot run it."""
+        if self._down is not None or os.getpid() != self._pid:
             return None
-        with self._lock:
-            if self._failed is not None:
-                return None
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(1, thread_name_prefix="worlddb-side-reader")
-            return self._pool.submit(self._call, task)
+        try:
+            return _workers().submit(self._call, task)
+        except RuntimeError:  # the interpreter is shutting down: no new threads
+            return None
 
     def _call(self, task: Callable[[apsw.Connection], T]) -> T:
-        return task(self._connection())
+        with self._lock:
+            return task(self._connection())
 
     def _connection(self) -> apsw.Connection:
-        """The worker's connection, opened on its first task (only the worker thread calls this)."""
+        """The store's side connection, opened on its first task (called under the lock)."""
+        if self._down is not None:
+            raise Unavailable(self._down)
         if self._conn is None:
             try:
                 conn = apsw.Connection(self.path, flags=apsw.SQLITE_OPEN_READONLY)
-                conn.set_busy_timeout(self.busy_timeout_ms)
-                conn.execute(f"pragma cache_size = -{CACHE_KIB}")
             except apsw.Error as exc:
-                self._failed = exc
-                raise
+                self._down = f"cannot open {self.path} again: {exc}"
+                raise Unavailable(self._down) from None
+            if _identity(self.path) != self._file:  # checked after opening: a later swap cannot slip between
+                conn.close()
+                self._down = f"{self.path} is another file than the store opened"
+                raise Unavailable(self._down)
+            conn.set_busy_timeout(self.busy_timeout_ms)
+            conn.execute(f"pragma cache_size = -{CACHE_KIB}")
+            conn.execute("pragma temp_store = memory")
             self._conn = conn
         return self._conn
 
     def close(self) -> None:
-        """Let the worker finish what it was given, then close its connection (safe to call twice)."""
+        """Stand down: a task running finishes first, later ones are the callers' own (safe to call twice)."""
+        if os.getpid() != self._pid:  # a forked child: the parent's connection is not the child's to close
+            self._down, self._conn = "closed", None
+            return
         with self._lock:
-            pool, self._pool = self._pool, None
-            self._failed = self._failed or RuntimeError("the side reader is closed")
-        if pool is not None:
-            pool.shutdown(wait=True)
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
+            self._down = "closed"
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+
+def _identity(path: str) -> tuple[int, int] | None:
+    """(device, inode) of the file at ``path`` (None: there is none)."""
+    try:
+        found = os.stat(path)
+    except OSError:
+        return None
+    return found.st_dev, found.st_ino

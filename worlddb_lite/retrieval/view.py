@@ -12,7 +12,7 @@ import numpy as np
 from .. import reads
 from ..embed import TokenVectors
 from ..ivf import IvfIndex
-from ..side_reader import SideReader
+from ..side_reader import SideReader, Unavailable
 from ..store import Store
 from ..types import Node
 
@@ -51,8 +51,9 @@ class ReadView:
     def soon(self, task: Callable[[apsw.Connection], T]) -> Callable[[], T]:
         """``task(connection)`` started on the side reader while the caller goes on; call the result for its answer.
 
-        Without a side reader, or if it fails (it could not open the file, ...), the task runs on
-        this read's own connection: the answer is the same, only the overlap is lost.
+        Without a side reader, or when it cannot run the task (see ``side_reader``) or the task
+        fails there, the task runs on this read's own connection: it answers, or fails as it would
+        have without a side reader. A store still locked after the busy timeout is not waited for twice.
         """
         future = self.side.run(task) if self.side is not None else None
         if future is None:
@@ -62,7 +63,9 @@ class ReadView:
         def wait() -> T:
             try:
                 return future.result()
-            except apsw.Error:  # whatever failed there fails here too, or runs: as without a side reader
+            except apsw.BusyError:
+                raise
+            except (apsw.Error, Unavailable):
                 return task(self.conn)
         return wait
 
