@@ -69,7 +69,7 @@ def gather(view: ReadView, query: str, depth: int, *, late: bool = True) -> Foun
         standing = standing_lanes(view, vector, (INSTRUCTIONS, PREFERENCES))
         lanes["instruction"], lanes["preference"] = standing[INSTRUCTIONS], standing[PREFERENCES]
     entity = start_entity_lane(view, query, vector, depth)  # what needs no other lane's finds, meanwhile too
-    lanes = {"text": text(), **lanes}  # the text lane first, as fusion has always seen them
+    lanes = {"text": text(), **lanes}  # first, as ever: RRF adds the lanes in order, so its float sums stay the same
     found = [n for ranking in lanes.values() for n in ranking]
     lanes["time"] = time_lane(view, query, vector, depth, candidates=found)
     lanes["entity"], paths = entity(found)
