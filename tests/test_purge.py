@@ -134,6 +134,26 @@ def test_purging_a_turn_erases_the_facts_extracted_from_it_and_the_context_that_
     assert report.ok, report.violations
 
 
+def test_purging_a_turn_erases_the_names_the_context_bridge_took_from_it(file_db_path: str) -> None:
+    """The bridge indexes a later turn saying "he" with the names before it, past an assistant's turn."""
+    name = "Quillon Zorblatt"
+    db = WorldDB(file_db_path, embedder=FakeEmbedder())
+    conv = ConversationIn("c1", ["ana"], [SessionIn("s1", "2024-01-02", [
+        TurnIn(f"I saw {name} at the clinic today", speaker="user"),
+        TurnIn("That sounds like an important appointment", speaker="assistant"),
+        TurnIn("He said my results look fine", speaker="user"),
+    ])])
+    told, answer, later = ingest(db, conv, bridge=True)
+    indexed = dict(db._conn.execute("select rowid, content from node_fts").fetchall())
+    assert name in indexed[db._store.resolve(later)]  # bridged: the windows of whole turns stop at the assistant
+    assert name not in str(db._conn.execute("select context from node_fts").fetchall())
+    db.purge(told)
+    assert db.read(later).content == "He said my results look fine" and db.read(answer).content is not None
+    assert name.split()[1].lower().encode() not in _raw(file_db_path)
+    assert db.search("Zorblatt") == [] and db.verify(deep=True).ok
+    db.close()
+
+
 def test_purge_refuses_the_root_and_batches(db: WorldDB) -> None:
     ref = db.write("something")
     with pytest.raises(InvalidInput, match="root cannot be purged"):

@@ -14,8 +14,9 @@ A purge takes the node, everything below it (a world's members are its content),
 version of it (joined by supersedes) and what was extracted from it (a Fact that refers_to a
 purged Turn, an Entity that only purged nodes refer to). With a scope, nothing outside that
 scope is touched. A sibling indexed with a purged turn's text as context (its neighbours, in its
-full-text row's content or context column: see bridge.window) is re-indexed by its own text
-alone; its blob never held that text.
+full-text row's content or context column: see bridge.window), or with a name or phrase the
+context bridge took from it (``ingest(bridge=True)``), is re-indexed by its own text alone; its
+blob never held that text.
 
 Deleted bytes linger in free space, in stale cell copies of re-balanced pages, in superseded
 FTS5 segments and in the WAL. So the purge runs with ``pragma secure_delete`` (freed space is
@@ -27,6 +28,7 @@ is nowhere in the store's files (tests/test_purge.py scans them); each step alon
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
@@ -34,6 +36,7 @@ from typing import TYPE_CHECKING
 import apsw
 
 from ._sqlite import as_int, one_row
+from .bridge import mentions
 from .embed import embed_checked, embedding_text
 from .errors import InvalidInput, NotFound
 from .extract import forget_read_texts
@@ -128,7 +131,13 @@ def erase(txn: Txn, conn: apsw.Connection, nids: Iterable[int]) -> list[str]:
 
 
 def _quoting(conn: apsw.Connection, nids: list[int]) -> set[int]:
-    """Siblings whose index rows quote a purged node's text (a turn's neighbours, indexed with it)."""
+    """Siblings whose index rows quote a purged node's text (a turn's neighbours, indexed with it).
+
+    Its text (its start: the windows clip long turns) in either column; or, in what was indexed
+    after a sibling's own text, a name or phrase of it: the context bridge adds those to a later
+    turn that says "he" or "it", and its window reaches past an assistant's turn, where the
+    windows of whole turns stop.
+    """
     quoting: set[int] = set()
     for nid in nids:
         for parent, content in conn.execute(
@@ -141,7 +150,24 @@ def _quoting(conn: apsw.Connection, nids: list[int]) -> set[int]:
                 "where n.parent = ?1 and n.nid != ?2 and (instr(f.context, ?3) > 0 or "
                 "(f.content != coalesce(json_extract(n.body, '$.content'), '') and instr(f.content, ?3) > 0))",
                 (parent, nid, probe)))
+            terms = bridgeable(str(content))
+            for sibling, own, indexed in conn.execute(  # the siblings indexed with more than their own text
+                    "select n.nid, coalesce(json_extract(n.body, '$.content'), ''), f.content from node as n "
+                    "join node_fts as f on f.rowid = n.nid where n.parent = ?1 and n.nid != ?2 "
+                    "and f.content != coalesce(json_extract(n.body, '$.content'), '')", (parent, nid)):
+                added = str(indexed)[len(own):] if str(indexed).startswith(str(own)) else str(indexed)
+                if any(term in added for term in terms):
+                    quoting.add(as_int(sibling))
     return quoting
+
+
+def bridgeable(text: str) -> set[str]:
+    """Every name and phrase of ``text`` the context bridge could index with another turn.
+
+    ``bridge.mentions`` with every word of the text taken as known, so a word opening a sentence
+    counts as a name too: more terms than the bridge took, never fewer.
+    """
+    return {term for term, _ in mentions(text, set(re.findall(r"\w+", text)))}
 
 
 def _reindex_alone(txn: Txn, conn: apsw.Connection, nids: list[int]) -> None:
