@@ -90,6 +90,15 @@ def test_ingest_smoke(tmp_path):
     assert at["system1"]["n"] == 3 and at["inline"]["n"] == 2 and at["system1"]["p95_ms"] > 0
 
 
+def test_purge_smoke(tmp_path):
+    out = tmp_path / "purge.json"
+    done = subprocess.run([sys.executable, str(BENCH / "purge.py"), "--sizes", "60", "--json", str(out)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    (row,) = json.loads(out.read_text())["sizes"]
+    assert row["memories"] == 60 and row["scope_purged"] == 61 and row["turns"] == 50 and row["scope_s"] > 0
+
+
 def test_supersession_bench_counts_a_real_supersession(tmp_path):
     import io
     import tarfile

@@ -154,6 +154,21 @@ def test_purging_a_turn_erases_the_names_the_context_bridge_took_from_it(file_db
     db.close()
 
 
+def test_a_purge_reads_each_parents_children_once_however_many_it_erases(db: WorldDB) -> None:
+    """Looking for the siblings that quote purged text is one read per parent, not one per purged node."""
+    _fill(db, "big", 30)
+    reads_of_children: list[str] = []
+
+    def trace(_cursor: object, sql: str, _bindings: object) -> bool:
+        if "where n.parent = ?" in sql and "node_fts" in sql:
+            reads_of_children.append(sql)
+        return True
+    db._conn.exec_trace = trace
+    purged = db.purge(db._scope_id("big"))["purged"]
+    db._conn.exec_trace = None
+    assert len(purged) == 31 and len(reads_of_children) == 1  # the 30 notes share one parent: the scope
+
+
 def test_purge_refuses_the_root_and_batches(db: WorldDB) -> None:
     ref = db.write("something")
     with pytest.raises(InvalidInput, match="root cannot be purged"):
