@@ -52,7 +52,8 @@ def _forget_workers() -> None:
     _pool, _pool_lock = None, threading.Lock()
 
 
-os.register_at_fork(after_in_child=_forget_workers)
+if hasattr(os, "register_at_fork"):  # POSIX only; where there is no fork there is nothing to reset
+    os.register_at_fork(after_in_child=_forget_workers)
 
 
 class Unavailable(Exception):
