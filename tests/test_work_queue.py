@@ -134,3 +134,31 @@ def test_a_background_consolidator_drains_what_is_queued_while_the_caller_writes
     assert worker.processed == 12
     assert len(db.nodes(world=db.scope("me"), type="Fact", include_superseded=True)) == 12
     db.close()
+
+
+def test_a_turn_purged_while_a_drain_waits_to_write_is_not_extracted(tmp_path: Path) -> None:
+    """Another process purges the turn between the drain's choice of it and its transaction."""
+    path = str(tmp_path / "race.db")
+    db = WorldDB(path, embedder=FakeEmbedder())
+    other = WorldDB(path, embedder=FakeEmbedder())
+    (turn,) = ingest(db, ConversationIn("c", ["me"], [SessionIn("1", "2024-01-02", [
+        TurnIn("I work at Vexmoor Holdings now", speaker="Quillonzorb")])]), deferred=True)
+    real = db.batch
+    purges: list[object] = []
+
+    def purge_first() -> object:  # the other process's purge lands before the drain's transaction
+        if not purges:
+            purges.append(other.purge(turn))
+        return real()
+    db.batch = purge_first  # type: ignore[method-assign]
+    try:
+        assert drain(db, RuleExtractor()) == 0
+    finally:
+        db.batch = real  # type: ignore[method-assign]
+    assert purges and pending(db) == 0
+    assert db.nodes(type="Entity") == [] and db.nodes(type="Fact") == []
+    assert db.search("Quillonzorb") == [] and db.search("Vexmoor") == []
+    other.close()
+    db.close()
+    raw = b"".join(Path(path + s).read_bytes().lower() for s in ("", "-wal") if Path(path + s).exists())
+    assert b"quillonzorb" not in raw and b"vexmoor" not in raw

@@ -59,20 +59,21 @@ def drain(db: WorldDB, extractor: Extractor, *, limit: int | None = None,
     total = 0 if progress is None else pending(db) if limit is None else min(limit, pending(db))
     done = 0
     while limit is None or done < limit:
-        row = db._conn.execute(
-            "select qid, turn, scope, said_at, said_in, speaker from work_queue where done_at is null "
-            "order by qid limit 1").fetchone()
-        if row is None:
-            break
-        item = Item(*row)
-        with db.batch():
+        with db.batch():  # the item is read inside its transaction: a purge between read and write drops it
+            row = db._conn.execute(
+                "select qid, turn, scope, said_at, said_in, speaker from work_queue where done_at is null "
+                "order by qid limit 1").fetchone()
+            if row is None:
+                break
+            item = Item(*row)
             turn = db._store.header(item.turn).id.hex()
             scope = db._store.header(item.scope).id.hex()
-            text = db.read(turn).content or ""
-            found = extractor.extract(text, speaker=item.speaker, said_at=item.said_at)
-            if found.entities or found.facts or item.speaker:
-                remember(db, found, turn=turn, scope=scope, said_at=item.said_at, said_in=item.said_in,
-                         speaker=item.speaker)
+            read = db.read(turn)
+            if not read.purged:  # (a purge marks its item done; this is the belt to that brace)
+                found = extractor.extract(read.content or "", speaker=item.speaker, said_at=item.said_at)
+                if found.entities or found.facts or item.speaker:
+                    remember(db, found, turn=turn, scope=scope, said_at=item.said_at, said_in=item.said_in,
+                             speaker=item.speaker)
             db._conn.execute("update work_queue set done_at = ? where qid = ? and done_at is null",
                              (db._clock(), item.qid))
         done += 1
