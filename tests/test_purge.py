@@ -154,6 +154,22 @@ def test_purging_a_turn_erases_the_names_the_context_bridge_took_from_it(file_db
     db.close()
 
 
+def test_purging_a_turn_erases_the_aliases_it_gave_an_entity_another_turn_still_names(file_db_path: str) -> None:
+    """"My coworker Brunhilda" gives Brunhilda the alias "my coworker"; another turn keeps Brunhilda alive."""
+    db = WorldDB(file_db_path, embedder=FakeEmbedder())
+    kept, gone = ingest(db, ConversationIn("c1", ["ana"], [
+        SessionIn("s1", "2024-01-02", [TurnIn("My sister Brunhilda lent me 7431 dollars", speaker="Ana")]),
+        SessionIn("s2", "2024-01-03", [TurnIn("My coworker Brunhilda fixed the printer", speaker="Ana")])]))
+    (brunhilda,) = db.lookup_alias("Brunhilda")
+    assert db.lookup_alias("my coworker") == (brunhilda,) and db.lookup_alias("my sister") == (brunhilda,)
+    db.purge(gone)
+    assert db.lookup_alias("Brunhilda") == (brunhilda,) and db.lookup_alias("my sister") == (brunhilda,)
+    assert db.lookup_alias("my coworker") == ()  # only the purged turn said it
+    assert db.verify(deep=True).ok
+    db.close()
+    assert b"coworker" not in _raw(file_db_path)
+
+
 def test_a_purge_reads_each_parents_children_once_however_many_it_erases(db: WorldDB) -> None:
     """Looking for the siblings that quote purged text is one read per parent, not one per purged node."""
     _fill(db, "big", 30)

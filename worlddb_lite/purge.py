@@ -13,10 +13,11 @@ engine writes no text into them, so only props a caller gave ``link`` outlive a 
 A purge takes the node, everything below it (a world's members are its content), every
 version of it (joined by supersedes) and what was extracted from it (a Fact that refers_to a
 purged Turn, an Entity that only purged nodes refer to). With a scope, nothing outside that
-scope is touched. A sibling indexed with a purged turn's text as context (its neighbours, in its
-full-text row's content or context column: see bridge.window), or with a name or phrase the
-context bridge took from it (``ingest(bridge=True)``), is re-indexed by its own text alone; its
-blob never held that text.
+scope is touched. An alias that only purged text gave an entity the purge keeps ("my coworker",
+said of a Brunhilda another turn names too) is deleted. A sibling indexed with a purged turn's
+text as context (its neighbours, in its full-text row's content or context column: see
+bridge.window), or with a name or phrase the context bridge took from it
+(``ingest(bridge=True)``), is re-indexed by its own text alone; its blob never held that text.
 
 Deleted bytes linger in free space, in stale cell copies of re-balanced pages, in superseded
 FTS5 segments and in the WAL. So the purge runs with ``pragma secure_delete`` (freed space is
@@ -105,6 +106,7 @@ def erase(txn: Txn, conn: apsw.Connection, nids: Iterable[int]) -> list[str]:
     store = txn.store
     nids = list(nids)
     neighbours = _quoting(conn, nids)
+    learned = _learned_aliases(conn, nids)
     ids = []
     for nid in nids:
         header = store.header(nid)
@@ -120,6 +122,7 @@ def erase(txn: Txn, conn: apsw.Connection, nids: Iterable[int]) -> list[str]:
                      "where turn = ?", (txn.now, nid))
         conn.execute("insert or ignore into tombstone (id, purged_at) values (?, ?)", (header.id, txn.now))
         ids.append(header.id.hex())
+    conn.executemany("delete from alias where nid = ? and norm = ?", learned)
     txn.r.composer.remove(nids)
     _reindex_alone(txn, conn, sorted(neighbours - set(nids)))
     # open stores keep vectors in memory and catch up by change number, which a deletion has none of:
@@ -159,6 +162,42 @@ def _quoting(conn: apsw.Connection, nids: list[int]) -> set[int]:
                                                   or any(term in added for term in terms)):
                 quoting.add(as_int(sibling))
     return quoting
+
+
+def _learned_aliases(conn: apsw.Connection, nids: list[int]) -> list[tuple[int, str]]:
+    """(entity, alias norm) of the aliases that only purged text gave an entity the purge keeps.
+
+    The extractor adds a turn's "my coworker" to the Brunhilda another turn names too; the entity
+    stays, but the alias would still tell what the purged turn said. An alias goes when a purged
+    node that refers to the entity says it and no other memory that refers to it does (nor is it
+    the entity's name). An alias no purged text says is the caller's or another turn's: it stays.
+    """
+    marks = json.dumps(sorted(nids))
+    said: dict[int, list[str]] = {}  # surviving entity -> the purged texts that refer to it
+    for entity, content in conn.execute(
+            "select e.dst, json_extract(n.body, '$.content') from edge as e join node as n on n.nid = e.src "
+            "join node as t on t.nid = e.dst where e.type = 'refers_to' and t.type = 'Entity' "
+            "and e.src in (select value from json_each(?1)) and e.dst not in (select value from json_each(?1)) "
+            "and json_extract(n.body, '$.content') is not null", (marks,)):
+        said.setdefault(as_int(entity), []).append(_spoken(str(content)))
+    learned = []
+    for entity, texts in said.items():
+        name = _spoken(str(one_row(conn.execute(
+            "select coalesce(json_extract(body, '$.name'), '') from node where nid = ?", (entity,)).fetchone())[0]))
+        kept = [_spoken(str(r[0])) for r in conn.execute(
+            "select json_extract(n.body, '$.content') from edge as e join node as n on n.nid = e.src "
+            "where e.dst = ?1 and e.type = 'refers_to' and e.src not in (select value from json_each(?2)) "
+            "and json_extract(n.body, '$.content') is not null", (entity, marks))]
+        for (norm,) in conn.execute("select norm from alias where nid = ?", (entity,)):
+            alias = _spoken(str(norm))
+            if alias and alias != name and any(alias in t for t in texts) and not any(alias in t for t in kept):
+                learned.append((entity, str(norm)))
+    return learned
+
+
+def _spoken(text: str) -> str:
+    """The words of ``text``, casefolded, one space around each: a phrase is in it as " a phrase "."""
+    return " " + " ".join(re.findall(r"\w+", text.casefold())) + " "
 
 
 def bridgeable(text: str) -> set[str]:
