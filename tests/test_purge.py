@@ -10,6 +10,8 @@ import pytest
 from worlddb_lite import InvalidInput, NotFound, WorldDB
 from worlddb_lite.cli import main
 from worlddb_lite.conversation import ConversationIn, SessionIn, TurnIn, ingest
+from worlddb_lite.extract import RuleExtractor
+from worlddb_lite.work_queue import drain
 
 from .conftest import FakeEmbedder, table_digest
 
@@ -168,6 +170,22 @@ def test_purging_a_turn_erases_the_aliases_it_gave_an_entity_another_turn_still_
     assert db.verify(deep=True).ok
     db.close()
     assert b"coworker" not in _raw(file_db_path)
+
+
+@pytest.mark.parametrize("deferred", [False, True])
+def test_a_purged_turn_ingested_again_stays_erased_and_is_not_extracted(file_db_path: str, deferred: bool) -> None:
+    """Re-importing the same export finds the tombstone (same content, same id): nothing is learned from it."""
+    db = WorldDB(file_db_path, embedder=FakeEmbedder())
+    conv = ConversationIn("c1", ["ana"], [SessionIn("s1", "2024-01-02", [
+        TurnIn("I work at Vexmoor Holdings now", speaker="Quillonzorb")])])
+    (turn,) = ingest(db, conv, extractor=None)  # not extracted before the purge (extraction off, or deferred)
+    db.purge(turn)
+    assert ingest(db, conv, deferred=deferred) == [turn]
+    if deferred:
+        drain(db, RuleExtractor())
+    assert db.read(turn).purged and db.nodes(type="Entity") == [] and db.nodes(type="Fact") == []
+    db.close()
+    assert b"vexmoor" not in _raw(file_db_path) and b"quillonzorb" not in _raw(file_db_path)
 
 
 def test_a_purge_reads_each_parents_children_once_however_many_it_erases(db: WorldDB) -> None:

@@ -1071,6 +1071,11 @@ class WorldDB:
         self._outside_batch("checkpoint")
         return maintenance.checkpoint(self._conn)
 
+    def _purged(self, ids: Sequence[str]) -> list[str]:
+        """Those of ``ids`` whose content a purge erased (written again, the same content finds the tombstone)."""
+        with _sqlite.translate():
+            return [ref for ref in ids if self._store.node_row(self._store.resolve(ref)).body is None]
+
     def purge(self, ref: str, *, scope: str | None = None) -> dict[str, Any]:
         """Erase a memory's content for good: blob, full-text row, vector, aliases (right to be forgotten).
 
