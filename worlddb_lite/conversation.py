@@ -173,7 +173,7 @@ def ingest(db: WorldDB, conversation: ConversationIn, *,
             counts.below_gate += sum(1 for score in scores or () if not score.kept)
             if extractor is None and not deferred:
                 continue
-            purged = set(db._purged(written))  # a turn ingested again after its purge stays erased
+            purged = db._purged(written)  # a turn ingested again after its purge stays erased
             for i, (turn, turn_id) in enumerate(zip(session.turns, written, strict=True)):
                 if is_assistant(turn.speaker) or (scores is not None and not scores[i].kept) or turn_id in purged:
                     continue  # not about the person, or not worth System 2 (the turn itself is stored)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import json
 import os
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -1071,10 +1072,12 @@ class WorldDB:
         self._outside_batch("checkpoint")
         return maintenance.checkpoint(self._conn)
 
-    def _purged(self, ids: Sequence[str]) -> list[str]:
-        """Those of ``ids`` whose content a purge erased (written again, the same content finds the tombstone)."""
+    def _purged(self, ids: Sequence[str]) -> set[str]:
+        """Those of ``ids`` (full hex ids) whose content a purge erased (the same content written again finds it)."""
         with _sqlite.translate():
-            return [ref for ref in ids if self._store.node_row(self._store.resolve(ref)).body is None]
+            return {str(r[0]) for r in self._conn.execute(
+                "select lower(hex(id)) from node where id in (select unhex(value) from json_each(?)) and body is null",
+                (json.dumps(list(ids)),))}
 
     def purge(self, ref: str, *, scope: str | None = None) -> dict[str, Any]:
         """Erase a memory's content for good: blob, full-text row, vector, aliases (right to be forgotten).
