@@ -188,6 +188,26 @@ def test_a_purged_turn_ingested_again_stays_erased_and_is_not_extracted(file_db_
     assert b"vexmoor" not in _raw(file_db_path) and b"quillonzorb" not in _raw(file_db_path)
 
 
+@pytest.mark.parametrize("bridge", [False, True])
+def test_a_session_ingested_again_with_more_turns_takes_no_words_from_a_purged_turn(file_db_path: str,
+                                                                                    bridge: bool) -> None:
+    """A chat synced by ingesting its whole transcript again: the purged turn is a wall no words cross."""
+    db = WorldDB(file_db_path, embedder=FakeEmbedder())
+    turns = [TurnIn("Hello again", speaker="Ana"), TurnIn("My sister Quillonzorb owes me 48213 dollars", speaker="Ana"),
+             TurnIn("ok", speaker="Ana")]
+    ids = ingest(db, ConversationIn("c1", ["ana"], [SessionIn("s1", "2024-01-02", turns)]), bridge=bridge)
+    db.purge(ids[1])
+    again = ingest(db, ConversationIn("c1", ["ana"], [SessionIn("s1", "2024-01-02", [
+        *turns, TurnIn("She said it would be paid back soon", speaker="Ana")])]), bridge=bridge)
+    assert again[:3] == ids and db.read(ids[1]).purged
+    rows = db._conn.execute("select content, context from node_fts where rowid = ?",
+                            (db._store.resolve(again[3]),)).fetchone()
+    assert "ok" in str(rows)  # the new turn still takes the words on its side of the wall
+    assert db.search("Quillonzorb") == [] and db.search("48213") == []
+    db.close()
+    assert b"quillonzorb" not in _raw(file_db_path) and b"48213" not in _raw(file_db_path)
+
+
 def test_a_purge_reads_each_parents_children_once_however_many_it_erases(db: WorldDB) -> None:
     """Looking for the siblings that quote purged text is one read per parent, not one per purged node."""
     _fill(db, "big", 30)

@@ -103,6 +103,17 @@ def check_turn(turn: TurnIn, where: str) -> None:
         raise InvalidInput(f"{where}: the turn holds a NUL character (binary data?); decode it to text first")
 
 
+def _runs(walls: Sequence[bool]) -> list[list[int]]:
+    """The indices between walls, in runs: ``[F, F, T, F]`` -> ``[[0, 1], [3]]``."""
+    runs: list[list[int]] = [[]]
+    for i, wall in enumerate(walls):
+        if wall:
+            runs.append([])
+        else:
+            runs[-1].append(i)
+    return [run for run in runs if run]
+
+
 def ingest(db: WorldDB, conversation: ConversationIn, *,
            extractor: Extractor | None = DEFAULT_EXTRACTOR, deferred: bool = False,
            gate: EncodingGate | None = None, bridge: bool | ContextBridge = False,
@@ -152,28 +163,35 @@ def ingest(db: WorldDB, conversation: ConversationIn, *,
             texts = [turn.text for turn in session.turns]
             scores = gate.session(db, texts, scope=home) if gate is not None else None  # before the session lands
             speakers = [turn.speaker for turn in session.turns]
-            bridged = bridging.session(texts, speakers=speakers) if bridging is not None else [""] * len(texts)
-            before = windowed(texts, speakers=speakers, turns=window)
-            contexts = ["\n".join(c for c in pair if c) for pair in zip(bridged, before, strict=True)]
-            farther = words_around(texts, speakers=speakers, before=word_window, skip=window, after=word_after)
-            written = db.write_many([
+            records = [
                 {"text": turn.text, "world": world, "type": "Turn",
                  "name": turn.speaker,  # who said it: indexed with the words
                  "valid_at": turn.at or session.date,
                  "props": {k: v for k, v in {**turn.props, "speaker": turn.speaker, "turn_id": turn.turn_id,
                                              "session": session.session_id,
                                              "conversation": conversation.conversation_id}.items() if v is not None},
-                 "salience": scores[i].score if scores is not None else 0.0,
-                 "index_context": contexts[i] or None, "word_context": farther[i] or None}
-                for i, turn in enumerate(session.turns)
-            ])
+                 "salience": scores[i].score if scores is not None else 0.0}
+                for i, turn in enumerate(session.turns)]
+            # a turn purged before (the same transcript ingested again) is a wall no words cross
+            would_be = db._ids_of(records)
+            purged = db._purged(would_be)
+            bridged, contexts, farther = [""] * len(texts), [""] * len(texts), [""] * len(texts)
+            for run in _runs([turn_id in purged for turn_id in would_be]):
+                said, who = [texts[i] for i in run], [speakers[i] for i in run]
+                run_bridged = bridging.session(said, speakers=who) if bridging is not None else [""] * len(run)
+                before = windowed(said, speakers=who, turns=window)
+                far = words_around(said, speakers=who, before=word_window, skip=window, after=word_after)
+                for j, i in enumerate(run):
+                    bridged[i], farther[i] = run_bridged[j], far[j]
+                    contexts[i] = "\n".join(c for c in (run_bridged[j], before[j]) if c)
+            written = db.write_many([{**record, "index_context": contexts[i] or None,
+                                      "word_context": farther[i] or None} for i, record in enumerate(records)])
             ids.extend(written)
             counts.turns += len(written)
             counts.bridged += sum(1 for context in bridged if context)
             counts.below_gate += sum(1 for score in scores or () if not score.kept)
             if extractor is None and not deferred:
                 continue
-            purged = db._purged(written)  # a turn ingested again after its purge stays erased
             for i, (turn, turn_id) in enumerate(zip(session.turns, written, strict=True)):
                 if is_assistant(turn.speaker) or (scores is not None and not scores[i].kept) or turn_id in purged:
                     continue  # not about the person, or not worth System 2 (the turn itself is stored)

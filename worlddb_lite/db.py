@@ -422,20 +422,29 @@ class WorldDB:
         Each record takes the keyword arguments of ``write`` (``text`` required). Texts are
         embedded in one batch, which is much faster than one ``write`` per text.
         """
+        with self._txn() as txn:
+            return [self._store.header(nid).id.hex() for nid, _ in txn.add_nodes(self._specs(txn, records))]
+
+    def _ids_of(self, records: Sequence[Mapping[str, Any]]) -> list[str]:
+        """The ids ``write_many(records)`` would return (its checks apply), without writing them."""
+        with self._txn() as txn:
+            return [raw.hex() for raw in txn.node_ids(self._specs(txn, records))]
+
+    def _specs(self, txn: Txn, records: Sequence[Mapping[str, Any]]) -> list[NodeSpec]:
+        """``write_many``'s records checked into NodeSpecs."""
         allowed = {"text", "scope", "world", "type", "name", "valid_at", "props", "vector", "aliases", "salience",
                    "index_context", "word_context"}
         if isinstance(records, (str, bytes, Mapping)) or not isinstance(records, Sequence):
             raise InvalidInput("records must be a list of mappings, each with at least 'text'")
-        with self._txn() as txn:
-            specs = []
-            for record in records:
-                if not isinstance(record, Mapping) or "text" not in record:
-                    raise InvalidInput("each record is a mapping with at least 'text'")
-                unknown = set(record) - allowed
-                if unknown:
-                    raise InvalidInput(f"unknown record fields {sorted(unknown)}; allowed: {sorted(allowed)}")
-                specs.append(self._node_spec(txn, **record))
-            return [self._store.header(nid).id.hex() for nid, _ in txn.add_nodes(specs)]
+        specs = []
+        for record in records:
+            if not isinstance(record, Mapping) or "text" not in record:
+                raise InvalidInput("each record is a mapping with at least 'text'")
+            unknown = set(record) - allowed
+            if unknown:
+                raise InvalidInput(f"unknown record fields {sorted(unknown)}; allowed: {sorted(allowed)}")
+            specs.append(self._node_spec(txn, **record))
+        return specs
 
     def _node_spec(
         self,

@@ -228,12 +228,12 @@ class Txn:
         """Write one node inside ``parent``; returns (nid, created). See ``add_nodes``."""
         return self.add_nodes([NodeSpec(type=type_, parent=parent, **fields)])[0]
 
-    def add_nodes(self, specs: Sequence[NodeSpec]) -> list[tuple[int, bool]]:
-        """Write nodes; returns (nid, created) per spec. Same content, same node (idempotent).
+    def node_ids(self, specs: Sequence[NodeSpec]) -> list[bytes]:
+        """The ids ``add_nodes`` would give ``specs`` (content addressing), without writing anything."""
+        return [raw for *_, raw in self._prepare(specs)]
 
-        Everything that can refuse (types, text, vectors) is checked before the first write;
-        texts without a vector are embedded in one call; rows go in with one executemany per table.
-        """
+    def _prepare(self, specs: Sequence[NodeSpec]) -> list[tuple[NodeSpec, Header, str, str, bytes]]:
+        """(spec, parent, valid time, canonical body, id) of each spec; a bad type is refused."""
         prepared: list[tuple[NodeSpec, Header, str, str, bytes]] = []
         for spec in specs:
             if not isinstance(spec.type, str) or not TYPE_NAME.match(spec.type):
@@ -245,6 +245,15 @@ class Txn:
             body = node_body(spec.type, parent.id.hex(), spec.name, spec.content, spec.props,
                              None if spec.timeless else valid)
             prepared.append((spec, parent, valid, body, node_id(body)))
+        return prepared
+
+    def add_nodes(self, specs: Sequence[NodeSpec]) -> list[tuple[int, bool]]:
+        """Write nodes; returns (nid, created) per spec. Same content, same node (idempotent).
+
+        Everything that can refuse (types, text, vectors) is checked before the first write;
+        texts without a vector are embedded in one call; rows go in with one executemany per table.
+        """
+        prepared = self._prepare(specs)
         existing = self.store.nids_of([item[4] for item in prepared])
         fresh: dict[bytes, int] = {}
         plan: list[tuple[NodeSpec, Header, str, str, bytes, str]] = []
