@@ -1095,7 +1095,8 @@ class WorldDB:
         with ``scope`` (a Scope's name) nothing outside that scope. Ids, Merkle leaves and a
         tombstone (hash and time) remain, so ``verify`` still passes. The file is then vacuumed and
         its WAL emptied, so the bytes are gone from disk; returns the purged ids and that checkpoint
-        (``busy``: another process kept reading, and the old WAL frames wait for the next checkpoint).
+        (``busy``: another reader held an older snapshot, so the main file and the WAL keep the old
+        pages until a checkpoint completes: call ``checkpoint()`` again once that reader is done).
         """
         from . import maintenance, purge
 
