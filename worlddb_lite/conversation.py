@@ -173,10 +173,9 @@ def ingest(db: WorldDB, conversation: ConversationIn, *,
                  "salience": scores[i].score if scores is not None else 0.0}
                 for i, turn in enumerate(session.turns)]
             # a turn purged before (the same transcript ingested again) is a wall no words cross
-            would_be = db._ids_of(records)
-            purged = db._purged(would_be)
+            walls = db._on_tombstones(world, records)
             bridged, contexts, farther = [""] * len(texts), [""] * len(texts), [""] * len(texts)
-            for run in _runs([turn_id in purged for turn_id in would_be]):
+            for run in _runs(walls):
                 said, who = [texts[i] for i in run], [speakers[i] for i in run]
                 run_bridged = bridging.session(said, speakers=who) if bridging is not None else [""] * len(run)
                 before = windowed(said, speakers=who, turns=window)
@@ -193,7 +192,7 @@ def ingest(db: WorldDB, conversation: ConversationIn, *,
             if extractor is None and not deferred:
                 continue
             for i, (turn, turn_id) in enumerate(zip(session.turns, written, strict=True)):
-                if is_assistant(turn.speaker) or (scores is not None and not scores[i].kept) or turn_id in purged:
+                if is_assistant(turn.speaker) or (scores is not None and not scores[i].kept) or walls[i]:
                     continue  # not about the person, or not worth System 2 (the turn itself is stored)
                 when = turn.at or session.date
                 said_at = parse_time(when, field="turn time") if when else db.read(turn_id).valid_at

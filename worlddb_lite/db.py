@@ -425,10 +425,24 @@ class WorldDB:
         with self._txn() as txn:
             return [self._store.header(nid).id.hex() for nid, _ in txn.add_nodes(self._specs(txn, records))]
 
-    def _ids_of(self, records: Sequence[Mapping[str, Any]]) -> list[str]:
-        """The ids ``write_many(records)`` would return (its checks apply), without writing them."""
+    def _on_tombstones(self, world: str, records: Sequence[Mapping[str, Any]]) -> list[bool]:
+        """Whether each of ``write_many``'s ``records`` into ``world`` would land on a node a purge erased.
+
+        The same content written again finds its purged node (content addressing). Only a world
+        that holds a purged child can say yes, so a new session costs one index probe, not the ids.
+        """
+        with _sqlite.translate():
+            held = self._conn.execute("select 1 from node where parent = ? and body is null limit 1",
+                                      (self._store.resolve(world),)).fetchone()
+        if held is None:
+            return [False] * len(records)
         with self._txn() as txn:
-            return [raw.hex() for raw in txn.node_ids(self._specs(txn, records))]
+            ids = [raw.hex() for raw in txn.node_ids(self._specs(txn, records))]
+        with _sqlite.translate():
+            erased = {str(r[0]) for r in self._conn.execute(
+                "select lower(hex(id)) from node where id in (select unhex(value) from json_each(?)) "
+                "and body is null", (json.dumps(ids),))}
+        return [i in erased for i in ids]
 
     def _specs(self, txn: Txn, records: Sequence[Mapping[str, Any]]) -> list[NodeSpec]:
         """``write_many``'s records checked into NodeSpecs."""
@@ -1080,13 +1094,6 @@ class WorldDB:
 
         self._outside_batch("checkpoint")
         return maintenance.checkpoint(self._conn)
-
-    def _purged(self, ids: Sequence[str]) -> set[str]:
-        """Those of ``ids`` (full hex ids) whose content a purge erased (the same content written again finds it)."""
-        with _sqlite.translate():
-            return {str(r[0]) for r in self._conn.execute(
-                "select lower(hex(id)) from node where id in (select unhex(value) from json_each(?)) and body is null",
-                (json.dumps(list(ids)),))}
 
     def purge(self, ref: str, *, scope: str | None = None) -> dict[str, Any]:
         """Erase a memory's content for good: blob, full-text row, vector, aliases (right to be forgotten).

@@ -151,7 +151,7 @@ def _quoting(conn: apsw.Connection, nids: list[int]) -> set[int]:
     quoting: set[int] = set()
     for parent, said in texts.items():
         probes = [text[:PROBE_CHARS] for text in said]  # contexts clip long turns; their start is quoted
-        terms = set().union(*(bridgeable(text) for text in said))
+        terms = set().union(*(_bridgeable(text) for text in said))
         for sibling, own, indexed, context in conn.execute(  # the children indexed with more than their own text
                 "select n.nid, coalesce(json_extract(n.body, '$.content'), ''), f.content, f.context from node as n "
                 "join node_fts as f on f.rowid = n.nid where n.parent = ? and (f.context is not null "
@@ -200,7 +200,7 @@ def _spoken(text: str) -> str:
     return " " + " ".join(re.findall(r"\w+", text.casefold())) + " "
 
 
-def bridgeable(text: str) -> set[str]:
+def _bridgeable(text: str) -> set[str]:
     """Every name and phrase of ``text`` the context bridge could index with another turn.
 
     ``bridge.mentions`` with every word of the text taken as known, so a word opening a sentence
