@@ -151,6 +151,32 @@ def test_a_forked_child_recalls_and_closes_without_the_parents_threads(store: Wo
     assert _answers(store, "lighthouse") == expected  # the parent is unharmed
 
 
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
+def test_a_fork_waits_for_the_workers_to_finish_and_stop_and_they_start_again_after(store: WorldDB) -> None:
+    expected = _answers(store, "lighthouse")
+    side = store._side
+    assert side is not None
+    started = threading.Event()
+
+    def slow(conn: apsw.Connection) -> int:  # a worker busy when the fork comes
+        started.set()
+        time.sleep(0.3)
+        return int(conn.execute("select count(*) from node").fetchall()[0][0])
+
+    task = side.run(slow)
+    assert task is not None and started.wait(10)
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    finished = task.done()  # read first: the fork returned only once the task was done
+    workers = [t for t in threading.enumerate() if t.name.startswith("worlddb-side-reader")]
+    os.waitpid(pid, 0)
+    assert finished and task.result() > 0
+    assert workers == []  # no worker was alive at the fork
+    assert _answers(store, "lighthouse") == expected  # the next search starts new workers
+    assert [t for t in threading.enumerate() if t.name.startswith("worlddb-side-reader")]
+
+
 def test_a_recall_while_the_interpreter_shuts_down_runs_on_the_callers_connection(tmp_path: Path) -> None:
     script = f"""
 import atexit

@@ -16,7 +16,9 @@ many stores holds no more threads; each store's tasks run one at a time on its o
 opened on the first. The side reader stands down, and ``run`` hands the caller ``None`` so it does
 the work itself: when the connection cannot be opened, or opens another file than the store's
 (the path was replaced since the store was opened), once the reader is closed, in a process forked
-from the one that made it, and while the interpreter shuts down (no new threads then).
+from the one that made it, and while the interpreter shuts down (no new threads then). A fork
+waits for the workers to finish their tasks and stop (``_stop_workers``): none is inside SQLite
+when the process is copied.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ import apsw
 T = TypeVar("T")
 CACHE_KIB = 16_384  # the side connection's page cache: it reads the full-text index alone (77 MB at 100k)
 WORKERS = 2  # threads shared by every side reader of the process
+_THREAD_NAME = "worlddb-side-reader"
 
 _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
@@ -42,18 +45,39 @@ def _workers() -> ThreadPoolExecutor:
     global _pool
     with _pool_lock:
         if _pool is None:
-            _pool = ThreadPoolExecutor(WORKERS, thread_name_prefix="worlddb-side-reader")
+            _pool = ThreadPoolExecutor(WORKERS, thread_name_prefix=_THREAD_NAME)
         return _pool
 
 
+def _stop_workers() -> None:
+    """Before a fork: the workers finish the tasks they were given, then stop, and none start until after it.
+
+    A fork copies the locks other threads hold, and a worker inside SQLite holds SQLite's own: the
+    child would hang on its first statement. Stopped, no worker is anywhere at the fork (and Python
+    3.12+ has one thread fewer to warn about). The lock is held across the fork, and let go by
+    ``_start_workers`` in the parent; the next task there starts new workers.
+    """
+    global _pool
+    _pool_lock.acquire()
+    pool, _pool = _pool, None
+    if pool is not None:
+        on_worker = threading.current_thread().name.startswith(_THREAD_NAME)  # it cannot wait for itself
+        pool.shutdown(wait=not on_worker)
+
+
+def _start_workers() -> None:
+    """After a fork, in the parent: tasks may start workers again."""
+    _pool_lock.release()
+
+
 def _forget_workers() -> None:
-    """In a forked child: the parent's threads are not there, and its lock may have been held at the fork."""
+    """In a forked child: the parent's threads are not there, and its lock was held at the fork."""
     global _pool, _pool_lock
     _pool, _pool_lock = None, threading.Lock()
 
 
 if hasattr(os, "register_at_fork"):  # POSIX only; where there is no fork there is nothing to reset
-    os.register_at_fork(after_in_child=_forget_workers)
+    os.register_at_fork(before=_stop_workers, after_in_parent=_start_workers, after_in_child=_forget_workers)
 
 
 class Unavailable(Exception):
