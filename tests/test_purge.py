@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import apsw
 import pytest
 
-from worlddb_lite import InvalidInput, NotFound, WorldDB
+from worlddb_lite import InvalidInput, NotFound, WorldDB, WorldDBError, maintenance
 from worlddb_lite.cli import main
 from worlddb_lite.conversation import ConversationIn, SessionIn, TurnIn, ingest
 from worlddb_lite.extract import RuleExtractor
@@ -253,3 +254,87 @@ def test_a_purge_empties_the_change_cue_cache_that_holds_read_texts(db: WorldDB)
     assert extract._says_change.cache_info().currsize >= 2  # recall's head turns are remembered by their words
     db.purge(first, scope="alice")
     assert extract._says_change.cache_info().currsize == 0
+
+
+def _held_snapshot(path: str) -> apsw.Connection:
+    """Another connection in the middle of a read: the WAL cannot be folded past its snapshot."""
+    reader = apsw.Connection(path)
+    reader.execute("begin")
+    reader.execute("select count(*) from node").fetchall()
+    return reader
+
+
+def _busy_purge(path: str) -> tuple[WorldDB, apsw.Connection]:
+    """A store whose purge of the secret found a reader in the way (the secret was checkpointed into the main file)."""
+    db = WorldDB(path, embedder=FakeEmbedder())
+    _fill(db, "alice")
+    secret = db.write(f"my pin is {SECRET}", scope="alice")
+    assert db.checkpoint()["busy"] is False and SECRET.lower().encode() in Path(path).read_bytes().lower()
+    reader = _held_snapshot(path)
+    db._conn.set_busy_timeout(50)  # the purge's checkpoint gives up after 50 ms instead of 5 s
+    result = db.purge(secret, scope="alice")
+    assert result["checkpoint"]["busy"] is True
+    assert db._meta_value(maintenance.WIPE_PENDING) is not None  # marked, for whoever comes next
+    assert db.stats()["wipe_pending"] is True
+    assert SECRET.lower().encode() in Path(path).read_bytes().lower()  # the main file still has the old page
+    return db, reader
+
+
+def test_a_wipe_a_reader_held_up_is_finished_when_the_store_closes(file_db_path: str) -> None:
+    db, reader = _busy_purge(file_db_path)
+    reader.execute("commit")  # the reader lets go, but stays open: its close would fold the WAL itself
+    db.close()
+    assert SECRET.lower().encode() not in _raw(file_db_path)
+    with WorldDB(file_db_path, embedder=FakeEmbedder()) as again:
+        assert again._meta_value(maintenance.WIPE_PENDING) is None and again.verify().ok
+    reader.close()
+
+
+def test_a_pending_wipe_is_finished_by_the_next_process_to_open_the_store(file_db_path: str) -> None:
+    db, reader = _busy_purge(file_db_path)
+    db.close()  # the reader still holds its snapshot: the retry on close gives up at once, the mark stays
+    assert SECRET.lower().encode() in _raw(file_db_path)
+    reader.execute("commit")
+    with WorldDB(file_db_path, embedder=FakeEmbedder()) as again:  # another process, later
+        assert again._meta_value(maintenance.WIPE_PENDING) is None
+        assert SECRET.lower().encode() not in _raw(file_db_path)
+    reader.close()
+
+
+def test_a_checkpoint_that_completes_clears_a_pending_wipe(file_db_path: str) -> None:
+    db, reader = _busy_purge(file_db_path)
+    assert db.checkpoint()["busy"] is True  # still held: still pending
+    assert db._meta_value(maintenance.WIPE_PENDING) is not None
+    reader.execute("commit")
+    assert db.checkpoint()["busy"] is False
+    assert db._meta_value(maintenance.WIPE_PENDING) is None and db.stats()["wipe_pending"] is False
+    assert SECRET.lower().encode() not in _raw(file_db_path)
+    db.close()
+    reader.close()
+
+
+def test_a_wipe_cut_short_before_its_vacuum_is_carried_on_by_the_next_open(
+        file_db_path: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    db = WorldDB(file_db_path, embedder=FakeEmbedder())
+    _fill(db, "alice")
+    secret = db.write(f"my pin is {SECRET}", scope="alice")
+    db.checkpoint()
+
+    def cut(conn: apsw.Connection) -> float:  # the disk fails (or the process dies) right after the erasure
+        raise apsw.IOError("disk I/O error")
+
+    vacuum = maintenance.vacuum
+    monkeypatch.setattr(maintenance, "vacuum", cut)
+    with pytest.raises(WorldDBError):
+        db.purge(secret, scope="alice")
+    db.close()  # its try to finish fails the same way
+    peek = apsw.Connection(file_db_path)
+    assert peek.execute("select value from meta where key = ?", (maintenance.WIPE_PENDING,)).fetchall() == [
+        ("vacuum",)]  # the step still to do
+    peek.close()
+    vacuumed: list[float] = []
+    monkeypatch.setattr(maintenance, "vacuum", lambda conn: vacuumed.append(vacuum(conn)) or vacuumed[-1])
+    with WorldDB(file_db_path, embedder=FakeEmbedder()) as again:  # the next open rewrites the file, then folds it
+        assert len(vacuumed) == 1 and again._meta_value(maintenance.WIPE_PENDING) is None
+        assert again.read(secret).purged and again.verify(deep=True).ok
+    assert SECRET.lower().encode() not in _raw(file_db_path)

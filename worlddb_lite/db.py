@@ -18,13 +18,14 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import apsw
 import numpy as np
 
-from . import _sqlite, blas, identity, migrations, reads, token_index, traverse, vector_lane
+from . import _sqlite, blas, identity, maintenance, migrations, reads, token_index, traverse, vector_lane
 from .checks import file_name, names
 from .edges import EdgeRegistry, EdgeType, EndView, QueryRules
 from .embed import Embedder, StaticEmbedder, embed_checked, embedding_text, token_table
-from .errors import EmbedderMismatch, InvalidInput, NotCurrent, NotFound
+from .errors import EmbedderMismatch, InvalidInput, NotCurrent, NotFound, WorldDBError
 from .hashing import node_id
 from .reconciler import (
     TYPE_NAME,
@@ -213,6 +214,7 @@ class WorldDB:
         # an in-memory store has no second connection to the same data
         where = self._conn.db_filename("main")  # absolute: the worker opens it later, whatever the cwd is then
         self._side = SideReader(where, busy_timeout_ms=_sqlite.BUSY_TIMEOUT_MS) if where else None
+        self._try_finish_wipe()
 
     # ---- opening ------------------------------------------------------------------
 
@@ -328,10 +330,40 @@ class WorldDB:
         return nid
 
     def close(self) -> None:
-        """Close the file (safe to call twice)."""
+        """Close the file (safe to call twice), finishing a pending purge wipe first if nothing is in the way."""
         if self._side is not None:
             self._side.close()
+        self._try_finish_wipe()
         self._conn.close()
+
+    def _try_finish_wipe(self) -> None:
+        """``_finish_wipe`` in passing (open, close): a reader in the way or a locked file leaves it for later."""
+        try:
+            self._finish_wipe(wait=False)
+        except (WorldDBError, apsw.Error):
+            pass
+
+    def _finish_wipe(self, *, wait: bool) -> dict[str, Any] | None:
+        """Carry a purge's wipe on from the step its mark says is left (``maintenance.WIPE_PENDING``); None: none is.
+
+        "vacuum": the file is rewritten first. Then the checkpoint, which puts the rewritten pages in
+        the main file and empties the WAL (``wait`` False: it gives up at once when a reader is in the
+        way, and the mark stays for the next try). The mark goes once a checkpoint has completed.
+        """
+        step = None if self._conn.in_transaction else self._meta_value(maintenance.WIPE_PENDING)
+        if step is None:
+            return None
+        seconds = 0.0
+        if step == "vacuum":
+            seconds = maintenance.vacuum(self._conn)
+            with self._txn():
+                self._store.set_meta([(maintenance.WIPE_PENDING, "checkpoint")])
+        result = maintenance.checkpoint(self._conn, wait=wait)
+        if not result["busy"]:
+            with self._txn():
+                self._store.delete_meta([maintenance.WIPE_PENDING])
+            maintenance.checkpoint(self._conn, wait=False)  # and the WAL emptied of that write too
+        return {**result, "vacuum_seconds": seconds}
 
     def __enter__(self) -> WorldDB:
         return self
@@ -1073,7 +1105,6 @@ class WorldDB:
         ``verify`` opens the copy and runs ``verify`` on it (it reads the whole copy); a copy that
         fails is an IntegrityViolation. See ``maintenance`` for when a plain file copy is safe.
         """
-        from . import maintenance
         from .errors import IntegrityViolation
 
         self._outside_batch("backup")
@@ -1090,10 +1121,10 @@ class WorldDB:
 
     def checkpoint(self) -> dict[str, Any]:
         """Fold the write-ahead log into the main file and truncate it (``busy``: it could not)."""
-        from . import maintenance
-
         self._outside_batch("checkpoint")
-        return maintenance.checkpoint(self._conn)
+        with _sqlite.translate():
+            finished = self._finish_wipe(wait=True)  # a purge's wipe left pending is finished on the way
+        return finished if finished is not None else maintenance.checkpoint(self._conn)
 
     def purge(self, ref: str, *, scope: str | None = None) -> dict[str, Any]:
         """Erase a memory's content for good: blob, full-text row, vector, aliases (right to be forgotten).
@@ -1103,9 +1134,11 @@ class WorldDB:
         tombstone (hash and time) remain, so ``verify`` still passes. The file is then vacuumed and
         its WAL emptied, so the bytes are gone from disk; returns the purged ids and that checkpoint
         (``busy``: another reader held an older snapshot, so the main file and the WAL keep the old
-        pages until a checkpoint completes: call ``checkpoint()`` again once that reader is done).
+        pages until a checkpoint completes. The store stays marked (``maintenance.WIPE_PENDING``,
+        ``stats()["wipe_pending"]``), and the next open, close or ``checkpoint()`` of it, in any
+        process, tries again; call ``checkpoint()`` once that reader is done to be sure).
         """
-        from . import maintenance, purge
+        from . import purge
 
         self._outside_batch("purge")
         with _sqlite.translate():
@@ -1115,9 +1148,14 @@ class WorldDB:
         try:
             with self._reconciler.transaction(prepare=lambda: purge.hold(self._conn)) as txn:
                 ids = purge.erase(txn, self._conn, purge.targets(self._conn, self._store, start, inside))
+                # marked with the erasure and cleared once a checkpoint has completed: a crash before the
+                # VACUUM, or a reader in the checkpoint's way, leaves the mark for the next open, close or checkpoint
+                self._store.set_meta([(maintenance.WIPE_PENDING, "vacuum")])
         finally:
             self._conn.execute("pragma secure_delete = off")
-        return {"purged": ids, "checkpoint": maintenance.wipe(self._conn)}
+        with _sqlite.translate():
+            wiped = self._finish_wipe(wait=True)
+        return {"purged": ids, "checkpoint": wiped}
 
     # ---- witness ------------------------------------------------------------------
 
@@ -1172,5 +1210,7 @@ class WorldDB:
                 "dim": self.dim,
                 **reads.counts(self._conn),
                 "file_bytes": sum(f.stat().st_size for f in files if f.exists()),
+                # a purge's wipe still waits for a checkpoint: the purged text may be in the main file
+                "wipe_pending": self._meta_value(maintenance.WIPE_PENDING) is not None,
                 "root": self.root(),
             }

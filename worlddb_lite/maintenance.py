@@ -87,14 +87,30 @@ def _copy(conn: apsw.Connection, target: Path) -> dict[str, Any]:
             "seconds": round(time.perf_counter() - started, 3)}
 
 
-def checkpoint(conn: apsw.Connection) -> dict[str, Any]:
+# meta key: a purge's wipe is not finished. Its value is the step left: "vacuum" (written with the
+# erasure: a crash may come before the file is rewritten), then "checkpoint" (the main file keeps the
+# old pages until a checkpoint completes; a reader holding an older snapshot stops one). The facade
+# carries it on (``WorldDB._finish_wipe``) and deletes it once a checkpoint has completed.
+WIPE_PENDING = "wipe_pending"
+
+
+def checkpoint(conn: apsw.Connection, *, wait: bool = True) -> dict[str, Any]:
     """Fold the whole WAL into the main file and truncate it to zero bytes.
 
     ``busy`` True means another connection held a read snapshot or the write lock past the busy
     timeout, so the WAL could not be emptied: a plain copy of the main file is then not safe.
+    ``wait`` False gives up at once instead of waiting out the busy timeout (for a retry in passing).
     """
     with _sqlite.translate():
-        row = _sqlite.one_row(conn.execute("pragma wal_checkpoint(truncate)").fetchone())
+        if wait:
+            row = _sqlite.one_row(conn.execute("pragma wal_checkpoint(truncate)").fetchone())
+        else:
+            waits = int(_sqlite.one_row(conn.execute("pragma busy_timeout").fetchone())[0])
+            conn.set_busy_timeout(0)
+            try:
+                row = _sqlite.one_row(conn.execute("pragma wal_checkpoint(truncate)").fetchone())
+            finally:
+                conn.set_busy_timeout(waits)
     busy, frames, folded = (int(v) for v in row)
     if frames < 0:  # -1: the store is not in WAL mode (an in-memory store): nothing to fold
         return {"busy": False, "wal_frames": 0, "checkpointed": 0}
@@ -112,17 +128,18 @@ def checkpoint_or_raise(conn: apsw.Connection) -> dict[str, Any]:
     return result
 
 
-def wipe(conn: apsw.Connection) -> dict[str, Any]:
-    """Rewrite the file so no deleted byte survives anywhere in it, then empty the WAL.
+def vacuum(conn: apsw.Connection) -> float:
+    """Rewrite the file so no deleted byte survives anywhere in it; the seconds it took.
 
     ``pragma secure_delete`` zeroes what a delete frees, but a b-tree page that was re-balanced
     earlier still holds stale copies of its old cells in its unallocated middle; only a VACUUM
     (every page rebuilt from live rows) clears those. It rewrites the whole file: a purge-time cost.
+    The rewritten pages reach the main file only with a checkpoint (``checkpoint``).
     """
     started = time.perf_counter()
     with _sqlite.translate():
         _sqlite.with_retry(lambda: conn.execute("vacuum"))
-    return {**checkpoint(conn), "vacuum_seconds": round(time.perf_counter() - started, 3)}
+    return round(time.perf_counter() - started, 3)
 
 
 def _fsync_dir(folder: Path) -> None:

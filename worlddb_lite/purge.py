@@ -22,8 +22,12 @@ bridge.window), or with a name or phrase the context bridge took from it
 Deleted bytes linger in free space, in stale cell copies of re-balanced pages, in superseded
 FTS5 segments and in the WAL. So the purge runs with ``pragma secure_delete`` (freed space is
 zeroed), rebuilds the full-text index's segments ('optimize': the purged terms leave them), and
-the facade then vacuums and checkpoints with TRUNCATE (``maintenance.wipe``). After that the text
-is nowhere in the store's files (tests/test_purge.py scans them); each step alone was not enough.
+the facade then vacuums and checkpoints with TRUNCATE (``maintenance.vacuum``, ``checkpoint``).
+After that the text is nowhere in the store's files (tests/test_purge.py scans them); each step
+alone was not enough. The erasure marks the store (``maintenance.WIPE_PENDING``) until a
+checkpoint has completed: a crash before the VACUUM, or a reader holding an older snapshot (the
+main file keeps the old pages until a checkpoint completes), leaves the mark, and any later open,
+close or checkpoint of the store, in any process, carries the wipe on.
 """
 
 from __future__ import annotations
