@@ -1,6 +1,6 @@
 """Crash safety: SIGKILL a writer at a random moment, then check the file.
 
-    python bench/crash.py --trials 500 [--mode write|ingest|consolidate|mixed] [--seed 0] [--json OUT]
+    python bench/crash.py --trials 500 [--mode write|ingest|consolidate|purge|mixed] [--seed 0] [--json OUT]
 
 Each trial forks a child that writes continuously to a store and acknowledges each committed
 write on a pipe, kills it with SIGKILL after a random delay, and checks what is left:
@@ -12,6 +12,11 @@ write on a pipe, kills it with SIGKILL after a random delay, and checks what is 
   or none (a conversation is one transaction);
 * ``consolidate``: the queue of a deferred ingest is drained one item per transaction; every
   acknowledged item is done, and a turn whose item is not done has no extracted edges at all.
+* ``purge``: memories holding a secret each are written and purged in turn. Every acknowledged
+  purge, and any purge in flight that committed, leaves its secret in no byte of the files once
+  the store has been opened again (a kill between the erasure and the end of its VACUUM and
+  checkpoint leaves the store marked, and the next open finishes the wipe); a purge that did not
+  commit leaves its memory whole, and no mark is left after that open.
 
 The child is forked (no interpreter start-up), writes with caller-supplied vectors (the vector
 lane and world composition run; no model load), and the store keeps its normal pragmas
@@ -44,7 +49,7 @@ from worlddb_lite.conversation import DEFAULT_EXTRACTOR, ConversationIn, Session
 from worlddb_lite.work_queue import drain  # noqa: E402
 
 DIM = 16
-MODES = ("write", "ingest", "consolidate")
+MODES = ("write", "ingest", "consolidate", "purge")
 TURNS = 12
 PEOPLE = ["Ana", "Ben", "Caro", "Dev"]
 PLACES = ["Lisbon", "Porto", "Berlin", "Oslo", "Kyoto", "Lima"]
@@ -110,12 +115,25 @@ def _child(mode: str, path: str, fd: int, seed: int) -> None:
             ingest(db, conversation(k), extractor=DEFAULT_EXTRACTOR)
             ack(f"c {k}")
             k += 1
+    elif mode == "purge":
+        while True:
+            secret = _secret(seed, i)
+            ref = db.write(f"memory {i} holds {secret}", scope=f"s{i % 3}", vector=_vector(rng))
+            ack(f"w {ref} {secret}")
+            db.purge(ref)
+            ack(f"p {ref} {secret}")
+            i += 1
     else:
         while drain(db, DEFAULT_EXTRACTOR, limit=1):
             i += 1
             ack(f"d {i}")
         ack("empty")
         time.sleep(60)
+
+
+def _secret(seed: int, i: int) -> str:
+    """A word no other memory holds (lower case: the full-text index keeps terms folded)."""
+    return f"zq{seed:x}x{i}qz"
 
 
 # ---- checks -------------------------------------------------------------------------------
@@ -139,8 +157,12 @@ def check(mode: str, path: str, acks: list[str], queued: int) -> list[str]:
             problems += _check_writes(db, acks)
         elif mode == "ingest":
             problems += _check_ingest(db, acks)
+        elif mode == "purge":
+            problems += _check_purges(db, acks)
         else:
             problems += _check_drain(db, acks, queued)
+    if mode == "purge":  # read once every connection has closed: the main file is all there is
+        problems += _check_purged_bytes(path, acks)
     return problems
 
 
@@ -171,6 +193,36 @@ def _check_ingest(db: WorldDB, acks: list[str]) -> list[str]:
                 for k, n in counts.items() if n != TURNS]
     problems += [f"acknowledged conversation {k} is missing" for k in acked if f"conv-{k}" not in counts]
     return problems
+
+
+def _check_purges(db: WorldDB, acks: list[str]) -> list[str]:
+    """Each written memory is whole or purged (purged if its purge was acknowledged), and no wipe is left pending."""
+    purged = {line.split()[1] for line in acks if line.startswith("p ")}
+    problems = []
+    for line in acks:
+        if line.startswith("w "):
+            _, ref, secret = line.split()
+            try:
+                node = db.read(ref)
+            except NotFound:
+                problems.append(f"acknowledged write {ref[:12]} is missing")
+                continue
+            if ref in purged and not node.purged:
+                problems.append(f"acknowledged purge of {ref[:12]} did not land")
+            elif not node.purged and secret not in (node.content or ""):
+                problems.append(f"memory {ref[:12]} is neither whole nor purged: {node.content!r}")
+    if db.stats()["wipe_pending"]:
+        problems.append("a purge's wipe is still pending after the store was opened again")
+    return problems
+
+
+def _check_purged_bytes(path: str, acks: list[str]) -> list[str]:
+    """No byte of the store's files holds the secret of a memory that reads as purged."""
+    data = b"".join(Path(path + suffix).read_bytes().lower() for suffix in ("", "-wal") if Path(path + suffix).exists())
+    with WorldDB(path, embedder=None, dim=DIM, create=False) as db:
+        gone = [line.split()[1:] for line in acks if line.startswith("w ") and db.read(line.split()[1]).purged]
+    return [f"the purged secret of {ref[:12]} is still in the files" for ref, secret in gone
+            if secret.encode() in data]
 
 
 def _check_drain(db: WorldDB, acks: list[str], queued: int) -> list[str]:
