@@ -151,6 +151,9 @@ class Hit:
     """One recalled memory: the node, its fused score, the turns it stands for, and why."""
 
     node: Node
+    # fused (RRF) plus the session and speaker priors, which weigh the first 50 (recall.HEAD_DEPTH). The hits'
+    # order is the ranking, not this: a hit an update moved (why: stale, changed) keeps its score, and with k
+    # above 50 a hit past the weighed head can outscore one in it (the head stays the same for every k)
     score: float
     turns: tuple[Node, ...]  # a turn: itself; a fact: the turns it was learned from
     why: tuple[Reason, ...]
