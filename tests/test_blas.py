@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import time
 from typing import Any
 
 import pytest
@@ -52,3 +55,26 @@ def test_a_read_that_fails_gives_the_count_back() -> None:
         with pytest.raises(ValueError), blas.one_thread():
             raise ValueError("a lane failed")
         assert _blas_threads() == before
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
+def test_a_child_forked_while_a_recall_holds_the_lock_can_read_on_its_own() -> None:
+    with blas.one_thread():  # a recall of another thread runs (the lock is free between its steps) ...
+        with blas._LOCK:  # ... and is inside one at the fork
+            pid = os.fork()
+            if pid == 0:
+                code = 1
+                try:
+                    with blas.one_thread():  # would wait for ever on the parent's lock
+                        code = 0 if blas._running == 1 else 1
+                finally:
+                    os._exit(code)
+    deadline = time.monotonic() + 30
+    while (done := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    if done[0] == 0:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        pytest.fail("the forked child hung on the BLAS lock")
+    assert os.waitstatus_to_exitcode(done[1]) == 0
+    assert blas._running == 0  # the parent's count is its own

@@ -8,7 +8,7 @@ from pathlib import Path
 import apsw
 import pytest
 
-from worlddb_lite import InvalidInput, NotFound, WorldDB, WorldDBError, maintenance
+from worlddb_lite import InvalidInput, NotFound, WorldDB, WorldDBError, _sqlite, maintenance
 from worlddb_lite.cli import main
 from worlddb_lite.conversation import ConversationIn, SessionIn, TurnIn, ingest
 from worlddb_lite.extract import RuleExtractor
@@ -320,7 +320,7 @@ def test_a_wipe_cut_short_before_its_vacuum_is_carried_on_by_the_next_open(
     secret = db.write(f"my pin is {SECRET}", scope="alice")
     db.checkpoint()
 
-    def cut(conn: apsw.Connection) -> float:  # the disk fails (or the process dies) right after the erasure
+    def cut(conn: apsw.Connection, retry: bool = True) -> float:  # the disk fails (or the process dies) just after
         raise apsw.IOError("disk I/O error")
 
     vacuum = maintenance.vacuum
@@ -329,12 +329,57 @@ def test_a_wipe_cut_short_before_its_vacuum_is_carried_on_by_the_next_open(
         db.purge(secret, scope="alice")
     db.close()  # its try to finish fails the same way
     peek = apsw.Connection(file_db_path)
-    assert peek.execute("select value from meta where key = ?", (maintenance.WIPE_PENDING,)).fetchall() == [
-        ("vacuum",)]  # the step still to do
+    [(left,)] = peek.execute("select value from meta where key = ?", (maintenance.WIPE_PENDING,)).fetchall()
+    assert left.startswith("vacuum ")  # the step still to do, and the purge's token
     peek.close()
     vacuumed: list[float] = []
-    monkeypatch.setattr(maintenance, "vacuum", lambda conn: vacuumed.append(vacuum(conn)) or vacuumed[-1])
+    monkeypatch.setattr(maintenance, "vacuum", lambda conn, retry=True: vacuumed.append(vacuum(conn)) or vacuumed[-1])
     with WorldDB(file_db_path, embedder=FakeEmbedder()) as again:  # the next open rewrites the file, then folds it
         assert len(vacuumed) == 1 and again._meta_value(maintenance.WIPE_PENDING) is None
         assert again.read(secret).purged and again.verify(deep=True).ok
     assert SECRET.lower().encode() not in _raw(file_db_path)
+
+
+def test_finishing_an_older_wipe_leaves_a_newer_purges_mark_alone(file_db_path: str,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    db = WorldDB(file_db_path, embedder=FakeEmbedder())
+    _fill(db, "alice")
+    with db._txn():  # an older wipe was left at its checkpoint ...
+        db._store.set_meta([(maintenance.WIPE_PENDING, "checkpoint older")])
+    checkpoint = maintenance.checkpoint
+
+    def newer_purge_meanwhile(conn: apsw.Connection, *, wait: bool = True) -> dict:
+        with db._txn():  # ... and another process's purge commits its erasure while it is finished
+            db._store.set_meta([(maintenance.WIPE_PENDING, "vacuum newer")])
+        monkeypatch.setattr(maintenance, "checkpoint", checkpoint)
+        return checkpoint(conn, wait=wait)
+
+    monkeypatch.setattr(maintenance, "checkpoint", newer_purge_meanwhile)
+    assert db.checkpoint()["busy"] is False
+    assert db._meta_value(maintenance.WIPE_PENDING) == "vacuum newer"  # not cleared: its VACUUM is still to run
+    vacuums: list[float] = []
+    vacuum = maintenance.vacuum
+    monkeypatch.setattr(maintenance, "vacuum", lambda conn, retry=True: vacuums.append(vacuum(conn)) or vacuums[-1])
+    secret = db.write(f"my pin is {SECRET}", scope="alice")
+    db.purge(secret, scope="alice")  # a purge runs its own VACUUM, whatever mark it finds
+    assert len(vacuums) == 1
+    db.close()
+
+
+def test_open_and_close_never_wait_for_a_writer_to_finish_a_wipe(file_db_path: str,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    with WorldDB(file_db_path, embedder=FakeEmbedder()) as db:
+        _fill(db, "alice")
+        with db._txn():  # a crash right after an erasure: the VACUUM is still to run
+            db._store.set_meta([(maintenance.WIPE_PENDING, "vacuum crashed")])
+        writer = apsw.Connection(file_db_path)
+        writer.execute("begin immediate")  # another process holds the write lock
+        slept: list[float] = []
+        monkeypatch.setattr(_sqlite.time, "sleep", slept.append)  # a retry would sleep between attempts
+    again = WorldDB(file_db_path, embedder=FakeEmbedder())
+    again.close()
+    assert slept == []  # no retry and no busy wait: one attempt each, given up at once
+    writer.execute("rollback")
+    writer.close()
+    with WorldDB(file_db_path, embedder=FakeEmbedder()) as last:  # nobody in the way now: it is finished
+        assert last._meta_value(maintenance.WIPE_PENDING) is None

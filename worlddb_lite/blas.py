@@ -15,6 +15,7 @@ sets it, the last to end gives the caller's count back (threadpoolctl; ~15 µs a
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -23,6 +24,19 @@ _LOCK = threading.Lock()
 _BLAS: Any = None  # the loaded BLAS libraries, found on the first read (~5 ms)
 _limit: Any = None  # the limit in force, while any recall runs
 _running = 0  # recalls running now
+
+
+def _forget_recalls() -> None:
+    """In a forked child: the parent's recalls are not running here, and the lock may have been held at the fork.
+
+    The BLAS keeps the thread count it had at the fork (one, if a recall was running then).
+    """
+    global _LOCK, _limit, _running
+    _LOCK, _limit, _running = threading.Lock(), None, 0
+
+
+if hasattr(os, "register_at_fork"):  # POSIX only
+    os.register_at_fork(after_in_child=_forget_recalls)
 
 
 @contextlib.contextmanager

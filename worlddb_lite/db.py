@@ -14,6 +14,7 @@ import itertools
 import json
 import os
 import time
+import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -337,33 +338,48 @@ class WorldDB:
         self._conn.close()
 
     def _try_finish_wipe(self) -> None:
-        """``_finish_wipe`` in passing (open, close): a reader in the way or a locked file leaves it for later."""
+        """``_finish_wipe`` in passing (open, close): it never waits; anyone in the way leaves it for later."""
         try:
-            self._finish_wipe(wait=False)
+            with maintenance.no_waiting(self._conn):
+                self._finish_wipe(wait=False)
         except (WorldDBError, apsw.Error):
             pass
 
-    def _finish_wipe(self, *, wait: bool) -> dict[str, Any] | None:
+    def _finish_wipe(self, *, wait: bool, mark: str | None = None) -> dict[str, Any] | None:
         """Carry a purge's wipe on from the step its mark says is left (``maintenance.WIPE_PENDING``); None: none is.
 
-        "vacuum": the file is rewritten first. Then the checkpoint, which puts the rewritten pages in
-        the main file and empties the WAL (``wait`` False: it gives up at once when a reader is in the
-        way, and the mark stays for the next try). The mark goes once a checkpoint has completed.
+        ``mark``: the purge's own (it always runs both steps); else the one the store holds. "vacuum":
+        the file is rewritten first. Then the checkpoint, which puts the rewritten pages in the main
+        file and empties the WAL; the mark goes once one has completed. Each step changes the mark only
+        if it is still this one, so a newer purge's mark, written meanwhile, stays for its own wipe.
+        ``wait`` False: one attempt at each step, and a checkpoint that a reader is in the way of gives up.
         """
-        step = None if self._conn.in_transaction else self._meta_value(maintenance.WIPE_PENDING)
-        if step is None:
-            return None
+        if mark is None:
+            mark = None if self._conn.in_transaction else self._meta_value(maintenance.WIPE_PENDING)
+            if mark is None:
+                return None
+        step, _, token = mark.partition(" ")
         seconds = 0.0
         if step == "vacuum":
-            seconds = maintenance.vacuum(self._conn)
-            with self._txn():
-                self._store.set_meta([(maintenance.WIPE_PENDING, "checkpoint")])
+            seconds = maintenance.vacuum(self._conn, retry=wait)
+            self._swap_mark(mark, f"checkpoint {token}", retry=wait)
         result = maintenance.checkpoint(self._conn, wait=wait)
         if not result["busy"]:
-            with self._txn():
-                self._store.delete_meta([maintenance.WIPE_PENDING])
+            self._swap_mark(f"checkpoint {token}", None, retry=wait)
             maintenance.checkpoint(self._conn, wait=False)  # and the WAL emptied of that write too
         return {**result, "vacuum_seconds": seconds}
+
+    def _swap_mark(self, expected: str, value: str | None, *, retry: bool) -> None:
+        """The wipe's mark moved on, if it is still ``expected`` (one statement: its own transaction)."""
+
+        def swap() -> bool:
+            return self._store.swap_meta(maintenance.WIPE_PENDING, expected, value)
+
+        with _sqlite.translate():
+            if retry:
+                _sqlite.with_retry(swap)
+            else:
+                swap()
 
     def __enter__(self) -> WorldDB:
         return self
@@ -1150,11 +1166,13 @@ class WorldDB:
                 ids = purge.erase(txn, self._conn, purge.targets(self._conn, self._store, start, inside))
                 # marked with the erasure and cleared once a checkpoint has completed: a crash before the
                 # VACUUM, or a reader in the checkpoint's way, leaves the mark for the next open, close or checkpoint
-                self._store.set_meta([(maintenance.WIPE_PENDING, "vacuum")])
+                mark = f"vacuum {uuid.uuid4().hex}"
+                self._store.set_meta([(maintenance.WIPE_PENDING, mark)])
         finally:
             self._conn.execute("pragma secure_delete = off")
         with _sqlite.translate():
-            wiped = self._finish_wipe(wait=True)
+            wiped = self._finish_wipe(wait=True, mark=mark)
+        assert wiped is not None
         return {"purged": ids, "checkpoint": wiped}
 
     # ---- witness ------------------------------------------------------------------

@@ -21,8 +21,10 @@ committed writes, or hold half of a checkpoint.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -87,11 +89,23 @@ def _copy(conn: apsw.Connection, target: Path) -> dict[str, Any]:
             "seconds": round(time.perf_counter() - started, 3)}
 
 
-# meta key: a purge's wipe is not finished. Its value is the step left: "vacuum" (written with the
-# erasure: a crash may come before the file is rewritten), then "checkpoint" (the main file keeps the
-# old pages until a checkpoint completes; a reader holding an older snapshot stops one). The facade
-# carries it on (``WorldDB._finish_wipe``) and deletes it once a checkpoint has completed.
+# meta key: a purge's wipe is not finished. Its value is the step left and the purge's own token:
+# "vacuum <token>" (written with the erasure: a crash may come before the file is rewritten), then
+# "checkpoint <token>" (the main file keeps the old pages until a checkpoint completes; a reader
+# holding an older snapshot stops one). The facade carries it on (``WorldDB._finish_wipe``); each
+# step changes the mark only if it is still the one it read, so a newer purge's mark is never lost.
 WIPE_PENDING = "wipe_pending"
+
+
+@contextlib.contextmanager
+def no_waiting(conn: apsw.Connection) -> Iterator[None]:
+    """Run the body with no busy timeout: a statement another connection is in the way of fails at once."""
+    waits = int(_sqlite.one_row(conn.execute("pragma busy_timeout").fetchone())[0])
+    conn.set_busy_timeout(0)
+    try:
+        yield
+    finally:
+        conn.set_busy_timeout(waits)
 
 
 def checkpoint(conn: apsw.Connection, *, wait: bool = True) -> dict[str, Any]:
@@ -101,16 +115,8 @@ def checkpoint(conn: apsw.Connection, *, wait: bool = True) -> dict[str, Any]:
     timeout, so the WAL could not be emptied: a plain copy of the main file is then not safe.
     ``wait`` False gives up at once instead of waiting out the busy timeout (for a retry in passing).
     """
-    with _sqlite.translate():
-        if wait:
-            row = _sqlite.one_row(conn.execute("pragma wal_checkpoint(truncate)").fetchone())
-        else:
-            waits = int(_sqlite.one_row(conn.execute("pragma busy_timeout").fetchone())[0])
-            conn.set_busy_timeout(0)
-            try:
-                row = _sqlite.one_row(conn.execute("pragma wal_checkpoint(truncate)").fetchone())
-            finally:
-                conn.set_busy_timeout(waits)
+    with _sqlite.translate(), no_waiting(conn) if not wait else contextlib.nullcontext():
+        row = _sqlite.one_row(conn.execute("pragma wal_checkpoint(truncate)").fetchone())
     busy, frames, folded = (int(v) for v in row)
     if frames < 0:  # -1: the store is not in WAL mode (an in-memory store): nothing to fold
         return {"busy": False, "wal_frames": 0, "checkpointed": 0}
@@ -128,17 +134,21 @@ def checkpoint_or_raise(conn: apsw.Connection) -> dict[str, Any]:
     return result
 
 
-def vacuum(conn: apsw.Connection) -> float:
+def vacuum(conn: apsw.Connection, *, retry: bool = True) -> float:
     """Rewrite the file so no deleted byte survives anywhere in it; the seconds it took.
 
     ``pragma secure_delete`` zeroes what a delete frees, but a b-tree page that was re-balanced
     earlier still holds stale copies of its old cells in its unallocated middle; only a VACUUM
     (every page rebuilt from live rows) clears those. It rewrites the whole file: a purge-time cost.
-    The rewritten pages reach the main file only with a checkpoint (``checkpoint``).
+    The rewritten pages reach the main file only with a checkpoint (``checkpoint``). ``retry`` False:
+    one attempt, for a try in passing (under ``no_waiting`` it fails at once when the file is locked).
     """
     started = time.perf_counter()
     with _sqlite.translate():
-        _sqlite.with_retry(lambda: conn.execute("vacuum"))
+        if retry:
+            _sqlite.with_retry(lambda: conn.execute("vacuum"))
+        else:
+            conn.execute("vacuum")
     return round(time.perf_counter() - started, 3)
 
 

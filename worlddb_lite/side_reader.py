@@ -17,8 +17,10 @@ opened on the first. The side reader stands down, and ``run`` hands the caller `
 the work itself: when the connection cannot be opened, or opens another file than the store's
 (the path was replaced since the store was opened), once the reader is closed, in a process forked
 from the one that made it, and while the interpreter shuts down (no new threads then). A fork
-waits for the workers to finish their tasks and stop (``_stop_workers``): none is inside SQLite
-when the process is copied.
+waits for the workers to finish their tasks and stop (``_stop_workers``): none of them is inside
+SQLite when the process is copied. (A thread of the caller's own that is inside SQLite at a fork,
+a recall running beside it, can still leave the child a lock nobody will release: fork from a
+process whose other threads are idle, or use the spawn start method.)
 """
 
 from __future__ import annotations

@@ -484,6 +484,17 @@ class Store:
         return [str(k) for (k,) in self.conn.execute(
             "select key from meta where key >= ?1 and key < ?1 || char(1114111)", (prefix,))]
 
+    def swap_meta(self, key: str, expected: str, value: str | None) -> bool:
+        """Set ``key`` to ``value`` (None: delete it) only if it still holds ``expected``; whether it did.
+
+        One statement, so one transaction of its own outside a write: a compare-and-set between processes.
+        """
+        if value is None:
+            self.conn.execute("delete from meta where key = ? and value = ?", (key, expected))
+        else:
+            self.conn.execute("update meta set value = ? where key = ? and value = ?", (value, key, expected))
+        return bool(self.conn.changes())
+
     def delete_meta(self, keys: Sequence[str]) -> None:
         """Remove store-level settings (absent keys are ignored)."""
         self.conn.executemany("delete from meta where key = ?", [(k,) for k in keys])
