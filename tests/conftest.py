@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import os
 import re
+import signal
+import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -188,3 +191,15 @@ def row_counts(db: WorldDB) -> dict[str, int]:
     """Row count of every table (the brief's list and any other table of the schema)."""
     conn = db._conn
     return {table: int(conn.execute(f"select count(*) from {table}").fetchone()[0]) for table in schema_tables(db)}
+
+
+def child_exit_code(pid: int, what: str, *, seconds: float = 60) -> int:
+    """The exit code of forked child ``pid``; a child still running after ``seconds`` is killed and fails the test."""
+    deadline = time.monotonic() + seconds
+    while (done := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    if done[0] == 0:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        pytest.fail(f"the forked child hung {what}")
+    return os.waitstatus_to_exitcode(done[1])

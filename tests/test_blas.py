@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import os
-import signal
-import time
 from typing import Any
 
 import pytest
@@ -12,6 +10,8 @@ from threadpoolctl import threadpool_info, threadpool_limits
 
 from worlddb_lite import WorldDB, blas
 from worlddb_lite import db as db_module
+
+from .conftest import child_exit_code
 
 
 def _blas_threads() -> list[int]:
@@ -69,12 +69,5 @@ def test_a_child_forked_while_a_recall_holds_the_lock_can_read_on_its_own() -> N
                         code = 0 if blas._running == 1 else 1
                 finally:
                     os._exit(code)
-    deadline = time.monotonic() + 30
-    while (done := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
-        time.sleep(0.02)
-    if done[0] == 0:
-        os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
-        pytest.fail("the forked child hung on the BLAS lock")
-    assert os.waitstatus_to_exitcode(done[1]) == 0
+    assert child_exit_code(pid, "on the BLAS lock", seconds=30) == 0
     assert blas._running == 0  # the parent's count is its own

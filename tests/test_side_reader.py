@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -17,7 +16,7 @@ import pytest
 from worlddb_lite import WorldDB, reads
 from worlddb_lite.side_reader import SideReader, Unavailable
 
-from .conftest import FakeClock, FakeEmbedder
+from .conftest import FakeClock, FakeEmbedder, child_exit_code
 
 TEXTS = [f"note {i}: the {word} by the harbour" for i, word in enumerate(
     ["lighthouse", "ferry", "gull", "anchor", "lighthouse keeper", "tide", "ferry timetable", "rope"])]
@@ -140,14 +139,7 @@ def test_a_forked_child_recalls_and_closes_without_the_parents_threads(store: Wo
             code = 0 if inherited and fresh else 1
         finally:
             os._exit(code)
-    deadline = time.monotonic() + 60
-    while (done := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
-        time.sleep(0.05)
-    if done[0] == 0:
-        os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
-        pytest.fail("the forked child hung")
-    assert os.waitstatus_to_exitcode(done[1]) == 0
+    assert child_exit_code(pid, "recalling and closing") == 0
     assert _answers(store, "lighthouse") == expected  # the parent is unharmed
 
 
