@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import json
 import os
 import time
 import uuid
@@ -340,8 +339,7 @@ class WorldDB:
     def _try_finish_wipe(self) -> None:
         """``_finish_wipe`` in passing (open, close): it never waits; anyone in the way leaves it for later."""
         try:
-            with maintenance.no_waiting(self._conn):
-                self._finish_wipe(wait=False)
+            self._finish_wipe(wait=False)
         except (WorldDBError, apsw.Error):
             pass
 
@@ -352,7 +350,7 @@ class WorldDB:
         the file is rewritten first. Then the checkpoint, which puts the rewritten pages in the main
         file and empties the WAL; the mark goes once one has completed. Each step changes the mark only
         if it is still this one, so a newer purge's mark, written meanwhile, stays for its own wipe.
-        ``wait`` False: one attempt at each step, and a checkpoint that a reader is in the way of gives up.
+        ``wait`` False: no busy timeout and one attempt at each step, so anyone in the way stops it at once.
         """
         if mark is None:
             mark = None if self._conn.in_transaction else self._meta_value(maintenance.WIPE_PENDING)
@@ -360,13 +358,14 @@ class WorldDB:
                 return None
         step, _, token = mark.partition(" ")
         seconds = 0.0
-        if step == "vacuum":
-            seconds = maintenance.vacuum(self._conn, retry=wait)
-            self._swap_mark(mark, f"checkpoint {token}", retry=wait)
-        result = maintenance.checkpoint(self._conn, wait=wait)
-        if not result["busy"]:
-            self._swap_mark(f"checkpoint {token}", None, retry=wait)
-            maintenance.checkpoint(self._conn, wait=False)  # and the WAL emptied of that write too
+        with contextlib.nullcontext() if wait else maintenance.no_waiting(self._conn):
+            if step == "vacuum":
+                seconds = maintenance.vacuum(self._conn, retry=wait)
+                self._swap_mark(mark, f"checkpoint {token}", retry=wait)
+            result = maintenance.checkpoint(self._conn, wait=wait)
+            if not result["busy"]:
+                self._swap_mark(f"checkpoint {token}", None, retry=wait)
+                maintenance.checkpoint(self._conn, wait=False)  # and the WAL emptied of that write too
         return {**result, "vacuum_seconds": seconds}
 
     def _swap_mark(self, expected: str, value: str | None, *, retry: bool) -> None:
@@ -480,17 +479,14 @@ class WorldDB:
         that holds a purged child can say yes, so a new session costs one index probe, not the ids.
         """
         with _sqlite.translate():
-            held = self._conn.execute("select 1 from node where parent = ? and body is null limit 1",
-                                      (self._store.resolve(world),)).fetchone()
-        if held is None:
-            return [False] * len(records)
+            if not reads.holds_purged(self._conn, self._store.resolve(world)):
+                return [False] * len(records)
         with self._txn() as txn:
-            ids = [raw.hex() for raw in txn.node_ids(self._specs(txn, records))]
+            ids = txn.node_ids(self._specs(txn, records))
         with _sqlite.translate():
-            erased = {str(r[0]) for r in self._conn.execute(
-                "select lower(hex(id)) from node where id in (select unhex(value) from json_each(?)) "
-                "and body is null", (json.dumps(ids),))}
-        return [i in erased for i in ids]
+            existing = self._store.nids_of(ids)
+            kept = set(reads.with_text(self._conn, list(existing.values())))
+        return [raw in existing and existing[raw] not in kept for raw in ids]
 
     def _specs(self, txn: Txn, records: Sequence[Mapping[str, Any]]) -> list[NodeSpec]:
         """``write_many``'s records checked into NodeSpecs."""

@@ -149,6 +149,11 @@ def valid_between(conn: apsw.Connection, start: str, end: str, most: int,
     return [as_int(r[0]) for r in rows]
 
 
+def holds_purged(conn: apsw.Connection, world: int) -> bool:
+    """Whether a purge erased a child of ``world`` (purge.py keeps the row, empties the body)."""
+    return conn.execute("select 1 from node where parent = ? and body is null limit 1", (world,)).fetchone() is not None
+
+
 def with_text(conn: apsw.Connection, nids: Sequence[int]) -> list[int]:
     """``nids`` (in order) whose text was not purged (purge.py keeps the row, empties the body)."""
     kept = {as_int(r[0]) for r in conn.execute(

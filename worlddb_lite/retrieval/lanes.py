@@ -255,11 +255,10 @@ class _Reached:
 
     def take(self, edges: Sequence[tuple[int, int, int, str]]) -> None:
         """Add (edge, entity, node, time) links: a node new to the lane is checked and scored once."""
-        new = [source for _, _, source, _ in edges if source not in self.paths]
+        new = list(dict.fromkeys(source for _, _, source, _ in edges if source not in self.paths))
         for eid, entity, source, _ in edges:
             self.paths.setdefault(source, EntityPath(entity, self.entities[entity], eid))
             self.named.setdefault(source, set()).add(self.entities[entity])
-        new = list(dict.fromkeys(new))
         nids = sorted(n for n, (kind, _) in zip(new, self.view.kinds(new), strict=True) if kind in GRAPH_TYPES)
         nids = self.view.inside(nids) if self.view.world is not None else nids
         self.kept += nids
