@@ -102,13 +102,17 @@ def generate(p: Params, seed: int) -> Corpus:
     if p.generator == "shared":
         strength = p.noise_strength * np.abs(rng.standard_normal((p.worlds, p.children)))
         strength = -np.sort(-strength, axis=1)  # noisiest first, so "the first k" are the noisiest
-        children = unit(themes[:, None, :] + strength[..., None] * noise_dirs[:, None, :]
-                        + p.sigma_child_shared * eps(p.worlds, p.children))
+        children = unit(
+            themes[:, None, :]
+            + strength[..., None] * noise_dirs[:, None, :]
+            + p.sigma_child_shared * eps(p.worlds, p.children)
+        )
     else:
         children = unit(themes[:, None, :] + p.sigma_child * eps(p.worlds, p.children))
         k = p.noisy_children
-        children[:, :k] = unit(p.noisy_theme_weight * themes[:, None, :] + noise_dirs[:, None, :]
-                               + p.sigma_noisy * eps(p.worlds, k))
+        children[:, :k] = unit(
+            p.noisy_theme_weight * themes[:, None, :] + noise_dirs[:, None, :] + p.sigma_noisy * eps(p.worlds, k)
+        )
     query_world = rng.integers(0, p.worlds, p.queries)
     queries = unit(themes[query_world] + p.sigma_query * eps(p.queries))
     return Corpus(themes, content, children, query_world, queries)
@@ -138,14 +142,20 @@ def run(p: Params, seed: int, *, details: bool = False) -> dict[str, Any]:
         scales = {"sqrt_d": math.sqrt(p.dim), "1": 1.0, "1/sqrt_d": 1.0 / math.sqrt(p.dim)}
         out["v2_by_scale"] = {}
         for name, scale in scales.items():
-            pooled = np.stack([attention_pool(c, ch, scale=scale)
-                               for c, ch in zip(corpus.content, corpus.children, strict=True)])
-            weights = np.stack([attention_weights(c, ch, scale=scale)
-                                for c, ch in zip(corpus.content, corpus.children, strict=True)])
-            out["v2_by_scale"][name] = {"scale": round(scale, 4), **evaluate(corpus, pooled),
-                                        "max_weight": round(float(weights.max(axis=1).mean()), 4)}
+            pooled = np.stack(
+                [attention_pool(c, ch, scale=scale) for c, ch in zip(corpus.content, corpus.children, strict=True)]
+            )
+            weights = np.stack(
+                [attention_weights(c, ch, scale=scale) for c, ch in zip(corpus.content, corpus.children, strict=True)]
+            )
+            out["v2_by_scale"][name] = {
+                "scale": round(scale, 4),
+                **evaluate(corpus, pooled),
+                "max_weight": round(float(weights.max(axis=1).mean()), 4),
+            }
             out["weight_on_noisy_children"][f"v2_scale_{name}"] = round(
-                float(weights[:, : p.noisy_children].sum(axis=1).mean()), 4)
+                float(weights[:, : p.noisy_children].sum(axis=1).mean()), 4
+            )
     return out
 
 
@@ -154,21 +164,31 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     v1 = np.array([r["v1_mean"]["top1"] for r in rows])
     v2 = np.array([r["v2_attention"]["top1"] for r in rows])
     return {
-        "per_seed": {str(r["seed"]): {"v1_mean": r["v1_mean"]["top1"], "v2_attention": r["v2_attention"]["top1"]}
-                     for r in rows},
+        "per_seed": {
+            str(r["seed"]): {"v1_mean": r["v1_mean"]["top1"], "v2_attention": r["v2_attention"]["top1"]} for r in rows
+        },
         "v1_mean": {"mean": round(float(v1.mean()), 4), "std": round(float(v1.std()), 4)},
         "v2_attention": {"mean": round(float(v2.mean()), 4), "std": round(float(v2.std()), 4)},
-        "v2_wins": int((v2 > v1).sum()), "ties": int((v2 == v1).sum()), "v1_wins": int((v1 > v2).sum()),
+        "v2_wins": int((v2 > v1).sum()),
+        "ties": int((v2 == v1).sum()),
+        "v1_wins": int((v1 > v2).sum()),
     }
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seed", type=int, default=0, help="seed of the headline run (default 0)")
-    parser.add_argument("--seeds", default="0,1,2,3,4",
-                        help="comma-separated seeds for the per-seed comparison and the sweep ('' to skip)")
-    parser.add_argument("--generator", choices=("shared", "few"), default="shared",
-                        help="which reading of the paper's setup is the headline (the other is reported too)")
+    parser.add_argument(
+        "--seeds",
+        default="0,1,2,3,4",
+        help="comma-separated seeds for the per-seed comparison and the sweep ('' to skip)",
+    )
+    parser.add_argument(
+        "--generator",
+        choices=("shared", "few"),
+        default="shared",
+        help="which reading of the paper's setup is the headline (the other is reported too)",
+    )
     parser.add_argument("--noisy-children", type=int, default=None)
     parser.add_argument("--sigma-query", type=float, default=None)
     parser.add_argument("--no-sweep", action="store_true", help="skip the noisy-children x query-noise sweep")
@@ -198,14 +218,19 @@ def main(argv: list[str] | None = None) -> int:
         if not args.no_sweep:
             progress("sweep")
             sweep = {}
-            grid = ([("noise_strength", v) for v in (1.5, 3.0)] if params.generator == "shared"
-                    else [("noisy_children", v) for v in (2, 5, 8)])
+            grid = (
+                [("noise_strength", v) for v in (1.5, 3.0)]
+                if params.generator == "shared"
+                else [("noisy_children", v) for v in (2, 5, 8)]
+            )
             for name, value in grid:
                 for sq in (1.0, 2.0, 3.0, 4.0):
                     varied = replace(params, **{name: value}, sigma_query=sq)
                     s = summary([run(varied, seed) for seed in seeds])
-                    sweep[f"{name}={value},sigma_query={sq}"] = {"v1_mean": s["v1_mean"]["mean"],
-                                                                 "v2_attention": s["v2_attention"]["mean"]}
+                    sweep[f"{name}={value},sigma_query={sq}"] = {
+                        "v1_mean": s["v1_mean"]["mean"],
+                        "v2_attention": s["v2_attention"]["mean"],
+                    }
             result["sweep_mean_top1_over_seeds"] = sweep
     result["seconds"] = round(time.perf_counter() - started, 2)
     result["env"] = environment()

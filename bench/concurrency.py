@@ -36,8 +36,10 @@ from worlddb_lite import NotFound, WorldDB  # noqa: E402
 from worlddb_lite.hashing import EMPTY_TREE, edge_leaf, world_root  # noqa: E402
 from worlddb_lite.worlds import compute_levels  # noqa: E402
 
-WORDS = ("garden tea lisbon porto piano violin chess coffee bicycle river mountain train letter "
-         "birthday doctor recipe cousin meeting holiday museum").split()
+WORDS = (
+    "garden tea lisbon porto piano violin chess coffee bicycle river mountain train letter "
+    "birthday doctor recipe cousin meeting holiday museum"
+).split()
 SHARED = "shared"
 
 
@@ -66,8 +68,9 @@ def writer(path: str, number: int, seconds: float, ready: Any, go: Any, out: Any
         started = time.perf_counter()
         try:
             if i % 10 == 9:
-                ids = db.write_many([{"text": f"w{number} item {i}.{j}: {_sentence(rng, 8)}", "scope": scope}
-                                     for j in range(8)])
+                ids = db.write_many(
+                    [{"text": f"w{number} item {i}.{j}: {_sentence(rng, 8)}", "scope": scope} for j in range(8)]
+                )
                 lat["write_many8"].append(time.perf_counter() - started)
                 acked.extend(ids)
             else:
@@ -119,8 +122,8 @@ def root_recomputes(db: WorldDB, world: str) -> bool:
         row = store.node_row(nid)
         leaves: dict[int, bytes] = {}
         for slot, root in conn.execute(
-                "select n.slot, s.root from node as n join node_state as s on s.nid = n.nid where n.parent = ?",
-                (nid,)):
+            "select n.slot, s.root from node as n join node_state as s on s.nid = n.nid where n.parent = ?", (nid,)
+        ):
             leaves[int(slot)] = bytes(root)
         for edge in store.edge_rows("where e.world = ?", (nid,)):
             leaves[edge.slot] = edge_leaf(edge.id, edge.state())
@@ -132,8 +135,9 @@ def root_recomputes(db: WorldDB, world: str) -> bool:
 
 def run(path: str, writers: int, readers: int, seconds: float) -> dict[str, Any]:
     with WorldDB(path) as db:  # create the store and warm it with a few memories
-        db.write_many([{"text": f"seed memory {i}: {_sentence(random.Random(i), 10)}", "scope": SHARED}
-                       for i in range(50)])
+        db.write_many(
+            [{"text": f"seed memory {i}: {_sentence(random.Random(i), 10)}", "scope": SHARED} for i in range(50)]
+        )
     ctx = mp.get_context("fork")
     out, ready, go = ctx.Queue(), ctx.Queue(), ctx.Event()
     procs = [ctx.Process(target=writer, args=(path, n, seconds, ready, go, out)) for n in range(writers)]
@@ -165,9 +169,16 @@ def run(path: str, writers: int, readers: int, seconds: float) -> dict[str, Any]
                 lost += 1
         report = db.verify()
     ops = {kind: {"ops_per_s": round(len(s) / seconds, 1), **percentiles(s)} for kind, s in lat.items() if s}
-    return {"ops": ops, "errors": len(errors), "first_errors": errors[:5], "writes_acked": len(acked),
-            "writes_lost": lost, "inconsistent_roots": inconsistent, "verify_ok": report.ok,
-            "violations": [f"{v.invariant}: {v.detail}" for v in report.violations[:5]]}
+    return {
+        "ops": ops,
+        "errors": len(errors),
+        "first_errors": errors[:5],
+        "writes_acked": len(acked),
+        "writes_lost": lost,
+        "inconsistent_roots": inconsistent,
+        "verify_ok": report.ok,
+        "violations": [f"{v.invariant}: {v.detail}" for v in report.violations[:5]],
+    }
 
 
 def main() -> None:

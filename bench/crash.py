@@ -100,8 +100,9 @@ def _child(mode: str, path: str, fd: int, seed: int) -> None:
                 last = new
             elif roll < 0.3:
                 texts = [f"batch memory {i}.{j} of trial {seed}" for j in range(8)]
-                ids = db.write_many([{"text": t, "scope": f"s{j % 3}", "vector": _vector(rng)}
-                                     for j, t in enumerate(texts)])
+                ids = db.write_many(
+                    [{"text": t, "scope": f"s{j % 3}", "vector": _vector(rng)} for j, t in enumerate(texts)]
+                )
                 for ref, text in zip(ids, texts, strict=True):
                     ack(f"w {ref} {text}")
             else:
@@ -187,10 +188,15 @@ def _check_writes(db: WorldDB, acks: list[str]) -> list[str]:
 
 def _check_ingest(db: WorldDB, acks: list[str]) -> list[str]:
     acked = {int(line.split()[1]) for line in acks if line.startswith("c ")}
-    counts = {str(k): int(n) for k, n in db._conn.execute(
-        "select json_extract(body, '$.props.conversation'), count(*) from node where type = 'Turn' group by 1")}
-    problems = [f"conversation {k} has {n} of {TURNS} turns (not all or nothing)"
-                for k, n in counts.items() if n != TURNS]
+    counts = {
+        str(k): int(n)
+        for k, n in db._conn.execute(
+            "select json_extract(body, '$.props.conversation'), count(*) from node where type = 'Turn' group by 1"
+        )
+    }
+    problems = [
+        f"conversation {k} has {n} of {TURNS} turns (not all or nothing)" for k, n in counts.items() if n != TURNS
+    ]
     problems += [f"acknowledged conversation {k} is missing" for k in acked if f"conv-{k}" not in counts]
     return problems
 
@@ -221,14 +227,12 @@ def _check_purged_bytes(path: str, acks: list[str]) -> list[str]:
     data = b"".join(Path(path + suffix).read_bytes().lower() for suffix in ("", "-wal") if Path(path + suffix).exists())
     with WorldDB(path, embedder=None, dim=DIM, create=False) as db:
         gone = [line.split()[1:] for line in acks if line.startswith("w ") and db.read(line.split()[1]).purged]
-    return [f"the purged secret of {ref[:12]} is still in the files" for ref, secret in gone
-            if secret.encode() in data]
+    return [f"the purged secret of {ref[:12]} is still in the files" for ref, secret in gone if secret.encode() in data]
 
 
 def _check_drain(db: WorldDB, acks: list[str], queued: int) -> list[str]:
     acked = max([int(line.split()[1]) for line in acks if line.startswith("d ")], default=0)
-    done, total = (int(v) for v in db._conn.execute(
-        "select count(done_at), count(*) from work_queue").fetchone())  # type: ignore[misc]
+    done, total = (int(v) for v in db._conn.execute("select count(done_at), count(*) from work_queue").fetchone())  # type: ignore[misc]
     problems = []
     if total != queued:
         problems.append(f"the queue holds {total} items, {queued} were queued")
@@ -236,7 +240,8 @@ def _check_drain(db: WorldDB, acks: list[str], queued: int) -> list[str]:
         problems.append(f"{acked} items were acknowledged but only {done} are done")
     half = db._conn.execute(
         "select count(*) from work_queue as q join edge as e on e.src = q.turn or e.dst = q.turn "
-        "where q.done_at is null and e.type = 'refers_to'").fetchone()[0]  # type: ignore[index]
+        "where q.done_at is null and e.type = 'refers_to'"
+    ).fetchone()[0]  # type: ignore[index]
     if half:
         problems.append(f"{half} refers_to edges touch turns whose item is not done (half an item landed)")
     return problems
@@ -301,8 +306,7 @@ def trial(mode: str, source: Path, queued: int, folder: Path, rng: random.Random
     return {"acks": len(acks), "delay_s": round(delay, 3), "problems": problems}
 
 
-def run(trials: int, mode: str, seed: int, max_delay: float, folder: Path,
-        say: Any = None) -> dict[str, Any]:
+def run(trials: int, mode: str, seed: int, max_delay: float, folder: Path, say: Any = None) -> dict[str, Any]:
     """Run ``trials`` kills (modes in turn for ``mixed``); the result counts failures per mode."""
     rng = random.Random(seed)
     modes = MODES if mode == "mixed" else (mode,)
@@ -321,11 +325,22 @@ def run(trials: int, mode: str, seed: int, max_delay: float, folder: Path,
             failures.append({"trial": n, "mode": m, **result})
         if say is not None and (n + 1) % 25 == 0:
             say(f"{n + 1}/{trials} trials, {len(failures)} failures")
-    summary = {m: {"trials": s["trials"], "failures": s["failures"],
-                   "acks_median": float(np.median(s["acks"])) if s["acks"] else 0.0,
-                   "acks_max": max(s["acks"], default=0)} for m, s in per.items()}
-    return {"trials": trials, "failures": len(failures), "per_mode": summary, "first_failures": failures[:5],
-            "seconds": round(time.perf_counter() - started, 1)}
+    summary = {
+        m: {
+            "trials": s["trials"],
+            "failures": s["failures"],
+            "acks_median": float(np.median(s["acks"])) if s["acks"] else 0.0,
+            "acks_max": max(s["acks"], default=0),
+        }
+        for m, s in per.items()
+    }
+    return {
+        "trials": trials,
+        "failures": len(failures),
+        "per_mode": summary,
+        "first_failures": failures[:5],
+        "seconds": round(time.perf_counter() - started, 1),
+    }
 
 
 def main() -> None:

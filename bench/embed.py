@@ -33,8 +33,14 @@ def corpus() -> tuple[list[str], str]:
     """The LoCoMo turns (or a synthetic stand-in) and where they came from."""
     if LOCOMO.is_file():
         samples = json.loads(LOCOMO.read_text("utf-8"))
-        texts = [turn["text"] for s in samples for key, turns in s["conversation"].items()
-                 if key.startswith("session_") and isinstance(turns, list) for turn in turns if turn.get("text")]
+        texts = [
+            turn["text"]
+            for s in samples
+            for key, turns in s["conversation"].items()
+            if key.startswith("session_") and isinstance(turns, list)
+            for turn in turns
+            if turn.get("text")
+        ]
         return texts, "locomo10 turns"
     rng = np.random.default_rng(0)
     words = "memory porto sister dog river flight hotel job manager moved started likes coffee week".split()
@@ -74,19 +80,22 @@ def main() -> None:
         model.embed([text])
         singles.append(time.perf_counter() - t)
     weights = bundled_model_path() / "model.safetensors"
-    emit({
-        "model": model.model_id,
-        "dim": model.dim,
-        "texts": len(texts),
-        "source": source,
-        "mean_chars": round(sum(map(len, texts)) / max(len(texts), 1), 1),
-        "load_s": round(cold, 3),
-        "batch_sentences_per_s": round(len(texts) / batch_s),
-        "single_sentences_per_s": round(len(singles) / sum(singles)),
-        "single_latency": percentiles(singles),
-        "model_bytes": weights.stat().st_size,
-        "environment": environment(),
-    }, args.json)
+    emit(
+        {
+            "model": model.model_id,
+            "dim": model.dim,
+            "texts": len(texts),
+            "source": source,
+            "mean_chars": round(sum(map(len, texts)) / max(len(texts), 1), 1),
+            "load_s": round(cold, 3),
+            "batch_sentences_per_s": round(len(texts) / batch_s),
+            "single_sentences_per_s": round(len(singles) / sum(singles)),
+            "single_latency": percentiles(singles),
+            "model_bytes": weights.stat().st_size,
+            "environment": environment(),
+        },
+        args.json,
+    )
 
 
 if __name__ == "__main__":

@@ -120,7 +120,8 @@ def scored(asked: list[Asked], setting: Setting) -> dict[str, dict[str, float]]:
         for item in asked:
             ranked = item.ranking(pipeline.rank(item.view, item.question.text, item.found).nids)
             rows.setdefault(item.dataset, []).append(
-                {f"recall@{k}": rm.recall_at_k(ranked, item.question.gold, k) for k in (1, 5, 10, 20)})
+                {f"recall@{k}": rm.recall_at_k(ranked, item.question.gold, k) for k in (1, 5, 10, 20)}
+            )
             if item.question.original and item.question.updated:
                 order = rm.knowledge_update_order(ranked, item.question.original, item.question.updated)[1]
                 updates.setdefault(item.dataset, []).append(order in ("updated_above", "only_updated_ranked"))
@@ -166,8 +167,9 @@ def fit(asked: list[Asked], rounds: int, min_gain: float) -> tuple[Setting, list
                 gained = objective(scored(asked, tried))
                 if gained > best + min_gain:
                     setting, best, moved = tried, gained, True
-                    steps.append({"round": round_, "knob": name, "value": round(value * step, 4),
-                                  "objective": round(best, 4)})
+                    steps.append(
+                        {"round": round_, "knob": name, "value": round(value * step, 4), "objective": round(best, 4)}
+                    )
                     progress(f"fusion_fit: {name} -> {value * step:.4g}: {best:.4f}")
                     break
         if not moved:
@@ -209,7 +211,7 @@ def main() -> None:
                 path = DEFAULT_PATHS[dataset]
                 if not path.exists():
                     raise SystemExit(f"fusion_fit: {path} not found (../shared/data holds the benchmarks)")
-                cases = prepare(dataset, path).cases[:args.limit]
+                cases = prepare(dataset, path).cases[: args.limit]
                 found, dbs = read_lanes(dataset, cases, Path(args.stores))
                 asked += found
                 opened += dbs
@@ -219,12 +221,24 @@ def main() -> None:
             setting, steps = fit(fitted_on, args.rounds, args.min_gain)
             result = {
                 "code": {"worlddb_lite_sha256_16": source_digest()},
-                "params": {"datasets": args.datasets, "fit_on": args.fit_on, "rounds": args.rounds,
-                           "min_gain": args.min_gain, "limit": args.limit, "steps": STEPS},
-                "before": {"setting": before, "fitted_on": scored(fitted_on, before),
-                           **({"held_out": scored(held_out, before)} if held_out else {})},
-                "after": {"setting": setting, "fitted_on": scored(fitted_on, setting),
-                          **({"held_out": scored(held_out, setting)} if held_out else {})},
+                "params": {
+                    "datasets": args.datasets,
+                    "fit_on": args.fit_on,
+                    "rounds": args.rounds,
+                    "min_gain": args.min_gain,
+                    "limit": args.limit,
+                    "steps": STEPS,
+                },
+                "before": {
+                    "setting": before,
+                    "fitted_on": scored(fitted_on, before),
+                    **({"held_out": scored(held_out, before)} if held_out else {}),
+                },
+                "after": {
+                    "setting": setting,
+                    "fitted_on": scored(fitted_on, setting),
+                    **({"held_out": scored(held_out, setting)} if held_out else {}),
+                },
                 "steps": steps,
                 "seconds": round(time.perf_counter() - started, 1),
                 "environment": environment(),

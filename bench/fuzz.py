@@ -33,10 +33,42 @@ from common import emit, environment, progress, remove_store  # noqa: E402
 from worlddb_lite import WorldDB, WorldDBError  # noqa: E402
 from worlddb_lite.hashing import edge_body, edge_id, node_id  # noqa: E402
 
-EDGE_TYPES = ("refers_to", "contains", "implies", "derived_from", "instance_of", "subtype_of",
-              "causes", "precedes", "contradicts", "supersedes", "same_as")
-WORDS = ("Sarah", "Tom", "Lisbon", "Porto", "tea", "coffee", "manager", "dog", "Rex", "piano",
-         "moved", "likes", "works", "at", "Acme", "in", "May", "the", "my", "ünïcode", "日本")
+EDGE_TYPES = (
+    "refers_to",
+    "contains",
+    "implies",
+    "derived_from",
+    "instance_of",
+    "subtype_of",
+    "causes",
+    "precedes",
+    "contradicts",
+    "supersedes",
+    "same_as",
+)
+WORDS = (
+    "Sarah",
+    "Tom",
+    "Lisbon",
+    "Porto",
+    "tea",
+    "coffee",
+    "manager",
+    "dog",
+    "Rex",
+    "piano",
+    "moved",
+    "likes",
+    "works",
+    "at",
+    "Acme",
+    "in",
+    "May",
+    "the",
+    "my",
+    "ünïcode",
+    "日本",
+)
 TABLES = ("node", "node_state", "edge", "merge_proposal", "alias", "root_log", "merkle")
 
 
@@ -117,13 +149,15 @@ class Fuzzer:
             return "alias", lambda: db.add_alias(self.rng.choice(self.nodes), self.text())
         if r < 0.67:  # hostile: bad ids, bad times, unknown types, values of the wrong type
             bad = self.rng.choice(["zz", "0" * 64, "1234", self.rng.choice(self.nodes)[:6], None, 42, b"\xff"])
-            hostile = self.rng.choice([
-                lambda: db.link(bad, self.pick(), self.rng.choice(EDGE_TYPES + ("nope",))),
-                lambda: db.write(bad, scope="fuzz-a"),
-                lambda: db.write("x", scope="fuzz-a", valid_at=bad),
-                lambda: db.read(bad),
-                lambda: db.link(self.pick(), self.pick(), "refers_to", props=bad),
-            ])
+            hostile = self.rng.choice(
+                [
+                    lambda: db.link(bad, self.pick(), self.rng.choice(EDGE_TYPES + ("nope",))),
+                    lambda: db.write(bad, scope="fuzz-a"),
+                    lambda: db.write("x", scope="fuzz-a", valid_at=bad),
+                    lambda: db.read(bad),
+                    lambda: db.link(self.pick(), self.pick(), "refers_to", props=bad),
+                ]
+            )
             return "bad", hostile
         if r < 0.71:  # several edges in one call, all or nothing
             triples = [(self.pick(), self.pick(), self.rng.choice(EDGE_TYPES)) for _ in range(self.rng.randint(2, 4))]
@@ -152,8 +186,10 @@ class Fuzzer:
     # ---- checks -----------------------------------------------------------------------
 
     def fingerprint(self) -> tuple[Any, ...]:
-        maxes = tuple(self.conn.execute(f"select coalesce(max(rowid), 0) from {t}").fetchone()[0]  # noqa: S608
-                      for t in ("node", "edge", "merge_proposal", "root_log"))
+        maxes = tuple(
+            self.conn.execute(f"select coalesce(max(rowid), 0) from {t}").fetchone()[0]  # noqa: S608
+            for t in ("node", "edge", "merge_proposal", "root_log")
+        )
         decided = self.conn.execute("select count(*) from merge_proposal where status != 'pending'").fetchone()[0]
         aliases = self.conn.execute("select count(*) from alias").fetchone()[0]
         return (self.db.root(), maxes, decided, aliases)
@@ -170,7 +206,8 @@ class Fuzzer:
                 self.text_nodes += 1
         for eid, raw, edge_type, src, dst, valid_at, props in self.conn.execute(
             "select e.eid, e.id, e.type, a.id, b.id, e.valid_at, e.props from edge as e "
-            "join node as a on a.nid = e.src join node as b on b.nid = e.dst where e.eid > ?", (edge_max,)
+            "join node as a on a.nid = e.src join node as b on b.nid = e.dst where e.eid > ?",
+            (edge_max,),
         ):
             if edge_id(edge_body(edge_type, src.hex(), dst.hex(), valid_at, props)) != raw:
                 self.bad("hash", f"edge {eid} does not hash to its id")
@@ -187,18 +224,21 @@ class Fuzzer:
             self.intervals[nid] = (row[0], row[1])
         orphan = self.conn.execute(
             "select count(*) from merge_proposal as m where not exists (select 1 from node where nid = m.a) "
-            "or not exists (select 1 from node where nid = m.b)").fetchone()[0]
+            "or not exists (select 1 from node where nid = m.b)"
+        ).fetchone()[0]
         if orphan:
             self.bad("merge", f"{orphan} proposals point at missing nodes")
         asym = self.conn.execute(
             "select count(*) from edge as e where e.type = 'same_as' and e.invalid_at is null and not exists "
             "(select 1 from edge as f where f.type = 'same_as' and f.src = e.dst and f.dst = e.src "
-            "and f.invalid_at is null)").fetchone()[0]
+            "and f.invalid_at is null)"
+        ).fetchone()[0]
         if asym:
             self.bad("merge", f"{asym} same_as edges have no mirror")
         unaccepted = self.conn.execute(
             "select count(*) from edge as e where e.type = 'same_as' and not exists (select 1 from merge_proposal "
-            "as m where m.status = 'accepted' and m.a = min(e.src, e.dst) and m.b = max(e.src, e.dst))").fetchone()[0]
+            "as m where m.status = 'accepted' and m.a = min(e.src, e.dst) and m.b = max(e.src, e.dst))"
+        ).fetchone()[0]
         if unaccepted:
             self.bad("merge", f"{unaccepted} same_as edges without an accepted proposal")
         fts = self.conn.execute("select count(*) from node_fts_docsize").fetchone()[0]
@@ -206,8 +246,11 @@ class Fuzzer:
         # a vector per node with text, plus a composed one per textless world above them
         composed = self.conn.execute("select count(*) from world_vec where anchor is null").fetchone()[0]
         if not self.text_nodes == fts == vec - composed:
-            self.bad("indexes", f"text nodes {self.text_nodes}, fts rows {fts}, vector rows {vec} "
-                     f"({composed} composed for worlds without text)")
+            self.bad(
+                "indexes",
+                f"text nodes {self.text_nodes}, fts rows {fts}, vector rows {vec} "
+                f"({composed} composed for worlds without text)",
+            )
 
     def full_check(self) -> None:
         report = self.db.verify(deep=True)

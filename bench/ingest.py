@@ -56,9 +56,16 @@ def fill(db: WorldDB, pool: list[str], start: int, stop: int) -> None:
         sessions = []
         for s_first in range(first, last, TURNS_PER_SESSION):
             day = (s_first // TURNS_PER_SESSION) % 3650
-            sessions.append(SessionIn(str(s_first), _day(day), [
-                TurnIn(f"{pool[i % len(pool)]} ({i})", "user" if i % 2 else "assistant")
-                for i in range(s_first, min(s_first + TURNS_PER_SESSION, last))]))
+            sessions.append(
+                SessionIn(
+                    str(s_first),
+                    _day(day),
+                    [
+                        TurnIn(f"{pool[i % len(pool)]} ({i})", "user" if i % 2 else "assistant")
+                        for i in range(s_first, min(s_first + TURNS_PER_SESSION, last))
+                    ],
+                )
+            )
         ingest(db, ConversationIn(f"filler-{n}", [f"scope-{n % SCOPES}"], sessions))
 
 
@@ -87,8 +94,15 @@ def write_latency(sizes: list[int], writes: int, workdir: Path) -> dict[str, dic
             timings: dict[str, list[float]] = {"system1": [], "inline": []}
             for i in range(writes):  # the two paths alternate, so drift on a shared machine hits both alike
                 kind = "system1" if i % 2 == 0 else "inline"
-                turn = ConversationIn(f"probe-{size}", ["scope-0"], [SessionIn("live", _day(4000), [
-                    TurnIn(f"{pool[(size + i) % len(pool)]} [probe {size}.{i}]", "user")])])
+                turn = ConversationIn(
+                    f"probe-{size}",
+                    ["scope-0"],
+                    [
+                        SessionIn(
+                            "live", _day(4000), [TurnIn(f"{pool[(size + i) % len(pool)]} [probe {size}.{i}]", "user")]
+                        )
+                    ],
+                )
                 started = time.perf_counter()
                 ingest(db, turn, deferred=kind == "system1")
                 timings[kind].append(time.perf_counter() - started)
@@ -109,13 +123,21 @@ def dataset_rate(name: str, path: Path, fmt: str, workdir: Path) -> dict[str, fl
             ingest(db, conversation)
     seconds = time.perf_counter() - started
     turns = sum(c.turn_count for c in conversations)
-    return {"conversations": len(conversations), "turns": turns, "seconds": round(seconds, 2),
-            "turns_per_s": round(turns / seconds, 1), "file_bytes": store_bytes(store)}
+    return {
+        "conversations": len(conversations),
+        "turns": turns,
+        "seconds": round(seconds, 2),
+        "turns_per_s": round(turns / seconds, 1),
+        "file_bytes": store_bytes(store),
+    }
 
 
 VARIANTS: dict[str, dict[str, object]] = {
-    "plain": {}, "gate": {"gate": EncodingGate()}, "gate, window only": {"gate": EncodingGate(neighbours=0)},
-    "bridge": {"bridge": True}, "gate+bridge": {"gate": EncodingGate(), "bridge": True},
+    "plain": {},
+    "gate": {"gate": EncodingGate()},
+    "gate, window only": {"gate": EncodingGate(neighbours=0)},
+    "bridge": {"bridge": True},
+    "gate+bridge": {"gate": EncodingGate(), "bridge": True},
 }
 
 
@@ -137,17 +159,30 @@ def variants(workdir: Path, repeat: int, conversations: int | None) -> dict[str,
                     ingest(db, conversation, stats=stats, **options)  # type: ignore[arg-type]
                 seconds = time.perf_counter() - started
                 facts = sum(len(db.nodes(world=db.scope(c.scopes[0]), type="Fact", limit=100_000)) for c in data)
-                entities = sum(len(db.nodes(world=db.scope(c.scopes[0]), type="Entity", limit=100_000))
-                               for c in data)
+                entities = sum(len(db.nodes(world=db.scope(c.scopes[0]), type="Entity", limit=100_000)) for c in data)
             best[name] = min(best.get(name, seconds), seconds)
-            out[name] = {"turns_per_s": round(turns / best[name], 1), "seconds": round(best[name], 3),
-                         "below_gate_share": round(stats.below_gate / turns, 4),
-                         "bridged_share": round(stats.bridged / turns, 4), "facts": facts, "entities": entities}
+            out[name] = {
+                "turns_per_s": round(turns / best[name], 1),
+                "seconds": round(best[name], 3),
+                "below_gate_share": round(stats.below_gate / turns, 4),
+                "bridged_share": round(stats.bridged / turns, 4),
+                "facts": facts,
+                "entities": entities,
+            }
     for name in out:
         out[name]["speed_vs_plain"] = round(best["plain"] / best[name], 3)  # < 1: slower than plain
-    return {"dataset": "locomo", "conversations": len(data), "turns": turns, "repeat": repeat,
-            "gate": {"threshold": EncodingGate().threshold, "window": EncodingGate().window,
-                     "neighbours": EncodingGate().neighbours}, "variants": out}
+    return {
+        "dataset": "locomo",
+        "conversations": len(data),
+        "turns": turns,
+        "repeat": repeat,
+        "gate": {
+            "threshold": EncodingGate().threshold,
+            "window": EncodingGate().window,
+            "neighbours": EncodingGate().neighbours,
+        },
+        "variants": out,
+    }
 
 
 def main() -> None:
@@ -155,8 +190,9 @@ def main() -> None:
     parser.add_argument("--sizes", default="1000,10000,100000", help="store sizes (turns) to time writes at")
     parser.add_argument("--writes", type=int, default=300, help="timed single-turn writes per size")
     parser.add_argument("--skip-datasets", action="store_true", help="only the write-latency part")
-    parser.add_argument("--variants", action="store_true",
-                        help="only LoCoMo ingested plain / gated / bridged / both (see above)")
+    parser.add_argument(
+        "--variants", action="store_true", help="only LoCoMo ingested plain / gated / bridged / both (see above)"
+    )
     parser.add_argument("--repeat", type=int, default=3, help="--variants: rounds (the fastest of each counts)")
     parser.add_argument("--conversations", type=int, help="--variants: only the first N LoCoMo conversations")
     parser.add_argument("--json", help="also write the result to this file")

@@ -144,15 +144,20 @@ def hydration(X: np.ndarray, centroids: np.ndarray) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         path = str(Path(tmp) / "lane.db")
         conn = apsw.Connection(path)
-        for sql in ("create table node (nid integer primary key, parent integer, type text)",
-                    "create table node_vec (nid integer primary key, part integer, seq integer, embedding blob)",
-                    "create table vec_centroid (part integer primary key, centroid blob)"):
+        for sql in (
+            "create table node (nid integer primary key, parent integer, type text)",
+            "create table node_vec (nid integer primary key, part integer, seq integer, embedding blob)",
+            "create table vec_centroid (part integer primary key, centroid blob)",
+        ):
             conn.execute(sql)
         with conn:
-            conn.executemany("insert into node values (?, ?, ?)",
-                             zip(nids.tolist(), parents.tolist(), types, strict=True))
-            conn.executemany("insert into node_vec values (?, ?, ?, ?)",
-                             ((int(nids[i]), int(parts[i]), i + 1, X[i].tobytes()) for i in range(X.shape[0])))
+            conn.executemany(
+                "insert into node values (?, ?, ?)", zip(nids.tolist(), parents.tolist(), types, strict=True)
+            )
+            conn.executemany(
+                "insert into node_vec values (?, ?, ?, ?)",
+                ((int(nids[i]), int(parts[i]), i + 1, X[i].tobytes()) for i in range(X.shape[0])),
+            )
             VectorTable(conn).save_centroids(centroids)
         conn.close()
         fresh = apsw.Connection(path)
@@ -175,7 +180,10 @@ def run(kind: str, n: int, nq: int) -> dict[str, Any]:
     progress(f"[{kind} {n:,}] training on all rows")
     index, build_s = build(X, n)
     result: dict[str, Any] = {
-        "data": info.get("source", kind), "n": n, "partitions": index.nlist, "nprobe": nprobe_for(index.nlist),
+        "data": info.get("source", kind),
+        "n": n,
+        "partitions": index.nlist,
+        "nprobe": nprobe_for(index.nlist),
         "train_and_load_s": round(build_s, 3),
         "index_bytes": int(index.matrix.nbytes + index.row_nid.nbytes + index.pos.nbytes + index.parent.nbytes),
     }

@@ -34,11 +34,26 @@ TOPICS = "gardening tea Lisbon piano chess coffee cycling rivers trains letters 
 def one_size(folder: Path, size: int) -> dict[str, Any]:
     db = WorldDB(str(folder / f"purge-{size}.db"))
     try:
-        db.write_many([{"text": f"note {i}: Ana talked about {TOPICS[i % len(TOPICS)]} with Ben", "scope": "notes"}
-                       for i in range(size)])
-        sessions = [SessionIn(str(s), f"2024-01-{1 + s % 28:02d}", [
-            TurnIn(f"In part {s}.{t} she told me about {TOPICS[(s + t) % len(TOPICS)]}",
-                   speaker="Ana" if t % 2 else "Ben") for t in range(25)]) for s in range(max(1, size // 25))]
+        db.write_many(
+            [
+                {"text": f"note {i}: Ana talked about {TOPICS[i % len(TOPICS)]} with Ben", "scope": "notes"}
+                for i in range(size)
+            ]
+        )
+        sessions = [
+            SessionIn(
+                str(s),
+                f"2024-01-{1 + s % 28:02d}",
+                [
+                    TurnIn(
+                        f"In part {s}.{t} she told me about {TOPICS[(s + t) % len(TOPICS)]}",
+                        speaker="Ana" if t % 2 else "Ben",
+                    )
+                    for t in range(25)
+                ],
+            )
+            for s in range(max(1, size // 25))
+        ]
         turns = ingest(db, ConversationIn("talk", ["talk"], sessions), bridge=True)
         t0 = time.perf_counter()
         scope = db.purge(db.scope("notes"))
@@ -46,8 +61,13 @@ def one_size(folder: Path, size: int) -> dict[str, Any]:
         t0 = time.perf_counter()
         db.purge(turns[len(turns) // 2])
         turn_s = time.perf_counter() - t0
-        return {"memories": size, "turns": len(turns), "scope_purged": len(scope["purged"]),
-                "scope_s": round(scope_s, 3), "turn_s": round(turn_s, 3)}
+        return {
+            "memories": size,
+            "turns": len(turns),
+            "scope_purged": len(scope["purged"]),
+            "scope_s": round(scope_s, 3),
+            "turn_s": round(turn_s, 3),
+        }
     finally:
         db.close()
 

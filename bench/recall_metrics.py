@@ -49,8 +49,14 @@ def dcg(relevances: Sequence[float], k: int, *, discount: str = "standard") -> f
     raise ValueError(f"unknown discount {discount!r}")
 
 
-def ndcg(ranked: Sequence[Hashable], gold: Collection[Hashable], k: int, *,
-         corpus: Sequence[Hashable] | None = None, discount: str = "standard") -> float:
+def ndcg(
+    ranked: Sequence[Hashable],
+    gold: Collection[Hashable],
+    k: int,
+    *,
+    corpus: Sequence[Hashable] | None = None,
+    discount: str = "standard",
+) -> float:
     """Binary-relevance NDCG@k; the ideal ranking puts every relevant corpus entry first.
 
     ``corpus`` (a list, duplicates allowed, as LongMemEval's turn-to-session labels) sets how
@@ -76,15 +82,21 @@ def distinct(values: Iterable[Hashable]) -> list[Hashable]:
     return out
 
 
-def session_recall_any(ranked: Sequence[Hashable], gold_sessions: Collection[Hashable],
-                       session_of: Mapping[Hashable, Hashable], k: int = 5) -> float:
+def session_recall_any(
+    ranked: Sequence[Hashable], gold_sessions: Collection[Hashable], session_of: Mapping[Hashable, Hashable], k: int = 5
+) -> float:
     """1 if any gold session is among the first k distinct sessions of the ranked turns."""
     sessions = distinct(session_of[t] for t in ranked)[:k]
     return float(any(s in gold_sessions for s in sessions))
 
 
-def turn_to_session(ranked: Sequence[Hashable], gold_turns: Collection[Hashable], corpus: Sequence[Hashable],
-                    session_of: Mapping[Hashable, Hashable], k: int) -> tuple[float, float, float]:
+def turn_to_session(
+    ranked: Sequence[Hashable],
+    gold_turns: Collection[Hashable],
+    corpus: Sequence[Hashable],
+    session_of: Mapping[Hashable, Hashable],
+    k: int,
+) -> tuple[float, float, float]:
     """LongMemEval's ``evaluate_retrieval_turn2session``: session recall_any, recall_all, NDCG from turns.
 
     Turns become their sessions (duplicates kept), gold becomes the set of gold sessions, and
@@ -98,12 +110,16 @@ def turn_to_session(ranked: Sequence[Hashable], gold_turns: Collection[Hashable]
     while effective <= len(corpus_sessions) and len(set(sessions[:effective])) < k:
         effective += 1
     top = set(sessions[:effective])
-    return (float(any(g in top for g in gold)), float(all(g in top for g in gold)),
-            ndcg(sessions, gold, effective, corpus=corpus_sessions, discount="longmemeval"))
+    return (
+        float(any(g in top for g in gold)),
+        float(all(g in top for g in gold)),
+        ndcg(sessions, gold, effective, corpus=corpus_sessions, discount="longmemeval"),
+    )
 
 
-def knowledge_update_order(ranked: Sequence[Hashable], original: Collection[Hashable],
-                           updated: Collection[Hashable]) -> tuple[bool, str]:
+def knowledge_update_order(
+    ranked: Sequence[Hashable], original: Collection[Hashable], updated: Collection[Hashable]
+) -> tuple[bool, str]:
     """Does the best-ranked updated message rank above the best-ranked original one?
 
     Returns (success, outcome). Updated ranked and original not: success. Original ranked and

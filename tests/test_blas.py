@@ -18,8 +18,9 @@ def _blas_threads() -> list[int]:
     return [int(i["num_threads"]) for i in threadpool_info() if i["user_api"] == "blas"]
 
 
-def test_a_recall_runs_on_one_blas_thread_and_restores_the_callers(db: WorldDB,
-                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_recall_runs_on_one_blas_thread_and_restores_the_callers(
+    db: WorldDB, monkeypatch: pytest.MonkeyPatch
+) -> None:
     db.write("we went camping by the lake", scope="ana")
     inside: list[list[int]] = []
     real = db_module.retrieval_recall

@@ -52,8 +52,11 @@ def test_the_vector_carries_the_context_too(db: WorldDB) -> None:
 
 def test_that_noun_points_at_the_phrase_it_names() -> None:
     bridge = ContextBridge()
-    texts = ["We build everything with the Django framework.", "I keep fighting with that framework.",
-             "Anyway, lunch was fine."]
+    texts = [
+        "We build everything with the Django framework.",
+        "I keep fighting with that framework.",
+        "Anyway, lunch was fine.",
+    ]
     assert bridge.session(texts) == ["", "Django framework", ""]
 
 
@@ -67,7 +70,9 @@ def test_speakers_and_what_the_turn_names_itself_are_never_added() -> None:
 
 def test_mentions_skip_sentence_openers_months_and_pronouns() -> None:
     assert mentions("Yesterday I went out. In May we met Jon and the new neighbours.") == [
-        ("Jon", True), ("neighbours", False)]
+        ("Jon", True),
+        ("neighbours", False),
+    ]
     assert ("Caroline", True) in mentions("Caroline and Mel went to the lake.")  # an opener paired with a name
     assert ("Caroline", True) in mentions("Caroline loved it.", {"Caroline"})  # an opener seen before
 
@@ -103,8 +108,14 @@ def test_the_window_indexes_each_turn_with_the_one_before_it(db: WorldDB) -> Non
 
 
 def test_the_word_window_indexes_turns_around_for_their_words_alone(tmp_path: Path) -> None:
-    talk = ("Did you go to the pottery class on Sunday?", "Yes, and I made a bowl!", "Lovely.", "Thanks!",
-            "What glaze?", "A blue one.")
+    talk = (
+        "Did you go to the pottery class on Sunday?",
+        "Yes, and I made a bowl!",
+        "Lovely.",
+        "Thanks!",
+        "What glaze?",
+        "A blue one.",
+    )
     stores = {}
     for word_window in (1, 4):  # 1 and no turn after: nothing beyond the one before
         store = stores[word_window] = WorldDB(str(tmp_path / f"w{word_window}.db"), embedder=FakeEmbedder())
@@ -115,10 +126,14 @@ def test_the_word_window_indexes_turns_around_for_their_words_alone(tmp_path: Pa
         assert sorted(found[:2]) == sorted(talk[:2]) and sorted(found[2:]) == sorted(talk[2:5])  # 4 turns back at most
         assert sorted(_found(narrow, "pottery")) == sorted(talk[:2])
         rows = dict(wide._conn.execute("select content, context from node_fts where content like 'Lovely.%'"))
-        assert rows == {"Lovely.\nme: Yes, and I made a bowl!":
-                        "me: Did you go to the pottery class on Sunday?\nme: Thanks!\nme: What glaze?"}
+        assert rows == {
+            "Lovely.\nme: Yes, and I made a bowl!": (
+                "me: Did you go to the pottery class on Sunday?\nme: Thanks!\nme: What glaze?"
+            )
+        }
         found = _found(wide, "glaze")  # the turn itself and the one after, then the two before it (2 turns ahead)
         assert sorted(found[:2]) == sorted(talk[4:]) and sorted(found[2:]) == sorted(talk[2:4])
+
         # only the words: the vectors (and whatever else reads the content column) are the narrow store's
         def near(store: WorldDB) -> list[tuple[str | None, float]]:
             return [(node.content, score) for node, score in store.nearest("pottery", k=6, types=["Turn"])]
@@ -134,7 +149,12 @@ def test_words_around_stop_at_an_assistant_turn_on_both_sides() -> None:
     texts = ["a", "b", "c", "d", "e"]
     assert words_around(texts, before=2, skip=1, after=1) == ["b", "c", "a\nd", "b\ne", "c"]
     assert words_around(texts, speakers=["u", "u", "assistant", "u"], before=3, skip=0, after=3) == [
-        "u: b", "u: a", "", "e", "u: d"]  # the fifth turn's speaker is unknown: a person's
+        "u: b",
+        "u: a",
+        "",
+        "e",
+        "u: d",
+    ]  # the fifth turn's speaker is unknown: a person's
 
 
 def test_words_of_the_context_column_weigh_less_than_the_content(db: WorldDB, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -158,8 +178,12 @@ def test_window_zero_indexes_each_turn_alone_and_bad_windows_are_refused(db: Wor
     assert window(["a", "b", "c"], turns=1, skip=1) == ["", "", ""]
     assert window(["a" * 50, "b"], turns=1, chars=10) == ["", "a" * 10]
     # an assistant's turn is indexed alone and lends its words to none; the window stops at it
-    assert window(["q", "reply", "more", "again"], speakers=["user", "Assistant", "user", "user"], turns=2) \
-        == ["", "", "", "user: more"]
+    assert window(["q", "reply", "more", "again"], speakers=["user", "Assistant", "user", "user"], turns=2) == [
+        "",
+        "",
+        "",
+        "user: more",
+    ]
     assert window(["a", "b", "c"], speakers=["x", "system", "y"], turns=1) == ["", "", ""]
     with pytest.raises(InvalidInput, match="window turns"):
         window(["a"], turns=-1)
@@ -183,4 +207,3 @@ def test_a_re_embedding_keeps_the_context_the_first_embedding_saw(tmp_path: Path
         assert after == pytest.approx(before, abs=1e-5)  # same hashing model, same text: "Caroline" still in it
         assert store.read(second).content == PARK[1]
         assert store.verify(deep=True).ok
-

@@ -189,8 +189,9 @@ def test_bench_compose_runs(tmp_path):
     """bench/compose.py end to end on its headline seed only, so it never rots."""
     script = Path(__file__).resolve().parent.parent / "bench" / "compose.py"
     out = tmp_path / "compose.json"
-    done = subprocess.run([sys.executable, str(script), "--seeds", "", "--json", str(out)],
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, str(script), "--seeds", "", "--json", str(out)], capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads(out.read_text())
     assert result["params"]["worlds"] == 50 and result["params"]["children"] == 20

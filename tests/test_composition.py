@@ -77,8 +77,10 @@ def test_incremental_sums_stay_equal_to_a_fresh_composition_after_many_writes(tm
 def test_deep_verify_notices_a_world_vector_that_no_longer_matches_its_members(db: WorldDB) -> None:
     _, topic, _, _ = _chain(db)
     assert db.verify(deep=True).ok
-    db._conn.execute("update node_vec set embedding = ? where rowid = ?",
-                     (np.eye(32, dtype=np.float32)[0].tobytes(), _nid(db, topic)))
+    db._conn.execute(
+        "update node_vec set embedding = ? where rowid = ?",
+        (np.eye(32, dtype=np.float32)[0].tobytes(), _nid(db, topic)),
+    )
     assert db.verify().ok  # the shallow check counts rows only
     report = db.verify(deep=True)
     assert {v.invariant for v in report.violations} == {"7-indexes"}

@@ -65,13 +65,16 @@ def test_the_bundled_model_embeds_unit_vectors() -> None:
 
 
 def test_the_bundled_model_loads_offline_and_ranks_a_paraphrase_above_an_unrelated_text(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    a, b, c = StaticEmbedder().embed([
-        "My sister adopted a puppy last week",
-        "Last week my sister got a new dog",
-        "The quarterly tax report is due on Friday",
-    ])
+    a, b, c = StaticEmbedder().embed(
+        [
+            "My sister adopted a puppy last week",
+            "Last week my sister got a new dog",
+            "The quarterly tax report is due on Friday",
+        ]
+    )
     assert float(a @ b) > float(a @ c) + 0.2
 
 
@@ -107,15 +110,19 @@ class _Faulty:
         return self.make(len(texts))
 
 
-@pytest.mark.parametrize(("make", "message"), [
-    (lambda n: np.ones((n, 16), dtype=np.float32), "shape"),
-    (lambda n: np.ones((n + 1, 32), dtype=np.float32), "shape"),
-    (lambda n: np.full((n, 32), np.nan, dtype=np.float32), "NaN"),
-    (lambda n: np.zeros((n, 32), dtype=np.float32), "zero vector"),
-    (lambda n: [["x"] * 32] * n, "not a matrix of numbers"),
-])
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda n: np.ones((n, 16), dtype=np.float32), "shape"),
+        (lambda n: np.ones((n + 1, 32), dtype=np.float32), "shape"),
+        (lambda n: np.full((n, 32), np.nan, dtype=np.float32), "NaN"),
+        (lambda n: np.zeros((n, 32), dtype=np.float32), "zero vector"),
+        (lambda n: [["x"] * 32] * n, "not a matrix of numbers"),
+    ],
+)
 def test_a_faulty_embedder_fails_the_write_and_leaves_the_store_unchanged(
-        tmp_path: Path, make: Callable[[int], object], message: str) -> None:
+    tmp_path: Path, make: Callable[[int], object], message: str
+) -> None:
     path = tmp_path / "faulty.db"
     WorldDB(path, embedder=FakeEmbedder()).close()
     faulty = _Faulty(make)
@@ -134,8 +141,9 @@ def test_a_caller_vector_is_stored_unit_length_and_a_zero_vector_is_refused(tmp_
     db = WorldDB(tmp_path / "ext.db", embedder=None, dim=4)
     try:
         node = db.write("given", scope="s", vector=[3, 0, 4, 0])
-        stored = db._conn.execute("select embedding from node_vec where rowid = "
-                                  "(select nid from node where id = ?)", (bytes.fromhex(node),)).fetchone()[0]
+        stored = db._conn.execute(
+            "select embedding from node_vec where rowid = (select nid from node where id = ?)", (bytes.fromhex(node),)
+        ).fetchone()[0]
         assert np.allclose(np.frombuffer(stored, dtype=np.float32), [0.6, 0, 0.8, 0])
         with pytest.raises(InvalidInput, match="zero vector"):
             db.write("nothing", scope="s", vector=[0, 0, 0, 0])

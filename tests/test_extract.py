@@ -24,8 +24,11 @@ def _say(db: WorldDB, conv: str, date: str, *texts: str, speaker: str = "me") ->
 
 
 def _facts(db: WorldDB, slot: str, **kwargs: object) -> list[str]:
-    return sorted(str(n.props["value"]) for n in db.nodes(world=db.scope("me"), type="Fact", **kwargs)  # type: ignore[arg-type]
-                  if n.props["slot"] == slot)
+    return sorted(
+        str(n.props["value"])
+        for n in db.nodes(world=db.scope("me"), type="Fact", **kwargs)  # type: ignore[arg-type]
+        if n.props["slot"] == slot
+    )
 
 
 def test_a_move_supersedes_where_someone_lives_and_history_keeps_both(db: WorldDB) -> None:
@@ -34,8 +37,9 @@ def test_a_move_supersedes_where_someone_lives_and_history_keeps_both(db: WorldD
     assert _facts(db, "lives in") == ["Denver"]
     assert _facts(db, "lives in", as_of="2024-02-01") == ["Austin"]
     assert _facts(db, "lives in", include_superseded=True) == ["Austin", "Denver"]
-    austin = next(n for n in db.nodes(world=db.scope("me"), type="Fact", include_superseded=True)
-                  if n.props["value"] == "Austin")
+    austin = next(
+        n for n in db.nodes(world=db.scope("me"), type="Fact", include_superseded=True) if n.props["value"] == "Austin"
+    )
     assert austin.invalid_at == "2024-02-15T00:00:00.000000Z"  # closed at the Denver fact's valid time
     denver = next(n for n in db.nodes(world=db.scope("me"), type="Fact") if n.props["value"] == "Denver")
     assert [v.content for v in db.history(denver.id)] == ["me lives in: Austin", "me lives in: Denver"]
@@ -61,14 +65,17 @@ def test_my_sister_emma_and_emmas_birthday_are_one_entity(db: WorldDB) -> None:
     assert emmas[0].id in linked  # the fact refers to Emma and to its source turn
 
 
-@pytest.mark.parametrize(("text", "said", "expected"), [
-    ("I moved here yesterday", "2024-03-10T15:00:00Z", "2024-03-09"),
-    ("We adopted him last week", "2024-03-10", "2024-03-03"),
-    ("I started two weeks ago", "2024-03-10", "2024-02-25"),
-    ("I visited Rome in May", "2024-03-10", "2023-05-01"),  # May said in March: last year's May
-    ("I visited Rome in May", "2024-08-10", "2024-05-01"),
-    ("nothing about time", "2024-03-10", None),
-])
+@pytest.mark.parametrize(
+    ("text", "said", "expected"),
+    [
+        ("I moved here yesterday", "2024-03-10T15:00:00Z", "2024-03-09"),
+        ("We adopted him last week", "2024-03-10", "2024-03-03"),
+        ("I started two weeks ago", "2024-03-10", "2024-02-25"),
+        ("I visited Rome in May", "2024-03-10", "2023-05-01"),  # May said in March: last year's May
+        ("I visited Rome in May", "2024-08-10", "2024-05-01"),
+        ("nothing about time", "2024-03-10", None),
+    ],
+)
 def test_relative_dates_resolve_against_the_session_date(text: str, said: str, expected: str | None) -> None:
     found = resolve_date(text, said)
     assert (found[:10] if found else None) == expected
@@ -81,8 +88,9 @@ def test_a_fact_dated_by_the_turn_takes_that_date(db: WorldDB) -> None:
 
 
 def test_the_rules_find_work_jobs_favourites_and_leave_assistants_alone(db: WorldDB) -> None:
-    found = RULES.extract("I work at Acme Corp as a data engineer. My favourite band is Radiohead.",
-                          speaker="ana", said_at="2024-01-01")
+    found = RULES.extract(
+        "I work at Acme Corp as a data engineer. My favourite band is Radiohead.", speaker="ana", said_at="2024-01-01"
+    )
     slots = {(f.slot, f.value) for f in found.facts}
     assert ("works at", "Acme Corp") in slots and ("favourite band", "Radiohead") in slots
     assert all(f.subject == "ana" for f in found.facts)
@@ -106,13 +114,13 @@ def test_values_at_the_same_time_from_different_conversations_contradict(db: Wor
 
 def _entities(db: WorldDB) -> dict[str, str]:
     """The entities found in what was said (the speaker, "me", is one too: see the test below)."""
-    return {n.name or "": str(n.props["kind"]) for n in db.nodes(world=db.scope("me"), type="Entity")
-            if n.name != "me"}
+    return {n.name or "": str(n.props["kind"]) for n in db.nodes(world=db.scope("me"), type="Entity") if n.name != "me"}
 
 
 def _refers_to(db: WorldDB, node: str) -> set[str]:
-    return {n.name or "" for n in db.neighbours(node, types=["refers_to"]).nodes
-            if n.type == "Entity" and n.name != "me"}
+    return {
+        n.name or "" for n in db.neighbours(node, types=["refers_to"]).nodes if n.type == "Entity" and n.name != "me"
+    }
 
 
 def test_the_speaker_is_a_person_their_turns_and_first_person_facts_refer_to(db: WorldDB) -> None:
@@ -136,28 +144,34 @@ def test_where_someone_works_is_an_organisation_the_fact_refers_to(db: WorldDB) 
     assert db.verify().ok
 
 
-@pytest.mark.parametrize(("text", "expected"), [
-    ("I bought a Fitbit Versa last week.", {("Fitbit Versa", "product")}),
-    ("I love my new iPhone 15!", {("iPhone 15", "product")}),
-    ("I just got a new Ferrari, and my new Prius broke down.", {("Ferrari", "product"), ("Prius", "product")}),
-    ("I bought an iPad Pro 11 yesterday.", {("iPad Pro 11", "product")}),
-    ("I study at Stanford University.", {("Stanford University", "organisation")}),
-    ("The Island Media Group called me back.", {("Island Media Group", "organisation")}),
-    ("I moved to New York City.", {("New York City", "place")}),
-    ("My manager, Sarah, signed it.", {("Sarah", "person")}),
-    ("I met my new neighbor Anna.", {("Anna", "person")}),
-])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("I bought a Fitbit Versa last week.", {("Fitbit Versa", "product")}),
+        ("I love my new iPhone 15!", {("iPhone 15", "product")}),
+        ("I just got a new Ferrari, and my new Prius broke down.", {("Ferrari", "product"), ("Prius", "product")}),
+        ("I bought an iPad Pro 11 yesterday.", {("iPad Pro 11", "product")}),
+        ("I study at Stanford University.", {("Stanford University", "organisation")}),
+        ("The Island Media Group called me back.", {("Island Media Group", "organisation")}),
+        ("I moved to New York City.", {("New York City", "place")}),
+        ("My manager, Sarah, signed it.", {("Sarah", "person")}),
+        ("I met my new neighbor Anna.", {("Anna", "person")}),
+    ],
+)
 def test_products_organisations_places_and_people_are_found(text: str, expected: set[tuple[str, str]]) -> None:
     assert {(e.name, e.kind) for e in RULES.extract(text, speaker="me", said_at="2024-05-01").entities} == expected
 
 
-@pytest.mark.parametrize("text", [
-    "Yesterday I went hiking. On Monday in May we met at noon. Thanks!",
-    "I bought a new car. I got Sam a gift for Christmas.",
-    "I visited Mom in June. Our Group met on Friday.",
-    "My friend Monday? No. I think The Office is funny.",
-    "my new SO in Canada said hi",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Yesterday I went hiking. On Monday in May we met at noon. Thanks!",
+        "I bought a new car. I got Sam a gift for Christmas.",
+        "I visited Mom in June. Our Group met on Friday.",
+        "My friend Monday? No. I think The Office is funny.",
+        "my new SO in Canada said hi",
+    ],
+)
 def test_capitalised_words_without_a_cue_are_not_entities(text: str) -> None:
     assert RULES.extract(text, speaker="me", said_at="2024-05-01").entities == ()
 
@@ -181,87 +195,115 @@ def _values(text: str) -> set[tuple[str, str, bool]]:
     return {(f.slot, f.value, f.changed) for f in RULES.extract(text, speaker="me", said_at="2024-05-01").facts}
 
 
-@pytest.mark.parametrize(("text", "expected"), [
-    # a verb of change after the slot, in the clause or a relative clause
-    ("Good news: the deadline was extended to May 20.", ("deadline", "May 20", True)),
-    ("Our team size has grown to 8 people.", ("team size", "8 people", True)),
-    ("I'm tuning the dashboard API response time, which has recently improved to 250ms.",
-     ("dashboard api response time", "250ms", True)),
-    ("The price changed from $10 to $12.", ("price", "$12", True)),
-    ("My monthly rent went up from $1,200 to $1,350 last week.", ("monthly rent", "$1,350", True)),
-    # a verb of change said by the speaker, with the slot as its object
-    ("I've adjusted our holiday gifts budget to $450, can you help me plan it?", ("holiday gift budget", "$450", True)),
-    ("We moved the launch to June 3.", ("launch", "June 3", True)),
-    ("I rescheduled the standup meeting to 10:30 AM.", ("standup meeting", "10:30 AM", True)),
-    ("I upgraded my Python version to 3.12.1 yesterday.", ("python version", "3.12.1", True)),
-    ("I've extended my study sessions to 4 hours, which helps.", ("study session", "4 hours", True)),
-    ("I bumped the sprint length to 3 weeks.", ("sprint length", "3 weeks", True)),
-    ("We switched our database from MySQL to PostgreSQL last month.", ("database", "PostgreSQL", True)),
-    # a new value named as such, even inside a question
-    ("Can you help me meet the new sprint deadline of April 5, 2024?", ("sprint deadline", "April 5, 2024", True)),
-    ("I'm worried I won't meet the new April 25 deadline.", ("deadline", "April 25", True)),
-    ("How should I spend the increased budget of $6,200?", ("budget", "$6,200", True)),
-    # a value stated outright
-    ("My team size is 8 people.", ("team size", "8 people", False)),
-    ("The deadline is now May 3.", ("deadline", "May 3", False)),
-    ("I'm close to my $600 annual budget.", ("annual budget", "$600", False)),
-    ("Deadline: April 5", ("deadline", "April 5", False)),
-    ("- **Conversion rate**: 4.5%", ("conversion rate", "4.5%", False)),
-    ("I have 8 done and my accuracy from 60% to 85% now.", ("accuracy", "85%", False)),  # the later value
-])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # a verb of change after the slot, in the clause or a relative clause
+        ("Good news: the deadline was extended to May 20.", ("deadline", "May 20", True)),
+        ("Our team size has grown to 8 people.", ("team size", "8 people", True)),
+        (
+            "I'm tuning the dashboard API response time, which has recently improved to 250ms.",
+            ("dashboard api response time", "250ms", True),
+        ),
+        ("The price changed from $10 to $12.", ("price", "$12", True)),
+        ("My monthly rent went up from $1,200 to $1,350 last week.", ("monthly rent", "$1,350", True)),
+        # a verb of change said by the speaker, with the slot as its object
+        (
+            "I've adjusted our holiday gifts budget to $450, can you help me plan it?",
+            ("holiday gift budget", "$450", True),
+        ),
+        ("We moved the launch to June 3.", ("launch", "June 3", True)),
+        ("I rescheduled the standup meeting to 10:30 AM.", ("standup meeting", "10:30 AM", True)),
+        ("I upgraded my Python version to 3.12.1 yesterday.", ("python version", "3.12.1", True)),
+        ("I've extended my study sessions to 4 hours, which helps.", ("study session", "4 hours", True)),
+        ("I bumped the sprint length to 3 weeks.", ("sprint length", "3 weeks", True)),
+        ("We switched our database from MySQL to PostgreSQL last month.", ("database", "PostgreSQL", True)),
+        # a new value named as such, even inside a question
+        ("Can you help me meet the new sprint deadline of April 5, 2024?", ("sprint deadline", "April 5, 2024", True)),
+        ("I'm worried I won't meet the new April 25 deadline.", ("deadline", "April 25", True)),
+        ("How should I spend the increased budget of $6,200?", ("budget", "$6,200", True)),
+        # a value stated outright
+        ("My team size is 8 people.", ("team size", "8 people", False)),
+        ("The deadline is now May 3.", ("deadline", "May 3", False)),
+        ("I'm close to my $600 annual budget.", ("annual budget", "$600", False)),
+        ("Deadline: April 5", ("deadline", "April 5", False)),
+        ("- **Conversion rate**: 4.5%", ("conversion rate", "4.5%", False)),
+        ("I have 8 done and my accuracy from 60% to 85% now.", ("accuracy", "85%", False)),  # the later value
+    ],
+)
 def test_stated_and_changed_values_of_a_slot_named_by_the_text(text: str, expected: tuple[str, str, bool]) -> None:
     assert expected in _values(text)
 
 
-@pytest.mark.parametrize("text", [
-    "Should I increase the budget to $700?",  # a question
-    "Has the deadline been moved to May 5?",
-    "Can we move the launch to June 3?",
-    "If the deadline moves to May 5, what then?",  # a supposition
-    "If my budget is $500, which laptop fits?",
-    "What if we reduced the team size to 4 people?",
-    "I want to raise my budget to $50.",  # a wish, a plan, an attempt
-    "I'm planning to move the launch to June 3.",
-    "I'm trying to get the response time down to 200ms.",
-    "We might push the release to May 9.",
-    "I haven't changed the deadline to May 9.",  # a denial
-    "Let's hope we can get that accuracy up to 98% by the end of the month!",
-    "I had to finish a $15,000 budget proposal by Friday.",  # a budget proposal is no budget
-    "My partner saw their quiz score improve from 60% to 85%.",  # someone else's
-    "Sam's budget went up to $900.",
-    "I'm worried about meeting my goals by June 30.",  # "meeting" the verb
-    "How can I balance my 3 production deadlines?",  # a count is no deadline
-    "Here is my config:\n```\ntimeout: 30\nretries: 5\n```",  # code states nothing of the speaker's
-    "Set `max_budget = $500` in the file.",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Should I increase the budget to $700?",  # a question
+        "Has the deadline been moved to May 5?",
+        "Can we move the launch to June 3?",
+        "If the deadline moves to May 5, what then?",  # a supposition
+        "If my budget is $500, which laptop fits?",
+        "What if we reduced the team size to 4 people?",
+        "I want to raise my budget to $50.",  # a wish, a plan, an attempt
+        "I'm planning to move the launch to June 3.",
+        "I'm trying to get the response time down to 200ms.",
+        "We might push the release to May 9.",
+        "I haven't changed the deadline to May 9.",  # a denial
+        "Let's hope we can get that accuracy up to 98% by the end of the month!",
+        "I had to finish a $15,000 budget proposal by Friday.",  # a budget proposal is no budget
+        "My partner saw their quiz score improve from 60% to 85%.",  # someone else's
+        "Sam's budget went up to $900.",
+        "I'm worried about meeting my goals by June 30.",  # "meeting" the verb
+        "How can I balance my 3 production deadlines?",  # a count is no deadline
+        "Here is my config:\n```\ntimeout: 30\nretries: 5\n```",  # code states nothing of the speaker's
+        "Set `max_budget = $500` in the file.",
+    ],
+)
 def test_questions_suppositions_wishes_and_code_state_no_value(text: str) -> None:
     assert _values(text) == set()
 
 
-@pytest.mark.parametrize(("phrase", "slot"), [
-    ("the new Sprint deadlines", "sprint deadline"),
-    ("budget for groceries", "grocery budget"),
-    ("sound mixing sessions with Jeremy", "jeremy sound mixing session"),
-    ("my current monthly rent", "monthly rent"),
-    ("total", None),
-    ("it", None),
-])
+@pytest.mark.parametrize(
+    ("phrase", "slot"),
+    [
+        ("the new Sprint deadlines", "sprint deadline"),
+        ("budget for groceries", "grocery budget"),
+        ("sound mixing sessions with Jeremy", "jeremy sound mixing session"),
+        ("my current monthly rent", "monthly rent"),
+        ("total", None),
+        ("it", None),
+    ],
+)
 def test_slot_names_are_normalised_from_the_noun_phrase(phrase: str, slot: str | None) -> None:
     assert normalise_slot(phrase) == slot
 
 
-@pytest.mark.parametrize(("value", "kind"), [
-    ("$1,200", "money"), ("87%", "percent"), ("April 5, 2024", "date"), ("March 22 at 4:30 PM", "date"),
-    ("11 AM", "time"), ("v2.1", "version"), ("3.12.1", "version"), ("1,200 calls per day", "count"),
-    ("Google", "name"),
-])
+@pytest.mark.parametrize(
+    ("value", "kind"),
+    [
+        ("$1,200", "money"),
+        ("87%", "percent"),
+        ("April 5, 2024", "date"),
+        ("March 22 at 4:30 PM", "date"),
+        ("11 AM", "time"),
+        ("v2.1", "version"),
+        ("3.12.1", "version"),
+        ("1,200 calls per day", "count"),
+        ("Google", "name"),
+    ],
+)
 def test_value_kinds(value: str, kind: str) -> None:
     assert value_kind(value) == kind
 
 
 def test_a_changed_value_supersedes_the_same_thing_named_more_or_less_fully(db: WorldDB) -> None:
-    _say(db, "c", "2024-04-01", "I'm getting close to my $600 annual budget for sneakers.",
-         "I have a snack budget of $40 for the party.")
+    _say(
+        db,
+        "c",
+        "2024-04-01",
+        "I'm getting close to my $600 annual budget for sneakers.",
+        "I have a snack budget of $40 for the party.",
+    )
     _say(db, "c", "2024-05-01", "I'm buying sneakers with my increased budget of $650.")
     assert _facts(db, "budget") == ["$650"]
     assert _facts(db, "annual budget") == []  # "budget" and "annual budget" name one thing: replaced
@@ -272,8 +314,14 @@ def test_a_changed_value_supersedes_the_same_thing_named_more_or_less_fully(db: 
 
 def test_a_changed_value_leaves_other_things_and_other_kinds_of_value_alone(db: WorldDB) -> None:
     _say(db, "c", "2024-04-01", "My gift budget is $300.", "Our deadline is April 20.")
-    _say(db, "c", "2024-05-01", "I've adjusted my snack budget to $75.", "How can I balance my 3 deadlines?",
-         "I've increased the deadline count to 4 items.")
+    _say(
+        db,
+        "c",
+        "2024-05-01",
+        "I've adjusted my snack budget to $75.",
+        "How can I balance my 3 deadlines?",
+        "I've increased the deadline count to 4 items.",
+    )
     assert _facts(db, "gift budget") == ["$300"]  # a snack budget is another thing
     assert _facts(db, "deadline") == ["April 20"]  # "4 items" is a count, no date
 
@@ -289,12 +337,21 @@ def test_a_restated_value_refers_to_the_turn_that_restates_it(db: WorldDB) -> No
 
 
 def test_dates_of_events_stand_side_by_side_until_one_is_said_to_move(db: WorldDB) -> None:
-    _say(db, "c", "2024-04-01", "I have a Zoom call with the creative director on April 21.",
-         "I have a meeting with Wyatt on May 7.")
+    _say(
+        db,
+        "c",
+        "2024-04-01",
+        "I have a Zoom call with the creative director on April 21.",
+        "I have a meeting with Wyatt on May 7.",
+    )
     _say(db, "c", "2024-04-05", "I also have a meeting with Jessica on May 20.")
     assert _facts(db, "meeting date") == ["May 20", "May 7"]  # two meetings, not one meeting's new date
-    _say(db, "c", "2024-04-10", "I'm worried that moving the Zoom call with the creative director to April 22 "
-                                "clashes with lunch.")
+    _say(
+        db,
+        "c",
+        "2024-04-10",
+        "I'm worried that moving the Zoom call with the creative director to April 22 clashes with lunch.",
+    )
     assert _facts(db, "zoom call date") == ["April 22"]  # said to move: the new date replaces the old one
     assert _facts(db, "zoom call date", include_superseded=True) == ["April 21", "April 22"]
     _say(db, "c", "2024-04-12", "I'm rescheduling that client meeting to May 29.")
@@ -311,42 +368,59 @@ def test_a_bare_slot_names_no_one_thing_and_is_replaced_only_when_said_to_change
     assert _facts(db, "goal") == ["$2,000", "$6,000"]  # said to change: the latest goal only
 
 
-@pytest.mark.parametrize(("text", "expected"), [
-    ("Always format code snippets with syntax highlighting when I ask about implementation details.",
-     ["Always format code snippets with syntax highlighting when I ask about implementation details."]),
-    ("Thanks! Please always include the source. From now on, answer in bullet points",
-     ["Please always include the source.", "From now on, answer in bullet points"]),
-    ("Going forward, never use emojis!", ["Going forward, never use emojis!"]),
-    ("Always good to hear! See you later!", []),  # no verb in the imperative
-    ("Never been to an animal shelter before, but it must be great!", []),
-    ("Always happy to help.", []),
-    ("I always use tabs.", []),  # a habit, not an instruction
-    ("Always include version numbers?", []),  # a question
-    ("Never give up! Always be yourself.", []),  # encouragements: the verb acts on nothing
-    ("Always use tabs.", ["Always use tabs."]),
-])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "Always format code snippets with syntax highlighting when I ask about implementation details.",
+            ["Always format code snippets with syntax highlighting when I ask about implementation details."],
+        ),
+        (
+            "Thanks! Please always include the source. From now on, answer in bullet points",
+            ["Please always include the source.", "From now on, answer in bullet points"],
+        ),
+        ("Going forward, never use emojis!", ["Going forward, never use emojis!"]),
+        ("Always good to hear! See you later!", []),  # no verb in the imperative
+        ("Never been to an animal shelter before, but it must be great!", []),
+        ("Always happy to help.", []),
+        ("I always use tabs.", []),  # a habit, not an instruction
+        ("Always include version numbers?", []),  # a question
+        ("Never give up! Always be yourself.", []),  # encouragements: the verb acts on nothing
+        ("Always use tabs.", ["Always use tabs."]),
+    ],
+)
 def test_standing_instructions_are_sentences_opening_with_always_never_or_from_now_on(
-        text: str, expected: list[str]) -> None:
+    text: str, expected: list[str]
+) -> None:
     facts = RuleExtractor().extract(text, speaker="user", said_at="2024-01-01T00:00:00Z").facts
     assert [f.value for f in facts if f.slot == INSTRUCTION_SLOT] == expected
     assert all(not f.functional for f in facts if f.slot == INSTRUCTION_SLOT)  # many stand side by side
 
 
-@pytest.mark.parametrize(("text", "expected"), [
-    ("I prefer Bootstrap over Foundation due to its documentation. Can you help?",
-     ["I prefer Bootstrap over Foundation due to its documentation"]),
-    ("My app must stay small, so I prefer minimal dependencies, how do I keep it so?",
-     ["so I prefer minimal dependencies, how do I keep it so"]),  # inside a question, still stated
-    ("I'd rather walk than drive. My preference is dark mode.",
-     ["I'd rather walk than drive", "My preference is dark mode"]),
-    ("Do you prefer tea or coffee?", []),  # someone else's
-    ("Would I prefer the red one?", []),  # asked, not stated
-    ("Honestly I preferred the old design.", []),  # no longer
-    ("I rather liked the old design.", []),  # an adverb, not a preference
-    ("I don't know if I prefer tea.", []),  # supposed, not stated
-    ("I think if I prefer tea, I should say so.", []),  # supposed, though an "I" comes before the "if"
-    ("My preference is dark mode if it is available.", ["My preference is dark mode if it is available"]),
-])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "I prefer Bootstrap over Foundation due to its documentation. Can you help?",
+            ["I prefer Bootstrap over Foundation due to its documentation"],
+        ),
+        (
+            "My app must stay small, so I prefer minimal dependencies, how do I keep it so?",
+            ["so I prefer minimal dependencies, how do I keep it so"],
+        ),  # inside a question, still stated
+        (
+            "I'd rather walk than drive. My preference is dark mode.",
+            ["I'd rather walk than drive", "My preference is dark mode"],
+        ),
+        ("Do you prefer tea or coffee?", []),  # someone else's
+        ("Would I prefer the red one?", []),  # asked, not stated
+        ("Honestly I preferred the old design.", []),  # no longer
+        ("I rather liked the old design.", []),  # an adverb, not a preference
+        ("I don't know if I prefer tea.", []),  # supposed, not stated
+        ("I think if I prefer tea, I should say so.", []),  # supposed, though an "I" comes before the "if"
+        ("My preference is dark mode if it is available.", ["My preference is dark mode if it is available"]),
+    ],
+)
 def test_stated_preferences_are_the_speakers_own_clauses(text: str, expected: list[str]) -> None:
     facts = RuleExtractor().extract(text, speaker="user", said_at="2024-01-01T00:00:00Z").facts
     assert [f.value for f in facts if f.slot == PREFERENCE_SLOT] == expected
@@ -357,8 +431,10 @@ def test_an_instruction_reversed_later_replaces_the_earlier_and_others_stand(db:
     _say(db, "c", "2024-01-10", "Always use bullet points when I ask about plans.")
     _say(db, "c", "2024-01-10", "Always include sources when I ask about history.")
     _say(db, "c", "2024-02-15", "Never use bullet points when I ask about plans!")
-    assert _facts(db, INSTRUCTION_SLOT) == ["Always include sources when I ask about history.",
-                                            "Never use bullet points when I ask about plans!"]
+    assert _facts(db, INSTRUCTION_SLOT) == [
+        "Always include sources when I ask about history.",
+        "Never use bullet points when I ask about plans!",
+    ]
     assert "Always use bullet points when I ask about plans." in _facts(db, INSTRUCTION_SLOT, as_of="2024-02-01")
     found = db.recall("how should my plans look", scope="me", k=10)
     offered = [h.node.content for h in found.hits if any(r.lane == "instruction" for r in h.why)]
@@ -374,27 +450,33 @@ def test_a_reversed_instruction_replaces_the_earlier_whatever_its_last_word(db: 
 def test_an_instruction_is_offered_through_a_later_turn_when_its_first_is_retired(db: WorldDB) -> None:
     _say(db, "c", "2024-01-10", "Always list status codes for REST API errors.")
     _say(db, "c", "2024-02-15", "Always list status codes for REST API errors.")  # said again: the same fact
-    first = next(h.node for h in db.recall("REST API errors", scope="me", k=10).hits if h.node.type == "Turn"
-                 and h.node.valid_at.startswith("2024-01-10"))
+    first = next(
+        h.node
+        for h in db.recall("REST API errors", scope="me", k=10).hits
+        if h.node.type == "Turn" and h.node.valid_at.startswith("2024-01-10")
+    )
     db.retire(first.id)
     found = db.recall("what should my REST API return when a request goes wrong", scope="me", k=10)
     offered = [h.node for h in found.hits if any(r.lane == "instruction" for r in h.why)]
     assert [(n.type, n.valid_at[:10]) for n in offered] == [("Turn", "2024-02-15")]
 
 
-@pytest.mark.parametrize(("text", "expected"), [
-    ("Can you remind me that it's rescheduled to March 22 at 4:30 PM?", True),  # asked, yet presupposed
-    ("I'm happy: I've managed to get it down to just 4 hours in March", True),
-    ("the commits merged into the main branch, which has now reached 165, keep growing", True),
-    ("I've adjusted the snack budget to $75 for the marathon", True),
-    ("How it was shortened to 5-7 months is what I want to know", True),
-    ("If the deadline is pushed back to May 5, what then?", False),  # supposed
-    ("I went to the store and then to the gym", False),  # no changed value
-    ("We need to go to 5 stores", False),
-    ("Run `budget = increased to 5` in the shell", False),  # code
-    ("Rescheduled to 4:30 PM.", True),  # a sentence may open with it
-    ("Got it down to 4 hours!", True),
-])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Can you remind me that it's rescheduled to March 22 at 4:30 PM?", True),  # asked, yet presupposed
+        ("I'm happy: I've managed to get it down to just 4 hours in March", True),
+        ("the commits merged into the main branch, which has now reached 165, keep growing", True),
+        ("I've adjusted the snack budget to $75 for the marathon", True),
+        ("How it was shortened to 5-7 months is what I want to know", True),
+        ("If the deadline is pushed back to May 5, what then?", False),  # supposed
+        ("I went to the store and then to the gym", False),  # no changed value
+        ("We need to go to 5 stores", False),
+        ("Run `budget = increased to 5` in the shell", False),  # code
+        ("Rescheduled to 4:30 PM.", True),  # a sentence may open with it
+        ("Got it down to 4 hours!", True),
+    ],
+)
 def test_says_change_finds_a_change_told_even_of_an_unnamed_thing(text: str, expected: bool) -> None:
     assert says_change(text) is expected
 

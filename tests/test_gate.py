@@ -9,8 +9,11 @@ from worlddb_lite.conversation import ConversationIn, IngestStats, SessionIn, Tu
 from worlddb_lite.gate import EncodingGate, novelty, salience
 from worlddb_lite.work_queue import pending
 
-HISTORY = ["I live in Austin with my two cats, Miso and Tofu.", "How long have you lived there?",
-           "About six years now, since I moved for my job at Dell."]
+HISTORY = [
+    "I live in Austin with my two cats, Miso and Tofu.",
+    "How long have you lived there?",
+    "About six years now, since I moved for my job at Dell.",
+]
 
 
 def _chat(conv: str, date: str, *texts: str) -> ConversationIn:
@@ -59,8 +62,9 @@ def test_the_gate_is_off_by_default_and_lets_salient_turns_through(db: WorldDB) 
     [plain] = ingest(db, _chat("c", "2024-03-01", "I work at Google."))
     assert db.read(plain).salience == 0.0
     stats = IngestStats()
-    [kept, filler] = ingest(db, _chat("d", "2024-03-02", "I moved to Denver last week.", "ok lol"),
-                            gate=EncodingGate(), stats=stats)
+    [kept, filler] = ingest(
+        db, _chat("d", "2024-03-02", "I moved to Denver last week.", "ok lol"), gate=EncodingGate(), stats=stats
+    )
     assert stats.below_gate == 1 and db.read(kept).salience > EncodingGate().threshold > db.read(filler).salience
     assert {str(n.props["value"]) for n in db.nodes(world=db.scope("me"), type="Fact")} == {"Google", "Denver"}
 

@@ -39,40 +39,195 @@ from worlddb_lite.retrieval.query import Expand, Filter, PreferSummaries, WhereC
 
 from .conftest import FakeClock, FakeEmbedder, table_digest
 
-FAST = settings(max_examples=100, deadline=None, derandomize=True, database=None,
-                suppress_health_check=list(HealthCheck))
+FAST = settings(
+    max_examples=100, deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck)
+)
 SLOW = settings(max_examples=1500, deadline=None, suppress_health_check=list(HealthCheck))
 
 # ---- hostile values -----------------------------------------------------------------------------
 
 ADVERSARIAL_TEXT = [
-    "", " ", "\t\n", "\x00", "a\x00b", "\ud800", "x\udfffy", "\ufeff", "\u202eevil", "\U0001f600 emoji",
-    "'; drop table node; --", "\"; delete from edge; --", "1; select * from node", "') or 1=1 --",
-    "?", "?1", ":name", "@x", "$1", "%s", "%(x)s", "{}", "{0}", "{x!r}", "\\", "\\x00",
-    "\"", "\"\"", "'", "*", "^", "-", "+", "(", ")", "NEAR(a b)", "a AND", "OR", "NOT x", "a:b", "col:foo",
-    "node_fts:x", "{name content}: x", "\"unterminated", "a* OR b*", "^start", "NEAR(\"a\" \"b\", -1)",
-    "x" * 5000, "word " * 3000, "ß" * 300, "\u0301" * 50, "日本語のテキスト", "עברית", "Ωmega", "\r\n\r\n",
-    "%n%n%n", "../../etc/passwd", "/dev/null", "nul", "CON", "::1", "0x10", "1e309", "-0", "NaN", "inf",
+    "",
+    " ",
+    "\t\n",
+    "\x00",
+    "a\x00b",
+    "\ud800",
+    "x\udfffy",
+    "\ufeff",
+    "\u202eevil",
+    "\U0001f600 emoji",
+    "'; drop table node; --",
+    '"; delete from edge; --',
+    "1; select * from node",
+    "') or 1=1 --",
+    "?",
+    "?1",
+    ":name",
+    "@x",
+    "$1",
+    "%s",
+    "%(x)s",
+    "{}",
+    "{0}",
+    "{x!r}",
+    "\\",
+    "\\x00",
+    '"',
+    '""',
+    "'",
+    "*",
+    "^",
+    "-",
+    "+",
+    "(",
+    ")",
+    "NEAR(a b)",
+    "a AND",
+    "OR",
+    "NOT x",
+    "a:b",
+    "col:foo",
+    "node_fts:x",
+    "{name content}: x",
+    '"unterminated',
+    "a* OR b*",
+    "^start",
+    'NEAR("a" "b", -1)',
+    "x" * 5000,
+    "word " * 3000,
+    "ß" * 300,
+    "\u0301" * 50,
+    "日本語のテキスト",
+    "עברית",
+    "Ωmega",
+    "\r\n\r\n",
+    "%n%n%n",
+    "../../etc/passwd",
+    "/dev/null",
+    "nul",
+    "CON",
+    "::1",
+    "0x10",
+    "1e309",
+    "-0",
+    "NaN",
+    "inf",
 ]
 text_any = st.text(alphabet=st.characters(blacklist_categories=()), max_size=40)  # surrogates and NUL included
 strings = st.one_of(st.sampled_from(ADVERSARIAL_TEXT), text_any, st.text(max_size=12))
 
 hex_any = st.text(alphabet="0123456789abcdefABCDEF", min_size=0, max_size=70)
-ID_SHAPES = ["", "0", "0" * 7, "0" * 8, "0" * 63, "0" * 64, "0" * 65, "f" * 64, "F" * 64, "g" * 64, " " + "0" * 64,
-             "0" * 64 + "\n", "zzzzzzzz", "12345678", "%", "_", "0000000%", "________", "' or 1=1", "\x00" * 8]
-numbers = st.sampled_from([0, 1, -1, 2, 7, 10**4, 2**31, 2**63 - 1, 2**63, 2**64, -(2**63), 10**100,
-                           0.5, -0.0, 1e308, float("nan"), float("inf"), float("-inf"), True, False])
-times = st.sampled_from([
-    "garbage", "", " ", "now", "today", "2024-13-45", "2024-02-30", "2024-01-01", "2024-01-01T00:00:00",
-    "2024-01-01T00:00:00Z", "2024-01-01T00:00:00+25:00", "2024-01-01T24:00:00", "0000-01-01", "0001-01-01",
-    "9999-12-31T23:59:59.999999Z", "10000-01-01", "-0001-01-01", "1970-01-01", "2024-W01-1", "20240101",
-    "2024-01-01 garbage", "\x00", "'; drop table node; --", 0, -1, 2**63, -(2**63), 1e20, -1e20,
-    float("nan"), float("inf"), True, dt.datetime(1, 1, 1), dt.datetime(9999, 12, 31, 23, 59, 59),
-    dt.datetime(2024, 1, 1, tzinfo=dt.timezone(dt.timedelta(hours=23, minutes=59))), dt.date(1, 1, 1),
-    dt.date(9999, 12, 31), dt.time(12, 0), b"2024-01-01", [2024], None,
-])
-junk = st.sampled_from([None, b"", b"\xff\xfe", b"bytes", [], [None], ["a", 1], {}, {"a": object()}, (1, 2, 3),
-                        object(), 1j, Path("x"), {"text": "x"}, {1, 2}])
+ID_SHAPES = [
+    "",
+    "0",
+    "0" * 7,
+    "0" * 8,
+    "0" * 63,
+    "0" * 64,
+    "0" * 65,
+    "f" * 64,
+    "F" * 64,
+    "g" * 64,
+    " " + "0" * 64,
+    "0" * 64 + "\n",
+    "zzzzzzzz",
+    "12345678",
+    "%",
+    "_",
+    "0000000%",
+    "________",
+    "' or 1=1",
+    "\x00" * 8,
+]
+numbers = st.sampled_from(
+    [
+        0,
+        1,
+        -1,
+        2,
+        7,
+        10**4,
+        2**31,
+        2**63 - 1,
+        2**63,
+        2**64,
+        -(2**63),
+        10**100,
+        0.5,
+        -0.0,
+        1e308,
+        float("nan"),
+        float("inf"),
+        float("-inf"),
+        True,
+        False,
+    ]
+)
+times = st.sampled_from(
+    [
+        "garbage",
+        "",
+        " ",
+        "now",
+        "today",
+        "2024-13-45",
+        "2024-02-30",
+        "2024-01-01",
+        "2024-01-01T00:00:00",
+        "2024-01-01T00:00:00Z",
+        "2024-01-01T00:00:00+25:00",
+        "2024-01-01T24:00:00",
+        "0000-01-01",
+        "0001-01-01",
+        "9999-12-31T23:59:59.999999Z",
+        "10000-01-01",
+        "-0001-01-01",
+        "1970-01-01",
+        "2024-W01-1",
+        "20240101",
+        "2024-01-01 garbage",
+        "\x00",
+        "'; drop table node; --",
+        0,
+        -1,
+        2**63,
+        -(2**63),
+        1e20,
+        -1e20,
+        float("nan"),
+        float("inf"),
+        True,
+        dt.datetime(1, 1, 1),
+        dt.datetime(9999, 12, 31, 23, 59, 59),
+        dt.datetime(2024, 1, 1, tzinfo=dt.timezone(dt.timedelta(hours=23, minutes=59))),
+        dt.date(1, 1, 1),
+        dt.date(9999, 12, 31),
+        dt.time(12, 0),
+        b"2024-01-01",
+        [2024],
+        None,
+    ]
+)
+junk = st.sampled_from(
+    [
+        None,
+        b"",
+        b"\xff\xfe",
+        b"bytes",
+        [],
+        [None],
+        ["a", 1],
+        {},
+        {"a": object()},
+        (1, 2, 3),
+        object(),
+        1j,
+        Path("x"),
+        {"text": "x"},
+        {1, 2},
+    ]
+)
 
 
 class Ids:
@@ -86,10 +241,16 @@ class Ids:
 
 
 def ids() -> st.SearchStrategy[Any]:
-    real = st.builds(lambda i, cut: Ids.nodes[i % len(Ids.nodes)][:cut] if Ids.nodes else "",
-                     st.integers(0, 50), st.sampled_from([4, 7, 8, 12, 64]))
-    edge = st.builds(lambda i, cut: Ids.edges[i % len(Ids.edges)][:cut] if Ids.edges else "",
-                     st.integers(0, 50), st.sampled_from([8, 64]))
+    real = st.builds(
+        lambda i, cut: Ids.nodes[i % len(Ids.nodes)][:cut] if Ids.nodes else "",
+        st.integers(0, 50),
+        st.sampled_from([4, 7, 8, 12, 64]),
+    )
+    edge = st.builds(
+        lambda i, cut: Ids.edges[i % len(Ids.edges)][:cut] if Ids.edges else "",
+        st.integers(0, 50),
+        st.sampled_from([8, 64]),
+    )
     return st.one_of(st.sampled_from(ID_SHAPES), hex_any, real, edge, strings, junk, numbers)
 
 
@@ -137,7 +298,8 @@ def call(method: str, /, *args: st.SearchStrategy[Any], **kwargs: st.SearchStrat
     """A strategy of one call to ``db.<method>`` with drawn positional and (each optional) keyword arguments."""
     return st.builds(
         lambda a, kw: (f"{method}{tuple(a)!r:.300}{kw!r:.300}", lambda db, _folder: getattr(db, method)(*a, **kw)),
-        st.tuples(*args), st.fixed_dictionaries({}, optional=kwargs),
+        st.tuples(*args),
+        st.fixed_dictionaries({}, optional=kwargs),
     )
 
 
@@ -149,24 +311,48 @@ operators = st.one_of(
     st.builds(Expand, st.tuples(edge_types), st.sampled_from(["out", "in", "both", "up"]), maybe(st.integers(0, 3))),
     st.builds(Filter, maybe(st.tuples(names)), ids()),
     st.builds(WhereConnected, edge_types, st.sampled_from(["out", "in", "both", "sideways"]), ids()),
-    st.just(PreferSummaries()), anything,
+    st.just(PreferSummaries()),
+    anything,
 )
-query_specs = st.fixed_dictionaries({}, optional={
-    "seeds": st.lists(ids(), max_size=3).map(tuple), "text": maybe(names), "vector": maybe(names), "world": ids(),
-    "pipeline": st.lists(operators, max_size=3).map(tuple), "k": small, "as_of": times, "known_as_of": times,
-    "include_superseded": maybe(st.booleans()), "types": maybe(st.tuples(names)),
-}).map(_spec)
+query_specs = st.fixed_dictionaries(
+    {},
+    optional={
+        "seeds": st.lists(ids(), max_size=3).map(tuple),
+        "text": maybe(names),
+        "vector": maybe(names),
+        "world": ids(),
+        "pipeline": st.lists(operators, max_size=3).map(tuple),
+        "k": small,
+        "as_of": times,
+        "known_as_of": times,
+        "include_superseded": maybe(st.booleans()),
+        "types": maybe(st.tuples(names)),
+    },
+).map(_spec)
 
-records = st.fixed_dictionaries({"text": maybe(names)}, optional={
-    "scope": scopes, "world": ids(), "type": names, "name": names, "valid_at": times, "props": anything,
-    "vector": anything, "aliases": anything, "salience": numbers, "index_context": strings, "bogus": anything,
-})
+records = st.fixed_dictionaries(
+    {"text": maybe(names)},
+    optional={
+        "scope": scopes,
+        "world": ids(),
+        "type": names,
+        "name": names,
+        "valid_at": times,
+        "props": anything,
+        "vector": anything,
+        "aliases": anything,
+        "salience": numbers,
+        "index_context": strings,
+        "bogus": anything,
+    },
+)
 vectors = st.one_of(st.lists(numbers, max_size=40), st.lists(st.floats(), min_size=32, max_size=32), anything)
 
 
 def _backup(dest: Any, overwrite: Any, verify: Any) -> Call:
     def run(db: WorldDB, folder: str) -> Any:
         return db.backup(dest, overwrite=overwrite, verify=verify)
+
     return f"backup({dest!r:.200}, overwrite={overwrite!r}, verify={verify!r})", run
 
 
@@ -174,12 +360,25 @@ def _reopen(path: Any, dim: Any, compose: Any, create: Any) -> Call:
     def run(db: WorldDB, folder: str) -> Any:
         with WorldDB(path, embedder=FakeEmbedder(), dim=dim, compose=compose, create=create):
             return None
+
     return f"WorldDB({path!r:.200}, dim={dim!r}, compose={compose!r}, create={create!r})", run
 
 
 CALLS: dict[str, st.SearchStrategy[Call]] = {
-    "write": call("write", maybe(names), scope=scopes, world=ids(), type=names, name=names, valid_at=times,
-                  props=anything, vector=vectors, aliases=anything, salience=numbers, index_context=strings),
+    "write": call(
+        "write",
+        maybe(names),
+        scope=scopes,
+        world=ids(),
+        type=names,
+        name=names,
+        valid_at=times,
+        props=anything,
+        vector=vectors,
+        aliases=anything,
+        salience=numbers,
+        index_context=strings,
+    ),
     "write_many": call("write_many", st.one_of(st.lists(records, max_size=3), anything)),
     "amend": call("amend", ids(), maybe(names), valid_at=times, props=anything),
     "retire": call("retire", ids(), at=times),
@@ -196,22 +395,55 @@ CALLS: dict[str, st.SearchStrategy[Call]] = {
     "export_identity": call("export_identity", ids()),
     "lookup_alias": call("lookup_alias", names),
     "resolve": call("resolve", names, scope=scopes, world=ids(), aliases=anything, context=strings, kind=strings),
-    "resolve_entity": call("resolve_entity", names, scope=scopes, world=ids(), aliases=anything, context=strings,
-                           kind=strings, valid_at=times, props=anything, source=strings),
+    "resolve_entity": call(
+        "resolve_entity",
+        names,
+        scope=scopes,
+        world=ids(),
+        aliases=anything,
+        context=strings,
+        kind=strings,
+        valid_at=times,
+        props=anything,
+        source=strings,
+    ),
     "recluster": call("recluster", batch=numbers),
     "world": call("world", names, parent=ids(), type=names),
     "scope": call("scope", names),
     "read": call("read", ids(), as_of=times, known_as_of=times),
     "history": call("history", ids()),
-    "nodes": call("nodes", world=ids(), type=names, as_of=times, known_as_of=times, include_superseded=anything,
-                  limit=small),
-    "neighbours": call("neighbours", ids(), types=maybe(st.lists(edge_types, max_size=2)),
-                       direction=maybe(st.sampled_from(["out", "in", "both"])), as_of=times, known_as_of=times),
+    "nodes": call(
+        "nodes", world=ids(), type=names, as_of=times, known_as_of=times, include_superseded=anything, limit=small
+    ),
+    "neighbours": call(
+        "neighbours",
+        ids(),
+        types=maybe(st.lists(edge_types, max_size=2)),
+        direction=maybe(st.sampled_from(["out", "in", "both"])),
+        as_of=times,
+        known_as_of=times,
+    ),
     "search": call("search", maybe(names), k=small, as_of=times, known_as_of=times, include_superseded=anything),
-    "nearest": call("nearest", st.one_of(names, vectors), k=small, world=ids(),
-                    types=maybe(st.lists(names, max_size=2)), as_of=times, known_as_of=times),
-    "recall": call("recall", maybe(names), scope=scopes, world=ids(), k=small, as_of=times, known_as_of=times,
-                   include_superseded=anything, reranker=junk),
+    "nearest": call(
+        "nearest",
+        st.one_of(names, vectors),
+        k=small,
+        world=ids(),
+        types=maybe(st.lists(names, max_size=2)),
+        as_of=times,
+        known_as_of=times,
+    ),
+    "recall": call(
+        "recall",
+        maybe(names),
+        scope=scopes,
+        world=ids(),
+        k=small,
+        as_of=times,
+        known_as_of=times,
+        include_superseded=anything,
+        reranker=junk,
+    ),
     "context": call("context", maybe(names), budget=small, k=small, scope=scopes, as_of=times, world=ids()),
     "query": call("query", st.one_of(query_specs, anything)),
     "root": call("root", ids(), as_of=times),
@@ -220,10 +452,16 @@ CALLS: dict[str, st.SearchStrategy[Call]] = {
     "reindex": call("reindex", partitions=numbers),
     "purge": call("purge", ids(), scope=scopes),
     "configure_resolver": call("configure_resolver", anything, tiebreaker=anything),
-    "backup": st.builds(_backup, maybe(st.sampled_from(["copy.db", "sub/dir/copy.db", "store.db"])), anything,
-                        anything),
-    "WorldDB": st.builds(_reopen, maybe(st.sampled_from(["new.db", "store.db"])), maybe(st.just(32)),
-                         maybe(st.sampled_from(["attention", "mean"])), maybe(st.booleans())),
+    "backup": st.builds(
+        _backup, maybe(st.sampled_from(["copy.db", "sub/dir/copy.db", "store.db"])), anything, anything
+    ),
+    "WorldDB": st.builds(
+        _reopen,
+        maybe(st.sampled_from(["new.db", "store.db"])),
+        maybe(st.just(32)),
+        maybe(st.sampled_from(["attention", "mean"])),
+        maybe(st.booleans()),
+    ),
 }
 calls = st.one_of(*CALLS.values())
 
@@ -310,8 +548,9 @@ def test_every_public_method_is_attacked() -> None:
 # ---- regressions found by the fuzz ---------------------------------------------------------------
 
 
-@pytest.mark.parametrize("dest", ["", "   ", None, 3, b"copy.db", "bad\x00name.db", ".", "folder", "x" * 5000,
-                                  "\ud800.db", "\udc80.db"])
+@pytest.mark.parametrize(
+    "dest", ["", "   ", None, 3, b"copy.db", "bad\x00name.db", ".", "folder", "x" * 5000, "\ud800.db", "\udc80.db"]
+)
 def test_backup_refuses_a_destination_that_cannot_be_a_file(dest: Any) -> None:
     """Found by the fuzz: a folder (``""`` is the current one) ended in IsADirectoryError from os.replace;
     None in a TypeError from Path(); a name too long in a raw OSError."""
@@ -378,17 +617,25 @@ def test_salience_must_be_a_finite_number(salience: Any) -> None:
         db.write("Alice", scope="me", salience=2**64)  # large, but a float holds it
 
 
-@pytest.mark.parametrize("fields", [
-    {"text": []}, {"text": b"\xff\xfe"}, {"text": 3}, {"seeds": "abc"}, {"seeds": 3},
-    {"text": "Alice", "types": "Turn"},
-    {"text": "Alice", "pipeline": "Expand"}, {"text": "Alice", "pipeline": (3,)},
-    {"text": "Alice", "pipeline": (Expand((1,)),)},  # type: ignore[arg-type]
-    {"text": "Alice", "pipeline": (Expand(direction="up"),)},  # type: ignore[arg-type]
-    {"text": "Alice", "pipeline": (Expand(hops="2"),)},  # type: ignore[arg-type]
-    {"text": "Alice", "pipeline": (Filter(types="Turn"),)},  # type: ignore[arg-type]
-    {"text": "Alice", "pipeline": (WhereConnected(3, "out", "00000000"),)},  # type: ignore[arg-type]
-    {"text": "Alice", "pipeline": (WhereConnected("refers_to", [], "00000000"),)},  # type: ignore[arg-type]
-])
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"text": []},
+        {"text": b"\xff\xfe"},
+        {"text": 3},
+        {"seeds": "abc"},
+        {"seeds": 3},
+        {"text": "Alice", "types": "Turn"},
+        {"text": "Alice", "pipeline": "Expand"},
+        {"text": "Alice", "pipeline": (3,)},
+        {"text": "Alice", "pipeline": (Expand((1,)),)},  # type: ignore[arg-type]
+        {"text": "Alice", "pipeline": (Expand(direction="up"),)},  # type: ignore[arg-type]
+        {"text": "Alice", "pipeline": (Expand(hops="2"),)},  # type: ignore[arg-type]
+        {"text": "Alice", "pipeline": (Filter(types="Turn"),)},  # type: ignore[arg-type]
+        {"text": "Alice", "pipeline": (WhereConnected(3, "out", "00000000"),)},  # type: ignore[arg-type]
+        {"text": "Alice", "pipeline": (WhereConnected("refers_to", [], "00000000"),)},  # type: ignore[arg-type]
+    ],
+)
 def test_query_refuses_a_malformed_spec(fields: dict[str, Any]) -> None:
     """Found by the fuzz: ``QuerySpec(text=[])`` ended in AttributeError ('list' object has no attribute 'strip'),
     ``text=b"..."`` in another; operators' fields were not checked either."""
@@ -451,6 +698,7 @@ def test_names_the_file_system_cannot_look_up_are_messages() -> None:
 
 # ---- the command line ----------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def cli_store(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
     """A store the CLI opens with its bundled model (built once, copied per example), and a memory's id."""
@@ -465,10 +713,12 @@ def cli_store(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
 
 SERVERS = {"mcp"}  # long-running (serves stdin/stdout); its tool arguments are the MCP tests' business
 # argv never holds NUL; undecodable bytes arrive as lone surrogates (surrogateescape), so those stay in
-cli_values = st.one_of(strings.filter(lambda s: "\x00" not in s),
-                       st.sampled_from(["0", "-1", "1", "99999999999999999999", "nan", "inf", "1e9", "-5", "0x10"]),
-                       st.sampled_from(["ID", "DEST", "FILE"]),
-                       times.filter(lambda t: isinstance(t, str) and "\x00" not in t).map(str))
+cli_values = st.one_of(
+    strings.filter(lambda s: "\x00" not in s),
+    st.sampled_from(["0", "-1", "1", "99999999999999999999", "nan", "inf", "1e9", "-5", "0x10"]),
+    st.sampled_from(["ID", "DEST", "FILE"]),
+    times.filter(lambda t: isinstance(t, str) and "\x00" not in t).map(str),
+)
 
 
 def _subparsers() -> dict[str, argparse.ArgumentParser]:
@@ -485,8 +735,11 @@ def argvs(draw: st.DrawFn) -> tuple[str, list[str], str]:
     """A command, its positionals (each hostile or not), some of its options with hostile values, and the
     store's path: mostly the store, sometimes a dataset file, a folder, a missing folder or any text."""
     command = draw(st.sampled_from(sorted(PARSERS)))
-    store = draw(st.one_of(st.just("STORE"), st.just("STORE"), st.sampled_from(["FILE", ".", "missing/x.db", "DEST"]),
-                           cli_values))
+    store = draw(
+        st.one_of(
+            st.just("STORE"), st.just("STORE"), st.sampled_from(["FILE", ".", "missing/x.db", "DEST"]), cli_values
+        )
+    )
     actions = [a for a in PARSERS[command]._actions if not isinstance(a, argparse._HelpAction)]
     words: list[str] = []
     for action in actions:
@@ -548,8 +801,9 @@ def cli_attack(built: tuple[str, str], command: str, words: list[str], store: st
 
 @settings(max_examples=100, deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck))
 @given(argvs())
-def test_cli_turns_hostile_arguments_into_messages(cli_store: tuple[str, str],
-                                                   argv: tuple[str, list[str], str]) -> None:
+def test_cli_turns_hostile_arguments_into_messages(
+    cli_store: tuple[str, str], argv: tuple[str, list[str], str]
+) -> None:
     cli_attack(cli_store, *argv)
 
 
@@ -575,35 +829,72 @@ REVIEWED_SQL_SITES: dict[str, Counter[str]] = {
     "migrations.py": Counter({"run: SCHEMA_VERSION": 1, "schema_statement: re.escape(name)": 2}),
     # temp table names from a literal tuple; the CREATE text's PREFIX constant; _rows gets literal where/order/
     # source fragments from its three callers (values bound as ?1, ?2) and an int() limit
-    "name_index.py": Counter({"<module>: PREFIX": 1, "_build: name": 1, "_rows: _LIVE": 1, "_rows: int(limit)": 1,
-                              "_rows: order": 1, "_rows: source": 1, "_rows: where": 1}),
+    "name_index.py": Counter(
+        {
+            "<module>: PREFIX": 1,
+            "_build: name": 1,
+            "_rows: _LIVE": 1,
+            "_rows: int(limit)": 1,
+            "_rows: order": 1,
+            "_rows: source": 1,
+            "_rows: where": 1,
+        }
+    ),
     # numbered placeholder lists (_marks, marks) sized by len(); "src"/"dst" picked by a bool; predicates and
     # filters written in this module; parameter numbers computed from counts
-    "reads.py": Counter({
-        "bm25_sql: predicate(include_superseded)": 1, "descendants_sql: limit_param": 1, "descendants_sql: marks": 1,
-        "descendants_sql: predicate(include_superseded)": 1, "descendants_sql: predicate(include_superseded, 'e')": 1,
-        "descendants_sql: type_param": 2, "inside_sql: _marks(memberships, 5)": 1,
-        "inside_sql: predicate(include_superseded, 'e')": 1, "linked_sql: _marks(edge_types, 4)": 1,
-        "linked_sql: _marks(types, after)": 1, "linked_sql: edge_filter": 1, "linked_sql: other": 4,
-        "linked_sql: far_filter": 1, "linked_sql: after + (types or 0)": 1,
-        "linked_sql: near": 2, "linked_sql: predicate(include_superseded)": 1,
-        "linked_sql: predicate(include_superseded, 'e')": 1, "linked_sql: type_filter": 1,
-        "membership_links: marks": 1, "membership_links: predicate(include_superseded, 'e')": 1,
-        "visible_among: predicate(include_superseded)": 1}),
+    "reads.py": Counter(
+        {
+            "bm25_sql: predicate(include_superseded)": 1,
+            "descendants_sql: limit_param": 1,
+            "descendants_sql: marks": 1,
+            "descendants_sql: predicate(include_superseded)": 1,
+            "descendants_sql: predicate(include_superseded, 'e')": 1,
+            "descendants_sql: type_param": 2,
+            "inside_sql: _marks(memberships, 5)": 1,
+            "inside_sql: predicate(include_superseded, 'e')": 1,
+            "linked_sql: _marks(edge_types, 4)": 1,
+            "linked_sql: _marks(types, after)": 1,
+            "linked_sql: edge_filter": 1,
+            "linked_sql: other": 4,
+            "linked_sql: far_filter": 1,
+            "linked_sql: after + (types or 0)": 1,
+            "linked_sql: near": 2,
+            "linked_sql: predicate(include_superseded)": 1,
+            "linked_sql: predicate(include_superseded, 'e')": 1,
+            "linked_sql: type_filter": 1,
+            "membership_links: marks": 1,
+            "membership_links: predicate(include_superseded, 'e')": 1,
+            "visible_among: predicate(include_superseded)": 1,
+        }
+    ),
     "reconciler.py": Counter({"decide_merge: pid": 1}),  # an error message that says "join" (not SQL): an int
     # table aliases ("s"/"e") and the kind/key derived from them; "src"/"dst" by a bool; predicates from
     # visible_sql/believed_sql; "?" placeholder lists
-    "store.py": Counter({
-        "believed_sql: alias": 3, "hop: edge_pred": 1, "hop: far": 1, "hop: near": 1, "hop: node_pred": 1,
-        "load_nodes: marks": 1, "meta_values: marks": 1, "to_nodes: marks": 2, "visible_sql: a": 8,
-        "visible_sql: earlier": 1, "visible_sql: key": 1, "visible_sql: kind": 1}),
+    "store.py": Counter(
+        {
+            "believed_sql: alias": 3,
+            "hop: edge_pred": 1,
+            "hop: far": 1,
+            "hop: near": 1,
+            "hop: node_pred": 1,
+            "load_nodes: marks": 1,
+            "meta_values: marks": 1,
+            "to_nodes: marks": 2,
+            "visible_sql: a": 8,
+            "visible_sql: earlier": 1,
+            "visible_sql: key": 1,
+            "visible_sql: kind": 1,
+        }
+    ),
 }
 
 
 SQL_WORDS = re.compile(
     r"\b(select|insert\s+(or\s+\w+\s+)?into|update\s+\w+\s+set|delete\s+from|pragma|create\s+(temp\s+)?"
     r"(table|index|view|trigger|virtual)|drop\s+(table|index|view|trigger)|where|join|values\s*\(|order\s+by|"
-    r"is\s+(not\s+)?null|json_each)\b|\b(coalesce|in)\s*\(|\?\d", re.IGNORECASE)
+    r"is\s+(not\s+)?null|json_each)\b|\b(coalesce|in)\s*\(|\?\d",
+    re.IGNORECASE,
+)
 
 
 def sql_sites(source: str) -> Counter[str]:
@@ -612,8 +903,12 @@ def sql_sites(source: str) -> Counter[str]:
     where its expression reuses a reviewed name)."""
     pieces: Counter[str] = Counter()
     tree = ast.parse(source)
-    owner = {child: getattr(node, "name", "<module>") for node in ast.walk(tree)
-             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)) for child in ast.walk(node)}
+    owner = {
+        child: getattr(node, "name", "<module>")
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module))
+        for child in ast.walk(node)
+    }
     for node in ast.walk(tree):
         where = owner.get(node, "<module>")
         found: list[ast.AST] = []
@@ -621,12 +916,22 @@ def sql_sites(source: str) -> Counter[str]:
             literal = " ".join(str(v.value) for v in node.values if isinstance(v, ast.Constant))
             if SQL_WORDS.search(literal):
                 found = [v.value for v in node.values if isinstance(v, ast.FormattedValue)]
-        elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod) and isinstance(node.left, ast.Constant) \
-                and isinstance(node.left.value, str) and SQL_WORDS.search(node.left.value):
+        elif (
+            isinstance(node, ast.BinOp)
+            and isinstance(node.op, ast.Mod)
+            and isinstance(node.left, ast.Constant)
+            and isinstance(node.left.value, str)
+            and SQL_WORDS.search(node.left.value)
+        ):
             found = [node.right]
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "format" \
-                and isinstance(node.func.value, ast.Constant) and isinstance(node.func.value.value, str) \
-                and SQL_WORDS.search(node.func.value.value):
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "format"
+            and isinstance(node.func.value, ast.Constant)
+            and isinstance(node.func.value.value, str)
+            and SQL_WORDS.search(node.func.value.value)
+        ):
             found = [*node.args, *node.keywords]
         pieces.update(f"{where}: {ast.get_source_segment(source, piece) or '?'}" for piece in found)
     return pieces
@@ -656,8 +961,9 @@ def test_the_scan_sees_formatted_sql() -> None:
         'e = conn.execute(f"drop table if exists temp.{other}")\n'
         'f = f"WhereConnected wants an edge type, got {value}"\n'
     )
-    assert sql_sites(source) == Counter({"<module>: col": 1, "<module>: table": 1, "<module>: name": 1,
-                                         "<module>: other": 1})
+    assert sql_sites(source) == Counter(
+        {"<module>: col": 1, "<module>: table": 1, "<module>: name": 1, "<module>: other": 1}
+    )
     # a second site reusing a reviewed name in the same function still counts
-    again = "def f(col):\n    a = f\"select {col} from t\"\n    b = f\"delete from t where {col}\"\n"
+    again = 'def f(col):\n    a = f"select {col} from t"\n    b = f"delete from t where {col}"\n'
     assert sql_sites(again) == Counter({"f: col": 2})

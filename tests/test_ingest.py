@@ -19,14 +19,21 @@ SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
 def _locomo(tmp_path: Path) -> Path:
-    sample = {"sample_id": "conv-x", "qa": [], "conversation": {
-        "speaker_a": "Ana", "speaker_b": "Ben",
-        "session_1_date_time": "1:56 pm on 8 May, 2023",
-        "session_1": [{"speaker": "Ana", "dia_id": "D1:1", "text": "I adopted a puppy called Rex"},
-                      {"speaker": "Ben", "dia_id": "D1:2", "text": "Lovely! What breed is Rex?"}],
-        "session_2_date_time": "10:04 am on 12 June, 2023",
-        "session_2": [{"speaker": "Ana", "dia_id": "D2:1", "text": "Rex learned to sit", "img_url": ["x.jpg"]}],
-    }}
+    sample = {
+        "sample_id": "conv-x",
+        "qa": [],
+        "conversation": {
+            "speaker_a": "Ana",
+            "speaker_b": "Ben",
+            "session_1_date_time": "1:56 pm on 8 May, 2023",
+            "session_1": [
+                {"speaker": "Ana", "dia_id": "D1:1", "text": "I adopted a puppy called Rex"},
+                {"speaker": "Ben", "dia_id": "D1:2", "text": "Lovely! What breed is Rex?"},
+            ],
+            "session_2_date_time": "10:04 am on 12 June, 2023",
+            "session_2": [{"speaker": "Ana", "dia_id": "D2:1", "text": "Rex learned to sit", "img_url": ["x.jpg"]}],
+        },
+    }
     path = tmp_path / "locomo.json"
     path.write_text(json.dumps([sample]))
     return path
@@ -37,8 +44,11 @@ def test_locomo_sessions_become_dated_session_worlds_of_verbatim_turns(db: World
     assert [s.date for s in conv.sessions] == ["2023-05-08T13:56:00.000000Z", "2023-06-12T10:04:00.000000Z"]
     ids = ingest(db, conv)
     turns = [db.read(i) for i in ids]
-    assert [t.content for t in turns] == ["I adopted a puppy called Rex", "Lovely! What breed is Rex?",
-                                          "Rex learned to sit"]
+    assert [t.content for t in turns] == [
+        "I adopted a puppy called Rex",
+        "Lovely! What breed is Rex?",
+        "Rex learned to sit",
+    ]
     assert [t.props["speaker"] for t in turns] == ["Ana", "Ben", "Ana"]
     assert turns[2].props["turn_id"] == "D2:1" and turns[2].props["img_url"] == ["x.jpg"]
     assert turns[0].valid_at == "2023-05-08T13:56:00.000000Z" and turns[0].type == "Turn"
@@ -73,11 +83,25 @@ def test_a_giant_or_empty_turn_stops_its_conversation_before_anything_is_written
 
 
 def test_beam_chats_take_their_session_dates_from_time_anchors(db: WorldDB, tmp_path: Path) -> None:
-    chat = [{"batch_number": 1, "time_anchor": None, "turns": [
-        [{"role": "user", "id": 0, "time_anchor": "March-15-2024", "index": "1,1", "content": "Plan my project"},
-         {"role": "assistant", "id": 1, "content": "Sure, here is a plan"}],
-        [{"role": "user", "id": 2, "content": "Thanks, now the budget"}],
-    ]}]
+    chat = [
+        {
+            "batch_number": 1,
+            "time_anchor": None,
+            "turns": [
+                [
+                    {
+                        "role": "user",
+                        "id": 0,
+                        "time_anchor": "March-15-2024",
+                        "index": "1,1",
+                        "content": "Plan my project",
+                    },
+                    {"role": "assistant", "id": 1, "content": "Sure, here is a plan"},
+                ],
+                [{"role": "user", "id": 2, "content": "Thanks, now the budget"}],
+            ],
+        }
+    ]
     (tmp_path / "BEAM" / "100K" / "7").mkdir(parents=True)
     (tmp_path / "BEAM" / "100K" / "7" / "chat.json").write_text(json.dumps(chat))
     [conv] = load(tmp_path / "BEAM", "beam")
@@ -97,20 +121,30 @@ def test_the_real_datasets_load_whole() -> None:
 
 
 def test_longmemeval_haystacks_become_one_conversation_per_question(db: WorldDB, tmp_path: Path) -> None:
-    record = {"question_id": "q1", "question_type": "single-session-user", "question": "What did I buy?",
-              "answer": "a bike", "question_date": "2023/05/30 (Tue) 10:00",
-              "haystack_session_ids": ["s_a", "answer_s_b"],
-              "haystack_dates": ["2023/05/20 (Sat) 02:21", "2023/05/25 (Thu) 18:40"],
-              "haystack_sessions": [[{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello"}],
-                                    [{"role": "user", "content": "I bought a bike", "has_answer": True}]],
-              "answer_session_ids": ["answer_s_b"]}
+    record = {
+        "question_id": "q1",
+        "question_type": "single-session-user",
+        "question": "What did I buy?",
+        "answer": "a bike",
+        "question_date": "2023/05/30 (Tue) 10:00",
+        "haystack_session_ids": ["s_a", "answer_s_b"],
+        "haystack_dates": ["2023/05/20 (Sat) 02:21", "2023/05/25 (Thu) 18:40"],
+        "haystack_sessions": [
+            [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello"}],
+            [{"role": "user", "content": "I bought a bike", "has_answer": True}],
+        ],
+        "answer_session_ids": ["answer_s_b"],
+    }
     path = tmp_path / "longmemeval_s.json"
     path.write_text(json.dumps([record]))
     [conv] = load(path, "longmemeval")
     assert conv.conversation_id == "q1" and [s.date for s in conv.sessions] == [
-        "2023-05-20T02:21:00.000000Z", "2023-05-25T18:40:00.000000Z"]
+        "2023-05-20T02:21:00.000000Z",
+        "2023-05-25T18:40:00.000000Z",
+    ]
     assert conv.sessions[1].turns[0].turn_id == "answer_s_b_1" and conv.sessions[1].turns[0].props == {
-        "has_answer": True}
+        "has_answer": True
+    }
     ids = ingest(db, conv)
     assert db.read(ids[2]).props["has_answer"] is True
     record["haystack_dates"] = ["2023/05/20 (Sat) 02:21"]
@@ -144,11 +178,15 @@ def test_malformed_files_name_the_record_and_the_field(tmp_path: Path) -> None:
 
 
 def test_the_cli_ingests_json_lines_and_stops_at_a_bad_conversation_without_half_of_it(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = tmp_path / "chat.jsonl"
-    lines = [{"conversation": "c1", "session": "1", "date": "2024-03-01", "speaker": "me", "text": "I live in Austin"},
-             {"conversation": "c1", "session": "2", "date": "2024-04-01", "speaker": "me", "text": "I moved to Denver"},
-             {"conversation": "c2", "text": "fine"}, {"conversation": "c2", "text": "   "}]
+    lines = [
+        {"conversation": "c1", "session": "1", "date": "2024-03-01", "speaker": "me", "text": "I live in Austin"},
+        {"conversation": "c1", "session": "2", "date": "2024-04-01", "speaker": "me", "text": "I moved to Denver"},
+        {"conversation": "c2", "text": "fine"},
+        {"conversation": "c2", "text": "   "},
+    ]
     path.write_text("\n".join(json.dumps(line) for line in lines))
     store = str(tmp_path / "store.db")
     assert main(["ingest", store, str(path), "--format", "jsonl", "--scope", "me"]) == 2
@@ -172,14 +210,16 @@ def test_a_turn_dated_in_the_future_or_unreadably_is_refused_before_anything_is_
 
 
 def test_the_cli_ingests_with_the_gate_and_the_bridge_and_reports_what_they_did(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = tmp_path / "chat.jsonl"
-    lines = [{"conversation": "c1", "session": "1", "date": "2024-03-01", "speaker": "me", "text": text}
-             for text in ("I met Caroline at the park.", "She told me about the adoption agency.", "ok lol")]
+    lines = [
+        {"conversation": "c1", "session": "1", "date": "2024-03-01", "speaker": "me", "text": text}
+        for text in ("I met Caroline at the park.", "She told me about the adoption agency.", "ok lol")
+    ]
     path.write_text("\n".join(json.dumps(line) for line in lines))
     store = str(tmp_path / "store.db")
-    assert main(["ingest", store, str(path), "--format", "jsonl", "--scope", "me", "--gate", "--bridge",
-                 "--json"]) == 0
+    assert main(["ingest", store, str(path), "--format", "jsonl", "--scope", "me", "--gate", "--bridge", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["turns"] == 3 and out["below_gate"] == 1 and out["bridged"] == 1
     with WorldDB(store) as db:
@@ -194,8 +234,9 @@ def test_ingest_stats_add_up_across_conversations_and_skip_a_failed_one(db: Worl
     stats = IngestStats()
     chat = ConversationIn("a", ["s"], [SessionIn("1", "2024-01-02", [TurnIn("I saw Jon."), TurnIn("He waved.")])])
     ingest(db, chat, bridge=True, gate=EncodingGate(), stats=stats)
-    ingest(db, ConversationIn("b", ["s"], [SessionIn("1", None, [TurnIn("thanks!")])]), gate=EncodingGate(),
-           stats=stats)
+    ingest(
+        db, ConversationIn("b", ["s"], [SessionIn("1", None, [TurnIn("thanks!")])]), gate=EncodingGate(), stats=stats
+    )
     with pytest.raises(InvalidInput):
         ingest(db, ConversationIn("c", ["s"], [SessionIn("1", None, [TurnIn("fine"), TurnIn(" ")])]), stats=stats)
     assert stats == IngestStats(turns=3, below_gate=1, bridged=1)
@@ -208,8 +249,12 @@ def test_the_ingest_bench_compares_the_gate_and_the_bridge(tmp_path: Path) -> No
 
     out = tmp_path / "variants.json"
     bench = Path(__file__).resolve().parents[1] / "bench" / "ingest.py"
-    done = subprocess.run([sys.executable, str(bench), "--variants", "--repeat", "1", "--conversations", "1",
-                           "--json", str(out)], capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, str(bench), "--variants", "--repeat", "1", "--conversations", "1", "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     found = json.loads(out.read_text())["gate_and_bridge"]["variants"]
     assert set(found) == {"plain", "gate", "gate, window only", "bridge", "gate+bridge"}

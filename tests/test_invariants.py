@@ -379,10 +379,15 @@ def _expected_vectors(db: WorldDB) -> dict[int, np.ndarray]:
     the composition (``compose.compose``, written apart from the incremental composer) of its
     children's vectors; a world without text mean-pools."""
     embedder = FakeEmbedder()
-    rows = [(int(n), p, int(d), json.loads(b)) for n, p, d, b in db._conn.execute(
-        "select nid, parent, depth, body from node")]
-    content = {n: embedder.embed([" ".join(t for t in (r.get("name"), r.get("content")) if t)])[0]
-               for n, _, _, r in rows if r.get("name") or r.get("content")}
+    rows = [
+        (int(n), p, int(d), json.loads(b))
+        for n, p, d, b in db._conn.execute("select nid, parent, depth, body from node")
+    ]
+    content = {
+        n: embedder.embed([" ".join(t for t in (r.get("name"), r.get("content")) if t)])[0]
+        for n, _, _, r in rows
+        if r.get("name") or r.get("content")
+    }
     children: dict[int, list[int]] = {}
     for n, parent, _, _ in rows:
         if parent is not None:
@@ -410,8 +415,9 @@ def test_7_fts_and_vector_rows_match_nodes(db: WorldDB) -> None:
         record = json.loads(db._conn.execute("select body from node where nid = ?", (nid,)).fetchone()[0])
         assert name == (record.get("name") or "") and content == (record.get("content") or "")
     expected = _expected_vectors(db)
-    stored = {int(n): np.frombuffer(b, dtype=np.float32) for n, b in db._conn.execute(
-        "select rowid, embedding from node_vec")}
+    stored = {
+        int(n): np.frombuffer(b, dtype=np.float32) for n, b in db._conn.execute("select rowid, embedding from node_vec")
+    }
     assert set(stored) == set(expected) == texts  # every world here has text; the root is not composed
     for nid, vector in stored.items():
         assert np.allclose(vector, expected[nid], atol=1e-5), nid

@@ -40,8 +40,9 @@ KINDS = ("Memory", "Turn", "Fact", "Entity", "Summary")
 MIDWAY = "2025-01-01T00:01:30Z"  # the fake clock ticks a second a call: a moment while the store is built
 CROSS_EDGES = ("refers_to", "contains", "derived_from", "same_as", "contradicts", "causes")
 
-FAST = settings(max_examples=40, deadline=None, derandomize=True, database=None,
-                suppress_health_check=list(HealthCheck))
+FAST = settings(
+    max_examples=40, deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck)
+)
 SLOW = settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck))
 
 picks = st.integers(0, 1000)
@@ -74,8 +75,11 @@ def build(n_scopes: int, plan: list[tuple[object, ...]]) -> Built:
     for i, name in enumerate(names):  # every scope names the same people, so the entity lane has work to do
         for entity in NAMES:
             built.nodes.append(db.write(entity, type="Entity", name=entity, aliases=[entity], scope=name))
-        built.nodes.append(db.write(f"{NAMES[i % 3]} moved to Lisbon with coffee", scope=name, type="Turn",
-                                    world=sessions[name], name="me"))
+        built.nodes.append(
+            db.write(
+                f"{NAMES[i % 3]} moved to Lisbon with coffee", scope=name, type="Turn", world=sessions[name], name="me"
+            )
+        )
     for step in plan:
         try:
             apply(built, sessions, names, step)
@@ -91,8 +95,11 @@ def apply(built: Built, sessions: dict[str, str], names: tuple[str, ...], step: 
         scope = names[int(where) % len(names)]  # type: ignore[call-overload]
         world = sessions[scope] if in_session else built.scopes[scope]
         name = str(text).split()[0] if kind == "Entity" else ("me" if kind == "Turn" else None)
-        nodes.append(db.write(str(text), type=str(kind), name=name, world=world,
-                              aliases=[name] if kind == "Entity" and name else []))
+        nodes.append(
+            db.write(
+                str(text), type=str(kind), name=name, world=world, aliases=[name] if kind == "Entity" and name else []
+            )
+        )
     elif step[0] == "link":
         _, edge_type, src, dst, accept = step
         every = nodes + list(sessions.values())
@@ -136,7 +143,8 @@ class Oracle:
             self.children.setdefault(int(parent), set()).add(int(nid))
         self.edges: dict[str, list[tuple[int, int, bool]]] = {}  # type -> (src, dst, valid now)
         for src, dst, edge_type, invalid_at, expired_at in conn.execute(
-                "select src, dst, type, invalid_at, expired_at from edge"):
+            "select src, dst, type, invalid_at, expired_at from edge"
+        ):
             if expired_at is None:
                 self.edges.setdefault(str(edge_type), []).append((int(src), int(dst), invalid_at is None))
         self.nid = {raw: nid for nid, raw in self.hex.items()}
@@ -185,23 +193,33 @@ def check_isolation(built: Built) -> None:
         sources = oracle.referred(inside_ever)
         connected = oracle.referred(inside, both_ways=True)
         assert_within((n.id for n in db.nodes(world=scope)), inside, "nodes()", name, home)
-        assert_within((n.id for n in db.nodes(world=scope, include_superseded=True)), inside_ever,
-                      "nodes(include_superseded)", name, home)
+        assert_within(
+            (n.id for n in db.nodes(world=scope, include_superseded=True)),
+            inside_ever,
+            "nodes(include_superseded)",
+            name,
+            home,
+        )
         for query in QUERIES:
             for superseded in (False, True):
                 found = db.recall(query, scope=name, k=50, include_superseded=superseded)
                 allowed = inside_ever if superseded else inside
                 assert_within((h.node.id for h in found.hits), allowed, f"recall({query!r})", name, home)
-                assert_within((t.id for h in found.hits for t in h.turns), allowed | sources,
-                              f"recall({query!r}) turns", name, home)
+                assert_within(
+                    (t.id for h in found.hits for t in h.turns),
+                    allowed | sources,
+                    f"recall({query!r}) turns",
+                    name,
+                    home,
+                )
             past = db.recall(query, scope=name, k=50, as_of=MIDWAY, include_superseded=True)
             assert_within((h.node.id for h in past.hits), inside_ever, f"recall({query!r}, as_of)", name, home)
             context = db.context(query, scope=name, budget=100_000)
             assert_within((item.node for item in context.items), inside, f"context({query!r})", name, home)
-            assert_within((n.id for n, _ in db.nearest(query, world=scope, k=50)), inside,
-                          f"nearest({query!r})", name, home)
-            subgraph = db.query(QuerySpec(text=query, world=scope, k=50,
-                                          pipeline=(Expand((), Direction.BOTH, 2),)))
+            assert_within(
+                (n.id for n, _ in db.nearest(query, world=scope, k=50)), inside, f"nearest({query!r})", name, home
+            )
+            subgraph = db.query(QuerySpec(text=query, world=scope, k=50, pipeline=(Expand((), Direction.BOTH, 2),)))
             assert_within((n.id for n in subgraph.nodes), connected, f"query({query!r})", name, home)
         for entity in NAMES:
             resolution = db.resolve(entity, scope=name)

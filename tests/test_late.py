@@ -18,12 +18,20 @@ from worlddb_lite.retrieval import late
 @pytest.fixture
 def store(tmp_path: Path, model: StaticEmbedder) -> WorldDB:
     db = WorldDB(str(tmp_path / "late.db"), embedder=model)
-    turns = ["We pitched our tents at the campground by the lake",
-             "My new laptop arrived on Monday",
-             "The quarterly report is due soon",
-             "Our dogs and cats sleep on the sofa"]
-    ingest(db, ConversationIn("chat", ["ana"], [SessionIn("1", "2024-01-10", [
-        TurnIn(text, "Ana", f"D1:{i}") for i, text in enumerate(turns, start=1)])]))
+    turns = [
+        "We pitched our tents at the campground by the lake",
+        "My new laptop arrived on Monday",
+        "The quarterly report is due soon",
+        "Our dogs and cats sleep on the sofa",
+    ]
+    ingest(
+        db,
+        ConversationIn(
+            "chat",
+            ["ana"],
+            [SessionIn("1", "2024-01-10", [TurnIn(text, "Ana", f"D1:{i}") for i, text in enumerate(turns, start=1)])],
+        ),
+    )
     return db
 
 
@@ -62,8 +70,9 @@ def test_a_candidate_without_a_token_row_is_read_from_its_text(store: WorldDB, t
     assert "campground" in texts[indexed[0]]
 
 
-def test_the_lane_reads_the_stored_token_rows_not_the_texts(store: WorldDB, tokens: TokenVectors,
-                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_lane_reads_the_stored_token_rows_not_the_texts(
+    store: WorldDB, tokens: TokenVectors, monkeypatch: pytest.MonkeyPatch
+) -> None:
     view = store._view(None, None, False, world=None)
     nids = [int(n) for (n,) in store._conn.execute("select rowid from node_fts where content is not null")]
 
@@ -87,8 +96,14 @@ def test_recall_says_when_the_late_lane_ranked_a_hit(store: WorldDB) -> None:
 
 
 def test_an_embedder_without_a_token_table_recalls_without_the_lane(db: WorldDB) -> None:
-    ingest(db, ConversationIn("chat", ["ana"], [SessionIn("1", "2024-01-10", [
-        TurnIn("We pitched our tents at the campground", "Ana", "D1:1")])]))
+    ingest(
+        db,
+        ConversationIn(
+            "chat",
+            ["ana"],
+            [SessionIn("1", "2024-01-10", [TurnIn("We pitched our tents at the campground", "Ana", "D1:1")])],
+        ),
+    )
     found = db.recall("campground", scope="ana", k=1)
     assert found.hits and "late" not in {r.lane for r in found.hits[0].why}
 
@@ -128,8 +143,9 @@ def test_recall_without_the_late_lane_when_asked(store: WorldDB, tmp_path: Path)
         store.recall("camping", scope="ana", late="no")  # type: ignore[arg-type]
 
 
-def test_a_long_question_is_matched_by_its_weightiest_tokens(store: WorldDB, tokens: TokenVectors,
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_long_question_is_matched_by_its_weightiest_tokens(
+    store: WorldDB, tokens: TokenVectors, monkeypatch: pytest.MonkeyPatch
+) -> None:
     view = store._view(None, None, False, world=None)
     nids = [int(n) for (n,) in store._conn.execute("select rowid from node_fts where content is not null")]
     texts = _texts(store, nids)
@@ -157,7 +173,13 @@ def test_an_embedder_that_is_not_a_static_model_gets_no_late_lane(tmp_path: Path
             return model.embed(texts)
 
     db = WorldDB(str(tmp_path / "wrapped.db"), embedder=Wrapped())
-    ingest(db, ConversationIn("chat", ["ana"], [SessionIn("1", "2024-01-10", [
-        TurnIn("We pitched our tents at the campground", "Ana", "D1:1")])]))
+    ingest(
+        db,
+        ConversationIn(
+            "chat",
+            ["ana"],
+            [SessionIn("1", "2024-01-10", [TurnIn("We pitched our tents at the campground", "Ana", "D1:1")])],
+        ),
+    )
     found = db.recall("camping", scope="ana", k=1)
     assert found.hits and "late" not in {r.lane for r in found.hits[0].why}

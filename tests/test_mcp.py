@@ -64,7 +64,9 @@ def test_remember_recall_amend_retire_and_history(served: tuple[WorldDB, Any]) -
     assert [h["content"] for h in plain_hits] == ["Ana lives in Austin"]
     second = call(server, "amend", {"id": first, "text": "Ana lives in Denver", "valid_at": "2024-06-01"})["id"]
     assert [n["content"] for n in call(server, "history", {"id": second})["versions"]] == [
-        "Ana lives in Austin", "Ana lives in Denver"]
+        "Ana lives in Austin",
+        "Ana lives in Denver",
+    ]
     assert call(server, "read", {"id": first[:12], "as_of": "2024-03-01"})["content"] == "Ana lives in Austin"
     assert "Denver" in call(server, "context", {"query": "Ana's city", "scope": "ana", "budget": 200})
     call(server, "retire", {"id": second, "at": "2024-09-01"})
@@ -112,21 +114,54 @@ def test_the_tools_work_without_the_sdk(served: tuple[WorldDB, Any]) -> None:
 
 HOSTILE_TEXT = st.one_of(
     st.text(max_size=40),
-    st.sampled_from(['"unbalanced', "a AND (b OR", "NEAR(x y)", "*", "col:val", "'; drop table node; --",
-                     "\x00", "\ud800", "0" * 64, "x" * 5000, "日本語", "2024-13-45", "-1", ""]),
+    st.sampled_from(
+        [
+            '"unbalanced',
+            "a AND (b OR",
+            "NEAR(x y)",
+            "*",
+            "col:val",
+            "'; drop table node; --",
+            "\x00",
+            "\ud800",
+            "0" * 64,
+            "x" * 5000,
+            "日本語",
+            "2024-13-45",
+            "-1",
+            "",
+        ]
+    ),
 )
 HOSTILE_VALUE = st.one_of(
-    HOSTILE_TEXT, st.none(), st.booleans(), st.integers(min_value=-2**70, max_value=2**70),
-    st.floats(allow_nan=True, allow_infinity=True), st.lists(st.integers(), max_size=3),
+    HOSTILE_TEXT,
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.lists(st.integers(), max_size=3),
     st.dictionaries(st.text(max_size=5), st.integers(), max_size=2),
 )
-ARGUMENT_NAMES = ("text", "scope", "valid_at", "query", "k", "as_of", "include_superseded", "budget", "id",
-                  "at", "unknown")
+ARGUMENT_NAMES = (
+    "text",
+    "scope",
+    "valid_at",
+    "query",
+    "k",
+    "as_of",
+    "include_superseded",
+    "budget",
+    "id",
+    "at",
+    "unknown",
+)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(name=st.sampled_from(TOOL_NAMES), arguments=st.dictionaries(st.sampled_from(ARGUMENT_NAMES), HOSTILE_VALUE,
-                                                                  max_size=4))
+@given(
+    name=st.sampled_from(TOOL_NAMES),
+    arguments=st.dictionaries(st.sampled_from(ARGUMENT_NAMES), HOSTILE_VALUE, max_size=4),
+)
 def test_hostile_tool_arguments_give_tool_errors_and_leave_the_store_unchanged(
     served: tuple[WorldDB, Any], name: str, arguments: dict[str, Any]
 ) -> None:
@@ -148,8 +183,9 @@ def test_the_server_answers_over_stdio(tmp_path: Path) -> None:
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
     path = str(tmp_path / "stdio.db")
-    params = StdioServerParameters(command=sys.executable,
-                                   args=["-c", "from worlddb_lite.cli import main; main()", "mcp", path])
+    params = StdioServerParameters(
+        command=sys.executable, args=["-c", "from worlddb_lite.cli import main; main()", "mcp", path]
+    )
 
     async def talk() -> tuple[list[str], str, bool]:
         async with stdio_client(params) as (read, write), ClientSession(read, write) as session:

@@ -36,9 +36,13 @@ def raw_contents(path: Path) -> dict[str, Any]:
     """Every table's rows (full-text rows by rowid and text), read without worlddb_lite."""
     conn = apsw.Connection(str(path))
     try:
-        tables = [r[0] for r in conn.execute(
-            "select name from sqlite_schema where type = 'table' and name not like 'node_fts%' "
-            "and name not like 'sqlite_%' order by name")]
+        tables = [
+            r[0]
+            for r in conn.execute(
+                "select name from sqlite_schema where type = 'table' and name not like 'node_fts%' "
+                "and name not like 'sqlite_%' order by name"
+            )
+        ]
         out = {t: sorted(conn.execute(f"select * from {t}").fetchall(), key=repr) for t in tables}
         columns = ", ".join(str(c[1]) for c in conn.execute("pragma table_info(node_fts)"))  # 2 or 3 of them
         out["node_fts"] = conn.execute(f"select rowid, {columns} from node_fts order by rowid").fetchall()
@@ -50,8 +54,12 @@ def raw_contents(path: Path) -> dict[str, Any]:
 
 def schema_objects(conn: apsw.Connection) -> dict[str, str]:
     """Name -> type of every table, index, view and trigger (FTS5's own shadow tables left out)."""
-    return {name: kind for kind, name in conn.execute(
-        "select type, name from sqlite_schema where name not like 'node_fts_%' and name not like 'sqlite_%'")}
+    return {
+        name: kind
+        for kind, name in conn.execute(
+            "select type, name from sqlite_schema where name not like 'node_fts_%' and name not like 'sqlite_%'"
+        )
+    }
 
 
 @pytest.mark.parametrize(("fixture", "late"), [(FIXTURE, False), (LATE_FIXTURE, True)])
@@ -68,10 +76,15 @@ def test_fixtures_are_the_two_layouts_of_version_1(fixture: Path, late: bool) ->
 
 def test_opening_a_version_1_store_lifts_it_and_keeps_every_hash(old_store: Path) -> None:
     before = apsw.Connection(str(old_store))
-    root = bytes(before.execute("select s.root from node as n join node_state as s on s.nid = n.nid "
-                                "where n.parent is null").fetchall()[0][0]).hex()
-    counts = {t: before.execute(f"select count(*) from {t}").fetchall()[0][0]
-              for t in ("node", "edge", "root_log", "state_log", "alias", "node_vec", "node_fts")}
+    root = bytes(
+        before.execute(
+            "select s.root from node as n join node_state as s on s.nid = n.nid where n.parent is null"
+        ).fetchall()[0][0]
+    ).hex()
+    counts = {
+        t: before.execute(f"select count(*) from {t}").fetchall()[0][0]
+        for t in ("node", "edge", "root_log", "state_log", "alias", "node_vec", "node_fts")
+    }
     before.close()
 
     db = WorldDB(old_store)
@@ -83,7 +96,8 @@ def test_opening_a_version_1_store_lifts_it_and_keeps_every_hash(old_store: Path
     conn = db._conn
     assert {t: conn.execute(f"select count(*) from {t}").fetchall()[0][0] for t in counts} == counts
     assert conn.execute("select value from meta where key = 'schema_version'").fetchall()[0][0] == str(
-        _sqlite.SCHEMA_VERSION)
+        _sqlite.SCHEMA_VERSION
+    )
     db.close()
 
     again = WorldDB(old_store)
@@ -130,30 +144,53 @@ def test_the_migration_indexes_old_turns_with_their_neighbours_words(old_store: 
     with WorldDB(old_store) as db:
         rows = dict(db._conn.execute(WITH_CONTEXT))
         # the fixture's first session: Ana, Ana, Bot (a speaker no rule reads as an assistant)
-        assert rows == {"I live in Austin": "Ana: My sister Emma is running a marathon in May.\n"
-                                            "Bot: Good luck to her! Running is hard.",
-                        "My sister Emma i": "Bot: Good luck to her! Running is hard.",
-                        "Good luck to her": "Ana: I live in Austin and I work at Google.",
-                        "I moved! I live ": "Ana: Emma's birthday is June 3."}
+        assert rows == {
+            "I live in Austin": "Ana: My sister Emma is running a marathon in May.\n"
+            "Bot: Good luck to her! Running is hard.",
+            "My sister Emma i": "Bot: Good luck to her! Running is hard.",
+            "Good luck to her": "Ana: I live in Austin and I work at Google.",
+            "I moved! I live ": "Ana: Emma's birthday is June 3.",
+        }
         found = [node.content for node, _ in db.search("marathon", k=5)]
         assert found[-1] == "I live in Austin and I work at Google." and db.verify(deep=True).ok
     # the same as a store that ingested those turns now
     with WorldDB(tmp_path / "new.db") as new:
-        ingest(new, ConversationIn("ana-1", ["ana"], [SessionIn("s1", "2024-03-01", [
-            TurnIn("I live in Austin and I work at Google.", speaker="Ana"),
-            TurnIn("My sister Emma is running a marathon in May.", speaker="Ana"),
-            TurnIn("Good luck to her! Running is hard.", speaker="Bot")])]))
+        ingest(
+            new,
+            ConversationIn(
+                "ana-1",
+                ["ana"],
+                [
+                    SessionIn(
+                        "s1",
+                        "2024-03-01",
+                        [
+                            TurnIn("I live in Austin and I work at Google.", speaker="Ana"),
+                            TurnIn("My sister Emma is running a marathon in May.", speaker="Ana"),
+                            TurnIn("Good luck to her! Running is hard.", speaker="Bot"),
+                        ],
+                    )
+                ],
+            ),
+        )
         fresh = dict(new._conn.execute(WITH_CONTEXT))
     assert fresh == {k: v for k, v in rows.items() if not k.startswith("I moved")}
 
 
 def test_the_context_fill_stops_at_a_purged_turn_and_skips_amended_versions(tmp_path: Path) -> None:
     path = tmp_path / "v5.db"
-    talk = ["We planned a trip to Oslo.", "I booked the ferry.", "My PIN is 4417.", "The hotel is near the fjord.",
-            "We leave on Friday."]
+    talk = [
+        "We planned a trip to Oslo.",
+        "I booked the ferry.",
+        "My PIN is 4417.",
+        "The hotel is near the fjord.",
+        "We leave on Friday.",
+    ]
     with WorldDB(path) as db:
-        ids = ingest(db, ConversationIn("c", ["me"], [SessionIn("1", "2024-03-01", [
-            TurnIn(text, speaker="me") for text in talk])]))
+        ids = ingest(
+            db,
+            ConversationIn("c", ["me"], [SessionIn("1", "2024-03-01", [TurnIn(text, speaker="me") for text in talk])]),
+        )
         db.purge(ids[2])
         newer = db.amend(ids[4], "We leave on Saturday.")
     conn = apsw.Connection(str(path))  # as version 5 left it: no context anywhere
@@ -225,8 +262,12 @@ def test_a_migrated_store_keeps_its_history_append_only(old_store: Path) -> None
     WorldDB(old_store).close()
     conn = apsw.Connection(str(old_store))
     try:
-        for sql in ("update root_log set root = zeroblob(32)", "delete from root_log",
-                    "update state_log set at = '2000-01-01'", "delete from state_log"):
+        for sql in (
+            "update root_log set root = zeroblob(32)",
+            "delete from root_log",
+            "update state_log set at = '2000-01-01'",
+            "delete from state_log",
+        ):
             with pytest.raises(apsw.ConstraintError, match="append-only"):
                 conn.execute(sql)
     finally:

@@ -116,11 +116,21 @@ def test_purging_a_scope_erases_its_members_and_keeps_the_others(db: WorldDB) ->
 
 
 def test_purging_a_turn_erases_the_facts_extracted_from_it_and_the_context_that_quoted_it(db: WorldDB) -> None:
-    conv = ConversationIn("c1", ["ana"], [SessionIn("s1", "2024-01-02", [
-        TurnIn(f"I work at {SECRET} Corp now", speaker="Ana"),
-        TurnIn("That sounds great", speaker="Ben"),
-        TurnIn("Thanks, it is", speaker="Ana"),
-    ])])
+    conv = ConversationIn(
+        "c1",
+        ["ana"],
+        [
+            SessionIn(
+                "s1",
+                "2024-01-02",
+                [
+                    TurnIn(f"I work at {SECRET} Corp now", speaker="Ana"),
+                    TurnIn("That sounds great", speaker="Ben"),
+                    TurnIn("Thanks, it is", speaker="Ana"),
+                ],
+            )
+        ],
+    )
     secret_turn, reply, later = ingest(db, conv)
     facts = [n for n in db.nodes(type="Fact") if SECRET in (n.content or "")]
     assert facts, "the rule extractor should have found the workplace"
@@ -141,11 +151,21 @@ def test_purging_a_turn_erases_the_names_the_context_bridge_took_from_it(file_db
     """The bridge indexes a later turn saying "he" with the names before it, past an assistant's turn."""
     name = "Quillon Zorblatt"
     db = WorldDB(file_db_path, embedder=FakeEmbedder())
-    conv = ConversationIn("c1", ["ana"], [SessionIn("s1", "2024-01-02", [
-        TurnIn(f"I saw {name} at the clinic today", speaker="user"),
-        TurnIn("That sounds like an important appointment", speaker="assistant"),
-        TurnIn("He said my results look fine", speaker="user"),
-    ])])
+    conv = ConversationIn(
+        "c1",
+        ["ana"],
+        [
+            SessionIn(
+                "s1",
+                "2024-01-02",
+                [
+                    TurnIn(f"I saw {name} at the clinic today", speaker="user"),
+                    TurnIn("That sounds like an important appointment", speaker="assistant"),
+                    TurnIn("He said my results look fine", speaker="user"),
+                ],
+            )
+        ],
+    )
     told, answer, later = ingest(db, conv, bridge=True)
     indexed = dict(db._conn.execute("select rowid, content from node_fts").fetchall())
     assert name in indexed[db._store.resolve(later)]  # bridged: the windows of whole turns stop at the assistant
@@ -158,11 +178,19 @@ def test_purging_a_turn_erases_the_names_the_context_bridge_took_from_it(file_db
 
 
 def test_purging_a_turn_erases_the_aliases_it_gave_an_entity_another_turn_still_names(file_db_path: str) -> None:
-    """"My coworker Brunhilda" gives Brunhilda the alias "my coworker"; another turn keeps Brunhilda alive."""
+    """ "My coworker Brunhilda" gives Brunhilda the alias "my coworker"; another turn keeps Brunhilda alive."""
     db = WorldDB(file_db_path, embedder=FakeEmbedder())
-    kept, gone = ingest(db, ConversationIn("c1", ["ana"], [
-        SessionIn("s1", "2024-01-02", [TurnIn("My sister Brunhilda lent me 7431 dollars", speaker="Ana")]),
-        SessionIn("s2", "2024-01-03", [TurnIn("My coworker Brunhilda fixed the printer", speaker="Ana")])]))
+    kept, gone = ingest(
+        db,
+        ConversationIn(
+            "c1",
+            ["ana"],
+            [
+                SessionIn("s1", "2024-01-02", [TurnIn("My sister Brunhilda lent me 7431 dollars", speaker="Ana")]),
+                SessionIn("s2", "2024-01-03", [TurnIn("My coworker Brunhilda fixed the printer", speaker="Ana")]),
+            ],
+        ),
+    )
     (brunhilda,) = db.lookup_alias("Brunhilda")
     assert db.lookup_alias("my coworker") == (brunhilda,) and db.lookup_alias("my sister") == (brunhilda,)
     db.purge(gone)
@@ -177,8 +205,11 @@ def test_purging_a_turn_erases_the_aliases_it_gave_an_entity_another_turn_still_
 def test_a_purged_turn_ingested_again_stays_erased_and_is_not_extracted(file_db_path: str, deferred: bool) -> None:
     """Re-importing the same export finds the tombstone (same content, same id): nothing is learned from it."""
     db = WorldDB(file_db_path, embedder=FakeEmbedder())
-    conv = ConversationIn("c1", ["ana"], [SessionIn("s1", "2024-01-02", [
-        TurnIn("I work at Vexmoor Holdings now", speaker="Quillonzorb")])])
+    conv = ConversationIn(
+        "c1",
+        ["ana"],
+        [SessionIn("s1", "2024-01-02", [TurnIn("I work at Vexmoor Holdings now", speaker="Quillonzorb")])],
+    )
     (turn,) = ingest(db, conv, extractor=None)  # not extracted before the purge (extraction off, or deferred)
     db.purge(turn)
     assert ingest(db, conv, deferred=deferred) == [turn]
@@ -190,19 +221,31 @@ def test_a_purged_turn_ingested_again_stays_erased_and_is_not_extracted(file_db_
 
 
 @pytest.mark.parametrize("bridge", [False, True])
-def test_a_session_ingested_again_with_more_turns_takes_no_words_from_a_purged_turn(file_db_path: str,
-                                                                                    bridge: bool) -> None:
+def test_a_session_ingested_again_with_more_turns_takes_no_words_from_a_purged_turn(
+    file_db_path: str, bridge: bool
+) -> None:
     """A chat synced by ingesting its whole transcript again: the purged turn is a wall no words cross."""
     db = WorldDB(file_db_path, embedder=FakeEmbedder())
-    turns = [TurnIn("Hello again", speaker="Ana"), TurnIn("My sister Quillonzorb owes me 48213 dollars", speaker="Ana"),
-             TurnIn("ok", speaker="Ana")]
+    turns = [
+        TurnIn("Hello again", speaker="Ana"),
+        TurnIn("My sister Quillonzorb owes me 48213 dollars", speaker="Ana"),
+        TurnIn("ok", speaker="Ana"),
+    ]
     ids = ingest(db, ConversationIn("c1", ["ana"], [SessionIn("s1", "2024-01-02", turns)]), bridge=bridge)
     db.purge(ids[1])
-    again = ingest(db, ConversationIn("c1", ["ana"], [SessionIn("s1", "2024-01-02", [
-        *turns, TurnIn("She said it would be paid back soon", speaker="Ana")])]), bridge=bridge)
+    again = ingest(
+        db,
+        ConversationIn(
+            "c1",
+            ["ana"],
+            [SessionIn("s1", "2024-01-02", [*turns, TurnIn("She said it would be paid back soon", speaker="Ana")])],
+        ),
+        bridge=bridge,
+    )
     assert again[:3] == ids and db.read(ids[1]).purged
-    rows = db._conn.execute("select content, context from node_fts where rowid = ?",
-                            (db._store.resolve(again[3]),)).fetchone()
+    rows = db._conn.execute(
+        "select content, context from node_fts where rowid = ?", (db._store.resolve(again[3]),)
+    ).fetchone()
     assert "ok" in str(rows)  # the new turn still takes the words on its side of the wall
     assert db.search("Quillonzorb") == [] and db.search("48213") == []
     db.close()
@@ -218,6 +261,7 @@ def test_a_purge_reads_each_parents_children_once_however_many_it_erases(db: Wor
         if "where n.parent = ?" in sql and "node_fts" in sql:
             reads_of_children.append(sql)
         return True
+
     db._conn.exec_trace = trace
     purged = db.purge(db._scope_id("big"))["purged"]
     db._conn.exec_trace = None
@@ -314,7 +358,8 @@ def test_a_checkpoint_that_completes_clears_a_pending_wipe(file_db_path: str) ->
 
 
 def test_a_wipe_cut_short_before_its_vacuum_is_carried_on_by_the_next_open(
-        file_db_path: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    file_db_path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     db = WorldDB(file_db_path, embedder=FakeEmbedder())
     _fill(db, "alice")
     secret = db.write(f"my pin is {SECRET}", scope="alice")
@@ -340,8 +385,9 @@ def test_a_wipe_cut_short_before_its_vacuum_is_carried_on_by_the_next_open(
     assert SECRET.lower().encode() not in _raw(file_db_path)
 
 
-def test_finishing_an_older_wipe_leaves_a_newer_purges_mark_alone(file_db_path: str,
-                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_finishing_an_older_wipe_leaves_a_newer_purges_mark_alone(
+    file_db_path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     db = WorldDB(file_db_path, embedder=FakeEmbedder())
     _fill(db, "alice")
     with db._txn():  # an older wipe was left at its checkpoint ...
@@ -366,8 +412,9 @@ def test_finishing_an_older_wipe_leaves_a_newer_purges_mark_alone(file_db_path: 
     db.close()
 
 
-def test_open_and_close_never_wait_for_a_writer_to_finish_a_wipe(file_db_path: str,
-                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_open_and_close_never_wait_for_a_writer_to_finish_a_wipe(
+    file_db_path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     with WorldDB(file_db_path, embedder=FakeEmbedder()) as db:
         _fill(db, "alice")
         with db._txn():  # a crash right after an erasure: the VACUUM is still to run

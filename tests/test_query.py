@@ -22,7 +22,8 @@ def graph(db: WorldDB) -> dict[str, str]:
     home = db.world("home", type="Scope")
     work = db.world("work", type="Scope")
     ids = {
-        "home": home, "work": work,
+        "home": home,
+        "work": work,
         "emma": db.write("Emma", world=home, type="Entity", name="Emma"),
         "t1": db.write("Emma took up pottery", world=home, type="Turn"),
         "t2": db.write("Emma fired her first bowl", world=home, type="Turn"),
@@ -53,14 +54,19 @@ def test_seeds_expand_into_a_subgraph_with_the_edges_followed(db: WorldDB, graph
     sub = db.query(QuerySpec(seeds=(graph["emma"],), pipeline=(Expand(("refers_to",), Direction.IN),)))
     assert [n.id for n in sub.nodes] == [graph["emma"], graph["t1"], graph["t2"]]
     assert {(e.type, e.src, e.dst) for e in sub.edges} == {
-        ("refers_to", graph["t1"], graph["emma"]), ("refers_to", graph["t2"], graph["emma"])}
+        ("refers_to", graph["t1"], graph["emma"]),
+        ("refers_to", graph["t2"], graph["emma"]),
+    }
 
 
 def test_text_start_then_filter_and_where_connected(db: WorldDB, graph: dict[str, str]) -> None:
     sub = db.query(QuerySpec(text="Emma pottery bowl", pipeline=(Filter(types=("Turn",)),)))
     assert {n.id for n in sub.nodes} == {graph["t1"], graph["t2"]}
-    connected = db.query(QuerySpec(text="Emma", pipeline=(
-        Filter(types=("Turn",)), WhereConnected("refers_to", Direction.OUT, graph["boss"]))))
+    connected = db.query(
+        QuerySpec(
+            text="Emma", pipeline=(Filter(types=("Turn",)), WhereConnected("refers_to", Direction.OUT, graph["boss"]))
+        )
+    )
     assert [n.id for n in connected.nodes] == [graph["t2"]]
 
 

@@ -35,9 +35,16 @@ def test_readme_examples_run(tmp_path):
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     for lang, code in blocks():
         if lang == "bash":
-            done = subprocess.run(["bash", "-euo", "pipefail", "-c", code], cwd=tmp_path, env=env,
-                                  capture_output=True, text=True, timeout=120)
+            done = subprocess.run(
+                ["bash", "-euo", "pipefail", "-c", code],
+                cwd=tmp_path,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
         else:
-            done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env,
-                                  capture_output=True, text=True, timeout=120)
+            done = subprocess.run(
+                [sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+            )
         assert done.returncode == 0, f"README {lang} block failed:\n{code}\n--- stderr:\n{done.stderr}"

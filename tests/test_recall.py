@@ -22,17 +22,28 @@ from .conftest import FakeEmbedder, table_digest
 
 
 def _conversation(scope: str, sessions: list[tuple[str, list[str]]]) -> ConversationIn:
-    return ConversationIn(f"{scope}-chat", [scope], [
-        SessionIn(str(i), date, [TurnIn(text, "Ana", f"D{i}:{j}") for j, text in enumerate(turns, start=1)])
-        for i, (date, turns) in enumerate(sessions, start=1)])
+    return ConversationIn(
+        f"{scope}-chat",
+        [scope],
+        [
+            SessionIn(str(i), date, [TurnIn(text, "Ana", f"D{i}:{j}") for j, text in enumerate(turns, start=1)])
+            for i, (date, turns) in enumerate(sessions, start=1)
+        ],
+    )
 
 
 @pytest.fixture
 def ana(db: WorldDB) -> WorldDB:
-    ingest(db, _conversation("ana", [
-        ("2024-01-10", ["I live in Austin", "My sister Emma loves pottery", "The weather is grey today"]),
-        ("2024-03-02", ["I moved to Denver last week", "Emma's birthday is June 3", "I adopted a kitten"]),
-    ]))
+    ingest(
+        db,
+        _conversation(
+            "ana",
+            [
+                ("2024-01-10", ["I live in Austin", "My sister Emma loves pottery", "The weather is grey today"]),
+                ("2024-03-02", ["I moved to Denver last week", "Emma's birthday is June 3", "I adopted a kitten"]),
+            ],
+        ),
+    )
     ingest(db, _conversation("bob", [("2024-01-11", ["I adopted a kitten named Miso", "I live in Boston"])]))
     return db
 
@@ -97,10 +108,19 @@ def test_as_of_recalls_what_was_true_then(ana: WorldDB) -> None:
     assert ana.recall("Austin", scope="ana", as_of="2000-01-01").hits == ()  # before the first memory
 
 
-@pytest.mark.parametrize("query", [
-    'AND OR NOT', '"unbalanced', 'pottery*', 'content: pottery', '(pottery', 'NEAR(a b)', "Emma's ^ pottery -",
-    "pottery " * 20_000,
-])
+@pytest.mark.parametrize(
+    "query",
+    [
+        "AND OR NOT",
+        '"unbalanced',
+        "pottery*",
+        "content: pottery",
+        "(pottery",
+        "NEAR(a b)",
+        "Emma's ^ pottery -",
+        "pottery " * 20_000,
+    ],
+)
 def test_fts_syntax_and_huge_queries_never_reach_sqlite_as_syntax(ana: WorldDB, query: str) -> None:
     found = ana.recall(query, scope="ana", k=5)
     assert len(found.hits) <= 5
@@ -191,7 +211,8 @@ def test_fake_embedder_is_what_the_fixture_uses(db: WorldDB) -> None:
 
 
 def test_a_large_entity_is_only_checked_against_what_the_other_lanes_found(
-        ana: WorldDB, monkeypatch: pytest.MonkeyPatch) -> None:
+    ana: WorldDB, monkeypatch: pytest.MonkeyPatch
+) -> None:
     view = ana._view(None, None, False, world=ana._scope_id("ana"))
     reached, _ = lanes.entity_lane(view, "Ana", None, 50)
     assert len(reached) >= 6  # small: every turn and fact about Ana is enumerated
@@ -202,7 +223,8 @@ def test_a_large_entity_is_only_checked_against_what_the_other_lanes_found(
 
 
 def test_a_node_naming_a_small_and_a_large_entity_ranks_first_once_the_finds_are_checked(
-        ana: WorldDB, monkeypatch: pytest.MonkeyPatch) -> None:
+    ana: WorldDB, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """``start_entity_lane`` reads the small names' nodes at once and the large ones' among the finds later."""
     view = ana._view(None, None, False, world=ana._scope_id("ana"))
     about_ana, _ = lanes.entity_lane(view, "Ana", None, 50)
@@ -212,36 +234,83 @@ def test_a_node_naming_a_small_and_a_large_entity_ranks_first_once_the_finds_are
     monkeypatch.setattr(lanes, "ENTITY_FANOUT", len(about_emma))  # Emma small, Ana large
     begun = lanes.start_entity_lane(view, "Ana and Emma", None, 50)
     both, paths = begun(about_ana)
-    assert set(both[:len(shared)]) == shared  # two of the names before one
+    assert set(both[: len(shared)]) == shared  # two of the names before one
     assert set(both) == set(about_ana) | set(about_emma)
     assert {paths[n].alias for n in about_emma} == {"emma"}  # reached first through the small name
     assert sorted(lanes.start_entity_lane(view, "Ana and Emma", None, 50)(())[0]) == sorted(about_emma)
 
 
-@pytest.mark.parametrize("edge_types, types, towards", [
-    (("refers_to",), ("Entity",), False), (None, ("Entity",), False), (("refers_to",), None, False),
-    (("refers_to",), ("Turn", "Fact"), True), (None, None, True)])
+@pytest.mark.parametrize(
+    "edge_types, types, towards",
+    [
+        (("refers_to",), ("Entity",), False),
+        (None, ("Entity",), False),
+        (("refers_to",), None, False),
+        (("refers_to",), ("Turn", "Fact"), True),
+        (None, None, True),
+    ],
+)
 def test_linked_to_named_far_nodes_is_every_link_filtered_to_them(
-        ana: WorldDB, edge_types: tuple[str, ...] | None, types: tuple[str, ...] | None, towards: bool) -> None:
+    ana: WorldDB, edge_types: tuple[str, ...] | None, types: tuple[str, ...] | None, towards: bool
+) -> None:
     """``reads.linked(far=...)`` (the entity lane's seek for a large entity) keeps exactly those far nodes' rows."""
     view = ana._view(None, None, False, world=ana._scope_id("ana"))
     turns, _ = lanes.entity_lane(view, "Ana", None, 50)  # what refers to Ana, and to whatever else it names
-    near = turns if not towards else sorted({far for _, _, far, _ in reads.linked(
-        view.conn, ("refers_to",), turns, ("Entity",), view.valid, view.belief, towards=False,
-        include_superseded=False)})  # the entities: edges into them
-    every = reads.linked(view.conn, edge_types, near, types, view.valid, view.belief, towards=towards,
-                         include_superseded=False)
+    near = (
+        turns
+        if not towards
+        else sorted(
+            {
+                far
+                for _, _, far, _ in reads.linked(
+                    view.conn,
+                    ("refers_to",),
+                    turns,
+                    ("Entity",),
+                    view.valid,
+                    view.belief,
+                    towards=False,
+                    include_superseded=False,
+                )
+            }
+        )
+    )  # the entities: edges into them
+    every = reads.linked(
+        view.conn, edge_types, near, types, view.valid, view.belief, towards=towards, include_superseded=False
+    )
     others = sorted({far for _, _, far, _ in every})
     assert len(others) >= 2
     for chosen in ([others[0]], others[1:]):
-        assert reads.linked(view.conn, edge_types, near, types, view.valid, view.belief, towards=towards,
-                            include_superseded=False, far=chosen) == [row for row in every if row[2] in chosen]
-    assert reads.linked(view.conn, edge_types, near, types, view.valid, view.belief, towards=towards,
-                        include_superseded=False, far=[]) == []
+        assert reads.linked(
+            view.conn,
+            edge_types,
+            near,
+            types,
+            view.valid,
+            view.belief,
+            towards=towards,
+            include_superseded=False,
+            far=chosen,
+        ) == [row for row in every if row[2] in chosen]
+    assert (
+        reads.linked(
+            view.conn,
+            edge_types,
+            near,
+            types,
+            view.valid,
+            view.belief,
+            towards=towards,
+            include_superseded=False,
+            far=[],
+        )
+        == []
+    )
 
 
 def test_order_over_gathered_lanes_is_recall_and_reads_the_weights_when_it_runs(
-        ana: WorldDB, monkeypatch: pytest.MonkeyPatch) -> None:
+    ana: WorldDB, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """bench/fusion_fit.py replays ``order`` over lanes ``gather`` read once, with the weights it sets."""
     from worlddb_lite.retrieval import recall as pipeline
 
@@ -250,7 +319,8 @@ def test_order_over_gathered_lanes_is_recall_and_reads_the_weights_when_it_runs(
     found = pipeline.gather(view, question, pipeline.LANE_DEPTH)
     replayed = pipeline.order(view, question, found, k=6)
     assert [(h.node.id, h.score, h.why) for h in replayed] == [
-        (h.node.id, h.score, h.why) for h in ana.recall(question, scope="ana", k=6).hits]
+        (h.node.id, h.score, h.why) for h in ana.recall(question, scope="ana", k=6).hits
+    ]
     monkeypatch.setattr(pipeline, "LANE_WEIGHTS", {lane: 0.0 for lane in found.lanes} | {"vector": 1.0})
     assert [h.score for h in pipeline.order(view, question, found, k=6)] != [h.score for h in replayed]
 
@@ -267,12 +337,28 @@ def test_a_stale_turn_ranks_below_the_turn_that_superseded_it_but_not_as_of_befo
 
 def test_a_turn_saying_a_value_changed_ranks_above_the_earlier_turns_naming_its_slot(db: WorldDB) -> None:
     # the first turn's date is read as an event's date, not the sprint deadline: no fact supersedes it
-    ingest(db, _conversation("ana", [
-        ("2024-03-01", ["I have a deadline of April 1 for the first sprint of the portfolio site",
-                        "The new budget is $500 for the portfolio site hosting"]),
-        ("2024-03-20", ["I need to tidy the portfolio site before the demo",
-                        "Please update my plan for the new sprint deadline of April 5"]),
-    ]))
+    ingest(
+        db,
+        _conversation(
+            "ana",
+            [
+                (
+                    "2024-03-01",
+                    [
+                        "I have a deadline of April 1 for the first sprint of the portfolio site",
+                        "The new budget is $500 for the portfolio site hosting",
+                    ],
+                ),
+                (
+                    "2024-03-20",
+                    [
+                        "I need to tidy the portfolio site before the demo",
+                        "Please update my plan for the new sprint deadline of April 5",
+                    ],
+                ),
+            ],
+        ),
+    )
     question = "what is the deadline for the first sprint of the portfolio site"
     order = _turn_ids(db.recall(question, scope="ana", k=10))
     assert order.index("D2:2") < order.index("D1:1")
@@ -284,11 +370,17 @@ def test_a_turn_saying_a_value_changed_ranks_above_the_earlier_turns_naming_its_
 
 
 def test_a_change_since_replaced_does_not_climb_back_above_its_replacement(db: WorldDB) -> None:
-    ingest(db, _conversation("ana", [
-        ("2024-03-01", ["I have a deadline of April 1 for the first sprint of the portfolio site"]),
-        ("2024-03-10", ["Please update my plan for the new sprint deadline of April 5"]),
-        ("2024-03-20", ["My sprint deadline is April 9."]),
-    ]))
+    ingest(
+        db,
+        _conversation(
+            "ana",
+            [
+                ("2024-03-01", ["I have a deadline of April 1 for the first sprint of the portfolio site"]),
+                ("2024-03-10", ["Please update my plan for the new sprint deadline of April 5"]),
+                ("2024-03-20", ["My sprint deadline is April 9."]),
+            ],
+        ),
+    )
     found = db.recall("what is the deadline for the first sprint of the portfolio site", scope="ana", k=10)
     order = _turn_ids(found)
     assert order.index("D3:1") < order.index("D2:1")  # April 9 replaced April 5: it stays above
@@ -296,23 +388,40 @@ def test_a_change_since_replaced_does_not_climb_back_above_its_replacement(db: W
 
 
 def test_a_change_said_earlier_does_not_rank_above_a_later_statement(db: WorldDB) -> None:
-    ingest(db, _conversation("ana", [
-        ("2024-03-01", ["Please update my plan for the new sprint deadline of April 5"]),
-        ("2024-03-20", ["I have a deadline of April 9 for the first sprint of the portfolio site"]),
-    ]))
+    ingest(
+        db,
+        _conversation(
+            "ana",
+            [
+                ("2024-03-01", ["Please update my plan for the new sprint deadline of April 5"]),
+                ("2024-03-20", ["I have a deadline of April 9 for the first sprint of the portfolio site"]),
+            ],
+        ),
+    )
     found = db.recall("what is the deadline for the first sprint of the portfolio site", scope="ana", k=10)
     assert _turn_ids(found)[0] == "D2:1"
     assert not any(r.lane == "changed" for h in found.hits for r in h.why)
 
 
 def test_a_turn_telling_of_an_unnamed_change_ranks_above_the_earlier_turn_about_it(
-        db: WorldDB, monkeypatch: pytest.MonkeyPatch) -> None:
-    ingest(db, _dialogue("ana", "2024-03-01", [
-        ("user", "I have a Zoom meeting with Professor Danielle on March 22 at 3 PM to review my draft, "
-                 "what should I discuss with Professor Danielle in the Zoom meeting?"),
-        ("user", "I might miss the meeting with Danielle: can you remind me that it's rescheduled to 4:30 PM?"),
-        ("assistant", "The Zoom meeting with Professor Danielle was moved to 4:30 PM, so plan for 4:30 PM."),
-    ]))
+    db: WorldDB, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ingest(
+        db,
+        _dialogue(
+            "ana",
+            "2024-03-01",
+            [
+                (
+                    "user",
+                    "I have a Zoom meeting with Professor Danielle on March 22 at 3 PM to review my draft, "
+                    "what should I discuss with Professor Danielle in the Zoom meeting?",
+                ),
+                ("user", "I might miss the meeting with Danielle: can you remind me that it's rescheduled to 4:30 PM?"),
+                ("assistant", "The Zoom meeting with Professor Danielle was moved to 4:30 PM, so plan for 4:30 PM."),
+            ],
+        ),
+    )
     question = "What time is my Zoom meeting with Professor Danielle?"
     found = db.recall(question, scope="ana", k=3)
     order = _turn_ids(found)
@@ -326,12 +435,25 @@ def test_a_turn_telling_of_an_unnamed_change_ranks_above_the_earlier_turn_about_
 
 
 def test_an_unnamed_change_does_not_climb_above_a_later_change_or_an_unrelated_turn(db: WorldDB) -> None:
-    ingest(db, _dialogue("ana", "2024-03-01", [
-        ("user", "My overtime was 12 hours in February and the overtime log for the team is in the shared drive"),
-        ("user", "Good news on overtime: I got it down to 6 hours"),
-        ("user", "Better news on overtime: I got it down to just 4 hours in March, and the overtime log shows it"),
-        ("user", "The team moved the standup to 10 AM"),
-    ]))
+    ingest(
+        db,
+        _dialogue(
+            "ana",
+            "2024-03-01",
+            [
+                (
+                    "user",
+                    "My overtime was 12 hours in February and the overtime log for the team is in the shared drive",
+                ),
+                ("user", "Good news on overtime: I got it down to 6 hours"),
+                (
+                    "user",
+                    "Better news on overtime: I got it down to just 4 hours in March, and the overtime log shows it",
+                ),
+                ("user", "The team moved the standup to 10 AM"),
+            ],
+        ),
+    )
     found = db.recall("How many hours of overtime have I tracked most recently?", scope="ana", k=4)
     order = _turn_ids(found)
     assert order.index("D1:3") < order.index("D1:2") < order.index("D1:1")  # newest change first, the old value last
@@ -341,14 +463,28 @@ def test_an_unnamed_change_does_not_climb_above_a_later_change_or_an_unrelated_t
 
 def test_an_unnamed_change_stays_below_a_later_statement_of_the_value(db: WorldDB) -> None:
     from worlddb_lite.retrieval.recall import changed_over_stated
-    said = [("2024-01-01", "My dentist appointment is on March 20 at 3 PM"),
-            ("2024-02-01", "The dentist called: it's been rescheduled to March 22 at 4:30 PM"),
-            ("2024-03-01", "Update from the dentist: my appointment is now March 25 at 10 AM")]
-    ingest(db, ConversationIn("ana-chat", ["ana"], [SessionIn(str(i), date, [TurnIn(text, "user", f"D{i}:1")])
-                                                    for i, (date, text) in enumerate(said, start=1)]))
+
+    said = [
+        ("2024-01-01", "My dentist appointment is on March 20 at 3 PM"),
+        ("2024-02-01", "The dentist called: it's been rescheduled to March 22 at 4:30 PM"),
+        ("2024-03-01", "Update from the dentist: my appointment is now March 25 at 10 AM"),
+    ]
+    ingest(
+        db,
+        ConversationIn(
+            "ana-chat",
+            ["ana"],
+            [
+                SessionIn(str(i), date, [TurnIn(text, "user", f"D{i}:1")])
+                for i, (date, text) in enumerate(said, start=1)
+            ],
+        ),
+    )
     view = db._view(None, None, False, world=db._scope_id("ana"))
-    turns = {str(text): int(nid) for nid, text in db._conn.execute(
-        "select nid, json_extract(body, '$.content') from node where type = 'Turn'")}
+    turns = {
+        str(text): int(nid)
+        for nid, text in db._conn.execute("select nid, json_extract(body, '$.content') from node where type = 'Turn'")
+    }
     first, change, restated = (turns[text] for _, text in said)
     query = "When is my dentist appointment?"
     # the change passes the first value, never the later statement of the newest one
@@ -358,16 +494,38 @@ def test_an_unnamed_change_stays_below_a_later_statement_of_the_value(db: WorldD
 
 def test_an_older_change_never_moves_above_a_later_change_of_the_same_thing(db: WorldDB) -> None:
     from worlddb_lite.retrieval.recall import changed_over_stated
-    ingest(db, ConversationIn("ana-chat", ["ana"], [
-        SessionIn(str(i), date, [TurnIn(text, "user", f"D{i}:1")])
-        for i, (date, text) in enumerate([("2024-01-10", "My overtime log is in the shared drive"),
-                                          ("2024-02-10", "I cut my overtime hours to 6"),
-                                          ("2024-03-10", "Now I got it down to just 4 hours")], start=1)]))
+
+    ingest(
+        db,
+        ConversationIn(
+            "ana-chat",
+            ["ana"],
+            [
+                SessionIn(str(i), date, [TurnIn(text, "user", f"D{i}:1")])
+                for i, (date, text) in enumerate(
+                    [
+                        ("2024-01-10", "My overtime log is in the shared drive"),
+                        ("2024-02-10", "I cut my overtime hours to 6"),
+                        ("2024-03-10", "Now I got it down to just 4 hours"),
+                    ],
+                    start=1,
+                )
+            ],
+        ),
+    )
     view = db._view(None, None, False, world=db._scope_id("ana"))
-    turns = {str(text): int(nid) for nid, text in db._conn.execute(
-        "select nid, json_extract(body, '$.content') from node where type = 'Turn'")}
-    log, older, newer = (turns[t] for t in ("My overtime log is in the shared drive", "I cut my overtime hours to 6",
-                                            "Now I got it down to just 4 hours"))
+    turns = {
+        str(text): int(nid)
+        for nid, text in db._conn.execute("select nid, json_extract(body, '$.content') from node where type = 'Turn'")
+    }
+    log, older, newer = (
+        turns[t]
+        for t in (
+            "My overtime log is in the shared drive",
+            "I cut my overtime hours to 6",
+            "Now I got it down to just 4 hours",
+        )
+    )
     query = "how many overtime hours"
     # the newer change shares no asked word with the log and stays; the older one may pass the log, not the newer
     assert changed_over_stated(view, [log, newer, older], 10, query) == ([log, newer, older], set())
@@ -376,11 +534,17 @@ def test_an_older_change_never_moves_above_a_later_change_of_the_same_thing(db: 
 
 
 def test_a_question_naming_a_date_recalls_what_was_said_around_it(db: WorldDB) -> None:
-    ingest(db, _conversation("ana", [
-        ("2022-05-02", ["We went hiking up the hill with the dog", "I cooked dinner for the neighbours"]),
-        ("2022-05-26", ["Yesterday I finally finished the quilt for my niece"]),
-        ("2022-09-10", ["My neighbours came over and we talked for hours"]),
-    ]))
+    ingest(
+        db,
+        _conversation(
+            "ana",
+            [
+                ("2022-05-02", ["We went hiking up the hill with the dog", "I cooked dinner for the neighbours"]),
+                ("2022-05-26", ["Yesterday I finally finished the quilt for my niece"]),
+                ("2022-09-10", ["My neighbours came over and we talked for hours"]),
+            ],
+        ),
+    )
     ingest(db, _conversation("bob", [("2022-05-25", ["Bob sold his old bicycle on Saturday"])]))
     question = "What did Ana do on 25 May, 2022?"
     found = db.recall(question, scope="ana", k=3)
@@ -398,19 +562,28 @@ def test_a_question_naming_a_date_recalls_what_was_said_around_it(db: WorldDB) -
 
 def test_a_question_about_yesterday_recalls_what_was_said_yesterday(db: WorldDB) -> None:
     # the fixture's clock reads 1 January 2025: yesterday is 31 December 2024
-    ingest(db, _conversation("ana", [("2024-11-02", ["We baked bread together"]),
-                                     ("2024-12-31", ["Finally finished the quilt for my niece"])]))
+    ingest(
+        db,
+        _conversation(
+            "ana",
+            [("2024-11-02", ["We baked bread together"]), ("2024-12-31", ["Finally finished the quilt for my niece"])],
+        ),
+    )
     found = db.recall("What did I do yesterday?", scope="ana", k=1)
     assert _turn_ids(found) == ["D2:1"] and any(r.lane == "time" for r in found.hits[0].why)
     assert _turn_ids(db.recall("What did I do in November?", scope="ana", k=1)) == ["D1:1"]
 
 
 def test_a_busy_period_keeps_only_what_the_other_lanes_found(db: WorldDB, monkeypatch: pytest.MonkeyPatch) -> None:
-    ingest(db, _conversation("ana", [("2022-05-25", ["I finished the quilt", "The quilt took a month",
-                                                     "It rained all day"])]))
+    ingest(
+        db,
+        _conversation("ana", [("2022-05-25", ["I finished the quilt", "The quilt took a month", "It rained all day"])]),
+    )
     view = db._view(None, None, False, world=db._scope_id("ana"))
-    turns = {str(text): int(nid) for nid, text in db._conn.execute(
-        "select nid, json_extract(body, '$.content') from node where type = 'Turn'")}
+    turns = {
+        str(text): int(nid)
+        for nid, text in db._conn.execute("select nid, json_extract(body, '$.content') from node where type = 'Turn'")
+    }
     question = "What about the quilt on 25 May 2022?"
     found = [turns["The quilt took a month"]]
     assert set(lanes.time_lane(view, question, None, 10, candidates=found)) == set(turns.values())
@@ -419,8 +592,7 @@ def test_a_busy_period_keeps_only_what_the_other_lanes_found(db: WorldDB, monkey
     assert lanes.time_lane(view, "What about the quilt?", None, 10, candidates=found) == []  # no date named
 
 
-def test_the_time_lane_offers_no_purged_memory_even_to_a_read_from_before_the_purge(
-        db: WorldDB, clock: object) -> None:
+def test_the_time_lane_offers_no_purged_memory_even_to_a_read_from_before_the_purge(db: WorldDB, clock: object) -> None:
     ingest(db, _conversation("ana", [("2022-05-25", ["I finished the quilt", "It rained all day"])]))
     before = clock.peek()  # type: ignore[attr-defined]
     rain = next(h.node.id for h in db.recall("rained", scope="ana", k=5).hits if h.node.content == "It rained all day")
@@ -440,13 +612,22 @@ def test_a_busy_day_in_another_scope_leaves_the_time_lane_whole(db: WorldDB, mon
 
 
 def test_the_standing_instruction_closest_to_a_question_is_recalled_with_it(
-        db: WorldDB, monkeypatch: pytest.MonkeyPatch) -> None:
+    db: WorldDB, monkeypatch: pytest.MonkeyPatch
+) -> None:
     filler = [f"The REST API request number {i} went wrong again and the request log shows it" for i in range(12)]
-    ingest(db, _conversation("ana", [
-        ("2024-01-10", ["Always list status codes for REST API errors.",
-                        "Always give oven temperatures in Celsius."]),
-        ("2024-02-10", filler),
-    ]))
+    ingest(
+        db,
+        _conversation(
+            "ana",
+            [
+                (
+                    "2024-01-10",
+                    ["Always list status codes for REST API errors.", "Always give oven temperatures in Celsius."],
+                ),
+                ("2024-02-10", filler),
+            ],
+        ),
+    )
     ingest(db, _conversation("bob", [("2024-01-10", ["Always answer in French when I ask about API design."])]))
     question = "what should my REST API return when a request goes wrong"
     found = db.recall(question, scope="ana", k=5)
@@ -463,11 +644,22 @@ def test_the_standing_instruction_closest_to_a_question_is_recalled_with_it(
 
 def test_the_stated_preference_closest_to_a_question_is_recalled_with_it(db: WorldDB) -> None:
     filler = [f"The REST API request number {i} went wrong again and the request log shows it" for i in range(12)]
-    ingest(db, _conversation("ana", [
-        ("2024-01-10", ["I prefer plain status codes for REST API errors over custom ones.",
-                        "I prefer oven temperatures in Celsius."]),
-        ("2024-02-10", filler),
-    ]))
+    ingest(
+        db,
+        _conversation(
+            "ana",
+            [
+                (
+                    "2024-01-10",
+                    [
+                        "I prefer plain status codes for REST API errors over custom ones.",
+                        "I prefer oven temperatures in Celsius.",
+                    ],
+                ),
+                ("2024-02-10", filler),
+            ],
+        ),
+    )
     found = db.recall("what should my REST API return when a request goes wrong", scope="ana", k=5)
     offered = [h.node.content for h in found.hits if any(r.lane == "preference" for r in h.why)]
     assert offered == ["I prefer plain status codes for REST API errors over custom ones."]
@@ -475,9 +667,12 @@ def test_the_stated_preference_closest_to_a_question_is_recalled_with_it(db: Wor
 
 def test_a_turn_scores_also_by_the_best_turn_of_its_session(ana: WorldDB) -> None:
     from worlddb_lite.retrieval.recall import session_prior
+
     view = ana._view(None, None, False, world=ana._scope_id("ana"))
-    turns = {str(text): int(nid) for nid, text in ana._conn.execute(
-        "select nid, json_extract(body, '$.content') from node where type = 'Turn'")}
+    turns = {
+        str(text): int(nid)
+        for nid, text in ana._conn.execute("select nid, json_extract(body, '$.content') from node where type = 'Turn'")
+    }
     best, same, other = turns["I moved to Denver last week"], turns["I adopted a kitten"], turns["I live in Austin"]
     ranked = [(best, 0.05), (other, 0.021), (same, 0.02)]
     prior = session_prior(view, ranked, 1.0)
@@ -487,17 +682,31 @@ def test_a_turn_scores_also_by_the_best_turn_of_its_session(ana: WorldDB) -> Non
 
 
 def _dialogue(scope: str, date: str, turns: list[tuple[str, str]]) -> ConversationIn:
-    return ConversationIn(f"{scope}-chat", [scope], [
-        SessionIn("1", date, [TurnIn(text, speaker, f"D1:{j}") for j, (speaker, text) in enumerate(turns, start=1)])])
+    return ConversationIn(
+        f"{scope}-chat",
+        [scope],
+        [SessionIn("1", date, [TurnIn(text, speaker, f"D1:{j}") for j, (speaker, text) in enumerate(turns, start=1)])],
+    )
 
 
 def test_the_persons_turn_outranks_the_assistants_reply_that_repeats_it(
-        db: WorldDB, monkeypatch: pytest.MonkeyPatch) -> None:
-    ingest(db, _dialogue("ana", "2024-01-10", [
-        ("user", "My sourdough starter is called Bubbles"),
-        ("assistant", "Bubbles is a lovely name for a sourdough starter! A sourdough starter named Bubbles "
-                      "needs feeding: feed the sourdough starter daily."),
-    ]))
+    db: WorldDB, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ingest(
+        db,
+        _dialogue(
+            "ana",
+            "2024-01-10",
+            [
+                ("user", "My sourdough starter is called Bubbles"),
+                (
+                    "assistant",
+                    "Bubbles is a lovely name for a sourdough starter! A sourdough starter named Bubbles "
+                    "needs feeding: feed the sourdough starter daily.",
+                ),
+            ],
+        ),
+    )
     question = "what name did I give my sourdough starter"
     assert _turn_ids(db.recall(question, scope="ana", k=2)) == ["D1:1", "D1:2"]
     monkeypatch.setattr(recall_module, "ASSISTANT_SHARE", 1.0)  # without the prior the reply wins
@@ -506,14 +715,24 @@ def test_the_persons_turn_outranks_the_assistants_reply_that_repeats_it(
 
 def test_a_turn_said_by_the_person_the_query_names_gains(db: WorldDB) -> None:
     from worlddb_lite.retrieval.recall import NAMED_SPEAKER_WEIGHT, speaker_prior
-    ingest(db, _dialogue("ana", "2024-01-10", [
-        ("Caroline", "I took a watercolour painting class last spring"),
-        ("Melanie", "A painting class! Which painting class, the one with the teacher?"),
-        ("assistant", "Painting classes are a good way to learn."),
-    ]))
+
+    ingest(
+        db,
+        _dialogue(
+            "ana",
+            "2024-01-10",
+            [
+                ("Caroline", "I took a watercolour painting class last spring"),
+                ("Melanie", "A painting class! Which painting class, the one with the teacher?"),
+                ("assistant", "Painting classes are a good way to learn."),
+            ],
+        ),
+    )
     view = db._view(None, None, False, world=db._scope_id("ana"))
-    turns = {str(name): int(nid) for nid, name in db._conn.execute(
-        "select nid, json_extract(body, '$.name') from node where type = 'Turn'")}
+    turns = {
+        str(name): int(nid)
+        for nid, name in db._conn.execute("select nid, json_extract(body, '$.name') from node where type = 'Turn'")
+    }
     caroline, melanie, assistant = turns["Caroline"], turns["Melanie"], turns["assistant"]
     ranked = [(assistant, 0.06), (melanie, 0.05), (caroline, 0.047)]
     weighed = dict(speaker_prior(view, ranked, "What painting class did caroline take?", depth=10))
@@ -524,8 +743,11 @@ def test_a_turn_said_by_the_person_the_query_names_gains(db: WorldDB) -> None:
     assert weighed[assistant] == pytest.approx(0.06 * recall_module.ASSISTANT_SHARE + answered)
     alone = dict(speaker_prior(view, [(assistant, 0.06), (caroline, 0.047)], "Which painting class?", depth=10))
     assert alone[assistant] == pytest.approx(0.06 * recall_module.ASSISTANT_SHARE)  # what it answered: not in the head
-    assert [nid for nid, _ in speaker_prior(view, ranked, "What painting class did caroline take?", depth=10)] \
-        == [caroline, melanie, assistant]
+    assert [nid for nid, _ in speaker_prior(view, ranked, "What painting class did caroline take?", depth=10)] == [
+        caroline,
+        melanie,
+        assistant,
+    ]
     unnamed = dict(speaker_prior(view, ranked, "Which painting class?", depth=10))
     assert unnamed[caroline] == pytest.approx(0.047 + reply)
     assert dict(speaker_prior(view, ranked[:1] + ranked[2:], "Which painting class?", depth=10))[caroline] == 0.047
@@ -534,6 +756,7 @@ def test_a_turn_said_by_the_person_the_query_names_gains(db: WorldDB) -> None:
 
 def test_a_speaker_without_words_is_named_by_no_query(db: WorldDB) -> None:
     from worlddb_lite.retrieval.recall import speaker_prior
+
     ingest(db, _dialogue("ana", "2024-01-10", [("-", "I took a painting class")]))
     view = db._view(None, None, False, world=db._scope_id("ana"))
     turn = int(db._conn.execute("select nid from node where type = 'Turn'").fetchall()[0][0])
@@ -542,12 +765,17 @@ def test_a_speaker_without_words_is_named_by_no_query(db: WorldDB) -> None:
 
 def test_the_turn_said_next_is_found_past_what_was_written_between(db: WorldDB) -> None:
     from worlddb_lite import reads
+
     session = db.world("ana-chat / 1", parent=db.scope("ana"), type="Session")
     first = db.write("I adopted a kitten", world=session, type="Turn", name="Ana")
     db.write("Ana adopted a kitten", world=session, type="Memory")  # written between the two turns
     second = db.write("What is the kitten called?", world=session, type="Turn", name="Bo")
-    elsewhere = db.write("A turn in another session", world=db.world("ana-chat / 2", parent=db.scope("ana"),
-                                                                       type="Session"), type="Turn", name="Ana")
+    elsewhere = db.write(
+        "A turn in another session",
+        world=db.world("ana-chat / 2", parent=db.scope("ana"), type="Session"),
+        type="Turn",
+        name="Ana",
+    )
     nid = {node: db._store.resolve(node) for node in (first, second, elsewhere)}
     assert reads.next_turns(db._conn, [nid[first], nid[second]]) == {nid[first]: nid[second]}  # the last has none
 
@@ -567,12 +795,20 @@ def test_the_entity_lane_orders_by_the_question_without_the_names_it_matched(ana
 
 def test_the_in_memory_containment_check_agrees_with_the_sql_walk(ana: WorldDB) -> None:
     from worlddb_lite import reads
+
     every = [int(r[0]) for r in ana._conn.execute("select nid from node order by nid")]
     for scope in ("ana", "bob"):
         view = ana._view(None, None, False, world=ana._scope_id(scope))
         assert view.world is not None
-        sql = reads.inside(ana._conn, every, view.world, view.valid, view.belief, memberships=view.memberships,
-                           include_superseded=False)
+        sql = reads.inside(
+            ana._conn,
+            every,
+            view.world,
+            view.valid,
+            view.belief,
+            memberships=view.memberships,
+            include_superseded=False,
+        )
         below = view.below(every)
         assert below and below <= sql  # the index's parents never place a node wrongly
         shown = reads.visible_among(ana._conn, every, view.valid, view.belief, include_superseded=False)
@@ -586,7 +822,10 @@ def test_word_counts_are_remembered_until_the_next_write(ana: WorldDB, db_path: 
         return int(ana._conn.execute("select count(*) from node_fts where node_fts match ?", (word,)).fetchone()[0])
 
     assert reads.term_rows(ana._conn, ["kitten", "kittens", "zebra"]) == {
-        "kitten": fresh("kitten"), "kittens": fresh("kitten"), "zebra": 0}  # stemmed as the index stems
+        "kitten": fresh("kitten"),
+        "kittens": fresh("kitten"),
+        "zebra": 0,
+    }  # stemmed as the index stems
     before = fresh("kitten")
     ana.write("Another kitten arrived", scope="ana")
     assert reads.term_rows(ana._conn, ["kitten"])["kitten"] == before + 1 == fresh("kitten")

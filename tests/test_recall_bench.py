@@ -28,6 +28,7 @@ _spec.loader.exec_module(recall)
 
 # ---- metrics -----------------------------------------------------------------------
 
+
 def test_recall_at_k_counts_the_share_of_gold_in_the_top_k():
     ranked = ["a", "b", "c", "d"]
     assert rm.recall_at_k(ranked, ["b", "d", "x"], 1) == 0
@@ -49,7 +50,8 @@ def test_ndcg_standard_and_longmemeval_discounts():
     assert rm.ndcg(["g"], ["g"], 10) == 1.0
     assert rm.ndcg(["x", "g"], ["g"], 10) == pytest.approx(1 / math.log2(3))
     assert rm.ndcg(["x", "g1", "g2"], ["g1", "g2"], 10) == pytest.approx(
-        (1 / math.log2(3) + 1 / math.log2(4)) / (1 + 1 / math.log2(3)))
+        (1 / math.log2(3) + 1 / math.log2(4)) / (1 + 1 / math.log2(3))
+    )
     assert rm.ndcg(["x", "y"], ["g"], 10) == 0.0 and rm.ndcg(["x"], [], 10) == 0.0
     assert rm.ndcg(["x", "g"], ["g"], 1) == 0.0
     # LongMemEval: rel_1 + sum_{i>=2} rel_i / log2(i), so ranks 1 and 2 weigh the same
@@ -82,14 +84,17 @@ def test_turn_to_session_widens_k_to_k_distinct_sessions():
     assert rm.turn_to_session(ranked, ["c_1", "b_1"], corpus, session_of, 3)[:2] == (1.0, 1.0)
 
 
-@pytest.mark.parametrize(("ranked", "expected"), [
-    (["u", "x", "o"], (True, "updated_above")),
-    (["o", "x", "u"], (False, "original_above")),
-    (["x", "u"], (True, "only_updated_ranked")),
-    (["o", "x"], (False, "only_original_ranked")),
-    (["x", "y"], (False, "neither_ranked")),
-    ([], (False, "neither_ranked")),
-])
+@pytest.mark.parametrize(
+    ("ranked", "expected"),
+    [
+        (["u", "x", "o"], (True, "updated_above")),
+        (["o", "x", "u"], (False, "original_above")),
+        (["x", "u"], (True, "only_updated_ranked")),
+        (["o", "x"], (False, "only_original_ranked")),
+        (["x", "y"], (False, "neither_ranked")),
+        ([], (False, "neither_ranked")),
+    ],
+)
 def test_knowledge_update_order(ranked, expected):
     assert rm.knowledge_update_order(ranked, ["o"], ["u"]) == expected
 
@@ -110,8 +115,9 @@ def test_rrf_sums_reciprocal_ranks():
 
 def test_locomo_evidence_is_parsed_robustly():
     real = {rm.normalise_dia_id(t): t for t in ("D8:6", "D9:17", "D9:1", "D4:4", "D11:26", "D30:5")}
-    kept, dropped = rm.parse_locomo_evidence(["D8:6; D9:17", "D9:1 D4:4", "D:11:26", "D30:05", "D", "D99:1",
-                                              "D8:6"], real)
+    kept, dropped = rm.parse_locomo_evidence(
+        ["D8:6; D9:17", "D9:1 D4:4", "D:11:26", "D30:05", "D", "D99:1", "D8:6"], real
+    )
     assert kept == ["D8:6", "D9:17", "D9:1", "D4:4", "D11:26", "D30:5"]
     assert dropped == ["D", "D99:1"]
 
@@ -126,14 +132,19 @@ def test_ranking_from_hits_walks_hits_and_their_turns_in_order():
     def turn(tid):
         return SimpleNamespace(props={"turn_id": tid})
 
-    hits = [SimpleNamespace(turns=(turn("D1:2"),)), SimpleNamespace(turns=(turn("D1:5"), turn("D1:2"), turn("D1:1"))),
-            SimpleNamespace(turns=()), SimpleNamespace(turns=(SimpleNamespace(props={}), turn("ghost"), turn("D1:3")))]
+    hits = [
+        SimpleNamespace(turns=(turn("D1:2"),)),
+        SimpleNamespace(turns=(turn("D1:5"), turn("D1:2"), turn("D1:1"))),
+        SimpleNamespace(turns=()),
+        SimpleNamespace(turns=(SimpleNamespace(props={}), turn("ghost"), turn("D1:3"))),
+    ]
     known = {"D1:1", "D1:2", "D1:3", "D1:5"}
     assert recall.ranking_from_hits(hits, known, 50) == ["D1:2", "D1:5", "D1:1", "D1:3"]
     assert recall.ranking_from_hits(hits, known, 2) == ["D1:2", "D1:5"]
 
 
 # ---- the formats -------------------------------------------------------------------
+
 
 def _turn(speaker, dia_id, text, **extra):
     return {"speaker": speaker, "dia_id": dia_id, "text": text, **extra}
@@ -143,7 +154,8 @@ def write_locomo(path: Path) -> Path:
     sample = {
         "sample_id": "conv-t",
         "conversation": {
-            "speaker_a": "Ana", "speaker_b": "Ben",
+            "speaker_a": "Ana",
+            "speaker_b": "Ben",
             "session_1_date_time": "1:56 pm on 8 May, 2023",
             "session_1": [
                 _turn("Ana", "D1:1", "Hi Ben, how was your week?"),
@@ -158,10 +170,18 @@ def write_locomo(path: Path) -> Path:
             ],
         },
         "qa": [
-            {"question": "Where is Ben's xylophone recital?", "answer": "Zanzibar", "evidence": ["D1:2"],
-             "category": 4},
-            {"question": "What pets and hobbies?", "answer": "a dog; painting", "evidence": ["D2:1; D2:2"],
-             "category": 1},
+            {
+                "question": "Where is Ben's xylophone recital?",
+                "answer": "Zanzibar",
+                "evidence": ["D1:2"],
+                "category": 4,
+            },
+            {
+                "question": "What pets and hobbies?",
+                "answer": "a dog; painting",
+                "evidence": ["D2:1; D2:2"],
+                "category": 1,
+            },
             {"question": "When did Ben adopt Pepper?", "answer": "June 2023", "evidence": ["D7:7"], "category": 2},
             {"question": "What is Ana's cat called?", "adversarial_answer": "Tom", "evidence": [], "category": 5},
         ],
@@ -183,8 +203,12 @@ def test_locomo_documents_questions_and_skips(tmp_path):
 
 
 def test_locomo_scores_recall_and_session_recall():
-    case = recall.Case(SimpleNamespace(), [(t, t) for t in ("D1:1", "D1:2", "D2:1", "D2:2")],
-                       {"D1:1": "1", "D1:2": "1", "D2:1": "2", "D2:2": "2"}, [])
+    case = recall.Case(
+        SimpleNamespace(),
+        [(t, t) for t in ("D1:1", "D1:2", "D2:1", "D2:2")],
+        {"D1:1": "1", "D1:2": "1", "D2:1": "2", "D2:2": "2"},
+        [],
+    )
     question = recall.Question("q", "?", "1", ["D2:1", "D2:2"])
     row = recall.score("locomo", ["D1:1", "D2:2", "D1:2", "D2:1"], question, case)
     assert row["recall@1"] == 0 and row["recall@5"] == 1.0 and row["session_recall_any@5"] == 1.0
@@ -197,21 +221,40 @@ def write_beam(root: Path) -> Path:
     (chat_dir / "probing_questions").mkdir(parents=True)
 
     def msg(i, role, content, anchor=None):
-        return {"role": role, "id": i, "index": f"1,{i}", "question_type": "main_question", "time_anchor": anchor,
-                "content": content}
+        return {
+            "role": role,
+            "id": i,
+            "index": f"1,{i}",
+            "question_type": "main_question",
+            "time_anchor": anchor,
+            "content": content,
+        }
 
-    full = [{"batch_number": 1, "time_anchor": "March-01-2024", "turns": [
-        [msg(0, "user", "I run the dashboard API at 400ms.", "March-01-2024"), msg(1, "assistant", "Noted.")],
-        [msg(2, "user", "After caching the dashboard API answers in 250ms.", "March-09-2024"),
-         msg(3, "assistant", "Great improvement.")],
-        [msg(4, "user", "An extra message only the full chat has.", "March-10-2024")],
-    ]}]
+    full = [
+        {
+            "batch_number": 1,
+            "time_anchor": "March-01-2024",
+            "turns": [
+                [msg(0, "user", "I run the dashboard API at 400ms.", "March-01-2024"), msg(1, "assistant", "Noted.")],
+                [
+                    msg(2, "user", "After caching the dashboard API answers in 250ms.", "March-09-2024"),
+                    msg(3, "assistant", "Great improvement."),
+                ],
+                [msg(4, "user", "An extra message only the full chat has.", "March-10-2024")],
+            ],
+        }
+    ]
     truncated = [{**full[0], "turns": full[0]["turns"][:2]}]
     (chat_dir / "chat.json").write_text(json.dumps(full))
     (chat_dir / "chat_trunecated.json").write_text(json.dumps(truncated))
     probing = {
-        "knowledge_update": [{"question": "How fast is the dashboard API?", "answer": "250ms",
-                              "source_chat_ids": {"original_info": [0], "updated_info": [2]}}],
+        "knowledge_update": [
+            {
+                "question": "How fast is the dashboard API?",
+                "answer": "250ms",
+                "source_chat_ids": {"original_info": [0], "updated_info": [2]},
+            }
+        ],
         "event_ordering": [{"question": "In what order?", "answer": "...", "source_chat_ids": [[0], [2, 4]]}],
         "abstention": [{"question": "What is my cat called?", "ideal_response": "Not said."}],
         "summarization": [{"question": "Summarise", "answer": "...", "source_chat_ids": [4]}],
@@ -223,9 +266,12 @@ def write_beam(root: Path) -> Path:
 def test_beam_folder_documents_gold_and_knowledge_update(tmp_path):
     prepared = recall.prepare("beam", write_beam(tmp_path))
     (case,) = prepared.cases
-    assert case.docs == [("0", "user: I run the dashboard API at 400ms."), ("1", "assistant: Noted."),
-                         ("2", "user: After caching the dashboard API answers in 250ms."),
-                         ("3", "assistant: Great improvement.")]  # chat_trunecated.json wins
+    assert case.docs == [
+        ("0", "user: I run the dashboard API at 400ms."),
+        ("1", "assistant: Noted."),
+        ("2", "user: After caching the dashboard API answers in 250ms."),
+        ("3", "assistant: Great improvement."),
+    ]  # chat_trunecated.json wins
     by_type = {q.group: q for q in case.questions}
     assert set(by_type) == {"knowledge_update", "event_ordering"}
     assert by_type["knowledge_update"].gold == ["0", "2"]
@@ -242,22 +288,38 @@ def write_longmemeval(path: Path) -> Path:
             out["has_answer"] = has_answer
         return out
 
-    base = {"question_type": "single-session-user", "question_date": "2023/05/30 (Tue) 23:40",
-            "haystack_dates": ["2023/05/20 (Sat) 02:21", "2023/05/25 (Thu) 10:00", "2023/05/26 (Fri) 11:00"],
-            "haystack_session_ids": ["sharegpt_x1", "answer_q1_1", "ultrachat_y2"],
-            "answer_session_ids": ["answer_q1_1"]}
+    base = {
+        "question_type": "single-session-user",
+        "question_date": "2023/05/30 (Tue) 23:40",
+        "haystack_dates": ["2023/05/20 (Sat) 02:21", "2023/05/25 (Thu) 10:00", "2023/05/26 (Fri) 11:00"],
+        "haystack_session_ids": ["sharegpt_x1", "answer_q1_1", "ultrachat_y2"],
+        "answer_session_ids": ["answer_q1_1"],
+    }
     sessions = [
         [turn("user", "Tell me a joke about penguins."), turn("assistant", "Why do penguins...")],
-        [turn("user", "Hi!", False), turn("assistant", "Hello!"),
-         turn("user", "I got my degree in Business Administration last year.", True),
-         turn("assistant", "Congratulations on the Business Administration degree!")],
+        [
+            turn("user", "Hi!", False),
+            turn("assistant", "Hello!"),
+            turn("user", "I got my degree in Business Administration last year.", True),
+            turn("assistant", "Congratulations on the Business Administration degree!"),
+        ],
         [turn("user", "What is a good pasta recipe?"), turn("assistant", "Try carbonara.")],
     ]
     records = [
-        {**base, "question_id": "q1", "question": "What degree did I graduate with?",
-         "answer": "Business Administration", "haystack_sessions": sessions},
-        {**base, "question_id": "q2_abs", "question": "What degree did my sister get?", "answer": "unknown",
-         "haystack_sessions": sessions},
+        {
+            **base,
+            "question_id": "q1",
+            "question": "What degree did I graduate with?",
+            "answer": "Business Administration",
+            "haystack_sessions": sessions,
+        },
+        {
+            **base,
+            "question_id": "q2_abs",
+            "question": "What degree did my sister get?",
+            "answer": "unknown",
+            "haystack_sessions": sessions,
+        },
     ]
     path.write_text(json.dumps(records))
     return path
@@ -271,8 +333,9 @@ def test_longmemeval_official_corpus_gold_and_metrics(tmp_path):
     assert dict(case.docs)["answer_q1_1_3"] == "I got my degree in Business Administration last year."
     (question,) = case.questions
     assert question.gold == ["answer_q1_1_3"] and question.group == "single-session-user"
-    row = recall.score("longmemeval", ["sharegpt_x1_1", "answer_q1_1_1", "answer_q1_1_3", "ultrachat_y2_1"],
-                       question, case)
+    row = recall.score(
+        "longmemeval", ["sharegpt_x1_1", "answer_q1_1_1", "answer_q1_1_3", "ultrachat_y2_1"], question, case
+    )
     assert row["turn_recall_any@5"] == 1.0 and row["turn_recall_all@5"] == 1.0
     assert row["turn_ndcg_any@5"] == pytest.approx(1 / math.log2(3))  # rank 3 under upstream's discount
     assert row["session_recall_any@5"] == 1.0
@@ -285,16 +348,19 @@ def test_longmemeval_official_corpus_gold_and_metrics(tmp_path):
 
 # ---- end to end --------------------------------------------------------------------
 
+
 def run_cli(*args: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, str(BENCH / "recall.py"), *args], capture_output=True, text=True,
-                          timeout=300, cwd=tmp_path)
+    return subprocess.run(
+        [sys.executable, str(BENCH / "recall.py"), *args], capture_output=True, text=True, timeout=300, cwd=tmp_path
+    )
 
 
 def test_baselines_end_to_end_on_a_tiny_locomo_file(tmp_path):
     data = write_locomo(tmp_path / "locomo.json")
     out = tmp_path / "result.json"
-    done = run_cli("--dataset", "locomo", str(data), "--systems", "bm25,dense,rrf", "--json", str(out),
-                   tmp_path=tmp_path)
+    done = run_cli(
+        "--dataset", "locomo", str(data), "--systems", "bm25,dense,rrf", "--json", str(out), tmp_path=tmp_path
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads(out.read_text())
     assert json.loads(done.stdout) == result
@@ -327,8 +393,9 @@ def test_cli_refuses_a_shallow_depth(tmp_path):
     assert done.returncode != 0 and "at least 50" in done.stderr
 
 
-def test_the_code_digest_hashes_the_package_this_process_imported(tmp_path: Path,
-                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_code_digest_hashes_the_package_this_process_imported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     real = recall.source_digest()
     other = tmp_path / "worlddb_lite"
     other.mkdir()

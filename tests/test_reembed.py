@@ -42,7 +42,8 @@ def _store(path: Path) -> list[str]:
 
 
 def test_reembed_replaces_every_vector_keeps_every_root_and_switches_the_model(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from worlddb_lite import vector_lane
 
     monkeypatch.setattr(vector_lane, "TRAIN_AT", 20)  # the new vectors get partitions trained once, at the end
@@ -60,8 +61,9 @@ def test_reembed_replaces_every_vector_keeps_every_root_and_switches_the_model(
         assert db.root() == root_before  # vectors are an index, not content
         assert db._conn.execute("select count(distinct part) from node_vec").fetchone()[0] > 1
         assert db.verify(deep=True).ok
-        leaf = db._conn.execute("select embedding from node_vec where rowid = (select nid from node where id = ?)",
-                                (bytes.fromhex(ids[1]),)).fetchone()[0]
+        leaf = db._conn.execute(
+            "select embedding from node_vec where rowid = (select nid from node where id = ?)", (bytes.fromhex(ids[1]),)
+        ).fetchone()[0]
         expected = OtherEmbedder().embed(["turn 0 about the river"])[0]
         assert np.allclose(np.frombuffer(leaf, dtype=np.float32), expected / np.linalg.norm(expected), atol=1e-6)
         assert db.nearest("turn 0 about the river", k=1)[0][0].id in ids
@@ -80,7 +82,8 @@ def test_an_interrupted_reembed_leaves_the_old_model_and_vectors(tmp_path: Path)
 
 
 def test_the_cli_reembeds_with_a_model_folder_and_the_store_then_needs_it(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = str(tmp_path / "cli.db")
     folder = tmp_path / "my-model"
     shutil.copytree(bundled_model_path(), folder)

@@ -28,7 +28,8 @@ def write_tokenizer(folder: Path) -> Tokenizer:
     tok = Tokenizer(models.WordLevel(VOCAB, unk_token="[UNK]"))
     tok.pre_tokenizer = pre_tokenizers.Whitespace()
     tok.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        single="[CLS] $A [SEP]",
+        pair="[CLS] $A [SEP] $B:1 [SEP]:1",
         special_tokens=[("[CLS]", VOCAB["[CLS]"]), ("[SEP]", VOCAB["[SEP]"])],
     )
     tok.enable_padding(pad_id=VOCAB["[PAD]"], pad_token="[PAD]", length=64)  # fixed length: the runner must undo it
@@ -40,12 +41,20 @@ def build(folder: Path, emb: np.ndarray, *, output: str = "n1", inputs: tuple[st
     """Write tokenizer.json and a model.onnx scoring dot(mean query emb, mean passage emb)."""
     folder.mkdir(parents=True, exist_ok=True)
     write_tokenizer(folder)
-    ids, mask, types = (helper.make_tensor_value_info(n, TensorProto.INT64, ["n", "s"])
-                        for n in ("input_ids", "attention_mask", "token_type_ids"))
+    ids, mask, types = (
+        helper.make_tensor_value_info(n, TensorProto.INT64, ["n", "s"])
+        for n in ("input_ids", "attention_mask", "token_type_ids")
+    )
     extra = [helper.make_tensor_value_info(n, TensorProto.INT64, ["n", "s"]) for n in inputs]
-    init = [numpy_helper.from_array(np.asarray(value), name) for name, value in (
-        ("emb", emb.astype(np.float32)), ("ax1", np.array([1], np.int64)), ("axl", np.array([-1], np.int64)),
-        ("nan", np.float32(np.nan)))]
+    init = [
+        numpy_helper.from_array(np.asarray(value), name)
+        for name, value in (
+            ("emb", emb.astype(np.float32)),
+            ("ax1", np.array([1], np.int64)),
+            ("axl", np.array([-1], np.int64)),
+            ("nan", np.float32(np.nan)),
+        )
+    ]
     node = helper.make_node
     nodes = [
         node("Gather", ["emb", "input_ids"], ["E"]),
@@ -113,8 +122,15 @@ def tiny(tmp_path, emb) -> Path:
 
 
 QUERY = "where does alice live"
-PASSAGES = ["she moved to porto last year", "bob likes coffee and tea", "alice", "the dog river river", "",
-            "alice does live where the river", "zebra unknown words only"]
+PASSAGES = [
+    "she moved to porto last year",
+    "bob likes coffee and tea",
+    "alice",
+    "the dog river river",
+    "",
+    "alice does live where the river",
+    "zebra unknown words only",
+]
 
 
 def test_scores_match_a_numpy_recomputation(tiny, emb):
@@ -139,15 +155,20 @@ def test_a_passage_sharing_words_outranks_an_unrelated_one(tmp_path):
 def test_batch_size_and_threads_do_not_change_scores(tiny):
     base = OnnxCrossEncoder(tiny, batch_size=16).score(QUERY, PASSAGES)
     for batch_size in (1, 2, 3):
-        np.testing.assert_allclose(OnnxCrossEncoder(tiny, batch_size=batch_size, threads=1).score(QUERY, PASSAGES),
-                                   base, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(
+            OnnxCrossEncoder(tiny, batch_size=batch_size, threads=1).score(QUERY, PASSAGES), base, rtol=1e-5, atol=1e-6
+        )
 
 
 @pytest.mark.parametrize(("output", "factor"), [("n", 1.0), ("n2", 2.0)])
 def test_other_output_shapes(tmp_path, emb, output, factor):
     folder = build(tmp_path / output, emb, output=output)
-    np.testing.assert_allclose(OnnxCrossEncoder(folder).score(QUERY, PASSAGES),
-                               factor * expected(folder, emb, QUERY, PASSAGES), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        OnnxCrossEncoder(folder).score(QUERY, PASSAGES),
+        factor * expected(folder, emb, QUERY, PASSAGES),
+        rtol=1e-5,
+        atol=1e-6,
+    )
 
 
 def test_long_passage_is_truncated_and_the_query_kept(tiny, emb):
@@ -235,8 +256,12 @@ def test_bench_smoke(tmp_path):
     if not (root.parent / "shared" / "data" / "locomo" / "locomo10.json").is_file():
         pytest.skip("the bench reads its queries and passages from ../shared/data/locomo")
     out, bench = tmp_path / "rerank.json", root / "bench" / "rerank.py"
-    done = subprocess.run([sys.executable, str(bench), "--smoke", "--queries", "3", "--ks", "2,5", "--threads", "1",
-                           "--json", str(out)], capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, str(bench), "--smoke", "--queries", "3", "--ks", "2,5", "--threads", "1", "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads(out.read_text())
     assert result["smoke"] and result["model"].startswith("onnx:tiny-cross-encoder@")
@@ -244,6 +269,7 @@ def test_bench_smoke(tmp_path):
 
 
 # ---- the bi-encoder re-scorer and rank fusion ----------------------------------------
+
 
 def bi_expected(folder: Path, emb: np.ndarray, query: str, passages: list[str], max_length: int = 256) -> np.ndarray:
     """Cosine of the masked mean token embeddings ([CLS] and [SEP] included), each text encoded alone."""
@@ -275,8 +301,12 @@ def test_bi_encoder_scores_match_a_numpy_recomputation(bi, emb):
     assert scores.dtype == np.float32 and scores.shape == (len(BI_PASSAGES),)
     np.testing.assert_allclose(scores, bi_expected(bi, emb, QUERY, BI_PASSAGES), rtol=1e-5, atol=1e-6)
     for batch_size in (1, 2, 3):  # batches padded to their own longest text: padding never changes a score
-        np.testing.assert_allclose(OnnxBiEncoderReranker(bi, batch_size=batch_size, cache=0).score(QUERY, BI_PASSAGES),
-                                   scores, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(
+            OnnxBiEncoderReranker(bi, batch_size=batch_size, cache=0).score(QUERY, BI_PASSAGES),
+            scores,
+            rtol=1e-5,
+            atol=1e-6,
+        )
     short = OnnxBiEncoderReranker(bi, max_length=8, cache=0).score(QUERY, BI_PASSAGES)
     np.testing.assert_allclose(short, bi_expected(bi, emb, QUERY, BI_PASSAGES, max_length=8), rtol=1e-5, atol=1e-6)
     assert ranker.score(QUERY, []).shape == (0,)
@@ -292,8 +322,9 @@ def test_bi_encoder_cache_reuses_passage_vectors(bi):
     assert (ranker.hits, ranker.misses) == (3, 3) and len(ranker._cache) == 3
     np.testing.assert_allclose(ranker.score(QUERY, ["alice", "bob likes tea", "alice"]), first, rtol=1e-6)
     fresh = OnnxBiEncoderReranker(bi, cache=0)
-    np.testing.assert_allclose(fresh.score("bob likes coffee", ["bob likes tea", "alice", "the dog"]), again,
-                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        fresh.score("bob likes coffee", ["bob likes tea", "alice", "the dog"]), again, rtol=1e-5, atol=1e-6
+    )
     assert len(fresh._cache) == 0
     ranker.score(QUERY, ["porto", "river", "coffee", "tea"])
     assert len(ranker._cache) == 3  # bounded: the least recently used go first

@@ -75,8 +75,10 @@ def test_fuzzy_tier_matches_a_misspelt_or_partial_name(db: WorldDB) -> None:
         assert found.tier == "fuzzy" and ResolverConfig().fuzzy <= found.score <= 1.0
 
 
-@pytest.mark.parametrize(("known", "said"), [("Tom", "Tim"), ("Mark", "Mary"), ("Dan", "Don"), ("Jill", "Bill"),
-                                             ("Sarah Chen", "Emily Chen")])
+@pytest.mark.parametrize(
+    ("known", "said"),
+    [("Tom", "Tim"), ("Mark", "Mary"), ("Dan", "Don"), ("Jill", "Bill"), ("Sarah Chen", "Emily Chen")],
+)
 def test_a_fuzzy_near_miss_of_different_names_is_new(db: WorldDB, known: str, said: str) -> None:
     entity(db, known)
     assert isinstance(db.resolve(said, scope="work"), New)
@@ -92,8 +94,14 @@ def test_similarity_forgives_order_and_charges_missing_words() -> None:
 def test_words_one_edit_apart_share_a_typo_term() -> None:
     assert deletions("lucas") == ["lucas", "ucas", "lcas", "luas", "lucs", "luca"]
     assert deletions("al") == ["al"]  # too short to drop a letter from
-    for right, typo in (("andrew", "anrdew"), ("nathan", "nahan"), ("noah", "nodh"), ("lucas", "luas"),
-                        ("mason", "masoh"), ("taliah", "talfiah")):  # swapped, missing, changed, added letters
+    for right, typo in (
+        ("andrew", "anrdew"),
+        ("nathan", "nahan"),
+        ("noah", "nodh"),
+        ("lucas", "luas"),
+        ("mason", "masoh"),
+        ("taliah", "talfiah"),
+    ):  # swapped, missing, changed, added letters
         assert set(deletions(right)) & set(deletions(typo)), (right, typo)
     assert not set(deletions("tom")) & set(deletions("bob"))
 
@@ -103,19 +111,31 @@ def crowd(db: WorldDB, names: Sequence[str], scope: str = "work") -> None:
     db.write_many([{"text": n, "scope": scope, "type": "Entity", "name": n, "aliases": [n]} for n in names])
 
 
-@pytest.mark.parametrize(("known", "said"), [("Andrew Mason", "Anrdew Masoh"), ("Nathan Bishop", "Nahan Bishop"),
-                                             ("Lucas Coleman", "Luas Coleman"), ("Noah Reid", "Nodh Reid")])
+@pytest.mark.parametrize(
+    ("known", "said"),
+    [
+        ("Andrew Mason", "Anrdew Masoh"),
+        ("Nathan Bishop", "Nahan Bishop"),
+        ("Lucas Coleman", "Luas Coleman"),
+        ("Noah Reid", "Nodh Reid"),
+    ],
+)
 def test_fuzzy_blocking_keeps_a_name_with_a_typo_in_any_word(db: WorldDB, known: str, said: str) -> None:
     first, last = known.split()
-    crowd(db, [f"{first} {other}" for other in ("Smith", "Jones", "Brown", "Taylor")]
-          + [f"{other} {last}" for other in ("Zoe", "Liam", "Ava", "Mia")])
+    crowd(
+        db,
+        [f"{first} {other}" for other in ("Smith", "Jones", "Brown", "Taylor")]
+        + [f"{other} {last}" for other in ("Zoe", "Liam", "Ava", "Mia")],
+    )
     target = entity(db, known)
     found = db.resolve(said, scope="work")
     assert isinstance(found, Resolved) and found.match.entity == target and found.tier == "fuzzy", found
 
 
-@pytest.mark.parametrize(("known", "said"), [("Benjamin Morrison", "Benjamin Morr Ison"),
-                                             ("Ewan Whiteley", "Whiteley Ewa N"), ("Painter", "Pai Nter")])
+@pytest.mark.parametrize(
+    ("known", "said"),
+    [("Benjamin Morrison", "Benjamin Morr Ison"), ("Ewan Whiteley", "Whiteley Ewa N"), ("Painter", "Pai Nter")],
+)
 def test_a_stray_space_inside_a_word_is_forgiven(db: WorldDB, known: str, said: str) -> None:
     target = entity(db, known)
     found = db.resolve(said, scope="work")
@@ -224,8 +244,9 @@ def test_tier_4_is_skipped_for_a_name_that_spelling_has_weighed(tmp_path: Path) 
         assert isinstance(db.resolve("Mary", scope="work"), New) and embedded[-1] == "Mary"
 
 
-def test_tier_4_probes_the_nearest_partitions_of_a_trained_index(tmp_path: Path,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_tier_4_probes_the_nearest_partitions_of_a_trained_index(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from worlddb_lite import vector_lane
 
     monkeypatch.setattr(vector_lane, "TRAIN_AT", 64)  # partitions from a few hundred entities, not 8,192
@@ -392,8 +413,18 @@ def test_recluster_re_resolves_an_alias_added_later(db: WorldDB) -> None:
 def test_an_entity_waiting_for_re_resolution_is_one_small_row_whatever_else_waits(db: WorldDB) -> None:
     from worlddb_lite.identity import ALIASED
 
-    names = ["Amara Okafor", "Bjorn Lindqvist", "Chen Wei", "Dolores Ibarra", "Eero Saarinen", "Fatima Zahra",
-             "Giulia Conti", "Hiroshi Tanaka", "Ingrid Bakke", "Jamal Haddad"]
+    names = [
+        "Amara Okafor",
+        "Bjorn Lindqvist",
+        "Chen Wei",
+        "Dolores Ibarra",
+        "Eero Saarinen",
+        "Fatima Zahra",
+        "Giulia Conti",
+        "Hiroshi Tanaka",
+        "Ingrid Bakke",
+        "Jamal Haddad",
+    ]
     people = [entity(db, name) for name in names]
     db.recluster()
     for i, nid in enumerate(people):
@@ -407,8 +438,18 @@ def test_an_entity_waiting_for_re_resolution_is_one_small_row_whatever_else_wait
 def test_the_resolver_is_part_of_the_package_api() -> None:
     import worlddb_lite
 
-    for name in ("Ambiguous", "Candidate", "Mention", "New", "PreferTiers", "Resolution", "Resolved",
-                 "ResolverConfig", "Tiebreaker", "TiebreakerError"):
+    for name in (
+        "Ambiguous",
+        "Candidate",
+        "Mention",
+        "New",
+        "PreferTiers",
+        "Resolution",
+        "Resolved",
+        "ResolverConfig",
+        "Tiebreaker",
+        "TiebreakerError",
+    ):
         assert name in worlddb_lite.__all__ and getattr(worlddb_lite, name) is not None
     assert worlddb_lite.ResolverConfig is ResolverConfig and worlddb_lite.Resolved is Resolved
 
@@ -434,8 +475,9 @@ def test_the_consolidator_reclusters_in_the_background(tmp_path: Path) -> None:
         turn = db.write("My manager, Sarah, signed it off.", world=scope, type="Turn")
         db.resolve_entity("Sarah", scope="work", aliases=["my manager"])
         db.link(turn, sarah, "refers_to")
-    worker = Consolidator(path, RuleExtractor(), interval=0.05,
-                          open_store=lambda p: WorldDB(p, embedder=FakeEmbedder(), create=False)).start()
+    worker = Consolidator(
+        path, RuleExtractor(), interval=0.05, open_store=lambda p: WorldDB(p, embedder=FakeEmbedder(), create=False)
+    ).start()
     try:
         deadline = time.monotonic() + 30
         while worker.proposed == 0 and worker.error is None and time.monotonic() < deadline:
@@ -479,8 +521,18 @@ def test_writes_of_another_connection_are_seen(file_db_path: str) -> None:
 # ---- configuration and bad input -------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("bad", [{"fuzzy": 1.5}, {"margin": -0.1}, {"block": 0}, {"max_options": 2.5},
-                                 {"embedding": float("nan")}, {"spelt": 1.5}, {"context_word": -0.1}])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"fuzzy": 1.5},
+        {"margin": -0.1},
+        {"block": 0},
+        {"max_options": 2.5},
+        {"embedding": float("nan")},
+        {"spelt": 1.5},
+        {"context_word": -0.1},
+    ],
+)
 def test_a_bad_config_is_refused(bad: dict[str, float]) -> None:
     with pytest.raises(InvalidInput, match="ResolverConfig"):
         ResolverConfig(**bad)  # type: ignore[arg-type]
@@ -553,8 +605,23 @@ def test_bench_smoke(tmp_path: Path) -> None:
     pytest.importorskip("recordlinkage")
     pytest.importorskip("nicknames")
     out = tmp_path / "resolver.json"
-    done = subprocess.run([sys.executable, str(BENCH / "resolver.py"), "--limit", "150", "--sizes", "400",
-                           "--probes", "50", "--json", str(out)], capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(BENCH / "resolver.py"),
+            "--limit",
+            "150",
+            "--sizes",
+            "400",
+            "--probes",
+            "50",
+            "--json",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr
     result = json.loads(out.read_text())
     for run in ("names", "names+suburb", "names+nicknames"):
@@ -568,16 +635,27 @@ def test_bench_ceiling_charges_replaced_names_namesakes_and_collisions() -> None
     sys.path.insert(0, str(BENCH))
     from resolver import ceiling
 
-    a = {"1": ("Sarah", "Chen", ""), "2": ("Ann", "Lee", ""), "3": ("Ann", "Lee", ""),
-         "4": ("Benjamin", "Capel", ""), "5": ("Tom", "Hart", "")}
-    b = {"1": ("Chen", "Sara", ""),  # swapped, one typo: linkable
-         "2": ("Ann", "Lee", ""),  # linkable, but "3" has exactly its name
-         "3": ("", "Lee", ""),  # a part missing: linkable, and tied with "2" too
-         "4": ("Joshua", "Capel", ""),  # given name replaced: no names-only resolver may link it
-         "5": ("Ann", "Lee", "")}  # replaced by another entity's exact name: a false link for anyone
+    a = {
+        "1": ("Sarah", "Chen", ""),
+        "2": ("Ann", "Lee", ""),
+        "3": ("Ann", "Lee", ""),
+        "4": ("Benjamin", "Capel", ""),
+        "5": ("Tom", "Hart", ""),
+    }
+    b = {
+        "1": ("Chen", "Sara", ""),  # swapped, one typo: linkable
+        "2": ("Ann", "Lee", ""),  # linkable, but "3" has exactly its name
+        "3": ("", "Lee", ""),  # a part missing: linkable, and tied with "2" too
+        "4": ("Joshua", "Capel", ""),  # given name replaced: no names-only resolver may link it
+        "5": ("Ann", "Lee", ""),
+    }  # replaced by another entity's exact name: a false link for anyone
     out = ceiling(a, b)
-    assert (out["linkable_pairs"], out["namesake_ties"], out["namesake_false_links"], out["exact_collisions"]) == \
-        (3, 2, 2, 1)
+    assert (out["linkable_pairs"], out["namesake_ties"], out["namesake_false_links"], out["exact_collisions"]) == (
+        3,
+        2,
+        2,
+        1,
+    )
     # offered: 3 true links, 2 + 1 false ones, 2 misses; withheld: 1 true, 1 false, 4 misses
     assert out["offer_namesakes"] == pytest.approx(2 * 3 / (2 * 3 + 3 + 2), abs=1e-4)
     assert out["withhold_namesakes"] == pytest.approx(2 * 1 / (2 * 1 + 1 + 4), abs=1e-4)

@@ -18,8 +18,12 @@ from worlddb_lite.side_reader import SideReader, Unavailable
 
 from .conftest import FakeClock, FakeEmbedder, child_exit_code
 
-TEXTS = [f"note {i}: the {word} by the harbour" for i, word in enumerate(
-    ["lighthouse", "ferry", "gull", "anchor", "lighthouse keeper", "tide", "ferry timetable", "rope"])]
+TEXTS = [
+    f"note {i}: the {word} by the harbour"
+    for i, word in enumerate(
+        ["lighthouse", "ferry", "gull", "anchor", "lighthouse keeper", "tide", "ferry timetable", "rope"]
+    )
+]
 
 
 @pytest.fixture
@@ -42,7 +46,8 @@ def test_recall_searches_text_on_the_side_reader_and_finds_what_it_finds_alone(s
     ran_on: list[str] = []
     real = side.run
     side.run = lambda task: real(  # type: ignore[method-assign]
-        lambda conn: (ran_on.append(threading.current_thread().name), task(conn))[1])
+        lambda conn: (ran_on.append(threading.current_thread().name), task(conn))[1]
+    )
     with_side = [_answers(store, q) for q in ("lighthouse keeper", "ferry", "harbour tide rope")]
     assert len(ran_on) == 3 and all(name.startswith("worlddb-side-reader") for name in ran_on)
     assert side._conn is not None
@@ -100,6 +105,7 @@ def test_a_store_busy_for_the_whole_timeout_is_not_waited_for_twice(store: World
     def locked(conn: apsw.Connection) -> int:
         ran_on.append(conn is view.conn)
         raise apsw.BusyError("database is locked")
+
     with pytest.raises(apsw.BusyError):
         view.soon(locked)()
     assert ran_on == [False]  # the side reader's connection only
@@ -179,7 +185,12 @@ db.write("the lighthouse keeper")
 db.recall("lighthouse")  # the worker threads are running
 atexit.register(lambda: print("at exit:", db.recall("lighthouse").hits[0].node.content))
 """
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
-                          cwd=Path(__file__).resolve().parents[1])
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).resolve().parents[1],
+    )
     assert done.returncode == 0, done.stderr
     assert "at exit: the lighthouse keeper" in done.stdout and "Error" not in done.stderr

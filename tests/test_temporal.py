@@ -128,26 +128,29 @@ def _days(periods: list[tuple[str, str]]) -> list[tuple[str, str]]:
     return [(start[:10], end[:10]) for start, end in periods]
 
 
-@pytest.mark.parametrize(("text", "expected"), [
-    ("What did Nate do for Joanna on 25 May, 2022?", [("2022-05-18", "2022-06-02")]),  # the day, a week each side
-    ("the week before August 3rd 2023", [("2023-07-27", "2023-08-11")]),
-    ("on 2022-05-25", [("2022-05-18", "2022-06-02")]),
-    ("the 3rd of May 2022", [("2022-04-26", "2022-05-11")]),
-    ("What did I paint in July 2023?", [("2023-06-24", "2023-08-08")]),  # the whole month
-    ("What did I paint in Dec, 2023?", [("2023-11-24", "2024-01-08")]),  # December ends in the next year
-    ("what did I do on May 25", [("2024-05-18", "2024-06-02")]),  # no year: the latest at or before now
-    ("what did I do on Dec 3", [("2023-11-26", "2023-12-11")]),
-    ("on 31 February 2023", []),  # no such day
-    ("on Sept 5, 2023", [("2023-08-29", "2023-09-13")]),
-    ("at 2022-05-25T10:00", [("2022-05-18", "2022-06-02")]),
-    ("May 5: deadline", [("2024-04-28", "2024-05-13")]),
-    ("what happened on Feb 29", [("2024-02-22", "2024-03-08")]),  # 2024 is a leap year
-    ("Why do the top 5 may differ?", []),  # a month is capitalised: "may" is a verb here
-    ("I gave 2 dec talks in the 3 march", []),
-    ("on 5 May 22", []),  # a two-digit year names no year, and "May 22" is not read out of it
-    ("where do I live?", []),
-    ("at 5 pm on the 5th", []),
-])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("What did Nate do for Joanna on 25 May, 2022?", [("2022-05-18", "2022-06-02")]),  # the day, a week each side
+        ("the week before August 3rd 2023", [("2023-07-27", "2023-08-11")]),
+        ("on 2022-05-25", [("2022-05-18", "2022-06-02")]),
+        ("the 3rd of May 2022", [("2022-04-26", "2022-05-11")]),
+        ("What did I paint in July 2023?", [("2023-06-24", "2023-08-08")]),  # the whole month
+        ("What did I paint in Dec, 2023?", [("2023-11-24", "2024-01-08")]),  # December ends in the next year
+        ("what did I do on May 25", [("2024-05-18", "2024-06-02")]),  # no year: the latest at or before now
+        ("what did I do on Dec 3", [("2023-11-26", "2023-12-11")]),
+        ("on 31 February 2023", []),  # no such day
+        ("on Sept 5, 2023", [("2023-08-29", "2023-09-13")]),
+        ("at 2022-05-25T10:00", [("2022-05-18", "2022-06-02")]),
+        ("May 5: deadline", [("2024-04-28", "2024-05-13")]),
+        ("what happened on Feb 29", [("2024-02-22", "2024-03-08")]),  # 2024 is a leap year
+        ("Why do the top 5 may differ?", []),  # a month is capitalised: "may" is a verb here
+        ("I gave 2 dec talks in the 3 march", []),
+        ("on 5 May 22", []),  # a two-digit year names no year, and "May 22" is not read out of it
+        ("where do I live?", []),
+        ("at 5 pm on the 5th", []),
+    ],
+)
 def test_named_periods_are_the_days_and_months_text_names(text: str, expected: list[tuple[str, str]]) -> None:
     assert _days(named_periods(text, NOW)) == expected
 
@@ -164,21 +167,24 @@ def test_named_periods_read_a_long_text_quickly_and_take_a_few_periods() -> None
     assert len(named_periods(many, NOW)) == 4
 
 
-@pytest.mark.parametrize(("text", "expected"), [  # NOW is Saturday 1 June 2024; every period a week wider each side
-    ("what did I do yesterday?", [("2024-05-24", "2024-06-08")]),
-    ("3 days ago", [("2024-05-22", "2024-06-06")]),
-    ("two weeks ago", [("2024-05-08", "2024-05-29")]),  # the week around 18 May
-    ("last week", [("2024-05-13", "2024-06-03")]),  # Monday 20 to Sunday 26 May
-    ("this week", [("2024-05-20", "2024-06-09")]),  # Monday 27 May to today
-    ("the past week", [("2024-05-18", "2024-06-09")]),
-    ("last month", [("2024-04-24", "2024-06-08")]),  # all of May
-    ("a month ago", [("2024-04-24", "2024-06-08")]),
-    ("last year", [("2022-12-25", "2024-01-08")]),
-    ("What did I do in May?", [("2024-04-24", "2024-06-08")]),  # the latest May, this one
-    ("in July", [("2023-06-24", "2023-08-08")]),  # the latest July is last year's
-    ("last Saturday", [("2024-05-18", "2024-06-02")]),  # a week ago: today is Saturday
-    ("last Friday", [("2024-05-24", "2024-06-08")]),
-    ("I may go in a week", []),  # no period named
-])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [  # NOW is Saturday 1 June 2024; every period a week wider each side
+        ("what did I do yesterday?", [("2024-05-24", "2024-06-08")]),
+        ("3 days ago", [("2024-05-22", "2024-06-06")]),
+        ("two weeks ago", [("2024-05-08", "2024-05-29")]),  # the week around 18 May
+        ("last week", [("2024-05-13", "2024-06-03")]),  # Monday 20 to Sunday 26 May
+        ("this week", [("2024-05-20", "2024-06-09")]),  # Monday 27 May to today
+        ("the past week", [("2024-05-18", "2024-06-09")]),
+        ("last month", [("2024-04-24", "2024-06-08")]),  # all of May
+        ("a month ago", [("2024-04-24", "2024-06-08")]),
+        ("last year", [("2022-12-25", "2024-01-08")]),
+        ("What did I do in May?", [("2024-04-24", "2024-06-08")]),  # the latest May, this one
+        ("in July", [("2023-06-24", "2023-08-08")]),  # the latest July is last year's
+        ("last Saturday", [("2024-05-18", "2024-06-02")]),  # a week ago: today is Saturday
+        ("last Friday", [("2024-05-24", "2024-06-08")]),
+        ("I may go in a week", []),  # no period named
+    ],
+)
 def test_named_periods_read_relative_dates_against_now(text: str, expected: list[tuple[str, str]]) -> None:
     assert _days(named_periods(text, NOW)) == expected

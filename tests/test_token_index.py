@@ -27,8 +27,14 @@ def _words(tokens: TokenVectors, ids: list[int]) -> list[str]:
 
 
 def _chat(db: WorldDB, *texts: str) -> None:
-    ingest(db, ConversationIn("chat", ["ana"], [SessionIn("1", "2024-01-10", [
-        TurnIn(text, "Ana", f"D1:{i}") for i, text in enumerate(texts, start=1)])]))
+    ingest(
+        db,
+        ConversationIn(
+            "chat",
+            ["ana"],
+            [SessionIn("1", "2024-01-10", [TurnIn(text, "Ana", f"D1:{i}") for i, text in enumerate(texts, start=1)])],
+        ),
+    )
 
 
 def _index(db: WorldDB) -> dict[int, bytes]:
@@ -51,8 +57,9 @@ def test_a_text_is_read_as_its_content_tokens_in_order_and_cut(tokens: TokenVect
     assert reader.row("Ana", "dogs") == reader.row(None, "Ana dogs")  # the name, a space, the content
 
 
-def test_the_word_cache_starts_again_when_full_and_answers_the_same(tokens: TokenVectors,
-                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_word_cache_starts_again_when_full_and_answers_the_same(
+    tokens: TokenVectors, monkeypatch: pytest.MonkeyPatch
+) -> None:
     reader = ContentTokens(tokens)
     monkeypatch.setattr(ContentTokens, "WORDS", 3)
     first = [reader.ids(t, 10) for t in ("red apples", "green pears", "blue plums", "red apples")]
@@ -96,8 +103,9 @@ def test_the_content_tokens_go_with_their_token_table_and_keep_no_long_word(toke
     assert gone() is None and len(token_index._CONTENT) == held - 1
 
 
-def test_every_full_text_row_gets_its_token_row_in_the_same_write(tmp_path: Path, model: StaticEmbedder,
-                                                                  tokens: TokenVectors) -> None:
+def test_every_full_text_row_gets_its_token_row_in_the_same_write(
+    tmp_path: Path, model: StaticEmbedder, tokens: TokenVectors
+) -> None:
     with WorldDB(str(tmp_path / "t.db"), embedder=model) as db:
         _chat(db, "We pitched our tents at the campground", "Our dogs sleep on the sofa")
         db.write("I prefer green tea in the morning", scope="ana")
@@ -133,7 +141,8 @@ def test_opening_a_store_of_another_format_rewrites_its_rows(tmp_path: Path, mod
 
 
 def test_a_purge_takes_the_token_row_and_rewrites_the_neighbours_that_quoted_it(
-        tmp_path: Path, model: StaticEmbedder) -> None:
+    tmp_path: Path, model: StaticEmbedder
+) -> None:
     with WorldDB(str(tmp_path / "t.db"), embedder=model) as db:
         _chat(db, "Zorblatquux is the name of my pet lizard", "He eats crickets every morning")
         secret = db._conn.execute("select rowid from node_fts where content like 'Zorblatquux%'").fetchall()[0][0]
@@ -187,7 +196,8 @@ def test_verify_names_token_rows_in_a_store_whose_embedder_has_no_token_table(db
 
 
 def test_a_store_another_process_refreshed_meanwhile_is_not_rewritten_again(
-        tmp_path: Path, model: StaticEmbedder, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, model: StaticEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
     path = str(tmp_path / "t.db")
     with WorldDB(path, embedder=model) as db:
         _chat(db, "We pitched our tents at the campground")

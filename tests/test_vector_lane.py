@@ -25,14 +25,19 @@ def _clustered(n: int, centres: int = 40, seed: int = 0) -> np.ndarray:
     return (rows / np.linalg.norm(rows, axis=1, keepdims=True)).astype(np.float32)
 
 
-def _index(vectors: np.ndarray, *, lists: int | None, parents: np.ndarray | None = None,
-           types: list[str] | None = None) -> IvfIndex:
+def _index(
+    vectors: np.ndarray, *, lists: int | None, parents: np.ndarray | None = None, types: list[str] | None = None
+) -> IvfIndex:
     centroids = spherical_kmeans(vectors, lists) if lists else None
     index = IvfIndex(DIM, centroids)
     nids = np.arange(1, len(vectors) + 1, dtype=np.int64)
-    index.load(nids, assign(vectors, centroids), vectors,
-               parents if parents is not None else np.zeros(len(vectors), dtype=np.int64),
-               types or ["Turn"] * len(vectors))
+    index.load(
+        nids,
+        assign(vectors, centroids),
+        vectors,
+        parents if parents is not None else np.zeros(len(vectors), dtype=np.int64),
+        types or ["Turn"] * len(vectors),
+    )
     return index
 
 
@@ -75,8 +80,7 @@ def test_many_inserts_grow_partitions_and_compact_without_losing_rows() -> None:
     index = _index(vectors[:100], lists=None)
     centroids = spherical_kmeans(vectors[:1000], 16)
     index = IvfIndex(DIM, centroids)
-    index.load(np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros((0, DIM), np.float32),
-               np.zeros(0, np.int64), [])
+    index.load(np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros((0, DIM), np.float32), np.zeros(0, np.int64), [])
     parts = assign(vectors, centroids)
     for i, vector in enumerate(vectors):
         index.upsert(i + 1, int(parts[i]), vector, 0, "Turn")
@@ -96,7 +100,7 @@ def test_world_and_type_filters_apply_inside_the_search() -> None:
     types = ["Fact" if i % 10 == 0 else "Turn" for i in range(3000)]
     index = _index(vectors, lists=32, parents=parents, types=types)
     nids = np.arange(1, 3001)
-    inside_1 = (parents == 1)
+    inside_1 = parents == 1
     fact = np.array([t == "Fact" for t in types])
     for query in _clustered(10, seed=3):
         hits = index.search(query, 10, world=1)
@@ -139,13 +143,15 @@ def test_a_rolled_back_batch_leaves_nothing_in_the_index(db: WorldDB) -> None:
 
 
 def test_training_starts_at_the_threshold_and_rebuilds_the_index(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(vector_lane, "TRAIN_AT", 200)
     db = _store(tmp_path / "train.db")
     try:
         session = db.write("a long session", scope="s", type="Session")
-        db.write_many([{"text": f"note {i} about subject {i % 13} and detail {i % 7}", "world": session}
-                       for i in range(150)])
+        db.write_many(
+            [{"text": f"note {i} about subject {i % 13} and detail {i % 7}", "world": session} for i in range(150)]
+        )
         assert db._conn.execute("select count(*) from vec_centroid").fetchone()[0] == 0
         before = db.nearest("note 3 about subject 3", k=3)
         db.write_many([{"text": f"later note {i} on subject {i % 13}", "world": session} for i in range(100)])
@@ -173,7 +179,8 @@ def test_nearest_filters_by_world_type_and_time(db: WorldDB) -> None:
 
 
 def test_reindex_trains_partitions_on_demand_and_search_still_finds_everything(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from worlddb_lite.cli import main
 
     path = tmp_path / "re.db"
@@ -202,7 +209,8 @@ def test_the_cli_reindexes_a_store(tmp_path: Path, capsys: pytest.CaptureFixture
 
 
 def test_a_scope_that_outgrows_the_shared_cells_gets_its_own_and_filters_stay_exact(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     from worlddb_lite import ivf
 
     monkeypatch.setattr(ivf, "BIG_SCOPE", 300)
@@ -267,7 +275,8 @@ def trained_pair(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tu
 
 
 def test_a_partition_swollen_by_a_new_topic_splits_and_every_reader_follows(
-        trained_pair: tuple[WorldDB, WorldDB]) -> None:
+    trained_pair: tuple[WorldDB, WorldDB],
+) -> None:
     writer, reader = trained_pair
     lists = writer._conn.execute("select count(*) from vec_centroid").fetchone()[0]
     assert lists > 0
@@ -286,13 +295,13 @@ def test_a_partition_swollen_by_a_new_topic_splits_and_every_reader_follows(
         assert index.nlist == lists + splits
         got = index._scan(FakeEmbedder().embed([probe])[0], 1, None, None, index.nlist)
         assert db.nearest(probe, k=1, types=["Memory"])[0][0].id == want
-        assert got[0][0] == db._conn.execute("select nid from node where id = ?", (bytes.fromhex(want),)
-                                              ).fetchone()[0]
+        assert got[0][0] == db._conn.execute("select nid from node where id = ?", (bytes.fromhex(want),)).fetchone()[0]
     assert writer.verify().ok
 
 
 def test_a_split_committed_while_a_reader_catches_up_is_not_half_seen(
-        trained_pair: tuple[WorldDB, WorldDB], monkeypatch: pytest.MonkeyPatch) -> None:
+    trained_pair: tuple[WorldDB, WorldDB], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The reader reads the partition count, then another process commits a split, then the reader
     reads the rows: without one snapshot it met rows in a partition it had no centroid for."""
     writer, reader = trained_pair
@@ -335,7 +344,9 @@ def test_sqlite_vec_reads_the_vector_table_in_plain_sql(db: WorldDB) -> None:
     query = FakeEmbedder().embed(["cat on a mat"])[0]
     rows = db._conn.execute(
         "select n.id, 1 - vec_distance_cosine(v.embedding, ?) as sim from node_vec as v "
-        "join node as n on n.nid = v.nid where n.type = 'Memory' order by sim desc", (query.tobytes(),)).fetchall()
+        "join node as n on n.nid = v.nid where n.type = 'Memory' order by sim desc",
+        (query.tobytes(),),
+    ).fetchall()
     hits = db.nearest(query, k=3, types=["Memory"])
     assert [bytes(r[0]).hex() for r in rows] == [n.id for n, _ in hits]
     assert np.allclose([r[1] for r in rows], [s for _, s in hits], atol=1e-5)

@@ -179,14 +179,16 @@ TAMPERING: dict[str, tuple[Tamper, str, str]] = {
         "no purge tombstone",
     ),
     "merkle-rows-for-a-memory-without-members": (
-        lambda p, i: _tamper(p, "insert into merkle (world, level, idx, hash) values (?, 0, 0, zeroblob(32))",
-                             (_nid(p, i["c"]),)),
+        lambda p, i: _tamper(
+            p, "insert into merkle (world, level, idx, hash) values (?, 0, 0, zeroblob(32))", (_nid(p, i["c"]),)
+        ),
         "2-merkle",
         "stored Merkle tree",
     ),
     "header-type-differs-from-blob": (
-        lambda p, i: _tamper(p, "drop trigger node_blob_immutable; update node set type = 'Forged' where nid = ?",
-                             (_nid(p, i["c"]),)),
+        lambda p, i: _tamper(
+            p, "drop trigger node_blob_immutable; update node set type = 'Forged' where nid = ?", (_nid(p, i["c"]),)
+        ),
         "1-content-address",
         "header disagrees with its blob",
     ),
@@ -272,8 +274,9 @@ def test_verify_reports_an_edge_type_nobody_recorded(store: tuple[str, dict[str,
         (_nid(path, ids["a"]), _nid(path, ids["c"]), _nid(path, ids["a"])),
     )
     found = _violations(path)
-    assert any(inv == "4-never-appends" and "'forged'" in d and "neither built in nor recorded" in d
-               for inv, d in found), found
+    assert any(
+        inv == "4-never-appends" and "'forged'" in d and "neither built in nor recorded" in d for inv, d in found
+    ), found
 
 
 def test_node_state_cannot_be_changed_without_the_reconciler(store: tuple[str, dict[str, str]]) -> None:
@@ -360,15 +363,22 @@ def _deep_history_violations(path: str) -> list[str]:
     with WorldDB(path, embedder=FakeEmbedder()) as db:
         report = db.verify(deep=True)
         assert report.checked["logged_roots"] > 0
-        return [d for inv, d in ((v.invariant, v.detail) for v in report.violations)
-                if inv == "2-merkle" and "root history diverges" in d]
+        return [
+            d
+            for inv, d in ((v.invariant, v.detail) for v in report.violations)
+            if inv == "2-merkle" and "root history diverges" in d
+        ]
 
 
 def test_the_history_tables_refuse_rewrites(store: tuple[str, dict[str, str]]) -> None:
     path, _ = store
     _tamper(path, "insert into tombstone (id, purged_at) values (zeroblob(32), '2024-01-01T00:00:00.000000Z')")
-    for sql in ("update root_log set size = 0", "delete from state_log", "delete from tombstone",
-                "update tombstone set purged_at = '2000-01-01'"):
+    for sql in (
+        "update root_log set size = 0",
+        "delete from state_log",
+        "delete from tombstone",
+        "update tombstone set purged_at = '2000-01-01'",
+    ):
         with pytest.raises(apsw.ConstraintError, match="append-only|final"):
             _tamper(path, sql)  # even holding a forged reconciler session
 
@@ -391,16 +401,22 @@ def test_deep_verify_names_the_first_divergence_of_a_rewritten_past(store: tuple
     path, ids = store
     kettle = _nid(path, ids["a"])
     conn = apsw.Connection(path)
-    (at,) = conn.execute("select at from state_log where kind = 'node' and ref = ? order by lid limit 1",
-                         (kettle,)).fetchone()
+    (at,) = conn.execute(
+        "select at from state_log where kind = 'node' and ref = ? order by lid limit 1", (kettle,)
+    ).fetchone()
     conn.close()
     _tamper(path, "drop trigger state_log_append_only", session=False)
-    _tamper(path, "update state_log set closed_at = '2099-01-01T00:00:00.000000Z' "
-                  "where lid = (select min(lid) from state_log where kind = 'node' and ref = ?)", (kettle,))
+    _tamper(
+        path,
+        "update state_log set closed_at = '2099-01-01T00:00:00.000000Z' "
+        "where lid = (select min(lid) from state_log where kind = 'node' and ref = ?)",
+        (kettle,),
+    )
     with WorldDB(path, embedder=FakeEmbedder()) as db:
         # the present is intact: only the dropped guard shows without the replay
         assert [v.detail for v in db.verify().violations] == [
-            "guard trigger state_log_append_only is missing; the store can be written around the reconciler"]
+            "guard trigger state_log_append_only is missing; the store can be written around the reconciler"
+        ]
     found = _deep_history_violations(path)
     assert len(found) == 1 and f"diverges first at {at}" in found[0], found
 
@@ -449,8 +465,7 @@ def test_a_clock_that_steps_back_neither_breaks_the_history_nor_hides_a_write(fi
         notes.append(db.write("after the step", scope="s"))
         db.retire(notes[0])
         notes.append(db.amend(notes[1], "after the step, corrected"))
-        assert [db.read(n).content for n in notes] == ["before the step", "after the step",
-                                                       "after the step, corrected"]
+        assert [db.read(n).content for n in notes] == ["before the step", "after the step", "after the step, corrected"]
         assert {n.id for n, _ in db.search("step")} == {notes[2]}  # visible although the clock reads earlier
         times = [at for at, _, _ in db.root_history()]
         assert times == sorted(times)

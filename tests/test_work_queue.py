@@ -26,10 +26,18 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def _moves(n: int) -> ConversationIn:
     cities = ["Austin", "Denver", "Boston", "Chicago", "Seattle", "Portland", "Miami", "Dallas"]
-    return ConversationIn("c", ["me"], [
-        SessionIn(str(i), (dt.date(2024, 1, 1) + dt.timedelta(days=i)).isoformat(),
-                  [TurnIn(f"I moved to {cities[i % len(cities)]}.", "me")])
-        for i in range(n)])
+    return ConversationIn(
+        "c",
+        ["me"],
+        [
+            SessionIn(
+                str(i),
+                (dt.date(2024, 1, 1) + dt.timedelta(days=i)).isoformat(),
+                [TurnIn(f"I moved to {cities[i % len(cities)]}.", "me")],
+            )
+            for i in range(n)
+        ],
+    )
 
 
 def test_deferred_ingest_queues_turns_and_a_drain_writes_the_same_facts(tmp_path: Path) -> None:
@@ -47,8 +55,9 @@ def test_deferred_ingest_queues_turns_and_a_drain_writes_the_same_facts(tmp_path
         assert drain(deferred, RuleExtractor()) == 0
 
         def facts(db: WorldDB) -> list[tuple[str | None, str | None]]:
-            return sorted((n.content, n.invalid_at) for n in db.nodes(world=db.scope("me"), type="Fact",
-                                                                       include_superseded=True))
+            return sorted(
+                (n.content, n.invalid_at) for n in db.nodes(world=db.scope("me"), type="Fact", include_superseded=True)
+            )
 
         assert facts(deferred) == facts(inline)
         assert deferred.verify().ok
@@ -80,8 +89,9 @@ def test_a_drain_killed_mid_queue_loses_nothing_and_repeats_nothing(tmp_path: Pa
     path = str(tmp_path / "queue.db")
     with WorldDB(path, embedder=FakeEmbedder()) as db:
         ingest(db, _moves(40), deferred=True)
-    worker = subprocess.Popen([sys.executable, "-c", SLOW_DRAIN.format(root=str(ROOT), path=path)],
-                              stdout=subprocess.PIPE, text=True)
+    worker = subprocess.Popen(
+        [sys.executable, "-c", SLOW_DRAIN.format(root=str(ROOT), path=path)], stdout=subprocess.PIPE, text=True
+    )
     assert worker.stdout is not None
     for _ in range(8):  # let it finish a few items, then kill it without warning
         worker.stdout.readline()
@@ -103,8 +113,10 @@ def test_a_drain_killed_mid_queue_loses_nothing_and_repeats_nothing(tmp_path: Pa
 
 def test_the_cli_ingests_deferred_and_consolidates(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "chat.jsonl"
-    path.write_text('{"session": "1", "date": "2024-03-01", "text": "I live in Austin"}\n'
-                    '{"session": "2", "date": "2024-04-01", "text": "I moved to Denver"}\n')
+    path.write_text(
+        '{"session": "1", "date": "2024-03-01", "text": "I live in Austin"}\n'
+        '{"session": "2", "date": "2024-04-01", "text": "I moved to Denver"}\n'
+    )
     store = str(tmp_path / "store.db")
     assert main(["ingest", store, str(path), "--format", "jsonl", "--scope", "me", "--deferred", "--json"]) == 0
     capsys.readouterr()
@@ -121,8 +133,9 @@ def test_a_background_consolidator_drains_what_is_queued_while_the_caller_writes
 
     path = str(tmp_path / "bg.db")
     db = WorldDB(path, embedder=FakeEmbedder())
-    worker = Consolidator(path, RuleExtractor(), interval=0.01,
-                          open_store=lambda p: WorldDB(p, embedder=FakeEmbedder())).start()
+    worker = Consolidator(
+        path, RuleExtractor(), interval=0.01, open_store=lambda p: WorldDB(p, embedder=FakeEmbedder())
+    ).start()
     try:
         ingest(db, _moves(12), deferred=True)
         deadline = time.monotonic() + 30
@@ -141,8 +154,15 @@ def test_a_turn_purged_while_a_drain_waits_to_write_is_not_extracted(tmp_path: P
     path = str(tmp_path / "race.db")
     db = WorldDB(path, embedder=FakeEmbedder())
     other = WorldDB(path, embedder=FakeEmbedder())
-    (turn,) = ingest(db, ConversationIn("c", ["me"], [SessionIn("1", "2024-01-02", [
-        TurnIn("I work at Vexmoor Holdings now", speaker="Quillonzorb")])]), deferred=True)
+    (turn,) = ingest(
+        db,
+        ConversationIn(
+            "c",
+            ["me"],
+            [SessionIn("1", "2024-01-02", [TurnIn("I work at Vexmoor Holdings now", speaker="Quillonzorb")])],
+        ),
+        deferred=True,
+    )
     real = db.batch
     purges: list[object] = []
 
@@ -150,6 +170,7 @@ def test_a_turn_purged_while_a_drain_waits_to_write_is_not_extracted(tmp_path: P
         if not purges:
             purges.append(other.purge(turn))
         return real()
+
     db.batch = purge_first  # type: ignore[method-assign]
     try:
         assert drain(db, RuleExtractor()) == 0

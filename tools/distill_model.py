@@ -47,8 +47,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output folder (default: %(default)s)")
     parser.add_argument("--pca-dims", type=int, default=256)
     parser.add_argument("--dtype", default="float16", choices=["float16", "float32", "int8"])
-    parser.add_argument("--vocabulary-words", type=int, default=0, metavar="N",
-                        help="add up to N of the most frequent English words (wordfreq; letters only) as whole tokens")
+    parser.add_argument(
+        "--vocabulary-words",
+        type=int,
+        default=0,
+        metavar="N",
+        help="add up to N of the most frequent English words (wordfreq; letters only) as whole tokens",
+    )
     parser.add_argument(
         "--keep-readme",
         action=argparse.BooleanOptionalAction,
@@ -74,10 +79,13 @@ def main(argv: list[str] | None = None) -> int:
 
         vocabulary = [w for w in top_n_list("en", args.vocabulary_words) if w.isascii() and w.isalpha()]
     t0 = time.perf_counter()
-    model = distill(model_name=str(source), vocabulary=vocabulary, pca_dims=args.pca_dims, device="cpu",
-                    quantize_to=args.dtype)
-    print(f"distilled in {time.perf_counter() - t0:.1f} s: embedding {model.embedding.shape} {model.embedding.dtype}",
-          flush=True)
+    model = distill(
+        model_name=str(source), vocabulary=vocabulary, pca_dims=args.pca_dims, device="cpu", quantize_to=args.dtype
+    )
+    print(
+        f"distilled in {time.perf_counter() - t0:.1f} s: embedding {model.embedding.shape} {model.embedding.dtype}",
+        flush=True,
+    )
 
     out: Path = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)

@@ -166,9 +166,7 @@ def install(conn: apsw.Connection, meta: list[tuple[str, str]]) -> None:
     """Create the schema and its meta rows inside the caller's open transaction."""
     conn.execute(schema_sql())
     conn.execute(f"pragma user_version = {SCHEMA_VERSION}")
-    conn.executemany(
-        "insert into meta (key, value) values (?, ?)", [("schema_version", str(SCHEMA_VERSION)), *meta]
-    )
+    conn.executemany("insert into meta (key, value) values (?, ?)", [("schema_version", str(SCHEMA_VERSION)), *meta])
 
 
 class translate:  # noqa: N801  (used like a function: ``with translate():``)
@@ -191,15 +189,12 @@ class translate:  # noqa: N801  (used like a function: ``with translate():``)
                 raise IntegrityViolation(message.split("ConstraintError: ", 1)[-1]) from None
             raise IntegrityViolation(f"the store refused the write: {message}") from None
         if isinstance(exc, apsw.BusyError):
-            raise StoreBusy(
-                "another process held the store's write lock past the retry budget; try again"
-            ) from None
+            raise StoreBusy("another process held the store's write lock past the retry budget; try again") from None
         if isinstance(exc, apsw.NotADBError):
             raise NotAStore("the file is not a SQLite database") from None
         if isinstance(exc, apsw.CorruptError):
             raise NotAStore(
-                "the store file is damaged (SQLite reports corruption); run `worlddb verify` and restore "
-                "from a backup"
+                "the store file is damaged (SQLite reports corruption); run `worlddb verify` and restore from a backup"
             ) from None
         if isinstance(exc, (apsw.TooBigError, OverflowError)):
             raise InvalidInput(f"a value is too large to store: {exc}") from None

@@ -26,17 +26,66 @@ _IT = frozenset({"it", "its", "there"})
 _DEMONSTRATIVE = re.compile(r"\b(that|this|those|these)\b(?: ([a-z][\w-]*))?", re.IGNORECASE)
 _REFERENCE = re.compile(r"\b(?:that|this|those|these|the) ([a-z][\w-]*)", re.IGNORECASE)
 # capitalised words that name nothing by themselves (sentence openers are skipped anyway)
-_NOT_NAMES = frozenset({
-    "I", "I'm", "I've", "I'd", "I'll", "Im", "Ive", "OK", "Ok", "Oh", "Hey", "Hi", "Hello", "Thanks", "Yes", "No",
-    "Mr", "Mrs", "Ms", "Dr", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday", "January",
-    "February", "March", "April", "May", "June", "July", "August", "September", "October", "November", "December",
-    "Christmas", "Easter", "Halloween", "Thanksgiving", "God", "Lol", "LOL", "Wow", "Haha", "Omg", "OMG",
-})
+_NOT_NAMES = frozenset(
+    {
+        "I",
+        "I'm",
+        "I've",
+        "I'd",
+        "I'll",
+        "Im",
+        "Ive",
+        "OK",
+        "Ok",
+        "Oh",
+        "Hey",
+        "Hi",
+        "Hello",
+        "Thanks",
+        "Yes",
+        "No",
+        "Mr",
+        "Mrs",
+        "Ms",
+        "Dr",
+        "Monday",
+        "Tuesday",
+        "Wednesday",
+        "Thursday",
+        "Friday",
+        "Saturday",
+        "Sunday",
+        "January",
+        "February",
+        "March",
+        "April",
+        "May",
+        "June",
+        "July",
+        "August",
+        "September",
+        "October",
+        "November",
+        "December",
+        "Christmas",
+        "Easter",
+        "Halloween",
+        "Thanksgiving",
+        "God",
+        "Lol",
+        "LOL",
+        "Wow",
+        "Haha",
+        "Omg",
+        "OMG",
+    }
+)
 _OPENER = re.compile(r"(?:^|[.!?]\s+)([A-Z][a-z]+)\b(?: (?:and|&) ([A-Z][a-z]+))?")
 _NAME = re.compile(r"(?<=[\w,;:)] )(?:[A-Z][\w'-]*|[a-z]{1,2}[A-Z][\w-]*)(?: (?:[A-Z][\w'-]*|\d[\w.]*))*")
 _PHRASE = re.compile(r"\b(?i:the|that|this|a|an|my|our|his|her|their) ((?:[A-Za-z][\w-]* ){0,2}[A-Za-z][\w-]*)")
 # words that end or cannot be part of a noun phrase, and heads too vague to point at anything
-_NOT_IN_PHRASE = frozenset("""
+_NOT_IN_PHRASE = frozenset(
+    """
 a an the this that these those my our your his her their its it i you he she we they me him us them and or but
 so if of to in on at for with from by about as into over after before than then is are was were be been being
 am has have had do does did will would can could should may might must not no just really very too also
@@ -44,16 +93,21 @@ said told made got went came took gave get go make take know think feel felt lik
 much many more most some any all every each other such own same
 who whom whose which where when what why how while because since until
 now then here there again yet still already ever even without up down out off
-""".split())
-_VAGUE = frozenset("""
+""".split()
+)
+_VAGUE = frozenset(
+    """
 time times day days week weeks month months year years moment while way ways thing things stuff lot bit kind sort
 one ones part point idea end start place people person guy everything something anything nothing morning evening
 night weekend today tomorrow yesterday best first last next rest whole fun great good nice amazing awesome
 photo photos pic pics picture pictures image job work experience fan
-""".split())
+""".split()
+)
 # praise before a noun says nothing about which thing it is: "the great work" is "work"
-_PRAISE = frozenset("great good nice amazing awesome big new best little cool real huge whole special beautiful "
-                    "wonderful fun lovely fantastic incredible".split())
+_PRAISE = frozenset(
+    "great good nice amazing awesome big new best little cool real huge whole special beautiful "
+    "wonderful fun lovely fantastic incredible".split()
+)
 
 
 @dataclass(frozen=True)
@@ -83,8 +137,9 @@ class ContextBridge:
         for i, text in enumerate(texts):
             recent: list[tuple[str, bool, int]] = []  # (term, is a name, turns ago), most recent first
             for age in range(1, min(i, self.window) + 1):
-                recent.extend((term, name, age) for term, name in names[i - age]
-                              if all(term != seen for seen, _, _ in recent))
+                recent.extend(
+                    (term, name, age) for term, name in names[i - age] if all(term != seen for seen, _, _ in recent)
+                )
             out.append(self._context(text, recent, skip))
         return out
 
@@ -94,18 +149,22 @@ class ContextBridge:
         if not (personal or words & _THING):
             return ""
         said = _words(text)
-        fresh = [(term, name, age) for term, name, age in recent  # not what the turn names itself, nor a speaker
-                 if _words(term) not in said and term.split()[0].casefold() not in skip]
+        fresh = [
+            (term, name, age)
+            for term, name, age in recent  # not what the turn names itself, nor a speaker
+            if _words(term) not in said and term.split()[0].casefold() not in skip
+        ]
         heads = {m.group(1).casefold() for m in _REFERENCE.finditer(text)}
         chosen = [term for term, _, _ in fresh if term.split()[-1].casefold() in heads]  # "that framework"
         matched = {term.split()[-1].casefold() for term in chosen}
         thing = bool(words & _IT) or any(  # "that"/"this" alone is a pronoun; before a matched noun it is not
-            (m.group(2) or "").casefold() not in matched for m in _DEMONSTRATIVE.finditer(text))
+            (m.group(2) or "").casefold() not in matched for m in _DEMONSTRATIVE.finditer(text)
+        )
         if personal:  # he, she, they: the people (names) of the window
             chosen += [term for term, name, _ in fresh if name][:2]
         if thing:  # it, that, there: what the turn just before named
             chosen += [term for term, _, age in fresh if age == 1][:2]
-        return "; ".join(list(dict.fromkeys(chosen))[:self.most])
+        return "; ".join(list(dict.fromkeys(chosen))[: self.most])
 
 
 def _words(text: str) -> str:
@@ -149,8 +208,15 @@ def mentions(text: str, known: Collection[str] = ()) -> list[tuple[str, bool]]:
 WINDOW_CHARS = 1000  # at most this much of each earlier turn is indexed with a later one
 
 
-def window(texts: Sequence[str], *, speakers: Sequence[str | None] = (), turns: int = 1, skip: int = 0,
-           ahead: bool = False, chars: int = WINDOW_CHARS) -> list[str]:
+def window(
+    texts: Sequence[str],
+    *,
+    speakers: Sequence[str | None] = (),
+    turns: int = 1,
+    skip: int = 0,
+    ahead: bool = False,
+    chars: int = WINDOW_CHARS,
+) -> list[str]:
     """For each turn of a session, the ``turns`` turns before it ("<speaker>: <text>", clipped), to index with it.
 
     ``ahead``: the turns after it instead, in the order said.
@@ -168,8 +234,9 @@ def window(texts: Sequence[str], *, speakers: Sequence[str | None] = (), turns: 
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise InvalidInput(f"window {label} must be a whole number >= 0, not {value!r}")
     person = [not (i < len(speakers) and is_assistant(speakers[i])) for i in range(len(texts))]
-    said = [f"{speakers[i]}: {t[:chars]}" if i < len(speakers) and speakers[i] else t[:chars]
-            for i, t in enumerate(texts)]
+    said = [
+        f"{speakers[i]}: {t[:chars]}" if i < len(speakers) and speakers[i] else t[:chars] for i, t in enumerate(texts)
+    ]
     contexts = []
     for i in range(len(texts)):
         step, end = (1, min(len(texts) - 1, i + turns)) if ahead else (-1, max(0, i - turns))
@@ -177,13 +244,14 @@ def window(texts: Sequence[str], *, speakers: Sequence[str | None] = (), turns: 
         while person[i] and far != end and person[far + step]:
             far += step
         near = i + step * (skip + 1)  # the nearest turn the window keeps
-        span = said[near:far + 1] if ahead else said[far:near + 1]
+        span = said[near : far + 1] if ahead else said[far : near + 1]
         contexts.append("\n".join(span if (far - near) * step >= 0 else []))
     return contexts
 
 
-def words_around(texts: Sequence[str], *, speakers: Sequence[str | None] = (), before: int, skip: int,
-                 after: int) -> list[str]:
+def words_around(
+    texts: Sequence[str], *, speakers: Sequence[str | None] = (), before: int, skip: int, after: int
+) -> list[str]:
     """For each turn, context indexed for its words alone (conversation.ingest).
 
     That is the turns before it past the ``skip`` nearest, up to the ``before``-th, and the ``after``

@@ -33,9 +33,11 @@ Arguments = Callable[[argparse.ArgumentParser], None]
 
 def command(name: str, help_text: str, arguments: Arguments) -> Callable[[Handler], Handler]:
     """Register a sub-command with its help text and arguments."""
+
     def wrap(handler: Handler) -> Handler:
         COMMANDS[name] = (help_text, handler, arguments)
         return handler
+
     return wrap
 
 
@@ -70,6 +72,7 @@ def _with(*extra: Callable[[argparse.ArgumentParser], object]) -> Callable[[argp
         _db_arg(p)
         for add in extra:
             add(p)
+
     return arguments
 
 
@@ -83,38 +86,57 @@ def cmd_init(args: argparse.Namespace) -> Any:
         return {"path": db.path, "root": db.root(), "embedder": db.stats()["embedder"]}
 
 
-@command("write", "store text verbatim in a scope; prints the new id", _with(
-    lambda p: p.add_argument("text", help="the memory, verbatim"),
-    lambda p: p.add_argument("--scope", default="default", help="scope world to write into (default: default)"),
-    lambda p: p.add_argument("--type", default="Memory", help="node type (default: Memory)"),
-    lambda p: p.add_argument("--name", help="optional name of the node"),
-    lambda p: p.add_argument("--valid-at", help="when it became true (ISO-8601; default: now)"),
-))
+@command(
+    "write",
+    "store text verbatim in a scope; prints the new id",
+    _with(
+        lambda p: p.add_argument("text", help="the memory, verbatim"),
+        lambda p: p.add_argument("--scope", default="default", help="scope world to write into (default: default)"),
+        lambda p: p.add_argument("--type", default="Memory", help="node type (default: Memory)"),
+        lambda p: p.add_argument("--name", help="optional name of the node"),
+        lambda p: p.add_argument("--valid-at", help="when it became true (ISO-8601; default: now)"),
+    ),
+)
 def cmd_write(args: argparse.Namespace) -> Any:
     with _open(args, create=True) as db:
         return db.write(args.text, scope=args.scope, type=args.type, name=args.name, valid_at=args.valid_at)
 
 
-@command("read", "print one node (any version)", _with(
-    _ref, lambda p: p.add_argument("--as-of", help="only if valid at this time"),
-))
+@command(
+    "read",
+    "print one node (any version)",
+    _with(
+        _ref,
+        lambda p: p.add_argument("--as-of", help="only if valid at this time"),
+    ),
+)
 def cmd_read(args: argparse.Namespace) -> Any:
     with _open(args) as db:
         return db.read(args.id, as_of=args.as_of)
 
 
-@command("amend", "write a new version that supersedes a memory; prints the new id", _with(
-    _ref, lambda p: p.add_argument("text", help="the new content"),
-    lambda p: p.add_argument("--valid-at", help="when the new version became true (default: now)"),
-))
+@command(
+    "amend",
+    "write a new version that supersedes a memory; prints the new id",
+    _with(
+        _ref,
+        lambda p: p.add_argument("text", help="the new content"),
+        lambda p: p.add_argument("--valid-at", help="when the new version became true (default: now)"),
+    ),
+)
 def cmd_amend(args: argparse.Namespace) -> Any:
     with _open(args) as db:
         return db.amend(args.id, args.text, valid_at=args.valid_at)
 
 
-@command("retire", "close a memory's validity (its history stays)", _with(
-    _ref, lambda p: p.add_argument("--at", help="when it stopped being true (default: now)"),
-))
+@command(
+    "retire",
+    "close a memory's validity (its history stays)",
+    _with(
+        _ref,
+        lambda p: p.add_argument("--at", help="when it stopped being true (default: now)"),
+    ),
+)
 def cmd_retire(args: argparse.Namespace) -> Any:
     with _open(args) as db:
         db.retire(args.id, at=args.at)
@@ -127,46 +149,75 @@ def cmd_history(args: argparse.Namespace) -> Any:
         return db.history(args.id)
 
 
-@command("link", "write an edge through its type's handler (same_as stages a proposal)", _with(
-    lambda p: p.add_argument("src", help="source node id or prefix"),
-    lambda p: p.add_argument("dst", help="target node id or prefix"),
-    lambda p: p.add_argument("type", help="edge type, e.g. refers_to, contradicts, same_as"),
-))
+@command(
+    "link",
+    "write an edge through its type's handler (same_as stages a proposal)",
+    _with(
+        lambda p: p.add_argument("src", help="source node id or prefix"),
+        lambda p: p.add_argument("dst", help="target node id or prefix"),
+        lambda p: p.add_argument("type", help="edge type, e.g. refers_to, contradicts, same_as"),
+    ),
+)
 def cmd_link(args: argparse.Namespace) -> Any:
     with _open(args) as db:
         return db.link(args.src, args.dst, args.type)
 
 
-@command("search", "full-text (BM25) search over what is valid now", _with(
-    lambda p: p.add_argument("query", help="free text"),
-    lambda p: p.add_argument("--k", type=int, default=10, help="how many hits (default 10)"),
-))
+@command(
+    "search",
+    "full-text (BM25) search over what is valid now",
+    _with(
+        lambda p: p.add_argument("query", help="free text"),
+        lambda p: p.add_argument("--k", type=int, default=10, help="how many hits (default 10)"),
+    ),
+)
 def cmd_search(args: argparse.Namespace) -> Any:
     with _open(args) as db:
         return [{"score": round(score, 4), "node": node} for node, score in db.search(args.query, k=args.k)]
 
 
-@command("recall", "hybrid recall: BM25, vectors and the entity graph fused (RRF), with why each hit came", _with(
-    lambda p: p.add_argument("query", help="free text"),
-    lambda p: p.add_argument("--scope", help="only memories inside this scope (a name)"),
-    lambda p: p.add_argument("--k", type=int, default=10, help="how many hits (default 10)"),
-    lambda p: p.add_argument("--as-of", help="recall as things were true at this time (ISO 8601)"),
-    lambda p: p.add_argument("--include-superseded", action="store_true",
-                             help="also return superseded facts, marked as historical"),
-    lambda p: p.add_argument("--context", action="store_true",
-                             help="print a token-budgeted context for a model instead of the hits"),
-    lambda p: p.add_argument("--budget", type=int, default=DEFAULT_BUDGET,
-                             help=f"token budget of --context (default {DEFAULT_BUDGET})"),
-    lambda p: p.add_argument("--rerank", metavar="FOLDER",
-                             help="rerank with the ONNX cross-encoder in FOLDER (model.onnx + tokenizer.json)"),
-    lambda p: p.add_argument("--no-late", dest="late", action="store_false",
-                             help="skip the token-by-token re-ranking of the lanes' finds (a few ms faster)"),
-))
+@command(
+    "recall",
+    "hybrid recall: BM25, vectors and the entity graph fused (RRF), with why each hit came",
+    _with(
+        lambda p: p.add_argument("query", help="free text"),
+        lambda p: p.add_argument("--scope", help="only memories inside this scope (a name)"),
+        lambda p: p.add_argument("--k", type=int, default=10, help="how many hits (default 10)"),
+        lambda p: p.add_argument("--as-of", help="recall as things were true at this time (ISO 8601)"),
+        lambda p: p.add_argument(
+            "--include-superseded", action="store_true", help="also return superseded facts, marked as historical"
+        ),
+        lambda p: p.add_argument(
+            "--context", action="store_true", help="print a token-budgeted context for a model instead of the hits"
+        ),
+        lambda p: p.add_argument(
+            "--budget", type=int, default=DEFAULT_BUDGET, help=f"token budget of --context (default {DEFAULT_BUDGET})"
+        ),
+        lambda p: p.add_argument(
+            "--rerank",
+            metavar="FOLDER",
+            help="rerank with the ONNX cross-encoder in FOLDER (model.onnx + tokenizer.json)",
+        ),
+        lambda p: p.add_argument(
+            "--no-late",
+            dest="late",
+            action="store_false",
+            help="skip the token-by-token re-ranking of the lanes' finds (a few ms faster)",
+        ),
+    ),
+)
 def cmd_recall(args: argparse.Namespace) -> Any:
     reranker = OnnxCrossEncoder(args.rerank) if args.rerank else None
     with _open(args) as db:
-        found = db.recall(args.query, scope=args.scope, k=args.k, as_of=args.as_of,
-                          include_superseded=args.include_superseded, reranker=reranker, late=args.late)
+        found = db.recall(
+            args.query,
+            scope=args.scope,
+            k=args.k,
+            as_of=args.as_of,
+            include_superseded=args.include_superseded,
+            reranker=reranker,
+            late=args.late,
+        )
     if args.context:
         context = assemble(found, budget=args.budget)
         return context if args.json else context.text
@@ -179,34 +230,57 @@ def cmd_recall(args: argparse.Namespace) -> Any:
     return "\n".join(lines) if lines else "no memories found"
 
 
-@command("merges", "list same_as merge proposals", _with(
-    lambda p: p.add_argument("--status", default="pending", choices=["pending", "accepted", "rejected", "all"],
-                             help="which proposals to list (default: pending)"),
-))
+@command(
+    "merges",
+    "list same_as merge proposals",
+    _with(
+        lambda p: p.add_argument(
+            "--status",
+            default="pending",
+            choices=["pending", "accepted", "rejected", "all"],
+            help="which proposals to list (default: pending)",
+        ),
+    ),
+)
 def cmd_merges(args: argparse.Namespace) -> Any:
     with _open(args) as db:
         return db.merge_proposals(None if args.status == "all" else args.status)
 
 
-@command("merge", "accept or reject a merge proposal", _with(
-    lambda p: p.add_argument("pid", type=int, help="proposal number (see `worlddb merges`)"),
-    lambda p: p.add_argument("decision", choices=["accept", "reject"],
-                             help="accept writes same_as both ways; reject keeps both sides apart for good"),
-))
+@command(
+    "merge",
+    "accept or reject a merge proposal",
+    _with(
+        lambda p: p.add_argument("pid", type=int, help="proposal number (see `worlddb merges`)"),
+        lambda p: p.add_argument(
+            "decision",
+            choices=["accept", "reject"],
+            help="accept writes same_as both ways; reject keeps both sides apart for good",
+        ),
+    ),
+)
 def cmd_merge(args: argparse.Namespace) -> Any:
     with _open(args) as db:
         (db.accept_merge if args.decision == "accept" else db.reject_merge)(args.pid)
         return db.merge_proposal(args.pid)
 
 
-@command("verify", "recompute every hash and root and check every invariant; non-zero exit on violations",
-         _with(lambda p: p.add_argument("--deep", action="store_true",
-                                        help="also recompute every world root in the history log and "
-                                             "recompose every world's embedding")))
+@command(
+    "verify",
+    "recompute every hash and root and check every invariant; non-zero exit on violations",
+    _with(
+        lambda p: p.add_argument(
+            "--deep",
+            action="store_true",
+            help="also recompute every world root in the history log and recompose every world's embedding",
+        )
+    ),
+)
 def cmd_verify(args: argparse.Namespace) -> Any:
     with _open(args) as db:
-        return db.verify(deep=args.deep,
-                         progress=None if args.json else (lambda m: print(f"checking {m}…", file=sys.stderr)))
+        return db.verify(
+            deep=args.deep, progress=None if args.json else (lambda m: print(f"checking {m}…", file=sys.stderr))
+        )
 
 
 @command("reembed", "re-embed every node in place with --model (the bundled model by default)", _with())
@@ -215,25 +289,42 @@ def cmd_reembed(args: argparse.Namespace) -> Any:
     return WorldDB.reembed(args.db, embedder=embedder, progress=None if args.json else _progress_bar("re-embedding"))
 
 
-@command("reindex", "re-train the vector index's partitions on every stored vector (after big imports)",
-         _with(lambda p: p.add_argument("--partitions", type=int, help="how many (default: 4 x sqrt(vectors))")))
+@command(
+    "reindex",
+    "re-train the vector index's partitions on every stored vector (after big imports)",
+    _with(lambda p: p.add_argument("--partitions", type=int, help="how many (default: 4 x sqrt(vectors))")),
+)
 def cmd_reindex(args: argparse.Namespace) -> Any:
     with _open(args) as db:
-        return db.reindex(partitions=args.partitions,
-                          progress=None if args.json else (lambda m: print(m, file=sys.stderr)))
+        return db.reindex(
+            partitions=args.partitions, progress=None if args.json else (lambda m: print(m, file=sys.stderr))
+        )
 
 
-@command("ingest", "load a dataset file, each conversation in one transaction (progress on stderr)",
-         _with(lambda p: p.add_argument("file", help="the dataset file (or BEAM folder / archive)"),
-               lambda p: p.add_argument("--format", required=True, choices=FORMATS, help="the file's format"),
-               lambda p: p.add_argument("--scope", help="put every conversation in this scope"),
-               lambda p: p.add_argument("--deferred", action="store_true",
-                                        help="queue extraction for `worlddb consolidate` instead of running it"),
-               lambda p: p.add_argument("--gate", nargs="?", type=float, const=DEFAULT_THRESHOLD, metavar="THRESHOLD",
-                                        help="score turns (novelty x salience) into their salience; only turns at "
-                                             f"or above THRESHOLD (default {DEFAULT_THRESHOLD}) are extracted"),
-               lambda p: p.add_argument("--bridge", action="store_true",
-                                        help="index each turn with what its pronouns refer to in the turns before")))
+@command(
+    "ingest",
+    "load a dataset file, each conversation in one transaction (progress on stderr)",
+    _with(
+        lambda p: p.add_argument("file", help="the dataset file (or BEAM folder / archive)"),
+        lambda p: p.add_argument("--format", required=True, choices=FORMATS, help="the file's format"),
+        lambda p: p.add_argument("--scope", help="put every conversation in this scope"),
+        lambda p: p.add_argument(
+            "--deferred", action="store_true", help="queue extraction for `worlddb consolidate` instead of running it"
+        ),
+        lambda p: p.add_argument(
+            "--gate",
+            nargs="?",
+            type=float,
+            const=DEFAULT_THRESHOLD,
+            metavar="THRESHOLD",
+            help="score turns (novelty x salience) into their salience; only turns at "
+            f"or above THRESHOLD (default {DEFAULT_THRESHOLD}) are extracted",
+        ),
+        lambda p: p.add_argument(
+            "--bridge", action="store_true", help="index each turn with what its pronouns refer to in the turns before"
+        ),
+    ),
+)
 def cmd_ingest(args: argparse.Namespace) -> Any:
     gate = EncodingGate(threshold=args.gate) if args.gate is not None else None  # a bad threshold stops here
     conversations = load(args.file, args.format, args.scope)  # read and checked before anything is written
@@ -249,8 +340,12 @@ def cmd_ingest(args: argparse.Namespace) -> Any:
             if show is not None:
                 show(done, total)
     seconds = time.perf_counter() - started
-    out: dict[str, Any] = {"conversations": len(conversations), "turns": total, "seconds": round(seconds, 3),
-                           "turns_per_s": round(total / seconds, 1) if seconds > 0 else None}
+    out: dict[str, Any] = {
+        "conversations": len(conversations),
+        "turns": total,
+        "seconds": round(seconds, 3),
+        "turns_per_s": round(total / seconds, 1) if seconds > 0 else None,
+    }
     if gate is not None:
         out["below_gate"] = stats.below_gate
     if args.bridge:
@@ -258,21 +353,27 @@ def cmd_ingest(args: argparse.Namespace) -> Any:
     return out
 
 
-@command("consolidate", "run the extractor over queued turns, each in its own transaction",
-         _with(lambda p: p.add_argument("--limit", type=int, help="stop after this many turns")))
+@command(
+    "consolidate",
+    "run the extractor over queued turns, each in its own transaction",
+    _with(lambda p: p.add_argument("--limit", type=int, help="stop after this many turns")),
+)
 def cmd_consolidate(args: argparse.Namespace) -> Any:
     with _open(args) as db:
-        done = drain(db, DEFAULT_EXTRACTOR, limit=args.limit,
-                     progress=None if args.json else _progress_bar("consolidating"))
+        done = drain(
+            db, DEFAULT_EXTRACTOR, limit=args.limit, progress=None if args.json else _progress_bar("consolidating")
+        )
         return {"processed": done, "pending": pending(db)}
 
 
 def _progress_bar(label: str) -> Callable[[int, int], None]:
     """A one-line progress bar on stderr: label, bar, counts."""
+
     def show(done: int, total: int) -> None:
         filled = 30 * done // max(total, 1)
         end = "\n" if done >= total else ""
         print(f"\r{label} [{'#' * filled}{'.' * (30 - filled)}] {done:,}/{total:,}", end=end, file=sys.stderr)
+
     return show
 
 
@@ -282,25 +383,31 @@ def cmd_stats(args: argparse.Namespace) -> Any:
         return db.stats()
 
 
-@command("backup", "copy the store to DEST with SQLite's online backup (safe while others write), then check it",
-         _with(lambda p: p.add_argument("dest", help="path of the copy (must not exist unless --force)"),
-               lambda p: p.add_argument("--force", action="store_true", help="replace DEST if it exists"),
-               lambda p: p.add_argument("--no-verify", action="store_true",
-                                        help="skip `worlddb verify` of the copy (it reads the whole copy)")))
+@command(
+    "backup",
+    "copy the store to DEST with SQLite's online backup (safe while others write), then check it",
+    _with(
+        lambda p: p.add_argument("dest", help="path of the copy (must not exist unless --force)"),
+        lambda p: p.add_argument("--force", action="store_true", help="replace DEST if it exists"),
+        lambda p: p.add_argument(
+            "--no-verify", action="store_true", help="skip `worlddb verify` of the copy (it reads the whole copy)"
+        ),
+    ),
+)
 def cmd_backup(args: argparse.Namespace) -> Any:
     with _open(args) as db:
         return db.backup(args.dest, overwrite=args.force, verify=not args.no_verify)
 
 
-@command("checkpoint", "fold the write-ahead log into the main file and empty it (then a plain copy is whole)",
-         _with())
+@command("checkpoint", "fold the write-ahead log into the main file and empty it (then a plain copy is whole)", _with())
 def cmd_checkpoint(args: argparse.Namespace) -> Any:
     with _open(args) as db:
         return db.checkpoint()
 
 
-@command("mcp", "serve the store to an assistant as MCP tools over stdin/stdout (creates the store if missing)",
-         _with())
+@command(
+    "mcp", "serve the store to an assistant as MCP tools over stdin/stdout (creates the store if missing)", _with()
+)
 def cmd_mcp(args: argparse.Namespace) -> Any:
     from .mcp import serve  # the MCP SDK loads only for this command
 
@@ -308,10 +415,14 @@ def cmd_mcp(args: argparse.Namespace) -> Any:
         serve(db)
 
 
-@command("purge", "erase a memory's content for good (its versions, members and extracted facts too); "
-                  "keeps its hash in a tombstone", _with(
-    _ref, lambda p: p.add_argument("--scope", help="refuse unless the memory is inside this scope (a name)"),
-))
+@command(
+    "purge",
+    "erase a memory's content for good (its versions, members and extracted facts too); keeps its hash in a tombstone",
+    _with(
+        _ref,
+        lambda p: p.add_argument("--scope", help="refuse unless the memory is inside this scope (a name)"),
+    ),
+)
 def cmd_purge(args: argparse.Namespace) -> Any:
     with _open(args) as db:
         return db.purge(args.id, scope=args.scope)
@@ -354,8 +465,10 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text, description=help_text)
         arguments(p)
         p.add_argument("--json", action="store_true", help="print JSON")
-        p.add_argument("--model", help="folder of a model2vec model, or a hub name where a hub is reachable "
-                                       "(default: the bundled one)")
+        p.add_argument(
+            "--model",
+            help="folder of a model2vec model, or a hub name where a hub is reachable (default: the bundled one)",
+        )
         p.set_defaults(handler=handler)
     return parser
 

@@ -109,8 +109,9 @@ def mean_pool(children: npt.ArrayLike) -> npt.NDArray[np.float32]:
     return _unit_output(_unit_rows(c).mean(axis=0), "the mean of the children")
 
 
-def attention_weights(query: npt.ArrayLike, children: npt.ArrayLike, *, scale: float | None = None
-                      ) -> npt.NDArray[np.float64]:
+def attention_weights(
+    query: npt.ArrayLike, children: npt.ArrayLike, *, scale: float | None = None
+) -> npt.NDArray[np.float64]:
     """Softmax weights of each child for the query: ``softmax(scale · cos(query, child))``.
 
     ``scale`` defaults to ``sqrt(d)`` (see ``default_scale`` for why, with unit vectors, not
@@ -131,8 +132,9 @@ def attention_weights(query: npt.ArrayLike, children: npt.ArrayLike, *, scale: f
     return weights
 
 
-def attention_pool(query: npt.ArrayLike, children: npt.ArrayLike, *, scale: float | None = None
-                   ) -> npt.NDArray[np.float32]:
+def attention_pool(
+    query: npt.ArrayLike, children: npt.ArrayLike, *, scale: float | None = None
+) -> npt.NDArray[np.float32]:
     """v2: parameter-free attention pool of the children, queried by the world's content vector.
 
     Keys and values are the children's unit vectors; the output is ``sum_i w_i · child_i`` with

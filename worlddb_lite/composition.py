@@ -75,8 +75,13 @@ class Composer:
         self.lane.table.delete(gone)
         self._recompose({}, deltas, levels, state)
 
-    def _recompose(self, inserts: dict[int, np.ndarray], deltas: dict[int, list[Delta]],
-                   levels: dict[int, set[int]], state: dict[str, str]) -> None:
+    def _recompose(
+        self,
+        inserts: dict[int, np.ndarray],
+        deltas: dict[int, list[Delta]],
+        levels: dict[int, set[int]],
+        state: dict[str, str],
+    ) -> None:
         """Apply the deltas world by world, deepest first, pushing each world's change to its parent."""
         updates: dict[int, np.ndarray] = {}
         dropped: list[int] = []
@@ -138,8 +143,14 @@ class Composer:
         self.lane.write(inserts, updates, state)
         self.last_recomposed = recomposed
 
-    def _push(self, nid: int, old: np.ndarray | None, new: np.ndarray | None,
-              deltas: dict[int, list[Delta]], levels: dict[int, set[int]]) -> None:
+    def _push(
+        self,
+        nid: int,
+        old: np.ndarray | None,
+        new: np.ndarray | None,
+        deltas: dict[int, list[Delta]],
+        levels: dict[int, set[int]],
+    ) -> None:
         header = self.store.header(nid)
         if header.parent is None or self.store.header(header.parent).parent is None:
             return  # the root pools everything and is never searched: it is not composed

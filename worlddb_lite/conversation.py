@@ -97,8 +97,10 @@ def check_turn(turn: TurnIn, where: str) -> None:
     if not isinstance(turn.text, str) or not turn.text.strip():
         raise InvalidInput(f"{where}: the turn has no text")
     if len(turn.text) > MAX_TURN_CHARS:
-        raise InvalidInput(f"{where}: the turn holds {len(turn.text):,} characters, more than {MAX_TURN_CHARS:,}; "
-                           "split it into several turns")
+        raise InvalidInput(
+            f"{where}: the turn holds {len(turn.text):,} characters, more than {MAX_TURN_CHARS:,}; "
+            "split it into several turns"
+        )
     if "\x00" in turn.text:
         raise InvalidInput(f"{where}: the turn holds a NUL character (binary data?); decode it to text first")
 
@@ -114,11 +116,19 @@ def _runs(walls: Sequence[bool]) -> list[list[int]]:
     return [run for run in runs if run]
 
 
-def ingest(db: WorldDB, conversation: ConversationIn, *,
-           extractor: Extractor | None = DEFAULT_EXTRACTOR, deferred: bool = False,
-           gate: EncodingGate | None = None, bridge: bool | ContextBridge = False,
-           window: int = DEFAULT_WINDOW, word_window: int = DEFAULT_WORD_WINDOW,
-           word_after: int = DEFAULT_WORD_AFTER, stats: IngestStats | None = None) -> list[str]:
+def ingest(
+    db: WorldDB,
+    conversation: ConversationIn,
+    *,
+    extractor: Extractor | None = DEFAULT_EXTRACTOR,
+    deferred: bool = False,
+    gate: EncodingGate | None = None,
+    bridge: bool | ContextBridge = False,
+    window: int = DEFAULT_WINDOW,
+    word_window: int = DEFAULT_WORD_WINDOW,
+    word_after: int = DEFAULT_WORD_AFTER,
+    stats: IngestStats | None = None,
+) -> list[str]:
     """Write one conversation in one transaction; returns the turn ids in order.
 
     With an ``extractor`` (the rule-based one by default; None for none), every turn's
@@ -144,13 +154,17 @@ def ingest(db: WorldDB, conversation: ConversationIn, *,
     now = db._clock()  # the store's clock: a test clock in tests
     for session in conversation.sessions:
         for i, turn in enumerate(session.turns):
-            where = (f"conversation {conversation.conversation_id!r}, session {session.session_id!r}, "
-                     f"turn {turn.turn_id or i}")
+            where = (
+                f"conversation {conversation.conversation_id!r}, session {session.session_id!r}, "
+                f"turn {turn.turn_id or i}"
+            )
             check_turn(turn, where)
             when = turn.at or session.date
             if when is not None and parse_time(when, field=f"{where}: time") > now:
-                raise InvalidInput(f"{where}: dated {parse_time(when)}, after now ({now}); a memory cannot be "
-                                   "from the future: check the dataset's dates or the machine's clock")
+                raise InvalidInput(
+                    f"{where}: dated {parse_time(when)}, after now ({now}); a memory cannot be "
+                    "from the future: check the dataset's dates or the machine's clock"
+                )
     ids: list[str] = []
     counts = IngestStats()
     speaker_entities: dict[str, str] = {}  # speaker -> person entity, resolved once per conversation
@@ -164,14 +178,27 @@ def ingest(db: WorldDB, conversation: ConversationIn, *,
             scores = gate.session(db, texts, scope=home) if gate is not None else None  # before the session lands
             speakers = [turn.speaker for turn in session.turns]
             records = [
-                {"text": turn.text, "world": world, "type": "Turn",
-                 "name": turn.speaker,  # who said it: indexed with the words
-                 "valid_at": turn.at or session.date,
-                 "props": {k: v for k, v in {**turn.props, "speaker": turn.speaker, "turn_id": turn.turn_id,
-                                             "session": session.session_id,
-                                             "conversation": conversation.conversation_id}.items() if v is not None},
-                 "salience": scores[i].score if scores is not None else 0.0}
-                for i, turn in enumerate(session.turns)]
+                {
+                    "text": turn.text,
+                    "world": world,
+                    "type": "Turn",
+                    "name": turn.speaker,  # who said it: indexed with the words
+                    "valid_at": turn.at or session.date,
+                    "props": {
+                        k: v
+                        for k, v in {
+                            **turn.props,
+                            "speaker": turn.speaker,
+                            "turn_id": turn.turn_id,
+                            "session": session.session_id,
+                            "conversation": conversation.conversation_id,
+                        }.items()
+                        if v is not None
+                    },
+                    "salience": scores[i].score if scores is not None else 0.0,
+                }
+                for i, turn in enumerate(session.turns)
+            ]
             # a turn purged before (the same transcript ingested again) is a wall no words cross
             walls = db._on_tombstones(world, records)
             bridged, contexts, farther = [""] * len(texts), [""] * len(texts), [""] * len(texts)
@@ -183,8 +210,12 @@ def ingest(db: WorldDB, conversation: ConversationIn, *,
                 for j, i in enumerate(run):
                     bridged[i], farther[i] = run_bridged[j], far[j]
                     contexts[i] = "\n".join(c for c in (run_bridged[j], before[j]) if c)
-            written = db.write_many([{**record, "index_context": contexts[i] or None,
-                                      "word_context": farther[i] or None} for i, record in enumerate(records)])
+            written = db.write_many(
+                [
+                    {**record, "index_context": contexts[i] or None, "word_context": farther[i] or None}
+                    for i, record in enumerate(records)
+                ]
+            )
             ids.extend(written)
             counts.turns += len(written)
             counts.bridged += sum(1 for context in bridged if context)
@@ -202,8 +233,16 @@ def ingest(db: WorldDB, conversation: ConversationIn, *,
                 assert extractor is not None
                 found = extractor.extract(turn.text, speaker=turn.speaker, said_at=said_at)
                 if found.entities or found.facts or turn.speaker:
-                    remember(db, found, turn=turn_id, scope=home, said_at=said_at,
-                             said_in=conversation.conversation_id, speaker=turn.speaker, speakers=speaker_entities)
+                    remember(
+                        db,
+                        found,
+                        turn=turn_id,
+                        scope=home,
+                        said_at=said_at,
+                        said_in=conversation.conversation_id,
+                        speaker=turn.speaker,
+                        speakers=speaker_entities,
+                    )
     if stats is not None:  # counted once the conversation has landed
         stats.turns += counts.turns
         stats.below_gate += counts.below_gate

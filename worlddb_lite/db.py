@@ -197,8 +197,12 @@ class WorldDB:
                 self._conn, self._store, self._registry, self._clock, self._embedder, self.dim, compose
             )
             if new:  # schema, meta and root world in one transaction: an interrupted init leaves no store
-                meta = [("embedder_id", model_id), ("embedder_dim", str(self.dim)), ("compose", compose),
-                        ("created_at", self._clock())]
+                meta = [
+                    ("embedder_id", model_id),
+                    ("embedder_dim", str(self.dim)),
+                    ("compose", compose),
+                    ("created_at", self._clock()),
+                ]
                 if token_table(self._embedder) is not None:
                     meta.append(("token_format", token_index.FORMAT))
                 prepare = lambda: _sqlite.install(self._conn, meta)  # noqa: E731
@@ -320,8 +324,12 @@ class WorldDB:
                         progress(done, total)
             if done >= vector_lane.TRAIN_AT:
                 lane.train()
-        return {"embedder": self._embedder.model_id, "dim": self.dim, "texts": done,
-                "seconds": round(time.perf_counter() - started, 3)}
+        return {
+            "embedder": self._embedder.model_id,
+            "dim": self.dim,
+            "texts": done,
+            "seconds": round(time.perf_counter() - started, 3),
+        }
 
     def _root_nid(self) -> int:
         nid = reads.root_nid(self._conn)
@@ -456,10 +464,21 @@ class WorldDB:
         turns around a turn (see conversation.ingest).
         """
         with self._txn() as txn:
-            spec = self._node_spec(txn, text, scope=scope, world=world, type=type, name=name,
-                                   valid_at=valid_at, props=props, vector=vector, aliases=aliases,
-                                   salience=salience, index_context=index_context,
-                                   word_context=word_context)
+            spec = self._node_spec(
+                txn,
+                text,
+                scope=scope,
+                world=world,
+                type=type,
+                name=name,
+                valid_at=valid_at,
+                props=props,
+                vector=vector,
+                aliases=aliases,
+                salience=salience,
+                index_context=index_context,
+                word_context=word_context,
+            )
             nid, _ = txn.add_nodes([spec])[0]
             return self._store.header(nid).id.hex()
 
@@ -490,8 +509,20 @@ class WorldDB:
 
     def _specs(self, txn: Txn, records: Sequence[Mapping[str, Any]]) -> list[NodeSpec]:
         """``write_many``'s records checked into NodeSpecs."""
-        allowed = {"text", "scope", "world", "type", "name", "valid_at", "props", "vector", "aliases", "salience",
-                   "index_context", "word_context"}
+        allowed = {
+            "text",
+            "scope",
+            "world",
+            "type",
+            "name",
+            "valid_at",
+            "props",
+            "vector",
+            "aliases",
+            "salience",
+            "index_context",
+            "word_context",
+        }
         if isinstance(records, (str, bytes, Mapping)) or not isinstance(records, Sequence):
             raise InvalidInput("records must be a list of mappings, each with at least 'text'")
         specs = []
@@ -576,11 +607,16 @@ class WorldDB:
                 )
             merged = {**current.props, **(_props(props) or {})}
             # Ask the supersedes handler first, so a refusal writes nothing (not even the new node).
-            txn.check_edge("supersedes", EndView(-1, "(new version)", old.type, valid or txn.now, None, None, False),
-                           old_nid)
+            txn.check_edge(
+                "supersedes", EndView(-1, "(new version)", old.type, valid or txn.now, None, None, False), old_nid
+            )
             nid, created = txn.add_node(
-                type_=old.type, parent=old.parent, name=current.name,  # type: ignore[arg-type]
-                content=content, props=merged, valid_at=valid,
+                type_=old.type,
+                parent=old.parent,  # type: ignore[arg-type]
+                name=current.name,
+                content=content,
+                props=merged,
+                valid_at=valid,
             )
             if not created:  # content addressing found an existing node: it cannot become the new version
                 existing = self._store.header(nid).id.hex()[:12]
@@ -638,8 +674,9 @@ class WorldDB:
                 if not isinstance(item, (tuple, list)) or len(item) != 3:
                     raise InvalidInput("each edge is a (src, dst, type) triple")
                 src, dst, edge_type = item
-                specs.append(EdgeSpec(edge_type, self._store.resolve(src), self._store.resolve(dst),
-                                      props=props, valid_at=valid))
+                specs.append(
+                    EdgeSpec(edge_type, self._store.resolve(src), self._store.resolve(dst), props=props, valid_at=valid)
+                )
             results = txn.add_edges(specs)
             return [self._edge_outcome(txn, spec, result) for spec, result in zip(specs, results, strict=True)]
 
@@ -702,8 +739,12 @@ class WorldDB:
         names = sorted({n.name for n in nodes if n.name})
         aliases = sorted({a for n in nids for a in self._store.aliases(n)})
         provenance = tuple(
-            {"node": node.id, "type": node.type, "created_at": node.created_at,
-             **({"source": node.props["provenance"]} if "provenance" in node.props else {})}
+            {
+                "node": node.id,
+                "type": node.type,
+                "created_at": node.created_at,
+                **({"source": node.props["provenance"]} if "provenance" in node.props else {}),
+            }
             for node in nodes
         )
         return Identity(tuple(n.id for n in nodes), tuple(names), tuple(aliases), provenance)
@@ -716,8 +757,7 @@ class WorldDB:
 
     # ---- identity resolution --------------------------------------------------------
 
-    def configure_resolver(self, config: ResolverConfig | None = None, *,
-                           tiebreaker: Tiebreaker | None = None) -> None:
+    def configure_resolver(self, config: ResolverConfig | None = None, *, tiebreaker: Tiebreaker | None = None) -> None:
         """Set this handle's resolver thresholds and tiebreaker (defaults: the measured config, ``PreferTiers``)."""
         if config is not None and not isinstance(config, ResolverConfig):
             raise InvalidInput("config must be a worlddb_lite.resolver.ResolverConfig")
@@ -783,8 +823,17 @@ class WorldDB:
         with self._txn() as txn:
             parent = self._store.resolve(world) if world is not None else self._scope_nid(txn, scope)
             self._settle(indexes=False)  # edges (same_as classes); names are indexed at once
-            return identity.resolve_entity(self, txn, self._resolver(), mention, world=parent, valid_at=when,
-                                           props=extra, source=source, tiebreaker=tiebreaker)
+            return identity.resolve_entity(
+                self,
+                txn,
+                self._resolver(),
+                mention,
+                world=parent,
+                valid_at=when,
+                props=extra,
+                source=source,
+                tiebreaker=tiebreaker,
+            )
 
     def recluster(self, *, batch: int = identity.RECLUSTER_BATCH) -> int:
         """Re-resolve the entities within two hops of every node written since the last pass; proposals staged.
@@ -804,19 +853,30 @@ class WorldDB:
     def _mention(self, name: str, aliases: Sequence[str], context: str | None, kind: str | None) -> Mention:
         """A validated mention (clear errors for empty names, bad aliases, non-text context)."""
         text = _text(name, "name", required=True) or ""
-        return Mention(text.strip(), tuple(a.strip() for a in _aliases(aliases)),
-                       (_text(context, "context", required=False) or "").strip() or None,
-                       (_text(kind, "kind", required=False) or "").strip() or None)
+        return Mention(
+            text.strip(),
+            tuple(a.strip() for a in _aliases(aliases)),
+            (_text(context, "context", required=False) or "").strip() or None,
+            (_text(kind, "kind", required=False) or "").strip() or None,
+        )
 
     def _resolver(self) -> Resolver:
         """The resolver of this handle (its name index lives in the temp schema of the connection)."""
         engine: Resolver | None = self.__dict__.get("_resolver_engine")
         if engine is None:
             embedder = self._embedder
-            embed = None if embedder is None else (  # an entity is embedded by its name and content, both the name
-                lambda text: embed_checked(embedder, [embedding_text(text, text)], self.dim)[0])
-            engine = Resolver(self._store, embed=embed, nearest=self._entity_nearest,
-                              cosines=lambda vector, nids: self._reconciler.lane.index().cosines(nids, vector))
+            embed = (
+                None
+                if embedder is None
+                # an entity is embedded by its name and content, both the name
+                else (lambda text: embed_checked(embedder, [embedding_text(text, text)], self.dim)[0])
+            )
+            engine = Resolver(
+                self._store,
+                embed=embed,
+                nearest=self._entity_nearest,
+                cosines=lambda vector, nids: self._reconciler.lane.index().cosines(nids, vector),
+            )
             self.__dict__["_resolver_engine"] = engine
         return engine
 
@@ -902,8 +962,14 @@ class WorldDB:
         with _sqlite.translate():
             start = self._store.resolve(world) if world is not None else self._root
             nids = reads.descendants(
-                self._conn, start, valid, belief, memberships=membership, node_type=type,
-                include_superseded=include_superseded, limit=_count(limit, "limit", 1_000_000),
+                self._conn,
+                start,
+                valid,
+                belief,
+                memberships=membership,
+                node_type=type,
+                include_superseded=include_superseded,
+                limit=_count(limit, "limit", 1_000_000),
             )
             return self._store.load_nodes(nids, rules.annotate)
 
@@ -964,8 +1030,9 @@ class WorldDB:
         valid, belief = self._times(as_of, known_as_of)
         annotate = self._annotations(include_superseded)
         with _sqlite.translate():
-            hits = reads.bm25(self._conn, query, valid, belief, k=_count(k, "k", 10_000),
-                              include_superseded=include_superseded)
+            hits = reads.bm25(
+                self._conn, query, valid, belief, k=_count(k, "k", 10_000), include_superseded=include_superseded
+            )
             nodes = self._store.load_nodes([nid for nid, _ in hits], annotate)
             return [(node, score) for node, (_, score) in zip(nodes, hits, strict=True)]
 
@@ -1057,27 +1124,32 @@ class WorldDB:
         if isinstance(query, str):
             if self._embedder is None:
                 raise InvalidInput("this store has no embedder; pass a vector instead of text")
-            vector: np.ndarray = embed_checked(self._embedder, [_text(query, "query", required=True) or ""],
-                                               self.dim)[0]
+            vector: np.ndarray = embed_checked(self._embedder, [_text(query, "query", required=True) or ""], self.dim)[
+                0
+            ]
             return vector
         return self._reconciler.check_vector(query)
 
     def _existing_scope(self, name: str) -> int | None:
         """The Scope called ``name`` (its id depends on its name alone), or None: reads never create one."""
         name = _text(name, "scope", required=True) or ""
-        return self._store.nid_of(node_id(node_body("Scope", self._store.header(self._root).id.hex(), name,
-                                                    None, None, None)))
+        return self._store.nid_of(
+            node_id(node_body("Scope", self._store.header(self._root).id.hex(), name, None, None, None))
+        )
 
     def _scope_id(self, name: str) -> str:
         """The id of the Scope called ``name``, which must exist (a recall never creates one)."""
         nid = self._existing_scope(name)
         if nid is None:
-            raise NotFound(f"no scope named {name!r} in {self.path}; write into it first, or leave scope out "
-                           "to recall from the whole store")
+            raise NotFound(
+                f"no scope named {name!r} in {self.path}; write into it first, or leave scope out "
+                "to recall from the whole store"
+            )
         return self._store.header(nid).id.hex()
 
-    def _view(self, as_of: TimeLike | None, known_as_of: TimeLike | None, include_superseded: bool, *,
-              world: str | None) -> ReadView:
+    def _view(
+        self, as_of: TimeLike | None, known_as_of: TimeLike | None, include_superseded: bool, *, world: str | None
+    ) -> ReadView:
         """What one read sees: its times, its world (None or the root: everything) and its indexes."""
         valid, belief = self._times(as_of, known_as_of)
         rules = self._rules(include_superseded)
@@ -1085,16 +1157,23 @@ class WorldDB:
         embedder = self._embedder
         embed = None if embedder is None else (lambda text: embed_checked(embedder, [text], self.dim)[0])
         return ReadView(
-            conn=self._conn, store=self._store, index=self._reconciler.lane.index, embed=embed,
-            valid=valid, belief=belief, include_superseded=include_superseded,
-            memberships=tuple(sorted(rules.membership)), annotate=frozenset(rules.annotate),
+            conn=self._conn,
+            store=self._store,
+            index=self._reconciler.lane.index,
+            embed=embed,
+            valid=valid,
+            belief=belief,
+            include_superseded=include_superseded,
+            memberships=tuple(sorted(rules.membership)),
+            annotate=frozenset(rules.annotate),
             world=None if inside == self._root else inside,
             tokens=token_table(embedder),  # a static model's: the late stage
             side=self._side if self._conn.getautocommit() else None,  # inside a write it would miss the uncommitted
         )
 
-    def reindex(self, *, partitions: int | None = None,
-                progress: Callable[[str], None] | None = None) -> dict[str, int]:
+    def reindex(
+        self, *, partitions: int | None = None, progress: Callable[[str], None] | None = None
+    ) -> dict[str, int]:
         """Re-train the vector index's partitions on every vector now stored (one transaction).
 
         Training happens by itself as the store grows, up to ~131k vectors; beyond that it
@@ -1126,8 +1205,10 @@ class WorldDB:
                 report = copy.verify()
             if not report.ok:
                 first = report.violations[0]
-                raise IntegrityViolation(f"the backup at {dest} does not verify ({first.invariant}: {first.detail}); "
-                                         "keep the store, and run `worlddb verify` on it")
+                raise IntegrityViolation(
+                    f"the backup at {dest} does not verify ({first.invariant}: {first.detail}); "
+                    "keep the store, and run `worlddb verify` on it"
+                )
             result["verified"] = True
         return result
 
@@ -1209,8 +1290,15 @@ class WorldDB:
         from .verify import verify_store
 
         with _sqlite.translate():
-            return verify_store(self._conn, self._store, self._registry, self._embedder is not None, progress,
-                                deep=deep, tokens=token_table(self._embedder))
+            return verify_store(
+                self._conn,
+                self._store,
+                self._registry,
+                self._embedder is not None,
+                progress,
+                deep=deep,
+                tokens=token_table(self._embedder),
+            )
 
     def stats(self) -> dict[str, Any]:
         """Counts and facts about the store, for people and monitoring."""

@@ -221,8 +221,11 @@ class TokenVectors:
         """
         probes = ("memory", "campground", "unbelievably", "xylophonist", "2024")
         try:
-            return all([t.id for t in self._tokenizer.model.tokenize(word)]
-                       == self._tokenizer.encode(word, add_special_tokens=False).ids for word in probes)
+            return all(
+                [t.id for t in self._tokenizer.model.tokenize(word)]
+                == self._tokenizer.encode(word, add_special_tokens=False).ids
+                for word in probes
+            )
         except Exception:  # a tokenizer without a model.tokenize of this shape: use the whole pipeline
             return False
 

@@ -70,8 +70,7 @@ class Extraction:
 class Extractor(Protocol):
     """Finds entities and facts in one turn."""
 
-    def extract(self, text: str, *, speaker: str | None, said_at: str) -> Extraction:
-        ...
+    def extract(self, text: str, *, speaker: str | None, said_at: str) -> Extraction: ...
 
 
 _NAME_WORD = r"[A-Z](?:[\w'&-]|\.(?=\w))*"  # a dot inside ("U.S"), never ending one: "Depot. I" is two sentences
@@ -89,84 +88,249 @@ _FIRST_PERSON: tuple[tuple[str, bool, re.Pattern[str]], ...] = tuple(
         ("works at", True, r"\bI (?:now )?(?:work|am working|'m working) (?:at|for) " + _VALUE),
         ("works at", True, r"\bI (?:just |recently )?(?:started (?:a new job )?at|joined|got a job at) " + _VALUE),
         ("job title", True, r"\bI (?:work|am working|'m working) as an? " + _PHRASE + _END),
-        ("job title", True, r"\bI(?:'m| am) (?:now )?an? " + r"(?P<value>[a-z]+ (?:engineer|developer|designer|"
-                                                             r"teacher|nurse|doctor|manager|writer|lawyer|scientist|"
-                                                             r"student|chef|artist|accountant))\b"),
+        (
+            "job title",
+            True,
+            r"\bI(?:'m| am) (?:now )?an? " + r"(?P<value>[a-z]+ (?:engineer|developer|designer|"
+            r"teacher|nurse|doctor|manager|writer|lawyer|scientist|"
+            r"student|chef|artist|accountant))\b",
+        ),
         ("visited", False, r"\bI (?:visited|went to|travell?ed to) " + _VALUE),
         ("bought", False, r"\bI (?:bought|purchased) (?:an? |the |some )?" + _PHRASE + _END),
     )
 )
 _FAVOURITE = re.compile(r"\bmy fav(?:ou)?rite (?P<kind>[a-z ]+?) is (?:now )?" + _THING + _END, re.IGNORECASE)
 _LIKE = re.compile(r"\bI (?:really |absolutely )?(?:love|like|enjoy|adore) " + _THING + _END, re.IGNORECASE)
-_DISLIKE = re.compile(r"\bI (?:really )?(?:hate|dislike|can't stand|cannot stand|"
-                      r"(?:do not|don't) (?:really )?(?:like|love|enjoy)) " + _THING + _END, re.IGNORECASE)
-_RELATIONS = ("sister", "brother", "mother", "mom", "father", "dad", "wife", "husband", "partner", "boyfriend",
-              "girlfriend", "son", "daughter", "friend", "best friend", "manager", "boss", "colleague", "coworker",
-              "roommate", "neighbour", "neighbor", "cousin", "aunt", "uncle", "grandmother", "grandfather")
-_RELATION = re.compile(r"\b[Mm]y (?:(?:new|old|little|big|older|younger|twin) )?(?P<relation>"
-                       + "|".join(sorted(_RELATIONS, key=len, reverse=True)) + r"),? (?P<name>[A-Z][a-z]+)\b")
-_PET = re.compile(r"\b(?:a|my|our) (?P<kind>dog|cat|puppy|kitten|parrot|rabbit|hamster|horse|fish|turtle)"
-                  r",? (?:named |called )?(?P<name>[A-Z][a-z]+)\b")
+_DISLIKE = re.compile(
+    r"\bI (?:really )?(?:hate|dislike|can't stand|cannot stand|"
+    r"(?:do not|don't) (?:really )?(?:like|love|enjoy)) " + _THING + _END,
+    re.IGNORECASE,
+)
+_RELATIONS = (
+    "sister",
+    "brother",
+    "mother",
+    "mom",
+    "father",
+    "dad",
+    "wife",
+    "husband",
+    "partner",
+    "boyfriend",
+    "girlfriend",
+    "son",
+    "daughter",
+    "friend",
+    "best friend",
+    "manager",
+    "boss",
+    "colleague",
+    "coworker",
+    "roommate",
+    "neighbour",
+    "neighbor",
+    "cousin",
+    "aunt",
+    "uncle",
+    "grandmother",
+    "grandfather",
+)
+_RELATION = re.compile(
+    r"\b[Mm]y (?:(?:new|old|little|big|older|younger|twin) )?(?P<relation>"
+    + "|".join(sorted(_RELATIONS, key=len, reverse=True))
+    + r"),? (?P<name>[A-Z][a-z]+)\b"
+)
+_PET = re.compile(
+    r"\b(?:a|my|our) (?P<kind>dog|cat|puppy|kitten|parrot|rabbit|hamster|horse|fish|turtle)"
+    r",? (?:named |called )?(?P<name>[A-Z][a-z]+)\b"
+)
 _BIRTHDAY = re.compile(r"\b(?P<name>[A-Z][a-z]+)'s birthday is (?:on )?" + _THING + _END)
-_MONTH_DAY = (r"(?:January|February|March|April|May|June|July|August|September|October|November|December)"
-              r" \d{1,2}(?:-\d{1,2})?(?:, \d{4})?")
+_MONTH_DAY = (
+    r"(?:January|February|March|April|May|June|July|August|September|October|November|December)"
+    r" \d{1,2}(?:-\d{1,2})?(?:, \d{4})?"
+)
 # the words that may follow a noun phrase's last word ("the budget for", "a deadline, which")
 _BOUNDARY = r"(?:for|of|to|and|or|so|but|which|that|with|by|on|in|is|was|are|were|at|this|the|my|i|we|now|per)\b"
 # counts and amounts: one value at a time for each thing counted, budgeted, measured or scheduled
 _AMOUNTS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("budget", re.compile(r"budget(?: allocation)?(?: of| to| is| at)? \$(?P<value>\d[\d,]*(?:\.\d+)?)")),
-    ("budget", re.compile(r"\$(?P<value>\d[\d,]*(?:\.\d+)?) (?P<what>(?:\w+ )?)budget\b(?! (?!" + _BOUNDARY
-                          + r")[a-z])")),  # not "a $9 budget proposal"
-    ("{what}", re.compile(r"\b(?P<what>accuracy|coverage|completion rate|success rate|"
-                          r"conversion rate|score|progress)\b[^.%]{0,40}?(?P<value>\d+(?:\.\d+)?%)")),
-    ("{what} date", re.compile(r"\b(?P<what>meeting|call|webinar|session|interview|"
-                               r"appointment|deadline|launch|release)\b(?! (?:my|our|your|their|his|her|the|this|that|"
-                               r"these|those|a|an|it|them|all|every)\b)"  # not "meeting my deadline"
-                               r"[^.?!]{0,60}? (?:on|to|for|by|of) "
-                               r"(?P<value>" + _MONTH_DAY + ")")),
-    ("number of {what}", re.compile(r"\b(?:have|has|had|secured|added|reached|total of|finalized|read|wrote|"
-                                    r"completed|mentored|now) (?P<value>\d[\d,]*) (?P<what>(?:[a-z]+ )?"
-                                    r"(?:sources|books|interviews|words|mentees|commits|cards|projects|clients|"
-                                    r"users|subscribers|followers|sessions|problems|pages|chapters|movies|"
-                                    r"episodes|songs|videos|posts|tests|features|tasks|items|members))\b")),
+    (
+        "budget",
+        re.compile(r"\$(?P<value>\d[\d,]*(?:\.\d+)?) (?P<what>(?:\w+ )?)budget\b(?! (?!" + _BOUNDARY + r")[a-z])"),
+    ),  # not "a $9 budget proposal"
+    (
+        "{what}",
+        re.compile(
+            r"\b(?P<what>accuracy|coverage|completion rate|success rate|"
+            r"conversion rate|score|progress)\b[^.%]{0,40}?(?P<value>\d+(?:\.\d+)?%)"
+        ),
+    ),
+    (
+        "{what} date",
+        re.compile(
+            r"\b(?P<what>meeting|call|webinar|session|interview|"
+            r"appointment|deadline|launch|release)\b(?! (?:my|our|your|their|his|her|the|this|that|"
+            r"these|those|a|an|it|them|all|every)\b)"  # not "meeting my deadline"
+            r"[^.?!]{0,60}? (?:on|to|for|by|of) "
+            r"(?P<value>" + _MONTH_DAY + ")"
+        ),
+    ),
+    (
+        "number of {what}",
+        re.compile(
+            r"\b(?:have|has|had|secured|added|reached|total of|finalized|read|wrote|"
+            r"completed|mentored|now) (?P<value>\d[\d,]*) (?P<what>(?:[a-z]+ )?"
+            r"(?:sources|books|interviews|words|mentees|commits|cards|projects|clients|"
+            r"users|subscribers|followers|sessions|problems|pages|chapters|movies|"
+            r"episodes|songs|videos|posts|tests|features|tasks|items|members))\b"
+        ),
+    ),
 )
 _ARTICLES = re.compile(r"^(?:the|a|an|some|my)\s+", re.IGNORECASE)
-_CALENDAR = frozenset({
-    "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday", "January", "February", "March",
-    "April", "May", "June", "July", "August", "September", "October", "November", "December", "Today", "Tomorrow",
-    "Yesterday", "Christmas", "Easter", "Halloween", "Thanksgiving",
-})
+_CALENDAR = frozenset(
+    {
+        "Monday",
+        "Tuesday",
+        "Wednesday",
+        "Thursday",
+        "Friday",
+        "Saturday",
+        "Sunday",
+        "January",
+        "February",
+        "March",
+        "April",
+        "May",
+        "June",
+        "July",
+        "August",
+        "September",
+        "October",
+        "November",
+        "December",
+        "Today",
+        "Tomorrow",
+        "Yesterday",
+        "Christmas",
+        "Easter",
+        "Halloween",
+        "Thanksgiving",
+    }
+)
 # capitalised words that name no entity by themselves: pronouns, calendar words, family words ("visited Mom")
-_NOT_NAMES = frozenset({
-    "I", "My", "The", "This", "That", "It", "We", "You", "He", "She", "They", "Me", "Our", "Your", "His", "Her",
-    "Their", "A", "An", "Mom", "Mum", "Dad", "Mother", "Father", "Grandma", "Grandpa", "Home", "Church", "School",
-    "Work", *_CALENDAR,
-})
+_NOT_NAMES = frozenset(
+    {
+        "I",
+        "My",
+        "The",
+        "This",
+        "That",
+        "It",
+        "We",
+        "You",
+        "He",
+        "She",
+        "They",
+        "Me",
+        "Our",
+        "Your",
+        "His",
+        "Her",
+        "Their",
+        "A",
+        "An",
+        "Mom",
+        "Mum",
+        "Dad",
+        "Mother",
+        "Father",
+        "Grandma",
+        "Grandpa",
+        "Home",
+        "Church",
+        "School",
+        "Work",
+        *_CALENDAR,
+    }
+)
 # organisations and products: named after a cue, or by an organisation's own suffix
 _ORG_WORD = r"[A-Z][\w&'-]*"  # no dot: "in June. Our Group" is two sentences
 _ORGANISATION = re.compile(
     r"\b(?P<org>(?:" + _ORG_WORD + r" (?:of |for |and |& )?)+(?:Inc|Corp|Corporation|LLC|Ltd|Company|Group|University|"
     r"College|Institute|Hospital|Bank|Foundation|Labs|Studios?|Agency|Association|Society|Academy)\b\.?"
-    r"|University of [A-Z][\w-]+(?: [A-Z][\w-]+)*)")
-_ORGANISATION_CUE = re.compile(r"\bI(?:'m| am)? (?:now |also )?(?:study(?:ing)?|volunteer(?:ing)?|intern(?:ing|ed)?|"
-                               r"a student|an intern|a volunteer) (?:at|with|for) " + _VALUE)
-_PRODUCT = (r"(?P<value>(?:[A-Z][\w+'-]*|[a-z]{1,2}[A-Z][\w+'-]*)"  # Fitbit, iPhone
-            r"(?: (?:[A-Z][\w+'-]*|[a-z]{1,2}[A-Z][\w+'-]*|\d[\w.]*))*)")  # Versa, 15, Pro
-_BOUGHT = re.compile(r"\bI (?:just |recently |finally |also )?(?:(?:bought|purchased|ordered|pre-?ordered|upgraded to)"
-                     r" (?:an? |the |some |myself an? )?(?:(?:brand )?new |used |second-hand )?"
-                     r"|got (?:an? |myself an? )?(?:brand )?new )" + _PRODUCT)  # "got" needs "new": "got Sam a gift"
+    r"|University of [A-Z][\w-]+(?: [A-Z][\w-]+)*)"
+)
+_ORGANISATION_CUE = re.compile(
+    r"\bI(?:'m| am)? (?:now |also )?(?:study(?:ing)?|volunteer(?:ing)?|intern(?:ing|ed)?|"
+    r"a student|an intern|a volunteer) (?:at|with|for) " + _VALUE
+)
+_PRODUCT = (
+    r"(?P<value>(?:[A-Z][\w+'-]*|[a-z]{1,2}[A-Z][\w+'-]*)"  # Fitbit, iPhone
+    r"(?: (?:[A-Z][\w+'-]*|[a-z]{1,2}[A-Z][\w+'-]*|\d[\w.]*))*)"
+)  # Versa, 15, Pro
+_BOUGHT = re.compile(
+    r"\bI (?:just |recently |finally |also )?(?:(?:bought|purchased|ordered|pre-?ordered|upgraded to)"
+    r" (?:an? |the |some |myself an? )?(?:(?:brand )?new |used |second-hand )?"
+    r"|got (?:an? |myself an? )?(?:brand )?new )" + _PRODUCT
+)  # "got" needs "new": "got Sam a gift"
 _MY_NEW = re.compile(r"\b[Mm]y (?:brand )?new " + _PRODUCT)
-_LEADING = frozenset({"The", "A", "An", "At", "In", "On", "For", "From", "With", "And", "But", "To", "Of", "By", "My",
-                      "Our", "Your", "So", "Then", "Now", "Also"})
+_LEADING = frozenset(
+    {
+        "The",
+        "A",
+        "An",
+        "At",
+        "In",
+        "On",
+        "For",
+        "From",
+        "With",
+        "And",
+        "But",
+        "To",
+        "Of",
+        "By",
+        "My",
+        "Our",
+        "Your",
+        "So",
+        "Then",
+        "Now",
+        "Also",
+    }
+)
 _PRONOUNS = frozenset({"it", "that", "this", "them", "you", "him", "her", "those", "these", "everything", "all"})
 _SLOT_KINDS = {  # the kind of entity a first-person fact's value names
-    "lives in": "place", "visited": "place", "works at": "organisation"}
+    "lives in": "place",
+    "visited": "place",
+    "works at": "organisation",
+}
 
-_MONTHS = {m: i for i, m in enumerate(("january", "february", "march", "april", "may", "june", "july", "august",
-                                       "september", "october", "november", "december"), 1)}
-_RELATIVE = re.compile(r"\b(?P<phrase>yesterday|today|last (?:week|month|year)|(?P<n>\d+|a|one|two|three|four|five|"
-                       r"six|seven) (?P<unit>days?|weeks?|months?|years?) ago|in (?P<month>" + "|".join(_MONTHS)
-                       + r"))\b", re.IGNORECASE)
+_MONTHS = {
+    m: i
+    for i, m in enumerate(
+        (
+            "january",
+            "february",
+            "march",
+            "april",
+            "may",
+            "june",
+            "july",
+            "august",
+            "september",
+            "october",
+            "november",
+            "december",
+        ),
+        1,
+    )
+}
+_RELATIVE = re.compile(
+    r"\b(?P<phrase>yesterday|today|last (?:week|month|year)|(?P<n>\d+|a|one|two|three|four|five|"
+    r"six|seven) (?P<unit>days?|weeks?|months?|years?) ago|in (?P<month>" + "|".join(_MONTHS) + r"))\b",
+    re.IGNORECASE,
+)
 
 # Stated and changed values: "<slot> was increased to <value>", "I moved the launch to <value>", "the new
 # <slot> of <value>", "my <slot> is <value>", "<slot>: <value>". The slot is the noun phrase the text names,
@@ -176,52 +340,89 @@ _RELATIVE = re.compile(r"\b(?P<phrase>yesterday|today|last (?:week|month|year)|(
 _MONTH = MONTH
 _CLOCK = r"\d{1,2}(?::\d{2})?\s?(?:[AaPp]\.[Mm]\.|[AaPp][Mm]\b)"
 _DAY = _MONTH + r" \d{1,2}(?:st|nd|rd|th)?\b(?:\s?-\s?\d{1,2}\b)?(?:,? \d{4}\b)?(?:,? (?:at )?" + _CLOCK + r")?"
-_UNIT_STOP = (r"(?!(?:to|by|for|and|or|of|in|on|at|the|from|per|with|after|before|since|than|which|that|so|but|"
-              r"because|as|now|this|my|our|a|an|is|are|was|were|i|we|you|it|total|each|every)\b)")
-_QUANTITY = (r"(?P<value>\$\d[\d,]*(?:\.\d+)?(?:\s?(?:k|K|million|billion)\b)?"  # money
-             r"|\d+(?:\.\d+)?\s?%"  # a percentage
-             r"|" + _DAY +  # a date, maybe with its time
-             r"|" + _CLOCK +  # a time of day
-             r"|v\d+(?:\.\d+)*\b|\d+\.\d+\.\d+\b"  # a version
-             r"|\d[\d,]*(?:\.\d+)?(?:\s?-\s?\d[\d,]*(?:\.\d+)?)?(?:\s?(?:ms|s|h|k|x|kb|mb|gb|tb|fps)\b)?"
-             r"(?: " + _UNIT_STOP + r"[a-z][a-z-]*){0,3}(?: per [a-z]+)?)")  # a count and its unit
-_NP = (r"(?P<slot>[A-Za-z][\w/-]*(?: [A-Za-z][\w/-]*){0,3}?"
-       r"(?: (?:for|of|with|on) (?:the |my |our )?[\w-]+(?: [\w-]+){0,2}?)?)")
+_UNIT_STOP = (
+    r"(?!(?:to|by|for|and|or|of|in|on|at|the|from|per|with|after|before|since|than|which|that|so|but|"
+    r"because|as|now|this|my|our|a|an|is|are|was|were|i|we|you|it|total|each|every)\b)"
+)
+_QUANTITY = (
+    r"(?P<value>\$\d[\d,]*(?:\.\d+)?(?:\s?(?:k|K|million|billion)\b)?"  # money
+    r"|\d+(?:\.\d+)?\s?%"  # a percentage
+    r"|"
+    + _DAY  # a date, maybe with its time
+    + r"|"
+    + _CLOCK  # a time of day
+    + r"|v\d+(?:\.\d+)*\b|\d+\.\d+\.\d+\b"  # a version
+    r"|\d[\d,]*(?:\.\d+)?(?:\s?-\s?\d[\d,]*(?:\.\d+)?)?(?:\s?(?:ms|s|h|k|x|kb|mb|gb|tb|fps)\b)?"
+    r"(?: " + _UNIT_STOP + r"[a-z][a-z-]*){0,3}(?: per [a-z]+)?)"
+)  # a count and its unit
+_NP = (
+    r"(?P<slot>[A-Za-z][\w/-]*(?: [A-Za-z][\w/-]*){0,3}?"
+    r"(?: (?:for|of|with|on) (?:the |my |our )?[\w-]+(?: [\w-]+){0,2}?)?)"
+)
 _NP_AFTER = r"(?P<slot>[a-z][\w-]*(?: [a-z][\w-]*){0,2})(?=[.,!?;:)]|\s+" + _BOUNDARY + r"|$)"  # "$35 monthly budget"
 _DET = r"\b(?:[Mm]y|[Oo]ur|[Tt]he|[Tt]his)"  # not "their score went up": the speaker's values only
-_CHANGE = (r"(?:increased|raised|reduced|decreased|lowered|cut|adjusted|updated|changed|extended|shortened|moved|"
-           r"rescheduled|pushed(?: back| out)?|postponed|delayed|brought forward|bumped(?: up)?|boosted|improved|"
-           r"dropped|grown|grew|expanded|revised|upgraded|downgraded|switched|reached|risen|rose|fallen|fell|"
-           r"climbed|jumped|gone (?:up|down)|went (?:up|down)|doubled|set)")
+_CHANGE = (
+    r"(?:increased|raised|reduced|decreased|lowered|cut|adjusted|updated|changed|extended|shortened|moved|"
+    r"rescheduled|pushed(?: back| out)?|postponed|delayed|brought forward|bumped(?: up)?|boosted|improved|"
+    r"dropped|grown|grew|expanded|revised|upgraded|downgraded|switched|reached|risen|rose|fallen|fell|"
+    r"climbed|jumped|gone (?:up|down)|went (?:up|down)|doubled|set)"
+)
 _CHANGES: tuple[re.Pattern[str], ...] = (
     # "the deadline was extended to May 20", "my coverage, which has recently improved to 78%"
-    re.compile(_DET + r" " + _NP + r",? (?:(?:which|that) )?(?:has |have |had )?(?:now |recently |just |finally |"
-               r"since |also |officially )?(?:been |was |were |got |is |are )?(?:now |recently |just |officially )?"
-               + _CHANGE + r" (?:(?:from|up from|down from) " + _QUANTITY.replace("value", "old") + r" )?"
-               r"(?:to|up to|down to) " + _QUANTITY),
+    re.compile(
+        _DET + r" " + _NP + r",? (?:(?:which|that) )?(?:has |have |had )?(?:now |recently |just |finally |"
+        r"since |also |officially )?(?:been |was |were |got |is |are )?(?:now |recently |just |officially )?"
+        + _CHANGE
+        + r" (?:(?:from|up from|down from) "
+        + _QUANTITY.replace("value", "old")
+        + r" )?"
+        r"(?:to|up to|down to) " + _QUANTITY
+    ),
     # "I've adjusted our gift budget to $450", "we moved the launch to June 3", "I switched my plan from $10 to $15"
-    re.compile(r"\b(?:I|[Ww]e)(?:'ve| have|'d| had)? (?:just |recently |now |also |finally |officially )?" + _CHANGE
-               + r" " + _DET[2:] + r" " + _NP + r" (?:(?:from|up from|down from) "
-               + _QUANTITY.replace("value", "old") + r" )?(?:to|up to|down to) " + _QUANTITY),
+    re.compile(
+        r"\b(?:I|[Ww]e)(?:'ve| have|'d| had)? (?:just |recently |now |also |finally |officially )?"
+        + _CHANGE
+        + r" "
+        + _DET[2:]
+        + r" "
+        + _NP
+        + r" (?:(?:from|up from|down from) "
+        + _QUANTITY.replace("value", "old")
+        + r" )?(?:to|up to|down to) "
+        + _QUANTITY
+    ),
     # "the new sprint deadline of April 5", "the increased budget of $6,200", "my new daily quota is 1,200 calls"
-    re.compile(r"\b(?:[Tt]he|[Mm]y|[Oo]ur|[Aa]n?|[Tt]his) (?:new|updated|revised|increased|reduced|adjusted|extended|"
-               r"higher|lower|raised|lowered) " + _NP + r" (?:of|is|at|to|will be|of about|of around) " + _QUANTITY),
+    re.compile(
+        r"\b(?:[Tt]he|[Mm]y|[Oo]ur|[Aa]n?|[Tt]his) (?:new|updated|revised|increased|reduced|adjusted|extended|"
+        r"higher|lower|raised|lowered) " + _NP + r" (?:of|is|at|to|will be|of about|of around) " + _QUANTITY
+    ),
     # "the new April 25 deadline", "my increased $50 budget"
-    re.compile(r"\b(?:[Tt]he|[Mm]y|[Oo]ur|[Aa]n?|[Tt]his) (?:new|updated|revised|increased|reduced|adjusted|extended|"
-               r"higher|lower) " + _QUANTITY + r" " + _NP_AFTER),
+    re.compile(
+        r"\b(?:[Tt]he|[Mm]y|[Oo]ur|[Aa]n?|[Tt]his) (?:new|updated|revised|increased|reduced|adjusted|extended|"
+        r"higher|lower) " + _QUANTITY + r" " + _NP_AFTER
+    ),
     # "we switched our database from MySQL to PostgreSQL", "I moved my hosting to Fly"
-    re.compile(r"\b(?:I|[Ww]e)(?:'ve| have)? (?:just |recently |now |also |finally )?(?:switched|moved|migrated|"
-               r"changed) " + _DET[2:] + r" " + _NP + r" (?:from (?:[A-Z][\w.+#-]*)(?: [A-Z][\w.+#-]*)* )?(?:over )?to "
-               + _VALUE),
+    re.compile(
+        r"\b(?:I|[Ww]e)(?:'ve| have)? (?:just |recently |now |also |finally )?(?:switched|moved|migrated|"
+        r"changed) "
+        + _DET[2:]
+        + r" "
+        + _NP
+        + r" (?:from (?:[A-Z][\w.+#-]*)(?: [A-Z][\w.+#-]*)* )?(?:over )?to "
+        + _VALUE
+    ),
     # "<slot> changed from 10 to 12"
-    re.compile(_DET + r" " + _NP + r" (?:has |have )?(?:changed|gone|moved|went|grown|grew|dropped|risen|rose|"
-               r"fell|fallen|increased|decreased|improved) from " + _QUANTITY.replace("value", "old") + r" to "
-               + _QUANTITY),
+    re.compile(
+        _DET + r" " + _NP + r" (?:has |have )?(?:changed|gone|moved|went|grown|grew|dropped|risen|rose|"
+        r"fell|fallen|increased|decreased|improved) from " + _QUANTITY.replace("value", "old") + r" to " + _QUANTITY
+    ),
 )
 _STATES: tuple[re.Pattern[str], ...] = (
     # "my budget is $500", "our team size is now 8 people", "the deadline is now May 3"
-    re.compile(r"\b(?:[Mm]y|[Oo]ur) " + _NP + r" (?:is|are|was|were|'s) (?:now |currently |still |set (?:at|to) |"
-               r"about |around |roughly )?" + _QUANTITY),
+    re.compile(
+        r"\b(?:[Mm]y|[Oo]ur) " + _NP + r" (?:is|are|was|were|'s) (?:now |currently |still |set (?:at|to) |"
+        r"about |around |roughly )?" + _QUANTITY
+    ),
     re.compile(r"\b[Tt]he " + _NP + r" (?:is|are|'s) now " + _QUANTITY),
     # "my $35 monthly budget", "our April 20 deadline"
     re.compile(r"\b(?:[Mm]y|[Oo]ur) (?=\$|" + _MONTH + r" \d)" + _QUANTITY + r" " + _NP_AFTER),
@@ -233,23 +434,168 @@ _UNASSERTED = re.compile(
     r"\b(?:if|whether|unless|suppose|supposing|imagine|assuming|what if|would|could|should|might|shall|will|can|"
     r"may|wo|won't|want(?:s|ed)? to|wanna|plan(?:s|ning)? to|going to|gonna|hop(?:e|es|ing) to|need(?:s)? to|"
     r"trying to|try to|tried to|about to|thinking (?:about|of)|considering|wondering|instead of|or|not|never|"
-    r"(?:do|does|did)(?:n't)?|let's|let me|\w+n't)\b", re.IGNORECASE)
-_QUESTION_START = re.compile(r"^\W*(?:what|how|when|where|why|which|who|whom|whose|should|can|could|would|will|"
-                             r"do|does|did|is|are|was|were|shall|may|might|have|has|had)\b", re.IGNORECASE)
-_SLOT_FUNCTION = frozenset({
-    "is", "are", "was", "were", "be", "been", "being", "has", "have", "had", "and", "or", "but", "which", "that",
-    "to", "i", "we", "you", "it", "they", "he", "she", "so", "if", "then", "than", "as", "at", "in", "by", "from",
-    "into", "per", "a", "an", "the", "my", "our", "your", "their", "his", "her", "its", "this", "these", "those",
-    "me", "us", "them", "also", "just", "now", "all", "about", "up", "down", "not", "i'm", "i've", "what", "how",
-    "when", "where", "why", "who", "can", "will", "would", "should", "could", "do", "does", "did", "get", "got"})
-_SLOT_CHANGE_WORDS = frozenset({
-    "new", "updated", "revised", "current", "latest", "increased", "reduced", "adjusted", "extended", "decreased",
-    "raised", "lowered", "changed", "higher", "lower", "original", "old", "previous", "recent", "improved"})
-_NOT_SLOT_HEADS = frozenset({
-    "total", "lot", "couple", "number", "range", "maximum", "minimum", "average", "bunch", "pair", "set", "list",
-    "sum", "period", "amount", "way", "thing", "stuff", "one", "ones", "fact", "idea", "day", "week",
-    "month", "year", "point", "part", "end", "start", "beginning", "step", "plan", "help",
-    "other", "each", "more", "less", "most", "some", "any", "tip", "example", "code", "look", "issue"})
+    r"(?:do|does|did)(?:n't)?|let's|let me|\w+n't)\b",
+    re.IGNORECASE,
+)
+_QUESTION_START = re.compile(
+    r"^\W*(?:what|how|when|where|why|which|who|whom|whose|should|can|could|would|will|"
+    r"do|does|did|is|are|was|were|shall|may|might|have|has|had)\b",
+    re.IGNORECASE,
+)
+_SLOT_FUNCTION = frozenset(
+    {
+        "is",
+        "are",
+        "was",
+        "were",
+        "be",
+        "been",
+        "being",
+        "has",
+        "have",
+        "had",
+        "and",
+        "or",
+        "but",
+        "which",
+        "that",
+        "to",
+        "i",
+        "we",
+        "you",
+        "it",
+        "they",
+        "he",
+        "she",
+        "so",
+        "if",
+        "then",
+        "than",
+        "as",
+        "at",
+        "in",
+        "by",
+        "from",
+        "into",
+        "per",
+        "a",
+        "an",
+        "the",
+        "my",
+        "our",
+        "your",
+        "their",
+        "his",
+        "her",
+        "its",
+        "this",
+        "these",
+        "those",
+        "me",
+        "us",
+        "them",
+        "also",
+        "just",
+        "now",
+        "all",
+        "about",
+        "up",
+        "down",
+        "not",
+        "i'm",
+        "i've",
+        "what",
+        "how",
+        "when",
+        "where",
+        "why",
+        "who",
+        "can",
+        "will",
+        "would",
+        "should",
+        "could",
+        "do",
+        "does",
+        "did",
+        "get",
+        "got",
+    }
+)
+_SLOT_CHANGE_WORDS = frozenset(
+    {
+        "new",
+        "updated",
+        "revised",
+        "current",
+        "latest",
+        "increased",
+        "reduced",
+        "adjusted",
+        "extended",
+        "decreased",
+        "raised",
+        "lowered",
+        "changed",
+        "higher",
+        "lower",
+        "original",
+        "old",
+        "previous",
+        "recent",
+        "improved",
+    }
+)
+_NOT_SLOT_HEADS = frozenset(
+    {
+        "total",
+        "lot",
+        "couple",
+        "number",
+        "range",
+        "maximum",
+        "minimum",
+        "average",
+        "bunch",
+        "pair",
+        "set",
+        "list",
+        "sum",
+        "period",
+        "amount",
+        "way",
+        "thing",
+        "stuff",
+        "one",
+        "ones",
+        "fact",
+        "idea",
+        "day",
+        "week",
+        "month",
+        "year",
+        "point",
+        "part",
+        "end",
+        "start",
+        "beginning",
+        "step",
+        "plan",
+        "help",
+        "other",
+        "each",
+        "more",
+        "less",
+        "most",
+        "some",
+        "any",
+        "tip",
+        "example",
+        "code",
+        "look",
+        "issue",
+    }
+)
 
 
 def _singular(word: str) -> str:
@@ -266,12 +612,12 @@ def normalise_slot(phrase: str) -> str | None:
     tail: list[str] = []
     for i, word in enumerate(words):  # "X for Y" reads as "Y X"
         if word in ("for", "of", "with", "on") and i > 0:
-            tail = words[i + 1:]
+            tail = words[i + 1 :]
             words = words[:i]
             break
     cut = [i for i, w in enumerate(words) if w in _SLOT_FUNCTION]
     if cut:  # "budget was": only what follows the last function word names the slot
-        words = words[cut[-1] + 1:]
+        words = words[cut[-1] + 1 :]
     tail = [w for w in tail if w not in _SLOT_FUNCTION]
     words = [w for w in (*tail[-2:], *words) if w not in _SLOT_CHANGE_WORDS and w]
     if not words or not all(re.fullmatch(r"[a-z][a-z0-9/-]*", w) for w in words):
@@ -300,10 +646,15 @@ def value_kind(value: str) -> str:
     return "name"
 
 
-_MOVED = re.compile(r"\b(?:new|moved?|moving|rescheduled?|rescheduling|postponed?|pushed|extended|changed|shifted|"
-                    r"delayed|bumped|brought forward)\b", re.IGNORECASE)
-_BEFORE = {template: re.compile(r"(?:\b[\w'-]+ ){0,3}$" if template == "budget" else r"(?:\b[\w'-]+ ){0,2}$")
-           for template in ("budget", "{what}", "{what} date", "number of {what}")}
+_MOVED = re.compile(
+    r"\b(?:new|moved?|moving|rescheduled?|rescheduling|postponed?|pushed|extended|changed|shifted|"
+    r"delayed|bumped|brought forward)\b",
+    re.IGNORECASE,
+)
+_BEFORE = {
+    template: re.compile(r"(?:\b[\w'-]+ ){0,3}$" if template == "budget" else r"(?:\b[\w'-]+ ){0,2}$")
+    for template in ("budget", "{what}", "{what} date", "number of {what}")
+}
 _OTHERS = re.compile(r"\b(?:their|his|her|its|your)\b|\w's\b", re.IGNORECASE)
 _ONWARD = re.compile(r"\s*(?:to|->|→|and then|then)\s+(\$?\d[\d,]*(?:\.\d+)?%?)")
 
@@ -331,8 +682,10 @@ def _asserted(text: str, start: int, strict: bool) -> bool:
     prefix = text[sentence_start:start]
     clause = re.split(r",|\bbut\b|\band\b|\bso\b|\bbecause\b|\bsince\b|\bthe fact that\b", prefix)[-1]
     if not strict:
-        return re.search(r"\b(?:if|whether|unless|suppose|supposing|imagine|assuming|what if)\b", clause,
-                         re.IGNORECASE) is None
+        return (
+            re.search(r"\b(?:if|whether|unless|suppose|supposing|imagine|assuming|what if)\b", clause, re.IGNORECASE)
+            is None
+        )
     if _UNASSERTED.search(clause):
         return False
     return not (clause == prefix and _QUESTION_START.search(prefix))
@@ -362,17 +715,30 @@ def _values(text: str, me: str, when: str | None) -> list[FactMention]:
 # "I've managed to get it down to just 4 hours", "commits ..., which has now reached 165".
 _LEVEL = r"(?:just |only |about |around |roughly )?"
 _CHANGE_CUE = re.compile(
-    r"\b" + _CHANGE + r"\b(?: [\w'-]+){0,4}? (?:to|up to|down to) " + _LEVEL + _QUANTITY
-    + r"|\b(?:reached|hit) " + _LEVEL + _QUANTITY.replace("value", "reached")
-    + r"|\b(?:get|got|gotten|bring|brought) (?:it|that|them) (?:down|up) to " + _LEVEL
-    + _QUANTITY.replace("value", "brought"), re.IGNORECASE)  # "Rescheduled to 4:30 PM." opens a sentence
+    r"\b"
+    + _CHANGE
+    + r"\b(?: [\w'-]+){0,4}? (?:to|up to|down to) "
+    + _LEVEL
+    + _QUANTITY
+    + r"|\b(?:reached|hit) "
+    + _LEVEL
+    + _QUANTITY.replace("value", "reached")
+    + r"|\b(?:get|got|gotten|bring|brought) (?:it|that|them) (?:down|up) to "
+    + _LEVEL
+    + _QUANTITY.replace("value", "brought"),
+    re.IGNORECASE,
+)  # "Rescheduled to 4:30 PM." opens a sentence
 CUE_CHARS = 4000  # a turn is read for a change in its first 4,000 characters: the rest of a long one is a paste
 
 
 # the words a change cue opens with: the pattern is tried only where one stands (a scan of it costs ~0.3 ms a message)
-_CUE_WORDS = frozenset(alternative.split("(")[0].split()[0]  # the first word of each of _CHANGE's alternatives
-                       for alternative in re.split(r"\|(?![^()]*\))", _CHANGE[3:-1])) | {
-    "reached", "hit", "get", "got", "gotten", "bring", "brought"}
+_CUE_WORDS = (
+    frozenset(
+        alternative.split("(")[0].split()[0]  # the first word of each of _CHANGE's alternatives
+        for alternative in re.split(r"\|(?![^()]*\))", _CHANGE[3:-1])
+    )
+    | {"reached", "hit", "get", "got", "gotten", "bring", "brought"}
+)
 _LOWER_WORD = re.compile(r"[a-z]+")
 
 
@@ -458,8 +824,11 @@ def _scan(text: str, me: str, when: str | None) -> tuple[tuple[EntityMention, ..
     products = [name for name in (_name(found.group("value")) for found in _BOUGHT.finditer(text)) if name]
     facts.extend(FactMention(me, "bought", product, False, when) for product in dict.fromkeys(products))
     for found in _FAVOURITE.finditer(text):
-        facts.append(FactMention(me, f"favourite {found.group('kind').lower().strip()}",
-                                 found.group("value").strip(), True, when))
+        facts.append(
+            FactMention(
+                me, f"favourite {found.group('kind').lower().strip()}", found.group("value").strip(), True, when
+            )
+        )
     for pattern, opinion in ((_DISLIKE, "dislikes"), (_LIKE, "likes")):
         for found in pattern.finditer(text):
             thing = _thing(found.group("value"))
@@ -509,8 +878,9 @@ def _scan(text: str, me: str, when: str | None) -> tuple[tuple[EntityMention, ..
         if known is None:
             entities[name] = EntityMention(name, kind, aliases)
         else:  # named twice in one turn: one mention with every alias
-            entities[name] = EntityMention(name, known.kind, (*known.aliases, *(a for a in aliases
-                                                                                 if a not in known.aliases)))
+            entities[name] = EntityMention(
+                name, known.kind, (*known.aliases, *(a for a in aliases if a not in known.aliases))
+            )
 
     for found in _RELATION.finditer(text):
         relation = found.group("relation").lower()
@@ -555,8 +925,10 @@ _FROM_NOW = r"from now on|going forward|in (?:the )?future"  # ... or from now o
 _INSTRUCTION = re.compile(
     rf"(?:^|(?<=[.!?\n]))[ \t]*(?P<sentence>(?:please,? )?(?:(?:{_EVERY_TIME}) |(?:{_FROM_NOW}),? (?:please )?"
     rf"(?:(?:{_EVERY_TIME}) )?)(?:please )?(?P<verb>[a-z-]+)\b[^.!?\n]*[.!?]?)",
-    re.IGNORECASE)
-_IMPERATIVES = frozenset("""
+    re.IGNORECASE,
+)
+_IMPERATIVES = frozenset(
+    """
 add address answer apply ask assume attach avoid be bold break call check cite clarify compare confirm consider
 convert define describe detail display double-check emphasise emphasize end explain express flag focus follow
 format give highlight include indent keep label let limit link list maintain make mark mention name note number
@@ -564,13 +936,16 @@ offer omit organise organize outline output phrase present print prioritise prio
 recommend refer reference remind reply report respond round separate show skip sort speak specify spell start
 state stay stick structure suggest summarise summarize tailor talk tell translate treat try use verify warn wrap
 write
-""".split())
+""".split()
+)
 # The clause of a sentence in which the speaker states a preference of their own ("you prefer" is not one)
 # ("I rather liked it" is no preference: "rather" only after "'d" or "would")
 _PREFERENCE = re.compile(
     r"(?:^|(?<=[.!?\n,;]))[ \t]*(?P<sentence>[^.!?\n,;]*?(?P<cue>\bI(?:(?: really| generally| usually| strongly"
     r"| do| always| still)* prefer|(?:'d| would)(?: really| much)? (?:prefer|rather))\b|\bmy preference is\b)"
-    r"[^.!?\n]*)", re.IGNORECASE)
+    r"[^.!?\n]*)",
+    re.IGNORECASE,
+)
 _SUPPOSED = re.compile(r"\b(?:if|whether|unless|suppose|what if)\b", re.IGNORECASE)  # "I don't know if I prefer tea"
 # what may follow an instruction's verb without being what it acts on: "Never give up!" and "Always be
 # yourself." are encouragements, not instructions ("Always use tabs." is one)
@@ -596,13 +971,16 @@ def _standing(text: str, me: str) -> list[FactMention]:
     found = []
     for match in _INSTRUCTION.finditer(text):
         sentence = match.group("sentence").strip()
-        acts_on = re.findall(r"[a-z][\w'-]*", text[match.end("verb"):match.end("sentence")].lower())
-        if (match.group("verb").lower() in _IMPERATIVES and not sentence.endswith("?")
-                and any(word not in _NOT_AN_OBJECT for word in acts_on)):
+        acts_on = re.findall(r"[a-z][\w'-]*", text[match.end("verb") : match.end("sentence")].lower())
+        if (
+            match.group("verb").lower() in _IMPERATIVES
+            and not sentence.endswith("?")
+            and any(word not in _NOT_AN_OBJECT for word in acts_on)
+        ):
             found.append(FactMention(me, INSTRUCTION_SLOT, sentence[:STANDING_CHARS], False))
     for match in _PREFERENCE.finditer(text):
         sentence = match.group("sentence").strip()
-        before = text[match.start("sentence"):match.start("cue")]
+        before = text[match.start("sentence") : match.start("cue")]
         if not _QUESTION_START.search(sentence) and not _SUPPOSED.search(before):
             # not asked ("do I prefer ...") and not supposed ("if I prefer ..."; "... if you can" is fine)
             found.append(FactMention(me, PREFERENCE_SLOT, sentence[:STANDING_CHARS], False))

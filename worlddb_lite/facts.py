@@ -34,9 +34,17 @@ if TYPE_CHECKING:
     from .types import Node
 
 
-def remember(db: WorldDB, found: Extraction, *, turn: str, scope: str, said_at: str,
-             said_in: str | None = None, speaker: str | None = None,
-             speakers: dict[str, str] | None = None) -> list[str]:
+def remember(
+    db: WorldDB,
+    found: Extraction,
+    *,
+    turn: str,
+    scope: str,
+    said_at: str,
+    said_in: str | None = None,
+    speaker: str | None = None,
+    speakers: dict[str, str] | None = None,
+) -> list[str]:
     """Write ``found`` into the scope world ``scope``; returns the new fact ids.
 
     ``turn`` is the source turn, ``said_in`` its conversation (orders facts said at one time),
@@ -54,8 +62,14 @@ def remember(db: WorldDB, found: Extraction, *, turn: str, scope: str, said_at: 
         if known is not None:
             entity = known
         else:
-            entity, _ = db.resolve_entity(mention.name, world=scope, aliases=mention.aliases, kind=mention.kind,
-                                          valid_at=said_at, source="extractor")
+            entity, _ = db.resolve_entity(
+                mention.name,
+                world=scope,
+                aliases=mention.aliases,
+                kind=mention.kind,
+                valid_at=said_at,
+                source="extractor",
+            )
             if speakers is not None and mention.name == speaker:
                 speakers[mention.name] = entity
         entities[mention.name] = entity
@@ -97,9 +111,15 @@ _GENERIC = frozenset({"date", "number", "of"})  # "deadline date" names what "de
 
 def slot_words(slot: str) -> frozenset[str]:
     """The words that say what a slot is about, singular ("number of interviews" -> {"interview"})."""
-    return frozenset(w[:-3] + "y" if len(w) > 4 and w.endswith("ies") else
-                     w[:-1] if len(w) > 3 and w.endswith("s") and not w.endswith(("ss", "us", "is")) else w
-                     for w in slot.lower().split() if w not in _GENERIC)
+    return frozenset(
+        w[:-3] + "y"
+        if len(w) > 4 and w.endswith("ies")
+        else w[:-1]
+        if len(w) > 3 and w.endswith("s") and not w.endswith(("ss", "us", "is"))
+        else w
+        for w in slot.lower().split()
+        if w not in _GENERIC
+    )
 
 
 def word_key(subject: str, word: str) -> str:
@@ -108,8 +128,11 @@ def word_key(subject: str, word: str) -> str:
 
 
 def _current(db: WorldDB, key: str, scope: str) -> list[Node]:
-    return [n for n in (db.read(i) for i in db.lookup_alias(key))
-            if n.parent == scope and n.invalid_at is None and n.expired_at is None and not n.retired]
+    return [
+        n
+        for n in (db.read(i) for i in db.lookup_alias(key))
+        if n.parent == scope and n.invalid_at is None and n.expired_at is None and not n.retired
+    ]
 
 
 def _changed_from(db: WorldDB, fact: FactMention, scope: str) -> list[Node]:
@@ -121,16 +144,19 @@ def _changed_from(db: WorldDB, fact: FactMention, scope: str) -> list[Node]:
         for node in _current(db, word_key(fact.subject, word), scope):
             other = slot_words(str(node.props.get("slot", "")))
             same = node.props.get("slot") == fact.slot  # an event's date ("meeting date") only under its own name
-            if (other and (same or not node.props.get("event")) and (words <= other or other <= words)
-                    and value_kind(str(node.props.get("value", ""))) == kind):
+            if (
+                other
+                and (same or not node.props.get("event"))
+                and (words <= other or other <= words)
+                and value_kind(str(node.props.get("value", ""))) == kind
+            ):
                 near[node.id] = node
     latest = max(near.values(), key=lambda n: (n.valid_at, n.created_at), default=None)
     # one value, maybe said under several names ("gift budget: $400", "budget: $400")
     return [] if latest is None else [n for n in near.values() if _value(n) == _value(latest)]
 
 
-def _fact(db: WorldDB, fact: FactMention, *, turn: str, scope: str, said_at: str,
-          said_in: str | None) -> str | None:
+def _fact(db: WorldDB, fact: FactMention, *, turn: str, scope: str, said_at: str, said_in: str | None) -> str | None:
     valid = fact.valid_at or said_at
     key = slot_key(fact.subject, fact.slot)
     current = _current(db, key, scope)
@@ -144,12 +170,23 @@ def _fact(db: WorldDB, fact: FactMention, *, turn: str, scope: str, said_at: str
             return None
     words = (word_key(fact.subject, w) for w in sorted(slot_words(fact.slot)))
     standing = (STANDING[fact.slot],) if fact.slot in STANDING else ()
-    written = db.write(f"{fact.subject} {fact.slot}: {fact.value}", world=scope, type="Fact", name=fact.slot,
-                       valid_at=valid, aliases=(key, *words, *standing),
-                       props={"subject": fact.subject, "slot": fact.slot, "value": fact.value,
-                              "functional": fact.functional, "said_in": said_in,
-                              **({"event": True} if fact.event else {}),
-                              **({"changed": True} if fact.changed else {})})
+    written = db.write(
+        f"{fact.subject} {fact.slot}: {fact.value}",
+        world=scope,
+        type="Fact",
+        name=fact.slot,
+        valid_at=valid,
+        aliases=(key, *words, *standing),
+        props={
+            "subject": fact.subject,
+            "slot": fact.slot,
+            "value": fact.value,
+            "functional": fact.functional,
+            "said_in": said_in,
+            **({"event": True} if fact.event else {}),
+            **({"changed": True} if fact.changed else {}),
+        },
+    )
     db.link(written, turn, "refers_to", valid_at=said_at)
     if fact.functional or replaced:
         kind = value_kind(fact.value)  # "3 deadlines" is no value of "deadline: April 25"
@@ -170,8 +207,7 @@ def _reconcile(db: WorldDB, new: str, valid: str, said_in: str | None, old: Node
     At the same valid time in one conversation the later one wins; with no order at all, both
     stand, contradicting.
     """
-    if valid > old.valid_at or (valid == old.valid_at and said_in is not None
-                                and old.props.get("said_in") == said_in):
+    if valid > old.valid_at or (valid == old.valid_at and said_in is not None and old.props.get("said_in") == said_in):
         db.link(new, old.id, "supersedes")
     elif valid < old.valid_at:
         db.link(old.id, new, "supersedes")

@@ -29,40 +29,240 @@ if TYPE_CHECKING:
 DEFAULT_THRESHOLD = 0.3
 _DEFLATE_WINDOW = 30_000  # deflate looks back 32 KiB: older context cannot make a turn cheaper
 _WORD = re.compile(r"[a-z0-9']+")
-_FILLER = frozenset({
-    "ok", "okay", "k", "kk", "lol", "lmao", "haha", "hahaha", "hehe", "thanks", "thank", "thx", "ty", "you", "yes",
-    "yeah", "yep", "yup", "no", "nope", "sure", "cool", "nice", "great", "awesome", "wow", "oh", "ah", "hmm", "hm",
-    "um", "uh", "bye", "hi", "hello", "hey", "got", "it", "sounds", "good", "right", "alright", "fine", "yay", "omg",
-    "totally", "indeed", "exactly", "agreed", "same", "welcome", "np", "cheers", "see", "ya", "later", "much", "so",
-    "very", "too", "a", "lot", "really", "that's", "thats", "is", "me", "and", "will", "do", "true", "well",
-    "soon", "take", "care", "talk", "let", "let's", "know", "keep", "going", "up", "thing", "things", "glad",
-    "definitely", "absolutely", "appreciate", "luck", "congrats", "congratulations", "agree", "seems", "looks",
-    "like", "get", "go", "one", "anytime", "anyway", "guess", "think", "mean", "for", "sharing", "again", "all",
-    "best", "catch", "chat", "done", "wonderful", "fantastic", "amazing", "incredible", "cute",
-})
-_STOP = frozenset({
-    "the", "an", "of", "to", "in", "on", "at", "for", "with", "and", "or", "but", "is", "are", "was", "were", "be",
-    "been", "am", "it", "its", "it's", "this", "that", "these", "those", "i", "you", "he", "she", "we", "they", "me",
-    "him", "her", "us", "them", "my", "your", "his", "our", "their", "as", "by", "from", "if", "then", "than", "just",
-    "have", "has", "had", "do", "does", "did", "not", "can", "could", "would", "should", "will", "what", "there",
-    "i'm", "you're", "i've", "we're", "they're", "don't", "can't", "i'll", "you'll", "what's", "there's",
-    "you've", "we've", "i'd", "you'd", "he's", "she's", "how", "so", "such", "some", "any", "about", "up", "out",
-})
-_FIRST_PERSON = re.compile(r"\b(?:I(?:'m|'ve|'d|'ll| am| was| have| had| will)?|[Mm]y|[Mm]ine|[Ww]e|[Oo]ur)\b"
-                           r"(?: \w+){0,3}? (?:live|work|moved|bought|love|hate|like|started|joined|visited|got|"
-                           r"went|have|had|am|was|need|want|plan|decided|adopted|finished|learned|is|are|will)\b")
+_FILLER = frozenset(
+    {
+        "ok",
+        "okay",
+        "k",
+        "kk",
+        "lol",
+        "lmao",
+        "haha",
+        "hahaha",
+        "hehe",
+        "thanks",
+        "thank",
+        "thx",
+        "ty",
+        "you",
+        "yes",
+        "yeah",
+        "yep",
+        "yup",
+        "no",
+        "nope",
+        "sure",
+        "cool",
+        "nice",
+        "great",
+        "awesome",
+        "wow",
+        "oh",
+        "ah",
+        "hmm",
+        "hm",
+        "um",
+        "uh",
+        "bye",
+        "hi",
+        "hello",
+        "hey",
+        "got",
+        "it",
+        "sounds",
+        "good",
+        "right",
+        "alright",
+        "fine",
+        "yay",
+        "omg",
+        "totally",
+        "indeed",
+        "exactly",
+        "agreed",
+        "same",
+        "welcome",
+        "np",
+        "cheers",
+        "see",
+        "ya",
+        "later",
+        "much",
+        "so",
+        "very",
+        "too",
+        "a",
+        "lot",
+        "really",
+        "that's",
+        "thats",
+        "is",
+        "me",
+        "and",
+        "will",
+        "do",
+        "true",
+        "well",
+        "soon",
+        "take",
+        "care",
+        "talk",
+        "let",
+        "let's",
+        "know",
+        "keep",
+        "going",
+        "up",
+        "thing",
+        "things",
+        "glad",
+        "definitely",
+        "absolutely",
+        "appreciate",
+        "luck",
+        "congrats",
+        "congratulations",
+        "agree",
+        "seems",
+        "looks",
+        "like",
+        "get",
+        "go",
+        "one",
+        "anytime",
+        "anyway",
+        "guess",
+        "think",
+        "mean",
+        "for",
+        "sharing",
+        "again",
+        "all",
+        "best",
+        "catch",
+        "chat",
+        "done",
+        "wonderful",
+        "fantastic",
+        "amazing",
+        "incredible",
+        "cute",
+    }
+)
+_STOP = frozenset(
+    {
+        "the",
+        "an",
+        "of",
+        "to",
+        "in",
+        "on",
+        "at",
+        "for",
+        "with",
+        "and",
+        "or",
+        "but",
+        "is",
+        "are",
+        "was",
+        "were",
+        "be",
+        "been",
+        "am",
+        "it",
+        "its",
+        "it's",
+        "this",
+        "that",
+        "these",
+        "those",
+        "i",
+        "you",
+        "he",
+        "she",
+        "we",
+        "they",
+        "me",
+        "him",
+        "her",
+        "us",
+        "them",
+        "my",
+        "your",
+        "his",
+        "our",
+        "their",
+        "as",
+        "by",
+        "from",
+        "if",
+        "then",
+        "than",
+        "just",
+        "have",
+        "has",
+        "had",
+        "do",
+        "does",
+        "did",
+        "not",
+        "can",
+        "could",
+        "would",
+        "should",
+        "will",
+        "what",
+        "there",
+        "i'm",
+        "you're",
+        "i've",
+        "we're",
+        "they're",
+        "don't",
+        "can't",
+        "i'll",
+        "you'll",
+        "what's",
+        "there's",
+        "you've",
+        "we've",
+        "i'd",
+        "you'd",
+        "he's",
+        "she's",
+        "how",
+        "so",
+        "such",
+        "some",
+        "any",
+        "about",
+        "up",
+        "out",
+    }
+)
+_FIRST_PERSON = re.compile(
+    r"\b(?:I(?:'m|'ve|'d|'ll| am| was| have| had| will)?|[Mm]y|[Mm]ine|[Ww]e|[Oo]ur)\b"
+    r"(?: \w+){0,3}? (?:live|work|moved|bought|love|hate|like|started|joined|visited|got|"
+    r"went|have|had|am|was|need|want|plan|decided|adopted|finished|learned|is|are|will)\b"
+)
 _NUMBER_OR_DATE = re.compile(
     r"\d|\b(?:january|february|march|april|may|june|july|august|september|october|november|december|monday|"
     r"tuesday|wednesday|thursday|friday|saturday|sunday|yesterday|tomorrow|tonight|last (?:week|month|year)|"
-    r"next (?:week|month|year)|ago)\b", re.IGNORECASE)
+    r"next (?:week|month|year)|ago)\b",
+    re.IGNORECASE,
+)
 _NAME = re.compile(r"(?<=[\w,;:] )[A-Z][a-z]+\b")  # a capitalised word inside a sentence, not opening it
 _NOT_NAMES = frozenset({"I", "I'm", "I've", "I'd", "I'll", "Oh", "OK", "Ok"})
-_QUESTION = re.compile(r"\?|^\s*(?:what|who|where|when|why|how|which|do|does|did|can|could|should|is|are)\b",
-                       re.IGNORECASE)
+_QUESTION = re.compile(
+    r"\?|^\s*(?:what|who|where|when|why|how|which|do|does|did|can|could|should|is|are)\b", re.IGNORECASE
+)
 _FEELING = re.compile(
     r"\b(?:love[ds]?|hate[ds]?|afraid|scared|excited|thrilled|sad|happy|upset|angry|worried|anxious|proud|"
     r"grateful|miss(?:ed)?|sorry|lonely|stressed|nervous|heartbroken|devastated|overwhelmed|passionate|"
-    r"frustrated|disappointed|hope|fear|cried|amazing|terrible|awful)\b", re.IGNORECASE)
+    r"frustrated|disappointed|hope|fear|cried|amazing|terrible|awful)\b",
+    re.IGNORECASE,
+)
 
 
 @dataclass(frozen=True)
@@ -137,10 +337,15 @@ class EncodingGate:
     neighbours: int = 3
 
     def __post_init__(self) -> None:
-        if isinstance(self.threshold, bool) or not isinstance(self.threshold, (int, float)) \
-                or not 0.0 <= self.threshold <= 1.0:
-            raise InvalidInput(f"gate threshold must be a number from 0 to 1, not {self.threshold!r}; "
-                               f"{DEFAULT_THRESHOLD} is the default")
+        if (
+            isinstance(self.threshold, bool)
+            or not isinstance(self.threshold, (int, float))
+            or not 0.0 <= self.threshold <= 1.0
+        ):
+            raise InvalidInput(
+                f"gate threshold must be a number from 0 to 1, not {self.threshold!r}; "
+                f"{DEFAULT_THRESHOLD} is the default"
+            )
         for field, value in (("window", self.window), ("neighbours", self.neighbours)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise InvalidInput(f"gate {field} must be a whole number >= 0, not {value!r}")
@@ -160,7 +365,7 @@ class EncodingGate:
         vectors = embed_checked(embedder, texts, db.dim) if embedder is not None and texts else None  # one batch
         scores = []
         for i, text in enumerate(texts):
-            context = list(texts[max(0, i - self.window):i])
+            context = list(texts[max(0, i - self.window) : i])
             if vectors is not None:  # the store's nearest turns, as context older than the window
                 found = db.nearest(vectors[i], k=self.neighbours, world=scope, types=["Turn"])
                 context = [node.content or "" for node, _ in reversed(found)] + context

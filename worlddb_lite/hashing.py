@@ -33,9 +33,7 @@ def _clean_text(value: str, path: str) -> str:
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
-        raise InvalidInput(
-            f"{path}: text is not valid UTF-8 (lone surrogate); decode it properly first"
-        ) from None
+        raise InvalidInput(f"{path}: text is not valid UTF-8 (lone surrogate); decode it properly first") from None
     return value if unicodedata.is_normalized("NFC", value) else unicodedata.normalize("NFC", value)
 
 
@@ -67,9 +65,7 @@ def _normalise(value: Any, path: str) -> Any:
             else:
                 out[key] = _normalise(item, path + "." + key)
         return out
-    raise InvalidInput(
-        f"{path}: {type(value).__name__} cannot be stored; use text, numbers, booleans, lists or dicts"
-    )
+    raise InvalidInput(f"{path}: {type(value).__name__} cannot be stored; use text, numbers, booleans, lists or dicts")
 
 
 _encode_text = json.encoder.encode_basestring
@@ -116,8 +112,17 @@ def node_id(body: str) -> bytes:
 def edge_body(type_: str, src_hex: str, dst_hex: str, valid_at: str, props_json: str) -> str:
     """The canonical body an edge id hashes, from its columns (``props_json`` already canonical)."""
     return (
-        '{"dst":' + _encode_text(dst_hex) + ',"props":' + props_json + ',"src":' + _encode_text(src_hex)
-        + ',"type":' + _encode_text(type_) + ',"v":1,"valid_at":' + _encode_text(valid_at) + "}"
+        '{"dst":'
+        + _encode_text(dst_hex)
+        + ',"props":'
+        + props_json
+        + ',"src":'
+        + _encode_text(src_hex)
+        + ',"type":'
+        + _encode_text(type_)
+        + ',"v":1,"valid_at":'
+        + _encode_text(valid_at)
+        + "}"
     )
 
 

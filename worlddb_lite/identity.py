@@ -44,9 +44,18 @@ def matches(result: Resolution) -> list[Candidate]:
     return []
 
 
-def resolve_entity(db: WorldDB, txn: Txn, resolver: Resolver, mention: Mention, *, world: int,
-                   valid_at: str | None, props: Mapping[str, Any] | None, source: str | None,
-                   tiebreaker: Tiebreaker | None = None) -> tuple[str, Resolution]:
+def resolve_entity(
+    db: WorldDB,
+    txn: Txn,
+    resolver: Resolver,
+    mention: Mention,
+    *,
+    world: int,
+    valid_at: str | None,
+    props: Mapping[str, Any] | None,
+    source: str | None,
+    tiebreaker: Tiebreaker | None = None,
+) -> tuple[str, Resolution]:
     """The entity ``mention`` names in ``world``: reused on an exact match, else written and proposed."""
     result = resolver.resolve(mention, world=world, tiebreaker=tiebreaker)
     store = db._store
@@ -54,9 +63,15 @@ def resolve_entity(db: WorldDB, txn: Txn, resolver: Resolver, mention: Mention, 
         add_aliases(txn, store, store.resolve(result.match.entity), mention.aliases, source)
         return result.match.entity, result
     fields = {"kind": mention.kind, "context": mention.context, **(props or {})}
-    written = db.write(mention.name, world=store.header(world).id.hex(), type="Entity", name=mention.name,
-                       valid_at=valid_at, aliases=(mention.name, *mention.aliases),
-                       props={k: v for k, v in fields.items() if v is not None})
+    written = db.write(
+        mention.name,
+        world=store.header(world).id.hex(),
+        type="Entity",
+        name=mention.name,
+        valid_at=valid_at,
+        aliases=(mention.name, *mention.aliases),
+        props={k: v for k, v in fields.items() if v is not None},
+    )
     stage(txn, store, store.resolve(written), result, mention.name)
     return written, result
 
@@ -64,11 +79,22 @@ def resolve_entity(db: WorldDB, txn: Txn, resolver: Resolver, mention: Mention, 
 def stage(txn: Txn, store: Store, nid: int, result: Resolution, name: str) -> int:
     """Stage a pending same_as proposal from ``nid`` to each identity ``result`` found; returns how many."""
     options = matches(result)
-    how = " (chosen by the tiebreaker)" if isinstance(result, Resolved) and result.by_tiebreaker else \
-        f" (one of {len(options)} that fit)" if len(options) > 1 else ""
+    how = (
+        " (chosen by the tiebreaker)"
+        if isinstance(result, Resolved) and result.by_tiebreaker
+        else f" (one of {len(options)} that fit)"
+        if len(options) > 1
+        else ""
+    )
     specs = [
-        EdgeSpec("same_as", nid, store.resolve(o.entity), score=o.score, tier=o.tier,
-                 props={"reason": f"resolver, {o.tier} tier, score {o.score:.3f}: {name!r} ~ {o.name!r}{how}"})
+        EdgeSpec(
+            "same_as",
+            nid,
+            store.resolve(o.entity),
+            score=o.score,
+            tier=o.tier,
+            props={"reason": f"resolver, {o.tier} tier, score {o.score:.3f}: {name!r} ~ {o.name!r}{how}"},
+        )
         for o in options
     ]
     specs = [s for s in specs if s.dst != nid]
@@ -112,7 +138,9 @@ def _partners(db: WorldDB, members: set[int]) -> set[int]:
     listed = json.dumps(sorted(members))
     rows = db._conn.execute(
         "select a, b from merge_proposal where a in (select value from json_each(?1)) "
-        "or b in (select value from json_each(?1))", (listed,))
+        "or b in (select value from json_each(?1))",
+        (listed,),
+    )
     return {as_int(n) for row in rows for n in row}
 
 
@@ -158,7 +186,7 @@ def recluster_pass(db: WorldDB, resolver: Resolver, *, batch: int = RECLUSTER_BA
         db._settle(indexes=False)
         entities = neighbourhood(db, mark, upto) if mark < top else []
         marks = _aliased(store)
-        aliased = sorted({int(key[len(ALIASED):]) for key in marks} - set(entities))
+        aliased = sorted({int(key[len(ALIASED) :]) for key in marks} - set(entities))
         live = reads.with_text(db._conn, aliased)  # purged entities are not resolved again
         staged = sum(_reresolve(db, txn, resolver, nid) for nid in [*entities, *live])
         store.set_meta([(WATERMARK, str(max(mark, upto)))])
@@ -174,11 +202,11 @@ def _reresolve(db: WorldDB, txn: Txn, resolver: Resolver, nid: int) -> int:
     world = store.header(nid).parent
     staged = 0
     for name in resolver.index.names([nid]):
-        result = resolver.resolve(Mention(name.norm, context=name.context, kind=name.kind), world=world,
-                                  exclude=exclude)
+        result = resolver.resolve(
+            Mention(name.norm, context=name.context, kind=name.kind), world=world, exclude=exclude
+        )
         found = matches(result)
         if found:
             staged += stage(txn, store, nid, result, name.norm)
             exclude |= {store.resolve(m) for o in found for m in (*o.members, o.entity)}
     return staged
-

@@ -36,7 +36,7 @@ DENSE_MASK = 0.3  # a block whose rows mostly pass is scored whole and masked af
 
 def nprobe_for(nlist: int) -> int:
     """How many partitions an unfiltered query scans."""
-    return int(min(nlist, max(MIN_PROBE, math.ceil(PROBE_SCALE * nlist ** PROBE_POWER))))
+    return int(min(nlist, max(MIN_PROBE, math.ceil(PROBE_SCALE * nlist**PROBE_POWER))))
 
 
 class IvfIndex:
@@ -79,15 +79,15 @@ class IvfIndex:
 
     # ---- building -----------------------------------------------------------------
 
-    def load(self, nids: np.ndarray, parts: np.ndarray, vectors: np.ndarray,
-             parents: np.ndarray, types: Sequence[str]) -> None:
+    def load(
+        self, nids: np.ndarray, parts: np.ndarray, vectors: np.ndarray, parents: np.ndarray, types: Sequence[str]
+    ) -> None:
         """Fill the index in one go (hydration, compaction): regions laid out in partition order.
 
         The store's root (no parent) is left out: it pools everything, so it would answer any query.
         """
         kept = parents >= 0
-        codes = np.array([self._code(t) for t, keep in zip(types, kept.tolist(), strict=True) if keep],
-                         dtype=np.int64)
+        codes = np.array([self._code(t) for t, keep in zip(types, kept.tolist(), strict=True) if keep], dtype=np.int64)
         nids, parts, vectors, parents = nids[kept], parts[kept].astype(np.int64), vectors[kept], parents[kept]
         names, seq = self.type_names, self.seq
         self.__init__(self.dim, self.centroids)  # type: ignore[misc]
@@ -255,10 +255,10 @@ class IvfIndex:
         at = self.used
         for cell, room in zip(cells, rooms, strict=True):
             old, count = self.start[cell], self.count[cell]
-            self.matrix[at:at + count] = self.matrix[old:old + count]
-            moved = self.row_nid[old:old + count].copy()
-            self.row_nid[old:old + count] = -1
-            self.row_nid[at:at + count] = moved
+            self.matrix[at : at + count] = self.matrix[old : old + count]
+            moved = self.row_nid[old : old + count].copy()
+            self.row_nid[old : old + count] = -1
+            self.row_nid[at : at + count] = moved
             self.pos[moved] = np.arange(at, at + count)
             self.start[cell], self.room[cell] = at, room
             at += room
@@ -270,8 +270,13 @@ class IvfIndex:
         live = self.row_nid[: self.used] >= 0
         nids = self.row_nid[: self.used][live]
         names = {code: name for name, code in self.type_names.items()}
-        self.load(nids, self.part[nids].copy(), self.matrix[: self.used][live].copy(), self.parent[nids].copy(),
-                  [names[int(c)] for c in self.type_code[nids]])
+        self.load(
+            nids,
+            self.part[nids].copy(),
+            self.matrix[: self.used][live].copy(),
+            self.parent[nids].copy(),
+            [names[int(c)] for c in self.type_code[nids]],
+        )
 
     def _reserve(self, rows: int) -> None:
         if rows <= self.matrix.shape[0]:
@@ -301,8 +306,15 @@ class IvfIndex:
 
     # ---- searching ----------------------------------------------------------------
 
-    def search(self, query: np.ndarray, k: int, *, world: int | None = None,
-               types: Iterable[str] | None = None, links: np.ndarray | None = None) -> list[tuple[int, float]]:
+    def search(
+        self,
+        query: np.ndarray,
+        k: int,
+        *,
+        world: int | None = None,
+        types: Iterable[str] | None = None,
+        links: np.ndarray | None = None,
+    ) -> list[tuple[int, float]]:
         """(nid, cosine) of the ``k`` best rows, best first, inside ``world`` and of ``types``.
 
         The filters work inside the search, never by over-fetching. A filter is answered
@@ -344,8 +356,9 @@ class IvfIndex:
                 return self.exact(rows, query, k, None)
         return self._scan(query, k, world, codes, wanted)
 
-    def near_duplicates(self, query: np.ndarray, k: int, *, types: Iterable[str] | None = None,
-                        probes: int) -> list[tuple[int, float]]:
+    def near_duplicates(
+        self, query: np.ndarray, k: int, *, types: Iterable[str] | None = None, probes: int
+    ) -> list[tuple[int, float]]:
         """(nid, cosine) of the ``k`` best rows in only the ``probes`` partitions nearest the query.
 
         For callers that keep only very high cosines (the resolver's near-duplicate tier): such
@@ -388,8 +401,9 @@ class IvfIndex:
         heads = np.array(sorted(linked), dtype=np.int64)
         return np.unique(np.concatenate([heads[self.pos[heads] >= 0], *[self.members(h) for h in heads.tolist()]]))
 
-    def _scan(self, query: np.ndarray, k: int, world: int | None, codes: set[int] | None,
-              wanted: int) -> list[tuple[int, float]]:
+    def _scan(
+        self, query: np.ndarray, k: int, world: int | None, codes: set[int] | None, wanted: int
+    ) -> list[tuple[int, float]]:
         """Score what passes the filters in the partitions nearest the query, within a row budget.
 
         Partitions are uneven (dense regions of the embedding space hold several times the mean),
@@ -411,8 +425,8 @@ class IvfIndex:
             if whole:  # one product per region; spare and dead rows drop out below
                 lo, length = int(self.p_start[part]), int(self.p_len[part])
                 if length:
-                    found_ids.append(self.row_nid[lo:lo + length])
-                    found_scores.append(self.matrix[lo:lo + length] @ query)
+                    found_ids.append(self.row_nid[lo : lo + length])
+                    found_scores.append(self.matrix[lo : lo + length] @ query)
                 scanned += int(self.p_rows[part])
             else:
                 for cell in self.cells_of[part]:
@@ -422,8 +436,8 @@ class IvfIndex:
                     if scope is not None and own and self.cell_scope[cell] != scope:
                         continue
                     lo = self.start[cell]
-                    ids = self.row_nid[lo:lo + count]
-                    block = self.matrix[lo:lo + count]
+                    ids = self.row_nid[lo : lo + count]
+                    block = self.matrix[lo : lo + count]
                     scanned += count
                     if below is not None or (scope is not None and not own):
                         keep = below[ids] if below is not None else self.scope_of[ids] == scope
@@ -474,8 +488,11 @@ class IvfIndex:
         frontier = np.array([world], dtype=np.int64)
         while frontier.size:
             frontier = frontier[self.subtree[frontier] > 1]  # a leaf has no children to visit
-            parts = [self.kids[self.kids_at[f]:self.kids_at[f + 1]] for f in frontier.tolist()
-                     if f + 1 < self.kids_at.shape[0]]
+            parts = [
+                self.kids[self.kids_at[f] : self.kids_at[f + 1]]
+                for f in frontier.tolist()
+                if f + 1 < self.kids_at.shape[0]
+            ]
             parts += [np.array(self.kids_since[f], dtype=np.int64) for f in frontier.tolist() if f in self.kids_since]
             frontier = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
             frontier = frontier[self.pos[frontier] >= 0] if frontier.size else frontier
@@ -541,5 +558,5 @@ def assign(vectors: np.ndarray, centroids: np.ndarray | None) -> np.ndarray:
         return np.zeros(vectors.shape[0], dtype=np.int32)
     out = np.empty(vectors.shape[0], dtype=np.int32)
     for lo in range(0, vectors.shape[0], 8192):
-        out[lo:lo + 8192] = np.argmax(vectors[lo:lo + 8192] @ centroids.T, axis=1)
+        out[lo : lo + 8192] = np.argmax(vectors[lo : lo + 8192] @ centroids.T, axis=1)
     return out

@@ -24,7 +24,11 @@ FORMATS = ("locomo", "beam", "longmemeval", "jsonl")
 def load(path: str | Path, fmt: str, scope: str | None = None) -> list[ConversationIn]:
     """Every conversation in ``path`` (format ``fmt``); ``scope`` replaces each one's own scope."""
     loaders: dict[str, Callable[[Path], Iterator[ConversationIn]]] = {
-        "locomo": load_locomo, "beam": load_beam, "longmemeval": load_longmemeval, "jsonl": load_jsonl}
+        "locomo": load_locomo,
+        "beam": load_beam,
+        "longmemeval": load_longmemeval,
+        "jsonl": load_jsonl,
+    }
     if fmt not in loaders:
         raise InvalidInput(f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
     source = Path(path)
@@ -74,6 +78,7 @@ def _date(text: str, formats: tuple[str, ...], where: str) -> str:
 
 # ---- LoCoMo ------------------------------------------------------------------------
 
+
 def load_locomo(path: Path) -> Iterator[ConversationIn]:
     """``locomo10.json``: a list of samples, each a conversation of numbered dated sessions."""
     data = _json(path)
@@ -90,10 +95,21 @@ def load_locomo(path: Path) -> Iterator[ConversationIn]:
             turns = _need(conv, f"session_{number}", list, here)
             stamp = conv.get(f"session_{number}_date_time")
             date = _date(stamp, ("%I:%M %p on %d %B, %Y", "%I:%M %p on %d %b, %Y"), here) if stamp else None
-            sessions.append(SessionIn(str(number), date, [
-                TurnIn(_locomo_text(t, f"{here} turn {i}"), str(_need(t, "speaker", str, f"{here} turn {i}")),
-                       str(t.get("dia_id") or i), props=_extra(t, ("img_url", "blip_caption")))
-                for i, t in enumerate(turns)]))
+            sessions.append(
+                SessionIn(
+                    str(number),
+                    date,
+                    [
+                        TurnIn(
+                            _locomo_text(t, f"{here} turn {i}"),
+                            str(_need(t, "speaker", str, f"{here} turn {i}")),
+                            str(t.get("dia_id") or i),
+                            props=_extra(t, ("img_url", "blip_caption")),
+                        )
+                        for i, t in enumerate(turns)
+                    ],
+                )
+            )
         yield ConversationIn(sample_id, [sample_id], sessions)
 
 
@@ -109,6 +125,7 @@ def _extra(record: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
 
 
 # ---- BEAM --------------------------------------------------------------------------
+
 
 def load_beam(path: Path) -> Iterator[ConversationIn]:
     """BEAM chats: a ``beam_*.tar.xz`` archive, a folder of ``<n>/chat.json``, or one ``chat.json``.
@@ -131,10 +148,15 @@ def load_beam(path: Path) -> Iterator[ConversationIn]:
                 anchors = [m.get("time_anchor") for m in group if isinstance(m, dict) and m.get("time_anchor")]
                 if anchors:
                     date = _date(str(anchors[0]), ("%B-%d-%Y", "%b-%d-%Y", "%Y-%m-%d"), here)
-                turns = [TurnIn(str(_need(m, "content", str, f"{here} message {i}")),
-                                str(_need(m, "role", str, f"{here} message {i}")), str(m.get("id", i)),
-                                props=_extra(m, ("question_type", "index")))
-                         for i, m in enumerate(group)]
+                turns = [
+                    TurnIn(
+                        str(_need(m, "content", str, f"{here} message {i}")),
+                        str(_need(m, "role", str, f"{here} message {i}")),
+                        str(m.get("id", i)),
+                        props=_extra(m, ("question_type", "index")),
+                    )
+                    for i, m in enumerate(group)
+                ]
                 sessions.append(SessionIn(f"{b}.{g}", date, turns))
         yield ConversationIn(f"beam-{chat_id}", [f"beam-{chat_id}"], sessions)
 
@@ -164,8 +186,9 @@ def _chat_files(names: dict[str, Any]) -> list[tuple[str, str]]:
             chat_id = parts[-2]
             if parts[-1] == "chat_trunecated.json" or chat_id not in chats:
                 chats[chat_id] = name
-    return sorted(chats.items(), key=lambda item: (not item[0].isdigit(), int(item[0]) if item[0].isdigit() else 0,
-                                                   item[0]))
+    return sorted(
+        chats.items(), key=lambda item: (not item[0].isdigit(), int(item[0]) if item[0].isdigit() else 0, item[0])
+    )
 
 
 def _json_bytes(handle: io.BufferedReader | Any, name: str) -> Any:
@@ -176,6 +199,7 @@ def _json_bytes(handle: io.BufferedReader | Any, name: str) -> Any:
 
 
 # ---- LongMemEval -------------------------------------------------------------------
+
 
 def load_longmemeval(path: Path) -> Iterator[ConversationIn]:
     """LongMemEval (oracle / S / M): a list of questions, each with its own haystack of dated sessions."""
@@ -196,15 +220,26 @@ def load_longmemeval(path: Path) -> Iterator[ConversationIn]:
             if not isinstance(turns, list):
                 raise InvalidInput(f"{here}: a session is a list of turns")
             when = _date(str(date), ("%Y/%m/%d (%a) %H:%M", "%Y/%m/%d %H:%M", "%Y-%m-%d"), here)
-            sessions.append(SessionIn(str(sid), when, [
-                TurnIn(str(_need(t, "content", str, f"{here} turn {i}")),
-                       str(_need(t, "role", str, f"{here} turn {i}")),
-                       f"{sid}_{i + 1}", props={"has_answer": True} if t.get("has_answer") else {})
-                for i, t in enumerate(turns)]))
+            sessions.append(
+                SessionIn(
+                    str(sid),
+                    when,
+                    [
+                        TurnIn(
+                            str(_need(t, "content", str, f"{here} turn {i}")),
+                            str(_need(t, "role", str, f"{here} turn {i}")),
+                            f"{sid}_{i + 1}",
+                            props={"has_answer": True} if t.get("has_answer") else {},
+                        )
+                        for i, t in enumerate(turns)
+                    ],
+                )
+            )
         yield ConversationIn(qid, [qid], sessions)
 
 
 # ---- JSON lines --------------------------------------------------------------------
+
 
 def load_jsonl(path: Path) -> Iterator[ConversationIn]:
     """One turn per line: ``{"text", "speaker"?, "session"?, "date"?, "conversation"?, "scope"?}``.

@@ -35,8 +35,9 @@ from .checks import file_name
 from .errors import InvalidInput, StoreBusy, WorldDBError
 
 
-def backup(conn: apsw.Connection, source: str, dest: str | os.PathLike[str], *,
-           overwrite: bool = False) -> dict[str, Any]:
+def backup(
+    conn: apsw.Connection, source: str, dest: str | os.PathLike[str], *, overwrite: bool = False
+) -> dict[str, Any]:
     """Copy the store on ``conn`` (file ``source``) to ``dest`` through the online backup API.
 
     One ``step(-1)``: the whole snapshot is read in one WAL read transaction, so concurrent
@@ -50,14 +51,16 @@ def backup(conn: apsw.Connection, source: str, dest: str | os.PathLike[str], *,
         if target.is_dir():
             raise InvalidInput(f"the backup destination {target} is a folder; give a file path inside it")
         if target.exists() and not overwrite:
-            raise InvalidInput(f"{target} already exists; remove it, choose another name, or pass overwrite "
-                               "(`worlddb backup --force`)")
+            raise InvalidInput(
+                f"{target} already exists; remove it, choose another name, or pass overwrite (`worlddb backup --force`)"
+            )
         if not target.parent.is_dir():
             raise InvalidInput(f"the folder {target.parent} does not exist; create it first")
         return _copy(conn, target)
     except OSError as exc:  # the folder is not writable, the name is too long, the disk is full ...
-        raise InvalidInput(f"cannot write the backup to {target} ({exc.strerror or exc}); "
-                           "choose a writable path") from None
+        raise InvalidInput(
+            f"cannot write the backup to {target} ({exc.strerror or exc}); choose a writable path"
+        ) from None
 
 
 def _copy(conn: apsw.Connection, target: Path) -> dict[str, Any]:
@@ -85,8 +88,12 @@ def _copy(conn: apsw.Connection, target: Path) -> dict[str, Any]:
     copy.close()
     os.replace(partial, target)
     _fsync_dir(target.parent)
-    return {"path": str(target), "pages": pages, "bytes": target.stat().st_size,
-            "seconds": round(time.perf_counter() - started, 3)}
+    return {
+        "path": str(target),
+        "pages": pages,
+        "bytes": target.stat().st_size,
+        "seconds": round(time.perf_counter() - started, 3),
+    }
 
 
 # meta key: a purge's wipe is not finished. Its value is the step left and the purge's own token:

@@ -37,18 +37,36 @@ class MemoryTools:
         """Store a memory verbatim in a scope (one per person or project); returns its id."""
         return {"id": self.db.write(text, scope=scope, valid_at=valid_at)}
 
-    def recall(self, query: str, scope: str | None = None, k: int = 10, as_of: str | None = None,
-               include_superseded: bool = False, late: bool = True) -> dict[str, Any]:
+    def recall(
+        self,
+        query: str,
+        scope: str | None = None,
+        k: int = 10,
+        as_of: str | None = None,
+        include_superseded: bool = False,
+        late: bool = True,
+    ) -> dict[str, Any]:
         """Hybrid recall (text, vectors, entity graph, named dates, then a token re-ranking ``late=False`` skips)."""
-        found = self.db.recall(query, scope=scope, k=k, as_of=as_of, include_superseded=include_superseded,
-                               late=late)
-        return {"as_of": found.as_of, "hits": [
-            {"id": h.node.id, "type": h.node.type, "content": h.node.content, "valid_at": h.node.valid_at,
-             "invalid_at": h.node.invalid_at, "score": round(h.score, 6), "why": plain(h.why)}
-            for h in found.hits]}
+        found = self.db.recall(query, scope=scope, k=k, as_of=as_of, include_superseded=include_superseded, late=late)
+        return {
+            "as_of": found.as_of,
+            "hits": [
+                {
+                    "id": h.node.id,
+                    "type": h.node.type,
+                    "content": h.node.content,
+                    "valid_at": h.node.valid_at,
+                    "invalid_at": h.node.invalid_at,
+                    "score": round(h.score, 6),
+                    "why": plain(h.why),
+                }
+                for h in found.hits
+            ],
+        }
 
-    def context(self, query: str, scope: str | None = None, budget: int = DEFAULT_BUDGET,
-                as_of: str | None = None) -> str:
+    def context(
+        self, query: str, scope: str | None = None, budget: int = DEFAULT_BUDGET, as_of: str | None = None
+    ) -> str:
         """A dated, provenance-tagged context of at most ``budget`` tokens, ready for a prompt."""
         return self.db.context(query, scope=scope, budget=budget, as_of=as_of).text
 
@@ -111,6 +129,7 @@ def build_server(db: WorldDB) -> Any:
                     return method(*args, **kwargs)
                 except WorldDBError as exc:
                     raise tool_error(f"{type(exc).__name__}: {exc}") from None
+
         return call
 
     for name in TOOL_NAMES:

@@ -21,8 +21,12 @@ from .errors import SchemaTooNew, SchemaTooOld
 
 def schema_statement(name: str) -> str:
     """The ``create ...`` statement of ``schema.sql`` that defines the table, index or trigger ``name``."""
-    found = re.search(rf"^create (?:virtual table|table|index|unique index) {re.escape(name)}\b[^;]*;"
-                      rf"|^create trigger {re.escape(name)}\b.*?^end;", schema_sql(), re.MULTILINE | re.DOTALL)
+    found = re.search(
+        rf"^create (?:virtual table|table|index|unique index) {re.escape(name)}\b[^;]*;"
+        rf"|^create trigger {re.escape(name)}\b.*?^end;",
+        schema_sql(),
+        re.MULTILINE | re.DOTALL,
+    )
     if found is None:
         raise LookupError(f"schema.sql defines no {name!r}")
     return found.group(0)
@@ -61,8 +65,14 @@ def _exists(conn: apsw.Connection, name: str) -> bool:
 
 def _to_v3(conn: apsw.Connection) -> None:
     """Version 3: the history tables (root_log, state_log, tombstone) refuse updates and deletes."""
-    for name in ("root_log_append_only", "root_log_no_delete", "state_log_append_only", "state_log_no_delete",
-                 "tombstone_final", "tombstone_no_delete"):
+    for name in (
+        "root_log_append_only",
+        "root_log_no_delete",
+        "state_log_append_only",
+        "state_log_no_delete",
+        "tombstone_final",
+        "tombstone_no_delete",
+    ):
         conn.execute(schema_statement(name))
 
 
@@ -108,15 +118,24 @@ def _fill_word_context(conn: apsw.Connection) -> None:
         "from node as n join node as p on p.nid = n.parent "
         "where n.type = 'Turn' and p.type = 'Session' "
         "and not exists (select 1 from edge as e where e.type = 'supersedes' and e.src = n.nid) "
-        "order by n.parent, n.slot", (WINDOW_CHARS,))
+        "order by n.parent, n.slot",
+        (WINDOW_CHARS,),
+    )
     for (_, purged), group in itertools.groupby(rows, key=lambda row: (row[1], bool(row[4]))):
         turns = list(group)
         if purged:
             continue
-        contexts = words_around([as_text(t[3]) or "" for t in turns], speakers=[as_text(t[2]) for t in turns],
-                                before=DEFAULT_WORD_WINDOW, skip=DEFAULT_WINDOW, after=DEFAULT_WORD_AFTER)
-        conn.executemany("update node_fts set context = ? where rowid = ?",
-                         [(context, turn[0]) for turn, context in zip(turns, contexts, strict=True) if context])
+        contexts = words_around(
+            [as_text(t[3]) or "" for t in turns],
+            speakers=[as_text(t[2]) for t in turns],
+            before=DEFAULT_WORD_WINDOW,
+            skip=DEFAULT_WINDOW,
+            after=DEFAULT_WORD_AFTER,
+        )
+        conn.executemany(
+            "update node_fts set context = ? where rowid = ?",
+            [(context, turn[0]) for turn, context in zip(turns, contexts, strict=True) if context],
+        )
 
 
 # STEPS[n] lifts a file from version n to n + 1.
@@ -147,12 +166,16 @@ def migrate(conn: apsw.Connection, path: str) -> int | None:
                 conn.execute("commit")
                 return None
             if found > SCHEMA_VERSION:  # a newer worlddb_lite lifted it meanwhile
-                raise SchemaTooNew(f"{path} has schema version {found}, newer than this worlddb_lite "
-                                   f"(version {SCHEMA_VERSION}); upgrade worlddb_lite to open it")
+                raise SchemaTooNew(
+                    f"{path} has schema version {found}, newer than this worlddb_lite "
+                    f"(version {SCHEMA_VERSION}); upgrade worlddb_lite to open it"
+                )
             if not can_migrate(found):
-                raise SchemaTooOld(f"{path} has schema version {found}, which this worlddb_lite cannot migrate "
-                                   f"(it lifts versions {min(STEPS)} to {SCHEMA_VERSION}); open it with the "
-                                   "worlddb_lite that wrote it and export what you need")
+                raise SchemaTooOld(
+                    f"{path} has schema version {found}, which this worlddb_lite cannot migrate "
+                    f"(it lifts versions {min(STEPS)} to {SCHEMA_VERSION}); open it with the "
+                    "worlddb_lite that wrote it and export what you need"
+                )
             for version in range(found, SCHEMA_VERSION):
                 STEPS[version](conn)
             conn.execute(f"pragma user_version = {SCHEMA_VERSION}")

@@ -142,7 +142,7 @@ def deletions(word: str) -> list[str]:
     """
     if len(word) <= MIN_TYPO:
         return [word]
-    return list(dict.fromkeys([word, *(word[:i] + word[i + 1:] for i in range(min(len(word), MAX_TYPO)))]))
+    return list(dict.fromkeys([word, *(word[:i] + word[i + 1 :] for i in range(min(len(word), MAX_TYPO)))]))
 
 
 def typos(folded: str) -> str:
@@ -196,7 +196,8 @@ class NameIndex:
     def ready(self) -> None:
         """Build the index if this connection has none (or a rollback took it), else catch up."""
         built = self.conn.execute(
-            "select 1 from sqlite_temp_master where type = 'table' and name = 'resolver_sync'").fetchone()
+            "select 1 from sqlite_temp_master where type = 'table' and name = 'resolver_sync'"
+        ).fetchone()
         if built is None or self.conn.execute("select 1 from resolver_sync").fetchone() is None:
             self._build()
         elif self.conn.data_version() != self._version:
@@ -224,11 +225,24 @@ class NameIndex:
         prepared = []
         for nid, parent, name, context, kind in rows:
             folded = phonetic.fold(_text(name))
-            prepared.append((nid, parent, normalise_alias(_text(name)), folded, " ".join(phonetic.keys(folded)),
-                             typos(folded), context, kind))
-        self.conn.executemany("insert or ignore into resolver_name "
-                              "(nid, parent, norm, folded, keys, typos, context, kind) "
-                              "values (?, ?, ?, ?, ?, ?, ?, ?)", prepared)
+            prepared.append(
+                (
+                    nid,
+                    parent,
+                    normalise_alias(_text(name)),
+                    folded,
+                    " ".join(phonetic.keys(folded)),
+                    typos(folded),
+                    context,
+                    kind,
+                )
+            )
+        self.conn.executemany(
+            "insert or ignore into resolver_name "
+            "(nid, parent, norm, folded, keys, typos, context, kind) "
+            "values (?, ?, ?, ?, ?, ?, ?, ?)",
+            prepared,
+        )
 
     def _totals(self) -> tuple[int, int]:
         aliases = as_int(one_row(self.conn.execute("select count(*) from main.alias").fetchone())[0])
@@ -280,7 +294,7 @@ class NameIndex:
         if not words:
             return []
         raw = folded.split()[:MAX_WORDS]  # (not mended: "deakyn bl ake" is "deakyn blake")
-        joined = [[*raw[:i], raw[i] + raw[i + 1], *raw[i + 2:]] for i in range(len(raw) - 1)]
+        joined = [[*raw[:i], raw[i] + raw[i + 1], *raw[i + 2 :]] for i in range(len(raw) - 1)]
         alternatives = ["(" + " AND ".join(_terms(w) for w in spelt) + ")" for spelt in joined]
         alternatives.append("(" + " AND ".join(_sounds(w) for w in words) + ")")
         found = self._search(" OR ".join(alternatives), parent, limit, ranked=False)
@@ -298,18 +312,29 @@ class NameIndex:
         return self._search(query, parent, limit, ranked=False)
 
     def _search(self, query: str, parent: int | None, limit: int, *, ranked: bool) -> list[Name]:
-        return self._rows("resolver_fts match ?1", (query, parent), "f.rank" if ranked else "f.rowid", limit,
-                          source="resolver_fts as f join resolver_name as r on r.rid = f.rowid")
+        return self._rows(
+            "resolver_fts match ?1",
+            (query, parent),
+            "f.rank" if ranked else "f.rowid",
+            limit,
+            source="resolver_fts as f join resolver_name as r on r.rid = f.rowid",
+        )
 
-    def _rows(self, where: str, params: tuple[object, ...], order: str, limit: int = -1, *,
-              source: str = "resolver_name as r") -> list[Name]:
+    def _rows(
+        self, where: str, params: tuple[object, ...], order: str, limit: int = -1, *, source: str = "resolver_name as r"
+    ) -> list[Name]:
         rows = self.conn.execute(
             f"select r.nid, r.norm, r.folded, r.keys, r.context, r.kind from {source} {_LIVE} and {where} "
-            f"and (?2 is null or r.parent = ?2) order by {order} limit {int(limit)}", params)
-        return [Name(as_int(nid), str(norm), str(fold), tuple(str(keys).split()), ctx, kind)
-                for nid, norm, fold, keys, ctx, kind in rows]
+            f"and (?2 is null or r.parent = ?2) order by {order} limit {int(limit)}",
+            params,
+        )
+        return [
+            Name(as_int(nid), str(norm), str(fold), tuple(str(keys).split()), ctx, kind)
+            for nid, norm, fold, keys, ctx, kind in rows
+        ]
 
     def names(self, nids: Iterable[int], parent: int | None = None) -> list[Name]:
         """Every indexed name of the given live entities (in ``parent``, if given)."""
-        return self._rows("r.nid in (select value from json_each(?1))", (json.dumps(sorted(set(nids))), parent),
-                          "r.nid, r.rid")
+        return self._rows(
+            "r.nid in (select value from json_each(?1))", (json.dumps(sorted(set(nids))), parent), "r.nid, r.rid"
+        )

@@ -29,8 +29,9 @@ def fold(text: str) -> str:
     if text.isascii():  # the common case, ~10x faster: no accents to strip
         return " ".join(text.lower().translate(_ASCII).split())
     decomposed = unicodedata.normalize("NFKD", _APOSTROPHE.sub("", text.casefold()))
-    kept = "".join(" " if not (c.isalnum() or unicodedata.combining(c)) else c
-                   for c in decomposed if not unicodedata.combining(c))
+    kept = "".join(
+        " " if not (c.isalnum() or unicodedata.combining(c)) else c for c in decomposed if not unicodedata.combining(c)
+    )
     return " ".join(kept.split())
 
 

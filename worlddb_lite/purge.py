@@ -68,20 +68,27 @@ def targets(conn: apsw.Connection, store: Store, start: int, scope: int | None) 
     if store.header(start).parent is None:
         raise InvalidInput("the store's root cannot be purged; purge a scope or a memory inside it")
     if scope is not None and not _inside(store, start, scope):
-        raise NotFound(f"{store.header(start).id.hex()[:16]} is not inside the given scope; nothing was purged "
-                       "(a scoped purge never touches another scope)")
+        raise NotFound(
+            f"{store.header(start).id.hex()[:16]} is not inside the given scope; nothing was purged "
+            "(a scoped purge never touches another scope)"
+        )
     seen = {start}
     todo = [start]
     while todo:
         while todo:
             nid = todo.pop()
-            found = [as_int(r[0]) for r in conn.execute(
-                "select nid from node where parent = ?1 "
-                "union select dst from edge where src = ?1 and type = 'supersedes' "
-                "union select src from edge where dst = ?1 and type = 'supersedes' "
-                "union select e.src from edge as e join node as f on f.nid = e.src join node as t on t.nid = e.dst "
-                "where e.dst = ?1 and ((e.type = 'refers_to' and f.type = 'Fact' and t.type = 'Turn') "
-                "or e.type = 'derived_from')", (nid,))]
+            found = [
+                as_int(r[0])
+                for r in conn.execute(
+                    "select nid from node where parent = ?1 "
+                    "union select dst from edge where src = ?1 and type = 'supersedes' "
+                    "union select src from edge where dst = ?1 and type = 'supersedes' "
+                    "union select e.src from edge as e join node as f on f.nid = e.src join node as t on t.nid = e.dst "
+                    "where e.dst = ?1 and ((e.type = 'refers_to' and f.type = 'Fact' and t.type = 'Turn') "
+                    "or e.type = 'derived_from')",
+                    (nid,),
+                )
+            ]
             todo.extend(_admit(store, found, seen, scope))
         todo.extend(_admit(store, _orphaned_entities(conn, seen), seen, scope))
     return sorted(seen, key=lambda n: (store.header(n).depth, n))
@@ -97,12 +104,16 @@ def _admit(store: Store, found: Iterable[int], seen: set[int], scope: int | None
 def _orphaned_entities(conn: apsw.Connection, purged: set[int]) -> list[int]:
     """Entities that only purged nodes refer to: the extractor found them in purged text."""
     marks = json.dumps(sorted(purged))
-    return [as_int(r[0]) for r in conn.execute(
-        "select distinct e.dst from edge as e join node as n on n.nid = e.dst "
-        "where e.type = 'refers_to' and n.type = 'Entity' and e.src in (select value from json_each(?1)) "
-        "and e.dst not in (select value from json_each(?1)) and not exists (select 1 from edge as o "
-        "where o.dst = e.dst and o.type = 'refers_to' and o.src not in (select value from json_each(?1)))",
-        (marks,))]
+    return [
+        as_int(r[0])
+        for r in conn.execute(
+            "select distinct e.dst from edge as e join node as n on n.nid = e.dst "
+            "where e.type = 'refers_to' and n.type = 'Entity' and e.src in (select value from json_each(?1)) "
+            "and e.dst not in (select value from json_each(?1)) and not exists (select 1 from edge as o "
+            "where o.dst = e.dst and o.type = 'refers_to' and o.src not in (select value from json_each(?1)))",
+            (marks,),
+        )
+    ]
 
 
 def erase(txn: Txn, conn: apsw.Connection, nids: Iterable[int]) -> list[str]:
@@ -122,8 +133,10 @@ def erase(txn: Txn, conn: apsw.Connection, nids: Iterable[int]) -> list[str]:
         conn.execute("delete from alias where nid = ?", (nid,))
         # a proposal's reason quotes both names ("'Sarah' ~ 'Sara'"); the decision itself stays
         conn.execute("update merge_proposal set reason = 'erased by a purge' where a = ?1 or b = ?1", (nid,))
-        conn.execute("update work_queue set done_at = coalesce(done_at, ?), speaker = null, said_in = null "
-                     "where turn = ?", (txn.now, nid))
+        conn.execute(
+            "update work_queue set done_at = coalesce(done_at, ?), speaker = null, said_in = null where turn = ?",
+            (txn.now, nid),
+        )
         conn.execute("insert or ignore into tombstone (id, purged_at) values (?, ?)", (header.id, txn.now))
         ids.append(header.id.hex())
     conn.executemany("delete from alias where nid = ? and norm = ?", learned)
@@ -149,21 +162,26 @@ def _quoting(conn: apsw.Connection, nids: list[int]) -> set[int]:
     purged = set(nids)
     texts: dict[int, list[str]] = {}  # parent -> the texts of its purged children
     for parent, content in conn.execute(
-            "select parent, json_extract(body, '$.content') from node where nid in (select value from json_each(?)) "
-            "and parent is not null and json_extract(body, '$.content') != ''", (json.dumps(nids),)):
+        "select parent, json_extract(body, '$.content') from node where nid in (select value from json_each(?)) "
+        "and parent is not null and json_extract(body, '$.content') != ''",
+        (json.dumps(nids),),
+    ):
         texts.setdefault(as_int(parent), []).append(str(content))
     quoting: set[int] = set()
     for parent, said in texts.items():
         probes = [text[:PROBE_CHARS] for text in said]  # contexts clip long turns; their start is quoted
         terms = set().union(*(_bridgeable(text) for text in said))
         for sibling, own, indexed, context in conn.execute(  # the children indexed with more than their own text
-                "select n.nid, coalesce(json_extract(n.body, '$.content'), ''), f.content, f.context from node as n "
-                "join node_fts as f on f.rowid = n.nid where n.parent = ? and (f.context is not null "
-                "or f.content != coalesce(json_extract(n.body, '$.content'), ''))", (parent,)):
+            "select n.nid, coalesce(json_extract(n.body, '$.content'), ''), f.content, f.context from node as n "
+            "join node_fts as f on f.rowid = n.nid where n.parent = ? and (f.context is not null "
+            "or f.content != coalesce(json_extract(n.body, '$.content'), ''))",
+            (parent,),
+        ):
             own, indexed, context = str(own), str(indexed or ""), str(context or "")
-            added = indexed[len(own):] if indexed.startswith(own) else indexed
-            if as_int(sibling) not in purged and (any(p in added or p in context for p in probes)
-                                                  or any(term in added for term in terms)):
+            added = indexed[len(own) :] if indexed.startswith(own) else indexed
+            if as_int(sibling) not in purged and (
+                any(p in added or p in context for p in probes) or any(term in added for term in terms)
+            ):
                 quoting.add(as_int(sibling))
     return quoting
 
@@ -179,19 +197,33 @@ def _learned_aliases(conn: apsw.Connection, nids: list[int]) -> list[tuple[int, 
     marks = json.dumps(sorted(nids))
     said: dict[int, list[str]] = {}  # surviving entity -> the purged texts that refer to it
     for entity, content in conn.execute(
-            "select e.dst, json_extract(n.body, '$.content') from edge as e join node as n on n.nid = e.src "
-            "join node as t on t.nid = e.dst where e.type = 'refers_to' and t.type = 'Entity' "
-            "and e.src in (select value from json_each(?1)) and e.dst not in (select value from json_each(?1)) "
-            "and json_extract(n.body, '$.content') is not null", (marks,)):
+        "select e.dst, json_extract(n.body, '$.content') from edge as e join node as n on n.nid = e.src "
+        "join node as t on t.nid = e.dst where e.type = 'refers_to' and t.type = 'Entity' "
+        "and e.src in (select value from json_each(?1)) and e.dst not in (select value from json_each(?1)) "
+        "and json_extract(n.body, '$.content') is not null",
+        (marks,),
+    ):
         said.setdefault(as_int(entity), []).append(_spoken(str(content)))
     learned = []
     for entity, texts in said.items():
-        name = _spoken(str(one_row(conn.execute(
-            "select coalesce(json_extract(body, '$.name'), '') from node where nid = ?", (entity,)).fetchone())[0]))
-        kept = [_spoken(str(r[0])) for r in conn.execute(
-            "select json_extract(n.body, '$.content') from edge as e join node as n on n.nid = e.src "
-            "where e.dst = ?1 and e.type = 'refers_to' and e.src not in (select value from json_each(?2)) "
-            "and json_extract(n.body, '$.content') is not null", (entity, marks))]
+        name = _spoken(
+            str(
+                one_row(
+                    conn.execute(
+                        "select coalesce(json_extract(body, '$.name'), '') from node where nid = ?", (entity,)
+                    ).fetchone()
+                )[0]
+            )
+        )
+        kept = [
+            _spoken(str(r[0]))
+            for r in conn.execute(
+                "select json_extract(n.body, '$.content') from edge as e join node as n on n.nid = e.src "
+                "where e.dst = ?1 and e.type = 'refers_to' and e.src not in (select value from json_each(?2)) "
+                "and json_extract(n.body, '$.content') is not null",
+                (entity, marks),
+            )
+        ]
         for (norm,) in conn.execute("select norm from alias where nid = ?", (entity,)):
             alias = _spoken(str(norm))
             if alias and alias != name and any(alias in t for t in texts) and not any(alias in t for t in kept):
@@ -217,9 +249,13 @@ def _reindex_alone(txn: Txn, conn: apsw.Connection, nids: list[int]) -> None:
     """Index nodes by their own text only (full text, and vector when the store embeds)."""
     embedder = txn.r.embedder
     for nid in nids:
-        name, content, members = one_row(conn.execute(
-            "select json_extract(n.body, '$.name'), json_extract(n.body, '$.content'), s.size "
-            "from node as n join node_state as s on s.nid = n.nid where n.nid = ?", (nid,)).fetchone())
+        name, content, members = one_row(
+            conn.execute(
+                "select json_extract(n.body, '$.name'), json_extract(n.body, '$.content'), s.size "
+                "from node as n join node_state as s on s.nid = n.nid where n.nid = ?",
+                (nid,),
+            ).fetchone()
+        )
         txn.store.unindex_texts([nid])
         txn.store.index_texts([(nid, name or "", content or "", None)], txn.r.tokens())
         text = embedding_text(name, content)

@@ -44,8 +44,15 @@ def descendants_sql(memberships: int, include_superseded: bool) -> str:
 
 
 def descendants(
-    conn: apsw.Connection, world: int, valid: str, belief: str, *, memberships: Sequence[str],
-    node_type: str | None, include_superseded: bool, limit: int,
+    conn: apsw.Connection,
+    world: int,
+    valid: str,
+    belief: str,
+    *,
+    memberships: Sequence[str],
+    node_type: str | None,
+    include_superseded: bool,
+    limit: int,
 ) -> list[int]:
     """The nids inside ``world`` that are visible (see ``descendants_sql``)."""
     sql = descendants_sql(len(memberships), include_superseded)
@@ -72,19 +79,26 @@ def bm25_sql(include_superseded: bool) -> str:
     )
 
 
-def bm25(conn: apsw.Connection, query: str, valid: str, belief: str, *, k: int,
-         include_superseded: bool) -> list[tuple[int, float]]:
+def bm25(
+    conn: apsw.Connection, query: str, valid: str, belief: str, *, k: int, include_superseded: bool
+) -> list[tuple[int, float]]:
     """(nid, BM25 score, higher is better) for an FTS5 query."""
     rows = conn.execute(bm25_sql(include_superseded), (valid, belief, query, k, rank_function()))
     return [(as_int(nid), as_float(score)) for nid, score in rows]
 
 
-def visible_among(conn: apsw.Connection, nids: Sequence[int], valid: str, belief: str, *,
-                  include_superseded: bool) -> set[int]:
+def visible_among(
+    conn: apsw.Connection, nids: Sequence[int], valid: str, belief: str, *, include_superseded: bool
+) -> set[int]:
     """Which of ``nids`` are visible at (valid, belief): a lane's validity filter (``ReadView.visible``)."""
-    return {as_int(r[0]) for r in conn.execute(
-        "select s.nid from node_state as s where s.nid in (select value from json_each(?3)) "
-        f"and {predicate(include_superseded)}", (valid, belief, json.dumps(list(nids))))}
+    return {
+        as_int(r[0])
+        for r in conn.execute(
+            "select s.nid from node_state as s where s.nid in (select value from json_each(?3)) "
+            f"and {predicate(include_superseded)}",
+            (valid, belief, json.dumps(list(nids))),
+        )
+    }
 
 
 def root_at(conn: apsw.Connection, world: int, at: str) -> bytes | None:
@@ -97,16 +111,23 @@ def root_at(conn: apsw.Connection, world: int, at: str) -> bytes | None:
 
 def root_log(conn: apsw.Connection, world: int) -> list[tuple[str, bytes, int]]:
     """(committed at, root, member count) of every root a world committed, oldest first."""
-    return [(str(at), bytes(root), as_int(size)) for root, size, at in conn.execute(
-        "select root, size, at from root_log where world = ? order by lid", (world,))]
+    return [
+        (str(at), bytes(root), as_int(size))
+        for root, size, at in conn.execute("select root, size, at from root_log where world = ? order by lid", (world,))
+    ]
 
 
 def changed_slots(conn: apsw.Connection, nids: Sequence[int]) -> dict[int, str]:
     """The slot of each of ``nids`` that is a fact said as a change (``props.changed``; see facts.py)."""
-    return {as_int(nid): str(slot) for nid, slot in conn.execute(
-        "select nid, json_extract(body, '$.props.slot') from node where nid in (select value from json_each(?)) "
-        "and type = 'Fact' and json_extract(body, '$.props.changed') and json_extract(body, '$.props.slot') "
-        "is not null", (json.dumps(list(nids)),))}
+    return {
+        as_int(nid): str(slot)
+        for nid, slot in conn.execute(
+            "select nid, json_extract(body, '$.props.slot') from node where nid in (select value from json_each(?)) "
+            "and type = 'Fact' and json_extract(body, '$.props.changed') and json_extract(body, '$.props.slot') "
+            "is not null",
+            (json.dumps(list(nids)),),
+        )
+    }
 
 
 Said = tuple[str | None, str, str]  # a turn's speaker, words and valid time
@@ -114,11 +135,15 @@ Said = tuple[str | None, str, str]  # a turn's speaker, words and valid time
 
 def said(conn: apsw.Connection, nids: Sequence[int]) -> dict[int, Said]:
     """(speaker, words, valid time) of each of ``nids`` that is a Turn: what a turn said, without its record."""
-    return {as_int(nid): (as_text(name), str(content or ""), str(valid_at))
-            for nid, name, content, valid_at in conn.execute(
-                "select n.nid, n.body ->> '$.name', n.body ->> '$.content', s.valid_at from node as n "
-                "join node_state as s on s.nid = n.nid where n.nid in (select value from json_each(?)) "
-                "and n.type = 'Turn'", (json.dumps(list(nids)),))}
+    return {
+        as_int(nid): (as_text(name), str(content or ""), str(valid_at))
+        for nid, name, content, valid_at in conn.execute(
+            "select n.nid, n.body ->> '$.name', n.body ->> '$.content', s.valid_at from node as n "
+            "join node_state as s on s.nid = n.nid where n.nid in (select value from json_each(?)) "
+            "and n.type = 'Turn'",
+            (json.dumps(list(nids)),),
+        )
+    }
 
 
 def next_turns(conn: apsw.Connection, nids: Sequence[int]) -> dict[int, int]:
@@ -126,26 +151,36 @@ def next_turns(conn: apsw.Connection, nids: Sequence[int]) -> dict[int, int]:
 
     Visible or not: a caller uses it only when it is among what the read found.
     """
-    return {as_int(nid): as_int(after) for nid, after in conn.execute(
-        "select h.nid, (select min(n.nid) from node as n where n.parent = h.parent and n.type = 'Turn' "
-        "and n.nid > h.nid) from node as h where h.nid in (select value from json_each(?)) and h.type = 'Turn'",
-        (json.dumps(list(nids)),)) if after is not None}
+    return {
+        as_int(nid): as_int(after)
+        for nid, after in conn.execute(
+            "select h.nid, (select min(n.nid) from node as n where n.parent = h.parent and n.type = 'Turn' "
+            "and n.nid > h.nid) from node as h where h.nid in (select value from json_each(?)) and h.type = 'Turn'",
+            (json.dumps(list(nids)),),
+        )
+        if after is not None
+    }
 
 
-def valid_between(conn: apsw.Connection, start: str, end: str, most: int,
-                  among: Sequence[int] | None = None) -> list[int]:
+def valid_between(
+    conn: apsw.Connection, start: str, end: str, most: int, among: Sequence[int] | None = None
+) -> list[int]:
     """Nodes whose valid time starts in [start, end) (only ``among`` these, if given), at most ``most``, newest first.
 
     Read from the index on valid time alone (no node row is touched); types, visibility and
     containment are the caller's to check.
     """
     if among is None:
-        rows = conn.execute("select nid from node_state where valid_at >= ? and valid_at < ? "
-                            "order by valid_at desc, nid desc limit ?", (start, end, most))
+        rows = conn.execute(
+            "select nid from node_state where valid_at >= ? and valid_at < ? order by valid_at desc, nid desc limit ?",
+            (start, end, most),
+        )
     else:
-        rows = conn.execute("select nid from node_state where nid in (select value from json_each(?)) "
-                            "and valid_at >= ? and valid_at < ? order by valid_at desc, nid desc limit ?",
-                            (json.dumps(list(among)), start, end, most))
+        rows = conn.execute(
+            "select nid from node_state where nid in (select value from json_each(?)) "
+            "and valid_at >= ? and valid_at < ? order by valid_at desc, nid desc limit ?",
+            (json.dumps(list(among)), start, end, most),
+        )
     return [as_int(r[0]) for r in rows]
 
 
@@ -156,24 +191,35 @@ def holds_purged(conn: apsw.Connection, world: int) -> bool:
 
 def with_text(conn: apsw.Connection, nids: Sequence[int]) -> list[int]:
     """``nids`` (in order) whose text was not purged (purge.py keeps the row, empties the body)."""
-    kept = {as_int(r[0]) for r in conn.execute(
-        "select nid from node where nid in (select value from json_each(?)) and body is not null",
-        (json.dumps(list(nids)),))}
+    kept = {
+        as_int(r[0])
+        for r in conn.execute(
+            "select nid from node where nid in (select value from json_each(?)) and body is not null",
+            (json.dumps(list(nids)),),
+        )
+    }
     return [n for n in nids if n in kept]
 
 
 def indexed(conn: apsw.Connection, nids: Sequence[int]) -> list[tuple[int, str | None, str | None]]:
     """(nid, name, content) of those of ``nids`` with a full-text row, as the index holds them."""
-    return [(as_int(nid), as_text(name), as_text(content))
-            for nid, name, content in conn.execute(
-                "select rowid, name, content from node_fts where rowid in (select value from json_each(?))",
-                (json.dumps(list(nids)),))]
+    return [
+        (as_int(nid), as_text(name), as_text(content))
+        for nid, name, content in conn.execute(
+            "select rowid, name, content from node_fts where rowid in (select value from json_each(?))",
+            (json.dumps(list(nids)),),
+        )
+    ]
 
 
 def token_rows(conn: apsw.Connection, nids: Sequence[int]) -> dict[int, bytes]:
     """The token index rows (token_index.py) of those of ``nids`` that have one."""
-    return {as_int(nid): as_bytes(ids) for nid, ids in conn.execute(
-        "select nid, ids from node_tokens where nid in (select value from json_each(?))", (json.dumps(list(nids)),))}
+    return {
+        as_int(nid): as_bytes(ids)
+        for nid, ids in conn.execute(
+            "select nid, ids from node_tokens where nid in (select value from json_each(?))", (json.dumps(list(nids)),)
+        )
+    }
 
 
 def alias_nids(conn: apsw.Connection, norm: str) -> list[int]:
@@ -217,20 +263,30 @@ def counts(conn: apsw.Connection) -> dict[str, int]:
 
 def text_count(conn: apsw.Connection) -> int:
     """How many nodes have text to embed (a name or content)."""
-    return as_int(one_row(conn.execute(
-        "select count(*) from node where coalesce(json_extract(body, '$.name'), '') != '' "
-        "or coalesce(json_extract(body, '$.content'), '') != ''").fetchone())[0])
+    return as_int(
+        one_row(
+            conn.execute(
+                "select count(*) from node where coalesce(json_extract(body, '$.name'), '') != '' "
+                "or coalesce(json_extract(body, '$.content'), '') != ''"
+            ).fetchone()
+        )[0]
+    )
 
 
-def membership_links(conn: apsw.Connection, memberships: Sequence[str], valid: str, belief: str, *,
-                     include_superseded: bool) -> list[tuple[int, int]]:
+def membership_links(
+    conn: apsw.Connection, memberships: Sequence[str], valid: str, belief: str, *, include_superseded: bool
+) -> list[tuple[int, int]]:
     """(src, dst) of the visible membership edges (``contains`` and custom ones)."""
     if not memberships:
         return []
     marks = ",".join(f"?{i + 3}" for i in range(len(memberships)))  # ?1, ?2: the times of the predicate
-    return [(as_int(a), as_int(b)) for a, b in conn.execute(
-        f"select e.src, e.dst from edge as e where e.type in ({marks}) and {predicate(include_superseded, 'e')}",
-        (valid, belief, *memberships))]
+    return [
+        (as_int(a), as_int(b))
+        for a, b in conn.execute(
+            f"select e.src, e.dst from edge as e where e.type in ({marks}) and {predicate(include_superseded, 'e')}",
+            (valid, belief, *memberships),
+        )
+    ]
 
 
 # ---- recall ---------------------------------------------------------------------------
@@ -248,8 +304,10 @@ def fts_ranked(conn: apsw.Connection, query: str, limit: int) -> list[tuple[int,
     recall@10 0.785-0.787 against 0.788 (cached-store harness). The context column (a turn's other
     neighbours) weighs ``CONTEXT_WEIGHT``; see conversation.DEFAULT_WORD_WINDOW.
     """
-    rows = conn.execute("select rowid, -rank from node_fts where node_fts match ? and rank match ? "
-                        "order by rank limit ?", (query, rank_function(), limit))
+    rows = conn.execute(
+        "select rowid, -rank from node_fts where node_fts match ? and rank match ? order by rank limit ?",
+        (query, rank_function(), limit),
+    )
     return [(as_int(nid), as_float(score)) for nid, score in rows]
 
 
@@ -264,8 +322,16 @@ def inside_sql(memberships: int, include_superseded: bool) -> str:
     )
 
 
-def inside(conn: apsw.Connection, nids: Sequence[int], world: int, valid: str, belief: str, *,
-           memberships: Sequence[str], include_superseded: bool) -> set[int]:
+def inside(
+    conn: apsw.Connection,
+    nids: Sequence[int],
+    world: int,
+    valid: str,
+    belief: str,
+    *,
+    memberships: Sequence[str],
+    include_superseded: bool,
+) -> set[int]:
     """The subset of ``nids`` that lie inside ``world`` (through parents and membership edges)."""
     if not nids:
         return set()
@@ -275,14 +341,19 @@ def inside(conn: apsw.Connection, nids: Sequence[int], world: int, valid: str, b
 
 def nids_by_alias(conn: apsw.Connection, norms: Sequence[str], node_type: str) -> list[tuple[int, str]]:
     """(nid, alias) of the nodes of ``node_type`` known by any of the normalised aliases."""
-    return [(as_int(nid), str(norm)) for nid, norm in conn.execute(
-        "select a.nid, a.norm from alias as a join node as n on n.nid = a.nid "
-        "where a.norm in (select value from json_each(?1)) and n.type = ?2 order by a.nid",
-        (json.dumps(list(norms)), node_type))]
+    return [
+        (as_int(nid), str(norm))
+        for nid, norm in conn.execute(
+            "select a.nid, a.norm from alias as a join node as n on n.nid = a.nid "
+            "where a.norm in (select value from json_each(?1)) and n.type = ?2 order by a.nid",
+            (json.dumps(list(norms)), node_type),
+        )
+    ]
 
 
-def linked_sql(edge_types: int | None, types: int | None, include_superseded: bool, *, towards: bool,
-               far: bool = False) -> str:
+def linked_sql(
+    edge_types: int | None, types: int | None, include_superseded: bool, *, towards: bool, far: bool = False
+) -> str:
     """Visible edges between the JSON list ?3 and visible nodes, of the edge types bound from ?4 on.
 
     No edge types: every type. Far nodes are of the ``types`` bound after the edge types, when given.
@@ -302,9 +373,18 @@ def linked_sql(edge_types: int | None, types: int | None, include_superseded: bo
     )
 
 
-def linked(conn: apsw.Connection, edge_types: Sequence[str] | None, nids: Sequence[int],
-           types: Sequence[str] | None, valid: str, belief: str, *, towards: bool,
-           include_superseded: bool, far: Sequence[int] | None = None) -> list[tuple[int, int, int, str]]:
+def linked(
+    conn: apsw.Connection,
+    edge_types: Sequence[str] | None,
+    nids: Sequence[int],
+    types: Sequence[str] | None,
+    valid: str,
+    belief: str,
+    *,
+    towards: bool,
+    include_superseded: bool,
+    far: Sequence[int] | None = None,
+) -> list[tuple[int, int, int, str]]:
     """(eid, listed nid, far nid, edge type) of the visible edges between ``nids`` and visible nodes.
 
     ``edge_types`` None: edges of every type; ``types`` None: far nodes of every type; ``far``: only
@@ -312,8 +392,13 @@ def linked(conn: apsw.Connection, edge_types: Sequence[str] | None, nids: Sequen
     """
     if not nids or (edge_types is not None and not edge_types) or (far is not None and not far):
         return []
-    sql = linked_sql(None if edge_types is None else len(edge_types), None if types is None else len(types),
-                     include_superseded, towards=towards, far=far is not None)
+    sql = linked_sql(
+        None if edge_types is None else len(edge_types),
+        None if types is None else len(types),
+        include_superseded,
+        towards=towards,
+        far=far is not None,
+    )
     bound = (valid, belief, json.dumps(list(nids)), *(edge_types or ()), *(types or ()))
     if far is not None:
         bound += (json.dumps(list(far)),)
@@ -322,13 +407,15 @@ def linked(conn: apsw.Connection, edge_types: Sequence[str] | None, nids: Sequen
 
 def fan_in(conn: apsw.Connection, nid: int, edge_type: str, most: int) -> int:
     """How many ``edge_type`` edges point at ``nid`` (any validity), counted up to ``most``."""
-    row = conn.execute("select count(*) from (select 1 from edge where dst = ? and type = ? limit ?)",
-                       (nid, edge_type, most)).fetchone()
+    row = conn.execute(
+        "select count(*) from (select 1 from edge where dst = ? and type = ? limit ?)", (nid, edge_type, most)
+    ).fetchone()
     return as_int(one_row(row)[0])
 
 
 _TERM_CACHE: weakref.WeakKeyDictionary[apsw.Connection, tuple[tuple[int, int], dict[str, int]]] = (
-    weakref.WeakKeyDictionary())
+    weakref.WeakKeyDictionary()
+)
 TERM_CACHE_SIZE = 4096  # words remembered per connection, until the next write
 
 
@@ -356,8 +443,9 @@ def term_rows(conn: apsw.Connection, words: Sequence[str]) -> dict[str, int]:
         tokenize = conn.fts5_tokenizer("porter", ["unicode61", "remove_diacritics", "2"])
         for word in missing:
             stems = [str(t[-1]) for t in tokenize(word.encode("utf-8"), apsw.FTS5_TOKENIZE_QUERY, None)] or [word]
-            rows = [conn.execute("select doc from temp.node_fts_terms where term = ?", (stem,)).fetchone()
-                    for stem in stems]
+            rows = [
+                conn.execute("select doc from temp.node_fts_terms where term = ?", (stem,)).fetchone() for stem in stems
+            ]
             known[word] = min(as_int(r[0]) if r else 0 for r in rows)
     return {word: known[word] for word in words}
 
@@ -366,4 +454,3 @@ def text_rows(conn: apsw.Connection) -> int:
     """An upper bound on the full-text rows (the highest rowid): cheap, unlike counting them."""
     row = conn.execute("select max(rowid) from node_fts").fetchone()
     return as_int(row[0]) if row and row[0] is not None else 0
-

@@ -60,11 +60,22 @@ def normalise_alias(alias: str) -> str:
     return " ".join(alias.casefold().split())
 
 
-def node_body(type_: str, parent_hex: str, name: str | None, content: str | None,
-              props: Mapping[str, Any] | None, valid_at: str | None) -> str:
+def node_body(
+    type_: str,
+    parent_hex: str,
+    name: str | None,
+    content: str | None,
+    props: Mapping[str, Any] | None,
+    valid_at: str | None,
+) -> str:
     """The canonical JSON a node's id hashes (``valid_at`` None for a timeless world)."""
     record: dict[str, Any] = {
-        "v": 1, "type": type_, "name": name, "content": content, "parent": parent_hex, "props": dict(props or {}),
+        "v": 1,
+        "type": type_,
+        "name": name,
+        "content": content,
+        "parent": parent_hex,
+        "props": dict(props or {}),
     }
     if valid_at is not None:
         record["valid_at"] = valid_at
@@ -242,8 +253,9 @@ class Txn:
                 )
             parent = self.store.header(spec.parent)
             valid = spec.valid_at or self.now
-            body = node_body(spec.type, parent.id.hex(), spec.name, spec.content, spec.props,
-                             None if spec.timeless else valid)
+            body = node_body(
+                spec.type, parent.id.hex(), spec.name, spec.content, spec.props, None if spec.timeless else valid
+            )
             prepared.append((spec, parent, valid, body, node_id(body)))
         return prepared
 
@@ -305,8 +317,7 @@ class Txn:
 
     def add_root(self) -> int:
         """Create the store's root world (once, at init)."""
-        body = canonical_json({"v": 1, "type": "Root", "name": None, "content": None,
-                               "parent": None, "props": {}})
+        body = canonical_json({"v": 1, "type": "Root", "name": None, "content": None, "parent": None, "props": {}})
         raw = node_id(body)
         existing = self.store.nid_of(raw)
         if existing is not None:
@@ -314,8 +325,9 @@ class Txn:
         with self._writing():
             root = world_root(raw, node_state_bytes(self.now, None, None, self.now, None, 0), EMPTY_TREE, 0)
             nid = self.store.max_nid() + 1
-            self.store.insert_nodes([(nid, raw, "Root", None, None, 0, body)],
-                                    [(nid, self.now, self.now, 0.0, root)], [])
+            self.store.insert_nodes(
+                [(nid, raw, "Root", None, None, 0, body)], [(nid, self.now, self.now, 0.0, root)], []
+            )
             self.store.remember(Header(nid, raw, "Root", None, 0, None))
             self.restate.add(nid)
         return nid
@@ -335,9 +347,14 @@ class Txn:
                 invalid_at, closed_at = at, self.now
         expired_at = self.now if expire else None
         with self._writing():
-            self.store.close_node(nid, invalid_at=invalid_at, closed_at=closed_at,
-                                  expired_at=expired_at, retired=int(retire or bool(row.retired)),
-                                  at=self.now)
+            self.store.close_node(
+                nid,
+                invalid_at=invalid_at,
+                closed_at=closed_at,
+                expired_at=expired_at,
+                retired=int(retire or bool(row.retired)),
+                at=self.now,
+            )
             self.views.pop(nid, None)
             self.restate.add(nid)
 
@@ -398,7 +415,8 @@ class Txn:
                     self.close(decision.nid, decision.at)
                 elif isinstance(decision, StageMerge):
                     proposal = self.store.insert_proposal(
-                        decision.a, decision.b, spec.score, spec.tier or "manual", decision.reason, self.now)
+                        decision.a, decision.b, spec.score, spec.tier or "manual", decision.reason, self.now
+                    )
             if any(isinstance(d, SkipEdgeRow) for d in decisions):
                 return EdgeResult(None, proposal, proposal is not None)
             if spec.type not in DEFAULT_NAMES:  # remember custom types so verify knows them later
@@ -409,13 +427,25 @@ class Txn:
                 self.next_eid = self.store.max_eid() + 1
             eid, self.next_eid = self.next_eid, self.next_eid + 1
             self.pending_edges.append(
-                (eid, raw, spec.type, spec.src, spec.dst, world, slot, props_json, valid, self.now))
+                (eid, raw, spec.type, spec.src, spec.dst, world, slot, props_json, valid, self.now)
+            )
             self.pending_keys[(spec.src, spec.dst, spec.type)] = eid
             self.pending_ids.add(raw)
             self.edge_leaves[eid] = edge_leaf(raw, state_bytes(valid, None, None, self.now, None))
             self._mark(world, slot, ("e", eid))
-        record = Edge(raw.hex(), spec.type, src_view.id, dst_view.id, self.store.header(world).id.hex(),
-                      clean_props, valid, None, None, self.now, None)
+        record = Edge(
+            raw.hex(),
+            spec.type,
+            src_view.id,
+            dst_view.id,
+            self.store.header(world).id.hex(),
+            clean_props,
+            valid,
+            None,
+            None,
+            self.now,
+            None,
+        )
         return EdgeResult(eid, proposal, True, record)
 
     def check_edge(self, type_: str, src: EndView, dst: int) -> None:
@@ -428,8 +458,9 @@ class Txn:
         wanted = [n for n in set(nids) if n not in self.views]
         if len(wanted) < 2:
             return
-        for nid, raw, type_, parent, depth, slot, valid_at, invalid_at, expired_at, retired in \
-                self.store.end_states(wanted):
+        for nid, raw, type_, parent, depth, slot, valid_at, invalid_at, expired_at, retired in self.store.end_states(
+            wanted
+        ):
             self.store.remember(Header(nid, raw, type_, parent, depth, slot))
             self.views[nid] = EndView(nid, raw.hex(), type_, valid_at, invalid_at, expired_at, bool(retired))
 
@@ -585,8 +616,7 @@ class Reconciler:
             raise InvalidInput("a vector must be a sequence of numbers") from None
         if array.shape[0] != self.dim:
             raise InvalidInput(
-                f"vector has {array.shape[0]} dimensions but this store holds {self.dim}; "
-                "embed with the store's model"
+                f"vector has {array.shape[0]} dimensions but this store holds {self.dim}; embed with the store's model"
             )
         square = float(array.dot(array))  # one BLAS call; NaN or inf anywhere propagates
         if not np.isfinite(square):

@@ -134,11 +134,13 @@ class OnnxCrossEncoder(_OnnxTextModel):
 
     def _run(self, query: str, passages: list[str]) -> np.ndarray:
         encodings = self._encode([(query, p) for p in passages])
-        raw = self._infer({
-            "input_ids": [e.ids for e in encodings],
-            "attention_mask": [e.attention_mask for e in encodings],
-            "token_type_ids": [e.type_ids for e in encodings],
-        })
+        raw = self._infer(
+            {
+                "input_ids": [e.ids for e in encodings],
+                "attention_mask": [e.attention_mask for e in encodings],
+                "token_type_ids": [e.type_ids for e in encodings],
+            }
+        )
         n = len(passages)
         if raw.shape in ((n,), (n, 1)):
             return raw.reshape(n)
@@ -177,7 +179,12 @@ class OnnxBiEncoderReranker(_OnnxTextModel):
     hint = _BI_EXPORT_HINT
 
     def __init__(
-        self, folder: str | Path, *, max_length: int = 256, batch_size: int = 16, threads: int | None = None,
+        self,
+        folder: str | Path,
+        *,
+        max_length: int = 256,
+        batch_size: int = 16,
+        threads: int | None = None,
         cache: int = 4096,
     ) -> None:
         if isinstance(cache, bool) or not isinstance(cache, int) or cache < 0:
@@ -219,8 +226,10 @@ class OnnxBiEncoderReranker(_OnnxTextModel):
         """Unit vectors (n, hidden), float32, one per text in order (the cache is not used)."""
         encodings = list(self._tokenizer.encode_batch(list(texts))) if texts else []
         order = sorted(range(len(encodings)), key=lambda i: len(encodings[i].ids))
-        parts = [self._pool([encodings[i] for i in order[s : s + self.batch_size]])
-                 for s in range(0, len(order), self.batch_size)]
+        parts = [
+            self._pool([encodings[i] for i in order[s : s + self.batch_size]])
+            for s in range(0, len(order), self.batch_size)
+        ]
         if not parts:
             return np.zeros((0, 0), dtype=np.float32)
         out = np.empty((len(order), parts[0].shape[1]), dtype=np.float32)

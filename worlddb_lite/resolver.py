@@ -167,8 +167,7 @@ class Tiebreaker(Protocol):
     spared that work and gets the torn tier's options only.
     """
 
-    def __call__(self, mention: Mention, options: Sequence[Candidate]) -> Candidate | None:
-        ...
+    def __call__(self, mention: Mention, options: Sequence[Candidate]) -> Candidate | None: ...
 
 
 class PreferTiers:
@@ -256,7 +255,7 @@ def _joins(words: tuple[str, ...], count: int) -> list[tuple[str, ...]]:
         return []
     out = [words]
     for _ in range(len(words) - count):
-        out = [(*w[:i], w[i] + w[i + 1], *w[i + 2:]) for w in out for i in range(len(w) - 1)]
+        out = [(*w[:i], w[i] + w[i + 1], *w[i + 2 :]) for w in out for i in range(len(w) - 1)]
     return list(dict.fromkeys(out))
 
 
@@ -314,8 +313,16 @@ class _Scored:
 class Resolver:
     """Resolves mentions against one connection's entities. Read-only; see the module docstring."""
 
-    def __init__(self, store: Store, *, config: ResolverConfig | None = None, tiebreaker: Tiebreaker | None = None,
-                 embed: Embed | None = None, nearest: Nearest | None = None, cosines: Cosines | None = None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        *,
+        config: ResolverConfig | None = None,
+        tiebreaker: Tiebreaker | None = None,
+        embed: Embed | None = None,
+        nearest: Nearest | None = None,
+        cosines: Cosines | None = None,
+    ) -> None:
         self.store = store
         self.index = NameIndex(store.conn)
         self.config = config or ResolverConfig()
@@ -325,8 +332,14 @@ class Resolver:
         self.cosines = cosines
         self._vectors: dict[str, np.ndarray] = {}
 
-    def resolve(self, mention: Mention, *, world: int | None = None, exclude: Iterable[int] = (),
-                tiebreaker: Tiebreaker | None = None) -> Resolution:
+    def resolve(
+        self,
+        mention: Mention,
+        *,
+        world: int | None = None,
+        exclude: Iterable[int] = (),
+        tiebreaker: Tiebreaker | None = None,
+    ) -> Resolution:
         """Resolve ``mention`` among the entities of ``world`` (None: the whole store).
 
         Identities holding a node of ``exclude`` are passed over (the entity's own class when
@@ -351,8 +364,10 @@ class Resolver:
                 break  # a name that spelling has weighed: its vector would find the same neighbours
             if table:  # torn: later tiers weigh in on the identities on the table, with no search of their own
                 if getattr(chooser, "wants_evidence", True):
-                    options.extend(self._candidate(s, tier)
-                                   for s in self._rescore(tier, mention, name, folded, table, skip, classes))
+                    options.extend(
+                        self._candidate(s, tier)
+                        for s in self._rescore(tier, mention, name, folded, table, skip, classes)
+                    )
                 continue
             found = self._tier(tier, mention, name, folded, world, skip, classes)
             if not found:
@@ -384,8 +399,16 @@ class Resolver:
         c = self.config
         return {"exact": -math.inf, "fuzzy": c.fuzzy, "phonetic": c.phonetic, "embedding": c.embedding}[tier]
 
-    def _tier(self, tier: str, mention: Mention, name: str, folded: str, world: int | None, skip: frozenset[int],
-              classes: dict[int, frozenset[int]]) -> list[_Scored]:
+    def _tier(
+        self,
+        tier: str,
+        mention: Mention,
+        name: str,
+        folded: str,
+        world: int | None,
+        skip: frozenset[int],
+        classes: dict[int, frozenset[int]],
+    ) -> list[_Scored]:
         """The identities a tier finds, best first, with their scores."""
         c = self.config
         if tier == "exact":
@@ -395,8 +418,11 @@ class Resolver:
             scored = [(n, similarity(folded, n.folded, c.partial)) for n in names]
             if mention.context or not names:  # the second, wider pass (see NameIndex.widen)
                 seen = {(n.nid, n.norm) for n in names}
-                more = [n for n in self.index.widen(folded, world, c.block, context=mention.context)
-                        if (n.nid, n.norm) not in seen]
+                more = [
+                    n
+                    for n in self.index.widen(folded, world, c.block, context=mention.context)
+                    if (n.nid, n.norm) not in seen
+                ]
                 scored += [(n, similarity(folded, n.folded, c.partial)) for n in more]
         elif tier == "phonetic":
             keys = phonetic.keys(folded)
@@ -411,8 +437,16 @@ class Resolver:
         kept = [(n, s + self._context(mention, n)) for n, s in scored if _kind_fits(mention, n)]
         return self._identities(kept, skip, classes)
 
-    def _rescore(self, tier: str, mention: Mention, name: str, folded: str, table: set[int], skip: frozenset[int],
-                 classes: dict[int, frozenset[int]]) -> list[_Scored]:
+    def _rescore(
+        self,
+        tier: str,
+        mention: Mention,
+        name: str,
+        folded: str,
+        table: set[int],
+        skip: frozenset[int],
+        classes: dict[int, frozenset[int]],
+    ) -> list[_Scored]:
         """A tier's scores for the identities already on the table (evidence for the tiebreaker)."""
         names = [n for n in self.index.names(table) if _kind_fits(mention, n)]
         partial = self.config.partial
@@ -477,8 +511,9 @@ class Resolver:
             return 0.0
         return c.context_weight * (alike - c.context_centre)
 
-    def _identities(self, scored: list[tuple[Name, float]], skip: frozenset[int],
-                    classes: dict[int, frozenset[int]]) -> list[_Scored]:
+    def _identities(
+        self, scored: list[tuple[Name, float]], skip: frozenset[int], classes: dict[int, frozenset[int]]
+    ) -> list[_Scored]:
         """Group names into identities (accepted same_as classes), best score first; drop skipped ones."""
         scored.sort(key=lambda item: (-item[1], item[0].nid))
         out: list[_Scored] = []

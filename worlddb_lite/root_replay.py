@@ -74,8 +74,9 @@ class Divergence:
     recomputed: bytes
 
 
-def replay(conn: apsw.Connection, *, world: int | None = None,
-           progress: Callable[[int, int], None] | None = None) -> tuple[int, list[Divergence]]:
+def replay(
+    conn: apsw.Connection, *, world: int | None = None, progress: Callable[[int, int], None] | None = None
+) -> tuple[int, list[Divergence]]:
     """Recompute every nameable logged root (of ``world`` only, if given), oldest first.
 
     Returns how many logged roots were checked and every one that did not recompute, in time order.
@@ -118,8 +119,9 @@ def replay(conn: apsw.Connection, *, world: int | None = None,
         invalid_at, closed_at, expired_at, retired = state.get(("node", nid), (None, None, None, 0))
         tree = trees.get(nid)
         top, size = (tree.top(), len(tree.levels[0])) if tree is not None else (EMPTY_TREE, 0)
-        return world_root(raw, node_state_bytes(valid_at, invalid_at, closed_at, created_at, expired_at, retired),
-                          top, size)
+        return world_root(
+            raw, node_state_bytes(valid_at, invalid_at, closed_at, created_at, expired_at, retired), top, size
+        )
 
     def edge_leaf_now(eid: int) -> bytes:
         raw, _, _, valid_at, created_at = edges[eid]
@@ -164,4 +166,3 @@ def replay(conn: apsw.Connection, *, world: int | None = None,
         if progress is not None and step % 1000 == 0:
             progress(step, len(times))
     return checked, out
-

@@ -100,8 +100,12 @@ class EdgeRow:
 
 
 def node_state_bytes(
-    valid_at: str, invalid_at: str | None, closed_at: str | None,
-    created_at: str, expired_at: str | None, retired: int,
+    valid_at: str,
+    invalid_at: str | None,
+    closed_at: str | None,
+    created_at: str,
+    expired_at: str | None,
+    retired: int,
 ) -> bytes:
     """The projection bytes a node's root covers (salience is ranking, not a claim)."""
     return state_bytes(valid_at, invalid_at, closed_at, created_at, expired_at, int(retired))
@@ -154,9 +158,7 @@ class Store:
                 f"or a unique prefix of at least {MIN_PREFIX}"
             )
         if len(text) < MIN_PREFIX:
-            raise InvalidId(
-                f"id prefix {ref!r} is too short to be safe; give at least {MIN_PREFIX} hex characters"
-            )
+            raise InvalidId(f"id prefix {ref!r} is too short to be safe; give at least {MIN_PREFIX} hex characters")
         pad = 2 * ID_BYTES - len(text)
         return bytes.fromhex(text + "0" * pad), bytes.fromhex(text + "f" * pad)
 
@@ -184,9 +186,7 @@ class Store:
                 self._by_hex.clear()
             self._by_hex[ref] = int(row[0])  # past _prefix_bounds, ref is text
             return int(row[0])
-        rows = self.conn.execute(
-            "select nid, id from node where id between ? and ? limit 2", (lo, hi)
-        ).fetchall()
+        rows = self.conn.execute("select nid, id from node where id between ? and ? limit 2", (lo, hi)).fetchall()
         if not rows:
             raise NotFound(f"no node id starts with {ref!r}; check it with `worlddb stats` or a search")
         if len(rows) > 1:
@@ -200,9 +200,7 @@ class Store:
     def resolve_edge(self, ref: str) -> int:
         """The eid of an edge given its hex id or a unique prefix."""
         lo, hi = self._prefix_bounds(ref, "edge")
-        rows = self.conn.execute(
-            "select eid from edge where id between ? and ? limit 2", (lo, hi)
-        ).fetchall()
+        rows = self.conn.execute("select eid from edge where id between ? and ? limit 2", (lo, hi)).fetchall()
         if not rows:
             raise NotFound(f"no edge id starts with {ref!r}")
         if len(rows) > 1:
@@ -219,9 +217,7 @@ class Store:
         cached = self._headers.get(nid)
         if cached is not None:
             return cached
-        row = self.conn.execute(
-            "select nid, id, type, parent, depth, slot from node where nid = ?", (nid,)
-        ).fetchone()
+        row = self.conn.execute("select nid, id, type, parent, depth, slot from node where nid = ?", (nid,)).fetchone()
         if row is None:
             raise NotFound(f"no node with local number {nid}")
         header = Header(*row)
@@ -257,8 +253,11 @@ class Store:
 
     def validity(self, nid: int) -> tuple[str, str | None, str | None, bool]:
         """(valid_at, invalid_at, expired_at, retired) of a node."""
-        row = one_row(self.conn.execute(
-            "select valid_at, invalid_at, expired_at, retired from node_state where nid = ?", (nid,)).fetchone())
+        row = one_row(
+            self.conn.execute(
+                "select valid_at, invalid_at, expired_at, retired from node_state where nid = ?", (nid,)
+            ).fetchone()
+        )
         return str(row[0]), as_text(row[1]), as_text(row[2]), bool(row[3])
 
     def root_of(self, nid: int) -> bytes:
@@ -300,8 +299,7 @@ class Store:
                 elif edge_type == "contradicts" and "contradicts" in wanted:
                     contradicted_by.setdefault(nid, set()).add(other.hex())
         return [
-            self._record(row, tuple(superseded_by.get(row.nid, ())),
-                         tuple(sorted(contradicted_by.get(row.nid, ()))))
+            self._record(row, tuple(superseded_by.get(row.nid, ())), tuple(sorted(contradicted_by.get(row.nid, ()))))
             for row in rows
         ]
 
@@ -349,14 +347,15 @@ class Store:
             raise NotFound(f"no edge with local number {eid}")
         return EdgeRow(*row)
 
-    def hop(self, seed: int, *, outgoing: bool, edge_pred: str, node_pred: str,
-            params: Sequence[Any]) -> list[tuple[EdgeRow, NodeRow]]:
+    def hop(
+        self, seed: int, *, outgoing: bool, edge_pred: str, node_pred: str, params: Sequence[Any]
+    ) -> list[tuple[EdgeRow, NodeRow]]:
         """Edges leaving (or entering) ``seed`` with the node at their far end, in one query.
 
         ``edge_pred`` / ``node_pred`` are predicates written by this package over aliases e and s.
         """
         near, far = ("src", "dst") if outgoing else ("dst", "src")
-        node_cols = NODE_SELECT[len("select "):NODE_SELECT.index(" from ")]
+        node_cols = NODE_SELECT[len("select ") : NODE_SELECT.index(" from ")]
         sql = (
             EDGE_SELECT.replace(" from edge as e ", ", " + node_cols + " from edge as e ")
             + f"join node as n on n.nid = e.{far} join node_state as s on s.nid = n.nid "
@@ -400,8 +399,7 @@ class Store:
         return [
             int(r[0])
             for r in self.conn.execute(
-                "select dst from edge where src = ? and type = ? and invalid_at is null "
-                "and expired_at is null",
+                "select dst from edge where src = ? and type = ? and invalid_at is null and expired_at is null",
                 (src, edge_type),
             )
         ]
@@ -429,8 +427,9 @@ class Store:
         )
         return {bytes(raw): int(nid) for raw, nid in rows}
 
-    def insert_nodes(self, nodes: Sequence[tuple[Any, ...]], states: Sequence[tuple[Any, ...]],
-                     aliases: Sequence[tuple[Any, ...]]) -> None:
+    def insert_nodes(
+        self, nodes: Sequence[tuple[Any, ...]], states: Sequence[tuple[Any, ...]], aliases: Sequence[tuple[Any, ...]]
+    ) -> None:
         """Insert node rows, their projections and aliases, one executemany each.
 
         Rows: (nid, id, type, parent, slot, depth, body); (nid, valid_at, created_at, salience, root).
@@ -481,8 +480,12 @@ class Store:
 
     def meta_keys(self, prefix: str) -> list[str]:
         """Every meta key that starts with ``prefix`` (a range over the primary key, not a scan)."""
-        return [str(k) for (k,) in self.conn.execute(
-            "select key from meta where key >= ?1 and key < ?1 || char(1114111)", (prefix,))]
+        return [
+            str(k)
+            for (k,) in self.conn.execute(
+                "select key from meta where key >= ?1 and key < ?1 || char(1114111)", (prefix,)
+            )
+        ]
 
     def swap_meta(self, key: str, expected: str, value: str | None) -> bool:
         """Set ``key`` to ``value`` (None: delete it) only if it still holds ``expected``; whether it did.
@@ -502,8 +505,10 @@ class Store:
     def meta_values(self, keys: Sequence[str]) -> dict[str, str]:
         """Several store-level settings in one statement (absent keys are left out)."""
         marks = ", ".join("?" * len(keys))
-        return {str(k): str(v) for k, v in self.conn.execute(
-            f"select key, value from meta where key in ({marks})", tuple(keys))}
+        return {
+            str(k): str(v)
+            for k, v in self.conn.execute(f"select key, value from meta where key in ({marks})", tuple(keys))
+        }
 
     def texts_in_depth_order(self) -> Iterator[tuple[int, str | None, str | None]]:
         """(nid, name, content) of every node with a body, parents before their children.
@@ -512,13 +517,15 @@ class Store:
         added, such as the turn before), so a re-embedding keeps what the first embedding saw.
         """
         for nid, name, content in self.conn.execute(
-                "select n.nid, json_extract(n.body, '$.name'), coalesce(f.content, json_extract(n.body, '$.content')) "
-                "from node as n left join node_fts as f on f.rowid = n.nid "
-                "where n.body is not null order by n.depth, n.nid"):
+            "select n.nid, json_extract(n.body, '$.name'), coalesce(f.content, json_extract(n.body, '$.content')) "
+            "from node as n left join node_fts as f on f.rowid = n.nid "
+            "where n.body is not null order by n.depth, n.nid"
+        ):
             yield as_int(nid), name, content
 
-    def close_node(self, nid: int, *, invalid_at: str | None, closed_at: str | None,
-                   expired_at: str | None, retired: int, at: str) -> None:
+    def close_node(
+        self, nid: int, *, invalid_at: str | None, closed_at: str | None, expired_at: str | None, retired: int, at: str
+    ) -> None:
         """Write a tightened projection (the triggers refuse anything else) and log it."""
         self.conn.execute(
             "update node_state set invalid_at = ?, closed_at = ?, expired_at = ?, retired = ? where nid = ?",
@@ -564,18 +571,18 @@ class Store:
 
     def end_states(self, nids: Sequence[int]) -> list[tuple[Any, ...]]:
         """(nid, id, type, parent, depth, slot, valid_at, invalid_at, expired_at, retired) per node."""
-        return list(self.conn.execute(
-            "select n.nid, n.id, n.type, n.parent, n.depth, n.slot, s.valid_at, s.invalid_at, s.expired_at, "
-            "s.retired from node as n join node_state as s on s.nid = n.nid "
-            "where n.nid in (select value from json_each(?))",
-            (json.dumps(sorted(set(nids))),),
-        ))
+        return list(
+            self.conn.execute(
+                "select n.nid, n.id, n.type, n.parent, n.depth, n.slot, s.valid_at, s.invalid_at, s.expired_at, "
+                "s.retired from node as n join node_state as s on s.nid = n.nid "
+                "where n.nid in (select value from json_each(?))",
+                (json.dumps(sorted(set(nids))),),
+            )
+        )
 
     def close_edge(self, eid: int, invalid_at: str, closed_at: str) -> None:
         """Close an edge's validity and log it."""
-        self.conn.execute(
-            "update edge set invalid_at = ?, closed_at = ? where eid = ?", (invalid_at, closed_at, eid)
-        )
+        self.conn.execute("update edge set invalid_at = ?, closed_at = ? where eid = ?", (invalid_at, closed_at, eid))
         self.conn.execute(
             "insert into state_log (kind, ref, at, invalid_at, closed_at) values ('edge', ?, ?, ?, ?)",
             (eid, closed_at, invalid_at, closed_at),
@@ -603,16 +610,13 @@ class Store:
     def proposal(self, a: int, b: int) -> tuple[int, MergeStatus] | None:
         """(pid, status) of the proposal for a pair, in either order."""
         lo, hi = sorted((a, b))
-        row = self.conn.execute(
-            "select pid, status from merge_proposal where a = ? and b = ?", (lo, hi)
-        ).fetchone()
+        row = self.conn.execute("select pid, status from merge_proposal where a = ? and b = ?", (lo, hi)).fetchone()
         return None if row is None else (int(row[0]), MergeStatus(row[1]))
 
     def proposal_row(self, pid: int) -> MergeProposal:
         """One proposal as a public record."""
         row = self.conn.execute(
-            "select pid, a, b, status, score, tier, reason, proposed_at, decided_at "
-            "from merge_proposal where pid = ?",
+            "select pid, a, b, status, score, tier, reason, proposed_at, decided_at from merge_proposal where pid = ?",
             (pid,),
         ).fetchone()
         if row is None:
@@ -622,19 +626,27 @@ class Store:
     def proposals(self, status: MergeStatus | None) -> list[MergeProposal]:
         """Proposals, optionally of one status, oldest first."""
         sql = "select pid, a, b, status, score, tier, reason, proposed_at, decided_at from merge_proposal"
-        rows = (self.conn.execute(sql + " where status = ? order by pid", (status.value,))
-                if status else self.conn.execute(sql + " order by pid"))
+        rows = (
+            self.conn.execute(sql + " where status = ? order by pid", (status.value,))
+            if status
+            else self.conn.execute(sql + " order by pid")
+        )
         return [self._proposal(r) for r in rows]
 
     def _proposal(self, row: Sequence[Any]) -> MergeProposal:
         return MergeProposal(
-            pid=int(row[0]), a=self.header(row[1]).id.hex(), b=self.header(row[2]).id.hex(),
-            status=MergeStatus(row[3]), score=row[4], tier=row[5], reason=row[6],
-            proposed_at=row[7], decided_at=row[8],
+            pid=int(row[0]),
+            a=self.header(row[1]).id.hex(),
+            b=self.header(row[2]).id.hex(),
+            status=MergeStatus(row[3]),
+            score=row[4],
+            tier=row[5],
+            reason=row[6],
+            proposed_at=row[7],
+            decided_at=row[8],
         )
 
-    def insert_proposal(self, a: int, b: int, score: float | None, tier: str | None,
-                        reason: str, at: str) -> int:
+    def insert_proposal(self, a: int, b: int, score: float | None, tier: str | None, reason: str, at: str) -> int:
         """Stage a pending proposal (a < b)."""
         self.conn.execute(
             "insert into merge_proposal (a, b, score, tier, reason, proposed_at) values (?, ?, ?, ?, ?, ?)",
@@ -644,9 +656,7 @@ class Store:
 
     def decide_proposal(self, pid: int, status: MergeStatus, at: str) -> None:
         """Move a pending proposal to accepted or rejected."""
-        self.conn.execute(
-            "update merge_proposal set status = ?, decided_at = ? where pid = ?", (status.value, at, pid)
-        )
+        self.conn.execute("update merge_proposal set status = ?, decided_at = ? where pid = ?", (status.value, at, pid))
 
     def insert_alias(self, nid: int, alias: str, norm: str, source: str | None, at: str) -> None:
         """Record an alias (idempotent)."""
@@ -664,9 +674,14 @@ class Store:
         types = sorted(edge_types)
         if not types:
             return []
-        return [int(r[0]) for r in self.conn.execute(
-            "select src from edge where dst = ? and type in (select value from json_each(?)) "
-            "and invalid_at is null and expired_at is null", (dst, json.dumps(types)))]
+        return [
+            int(r[0])
+            for r in self.conn.execute(
+                "select src from edge where dst = ? and type in (select value from json_each(?)) "
+                "and invalid_at is null and expired_at is null",
+                (dst, json.dumps(types)),
+            )
+        ]
 
     def proposal_pair(self, pid: int) -> tuple[int, int]:
         """The (a, b) nids of a proposal."""
@@ -692,21 +707,25 @@ class Store:
     def recorded_edge_types(self) -> set[str]:
         """Custom edge types this store has edges of."""
         return {
-            str(key)[len("edge_type:"):]
+            str(key)[len("edge_type:") :]
             for (key,) in self.conn.execute("select key from meta where substr(key, 1, 10) = 'edge_type:'")
         }
 
     def version_links(self, nid: int) -> list[int]:
         """Nodes joined to nid by supersedes, either way (the versions of one memory)."""
-        return [int(r[0]) for r in self.conn.execute(
-            "select dst from edge where src = ?1 and type = 'supersedes' "
-            "union select src from edge where dst = ?1 and type = 'supersedes'", (nid,))]
+        return [
+            int(r[0])
+            for r in self.conn.execute(
+                "select dst from edge where src = ?1 and type = 'supersedes' "
+                "union select src from edge where dst = ?1 and type = 'supersedes'",
+                (nid,),
+            )
+        ]
 
     def same_as_neighbours(self, nid: int) -> Iterator[int]:
         """Nodes joined to nid by a current same_as edge."""
         for (dst,) in self.conn.execute(
-            "select dst from edge where src = ? and type = 'same_as' and invalid_at is null "
-            "and expired_at is null",
+            "select dst from edge where src = ? and type = 'same_as' and invalid_at is null and expired_at is null",
             (nid,),
         ):
             yield int(dst)

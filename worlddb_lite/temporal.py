@@ -65,9 +65,7 @@ def parse_time(value: TimeLike, *, field: str = "time") -> str:
             "give ISO-8601 text such as 2024-05-01 or 2024-05-01T09:30:00Z, "
             "a datetime, or unix seconds"
         ) from None
-    raise InvalidTime(
-        f"{field}: {type(value).__name__} is not a time; give ISO-8601 text, a datetime or unix seconds"
-    )
+    raise InvalidTime(f"{field}: {type(value).__name__} is not a time; give ISO-8601 text, a datetime or unix seconds")
 
 
 def system_clock() -> str:
@@ -78,35 +76,53 @@ def system_clock() -> str:
 def check_interval(start: str, end: str | None, *, what: str = "interval") -> None:
     """Refuse an interval that ends before it starts."""
     if end is not None and end < start:
-        raise InvalidTime(
-            f"{what} ends ({end}) before it starts ({start}); give an end at or after the start"
-        )
+        raise InvalidTime(f"{what} ends ({end}) before it starts ({start}); give an end at or after the start")
 
 
 # Days and months that free text names ("on 25 May, 2022", "May 25th 2022", "2022-05-25",
 # "in July 2023", "on May 25" - the last one of those at or before the read's time). A month is
 # capitalised ("the top 5 may differ" names no day); extract.py reads dates with the same words.
-MONTH = (r"(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?|Sept?(?:ember)?|"
-         r"Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)\.?")
+MONTH = (
+    r"(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?|Sept?(?:ember)?|"
+    r"Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)\.?"
+)
 _MONTH_NAMES = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
 _NAMED_MONTH_WORD = r"(?P<month>" + MONTH + r")"
 _ORDINAL = r"(?P<day>\d{1,2})(?:st|nd|rd|th)?"
 _YEAR = r"(?P<year>(?:1[89]|2\d)\d\d)(?!\d)"
-_NAMED_DAY = (re.compile(r"\b" + _ORDINAL + r" (?:of )?" + _NAMED_MONTH_WORD + r",? " + _YEAR),
-              re.compile(r"\b" + _NAMED_MONTH_WORD + r" " + _ORDINAL + r",? " + _YEAR),
-              re.compile(r"\b" + _YEAR + r"-(?P<month>\d{2})-(?P<day>\d{2})(?!\d)"))
-_NAMED_DAY_NO_YEAR = (re.compile(r"\b" + _ORDINAL + r" (?:of )?" + _NAMED_MONTH_WORD + r"(?!,? \d)"),
-                      re.compile(r"(?<!\d )\b" + _NAMED_MONTH_WORD + r" " + _ORDINAL + r"\b(?!,? \d|:\d)"))
+_NAMED_DAY = (
+    re.compile(r"\b" + _ORDINAL + r" (?:of )?" + _NAMED_MONTH_WORD + r",? " + _YEAR),
+    re.compile(r"\b" + _NAMED_MONTH_WORD + r" " + _ORDINAL + r",? " + _YEAR),
+    re.compile(r"\b" + _YEAR + r"-(?P<month>\d{2})-(?P<day>\d{2})(?!\d)"),
+)
+_NAMED_DAY_NO_YEAR = (
+    re.compile(r"\b" + _ORDINAL + r" (?:of )?" + _NAMED_MONTH_WORD + r"(?!,? \d)"),
+    re.compile(r"(?<!\d )\b" + _NAMED_MONTH_WORD + r" " + _ORDINAL + r"\b(?!,? \d|:\d)"),
+)
 _NAMED_MONTH = re.compile(r"\b" + _NAMED_MONTH_WORD + r",? " + _YEAR)
 # Periods named against the read's time: "yesterday", "3 days ago", "last week", "this month", "in May"
 # (the latest May before now), "last Saturday" (the latest before today).
 _WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
-COUNT_WORDS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
-               "eight": 8, "nine": 9, "ten": 10}
+COUNT_WORDS = {
+    "a": 1,
+    "an": 1,
+    "one": 1,
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+    "ten": 10,
+}
 _COUNT = r"(?P<count>\d{1,3}|" + "|".join(COUNT_WORDS) + ")"
 _RELATIVE_PERIOD = re.compile(
     r"\b(?:(?P<day>today|yesterday)|" + _COUNT + r" (?P<unit>day|week|month)s? ago|(?P<which>last|this|past) "
-    r"(?P<span>week|month|year)|last (?P<weekday>" + "|".join(_WEEKDAYS) + r"))\b", re.IGNORECASE)
+    r"(?P<span>week|month|year)|last (?P<weekday>" + "|".join(_WEEKDAYS) + r"))\b",
+    re.IGNORECASE,
+)
 _IN_MONTH = re.compile(r"\b(?:in|during) " + _NAMED_MONTH_WORD + r"(?!,? \d)")
 TOLD_BEFORE = dt.timedelta(days=7)  # a period named also covers what was said in the week before it ...
 TOLD_AFTER = dt.timedelta(days=7)  # ... and in the week after ("last week I ...", told a few days later)
@@ -148,8 +164,14 @@ def named_periods(text: str, now: str) -> list[tuple[str, str]]:
                 continue
             month, day = _month_number(found["month"]), int(found["day"])
             # the latest such day at or before today (a 29 February up to eight years back)
-            latest = next((dt.date(year, month, day) for year in range(today.year, today.year - 9, -1)
-                           if _exists(year, month, day) and dt.date(year, month, day) <= today), None)
+            latest = next(
+                (
+                    dt.date(year, month, day)
+                    for year in range(today.year, today.year - 9, -1)
+                    if _exists(year, month, day) and dt.date(year, month, day) <= today
+                ),
+                None,
+            )
             if latest is not None:
                 days.append(latest)
             taken.append(found.span())

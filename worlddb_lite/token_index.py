@@ -98,8 +98,9 @@ def content_tokens(tokens: TokenVectors) -> ContentTokens:
     return found
 
 
-def index_rows(tokens: TokenVectors | None,
-               texts: Iterable[tuple[int, str | None, str | None]]) -> list[tuple[int, bytes]]:
+def index_rows(
+    tokens: TokenVectors | None, texts: Iterable[tuple[int, str | None, str | None]]
+) -> list[tuple[int, bytes]]:
     """(nid, row) for (nid, name, content) texts; none without a token table (a store of another embedder)."""
     if tokens is None:
         return []

@@ -90,10 +90,11 @@ class VectorLane:
         nids = [*inserts, *updates]
         matrix = np.stack([inserts[n] if n in inserts else updates[n] for n in nids]).astype(np.float32)
         parts = assign(matrix, centroids).tolist()
-        rows = [(nid, part, seq + i + 1, matrix[i].tobytes())
-                for i, (nid, part) in enumerate(zip(nids, parts, strict=True))]
+        rows = [
+            (nid, part, seq + i + 1, matrix[i].tobytes()) for i, (nid, part) in enumerate(zip(nids, parts, strict=True))
+        ]
         self.table.insert(rows[: len(inserts)])
-        self.table.update(rows[len(inserts):])
+        self.table.update(rows[len(inserts) :])
         if not inserts or not self.auto_train:
             return
         grown = self.table.max_nid()  # growth is read off the highest node id: no counter row to rewrite
@@ -223,8 +224,7 @@ class VectorLane:
             return
         nids, parts, seqs, matrix, parents, types = self.table.everything(self.dim, index.seq)
         for i in np.argsort(nids, kind="stable"):  # parents (older, lower ids) before their children
-            index.upsert(int(nids[i]), int(parts[i]), matrix[i], int(parents[i]) if parents[i] >= 0 else None,
-                         types[i])
+            index.upsert(int(nids[i]), int(parts[i]), matrix[i], int(parents[i]) if parents[i] >= 0 else None, types[i])
         index.seq = int(seqs.max())
 
 

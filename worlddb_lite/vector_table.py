@@ -35,8 +35,7 @@ class VectorTable:
 
     def update(self, rows: Iterable[tuple[int, int, int, bytes]]) -> None:
         """Changed (nid, part, seq, float32 bytes) rows: worlds whose composed vector moved."""
-        self.conn.executemany(
-            "update node_vec set part = ?2, seq = ?3, embedding = ?4 where nid = ?1", rows)
+        self.conn.executemany("update node_vec set part = ?2, seq = ?3, embedding = ?4 where nid = ?1", rows)
 
     def delete(self, nids: Iterable[int]) -> None:
         """Erase nodes' vectors and composition rows (an audited purge; nothing else deletes)."""
@@ -73,8 +72,7 @@ class VectorTable:
     def sample(self, rows: int, dim: int) -> np.ndarray:
         """About ``rows`` vectors spread evenly over the table (every n-th by nid)."""
         step = max(1, self.count() // max(rows, 1))
-        blobs = [as_bytes(b) for (b,) in self.conn.execute(
-            "select embedding from node_vec where nid % ? = 0", (step,))]
+        blobs = [as_bytes(b) for (b,) in self.conn.execute("select embedding from node_vec where nid % ? = 0", (step,))]
         if len(blobs) < min(rows, self.count()) // 2:  # nids unevenly spread: take the first rows instead
             blobs = [as_bytes(b) for (b,) in self.conn.execute("select embedding from node_vec limit ?", (rows,))]
         return np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(-1, dim)
@@ -83,8 +81,11 @@ class VectorTable:
         """(nids, vectors) of every row, ``size`` rows at a time in nid order."""
         after = -1
         while True:
-            rows = list(self.conn.execute(
-                "select nid, embedding from node_vec where nid > ? order by nid limit ?", (after, size)))
+            rows = list(
+                self.conn.execute(
+                    "select nid, embedding from node_vec where nid > ? order by nid limit ?", (after, size)
+                )
+            )
             if not rows:
                 return
             nids = np.array([as_int(r[0]) for r in rows], dtype=np.int64)
@@ -98,8 +99,10 @@ class VectorTable:
     def part_rows(self, part: int, dim: int) -> tuple[np.ndarray, np.ndarray]:
         """(nids, vectors) of one partition."""
         rows = list(self.conn.execute("select nid, embedding from node_vec where part = ?", (part,)))
-        return (np.array([as_int(r[0]) for r in rows], dtype=np.int64),
-                np.frombuffer(b"".join(as_bytes(r[1]) for r in rows), dtype=np.float32).reshape(-1, dim))
+        return (
+            np.array([as_int(r[0]) for r in rows], dtype=np.int64),
+            np.frombuffer(b"".join(as_bytes(r[1]) for r in rows), dtype=np.float32).reshape(-1, dim),
+        )
 
     def set_parts_and_seq(self, rows: Iterable[tuple[int, int, int]]) -> None:
         """(part, seq, nid): rows moved to another partition, with a new change number."""
@@ -109,8 +112,9 @@ class VectorTable:
         """(part, nid) after re-training."""
         self.conn.executemany("update node_vec set part = ? where nid = ?", rows)
 
-    def everything(self, dim: int, since: int = 0) -> tuple[
-            np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[str]]:
+    def everything(
+        self, dim: int, since: int = 0
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[str]]:
         """(nids, parts, seqs, vectors, parents, types) of the rows changed after ``since`` (all: 0)."""
         nids: list[int] = []
         parts: list[int] = []
@@ -119,17 +123,24 @@ class VectorTable:
         parents: list[int] = []
         types: list[str] = []
         for nid, part, seq, blob, parent, type_ in self.conn.execute(
-                "select v.nid, v.part, v.seq, v.embedding, n.parent, n.type from node_vec as v "
-                "join node as n on n.nid = v.nid where v.seq > ?", (since,)):
+            "select v.nid, v.part, v.seq, v.embedding, n.parent, n.type from node_vec as v "
+            "join node as n on n.nid = v.nid where v.seq > ?",
+            (since,),
+        ):
             nids.append(nid)
             parts.append(part)
             seqs.append(seq)
             blobs.append(blob)
             parents.append(-1 if parent is None else parent)
             types.append(type_)
-        return (np.array(nids, dtype=np.int64), np.array(parts, dtype=np.int32), np.array(seqs, dtype=np.int64),
-                np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(-1, dim).copy(),
-                np.array(parents, dtype=np.int64), types)
+        return (
+            np.array(nids, dtype=np.int64),
+            np.array(parts, dtype=np.int32),
+            np.array(seqs, dtype=np.int64),
+            np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(-1, dim).copy(),
+            np.array(parents, dtype=np.int64),
+            types,
+        )
 
     def clear(self) -> None:
         """Forget every vector, centroid and composition (re-embedding starts over)."""
@@ -146,13 +157,17 @@ class VectorTable:
         return np.stack([_f32(r[0]) for r in rows])
 
     def save_centroid(self, part: int, centroid: np.ndarray) -> None:
-        self.conn.execute("insert or replace into vec_centroid (part, centroid) values (?, ?)",
-                          (part, centroid.astype(np.float32).tobytes()))
+        self.conn.execute(
+            "insert or replace into vec_centroid (part, centroid) values (?, ?)",
+            (part, centroid.astype(np.float32).tobytes()),
+        )
 
     def save_centroids(self, centroids: np.ndarray) -> None:
         self.conn.execute("delete from vec_centroid")
-        self.conn.executemany("insert into vec_centroid (part, centroid) values (?, ?)",
-                              ((i, c.astype(np.float32).tobytes()) for i, c in enumerate(centroids)))
+        self.conn.executemany(
+            "insert into vec_centroid (part, centroid) values (?, ?)",
+            ((i, c.astype(np.float32).tobytes()) for i, c in enumerate(centroids)),
+        )
 
     # ---- world_vec ------------------------------------------------------------------
 
@@ -161,22 +176,36 @@ class VectorTable:
         found: dict[int, Pool] = {}
         for nid in nids:
             for anchor, acc, members in self.conn.execute(
-                    "select anchor, acc, members from world_vec where nid = ?", (nid,)):
-                found[nid] = (None if anchor is None else _f32(anchor),
-                              np.frombuffer(as_bytes(acc), dtype=np.float64).copy(), as_int(members))
+                "select anchor, acc, members from world_vec where nid = ?", (nid,)
+            ):
+                found[nid] = (
+                    None if anchor is None else _f32(anchor),
+                    np.frombuffer(as_bytes(acc), dtype=np.float64).copy(),
+                    as_int(members),
+                )
         return found
 
     def drop_pools(self, nids: Iterable[int]) -> None:
         """Forget the composition rows of worlds whose last pooled member was purged."""
         self.conn.executemany("delete from world_vec where nid = ?", ((nid,) for nid in nids))
 
-    def save_pools(self, started: Iterable[tuple[int, np.ndarray | None, np.ndarray, int]],
-                   changed: Iterable[tuple[int, np.ndarray, int]]) -> None:
+    def save_pools(
+        self,
+        started: Iterable[tuple[int, np.ndarray | None, np.ndarray, int]],
+        changed: Iterable[tuple[int, np.ndarray, int]],
+    ) -> None:
         """Write new worlds' (anchor, running sum, members), and changed worlds' sums."""
         self.conn.executemany(
             "insert into world_vec (nid, anchor, acc, members) values (?, ?, ?, ?)",
-            ((nid, None if anchor is None else np.ascontiguousarray(anchor, dtype=np.float32).tobytes(),
-              np.ascontiguousarray(acc, dtype=np.float64).tobytes(), members) for nid, anchor, acc, members in started),
+            (
+                (
+                    nid,
+                    None if anchor is None else np.ascontiguousarray(anchor, dtype=np.float32).tobytes(),
+                    np.ascontiguousarray(acc, dtype=np.float64).tobytes(),
+                    members,
+                )
+                for nid, anchor, acc, members in started
+            ),
         )
         self.conn.executemany(
             "update world_vec set acc = ?, members = ? where nid = ?",

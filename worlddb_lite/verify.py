@@ -27,11 +27,26 @@ from .vector_table import VectorTable
 from .worlds import compute_levels
 
 REQUIRED_TRIGGERS = (
-    "node_insert_guard", "node_blob_immutable", "node_delete_guard", "node_state_insert_guard",
-    "node_state_update_guard", "node_state_delete_guard", "node_state_validity_tightens", "node_state_belief_final",
-    "edge_insert_guard", "edge_update_guard", "edge_delete_guard", "edge_identity_immutable",
-    "edge_validity_tightens", "merge_decision_final", "root_log_append_only", "root_log_no_delete",
-    "state_log_append_only", "state_log_no_delete", "tombstone_final", "tombstone_no_delete",
+    "node_insert_guard",
+    "node_blob_immutable",
+    "node_delete_guard",
+    "node_state_insert_guard",
+    "node_state_update_guard",
+    "node_state_delete_guard",
+    "node_state_validity_tightens",
+    "node_state_belief_final",
+    "edge_insert_guard",
+    "edge_update_guard",
+    "edge_delete_guard",
+    "edge_identity_immutable",
+    "edge_validity_tightens",
+    "merge_decision_final",
+    "root_log_append_only",
+    "root_log_no_delete",
+    "state_log_append_only",
+    "state_log_no_delete",
+    "tombstone_final",
+    "tombstone_no_delete",
 )
 
 
@@ -91,19 +106,27 @@ def verify_store(
         leaves.append((e.world, e.slot, edge_leaf(e.id, e.state())))
         if e.type == "same_as" and e.invalid_at is None:
             same_as.add((e.src, e.dst))
-        ends = (nodes.get(e.src), nodes.get(e.dst))
-        if None in ends or edge_id(edge_body(e.type, ends[0].id.hex(), ends[1].id.hex(),  # type: ignore[union-attr]
-                                             e.valid_at, e.props)) != e.id:
+        src, dst = nodes.get(e.src), nodes.get(e.dst)
+        if (
+            src is None
+            or dst is None
+            or edge_id(edge_body(e.type, src.id.hex(), dst.id.hex(), e.valid_at, e.props)) != e.id
+        ):
             bad("1-content-address", f"edge {e.id.hex()[:16]} does not hash to its id")
         if e.type not in known:
-            bad("4-never-appends", f"edge {e.id.hex()[:16]} has type {e.type!r}, neither built in nor recorded "
-                "as a custom type: it was not written by the reconciler")
+            bad(
+                "4-never-appends",
+                f"edge {e.id.hex()[:16]} has type {e.type!r}, neither built in nor recorded "
+                "as a custom type: it was not written by the reconciler",
+            )
         if _lowest_common(nodes, e.src, e.dst) != e.world:
             bad("5-containment", f"edge {e.id.hex()[:16]} is not held by the lowest world of its ends")
         if e.type == "supersedes":
             target = nodes.get(e.dst)
-            if target is not None and e.expired_at is None and (
-                target.invalid_at is None or target.invalid_at > nodes[e.src].valid_at
+            if (
+                target is not None
+                and e.expired_at is None
+                and (target.invalid_at is None or target.invalid_at > nodes[e.src].valid_at)
             ):
                 bad("3-validity", f"{target.id.hex()[:16]} is superseded but its validity was not closed")
 
@@ -126,15 +149,28 @@ def verify_store(
     history = _check_root_history(conn, say, bad) if deep else 0
 
     return VerifyReport(
-        checked={"nodes": node_count, "edges": edges, "worlds": checked_worlds,
-                 "fts_rows": len(fts), "vector_rows": len(vec), "token_rows": token_rows,
-                 **({"logged_roots": history} if deep else {})},
+        checked={
+            "nodes": node_count,
+            "edges": edges,
+            "worlds": checked_worlds,
+            "fts_rows": len(fts),
+            "vector_rows": len(vec),
+            "token_rows": token_rows,
+            **({"logged_roots": history} if deep else {}),
+        },
         violations=tuple(out),
     )
 
 
-def _check_vectors(conn: apsw.Connection, store: Store, nodes: dict[int, NodeRow], texts: set[int],
-                   embeds_every_text: bool, deep: bool, bad: Callable[[str, str], None]) -> set[int]:
+def _check_vectors(
+    conn: apsw.Connection,
+    store: Store,
+    nodes: dict[int, NodeRow],
+    texts: set[int],
+    embeds_every_text: bool,
+    deep: bool,
+    bad: Callable[[str, str], None],
+) -> set[int]:
     """Vector rows are exactly: nodes with text (when the store embeds), and every world above one."""
     table = VectorTable(conn)
     vec = table.nids()
@@ -167,29 +203,46 @@ def _check_vectors(conn: apsw.Connection, store: Store, nodes: dict[int, NodeRow
     return vec
 
 
-def _check_tokens(conn: apsw.Connection, fts: set[int], tokens: Callable[[], TokenVectors] | None, deep: bool,
-                  bad: Callable[[str, str], None]) -> int:
+def _check_tokens(
+    conn: apsw.Connection,
+    fts: set[int],
+    tokens: Callable[[], TokenVectors] | None,
+    deep: bool,
+    bad: Callable[[str, str], None],
+) -> int:
     """Token index rows are exactly the full-text rows (none without a token table); deep: each as written."""
     rows = {int(r[0]) for r in conn.execute("select nid from node_tokens")}
     expected = fts if tokens is not None else set()
     for nid in sorted(expected - rows)[:20]:
         bad("7-indexes", f"full-text row {nid} has no token index row")
     for nid in sorted(rows - expected)[:20]:
-        bad("7-indexes", f"token index row {nid} belongs to no full-text row"
-            + ("" if tokens is not None else " (this store's embedder has no token table)"))
+        bad(
+            "7-indexes",
+            f"token index row {nid} belongs to no full-text row"
+            + ("" if tokens is not None else " (this store's embedder has no token table)"),
+        )
     if deep and tokens is not None:
         reader = content_tokens(tokens())
-        wrong = [as_int(nid) for nid, name, content, ids in conn.execute(
-            "select f.rowid, f.name, f.content, t.ids from node_fts as f join node_tokens as t on t.nid = f.rowid")
-            if reader.row(as_text(name), as_text(content)) != ids]
+        wrong = [
+            as_int(nid)
+            for nid, name, content, ids in conn.execute(
+                "select f.rowid, f.name, f.content, t.ids from node_fts as f join node_tokens as t on t.nid = f.rowid"
+            )
+            if reader.row(as_text(name), as_text(content)) != ids
+        ]
         for nid in wrong[:20]:
             bad("7-indexes", f"token index row {nid} does not hold its text's tokens; reopen or re-embed the store")
     return len(rows)
 
 
-def _check_compositions(conn: apsw.Connection, table: VectorTable, members: dict[int, list[int]],
-                        pools: dict[int, tuple[np.ndarray | None, np.ndarray, int]],
-                        nodes: dict[int, NodeRow], bad: Callable[[str, str], None]) -> None:
+def _check_compositions(
+    conn: apsw.Connection,
+    table: VectorTable,
+    members: dict[int, list[int]],
+    pools: dict[int, tuple[np.ndarray | None, np.ndarray, int]],
+    nodes: dict[int, NodeRow],
+    bad: Callable[[str, str], None],
+) -> None:
     """Recompose every world from its children's stored vectors and compare with its indexed one."""
     kind = one_row(conn.execute("select value from meta where key = 'compose'").fetchone())[0]
     for world, (anchor, _, _) in pools.items():
@@ -201,8 +254,9 @@ def _check_compositions(conn: apsw.Connection, table: VectorTable, members: dict
             bad("7-indexes", f"world {nodes[world].id.hex()[:16]}'s composed vector does not match its members")
 
 
-def _scan_nodes(store: Store, tombstones: set[bytes],
-                bad: Callable[[str, str], None]) -> tuple[dict[int, NodeRow], set[int]]:
+def _scan_nodes(
+    store: Store, tombstones: set[bytes], bad: Callable[[str, str], None]
+) -> tuple[dict[int, NodeRow], set[int]]:
     """Check every node row, streamed; return them without their blobs, and the nids that have text.
 
     A blob is read once, hashed and parsed, and let go: verifying (after every backup, on a small
@@ -276,7 +330,9 @@ class Member:
 
 
 def compute_roots(
-    nodes: list[Member], edge_leaves: list[tuple[int, int, bytes]], bad: Callable[[str, str], None],
+    nodes: list[Member],
+    edge_leaves: list[tuple[int, int, bytes]],
+    bad: Callable[[str, str], None],
     each: Callable[[Member, bytes, list[list[bytes]], int], None] | None = None,
 ) -> dict[int, bytes]:
     """Roots of every node from scratch, bottom-up: nid -> root.
@@ -331,12 +387,17 @@ def _check_roots(
             bad("2-merkle", f"root of {r.type} {r.id.hex()[:16]} does not recompute from its members")
         if size or r.nid in with_rows:
             expected = {(lv, i): h for lv, row in enumerate(levels) for i, h in enumerate(row)} if size else {}
-            rows = {(int(lv), int(i)): bytes(h) for lv, i, h in conn.execute(
-                "select level, idx, hash from merkle where world = ?", (r.nid,))}
+            rows = {
+                (int(lv), int(i)): bytes(h)
+                for lv, i, h in conn.execute("select level, idx, hash from merkle where world = ?", (r.nid,))
+            }
             wrong = sorted(k for k in expected.keys() | rows.keys() if expected.get(k) != rows.get(k))
             if wrong:
-                bad("2-merkle", f"stored Merkle tree of {r.id.hex()[:16]} disagrees with its members at "
-                    f"{len(wrong)} node(s), first (level, index) {wrong[0]}")
+                bad(
+                    "2-merkle",
+                    f"stored Merkle tree of {r.id.hex()[:16]} disagrees with its members at "
+                    f"{len(wrong)} node(s), first (level, index) {wrong[0]}",
+                )
         if size:
             worlds += 1
             logged = conn.execute(
@@ -351,23 +412,31 @@ def _check_roots(
     return worlds
 
 
-def root_history_divergences(conn: apsw.Connection, world: int | None = None,
-                             progress: Callable[[str], None] | None = None) -> list[Violation]:
+def root_history_divergences(
+    conn: apsw.Connection, world: int | None = None, progress: Callable[[str], None] | None = None
+) -> list[Violation]:
     """Replay the history and report every logged root (of ``world``, or of all) that does not recompute."""
     _, wrong = _replay(conn, world, progress or (lambda _msg: None))
-    return [Violation("2-merkle", f"logged root {d.logged.hex()[:16]} of world {d.world[:16]} "
-                                  f"at {d.at} does not recompute from the history") for d in wrong]
+    return [
+        Violation(
+            "2-merkle",
+            f"logged root {d.logged.hex()[:16]} of world {d.world[:16]} at {d.at} does not recompute from the history",
+        )
+        for d in wrong
+    ]
 
 
-def _check_root_history(conn: apsw.Connection, say: Callable[[str], None],
-                        bad: Callable[[str, str], None]) -> int:
+def _check_root_history(conn: apsw.Connection, say: Callable[[str], None], bad: Callable[[str, str], None]) -> int:
     """The deep check: every world's logged roots, replayed; the first divergence in time is named."""
     checked, wrong = _replay(conn, None, say)
     if wrong:
         first = wrong[0]
-        bad("2-merkle", f"root history diverges first at {first.at}: world {first.world[:16]} logged "
+        bad(
+            "2-merkle",
+            f"root history diverges first at {first.at}: world {first.world[:16]} logged "
             f"{first.logged.hex()[:16]} but its history recomputes {first.recomputed.hex()[:16] or 'nothing'}; "
-            f"{len(wrong) - 1} later logged root(s) also differ")
+            f"{len(wrong) - 1} later logged root(s) also differ",
+        )
     return checked
 
 
@@ -376,10 +445,7 @@ def _replay(conn: apsw.Connection, world: int | None, say: Callable[[str], None]
 
 
 def _check_merges(conn: apsw.Connection, same_as: set[tuple[int, int]], bad: Callable[[str, str], None]) -> None:
-    accepted = {
-        (int(a), int(b))
-        for a, b in conn.execute("select a, b from merge_proposal where status = 'accepted'")
-    }
+    accepted = {(int(a), int(b)) for a, b in conn.execute("select a, b from merge_proposal where status = 'accepted'")}
     for src, dst in same_as:
         if (min(src, dst), max(src, dst)) not in accepted:
             bad("6-no-silent-merge", f"same_as {src}->{dst} has no accepted proposal")

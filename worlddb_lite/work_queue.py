@@ -40,7 +40,8 @@ def enqueue(db: WorldDB, turn: str, scope: str, said_at: str, said_in: str | Non
     conn.execute(
         "insert or ignore into work_queue (turn, scope, said_at, said_in, speaker, enqueued_at) "
         "values (?, ?, ?, ?, ?, ?)",  # a turn is queued once, however often its conversation is ingested
-        (store.resolve(turn), store.resolve(scope), said_at, said_in, speaker, db._clock()))
+        (store.resolve(turn), store.resolve(scope), said_at, said_in, speaker, db._clock()),
+    )
 
 
 def pending(db: WorldDB) -> int:
@@ -48,8 +49,14 @@ def pending(db: WorldDB) -> int:
     return as_int(db._conn.execute("select count(*) from work_queue where done_at is null").fetchone()[0])  # type: ignore[index]
 
 
-def drain(db: WorldDB, extractor: Extractor, *, limit: int | None = None,
-          progress: Callable[[int, int], None] | None = None, recluster: bool = True) -> int:
+def drain(
+    db: WorldDB,
+    extractor: Extractor,
+    *,
+    limit: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    recluster: bool = True,
+) -> int:
     """Process waiting items oldest first, each in its own transaction; returns how many.
 
     Then, if any was processed and ``recluster``, re-resolve the neighbourhood of what they wrote.
@@ -62,7 +69,8 @@ def drain(db: WorldDB, extractor: Extractor, *, limit: int | None = None,
         with db.batch():  # the item is read inside its transaction: a purge between read and write drops it
             row = db._conn.execute(
                 "select qid, turn, scope, said_at, said_in, speaker from work_queue where done_at is null "
-                "order by qid limit 1").fetchone()
+                "order by qid limit 1"
+            ).fetchone()
             if row is None:
                 break
             item = Item(*row)
@@ -72,10 +80,18 @@ def drain(db: WorldDB, extractor: Extractor, *, limit: int | None = None,
             if not read.purged:  # (a purge marks its item done; this is the belt to that brace)
                 found = extractor.extract(read.content or "", speaker=item.speaker, said_at=item.said_at)
                 if found.entities or found.facts or item.speaker:
-                    remember(db, found, turn=turn, scope=scope, said_at=item.said_at, said_in=item.said_in,
-                             speaker=item.speaker)
-            db._conn.execute("update work_queue set done_at = ? where qid = ? and done_at is null",
-                             (db._clock(), item.qid))
+                    remember(
+                        db,
+                        found,
+                        turn=turn,
+                        scope=scope,
+                        said_at=item.said_at,
+                        said_in=item.said_in,
+                        speaker=item.speaker,
+                    )
+            db._conn.execute(
+                "update work_queue set done_at = ? where qid = ? and done_at is null", (db._clock(), item.qid)
+            )
         done += 1
         if progress is not None:
             progress(done, total)
@@ -91,8 +107,14 @@ class Consolidator:
     caller's writes and the drain interleave as two writers do: one transaction at a time.
     """
 
-    def __init__(self, path: str, extractor: Extractor, *, interval: float = 1.0,
-                 open_store: Callable[[str], WorldDB] | None = None) -> None:
+    def __init__(
+        self,
+        path: str,
+        extractor: Extractor,
+        *,
+        interval: float = 1.0,
+        open_store: Callable[[str], WorldDB] | None = None,
+    ) -> None:
         import threading
 
         self.path = path

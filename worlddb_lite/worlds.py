@@ -25,10 +25,9 @@ def compute_levels(leaves: Sequence[bytes]) -> list[list[bytes]]:
     levels = [list(leaves)]
     while len(levels[-1]) > 1:
         level = levels[-1]
-        levels.append([
-            inner(level[i], level[i + 1]) if i + 1 < len(level) else level[i]
-            for i in range(0, len(level), 2)
-        ])
+        levels.append(
+            [inner(level[i], level[i + 1]) if i + 1 < len(level) else level[i] for i in range(0, len(level), 2)]
+        )
     return levels
 
 

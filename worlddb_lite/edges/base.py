@@ -152,9 +152,7 @@ class BaseEdgeType:
     def on_insert(self, edge: EdgeDraft, ctx: EdgeContext) -> Sequence[Decision]:
         """Refuse self-loops unless the type allows them."""
         if edge.src.nid == edge.dst.nid and not self.allow_self_loop:
-            raise EdgeRefused(
-                f"a {self.name} edge from a node to itself says nothing; link two different nodes"
-            )
+            raise EdgeRefused(f"a {self.name} edge from a node to itself says nothing; link two different nodes")
         return []
 
     def on_delete(self, edge: EdgeDraft, ctx: EdgeContext) -> Sequence[Decision]:

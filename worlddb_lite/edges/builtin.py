@@ -53,9 +53,7 @@ class Supersedes(BaseEdgeType):
     def on_insert(self, edge: EdgeDraft, ctx: EdgeContext) -> Sequence[Decision]:
         super().on_insert(edge, ctx)
         if edge.dst.expired_at is not None:
-            raise NotCurrent(
-                f"{edge.dst.id[:12]} was retracted, so nothing of it is left to supersede"
-            )
+            raise NotCurrent(f"{edge.dst.id[:12]} was retracted, so nothing of it is left to supersede")
         if edge.src.valid_at < edge.dst.valid_at:
             raise EdgeRefused(
                 f"{edge.src.id[:12]} became true ({edge.src.valid_at}) before the version it would "
@@ -67,8 +65,7 @@ class Supersedes(BaseEdgeType):
 
     def on_delete(self, edge: EdgeDraft, ctx: EdgeContext) -> Sequence[Decision]:
         raise EdgeRefused(
-            "a supersedes edge cannot be removed: the validity it closed never re-opens; "
-            "write a new version instead"
+            "a supersedes edge cannot be removed: the validity it closed never re-opens; write a new version instead"
         )
 
     def on_query_rewrite(self, rules: QueryRules) -> QueryRules:

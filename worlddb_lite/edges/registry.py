@@ -26,13 +26,9 @@ class EdgeRegistry:
                 "subclass worlddb_lite.edges.BaseEdgeType"
             )
         if not _NAME.match(edge_type.name or ""):
-            raise InvalidInput(
-                f"edge type name {edge_type.name!r} must be lower-case snake_case, 1-64 characters"
-            )
+            raise InvalidInput(f"edge type name {edge_type.name!r} must be lower-case snake_case, 1-64 characters")
         if edge_type.name in self._types and not replace:
-            raise InvalidInput(
-                f"edge type {edge_type.name!r} already exists; pass replace=True to override it"
-            )
+            raise InvalidInput(f"edge type {edge_type.name!r} already exists; pass replace=True to override it")
         self._types[edge_type.name] = edge_type
         self._rules.clear()
 

@@ -48,12 +48,20 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 RRF_K = 60
-LANE_WEIGHTS = {"text": 0.75, "vector": 0.25, "entity": 0.65, "time": 1.0, "instruction": 1.0, "preference": 0.5,
-                "late": 0.65}
+LANE_WEIGHTS = {
+    "text": 0.75,
+    "vector": 0.25,
+    "entity": 0.65,
+    "time": 1.0,
+    "instruction": 1.0,
+    "preference": 0.5,
+    "late": 0.65,
+}
 
 
-def rrf(lanes: Mapping[str, Sequence[int]], k: int = RRF_K,
-        weights: Mapping[str, float] | None = None) -> list[tuple[int, float]]:
+def rrf(
+    lanes: Mapping[str, Sequence[int]], k: int = RRF_K, weights: Mapping[str, float] | None = None
+) -> list[tuple[int, float]]:
     """(nid, fused score), best first; ties go to the smaller nid so the order is deterministic.
 
     ``weights`` per lane name (1.0 for a lane it does not name; all 1.0 when None: plain RRF).

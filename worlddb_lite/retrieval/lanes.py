@@ -92,8 +92,9 @@ def uncommon_words(view: ReadView, words: list[str]) -> list[str]:
     return [w for w in words if rows[w] <= limit or w in rarest]
 
 
-def text_lane(view: ReadView, query: str, depth: int, *, types: Sequence[str] | None = TEXT_TYPES,
-              drop_stopwords: bool = True) -> list[int]:
+def text_lane(
+    view: ReadView, query: str, depth: int, *, types: Sequence[str] | None = TEXT_TYPES, drop_stopwords: bool = True
+) -> list[int]:
     """BM25 over nodes of ``types`` (turns, memories, summaries, facts) inside the read's world.
 
     FTS5 ranks its matches alone (its own ``order by rank limit``); the type, validity and world
@@ -102,8 +103,9 @@ def text_lane(view: ReadView, query: str, depth: int, *, types: Sequence[str] | 
     return start_text_lane(view, query, depth, types=types, drop_stopwords=drop_stopwords)()
 
 
-def start_text_lane(view: ReadView, query: str, depth: int, *, types: Sequence[str] | None = TEXT_TYPES,
-                    drop_stopwords: bool = True) -> Callable[[], list[int]]:
+def start_text_lane(
+    view: ReadView, query: str, depth: int, *, types: Sequence[str] | None = TEXT_TYPES, drop_stopwords: bool = True
+) -> Callable[[], list[int]]:
     """``text_lane`` begun; call the result for the lane.
 
     Its full-text search runs on the read's side reader (``ReadView.soon``) while the caller
@@ -119,13 +121,17 @@ def start_text_lane(view: ReadView, query: str, depth: int, *, types: Sequence[s
         found, limit = first(), fetch
         while True:  # most matches pass the filters: start near the depth wanted, deepen only when short
             matched = [nid for nid, _ in found]
-            ranked = matched if types is None else [
-                nid for nid, (kind, _) in zip(matched, view.kinds(matched), strict=True) if kind in types]
+            ranked = (
+                matched
+                if types is None
+                else [nid for nid, (kind, _) in zip(matched, view.kinds(matched), strict=True) if kind in types]
+            )
             kept = view.inside(ranked)
             if len(kept) >= depth or len(matched) < limit:
                 return kept[:depth]
             limit *= 4
             found = reads.fts_ranked(view.conn, expression, limit)
+
     return finish
 
 
@@ -175,7 +181,8 @@ def named_entities(view: ReadView, query: str) -> dict[int, str]:
     tokens = words(query)
     spans = {
         normalise_alias(" ".join(tokens[i:j]))
-        for i in range(len(tokens)) for j in range(i + 1, min(i + MAX_ENTITY_WORDS, len(tokens)) + 1)
+        for i in range(len(tokens))
+        for j in range(i + 1, min(i + MAX_ENTITY_WORDS, len(tokens)) + 1)
         if not all(t.casefold() in STOPWORDS for t in tokens[i:j])
     }
     if not spans:
@@ -205,8 +212,9 @@ def what_else(view: ReadView, query: str, names: Iterable[str], vector: np.ndarr
     return view.embed(" ".join(rest)) if rest and len(rest) < len(words(query)) else vector
 
 
-def entity_lane(view: ReadView, query: str, vector: np.ndarray | None, depth: int,
-                candidates: Sequence[int] = ()) -> tuple[list[int], dict[int, EntityPath]]:
+def entity_lane(
+    view: ReadView, query: str, vector: np.ndarray | None, depth: int, candidates: Sequence[int] = ()
+) -> tuple[list[int], dict[int, EntityPath]]:
     """Facts and turns that refers_to an entity the query names: most of the names first, then closest.
 
     An entity referred to by more than ``ENTITY_FANOUT`` nodes (the person a whole history is
@@ -216,8 +224,9 @@ def entity_lane(view: ReadView, query: str, vector: np.ndarray | None, depth: in
     return start_entity_lane(view, query, vector, depth)(candidates)
 
 
-def start_entity_lane(view: ReadView, query: str, vector: np.ndarray | None,
-                      depth: int) -> Callable[[Sequence[int]], tuple[list[int], dict[int, EntityPath]]]:
+def start_entity_lane(
+    view: ReadView, query: str, vector: np.ndarray | None, depth: int
+) -> Callable[[Sequence[int]], tuple[list[int], dict[int, EntityPath]]]:
     """``entity_lane`` begun; call the result with the other lanes' finds for the lane.
 
     What needs no other lane is done now: the names, and every node that refers to a name with
@@ -226,20 +235,43 @@ def start_entity_lane(view: ReadView, query: str, vector: np.ndarray | None,
     finds when the result is called.
     """
     entities = named_entities(view, query)
-    small = [e for e in sorted(entities) if reads.fan_in(view.conn, e, "refers_to", ENTITY_FANOUT + 1)
-             <= ENTITY_FANOUT]
+    small = [e for e in sorted(entities) if reads.fan_in(view.conn, e, "refers_to", ENTITY_FANOUT + 1) <= ENTITY_FANOUT]
     big = sorted(set(entities) - set(small))
     closer = what_else(view, query, entities.values(), vector)
     reached = _Reached(view, entities, closer)
-    reached.take(reads.linked(view.conn, ("refers_to",), small, GRAPH_TYPES, view.valid, view.belief,
-                              towards=True, include_superseded=view.include_superseded))
+    reached.take(
+        reads.linked(
+            view.conn,
+            ("refers_to",),
+            small,
+            GRAPH_TYPES,
+            view.valid,
+            view.belief,
+            towards=True,
+            include_superseded=view.include_superseded,
+        )
+    )
 
     def finish(candidates: Sequence[int]) -> tuple[list[int], dict[int, EntityPath]]:
         if big and candidates:
-            reached.take([(eid, entity, source, t) for eid, source, entity, t in reads.linked(
-                view.conn, ("refers_to",), list(candidates), ("Entity",), view.valid, view.belief, towards=False,
-                include_superseded=view.include_superseded, far=big)])
+            reached.take(
+                [
+                    (eid, entity, source, t)
+                    for eid, source, entity, t in reads.linked(
+                        view.conn,
+                        ("refers_to",),
+                        list(candidates),
+                        ("Entity",),
+                        view.valid,
+                        view.belief,
+                        towards=False,
+                        include_superseded=view.include_superseded,
+                        far=big,
+                    )
+                ]
+            )
         return reached.ranked(depth)
+
     return finish
 
 
@@ -272,8 +304,9 @@ class _Reached:
         return kept, {nid: self.paths[nid] for nid in kept}
 
 
-def time_lane(view: ReadView, query: str, vector: np.ndarray | None, depth: int, *,
-              candidates: Sequence[int]) -> list[int]:
+def time_lane(
+    view: ReadView, query: str, vector: np.ndarray | None, depth: int, *, candidates: Sequence[int]
+) -> list[int]:
     """The memories valid from within the periods the query names (``temporal.named_periods``), closest first.
 
     A question that names a date asks about what was said around it, which neither its words nor
@@ -297,14 +330,15 @@ def time_lane(view: ReadView, query: str, vector: np.ndarray | None, depth: int,
         found.sort(key=lambda n: -score.get(n, -2.0))  # a purged memory has no vector: last
     kept: list[int] = []
     for lo in range(0, len(found), depth):  # closest first: most reads check one slice
-        kept += reads.with_text(view.conn, view.inside(found[lo:lo + depth]))
+        kept += reads.with_text(view.conn, view.inside(found[lo : lo + depth]))
         if len(kept) >= depth:
             break
     return kept[:depth]
 
 
-def standing_lanes(view: ReadView, vector: np.ndarray, kinds: Sequence[str],
-                   k: int = STANDING_K) -> dict[str, list[int]]:
+def standing_lanes(
+    view: ReadView, vector: np.ndarray, kinds: Sequence[str], k: int = STANDING_K
+) -> dict[str, list[int]]:
     """Per kind (an alias, facts.STANDING), the turns that gave the ``k`` statements of it closest to the query.
 
     An instruction or a preference is said once and holds for every later question on its
@@ -338,15 +372,16 @@ def standing_lanes(view: ReadView, vector: np.ndarray, kinds: Sequence[str],
         ranked[kind] = [nid for _, _, nid in sorted((-cosine, -nid, nid) for nid, cosine in score.items())]
     closest: dict[str, list[int]] = {kind: [] for kind in kinds}
     for lo in range(0, max(map(len, ranked.values()), default=0), STANDING_BATCH):  # closest first
-        wanted = [n for kind, nids in ranked.items() if len(closest[kind]) < k for n in nids[lo:lo + STANDING_BATCH]]
+        wanted = [n for kind, nids in ranked.items() if len(closest[kind]) < k for n in nids[lo : lo + STANDING_BATCH]]
         if not wanted:
             break
         seen = set(view.inside(wanted))  # the read may see the closest, mostly: one check for every kind
         for kind, nids in ranked.items():
-            closest[kind] += [n for n in nids[lo:lo + STANDING_BATCH] if n in seen][:k - len(closest[kind])]
+            closest[kind] += [n for n in nids[lo : lo + STANDING_BATCH] if n in seen][: k - len(closest[kind])]
     picked = [n for nids in closest.values() for n in nids]
-    said = reads.linked(view.conn, ("refers_to",), picked, ("Turn",), view.valid, view.belief, towards=False,
-                        include_superseded=True)
+    said = reads.linked(
+        view.conn, ("refers_to",), picked, ("Turn",), view.valid, view.belief, towards=False, include_superseded=True
+    )
     shown = set(view.inside(sorted({turn for _, _, turn, _ in said})))
     first: dict[int, int] = {}  # statement -> the first turn the read sees that said it (read in its session)
     for _, fact, turn, _ in said:

@@ -105,8 +105,9 @@ def check(spec: QuerySpec) -> None:
                 raise InvalidInput(f"WhereConnected edge_type must be an edge type name, got {op.edge_type!r}")
             _direction(op.direction)
         elif not isinstance(op, PreferSummaries):
-            raise InvalidInput(f"unknown query operator {op!r:.100}; use Expand, Filter, WhereConnected or "
-                               "PreferSummaries")
+            raise InvalidInput(
+                f"unknown query operator {op!r:.100}; use Expand, Filter, WhereConnected or PreferSummaries"
+            )
 
 
 def _direction(value: object) -> None:
@@ -146,8 +147,17 @@ def execute(view: ReadView, spec: QuerySpec, vector: np.ndarray | None) -> _Resu
     if start == "seeds" and spec.types is not None:
         nids = _typed(view.store, nids, spec.types)
     if start != "text" and spec.text is not None and spec.text.strip():
-        matched = {nid for nid, _ in reads.bm25(view.conn, fts_query(spec.text), view.valid, view.belief,
-                                                 k=1_000_000, include_superseded=view.include_superseded)}
+        matched = {
+            nid
+            for nid, _ in reads.bm25(
+                view.conn,
+                fts_query(spec.text),
+                view.valid,
+                view.belief,
+                k=1_000_000,
+                include_superseded=view.include_superseded,
+            )
+        }
         nids = [n for n in nids if n in matched]
     if start == "seeds" and vector is not None:
         cosine = view.index().cosines(nids, vector)
@@ -169,27 +179,49 @@ def _apply(view: ReadView, op: Operator, result: _Result) -> None:
         nids = result.nids if op.types is None else _typed(view.store, result.nids, op.types)
         if op.world is not None:
             world = view.store.resolve(op.world)
-            inside = reads.inside(view.conn, nids, world, view.valid, view.belief, memberships=view.memberships,
-                                  include_superseded=view.include_superseded)
+            inside = reads.inside(
+                view.conn,
+                nids,
+                world,
+                view.valid,
+                view.belief,
+                memberships=view.memberships,
+                include_superseded=view.include_superseded,
+            )
             nids = [n for n in nids if n in inside]
         result.nids = nids
     elif isinstance(op, WhereConnected):
         other = view.store.resolve(op.node)
         keep: set[int] = set()
         for towards in _towards(op.direction):  # OUT: node -> other, so other is the far end of an outgoing edge
-            for _, near, far, _ in reads.linked(view.conn, (op.edge_type,), result.nids, None, view.valid, view.belief,
-                                             towards=towards, include_superseded=view.include_superseded):
+            for _, near, far, _ in reads.linked(
+                view.conn,
+                (op.edge_type,),
+                result.nids,
+                None,
+                view.valid,
+                view.belief,
+                towards=towards,
+                include_superseded=view.include_superseded,
+            ):
                 if far == other:
                     keep.add(near)
         result.nids = [n for n in result.nids if n in keep]
     elif isinstance(op, PreferSummaries):
         summary_of: dict[int, int] = {}
-        for _, near, far, _ in reads.linked(view.conn, ("derived_from",), result.nids, ("Summary",), view.valid,
-                                         view.belief, towards=True, include_superseded=view.include_superseded):
+        for _, near, far, _ in reads.linked(
+            view.conn,
+            ("derived_from",),
+            result.nids,
+            ("Summary",),
+            view.valid,
+            view.belief,
+            towards=True,
+            include_superseded=view.include_superseded,
+        ):
             summary_of.setdefault(near, far)
         allowed = set(view.inside(sorted(set(summary_of.values()))))
-        result.nids = list(dict.fromkeys(
-            summary_of[n] if summary_of.get(n) in allowed else n for n in result.nids))
+        result.nids = list(dict.fromkeys(summary_of[n] if summary_of.get(n) in allowed else n for n in result.nids))
     else:  # pragma: no cover - the Operator union is closed
         raise InvalidInput(f"unknown query operator {op!r}")
 
@@ -206,9 +238,20 @@ def _expand(view: ReadView, op: Expand, result: _Result) -> None:
     for _ in range(op.hops):
         if not frontier:  # nothing left to follow: more hops add nothing
             break
-        rows = [row for towards in _towards(op.direction)
-                for row in reads.linked(view.conn, op.edge_types or None, frontier, None, view.valid, view.belief,
-                                        towards=towards, include_superseded=view.include_superseded)]
+        rows = [
+            row
+            for towards in _towards(op.direction)
+            for row in reads.linked(
+                view.conn,
+                op.edge_types or None,
+                frontier,
+                None,
+                view.valid,
+                view.belief,
+                towards=towards,
+                include_superseded=view.include_superseded,
+            )
+        ]
         fresh = sorted({far for _, _, far, _ in rows if far not in seen})
         allowed = set(view.inside(fresh)) if view.world is not None else set(fresh)
         frontier = []

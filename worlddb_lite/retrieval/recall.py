@@ -42,8 +42,15 @@ ANSWER_WEIGHT = 0.1  # an assistant's turn gains this x the fused score of the p
 _WORD = re.compile(r"[a-z0-9]+")
 
 
-def recall(view: ReadView, query: str, *, k: int, reranker: Reranker | None = None,
-           rerank_depth: int = RERANK_DEPTH, late: bool = True) -> list[Hit]:
+def recall(
+    view: ReadView,
+    query: str,
+    *,
+    k: int,
+    reranker: Reranker | None = None,
+    rerank_depth: int = RERANK_DEPTH,
+    late: bool = True,
+) -> list[Hit]:
     """The ``k`` best nodes for ``query``, fused over the lanes, each with why it was returned."""
     index = view.index()  # caught up once: nothing is written while a recall runs
     view = replace(view, index=lambda: index)
@@ -108,8 +115,15 @@ def rank(view: ReadView, query: str, found: Found) -> Ranked:
     return Ranked(fused, dict(ranked), moved)
 
 
-def order(view: ReadView, query: str, found: Found, *, k: int, reranker: Reranker | None = None,
-          rerank_depth: int = RERANK_DEPTH) -> list[Hit]:
+def order(
+    view: ReadView,
+    query: str,
+    found: Found,
+    *,
+    k: int,
+    reranker: Reranker | None = None,
+    rerank_depth: int = RERANK_DEPTH,
+) -> list[Hit]:
     """``rank``'s first ``k``, re-scored by a reranker if given, as hits that say why they came."""
     ranked = rank(view, query, found)
     fused, later = ranked.nids, {nid: list(reasons) for nid, reasons in ranked.moved.items()}
@@ -119,9 +133,10 @@ def order(view: ReadView, query: str, found: Found, *, k: int, reranker: Reranke
     nodes = view.nodes(top)
     turns = _turns(view, nodes, top)
     ranks = {lane: {nid: place for place, nid in enumerate(ranking, start=1)} for lane, ranking in found.lanes.items()}
-    return [Hit(node, ranked.score[nid], turns[nid],
-                (*_lane_reasons(view, nid, ranks, found.paths), *later.get(nid, ())))
-            for node, nid in zip(nodes, top, strict=True)]
+    return [
+        Hit(node, ranked.score[nid], turns[nid], (*_lane_reasons(view, nid, ranks, found.paths), *later.get(nid, ())))
+        for node, nid in zip(nodes, top, strict=True)
+    ]
 
 
 def session_prior(view: ReadView, ranked: list[tuple[int, float]], weight: float) -> list[tuple[int, float]]:
@@ -151,8 +166,11 @@ def session_prior(view: ReadView, ranked: list[tuple[int, float]], weight: float
     if weight == 0 or not ranked:
         return ranked
     nids = [nid for nid, _ in ranked]
-    turns = {nid: parent for nid, (kind, parent) in zip(nids, view.kinds(nids), strict=True)
-             if kind == "Turn" and parent is not None}
+    turns = {
+        nid: parent
+        for nid, (kind, parent) in zip(nids, view.kinds(nids), strict=True)
+        if kind == "Turn" and parent is not None
+    }
     parents = sorted(set(turns.values()))
     sessions = {p for p, (kind, _) in zip(parents, view.kinds(parents), strict=True) if kind == "Session"}
     session_of = {nid: parent for nid, parent in turns.items() if parent in sessions}  # turn -> where it was said
@@ -164,8 +182,9 @@ def session_prior(view: ReadView, ranked: list[tuple[int, float]], weight: float
     return sorted(scored, key=lambda item: (-item[1], item[0]))
 
 
-def speaker_prior(view: ReadView, ranked: list[tuple[int, float]], query: str, depth: int, *,
-                  told: Mapping[int, Said] | None = None) -> list[tuple[int, float]]:
+def speaker_prior(
+    view: ReadView, ranked: list[tuple[int, float]], query: str, depth: int, *, told: Mapping[int, Said] | None = None
+) -> list[tuple[int, float]]:
     """Weigh each turn of the fused head by who said it and who answered, and re-sort the head.
 
     * An assistant's turn (``types.is_assistant``) keeps ``ASSISTANT_SHARE`` of its score.
@@ -232,8 +251,9 @@ def speaker_prior(view: ReadView, ranked: list[tuple[int, float]], query: str, d
     return sorted(weighed, key=lambda item: (-item[1], item[0])) + ranked[depth:]
 
 
-def _lane_reasons(view: ReadView, nid: int, ranks: dict[str, dict[int, int]],
-                  paths: dict[int, EntityPath]) -> list[Reason]:
+def _lane_reasons(
+    view: ReadView, nid: int, ranks: dict[str, dict[int, int]], paths: dict[int, EntityPath]
+) -> list[Reason]:
     """The lanes that ranked a returned hit, at which rank, and (entity lane) the name and edge followed.
 
     Built for the returned hits only: naming an edge costs a row read.
@@ -248,8 +268,9 @@ def _lane_reasons(view: ReadView, nid: int, ranks: dict[str, dict[int, int]],
     return reasons
 
 
-def _rerank(view: ReadView, reranker: Reranker, query: str, fused: list[int], depth: int,
-            reasons: dict[int, list[Reason]]) -> list[int]:
+def _rerank(
+    view: ReadView, reranker: Reranker, query: str, fused: list[int], depth: int, reasons: dict[int, list[Reason]]
+) -> list[int]:
     """Re-order the fused head by the reranker's scores; the tail keeps its fused order."""
     head = fused[:depth]
     nodes = view.nodes(head)
@@ -265,11 +286,19 @@ def _turns(view: ReadView, nodes: Sequence[Node], nids: Sequence[int]) -> dict[i
     found: dict[int, list[int]] = {nid: [nid] for nid, node in zip(nids, nodes, strict=True) if node.type == "Turn"}
     for edge_type in sorted(set(SOURCE_EDGES.values())):
         sources = [nid for nid, node in zip(nids, nodes, strict=True) if SOURCE_EDGES.get(node.type) == edge_type]
-        rows = reads.linked(view.conn, (edge_type,), sources, ("Turn",), view.valid, view.belief, towards=False,
-                            include_superseded=True)
+        rows = reads.linked(
+            view.conn, (edge_type,), sources, ("Turn",), view.valid, view.belief, towards=False, include_superseded=True
+        )
         if view.world is not None and edge_type != "refers_to":  # only refers_to may point out of the world
-            within = reads.inside(view.conn, [turn for _, _, turn, _ in rows], view.world, view.valid, view.belief,
-                                  memberships=view.memberships, include_superseded=view.include_superseded)
+            within = reads.inside(
+                view.conn,
+                [turn for _, _, turn, _ in rows],
+                view.world,
+                view.valid,
+                view.belief,
+                memberships=view.memberships,
+                include_superseded=view.include_superseded,
+            )
             rows = [row for row in rows if row[2] in within]
         for _, src, turn, _ in rows:
             found.setdefault(src, []).append(turn)
@@ -284,16 +313,16 @@ Learned = tuple[list[tuple[int, int, int, str]], set[int]]  # (refers_to rows fa
 
 def learned_from(view: ReadView, turns: Sequence[int]) -> Learned:
     """The facts learned from ``turns`` (rows as ``reads.linked`` gives them), and which of them still hold."""
-    rows = reads.linked(view.conn, ("refers_to",), turns, ("Fact",), view.valid, view.belief,
-                        towards=True, include_superseded=True)
+    rows = reads.linked(
+        view.conn, ("refers_to",), turns, ("Fact",), view.valid, view.belief, towards=True, include_superseded=True
+    )
     facts = sorted({fact for _, _, fact, _ in rows})
     if not view.include_superseded:  # the read's own visibility: asked once a read (ReadView.visible)
         return rows, view.visible(facts)
     return rows, reads.visible_among(view.conn, facts, view.valid, view.belief, include_superseded=False)
 
 
-def stale_after_fresh(view: ReadView, fused: list[int], depth: int, *,
-                      learned: Learned) -> tuple[list[int], set[int]]:
+def stale_after_fresh(view: ReadView, fused: list[int], depth: int, *, learned: Learned) -> tuple[list[int], set[int]]:
     """Move a stale turn just below the turn that superseded it, when both are in the head.
 
     A turn is stale when every fact learned from it has been superseded at the read's time; the
@@ -307,10 +336,26 @@ def stale_after_fresh(view: ReadView, fused: list[int], depth: int, *,
     for _, turn, fact, _ in rows:
         facts_of.setdefault(turn, set()).add(fact)
     every_fact = sorted({f for fs in facts_of.values() for f in fs})
-    newer = reads.linked(view.conn, ("supersedes",), sorted(set(every_fact) - current), ("Fact",), view.valid,
-                         view.belief, towards=True, include_superseded=False)
-    said = reads.linked(view.conn, ("refers_to",), sorted({new for _, _, new, _ in newer}), ("Turn",), view.valid,
-                        view.belief, towards=False, include_superseded=True)
+    newer = reads.linked(
+        view.conn,
+        ("supersedes",),
+        sorted(set(every_fact) - current),
+        ("Fact",),
+        view.valid,
+        view.belief,
+        towards=True,
+        include_superseded=False,
+    )
+    said = reads.linked(
+        view.conn,
+        ("refers_to",),
+        sorted({new for _, _, new, _ in newer}),
+        ("Turn",),
+        view.valid,
+        view.belief,
+        towards=False,
+        include_superseded=True,
+    )
     turn_of_fact: dict[int, set[int]] = {}
     for _, fact, turn, _ in said:
         turn_of_fact.setdefault(fact, set()).add(turn)
@@ -331,9 +376,15 @@ def stale_after_fresh(view: ReadView, fused: list[int], depth: int, *,
     return order + fused[depth:], moved
 
 
-def changed_over_stated(view: ReadView, fused: list[int], depth: int, query: str, *,
-                        told: Mapping[int, Said] | None = None,
-                        learned: Learned | None = None) -> tuple[list[int], set[int]]:
+def changed_over_stated(
+    view: ReadView,
+    fused: list[int],
+    depth: int,
+    query: str,
+    *,
+    told: Mapping[int, Said] | None = None,
+    learned: Learned | None = None,
+) -> tuple[list[int], set[int]]:
     """Move a turn that says a value changed above the earlier turns in the head about the same thing.
 
     Two signs that a turn says a change, and what "the same thing" is for each:
@@ -398,7 +449,7 @@ def changed_over_stated(view: ReadView, fused: list[int], depth: int, query: str
         when = (told[turn][2], turn)
         above: list[int] = []
         later: list[int] = []
-        for rank, other in enumerate(order[:order.index(turn)]):
+        for rank, other in enumerate(order[: order.index(turn)]):
             if other in told and any(len(what & words_in(other)) >= needed for what, needed in said[turn]):
                 if (told[other][2], other) < when:
                     above.append(rank)

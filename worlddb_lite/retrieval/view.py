@@ -43,8 +43,9 @@ class ReadView:
         """Which of ``nids`` are visible at this read's times (each node asked of SQLite once a read)."""
         unknown = [nid for nid in dict.fromkeys(nids) if nid not in self.seen]
         if unknown:
-            shown = reads.visible_among(self.conn, unknown, self.valid, self.belief,
-                                        include_superseded=self.include_superseded)
+            shown = reads.visible_among(
+                self.conn, unknown, self.valid, self.belief, include_superseded=self.include_superseded
+            )
             self.seen.update((nid, nid in shown) for nid in unknown)
         return {nid for nid in nids if self.seen[nid]}
 
@@ -67,6 +68,7 @@ class ReadView:
                 raise
             except (apsw.Error, Unavailable):
                 return task(self.conn)
+
         return wait
 
     def inside(self, nids: Sequence[int]) -> list[int]:
@@ -79,8 +81,15 @@ class ReadView:
             below = self.below(candidates)
             rest = [n for n in candidates if n not in below]
             if rest:  # not under the world by parents (or not in the vector index): membership edges decide
-                below |= reads.inside(self.conn, rest, self.world, self.valid, self.belief,
-                                      memberships=self.memberships, include_superseded=self.include_superseded)
+                below |= reads.inside(
+                    self.conn,
+                    rest,
+                    self.world,
+                    self.valid,
+                    self.belief,
+                    memberships=self.memberships,
+                    include_superseded=self.include_superseded,
+                )
             shown &= below
         return [n for n in nids if n in shown]
 
@@ -134,6 +143,7 @@ class ReadView:
         """(src, dst) membership edges for the vector index's world filter (None: no world)."""
         if self.world is None:
             return None
-        found = reads.membership_links(self.conn, self.memberships, self.valid, self.belief,
-                                       include_superseded=self.include_superseded)
+        found = reads.membership_links(
+            self.conn, self.memberships, self.valid, self.belief, include_superseded=self.include_superseded
+        )
         return np.array(found, dtype=np.int64).reshape(-1, 2)
