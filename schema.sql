@@ -1,1 +1,1 @@
-worlddb_lite/schema.sql
+worlddb_lite/store/schema.sql

@@ -48,7 +48,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import emit, environment, progress  # noqa: E402
 
-from worlddb_lite.compose import attention_pool, attention_weights, mean_pool  # noqa: E402
+from worlddb_lite.models.compose import attention_pool, attention_weights, mean_pool  # noqa: E402
 
 
 @dataclass(frozen=True)

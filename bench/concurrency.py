@@ -33,8 +33,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import emit, environment, percentiles, progress  # noqa: E402
 
 from worlddb_lite import NotFound, WorldDB  # noqa: E402
-from worlddb_lite.hashing import EMPTY_TREE, edge_leaf, world_root  # noqa: E402
-from worlddb_lite.worlds import compute_levels  # noqa: E402
+from worlddb_lite.store.hashing import EMPTY_TREE, edge_leaf, world_root  # noqa: E402
+from worlddb_lite.store.merkle import compute_levels  # noqa: E402
 
 WORDS = (
     "garden tea lisbon porto piano violin chess coffee bicycle river mountain train letter "

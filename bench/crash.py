@@ -45,8 +45,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import emit, environment, progress  # noqa: E402
 
 from worlddb_lite import NotFound, WorldDB  # noqa: E402
-from worlddb_lite.conversation import DEFAULT_EXTRACTOR, ConversationIn, SessionIn, TurnIn, ingest  # noqa: E402
-from worlddb_lite.work_queue import drain  # noqa: E402
+from worlddb_lite.write.conversation import DEFAULT_EXTRACTOR, ConversationIn, SessionIn, TurnIn, ingest  # noqa: E402
+from worlddb_lite.write.queue import drain  # noqa: E402
 
 DIM = 16
 MODES = ("write", "ingest", "consolidate", "purge")

@@ -20,11 +20,11 @@ from pathlib import Path
 import numpy as np
 from common import emit, environment, percentiles, progress
 
-from worlddb_lite.embed import StaticEmbedder, bundled_model_path
+from worlddb_lite.models.embed import StaticEmbedder, bundled_model_path
 
 LOCOMO = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "locomo" / "locomo10.json"
 LOAD_SNIPPET = (
-    "import time; t = time.perf_counter(); from worlddb_lite.embed import StaticEmbedder; "
+    "import time; t = time.perf_counter(); from worlddb_lite.models.embed import StaticEmbedder; "
     "StaticEmbedder().embed(['warm up']); print(time.perf_counter() - t)"
 )
 

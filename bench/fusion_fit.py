@@ -37,10 +37,11 @@ import recall_metrics as rm  # noqa: E402
 from common import emit, environment, progress  # noqa: E402
 from recall import DEFAULT_PATHS, Case, Question, first_known, prepare, source_digest, turn_ids  # noqa: E402
 
-from worlddb_lite import WorldDB, blas  # noqa: E402
-from worlddb_lite.conversation import ingest  # noqa: E402
+from worlddb_lite import WorldDB
+from worlddb_lite.retrieval import blas  # noqa: E402
 from worlddb_lite.retrieval import recall as pipeline  # noqa: E402
 from worlddb_lite.retrieval.view import ReadView  # noqa: E402
+from worlddb_lite.write.conversation import ingest  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "out"
 PRIORS = ("SESSION_WEIGHT", "ASSISTANT_SHARE", "NAMED_SPEAKER_WEIGHT", "REPLY_WEIGHT", "ANSWER_WEIGHT")

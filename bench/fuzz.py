@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import emit, environment, progress, remove_store  # noqa: E402
 
 from worlddb_lite import WorldDB, WorldDBError  # noqa: E402
-from worlddb_lite.hashing import edge_body, edge_id, node_id  # noqa: E402
+from worlddb_lite.store.hashing import edge_body, edge_id, node_id  # noqa: E402
 
 EDGE_TYPES = (
     "refers_to",

@@ -32,9 +32,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import emit, environment, percentiles, progress, remove_store, store_bytes  # noqa: E402
 
 from worlddb_lite import WorldDB  # noqa: E402
-from worlddb_lite.conversation import ConversationIn, IngestStats, SessionIn, TurnIn, ingest  # noqa: E402
-from worlddb_lite.gate import EncodingGate  # noqa: E402
-from worlddb_lite.loaders import load  # noqa: E402
+from worlddb_lite.write.conversation import ConversationIn, IngestStats, SessionIn, TurnIn, ingest  # noqa: E402
+from worlddb_lite.write.gate import EncodingGate  # noqa: E402
+from worlddb_lite.write.loaders import load  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 TURNS_PER_SESSION = 20

@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import emit, environment, progress  # noqa: E402
 
 from worlddb_lite import WorldDB  # noqa: E402
-from worlddb_lite.conversation import ConversationIn, SessionIn, TurnIn, ingest  # noqa: E402
+from worlddb_lite.write.conversation import ConversationIn, SessionIn, TurnIn, ingest  # noqa: E402
 
 TOPICS = "gardening tea Lisbon piano chess coffee cycling rivers trains letters recipes museums".split()
 

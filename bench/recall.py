@@ -65,12 +65,12 @@ from common import emit, environment, percentiles, progress  # noqa: E402
 
 import worlddb_lite  # noqa: E402
 from worlddb_lite import WorldDB  # noqa: E402
-from worlddb_lite.conversation import ConversationIn, ingest  # noqa: E402
-from worlddb_lite.embed import StaticEmbedder  # noqa: E402
 from worlddb_lite.errors import WorldDBError  # noqa: E402
-from worlddb_lite.loaders import load  # noqa: E402
-from worlddb_lite.rerank import OnnxBiEncoderReranker, OnnxCrossEncoder, RankFusion, Reranker  # noqa: E402
+from worlddb_lite.models.embed import StaticEmbedder  # noqa: E402
+from worlddb_lite.models.rerank import OnnxBiEncoderReranker, OnnxCrossEncoder, RankFusion, Reranker  # noqa: E402
 from worlddb_lite.retrieval import recall as retrieval_recall  # noqa: E402
+from worlddb_lite.write.conversation import ConversationIn, ingest  # noqa: E402
+from worlddb_lite.write.loaders import load  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 H = TypeVar("H", bound=Hashable)

@@ -56,8 +56,8 @@ from common import emit, environment, peak_rss_mb, percentiles, progress, remove
 from recall import source_digest  # noqa: E402
 
 from worlddb_lite import WorldDB  # noqa: E402
-from worlddb_lite.conversation import ConversationIn, SessionIn, TurnIn, ingest  # noqa: E402
-from worlddb_lite.loaders import load  # noqa: E402
+from worlddb_lite.write.conversation import ConversationIn, SessionIn, TurnIn, ingest  # noqa: E402
+from worlddb_lite.write.loaders import load  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 LOCOMO = DATA / "locomo" / "locomo10.json"
@@ -326,7 +326,7 @@ def rerank_models(folder: Path, smoke: bool, texts: list[str], max_length: int, 
     import onnx
     import rerank as rerank_bench  # bench/rerank.py
 
-    from worlddb_lite.rerank import OnnxBiEncoderReranker, OnnxCrossEncoder
+    from worlddb_lite.models.rerank import OnnxBiEncoderReranker, OnnxCrossEncoder
 
     cross, bi = folder / "cross-encoder", folder / "bi-encoder"
     cross.mkdir()

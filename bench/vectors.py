@@ -156,7 +156,7 @@ def real_dataset(n: int, nq: int) -> tuple[np.ndarray, np.ndarray, dict[str, Any
     hit = next(((size, p) for size, p in cached if size >= n), None)
     docs, questions = load_corpus()
     if hit is None:
-        from worlddb_lite.embed import StaticEmbedder
+        from worlddb_lite.models.embed import StaticEmbedder
 
         texts, made = make_texts(docs, n)
         progress(f"embedding {len(texts)} texts {made} ...")
@@ -180,7 +180,7 @@ def real_dataset(n: int, nq: int) -> tuple[np.ndarray, np.ndarray, dict[str, Any
     if qpath.exists():
         Q = np.load(qpath)
     else:
-        from worlddb_lite.embed import StaticEmbedder
+        from worlddb_lite.models.embed import StaticEmbedder
 
         Q = StaticEmbedder().embed([pool[i] for i in order])
         np.save(qpath, Q)

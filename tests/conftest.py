@@ -21,8 +21,8 @@ import pytest
 
 from worlddb_lite import EdgeRefused, StaticEmbedder, WorldDB
 from worlddb_lite.edges import BaseEdgeType, EdgeDraft, QueryRules
-from worlddb_lite.embed import TokenVectors
-from worlddb_lite.temporal import format_time
+from worlddb_lite.models.embed import TokenVectors
+from worlddb_lite.text.dates import format_time
 
 FAKE_DIM = 32
 _WORD = re.compile(r"\w+")

@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 from threadpoolctl import threadpool_info, threadpool_limits
 
-from worlddb_lite import WorldDB, blas
+from worlddb_lite import WorldDB
 from worlddb_lite import db as db_module
+from worlddb_lite.retrieval import blas
 
 from .conftest import child_exit_code
 

@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from worlddb_lite import InvalidInput, WorldDB, reads
-from worlddb_lite.bridge import ContextBridge, mentions, window, words_around
-from worlddb_lite.conversation import ConversationIn, IngestStats, SessionIn, TurnIn, ingest
+from worlddb_lite import InvalidInput, WorldDB
+from worlddb_lite.store import queries
+from worlddb_lite.write.bridge import ContextBridge, mentions, window, words_around
+from worlddb_lite.write.conversation import ConversationIn, IngestStats, SessionIn, TurnIn, ingest
 
 from .conftest import FakeClock, FakeEmbedder, OtherFakeEmbedder, table_digest
 
@@ -162,10 +163,10 @@ def test_words_of_the_context_column_weigh_less_than_the_content(db: WorldDB, mo
     beside = db._store.resolve(db.write("filler words here", word_context="pottery class"))  # same words and length
 
     def scores() -> dict[int, float]:
-        return dict(reads.fts_ranked(db._conn, "pottery", 5))
+        return dict(queries.fts_ranked(db._conn, "pottery", 5))
 
-    assert 0 < scores()[beside] < scores()[inside] and 0 < reads.CONTEXT_WEIGHT < 1
-    monkeypatch.setattr(reads, "CONTEXT_WEIGHT", 1.0)  # read when the query runs
+    assert 0 < scores()[beside] < scores()[inside] and 0 < queries.CONTEXT_WEIGHT < 1
+    monkeypatch.setattr(queries, "CONTEXT_WEIGHT", 1.0)  # read when the query runs
     assert scores()[beside] == pytest.approx(scores()[inside])
 
 

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from worlddb_lite import WorldDB, _sqlite
+from worlddb_lite import WorldDB
 from worlddb_lite.cli import COMMANDS, build_parser, main
+from worlddb_lite.store import connection
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -168,7 +169,7 @@ def test_verify_exits_0_on_a_healthy_store(store: dict[str, str], capsys: pytest
 def test_verify_exits_1_on_a_tampered_store(
     store: dict[str, str], capsys: pytest.CaptureFixture[str], tamper: str
 ) -> None:
-    conn = _sqlite.connect(store["path"])
+    conn = connection.connect(store["path"])
     with conn:
         if tamper == "fts":
             conn.execute("delete from node_fts where rowid = (select max(rowid) from node_fts)")

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from worlddb_lite.compose import KINDS, attention_pool, attention_weights, compose, default_scale, mean_pool
+from worlddb_lite.models.compose import KINDS, attention_pool, attention_weights, compose, default_scale, mean_pool
 
 D = 64
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from worlddb_lite import InvalidInput, WorldDB
-from worlddb_lite.composition import compose_from_scratch, pool_weights
+from worlddb_lite.store.world_vectors import compose_from_scratch, pool_weights
 
 from .conftest import FakeClock, FakeEmbedder
 

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from worlddb_lite import StoreBusy, WorldDB, _sqlite
+from worlddb_lite import StoreBusy, WorldDB
+from worlddb_lite.store import connection
 
 from .conftest import FakeEmbedder
 
@@ -28,7 +29,7 @@ def test_a_writer_waits_for_another_writers_lock_instead_of_failing(file_db_path
     try:
         with first.batch():
             first.write("held by the first writer")
-            old = _sqlite.BUSY_TIMEOUT_MS
+            old = connection.BUSY_TIMEOUT_MS
             second._conn.set_busy_timeout(50)  # keep the test short: 50 ms per attempt
             try:
                 with pytest.raises(StoreBusy, match="another writer holds it"):

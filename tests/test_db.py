@@ -31,11 +31,11 @@ from worlddb_lite import (
     UnknownEdgeType,
     WorldDB,
     WorldDBError,
-    _sqlite,
 )
 from worlddb_lite.edges import BaseEdgeType, CloseValidity, EdgeDraft
 from worlddb_lite.retrieval.lanes import fts_query
-from worlddb_lite.store import Store
+from worlddb_lite.store import connection
+from worlddb_lite.store.rows import Store
 
 from .conftest import FakeClock, FakeEmbedder, Mentors, OtherFakeEmbedder, row_counts, table_digest
 
@@ -43,7 +43,7 @@ DAY = dt.timedelta(days=1)
 
 
 def T(text: str) -> str:
-    from worlddb_lite.temporal import parse_time
+    from worlddb_lite.text.dates import parse_time
 
     return parse_time(text)
 
@@ -57,7 +57,7 @@ def test_open_new_store_has_a_root_and_verifies(db: WorldDB) -> None:
     assert db.verify().ok
     stats = db.stats()
     assert stats["embedder"] == "fake-hash-32" and stats["dim"] == 32
-    assert stats["schema_version"] == _sqlite.SCHEMA_VERSION
+    assert stats["schema_version"] == connection.SCHEMA_VERSION
     assert stats["nodes"] == 1 and stats["edges"] == 0
 
 

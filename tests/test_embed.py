@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from worlddb_lite import Embedder, EmbedderError, InvalidInput, StaticEmbedder, WorldDB
-from worlddb_lite.embed import BUNDLED_MODEL, bundled_model_path
+from worlddb_lite.models.embed import BUNDLED_MODEL, bundled_model_path
 
 from .conftest import FakeEmbedder, table_digest
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from worlddb_lite import WorldDB
-from worlddb_lite.conversation import ConversationIn, SessionIn, TurnIn, ingest
-from worlddb_lite.extract import (
+from worlddb_lite.write.conversation import ConversationIn, SessionIn, TurnIn, ingest
+from worlddb_lite.write.extract import (
     INSTRUCTION_SLOT,
     PREFERENCE_SLOT,
     RuleExtractor,

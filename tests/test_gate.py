@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from worlddb_lite import InvalidInput, WorldDB
-from worlddb_lite.conversation import ConversationIn, IngestStats, SessionIn, TurnIn, ingest
-from worlddb_lite.gate import EncodingGate, novelty, salience
-from worlddb_lite.work_queue import pending
+from worlddb_lite.write.conversation import ConversationIn, IngestStats, SessionIn, TurnIn, ingest
+from worlddb_lite.write.gate import EncodingGate, novelty, salience
+from worlddb_lite.write.queue import pending
 
 HISTORY = [
     "I live in Austin with my two cats, Miso and Tofu.",

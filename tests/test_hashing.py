@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from worlddb_lite.errors import InvalidInput
-from worlddb_lite.hashing import (
+from worlddb_lite.store.hashing import (
     EDGE_DOMAIN,
     EMPTY_TREE,
     NODE_DOMAIN,

@@ -679,9 +679,9 @@ def test_opening_a_store_whose_name_is_too_long_is_a_message(create: bool) -> No
 def test_names_the_file_system_cannot_look_up_are_messages() -> None:
     """Found by the CLI fuzz: ``--model``, ``--rerank`` and ``ingest FILE`` with a name too long for the file
     system (or a folder for a file) raised a raw OSError out of Path.is_dir / open."""
-    from worlddb_lite.embed import StaticEmbedder
-    from worlddb_lite.loaders import load
-    from worlddb_lite.rerank import OnnxCrossEncoder
+    from worlddb_lite.models.embed import StaticEmbedder
+    from worlddb_lite.models.rerank import OnnxCrossEncoder
+    from worlddb_lite.write.loaders import load
 
     long_name = "x" * 5000
     with pytest.raises(WorldDBError):
@@ -823,13 +823,13 @@ def test_cli_hostile_arguments_long(cli_store: tuple[str, str], argv: tuple[str,
 # read and interpolates only internal names, placeholders or numbers, never a caller's value.
 REVIEWED_SQL_SITES: dict[str, Counter[str]] = {
     # module integer constants in pragmas
-    "_sqlite.py": Counter({"configure: WAL_CHECKPOINT_PAGES": 1, "install: SCHEMA_VERSION": 1}),
-    "side_reader.py": Counter({"_connection: CACHE_KIB": 1}),
+    "store/connection.py": Counter({"configure: WAL_CHECKPOINT_PAGES": 1, "install: SCHEMA_VERSION": 1}),
+    "store/side_reader.py": Counter({"_connection: CACHE_KIB": 1}),
     # the version constant; a regex over schema.sql, for names the code lists
-    "migrations.py": Counter({"run: SCHEMA_VERSION": 1, "schema_statement: re.escape(name)": 2}),
+    "store/migrations.py": Counter({"run: SCHEMA_VERSION": 1, "schema_statement: re.escape(name)": 2}),
     # temp table names from a literal tuple; the CREATE text's PREFIX constant; _rows gets literal where/order/
     # source fragments from its three callers (values bound as ?1, ?2) and an int() limit
-    "name_index.py": Counter(
+    "write/name_index.py": Counter(
         {
             "<module>: PREFIX": 1,
             "_build: name": 1,
@@ -842,7 +842,7 @@ REVIEWED_SQL_SITES: dict[str, Counter[str]] = {
     ),
     # numbered placeholder lists (_marks, marks) sized by len(); "src"/"dst" picked by a bool; predicates and
     # filters written in this module; parameter numbers computed from counts
-    "reads.py": Counter(
+    "store/queries.py": Counter(
         {
             "bm25_sql: predicate(include_superseded)": 1,
             "descendants_sql: limit_param": 1,
@@ -867,10 +867,10 @@ REVIEWED_SQL_SITES: dict[str, Counter[str]] = {
             "visible_among: predicate(include_superseded)": 1,
         }
     ),
-    "reconciler.py": Counter({"decide_merge: pid": 1}),  # an error message that says "join" (not SQL): an int
+    "write/reconciler.py": Counter({"decide_merge: pid": 1}),  # an error message that says "join" (not SQL): an int
     # table aliases ("s"/"e") and the kind/key derived from them; "src"/"dst" by a bool; predicates from
     # visible_sql/believed_sql; "?" placeholder lists
-    "store.py": Counter(
+    "store/rows.py": Counter(
         {
             "believed_sql: alias": 3,
             "hop: edge_pred": 1,

@@ -9,9 +9,9 @@ import pytest
 
 from worlddb_lite import InvalidInput, WorldDB
 from worlddb_lite.cli import main
-from worlddb_lite.conversation import MAX_TURN_CHARS, ConversationIn, IngestStats, SessionIn, TurnIn, ingest
-from worlddb_lite.gate import EncodingGate
-from worlddb_lite.loaders import load
+from worlddb_lite.write.conversation import MAX_TURN_CHARS, ConversationIn, IngestStats, SessionIn, TurnIn, ingest
+from worlddb_lite.write.gate import EncodingGate
+from worlddb_lite.write.loaders import load
 
 from .conftest import table_digest
 

@@ -14,9 +14,9 @@ import pytest
 from blake3 import blake3
 
 from worlddb_lite import WorldDB
-from worlddb_lite.compose import compose
 from worlddb_lite.errors import IntegrityViolation
-from worlddb_lite.hashing import NODE_DOMAIN, canonical_json
+from worlddb_lite.models.compose import compose
+from worlddb_lite.store.hashing import NODE_DOMAIN, canonical_json
 
 from .conftest import FakeClock, FakeEmbedder, row_counts, table_digest
 
@@ -300,14 +300,14 @@ def test_4_raw_writes_on_the_package_connection_outside_the_reconciler_are_refus
 
 
 def test_4_translated_error_names_the_trigger_reason() -> None:
-    from worlddb_lite import _sqlite
+    from worlddb_lite.store import connection
 
     conn = apsw.Connection(":memory:")
     conn.execute(
         "create table t (x); create trigger g before insert on t begin "
         "select raise(abort, 'worlddb: no writes here'); end;"
     )
-    with pytest.raises(IntegrityViolation, match="worlddb: no writes here"), _sqlite.translate():
+    with pytest.raises(IntegrityViolation, match="worlddb: no writes here"), connection.translate():
         conn.execute("insert into t values (1)")
 
 

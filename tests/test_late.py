@@ -9,10 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from worlddb_lite import InvalidInput, StaticEmbedder, WorldDB, reads
-from worlddb_lite.conversation import ConversationIn, SessionIn, TurnIn, ingest
-from worlddb_lite.embed import TokenVectors
+from worlddb_lite import InvalidInput, StaticEmbedder, WorldDB
+from worlddb_lite.models.embed import TokenVectors
 from worlddb_lite.retrieval import late
+from worlddb_lite.store import queries
+from worlddb_lite.write.conversation import ConversationIn, SessionIn, TurnIn, ingest
 
 
 @pytest.fixture
@@ -36,7 +37,7 @@ def store(tmp_path: Path, model: StaticEmbedder) -> WorldDB:
 
 
 def _texts(db: WorldDB, nids: list[int]) -> dict[int, str]:
-    return {nid: f"{name} {content}" for nid, name, content in reads.indexed(db._conn, nids)}
+    return {nid: f"{name} {content}" for nid, name, content in queries.indexed(db._conn, nids)}
 
 
 def test_the_token_table_has_one_unit_row_and_one_weight_per_token(tokens: TokenVectors) -> None:
@@ -79,7 +80,7 @@ def test_the_lane_reads_the_stored_token_rows_not_the_texts(
     def no_texts(*_: object) -> None:
         raise AssertionError("the late lane read texts although every candidate has a token row")
 
-    monkeypatch.setattr(reads, "indexed", no_texts)
+    monkeypatch.setattr(queries, "indexed", no_texts)
     assert sorted(late.late_lane(view, tokens, "Where did we go camping?", nids)) == sorted(nids)
 
 

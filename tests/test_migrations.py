@@ -14,9 +14,10 @@ from typing import Any
 import apsw
 import pytest
 
-from worlddb_lite import SchemaTooNew, SchemaTooOld, WorldDB, _sqlite, migrations
+from worlddb_lite import SchemaTooNew, SchemaTooOld, WorldDB
 from worlddb_lite.cli import main
-from worlddb_lite.conversation import ConversationIn, SessionIn, TurnIn, ingest
+from worlddb_lite.store import connection, migrations
+from worlddb_lite.write.conversation import ConversationIn, SessionIn, TurnIn, ingest
 
 FIXTURES = Path(__file__).parent / "fixtures"
 FIXTURE = FIXTURES / "store-v1.db"
@@ -89,14 +90,14 @@ def test_opening_a_version_1_store_lifts_it_and_keeps_every_hash(old_store: Path
 
     db = WorldDB(old_store)
     assert db.migrated_from == 1
-    assert db.stats()["schema_version"] == _sqlite.SCHEMA_VERSION
+    assert db.stats()["schema_version"] == connection.SCHEMA_VERSION
     assert db.root() == root  # layout changed, content did not
     assert db.verify().ok
     assert db.verify_root_history() == []
     conn = db._conn
     assert {t: conn.execute(f"select count(*) from {t}").fetchall()[0][0] for t in counts} == counts
     assert conn.execute("select value from meta where key = 'schema_version'").fetchall()[0][0] == str(
-        _sqlite.SCHEMA_VERSION
+        connection.SCHEMA_VERSION
     )
     db.close()
 
@@ -237,14 +238,14 @@ def test_a_version_without_a_migration_path_is_refused_unchanged(old_store: Path
 
 def test_a_newer_version_is_refused_with_the_upgrade_hint(old_store: Path) -> None:
     conn = apsw.Connection(str(old_store))
-    conn.execute(f"pragma user_version = {_sqlite.SCHEMA_VERSION + 1}")
+    conn.execute(f"pragma user_version = {connection.SCHEMA_VERSION + 1}")
     conn.close()
     with pytest.raises(SchemaTooNew, match="upgrade worlddb_lite"):
         WorldDB(old_store)
 
 
 def test_every_version_below_the_current_has_a_step() -> None:
-    assert all(migrations.can_migrate(v) for v in range(1, _sqlite.SCHEMA_VERSION + 1))
+    assert all(migrations.can_migrate(v) for v in range(1, connection.SCHEMA_VERSION + 1))
     assert not migrations.can_migrate(0)
     assert "porter" in migrations.schema_statement("node_fts")
     with pytest.raises(LookupError):
@@ -254,7 +255,7 @@ def test_every_version_below_the_current_has_a_step() -> None:
 def test_the_cli_opens_and_lifts_an_old_store(old_store: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["verify", str(old_store)]) == 0
     conn = apsw.Connection(str(old_store))
-    assert conn.execute("pragma user_version").fetchall()[0][0] == _sqlite.SCHEMA_VERSION
+    assert conn.execute("pragma user_version").fetchall()[0][0] == connection.SCHEMA_VERSION
     conn.close()
 
 
@@ -286,4 +287,4 @@ def test_processes_opening_an_old_store_at_once_migrate_it_once(old_store: Path)
         found = pool.map(_open_and_report, [str(old_store)] * 3)
     assert found.count(1) == 1 and found.count(None) == 2  # one lifted it; the others found it current
     with WorldDB(old_store) as db:
-        assert db.verify().ok and db.stats()["schema_version"] == _sqlite.SCHEMA_VERSION
+        assert db.verify().ok and db.stats()["schema_version"] == connection.SCHEMA_VERSION

@@ -8,11 +8,13 @@ from pathlib import Path
 import apsw
 import pytest
 
-from worlddb_lite import InvalidInput, NotFound, WorldDB, WorldDBError, _sqlite, maintenance
+from worlddb_lite import InvalidInput, NotFound, WorldDB, WorldDBError
 from worlddb_lite.cli import main
-from worlddb_lite.conversation import ConversationIn, SessionIn, TurnIn, ingest
-from worlddb_lite.extract import RuleExtractor
-from worlddb_lite.work_queue import drain
+from worlddb_lite.ops import maintenance
+from worlddb_lite.store import connection
+from worlddb_lite.write.conversation import ConversationIn, SessionIn, TurnIn, ingest
+from worlddb_lite.write.extract import RuleExtractor
+from worlddb_lite.write.queue import drain
 
 from .conftest import FakeEmbedder, table_digest
 
@@ -291,7 +293,7 @@ def test_cli_purge(file_db_path: str, capsys: pytest.CaptureFixture[str]) -> Non
 
 
 def test_a_purge_empties_the_change_cue_cache_that_holds_read_texts(db: WorldDB) -> None:
-    from worlddb_lite import extract
+    from worlddb_lite.write import extract
 
     first = db.write(f"my pin was changed to {SECRET} 42", scope="alice")
     assert extract.says_change("it moved to 5 PM") and not extract.says_change(f"my pin is {SECRET}")
@@ -422,7 +424,7 @@ def test_open_and_close_never_wait_for_a_writer_to_finish_a_wipe(
         writer = apsw.Connection(file_db_path)
         writer.execute("begin immediate")  # another process holds the write lock
         slept: list[float] = []
-        monkeypatch.setattr(_sqlite.time, "sleep", slept.append)  # a retry would sleep between attempts
+        monkeypatch.setattr(connection.time, "sleep", slept.append)  # a retry would sleep between attempts
     again = WorldDB(file_db_path, embedder=FakeEmbedder())
     again.close()
     assert slept == []  # no retry and no busy wait: one attempt each, given up at once

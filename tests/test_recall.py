@@ -9,14 +9,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from worlddb_lite import InvalidInput, NotFound, WorldDB, reads
+from worlddb_lite import InvalidInput, NotFound, WorldDB
 from worlddb_lite.cli import main
-from worlddb_lite.conversation import ConversationIn, SessionIn, TurnIn, ingest
 from worlddb_lite.retrieval import lanes
 from worlddb_lite.retrieval import recall as recall_module
 from worlddb_lite.retrieval.context import assemble, estimate_tokens
 from worlddb_lite.retrieval.fusion import RRF_K, rrf
 from worlddb_lite.retrieval.lanes import fts_query
+from worlddb_lite.store import queries
+from worlddb_lite.write.conversation import ConversationIn, SessionIn, TurnIn, ingest
 
 from .conftest import FakeEmbedder, table_digest
 
@@ -253,7 +254,7 @@ def test_a_node_naming_a_small_and_a_large_entity_ranks_first_once_the_finds_are
 def test_linked_to_named_far_nodes_is_every_link_filtered_to_them(
     ana: WorldDB, edge_types: tuple[str, ...] | None, types: tuple[str, ...] | None, towards: bool
 ) -> None:
-    """``reads.linked(far=...)`` (the entity lane's seek for a large entity) keeps exactly those far nodes' rows."""
+    """``queries.linked(far=...)`` (the entity lane's seek for a large entity) keeps exactly those far nodes' rows."""
     view = ana._view(None, None, False, world=ana._scope_id("ana"))
     turns, _ = lanes.entity_lane(view, "Ana", None, 50)  # what refers to Ana, and to whatever else it names
     near = (
@@ -262,7 +263,7 @@ def test_linked_to_named_far_nodes_is_every_link_filtered_to_them(
         else sorted(
             {
                 far
-                for _, _, far, _ in reads.linked(
+                for _, _, far, _ in queries.linked(
                     view.conn,
                     ("refers_to",),
                     turns,
@@ -275,13 +276,13 @@ def test_linked_to_named_far_nodes_is_every_link_filtered_to_them(
             }
         )
     )  # the entities: edges into them
-    every = reads.linked(
+    every = queries.linked(
         view.conn, edge_types, near, types, view.valid, view.belief, towards=towards, include_superseded=False
     )
     others = sorted({far for _, _, far, _ in every})
     assert len(others) >= 2
     for chosen in ([others[0]], others[1:]):
-        assert reads.linked(
+        assert queries.linked(
             view.conn,
             edge_types,
             near,
@@ -293,7 +294,7 @@ def test_linked_to_named_far_nodes_is_every_link_filtered_to_them(
             far=chosen,
         ) == [row for row in every if row[2] in chosen]
     assert (
-        reads.linked(
+        queries.linked(
             view.conn,
             edge_types,
             near,
@@ -764,7 +765,7 @@ def test_a_speaker_without_words_is_named_by_no_query(db: WorldDB) -> None:
 
 
 def test_the_turn_said_next_is_found_past_what_was_written_between(db: WorldDB) -> None:
-    from worlddb_lite import reads
+    from worlddb_lite.store import queries
 
     session = db.world("ana-chat / 1", parent=db.scope("ana"), type="Session")
     first = db.write("I adopted a kitten", world=session, type="Turn", name="Ana")
@@ -777,7 +778,7 @@ def test_the_turn_said_next_is_found_past_what_was_written_between(db: WorldDB) 
         name="Ana",
     )
     nid = {node: db._store.resolve(node) for node in (first, second, elsewhere)}
-    assert reads.next_turns(db._conn, [nid[first], nid[second]]) == {nid[first]: nid[second]}  # the last has none
+    assert queries.next_turns(db._conn, [nid[first], nid[second]]) == {nid[first]: nid[second]}  # the last has none
 
 
 def test_the_entity_lane_orders_by_the_question_without_the_names_it_matched(ana: WorldDB) -> None:
@@ -794,13 +795,13 @@ def test_the_entity_lane_orders_by_the_question_without_the_names_it_matched(ana
 
 
 def test_the_in_memory_containment_check_agrees_with_the_sql_walk(ana: WorldDB) -> None:
-    from worlddb_lite import reads
+    from worlddb_lite.store import queries
 
     every = [int(r[0]) for r in ana._conn.execute("select nid from node order by nid")]
     for scope in ("ana", "bob"):
         view = ana._view(None, None, False, world=ana._scope_id(scope))
         assert view.world is not None
-        sql = reads.inside(
+        sql = queries.inside(
             ana._conn,
             every,
             view.world,
@@ -811,31 +812,31 @@ def test_the_in_memory_containment_check_agrees_with_the_sql_walk(ana: WorldDB) 
         )
         below = view.below(every)
         assert below and below <= sql  # the index's parents never place a node wrongly
-        shown = reads.visible_among(ana._conn, every, view.valid, view.belief, include_superseded=False)
+        shown = queries.visible_among(ana._conn, every, view.valid, view.belief, include_superseded=False)
         assert view.inside(every) == [n for n in every if n in sql and n in shown]
 
 
 def test_word_counts_are_remembered_until_the_next_write(ana: WorldDB, db_path: str, clock: object) -> None:
-    from worlddb_lite import reads
+    from worlddb_lite.store import queries
 
     def fresh(word: str) -> int:
         return int(ana._conn.execute("select count(*) from node_fts where node_fts match ?", (word,)).fetchone()[0])
 
-    assert reads.term_rows(ana._conn, ["kitten", "kittens", "zebra"]) == {
+    assert queries.term_rows(ana._conn, ["kitten", "kittens", "zebra"]) == {
         "kitten": fresh("kitten"),
         "kittens": fresh("kitten"),
         "zebra": 0,
     }  # stemmed as the index stems
     before = fresh("kitten")
     ana.write("Another kitten arrived", scope="ana")
-    assert reads.term_rows(ana._conn, ["kitten"])["kitten"] == before + 1 == fresh("kitten")
+    assert queries.term_rows(ana._conn, ["kitten"])["kitten"] == before + 1 == fresh("kitten")
     if db_path != ":memory:":  # a write by another connection is seen too
         other = WorldDB(db_path, embedder=FakeEmbedder(), clock=clock)  # type: ignore[arg-type]
         try:
             other.write("A third kitten", scope="ana")
         finally:
             other.close()
-        assert reads.term_rows(ana._conn, ["kitten"])["kitten"] == before + 2
+        assert queries.term_rows(ana._conn, ["kitten"])["kitten"] == before + 2
 
 
 def test_kinds_read_from_the_index_agree_with_the_store(ana: WorldDB) -> None:
@@ -862,14 +863,14 @@ def test_one_recall_catches_the_vector_index_up_once(ana: WorldDB, monkeypatch: 
 
 def test_a_read_asks_sqlite_whether_a_node_is_visible_once(ana: WorldDB, monkeypatch: pytest.MonkeyPatch) -> None:
     asked: list[int] = []
-    real = reads.visible_among
+    real = queries.visible_among
 
     def counting(conn: object, nids: Sequence[int], *args: object, **kwargs: object) -> set[int]:
         asked.extend(nids)
         return real(conn, nids, *args, **kwargs)  # type: ignore[arg-type]
 
     before = [(h.node.id, h.score) for h in ana.recall("Where does Ana work and live?", scope="ana", k=10).hits]
-    monkeypatch.setattr(reads, "visible_among", counting)
+    monkeypatch.setattr(queries, "visible_among", counting)
     after = [(h.node.id, h.score) for h in ana.recall("Where does Ana work and live?", scope="ana", k=10).hits]
     assert after == before and asked  # the lanes share one answer per node
     assert len(asked) == len(set(asked))

@@ -10,7 +10,7 @@ from typing import Any
 import apsw
 import pytest
 
-from worlddb_lite import WorldDB, _sqlite
+from worlddb_lite import WorldDB
 from worlddb_lite.errors import (
     CycleError,
     EdgeRefused,
@@ -24,6 +24,7 @@ from worlddb_lite.errors import (
     UnknownEdgeType,
     WorldDBError,
 )
+from worlddb_lite.store import connection
 
 from .conftest import FakeClock, FakeEmbedder, Mentors, row_counts, table_digest
 
@@ -269,8 +270,8 @@ def test_two_connections_write_the_same_file(file_db_path: str, clock: FakeClock
 
 
 def test_a_held_write_lock_ends_in_store_busy(file_db_path: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_sqlite, "BUSY_TIMEOUT_MS", 5)
-    monkeypatch.setattr(_sqlite.time, "sleep", lambda _s: None)  # keep the retry budget fast
+    monkeypatch.setattr(connection, "BUSY_TIMEOUT_MS", 5)
+    monkeypatch.setattr(connection.time, "sleep", lambda _s: None)  # keep the retry budget fast
     db = WorldDB(file_db_path, embedder=FakeEmbedder())
     holder = apsw.Connection(file_db_path)
     try:

@@ -11,7 +11,8 @@ import pytest
 
 from worlddb_lite import EmbedderError, EmbedderMismatch, WorldDB
 from worlddb_lite.cli import main
-from worlddb_lite.embed import bundled_model_path
+from worlddb_lite.models.embed import bundled_model_path
+from worlddb_lite.store import vector_index
 
 from .conftest import FakeClock, FakeEmbedder, table_digest
 
@@ -44,9 +45,8 @@ def _store(path: Path) -> list[str]:
 def test_reembed_replaces_every_vector_keeps_every_root_and_switches_the_model(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from worlddb_lite import vector_lane
 
-    monkeypatch.setattr(vector_lane, "TRAIN_AT", 20)  # the new vectors get partitions trained once, at the end
+    monkeypatch.setattr(vector_index, "TRAIN_AT", 20)  # the new vectors get partitions trained once, at the end
     path = tmp_path / "m.db"
     ids = _store(path)
     with WorldDB(path, embedder=FakeEmbedder()) as db:

@@ -17,7 +17,7 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 from tokenizers import Tokenizer, models, pre_tokenizers, processors  # noqa: E402
 
 from worlddb_lite.errors import InvalidInput, RerankerError, WorldDBError  # noqa: E402
-from worlddb_lite.rerank import OnnxCrossEncoder, Reranker  # noqa: E402
+from worlddb_lite.models.rerank import OnnxCrossEncoder, Reranker  # noqa: E402
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]"]
 WORDS = "where does alice live she moved to porto last year bob likes coffee and tea the dog river".split()
@@ -293,7 +293,7 @@ BI_PASSAGES = [p for p in PASSAGES if p] + ["alice " * 40]
 
 
 def test_bi_encoder_scores_match_a_numpy_recomputation(bi, emb):
-    from worlddb_lite.rerank import OnnxBiEncoderReranker
+    from worlddb_lite.models.rerank import OnnxBiEncoderReranker
 
     ranker = OnnxBiEncoderReranker(bi, cache=0)
     assert isinstance(ranker, Reranker) and ranker.id.startswith("onnx:tiny-bi@")
@@ -313,7 +313,7 @@ def test_bi_encoder_scores_match_a_numpy_recomputation(bi, emb):
 
 
 def test_bi_encoder_cache_reuses_passage_vectors(bi):
-    from worlddb_lite.rerank import OnnxBiEncoderReranker
+    from worlddb_lite.models.rerank import OnnxBiEncoderReranker
 
     ranker = OnnxBiEncoderReranker(bi, cache=3)
     first = ranker.score(QUERY, ["alice", "bob likes tea", "alice"])
@@ -333,14 +333,14 @@ def test_bi_encoder_cache_reuses_passage_vectors(bi):
 
 
 def test_bi_encoder_refuses_a_model_that_gives_no_token_vectors(tiny):
-    from worlddb_lite.rerank import OnnxBiEncoderReranker
+    from worlddb_lite.models.rerank import OnnxBiEncoderReranker
 
     with pytest.raises(RerankerError, match=r"shape \(\d+, 1\) .*token vectors"):
         OnnxBiEncoderReranker(tiny).score(QUERY, ["alice"])  # a cross-encoder: one score per pair
 
 
 def test_bi_encoder_missing_folder_and_empty_query(tmp_path, bi):
-    from worlddb_lite.rerank import OnnxBiEncoderReranker
+    from worlddb_lite.models.rerank import OnnxBiEncoderReranker
 
     with pytest.raises(RerankerError, match="no bi-encoder folder.*last_hidden_state"):
         OnnxBiEncoderReranker(tmp_path / "nowhere")
@@ -357,7 +357,7 @@ class Fixed:
 
 
 def test_rank_fusion_mixes_the_given_order_with_the_rescorers():
-    from worlddb_lite.rerank import RankFusion
+    from worlddb_lite.models.rerank import RankFusion
 
     fused = RankFusion(Fixed([0.1, 0.9, 0.5, 0.3]), k=60).score("q", ["a", "b", "c", "d"])
     # given ranks 1..4, re-scorer ranks 4, 1, 2, 3

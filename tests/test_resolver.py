@@ -14,11 +14,13 @@ import pytest
 
 from worlddb_lite import InvalidInput, MergeStatus, WorldDB
 from worlddb_lite.errors import TiebreakerError
-from worlddb_lite.extract import EntityMention, Extraction, RuleExtractor
-from worlddb_lite.facts import remember
-from worlddb_lite.name_index import deletions
-from worlddb_lite.phonetic import fold, key, keys, respell
-from worlddb_lite.resolver import (
+from worlddb_lite.store import vector_index
+from worlddb_lite.text.phonetic import fold, key, keys, respell
+from worlddb_lite.write.extract import EntityMention, Extraction, RuleExtractor
+from worlddb_lite.write.facts import remember
+from worlddb_lite.write.name_index import deletions
+from worlddb_lite.write.queue import Consolidator
+from worlddb_lite.write.resolver import (
     Ambiguous,
     Candidate,
     Mention,
@@ -28,7 +30,6 @@ from worlddb_lite.resolver import (
     ResolverConfig,
     similarity,
 )
-from worlddb_lite.work_queue import Consolidator
 
 from .conftest import FakeClock, FakeEmbedder, table_digest
 
@@ -247,9 +248,8 @@ def test_tier_4_is_skipped_for_a_name_that_spelling_has_weighed(tmp_path: Path) 
 def test_tier_4_probes_the_nearest_partitions_of_a_trained_index(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from worlddb_lite import vector_lane
 
-    monkeypatch.setattr(vector_lane, "TRAIN_AT", 64)  # partitions from a few hundred entities, not 8,192
+    monkeypatch.setattr(vector_index, "TRAIN_AT", 64)  # partitions from a few hundred entities, not 8,192
     with WorldDB(tmp_path / "s.db", embedder=SynonymEmbedder(), clock=FakeClock()) as db:
         crowd(db, [f"Person {i} of Team {i % 7}" for i in range(400)])
         lead = entity(db, "the engineering lead")
@@ -411,7 +411,7 @@ def test_recluster_re_resolves_an_alias_added_later(db: WorldDB) -> None:
 
 
 def test_an_entity_waiting_for_re_resolution_is_one_small_row_whatever_else_waits(db: WorldDB) -> None:
-    from worlddb_lite.identity import ALIASED
+    from worlddb_lite.write.identity import ALIASED
 
     names = [
         "Amara Okafor",

@@ -10,8 +10,9 @@ from pathlib import Path
 import apsw
 import pytest
 
-from worlddb_lite import WorldDB, _sqlite
-from worlddb_lite.verify import REQUIRED_TRIGGERS
+from worlddb_lite import WorldDB
+from worlddb_lite.ops.verify import REQUIRED_TRIGGERS
+from worlddb_lite.store import connection
 
 from .conftest import FakeEmbedder
 
@@ -24,13 +25,13 @@ VIEWS = ("current_node", "node_history", "open_contradiction", "pending_merge", 
 
 def test_the_schema_needs_no_extension_table() -> None:
     # vectors live in a plain table: a stock sqlite3 shell opens every table of a store
-    sql = _sqlite.schema_sql()
+    sql = connection.schema_sql()
     virtual = re.findall(r"^create virtual table (\w+) using (\w+)", sql, flags=re.M)
     assert virtual == [("node_fts", "fts5")]
 
 
 def test_every_table_is_strict_and_named_in_snake_case() -> None:
-    sql = _sqlite.schema_sql()
+    sql = connection.schema_sql()
     tables = re.findall(r"create table (\w+) \((.*?)\n\)([^;]*);", sql, flags=re.S)
     assert {name for name, _, _ in tables} >= {
         "meta",
@@ -51,16 +52,16 @@ def test_every_table_is_strict_and_named_in_snake_case() -> None:
 
 
 def test_every_guard_trigger_is_in_the_schema() -> None:
-    sql = _sqlite.schema_sql()
+    sql = connection.schema_sql()
     for name in REQUIRED_TRIGGERS:
         assert f"create trigger {name} " in sql
 
 
 def test_store_records_its_version_and_embedder(db: WorldDB) -> None:
     conn = db._conn
-    assert conn.execute("pragma user_version").fetchone()[0] == _sqlite.SCHEMA_VERSION
+    assert conn.execute("pragma user_version").fetchone()[0] == connection.SCHEMA_VERSION
     meta = dict(conn.execute("select key, value from meta").fetchall())
-    assert meta["schema_version"] == str(_sqlite.SCHEMA_VERSION)
+    assert meta["schema_version"] == str(connection.SCHEMA_VERSION)
     assert meta["embedder_id"] == "fake-hash-32" and meta["embedder_dim"] == "32"
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", meta["created_at"])
 
@@ -108,7 +109,7 @@ def test_check_constraints_hold_even_inside_a_session(db: WorldDB) -> None:
 def test_the_whole_schema_loads_in_the_stock_shell(tmp_path: Path) -> None:
     path = tmp_path / "shell.db"
     script = tmp_path / "schema.sql"
-    script.write_text(_sqlite.schema_sql(), encoding="utf-8")
+    script.write_text(connection.schema_sql(), encoding="utf-8")
     assert SQLITE3 is not None
     result = subprocess.run([SQLITE3, str(path)], stdin=script.open("rb"), capture_output=True, timeout=30)
     assert result.returncode == 0, result.stderr.decode()
@@ -143,7 +144,7 @@ def test_the_shell_reads_a_real_store(tmp_path: Path) -> None:
 def test_the_wal_is_folded_in_large_steps_and_fully_on_close(tmp_path: Path) -> None:
     path = tmp_path / "wal.db"
     db = WorldDB(path, embedder=FakeEmbedder())
-    assert db._conn.execute("pragma wal_autocheckpoint").fetchone()[0] == _sqlite.WAL_CHECKPOINT_PAGES
+    assert db._conn.execute("pragma wal_autocheckpoint").fetchone()[0] == connection.WAL_CHECKPOINT_PAGES
     db.write_many([{"text": f"memory {i}", "scope": "s"} for i in range(50)])
     db.close()
     wal = Path(str(path) + "-wal")

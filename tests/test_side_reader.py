@@ -13,8 +13,9 @@ from pathlib import Path
 import apsw
 import pytest
 
-from worlddb_lite import WorldDB, reads
-from worlddb_lite.side_reader import SideReader, Unavailable
+from worlddb_lite import WorldDB
+from worlddb_lite.store import queries
+from worlddb_lite.store.side_reader import SideReader, Unavailable
 
 from .conftest import FakeClock, FakeEmbedder, child_exit_code
 
@@ -93,7 +94,7 @@ def test_a_side_reader_never_reads_another_file_put_at_the_store_path(tmp_path: 
 
 def test_an_error_in_the_search_is_the_error_the_caller_would_have_had(store: WorldDB) -> None:
     view = store._view(None, None, False, world=None)
-    wait = view.soon(lambda conn: reads.fts_ranked(conn, '"unbalanced', 5))
+    wait = view.soon(lambda conn: queries.fts_ranked(conn, '"unbalanced', 5))
     with pytest.raises(apsw.SQLError):
         wait()
 

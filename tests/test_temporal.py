@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from worlddb_lite.errors import InvalidInput, InvalidTime
-from worlddb_lite.temporal import check_interval, format_time, named_periods, parse_time, system_clock
+from worlddb_lite.text.dates import check_interval, format_time, named_periods, parse_time, system_clock
 
 CANONICAL = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$")
 UTC = dt.UTC

@@ -11,10 +11,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from worlddb_lite import StaticEmbedder, WorldDB, token_index
-from worlddb_lite.conversation import ConversationIn, SessionIn, TurnIn, ingest
-from worlddb_lite.embed import TokenVectors
-from worlddb_lite.token_index import ContentTokens, content_tokens
+from worlddb_lite import StaticEmbedder, WorldDB
+from worlddb_lite.models.embed import TokenVectors
+from worlddb_lite.store import token_index
+from worlddb_lite.store.token_index import ContentTokens, content_tokens
+from worlddb_lite.write.conversation import ConversationIn, SessionIn, TurnIn, ingest
 
 from .conftest import FakeEmbedder
 

@@ -1,4 +1,4 @@
-"""vector_lane.py: the in-memory IVF index, its filters, and its coherence with node_vec."""
+"""vector_index.py: the in-memory IVF index, its filters, and its coherence with node_vec."""
 
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from worlddb_lite import WorldDB, vector_lane
-from worlddb_lite.ivf import IvfIndex, assign, nprobe_for, spherical_kmeans
-from worlddb_lite.vector_lane import nlist_for
+from worlddb_lite import WorldDB
+from worlddb_lite.store import vector_index
+from worlddb_lite.store.ivf import IvfIndex, assign, nprobe_for, spherical_kmeans
+from worlddb_lite.store.vector_index import nlist_for
 
 from .conftest import FakeClock, FakeEmbedder
 
@@ -145,7 +146,7 @@ def test_a_rolled_back_batch_leaves_nothing_in_the_index(db: WorldDB) -> None:
 def test_training_starts_at_the_threshold_and_rebuilds_the_index(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(vector_lane, "TRAIN_AT", 200)
+    monkeypatch.setattr(vector_index, "TRAIN_AT", 200)
     db = _store(tmp_path / "train.db")
     try:
         session = db.write("a long session", scope="s", type="Session")
@@ -211,7 +212,7 @@ def test_the_cli_reindexes_a_store(tmp_path: Path, capsys: pytest.CaptureFixture
 def test_a_scope_that_outgrows_the_shared_cells_gets_its_own_and_filters_stay_exact(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from worlddb_lite import ivf
+    from worlddb_lite.store import ivf
 
     monkeypatch.setattr(ivf, "BIG_SCOPE", 300)
     monkeypatch.setattr(ivf, "GATHER_COST", 1e9)  # never exact: the scans are what is tested
@@ -258,8 +259,8 @@ def new_topic(i: int) -> str:
 @pytest.fixture
 def trained_pair(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[WorldDB, WorldDB]]:
     """(writer, reader) on one file, trained once on the first topic only; the reader hydrated already."""
-    monkeypatch.setattr(vector_lane, "TRAIN_AT", 100)
-    monkeypatch.setattr(vector_lane, "AUTO_TRAIN_LIMIT", 150)  # trained once, on the first topic only
+    monkeypatch.setattr(vector_index, "TRAIN_AT", 100)
+    monkeypatch.setattr(vector_index, "AUTO_TRAIN_LIMIT", 150)  # trained once, on the first topic only
     path = tmp_path / "split.db"
     clock = FakeClock()
     writer = WorldDB(path, embedder=FakeEmbedder(), clock=clock)
@@ -287,7 +288,7 @@ def test_a_partition_swollen_by_a_new_topic_splits_and_every_reader_follows(
     assert writer._conn.execute("select count(*) from vec_centroid").fetchone()[0] == lists + splits
     sizes = [r[0] for r in writer._conn.execute("select count(*) from node_vec group by part")]
     top = writer._conn.execute("select max(nid) from node_vec").fetchone()[0]
-    assert max(sizes) <= 2 * vector_lane.split_limit(top)  # no partition stays swollen
+    assert max(sizes) <= 2 * vector_index.split_limit(top)  # no partition stays swollen
     probe = "comet lunar rocket 17"
     want = writer.nearest(probe, k=1, types=["Memory"])[0][0].id
     for db in (writer, reader):

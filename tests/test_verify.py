@@ -8,8 +8,9 @@ from pathlib import Path
 import apsw
 import pytest
 
-from worlddb_lite import WorldDB, _sqlite
-from worlddb_lite.verify import REQUIRED_TRIGGERS
+from worlddb_lite import WorldDB
+from worlddb_lite.ops.verify import REQUIRED_TRIGGERS
+from worlddb_lite.store import connection
 
 from .conftest import FakeClock, FakeEmbedder
 
@@ -59,7 +60,7 @@ def store(file_db_path: str, clock: FakeClock) -> tuple[str, dict[str, str]]:
 
 def _tamper(path: str, sql: str, params: tuple[object, ...] = (), *, session: bool = True) -> None:
     """Write around the reconciler: a raw connection (sqlite-vec loaded) that forges a session row."""
-    conn = _sqlite.connect(path)
+    conn = connection.connect(path)
     try:
         with conn:
             if session:
@@ -206,7 +207,7 @@ TAMPERING: dict[str, tuple[Tamper, str, str]] = {
 
 
 def _tamper_purge(path: str, nid: int) -> None:
-    conn = _sqlite.connect(path)
+    conn = connection.connect(path)
     try:
         with conn:
             conn.execute("insert into reconciler_session (holder) values ('purge')")
@@ -437,8 +438,8 @@ def test_deep_verify_names_a_forged_root_in_the_middle_of_the_log(store: tuple[s
 def test_the_in_memory_tree_of_the_replay_matches_a_tree_built_from_scratch() -> None:
     import random
 
-    from worlddb_lite.root_replay import _Tree
-    from worlddb_lite.worlds import compute_top
+    from worlddb_lite.store.merkle import compute_top
+    from worlddb_lite.store.merkle_replay import _Tree
 
     rng = random.Random(7)
     tree, leaves = _Tree(), []

@@ -15,9 +15,9 @@ import pytest
 
 from worlddb_lite import WorldDB
 from worlddb_lite.cli import main
-from worlddb_lite.conversation import ConversationIn, SessionIn, TurnIn, ingest
-from worlddb_lite.extract import RuleExtractor
-from worlddb_lite.work_queue import drain, pending
+from worlddb_lite.write.conversation import ConversationIn, SessionIn, TurnIn, ingest
+from worlddb_lite.write.extract import RuleExtractor
+from worlddb_lite.write.queue import drain, pending
 
 from .conftest import FakeClock, FakeEmbedder
 
@@ -71,8 +71,8 @@ SLOW_DRAIN = textwrap.dedent("""
     sys.path.insert(0, {root!r})
     from tests.conftest import FakeEmbedder
     from worlddb_lite import WorldDB
-    from worlddb_lite.extract import RuleExtractor
-    from worlddb_lite.work_queue import drain
+    from worlddb_lite.write.extract import RuleExtractor
+    from worlddb_lite.write.queue import drain
 
     class Slow(RuleExtractor):
         def extract(self, text, **kw):
@@ -129,7 +129,7 @@ def test_the_cli_ingests_deferred_and_consolidates(tmp_path: Path, capsys: pytes
 
 
 def test_a_background_consolidator_drains_what_is_queued_while_the_caller_writes(tmp_path: Path) -> None:
-    from worlddb_lite.work_queue import Consolidator
+    from worlddb_lite.write.queue import Consolidator
 
     path = str(tmp_path / "bg.db")
     db = WorldDB(path, embedder=FakeEmbedder())

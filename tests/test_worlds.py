@@ -7,8 +7,8 @@ from hypothesis import strategies as st
 
 from worlddb_lite import WorldDB
 from worlddb_lite.errors import NotFound
-from worlddb_lite.hashing import EMPTY_TREE, inner
-from worlddb_lite.worlds import MerkleWriter, compute_top, tree_height
+from worlddb_lite.store.hashing import EMPTY_TREE, inner
+from worlddb_lite.store.merkle import MerkleWriter, compute_top, tree_height
 
 
 class DictStore:

@@ -5,7 +5,6 @@ Start with ``WorldDB``; see DESIGN.md for the architecture and invariants.
 
 from .db import WorldDB
 from .edges import BaseEdgeType, EdgeType
-from .embed import Embedder, StaticEmbedder
 from .errors import (
     AmbiguousId,
     CycleError,
@@ -29,17 +28,7 @@ from .errors import (
     ValidityError,
     WorldDBError,
 )
-from .resolver import (
-    Ambiguous,
-    Candidate,
-    Mention,
-    New,
-    PreferTiers,
-    Resolution,
-    Resolved,
-    ResolverConfig,
-    Tiebreaker,
-)
+from .models.embed import Embedder, StaticEmbedder
 from .retrieval.context import Context, ContextItem
 from .retrieval.query import Expand, Filter, PreferSummaries, QuerySpec, WhereConnected
 from .types import (
@@ -54,6 +43,17 @@ from .types import (
     Recall,
     Subgraph,
     VerifyReport,
+)
+from .write.resolver import (
+    Ambiguous,
+    Candidate,
+    Mention,
+    New,
+    PreferTiers,
+    Resolution,
+    Resolved,
+    ResolverConfig,
+    Tiebreaker,
 )
 
 __version__ = "0.1.0"

@@ -13,16 +13,16 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .conversation import DEFAULT_EXTRACTOR, IngestStats, ingest
 from .db import WorldDB
-from .embed import StaticEmbedder
 from .errors import WorldDBError
-from .gate import DEFAULT_THRESHOLD, EncodingGate
-from .loaders import FORMATS, load
-from .rerank import OnnxCrossEncoder
+from .models.embed import StaticEmbedder
+from .models.rerank import OnnxCrossEncoder
 from .retrieval.context import DEFAULT_BUDGET, assemble
 from .types import Node, plain
-from .work_queue import drain, pending
+from .write.conversation import DEFAULT_EXTRACTOR, IngestStats, ingest
+from .write.gate import DEFAULT_THRESHOLD, EncodingGate
+from .write.loaders import FORMATS, load
+from .write.queue import drain, pending
 
 Handler = Callable[[argparse.Namespace], Any]
 COMMANDS: dict[str, tuple[str, Handler, Callable[[argparse.ArgumentParser], None]]] = {}

@@ -21,13 +21,24 @@ from typing import TYPE_CHECKING, Any
 import apsw
 import numpy as np
 
-from . import _sqlite, blas, identity, maintenance, migrations, reads, token_index, traverse, vector_lane
 from .checks import file_name, names
 from .edges import EdgeRegistry, EdgeType, EndView, QueryRules
-from .embed import Embedder, StaticEmbedder, embed_checked, embedding_text, token_table
 from .errors import EmbedderMismatch, InvalidInput, NotCurrent, NotFound, WorldDBError
-from .hashing import node_id
-from .reconciler import (
+from .models.embed import Embedder, StaticEmbedder, embed_checked, embedding_text, token_table
+from .ops import maintenance
+from .retrieval import blas, lanes
+from .retrieval.context import DEFAULT_BUDGET, Context, assemble
+from .retrieval.query import QuerySpec, execute
+from .retrieval.query import check as check_query
+from .retrieval.recall import recall as retrieval_recall
+from .retrieval.view import ReadView
+from .store import connection, migrations, queries, token_index, traverse, vector_index
+from .store.hashing import node_id
+from .store.rows import EdgeRow, NodeRow, Store, believed_sql, visible_sql
+from .store.side_reader import SideReader
+from .text.dates import Clock, TimeLike, parse_time, system_clock
+from .write import identity
+from .write.reconciler import (
     TYPE_NAME,
     EdgeResult,
     EdgeSpec,
@@ -38,19 +49,10 @@ from .reconciler import (
     node_body,
     normalise_alias,
 )
-from .resolver import NEAR_PROBE, Mention, New, PreferTiers, Resolution, Resolver, ResolverConfig, Tiebreaker
-from .retrieval import lanes
-from .retrieval.context import DEFAULT_BUDGET, Context, assemble
-from .retrieval.query import QuerySpec, execute
-from .retrieval.query import check as check_query
-from .retrieval.recall import recall as retrieval_recall
-from .retrieval.view import ReadView
-from .side_reader import SideReader
-from .store import EdgeRow, NodeRow, Store, believed_sql, visible_sql
-from .temporal import Clock, TimeLike, parse_time, system_clock
+from .write.resolver import NEAR_PROBE, Mention, New, PreferTiers, Resolution, Resolver, ResolverConfig, Tiebreaker
 
 if TYPE_CHECKING:
-    from .rerank import Reranker
+    from .models.rerank import Reranker
 
 from .types import (
     Direction,
@@ -178,18 +180,18 @@ class WorldDB:
             raise InvalidInput(f"compose must be one of {', '.join(COMPOSE_KINDS)}, got {compose!r}")
         self.path = file_name(path, "the store path", "give a file path or ':memory:'")
         self._clock = clock or system_clock
-        self._conn = _sqlite.connect(self.path, create=create)
+        self._conn = connection.connect(self.path, create=create)
         try:
-            new = _sqlite.check(self._conn, self.path, create)
+            new = connection.check(self._conn, self.path, create)
             self._embedder, model_id, self.dim = self._choose_embedder(embedder, dim, _adopt_embedder)
             if not new and not _adopt_embedder:
                 self._check_meta(model_id)
                 compose = self._meta_value("compose") or compose
             self.compose = compose
-            _sqlite.configure(self._conn, self.path)
+            connection.configure(self._conn, self.path)
             # the version this file had before it was lifted to the current schema (None: it was current)
             self.migrated_from: int | None = None
-            if not new and _sqlite.user_version(self._conn) < _sqlite.SCHEMA_VERSION:
+            if not new and connection.user_version(self._conn) < connection.SCHEMA_VERSION:
                 self.migrated_from = migrations.migrate(self._conn, self.path)
             self._store = Store(self._conn)
             self._registry = EdgeRegistry()
@@ -205,7 +207,7 @@ class WorldDB:
                 ]
                 if token_table(self._embedder) is not None:
                     meta.append(("token_format", token_index.FORMAT))
-                prepare = lambda: _sqlite.install(self._conn, meta)  # noqa: E731
+                prepare = lambda: connection.install(self._conn, meta)  # noqa: E731
                 with self._reconciler.transaction(prepare=prepare) as txn:
                     txn.add_root()
             elif not _adopt_embedder:  # a re-embedding rewrites the token index anyway
@@ -217,7 +219,7 @@ class WorldDB:
         # recall's full-text search runs on a second connection beside its vector search (side_reader.py);
         # an in-memory store has no second connection to the same data
         where = self._conn.db_filename("main")  # absolute: the worker opens it later, whatever the cwd is then
-        self._side = SideReader(where, busy_timeout_ms=_sqlite.BUSY_TIMEOUT_MS) if where else None
+        self._side = SideReader(where, busy_timeout_ms=connection.BUSY_TIMEOUT_MS) if where else None
         self._try_finish_wipe()
 
     # ---- opening ------------------------------------------------------------------
@@ -262,7 +264,7 @@ class WorldDB:
             self._store.set_meta([("token_format", token_index.FORMAT)])
 
     def _meta_value(self, key: str) -> str | None:
-        return reads.meta_value(self._conn, key)
+        return queries.meta_value(self._conn, key)
 
     def _check_meta(self, model_id: str) -> None:
         stored_id, stored_dim = self._meta_value("embedder_id"), self._meta_value("embedder_dim")
@@ -299,8 +301,8 @@ class WorldDB:
     def _reembed_all(self, progress: Callable[[int, int], None] | None, batch: int) -> dict[str, Any]:
         assert self._embedder is not None
         started = time.perf_counter()
-        with _sqlite.translate():
-            total = reads.text_count(self._conn)
+        with connection.translate():
+            total = queries.text_count(self._conn)
         done = 0
         lane = self._reconciler.lane
         lane.auto_train = False  # one training at the end, not one per doubling on the way
@@ -322,7 +324,7 @@ class WorldDB:
                     chunk = []
                     if progress is not None:
                         progress(done, total)
-            if done >= vector_lane.TRAIN_AT:
+            if done >= vector_index.TRAIN_AT:
                 lane.train()
         return {
             "embedder": self._embedder.model_id,
@@ -332,7 +334,7 @@ class WorldDB:
         }
 
     def _root_nid(self) -> int:
-        nid = reads.root_nid(self._conn)
+        nid = queries.root_nid(self._conn)
         if nid is None:
             raise NotFound(f"{self.path} has no root world; run `worlddb verify` on it")
         return nid
@@ -382,9 +384,9 @@ class WorldDB:
         def swap() -> bool:
             return self._store.swap_meta(maintenance.WIPE_PENDING, expected, value)
 
-        with _sqlite.translate():
+        with connection.translate():
             if retry:
-                _sqlite.with_retry(swap)
+                connection.with_retry(swap)
             else:
                 swap()
 
@@ -497,14 +499,14 @@ class WorldDB:
         The same content written again finds its purged node (content addressing). Only a world
         that holds a purged child can say yes, so a new session costs one index probe, not the ids.
         """
-        with _sqlite.translate():
-            if not reads.holds_purged(self._conn, self._store.resolve(world)):
+        with connection.translate():
+            if not queries.holds_purged(self._conn, self._store.resolve(world)):
                 return [False] * len(records)
         with self._txn() as txn:
             ids = txn.node_ids(self._specs(txn, records))
-        with _sqlite.translate():
+        with connection.translate():
             existing = self._store.nids_of(ids)
-            kept = set(reads.with_text(self._conn, list(existing.values())))
+            kept = set(queries.with_text(self._conn, list(existing.values())))
         return [raw in existing and existing[raw] not in kept for raw in ids]
 
     def _specs(self, txn: Txn, records: Sequence[Mapping[str, Any]]) -> list[NodeSpec]:
@@ -715,12 +717,12 @@ class WorldDB:
 
     def merge_proposals(self, status: MergeStatus | str | None = MergeStatus.PENDING) -> list[MergeProposal]:
         """Proposals of a status (pending by default; None for all)."""
-        with _sqlite.translate():
+        with connection.translate():
             return self._store.proposals(_choice(MergeStatus, status, "status") if status is not None else None)
 
     def merge_proposal(self, pid: int) -> MergeProposal:
         """One proposal by number."""
-        with _sqlite.translate():
+        with connection.translate():
             return self._store.proposal_row(_pid(pid))
 
     def equivalence_class(self, ref: str) -> tuple[str, ...]:
@@ -753,14 +755,14 @@ class WorldDB:
         """Ids of nodes known by this name or alias (case-insensitive)."""
         self._settle(indexes=False)
         norm = normalise_alias(_text(alias, "alias", required=True) or "")
-        return tuple(self._store.header(nid).id.hex() for nid in reads.alias_nids(self._conn, norm))
+        return tuple(self._store.header(nid).id.hex() for nid in queries.alias_nids(self._conn, norm))
 
     # ---- identity resolution --------------------------------------------------------
 
     def configure_resolver(self, config: ResolverConfig | None = None, *, tiebreaker: Tiebreaker | None = None) -> None:
         """Set this handle's resolver thresholds and tiebreaker (defaults: the measured config, ``PreferTiers``)."""
         if config is not None and not isinstance(config, ResolverConfig):
-            raise InvalidInput("config must be a worlddb_lite.resolver.ResolverConfig")
+            raise InvalidInput("config must be a worlddb_lite.write.resolver.ResolverConfig")
         if tiebreaker is not None and not callable(tiebreaker):
             raise InvalidInput("tiebreaker must be callable as tiebreaker(mention, options) -> option or None")
         engine = self._resolver()
@@ -788,7 +790,7 @@ class WorldDB:
         if scope is not None and world is not None:
             raise InvalidInput("give scope (a name) or world (an id), not both")
         self._settle(indexes=False)  # edges (same_as classes); names are indexed at once
-        with _sqlite.translate():
+        with connection.translate():
             if scope is not None:
                 inside = self._existing_scope(scope)
                 if inside is None:
@@ -902,7 +904,7 @@ class WorldDB:
         """
         active = self._reconciler.active
         if active is not None:
-            with _sqlite.translate():
+            with connection.translate():
                 active.write_pending(indexes=indexes)
 
     def _times(self, as_of: TimeLike | None, known_as_of: TimeLike | None) -> tuple[str, str]:
@@ -923,18 +925,18 @@ class WorldDB:
     def read(self, ref: str, *, as_of: TimeLike | None = None, known_as_of: TimeLike | None = None) -> Node:
         """A node by id or unique prefix (any version). With ``as_of``, only if visible then."""
         self._settle(indexes=False)
-        with _sqlite.translate():
+        with connection.translate():
             nid = self._store.resolve(ref)
             if as_of is not None or known_as_of is not None:
                 valid, belief = self._times(as_of, known_as_of)
-                if not reads.is_visible(self._conn, nid, valid, belief):
+                if not queries.is_visible(self._conn, nid, valid, belief):
                     raise NotFound(f"{ref} was not valid at {valid} as known at {belief}")
             return self._store.to_node(self._store.node_row(nid), self._annotations(True))
 
     def history(self, ref: str) -> list[Node]:
         """Every version of a memory (joined by supersedes), oldest valid time first."""
         self._settle(indexes=False)
-        with _sqlite.translate():
+        with connection.translate():
             versions = traverse.closure(self._store.resolve(ref), self._store.version_links)
             nodes = self._store.load_nodes(sorted(versions), self._annotations(True))
             return sorted(nodes, key=lambda n: (n.valid_at, n.created_at, n.id))
@@ -959,9 +961,9 @@ class WorldDB:
         rules = self._rules(include_superseded)
         membership = sorted(rules.membership)
         type = _text(type, "type", required=False)
-        with _sqlite.translate():
+        with connection.translate():
             start = self._store.resolve(world) if world is not None else self._root
-            nids = reads.descendants(
+            nids = queries.descendants(
                 self._conn,
                 start,
                 valid,
@@ -990,7 +992,7 @@ class WorldDB:
         for edge_type in names(types, "types", "['refers_to', 'causes']") or ():
             self._registry.get(edge_type)
         annotate = self._annotations(include_superseded)
-        with _sqlite.translate():
+        with connection.translate():
             seed = self._store.resolve(ref)
             edge_pred = visible_sql("e") if not include_superseded else believed_sql("e")
             node_pred = visible_sql("s") if not include_superseded else believed_sql("s")
@@ -1029,8 +1031,8 @@ class WorldDB:
             return []
         valid, belief = self._times(as_of, known_as_of)
         annotate = self._annotations(include_superseded)
-        with _sqlite.translate():
-            hits = reads.bm25(
+        with connection.translate():
+            hits = queries.bm25(
                 self._conn, query, valid, belief, k=_count(k, "k", 10_000), include_superseded=include_superseded
             )
             nodes = self._store.load_nodes([nid for nid, _ in hits], annotate)
@@ -1056,7 +1058,7 @@ class WorldDB:
         vector = self._query_vector(query)
         names(types, "types", "['Turn', 'Fact']")
         k = _count(k, "k", 4096)
-        with _sqlite.translate():
+        with connection.translate():
             view = self._view(as_of, known_as_of, include_superseded, world=world)
             kept = lanes.nearest(view, vector, k, types)
             nodes = view.nodes([nid for nid, _ in kept])
@@ -1091,10 +1093,10 @@ class WorldDB:
         if scope is not None and world is not None:
             raise InvalidInput("give scope (a name) or world (an id), not both")
         if reranker is not None and not callable(getattr(reranker, "score", None)):
-            raise InvalidInput("reranker must implement worlddb_lite.rerank.Reranker (score(query, passages))")
+            raise InvalidInput("reranker must implement worlddb_lite.models.rerank.Reranker (score(query, passages))")
         if not isinstance(late, bool):
             raise InvalidInput(f"late must be True or False, got {late!r}")
-        with _sqlite.translate():
+        with connection.translate():
             inside = self._scope_id(scope) if scope is not None else world
             view = self._view(as_of, known_as_of, include_superseded, world=inside)
             with blas.one_thread():
@@ -1112,7 +1114,7 @@ class WorldDB:
         check_query(spec)
         self._settle()
         _count(spec.k, "k", 10_000)
-        with _sqlite.translate():
+        with connection.translate():
             view = self._view(spec.as_of, spec.known_as_of, spec.include_superseded, world=spec.world)
             vector = None if spec.vector is None else self._query_vector(spec.vector)
             result = execute(view, spec, vector)
@@ -1215,7 +1217,7 @@ class WorldDB:
     def checkpoint(self) -> dict[str, Any]:
         """Fold the write-ahead log into the main file and truncate it (``busy``: it could not)."""
         self._outside_batch("checkpoint")
-        with _sqlite.translate():
+        with connection.translate():
             finished = self._finish_wipe(wait=True)  # a purge's wipe left pending is finished on the way
         return finished if finished is not None else maintenance.checkpoint(self._conn)
 
@@ -1231,10 +1233,10 @@ class WorldDB:
         ``stats()["wipe_pending"]``), and the next open, close or ``checkpoint()`` of it, in any
         process, tries again; call ``checkpoint()`` once that reader is done to be sure).
         """
-        from . import purge
+        from .ops import purge
 
         self._outside_batch("purge")
-        with _sqlite.translate():
+        with connection.translate():
             start = self._store.resolve(ref)
             inside = self._store.resolve(self._scope_id(scope)) if scope is not None else None
         self._conn.execute("pragma secure_delete = on")  # freed space is zeroed, not left readable
@@ -1247,7 +1249,7 @@ class WorldDB:
                 self._store.set_meta([(maintenance.WIPE_PENDING, mark)])
         finally:
             self._conn.execute("pragma secure_delete = off")
-        with _sqlite.translate():
+        with connection.translate():
             wiped = self._finish_wipe(wait=True, mark=mark)
         assert wiped is not None
         return {"purged": ids, "checkpoint": wiped}
@@ -1256,27 +1258,27 @@ class WorldDB:
 
     def root(self, world: str | None = None, *, as_of: TimeLike | None = None) -> str:
         """The Merkle root of a world (the whole store by default), now or as committed at ``as_of``."""
-        with _sqlite.translate():
+        with connection.translate():
             nid = self._store.resolve(world) if world is not None else self._root
             if as_of is None:
                 return self._store.node_row(nid).root.hex()
             when = parse_time(as_of, field="as_of")
-            found = reads.root_at(self._conn, nid, when)
+            found = queries.root_at(self._conn, nid, when)
             if found is None:
                 raise NotFound(f"world {nid} had no members yet at {when}")
             return found.hex()
 
     def root_history(self, world: str | None = None) -> list[tuple[str, str, int]]:
         """(committed at, root, member count) for every change of a world's root, oldest first."""
-        with _sqlite.translate():
+        with connection.translate():
             nid = self._store.resolve(world) if world is not None else self._root
-            return [(at, root.hex(), size) for at, root, size in reads.root_log(self._conn, nid)]
+            return [(at, root.hex(), size) for at, root, size in queries.root_log(self._conn, nid)]
 
     def verify_root_history(self, world: str | None = None) -> list[Violation]:
         """Recompute every root a world ever committed from the nodes, edges and state log."""
-        from .verify import root_history_divergences
+        from .ops.verify import root_history_divergences
 
-        with _sqlite.translate():
+        with connection.translate():
             nid = self._store.resolve(world) if world is not None else self._root
             return root_history_divergences(self._conn, nid)
 
@@ -1287,9 +1289,9 @@ class WorldDB:
         every world root in the history log, reporting the first divergence.
         """
         self._settle()
-        from .verify import verify_store
+        from .ops.verify import verify_store
 
-        with _sqlite.translate():
+        with connection.translate():
             return verify_store(
                 self._conn,
                 self._store,
@@ -1303,14 +1305,14 @@ class WorldDB:
     def stats(self) -> dict[str, Any]:
         """Counts and facts about the store, for people and monitoring."""
         self._settle()
-        with _sqlite.translate():
+        with connection.translate():
             files = [Path(self.path + suffix) for suffix in ("", "-wal")] if self.path != ":memory:" else []
             return {
                 "path": self.path,
-                "schema_version": _sqlite.user_version(self._conn),
+                "schema_version": connection.user_version(self._conn),
                 "embedder": self._meta_value("embedder_id"),
                 "dim": self.dim,
-                **reads.counts(self._conn),
+                **queries.counts(self._conn),
                 "file_bytes": sum(f.stat().st_size for f in files if f.exists()),
                 # a purge's wipe still waits for a checkpoint: the purged text may be in the main file
                 "wipe_pending": self._meta_value(maintenance.WIPE_PENDING) is not None,

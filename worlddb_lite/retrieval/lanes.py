@@ -20,10 +20,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import reads, traverse
-from ..reconciler import normalise_alias
-from ..stopwords import STOPWORDS
-from ..temporal import named_periods
+from ..store import queries, traverse
+from ..text.dates import named_periods
+from ..text.stopwords import STOPWORDS
+from ..write.reconciler import normalise_alias
 from .view import ReadView
 
 TEXT_TYPES = ("Turn", "Memory", "Summary", "Fact")  # what the text and vector lanes rank
@@ -83,11 +83,11 @@ def uncommon_words(view: ReadView, words: list[str]) -> list[str]:
     10,000 (rarest first), 0.681 -> 0.691 / 0.709 for P95 27.2 / 28.5 -> 32.1 / 29.8 and 32.5 / 33.2
     ms; the rarest 3 or 4 always kept instead of 2, 0.702 / 0.725 for +4 / +12 ms a recall (mean).
     """
-    total = reads.text_rows(view.conn)
+    total = queries.text_rows(view.conn)
     limit = max(COMMON_FLOOR, COMMON_SHARE * total)
     if total <= COMMON_FLOOR or len(words) <= KEEP_RAREST:
         return words
-    rows = reads.term_rows(view.conn, words)
+    rows = queries.term_rows(view.conn, words)
     rarest = set(sorted(words, key=lambda w: rows[w])[:KEEP_RAREST])
     return [w for w in words if rows[w] <= limit or w in rarest]
 
@@ -115,7 +115,7 @@ def start_text_lane(
     if not expression:
         return list
     fetch = with_margin(depth)
-    first = view.soon(lambda conn: reads.fts_ranked(conn, expression, fetch))
+    first = view.soon(lambda conn: queries.fts_ranked(conn, expression, fetch))
 
     def finish() -> list[int]:
         found, limit = first(), fetch
@@ -130,7 +130,7 @@ def start_text_lane(
             if len(kept) >= depth or len(matched) < limit:
                 return kept[:depth]
             limit *= 4
-            found = reads.fts_ranked(view.conn, expression, limit)
+            found = queries.fts_ranked(view.conn, expression, limit)
 
     return finish
 
@@ -187,7 +187,7 @@ def named_entities(view: ReadView, query: str) -> dict[int, str]:
     }
     if not spans:
         return {}
-    found = reads.nids_by_alias(view.conn, sorted(spans), "Entity")
+    found = queries.nids_by_alias(view.conn, sorted(spans), "Entity")
     named: dict[int, str] = {}
     for nid, alias in found:
         named.setdefault(nid, alias)
@@ -235,12 +235,14 @@ def start_entity_lane(
     finds when the result is called.
     """
     entities = named_entities(view, query)
-    small = [e for e in sorted(entities) if reads.fan_in(view.conn, e, "refers_to", ENTITY_FANOUT + 1) <= ENTITY_FANOUT]
+    small = [
+        e for e in sorted(entities) if queries.fan_in(view.conn, e, "refers_to", ENTITY_FANOUT + 1) <= ENTITY_FANOUT
+    ]
     big = sorted(set(entities) - set(small))
     closer = what_else(view, query, entities.values(), vector)
     reached = _Reached(view, entities, closer)
     reached.take(
-        reads.linked(
+        queries.linked(
             view.conn,
             ("refers_to",),
             small,
@@ -257,7 +259,7 @@ def start_entity_lane(
             reached.take(
                 [
                     (eid, entity, source, t)
-                    for eid, source, entity, t in reads.linked(
+                    for eid, source, entity, t in queries.linked(
                         view.conn,
                         ("refers_to",),
                         list(candidates),
@@ -318,11 +320,11 @@ def time_lane(
     """
     found: list[int] = []
     for start, end in named_periods(query, view.valid):
-        dated = reads.valid_between(view.conn, start, end, TIME_READ + 1)  # the index alone: cheap
+        dated = queries.valid_between(view.conn, start, end, TIME_READ + 1)  # the index alone: cheap
         dated = [n for n, (kind, _) in zip(dated, view.kinds(dated), strict=True) if kind in TEXT_TYPES]
         held = len(view.below(dated)) if view.world is not None else len(dated)  # by parents, in memory
         if len(dated) > TIME_READ or held > TIME_FANOUT:
-            dated = reads.valid_between(view.conn, start, end, len(candidates), among=candidates)
+            dated = queries.valid_between(view.conn, start, end, len(candidates), among=candidates)
         found.extend(dated)
     found = list(dict.fromkeys(found))
     if vector is not None and found:
@@ -330,7 +332,7 @@ def time_lane(
         found.sort(key=lambda n: -score.get(n, -2.0))  # a purged memory has no vector: last
     kept: list[int] = []
     for lo in range(0, len(found), depth):  # closest first: most reads check one slice
-        kept += reads.with_text(view.conn, view.inside(found[lo : lo + depth]))
+        kept += queries.with_text(view.conn, view.inside(found[lo : lo + depth]))
         if len(kept) >= depth:
             break
     return kept[:depth]
@@ -365,7 +367,7 @@ def standing_lanes(
     """
     ranked: dict[str, list[int]] = {}  # kind -> its statements with a vector, closest first
     for kind in kinds:
-        nids = reads.alias_nids(view.conn, normalise_alias(kind))  # every scope's: few per scope, many in all
+        nids = queries.alias_nids(view.conn, normalise_alias(kind))  # every scope's: few per scope, many in all
         if view.world is not None:  # the read's own, by their parents (facts.py writes them into the scope)
             nids = sorted(view.below(nids))
         score = view.index().cosines(nids, vector)
@@ -379,7 +381,7 @@ def standing_lanes(
         for kind, nids in ranked.items():
             closest[kind] += [n for n in nids[lo : lo + STANDING_BATCH] if n in seen][: k - len(closest[kind])]
     picked = [n for nids in closest.values() for n in nids]
-    said = reads.linked(
+    said = queries.linked(
         view.conn, ("refers_to",), picked, ("Turn",), view.valid, view.belief, towards=False, include_superseded=True
     )
     shown = set(view.inside(sorted({turn for _, _, turn, _ in said})))

@@ -44,9 +44,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import reads
-from ..embed import TokenVectors
-from ..token_index import content_tokens, index_rows
+from ..models.embed import TokenVectors
+from ..store import queries
+from ..store.token_index import content_tokens, index_rows
 from .view import ReadView
 
 LATE_POOL = 300  # candidates re-ranked: the first of the other lanes' fusion (their lanes are 200 deep)
@@ -64,10 +64,10 @@ def late_lane(view: ReadView, tokens: TokenVectors, query: str, candidates: list
     pool = list(dict.fromkeys(candidates))[:LATE_POOL]
     if not asked.size or not pool:
         return []
-    rows = reads.token_rows(view.conn, pool)
+    rows = queries.token_rows(view.conn, pool)
     missing = [nid for nid in pool if nid not in rows]
     if missing:  # read by another process between the v5 migration and the token index's rewrite
-        rows.update(index_rows(tokens, reads.indexed(view.conn, missing)))
+        rows.update(index_rows(tokens, queries.indexed(view.conn, missing)))
     kept = [nid for nid in pool if rows.get(nid)]  # an empty row: a text of function words only
     if not kept:
         return []

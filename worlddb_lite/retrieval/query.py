@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .. import reads
 from ..checks import names
 from ..errors import InvalidInput
-from ..store import Store
+from ..store import queries
+from ..store.rows import Store
 from ..types import Direction
 from .lanes import fts_query, nearest, text_lane
 from .view import ReadView
@@ -149,7 +149,7 @@ def execute(view: ReadView, spec: QuerySpec, vector: np.ndarray | None) -> _Resu
     if start != "text" and spec.text is not None and spec.text.strip():
         matched = {
             nid
-            for nid, _ in reads.bm25(
+            for nid, _ in queries.bm25(
                 view.conn,
                 fts_query(spec.text),
                 view.valid,
@@ -179,7 +179,7 @@ def _apply(view: ReadView, op: Operator, result: _Result) -> None:
         nids = result.nids if op.types is None else _typed(view.store, result.nids, op.types)
         if op.world is not None:
             world = view.store.resolve(op.world)
-            inside = reads.inside(
+            inside = queries.inside(
                 view.conn,
                 nids,
                 world,
@@ -194,7 +194,7 @@ def _apply(view: ReadView, op: Operator, result: _Result) -> None:
         other = view.store.resolve(op.node)
         keep: set[int] = set()
         for towards in _towards(op.direction):  # OUT: node -> other, so other is the far end of an outgoing edge
-            for _, near, far, _ in reads.linked(
+            for _, near, far, _ in queries.linked(
                 view.conn,
                 (op.edge_type,),
                 result.nids,
@@ -209,7 +209,7 @@ def _apply(view: ReadView, op: Operator, result: _Result) -> None:
         result.nids = [n for n in result.nids if n in keep]
     elif isinstance(op, PreferSummaries):
         summary_of: dict[int, int] = {}
-        for _, near, far, _ in reads.linked(
+        for _, near, far, _ in queries.linked(
             view.conn,
             ("derived_from",),
             result.nids,
@@ -241,7 +241,7 @@ def _expand(view: ReadView, op: Expand, result: _Result) -> None:
         rows = [
             row
             for towards in _towards(op.direction)
-            for row in reads.linked(
+            for row in queries.linked(
                 view.conn,
                 op.edge_types or None,
                 frontier,

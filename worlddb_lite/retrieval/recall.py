@@ -13,19 +13,19 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from .. import reads
-from ..extract import says_change
-from ..facts import INSTRUCTIONS, PREFERENCES, slot_words
-from ..reads import Said
-from ..stopwords import STOPWORDS
+from ..store import queries
+from ..store.queries import Said
+from ..text.stopwords import STOPWORDS
 from ..types import Hit, Node, Reason, is_assistant
+from ..write.extract import says_change
+from ..write.facts import INSTRUCTIONS, PREFERENCES, slot_words
 from .fusion import LANE_WEIGHTS, rrf
 from .lanes import EntityPath, standing_lanes, start_entity_lane, start_text_lane, time_lane, vector_lane
 from .late import late_lane
 from .view import ReadView
 
 if TYPE_CHECKING:
-    from ..rerank import Reranker
+    from ..models.rerank import Reranker
 
 # Each lane's list length: deeper than any k asked, so fusion and the late stage see the tails. With the
 # late stage, 200 instead of 100 took BEAM 0.631 -> 0.645 (LoCoMo 0.776 either way, its pool at 300);
@@ -102,7 +102,7 @@ def rank(view: ReadView, query: str, found: Found) -> Ranked:
     priors' weights when it runs.
     """
     ranked = session_prior(view, rrf(found.lanes, weights=LANE_WEIGHTS), SESSION_WEIGHT)
-    told = reads.said(view.conn, [nid for nid, _ in ranked[:HEAD_DEPTH]])  # the head's turns, read once
+    told = queries.said(view.conn, [nid for nid, _ in ranked[:HEAD_DEPTH]])  # the head's turns, read once
     ranked = speaker_prior(view, ranked, query, HEAD_DEPTH, told=told)
     fused = [nid for nid, _ in ranked]
     learned = learned_from(view, list(told))  # the head's turns: the moves below re-order the same head
@@ -195,7 +195,7 @@ def speaker_prior(
       gains ``NAMED_SPEAKER_WEIGHT`` x the best fused score: "what did Caroline research?" is
       answered by Caroline's own turns, which rarely say her name.
     * A person's turn gains ``REPLY_WEIGHT`` x the fused score of the turn written next in its
-      world (``reads.next_turns``), when that is in the head and a person said it too: a reply
+      world (``queries.next_turns``), when that is in the head and a person said it too: a reply
       repeats what it answers
       ("Yeah, I painted that lake sunrise last year!" after the photo of it). An assistant's reply
       lifts nothing: it would lift every stale message it answered.
@@ -224,7 +224,7 @@ def speaker_prior(
     """
     head = ranked[:depth]
     if told is None:
-        told = reads.said(view.conn, [nid for nid, _ in head])
+        told = queries.said(view.conn, [nid for nid, _ in head])
     said_by = {nid: speaker for nid, (speaker, _, _) in told.items() if speaker}
     if not said_by:
         return ranked
@@ -232,7 +232,7 @@ def speaker_prior(
     best = head[0][1]
     fused = dict(head)
     person = {nid for nid, speaker in said_by.items() if not is_assistant(speaker)}
-    following = reads.next_turns(view.conn, sorted(person))
+    following = queries.next_turns(view.conn, sorted(person))
     replies = {nid: after for nid, after in following.items() if after in person}
     answers = {after: nid for nid, after in following.items() if after in said_by and after not in person}
     weighed = []
@@ -286,11 +286,11 @@ def _turns(view: ReadView, nodes: Sequence[Node], nids: Sequence[int]) -> dict[i
     found: dict[int, list[int]] = {nid: [nid] for nid, node in zip(nids, nodes, strict=True) if node.type == "Turn"}
     for edge_type in sorted(set(SOURCE_EDGES.values())):
         sources = [nid for nid, node in zip(nids, nodes, strict=True) if SOURCE_EDGES.get(node.type) == edge_type]
-        rows = reads.linked(
+        rows = queries.linked(
             view.conn, (edge_type,), sources, ("Turn",), view.valid, view.belief, towards=False, include_superseded=True
         )
         if view.world is not None and edge_type != "refers_to":  # only refers_to may point out of the world
-            within = reads.inside(
+            within = queries.inside(
                 view.conn,
                 [turn for _, _, turn, _ in rows],
                 view.world,
@@ -312,14 +312,14 @@ Learned = tuple[list[tuple[int, int, int, str]], set[int]]  # (refers_to rows fa
 
 
 def learned_from(view: ReadView, turns: Sequence[int]) -> Learned:
-    """The facts learned from ``turns`` (rows as ``reads.linked`` gives them), and which of them still hold."""
-    rows = reads.linked(
+    """The facts learned from ``turns`` (rows as ``queries.linked`` gives them), and which of them still hold."""
+    rows = queries.linked(
         view.conn, ("refers_to",), turns, ("Fact",), view.valid, view.belief, towards=True, include_superseded=True
     )
     facts = sorted({fact for _, _, fact, _ in rows})
     if not view.include_superseded:  # the read's own visibility: asked once a read (ReadView.visible)
         return rows, view.visible(facts)
-    return rows, reads.visible_among(view.conn, facts, view.valid, view.belief, include_superseded=False)
+    return rows, queries.visible_among(view.conn, facts, view.valid, view.belief, include_superseded=False)
 
 
 def stale_after_fresh(view: ReadView, fused: list[int], depth: int, *, learned: Learned) -> tuple[list[int], set[int]]:
@@ -336,7 +336,7 @@ def stale_after_fresh(view: ReadView, fused: list[int], depth: int, *, learned: 
     for _, turn, fact, _ in rows:
         facts_of.setdefault(turn, set()).add(fact)
     every_fact = sorted({f for fs in facts_of.values() for f in fs})
-    newer = reads.linked(
+    newer = queries.linked(
         view.conn,
         ("supersedes",),
         sorted(set(every_fact) - current),
@@ -346,7 +346,7 @@ def stale_after_fresh(view: ReadView, fused: list[int], depth: int, *, learned: 
         towards=True,
         include_superseded=False,
     )
-    said = reads.linked(
+    said = queries.linked(
         view.conn,
         ("refers_to",),
         sorted({new for _, _, new, _ in newer}),
@@ -419,12 +419,12 @@ def changed_over_stated(
     """
     head = fused[:depth]
     if told is None:
-        told = reads.said(view.conn, head)  # the head's turns -> (speaker, words, valid time)
+        told = queries.said(view.conn, head)  # the head's turns -> (speaker, words, valid time)
     if not told:
         return fused, set()
     rows, current = learned if learned is not None else learned_from(view, list(told))
     holding = [row for row in rows if row[2] in current]  # a change since replaced moves nothing
-    changed = reads.changed_slots(view.conn, sorted({fact for _, _, fact, _ in holding}))
+    changed = queries.changed_slots(view.conn, sorted({fact for _, _, fact, _ in holding}))
     slots = {fact: words for fact, slot in changed.items() if (words := slot_words(slot))}  # the slot's words
     said: dict[int, list[tuple[frozenset[str], int]]] = {}  # turn -> (words of what changed, how many to share)
     for _, turn, fact, _ in holding:

@@ -9,11 +9,11 @@ from typing import TypeVar
 import apsw
 import numpy as np
 
-from .. import reads
-from ..embed import TokenVectors
-from ..ivf import IvfIndex
-from ..side_reader import SideReader, Unavailable
-from ..store import Store
+from ..models.embed import TokenVectors
+from ..store import queries
+from ..store.ivf import IvfIndex
+from ..store.rows import Store
+from ..store.side_reader import SideReader, Unavailable
 from ..types import Node
 
 T = TypeVar("T")
@@ -43,7 +43,7 @@ class ReadView:
         """Which of ``nids`` are visible at this read's times (each node asked of SQLite once a read)."""
         unknown = [nid for nid in dict.fromkeys(nids) if nid not in self.seen]
         if unknown:
-            shown = reads.visible_among(
+            shown = queries.visible_among(
                 self.conn, unknown, self.valid, self.belief, include_superseded=self.include_superseded
             )
             self.seen.update((nid, nid in shown) for nid in unknown)
@@ -81,7 +81,7 @@ class ReadView:
             below = self.below(candidates)
             rest = [n for n in candidates if n not in below]
             if rest:  # not under the world by parents (or not in the vector index): membership edges decide
-                below |= reads.inside(
+                below |= queries.inside(
                     self.conn,
                     rest,
                     self.world,
@@ -124,7 +124,7 @@ class ReadView:
 
         Parents never change, and the index holds every embedded node's parent, so this climb in
         memory answers for nearly every node a lane finds; the rest (nodes without a vector, or
-        inside only through a membership edge) go to ``reads.inside``, the SQL walk.
+        inside only through a membership edge) go to ``queries.inside``, the SQL walk.
         """
         if self.world is None or not nids:
             return set()
@@ -143,7 +143,7 @@ class ReadView:
         """(src, dst) membership edges for the vector index's world filter (None: no world)."""
         if self.world is None:
             return None
-        found = reads.membership_links(
+        found = queries.membership_links(
             self.conn, self.memberships, self.valid, self.belief, include_superseded=self.include_superseded
         )
         return np.array(found, dtype=np.int64).reshape(-1, 2)

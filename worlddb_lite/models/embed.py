@@ -1,0 +1,286 @@
+"""Embedders: a protocol, the bundled static model, and the checks on every embedder's output.
+
+The bundled model is all-MiniLM-L6-v2 distilled to a 256-d static model (see
+``models/minilm-l6-static-256/README.md`` for provenance, licence and rebuild).
+It needs no torch and no network. Any other model2vec model can be named by folder,
+or by hub name (``org/name``) where a hub is reachable.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+import struct
+import unicodedata
+from collections.abc import Callable, Sequence
+from importlib import resources
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import blake3
+import numpy as np
+
+from ..errors import EmbedderError, InvalidInput
+
+BUNDLED_MODEL = "minilm-l6-static-256"
+_HUB_NAME = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Turns texts into unit-length float32 vectors of a fixed dimension."""
+
+    model_id: str
+    dim: int
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Return an (n, dim) float32 array, one L2-normalised row per text."""
+        ...
+
+
+def bundled_model_path() -> Path:
+    """Where the bundled static model lives inside the installed package."""
+    return Path(str(resources.files("worlddb_lite").joinpath("models", BUNDLED_MODEL)))
+
+
+def embedding_text(name: str | None, content: str | None) -> str:
+    """The text a node is embedded by: its name and content ("" when it has neither)."""
+    return " ".join(t for t in (name, content) if t)
+
+
+def embed_checked(embedder: Embedder, texts: Sequence[str], dim: int) -> np.ndarray:
+    """Embed and check the result, so a faulty embedder fails before anything is written.
+
+    Returns (n, dim) float32 unit rows; raises ``EmbedderError`` naming what was wrong.
+    """
+    name = getattr(embedder, "model_id", type(embedder).__name__)
+    try:
+        raw = embedder.embed(list(texts))
+        vectors = np.asarray(raw, dtype=np.float32)
+    except (TypeError, ValueError) as exc:
+        raise EmbedderError(f"embedder {name!r} returned something that is not a matrix of numbers ({exc})") from None
+    if vectors.ndim != 2 or vectors.shape != (len(texts), dim):
+        raise EmbedderError(
+            f"embedder {name!r} returned shape {vectors.shape} for {len(texts)} texts; "
+            f"this store holds {dim}-dimensional vectors, one row per text"
+        )
+    norms = np.linalg.norm(vectors, axis=1)
+    if not np.all(np.isfinite(norms)):
+        row = int(np.flatnonzero(~np.isfinite(norms))[0])
+        raise EmbedderError(f"embedder {name!r} returned NaN or infinite values for {_clip(texts[row])!r}")
+    if np.any(norms == 0):
+        row = int(np.flatnonzero(norms == 0)[0])
+        raise EmbedderError(f"embedder {name!r} returned a zero vector for {_clip(texts[row])!r}")
+    unit: np.ndarray = vectors / norms[:, None]
+    return unit
+
+
+def _clip(text: str, width: int = 60) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def is_folder(path: str | Path) -> bool:
+    """``Path.is_dir``, False (not OSError) for a name the file system cannot look up: too long, a NUL ..."""
+    try:
+        return Path(path).is_dir()
+    except (OSError, ValueError):
+        return False
+
+
+def _exists(path: str | Path) -> bool:
+    try:
+        return Path(path).exists()
+    except (OSError, ValueError):
+        return False
+
+
+class StaticEmbedder:
+    """A model2vec static model: the bundled one, a folder, or a hub name.
+
+    Folder models load on the first ``embed`` call, so commands that only read pay
+    nothing, and once per process: every store embedding with the same model shares it.
+    Their dimension comes from the safetensors header and their id carries a digest of the
+    weights, so a changed model at the same path is noticed on open (and loaded anew).
+    """
+
+    def __init__(self, model: str | Path | None = None) -> None:
+        self._model: Any = None
+        self._tokens: TokenVectors | None = None
+        if model is None:
+            self.folder: Path | None = bundled_model_path()
+            self.model_id = BUNDLED_MODEL
+        elif is_folder(model):
+            self.folder = Path(model)
+        elif isinstance(model, str) and _HUB_NAME.match(model) and not _exists(model):
+            self.folder = None
+            self._model = _from_hub(model)
+            self.model_id = f"model2vec:{model}"
+            self.dim = int(self._model.dim)
+            return
+        else:
+            raise InvalidInput(
+                f"no model2vec model at {model}; give the folder of a model2vec model "
+                "(config.json, model.safetensors, tokenizer.json) or a hub name like org/name"
+            )
+        weights = self.folder / "model.safetensors"
+        if not weights.is_file():
+            raise InvalidInput(
+                f"no model2vec model at {self.folder}; give the folder of a model2vec model "
+                "(config.json, model.safetensors, tokenizer.json)"
+            )
+        self.dim = _embedding_dim(weights)
+        if model is not None:
+            self.model_id = f"model2vec:{self.folder.resolve().name}@{_digest(weights)}"
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed texts into unit-length float32 rows (never a zero row: see ``_fallback``)."""
+        if self._model is None:
+            self._model = _shared_model(str(self.folder), self.model_id)
+        texts = list(texts)
+        vectors = np.asarray(self._model.encode(texts), dtype=np.float32)
+        norms = np.linalg.norm(vectors, axis=1)
+        for row in np.flatnonzero(norms == 0):
+            vectors[row] = self._fallback(texts[row])
+            norms[row] = np.linalg.norm(vectors[row])
+        unit: np.ndarray = vectors / norms[:, None]
+        return unit
+
+    def token_vectors(self) -> TokenVectors:
+        """The model's own token table, for scoring a query against a text token by token."""
+        if self._tokens is None:
+            if self.folder is None:  # a hub model, loaded by this instance
+                self._tokens = TokenVectors(self._model)
+            else:
+                self._model = _shared_model(str(self.folder), self.model_id)
+                self._tokens = _shared_token_table(str(self.folder), self.model_id)
+        return self._tokens
+
+    def _fallback(self, text: str) -> np.ndarray:
+        """A vector for text the vocabulary cannot see (emoji, rare scripts).
+
+        First the Unicode names of its characters ("🙂" -> "slightly smiling face"), which
+        keeps meaning; failing that a fixed pseudo-random direction derived from the text,
+        so equal texts still meet and the store never holds a zero vector.
+        """
+        names = " ".join(unicodedata.name(ch, "").lower() for ch in text if not ch.isspace())
+        if names.strip():
+            vector = np.asarray(self._model.encode([names]), dtype=np.float32)[0]
+            if np.linalg.norm(vector) > 0:
+                return np.asarray(vector, dtype=np.float32)
+        seed = int.from_bytes(blake3.blake3(text.encode("utf-8")).digest()[:8], "little")
+        fallback: np.ndarray = np.random.default_rng(seed).standard_normal(self.dim).astype(np.float32)
+        return fallback
+
+
+def token_table(embedder: object) -> Callable[[], TokenVectors] | None:
+    """How to get an embedder's token table (the model loads on the first call); None: it has none.
+
+    Only a static model has one: its text vector is a weighted mean of its token vectors.
+    """
+    return embedder.token_vectors if isinstance(embedder, StaticEmbedder) else None
+
+
+class TokenVectors:
+    """A static model's token table: one unit vector and one weight per vocabulary token.
+
+    A static model embeds a text as the weighted mean of its tokens' vectors; this keeps the
+    tokens apart so that a reader can match each query token to its closest token in a text
+    (late interaction, ``retrieval/late.py``). The weight is the model's own: the length of
+    the token's row (model2vec distils frequent tokens to short rows), times its per-token
+    weight where the model has one.
+    """
+
+    def __init__(self, model: Any) -> None:
+        rows = np.array(model.embedding, dtype=np.float32)  # a copy of its own: normalised in place below
+        mapping = getattr(model, "token_mapping", None)  # quantized vocabularies share rows
+        if mapping is not None:
+            rows = rows[np.asarray(mapping, dtype=np.int64)]
+        length = np.sqrt(np.einsum("ij,ij->i", rows, rows))  # np.linalg.norm takes ~6x as long here
+        extra = getattr(model, "weights", None)
+        self.weight: np.ndarray = length * (np.asarray(extra, dtype=np.float32) if extra is not None else 1.0)
+        rows /= np.where(length > 0, length, 1.0)[:, None]
+        self.unit: np.ndarray = rows
+        self.vocabulary: dict[str, int] = model.tokenizer.get_vocab()
+        self._tokenizer = model.tokenizer
+        self._direct = self._model_alone_agrees()
+
+    def word_ids(self, word: str) -> list[int]:
+        """The token ids of one word (a word the vocabulary lacks is split into pieces)."""
+        if self._direct and word.isascii() and word.isalnum() and word.islower():
+            ids = [token.id for token in self._tokenizer.model.tokenize(word)]
+        else:
+            ids = self._tokenizer.encode(word, add_special_tokens=False).ids
+        return [i for i in ids if i < self.unit.shape[0]]
+
+    def _model_alone_agrees(self) -> bool:
+        """Whether the tokenizer's model alone splits a plain lower-case word as the whole pipeline does.
+
+        For a WordPiece vocabulary (the bundled model's) it does, at a seventh of the cost; a
+        byte-level or sentencepiece vocabulary marks words in its pre-tokenizer, so it does not.
+        """
+        probes = ("memory", "campground", "unbelievably", "xylophonist", "2024")
+        try:
+            return all(
+                [t.id for t in self._tokenizer.model.tokenize(word)]
+                == self._tokenizer.encode(word, add_special_tokens=False).ids
+                for word in probes
+            )
+        except Exception:  # a tokenizer without a model.tokenize of this shape: use the whole pipeline
+            return False
+
+
+# A folder's model and token table, loaded once per process and shared (read-only) by every store
+# that embeds with it: each store loading its own cost ~150 ms at its first write (the bundled
+# model, its token table and content tokens). The id carries the weights' digest, so a model
+# changed at the same path is loaded again.
+@functools.lru_cache(maxsize=4)
+def _shared_model(folder: str, model_id: str) -> Any:
+    return _load_folder(Path(folder))
+
+
+@functools.lru_cache(maxsize=4)
+def _shared_token_table(folder: str, model_id: str) -> TokenVectors:
+    return TokenVectors(_shared_model(folder, model_id))
+
+
+def _load_folder(folder: Path | None) -> Any:
+    from model2vec import StaticModel  # deferred: importing and loading take ~0.5 s
+
+    try:
+        return StaticModel.from_pretrained(str(folder))
+    except Exception as exc:  # model2vec raises a variety of errors for a damaged folder
+        raise InvalidInput(f"cannot load the model2vec model at {folder}: {exc}") from None
+
+
+def _from_hub(name: str) -> Any:
+    from model2vec import StaticModel
+
+    try:
+        return StaticModel.from_pretrained(name)
+    except Exception as exc:  # offline hubs fail with several error types
+        raise InvalidInput(
+            f"cannot load model2vec model {name!r} from the Hugging Face hub ({type(exc).__name__}); "
+            "if this machine is offline, download it elsewhere and give its folder instead"
+        ) from None
+
+
+def _digest(weights: Path) -> str:
+    """Twelve hex digits of blake3 over the weights file (~5 ms for the bundled 15 MB)."""
+    hasher = blake3.blake3()
+    with weights.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            hasher.update(block)
+    return hasher.hexdigest()[:12]
+
+
+def _embedding_dim(weights: Path) -> int:
+    """Read the embedding width from a safetensors header without loading the tensor."""
+    try:
+        with weights.open("rb") as handle:
+            (length,) = struct.unpack("<Q", handle.read(8))
+            header = json.loads(handle.read(length))
+        tensor = header.get("embeddings") or next(v for k, v in header.items() if k != "__metadata__")
+        return int(tensor["shape"][1])
+    except (OSError, ValueError, KeyError, IndexError, StopIteration, struct.error):
+        raise InvalidInput(f"{weights} is not a model2vec safetensors file") from None

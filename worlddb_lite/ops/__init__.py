@@ -1,0 +1,1 @@
+"""Operations on a whole store: verify the invariants, purge (right to be forgotten), backup and checkpoint."""

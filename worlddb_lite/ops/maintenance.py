@@ -1,0 +1,173 @@
+"""Backups and checkpoints: copies of a live store that are whole and consistent.
+
+The store runs in WAL mode and folds its write-ahead log into the main file only every
+``connection.WAL_CHECKPOINT_PAGES`` pages (~40 MB), so while it is open the main file alone
+can lack minutes of recent writes. Three ways to copy it, safest first:
+
+* ``backup`` (``worlddb backup DB DEST``): SQLite's online backup API reads one consistent
+  snapshot (a WAL read transaction: writers keep writing meanwhile) into a temporary file
+  beside DEST, which is renamed into place only once complete. Always safe.
+* a plain file copy after ``checkpoint`` (``worlddb checkpoint DB``): a TRUNCATE checkpoint
+  folds the whole WAL into the main file and empties it. If it reports ``busy`` false and
+  nothing writes until the copy ends, the main file alone is the whole store. Copy the
+  ``-wal`` file too if it is not empty (a write landed after the checkpoint): the two
+  files together, copied while no one writes, are the store.
+* a plain copy of a store no process has open: the last connection to close folds and
+  removes the WAL, so the main file is everything.
+
+Never copy the main file of a store that is being written without its WAL: the copy can miss
+committed writes, or hold half of a checkpoint.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import apsw
+
+from ..checks import file_name
+from ..errors import InvalidInput, StoreBusy, WorldDBError
+from ..store import connection
+
+
+def backup(
+    conn: apsw.Connection, source: str, dest: str | os.PathLike[str], *, overwrite: bool = False
+) -> dict[str, Any]:
+    """Copy the store on ``conn`` (file ``source``) to ``dest`` through the online backup API.
+
+    One ``step(-1)``: the whole snapshot is read in one WAL read transaction, so concurrent
+    writers neither block it nor restart it. The copy is written to ``DEST.partial`` and
+    renamed, so a crash never leaves a half backup under the final name.
+    """
+    target = Path(file_name(dest, "the backup destination", "give a file path"))
+    try:
+        if source != ":memory:" and target.exists() and target.resolve() == Path(source).resolve():
+            raise InvalidInput(f"the backup destination {target} is the store itself; give another path")
+        if target.is_dir():
+            raise InvalidInput(f"the backup destination {target} is a folder; give a file path inside it")
+        if target.exists() and not overwrite:
+            raise InvalidInput(
+                f"{target} already exists; remove it, choose another name, or pass overwrite (`worlddb backup --force`)"
+            )
+        if not target.parent.is_dir():
+            raise InvalidInput(f"the folder {target.parent} does not exist; create it first")
+        return _copy(conn, target)
+    except OSError as exc:  # the folder is not writable, the name is too long, the disk is full ...
+        raise InvalidInput(
+            f"cannot write the backup to {target} ({exc.strerror or exc}); choose a writable path"
+        ) from None
+
+
+def _copy(conn: apsw.Connection, target: Path) -> dict[str, Any]:
+    """Write the snapshot to ``TARGET.partial``, then rename it into place."""
+    partial = target.with_name(target.name + ".partial")
+    for leftover in (partial, Path(f"{partial}-wal"), Path(f"{partial}-shm")):
+        leftover.unlink(missing_ok=True)  # from an interrupted earlier backup
+    started = time.perf_counter()
+    try:
+        with connection.translate():
+            copy = apsw.Connection(str(partial))
+    except WorldDBError:
+        raise InvalidInput(f"cannot create {partial}; choose a writable path") from None
+    try:
+        with connection.translate():
+            with copy.backup("main", conn, "main") as job:
+                connection.with_retry(lambda: job.step(-1))
+                pages = job.page_count
+            # the copy is a WAL-mode file like its source: fold it so DEST is one self-contained file
+            copy.execute("pragma wal_checkpoint(truncate)")
+    except BaseException:
+        copy.close()
+        partial.unlink(missing_ok=True)
+        raise
+    copy.close()
+    os.replace(partial, target)
+    _fsync_dir(target.parent)
+    return {
+        "path": str(target),
+        "pages": pages,
+        "bytes": target.stat().st_size,
+        "seconds": round(time.perf_counter() - started, 3),
+    }
+
+
+# meta key: a purge's wipe is not finished. Its value is the step left and the purge's own token:
+# "vacuum <token>" (written with the erasure: a crash may come before the file is rewritten), then
+# "checkpoint <token>" (the main file keeps the old pages until a checkpoint completes; a reader
+# holding an older snapshot stops one). The facade carries it on (``WorldDB._finish_wipe``); each
+# step changes the mark only if it is still the one it read, so a newer purge's mark is never lost.
+WIPE_PENDING = "wipe_pending"
+
+
+@contextlib.contextmanager
+def no_waiting(conn: apsw.Connection) -> Iterator[None]:
+    """Run the body with no busy timeout: a statement another connection is in the way of fails at once."""
+    waits = int(connection.one_row(conn.execute("pragma busy_timeout").fetchone())[0])
+    conn.set_busy_timeout(0)
+    try:
+        yield
+    finally:
+        conn.set_busy_timeout(waits)
+
+
+def checkpoint(conn: apsw.Connection, *, wait: bool = True) -> dict[str, Any]:
+    """Fold the whole WAL into the main file and truncate it to zero bytes.
+
+    ``busy`` True means another connection held a read snapshot or the write lock past the busy
+    timeout, so the WAL could not be emptied: a plain copy of the main file is then not safe.
+    ``wait`` False gives up at once instead of waiting out the busy timeout (for a retry in passing).
+    """
+    with connection.translate(), no_waiting(conn) if not wait else contextlib.nullcontext():
+        row = connection.one_row(conn.execute("pragma wal_checkpoint(truncate)").fetchone())
+    busy, frames, folded = (int(v) for v in row)
+    if frames < 0:  # -1: the store is not in WAL mode (an in-memory store): nothing to fold
+        return {"busy": False, "wal_frames": 0, "checkpointed": 0}
+    return {"busy": bool(busy), "wal_frames": frames, "checkpointed": folded}
+
+
+def checkpoint_or_raise(conn: apsw.Connection) -> dict[str, Any]:
+    """``checkpoint``, with a busy result turned into StoreBusy (for callers that need the WAL empty)."""
+    result = checkpoint(conn)
+    if result["busy"]:
+        raise StoreBusy(
+            "another process kept reading or writing the store, so its write-ahead log could not be emptied; "
+            "retry when it is idle, or use `worlddb backup`, which is safe while others write"
+        )
+    return result
+
+
+def vacuum(conn: apsw.Connection, *, retry: bool = True) -> float:
+    """Rewrite the file so no deleted byte survives anywhere in it; the seconds it took.
+
+    ``pragma secure_delete`` zeroes what a delete frees, but a b-tree page that was re-balanced
+    earlier still holds stale copies of its old cells in its unallocated middle; only a VACUUM
+    (every page rebuilt from live rows) clears those. It rewrites the whole file: a purge-time cost.
+    The rewritten pages reach the main file only with a checkpoint (``checkpoint``). ``retry`` False:
+    one attempt, for a try in passing (under ``no_waiting`` it fails at once when the file is locked).
+    """
+    started = time.perf_counter()
+    with connection.translate():
+        if retry:
+            connection.with_retry(lambda: conn.execute("vacuum"))
+        else:
+            conn.execute("vacuum")
+    return round(time.perf_counter() - started, 3)
+
+
+def _fsync_dir(folder: Path) -> None:
+    """Make the rename durable (POSIX: the directory entry lives in the folder's own blocks)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

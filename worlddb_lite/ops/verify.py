@@ -1,0 +1,456 @@
+"""``worlddb verify``: recompute every hash and root and check every invariant of DESIGN.md.
+
+Each check appends ``Violation``s instead of stopping, so one run names everything wrong.
+Roots are recomputed bottom-up from the *recomputed* roots of members, never from the
+stored ones, so a tampered leaf shows up at every ancestor's root.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+import apsw
+import numpy as np
+
+from ..edges import EdgeRegistry
+from ..models.embed import TokenVectors
+from ..store.connection import as_int, as_text, one_row
+from ..store.hashing import EMPTY_TREE, edge_body, edge_id, edge_leaf, node_id, world_root
+from ..store.merkle import compute_levels
+from ..store.merkle_replay import Divergence, replay
+from ..store.rows import NodeRow, Store
+from ..store.token_index import content_tokens
+from ..store.vector_table import VectorTable
+from ..store.world_vectors import compose_from_scratch
+from ..types import VerifyReport, Violation
+
+REQUIRED_TRIGGERS = (
+    "node_insert_guard",
+    "node_blob_immutable",
+    "node_delete_guard",
+    "node_state_insert_guard",
+    "node_state_update_guard",
+    "node_state_delete_guard",
+    "node_state_validity_tightens",
+    "node_state_belief_final",
+    "edge_insert_guard",
+    "edge_update_guard",
+    "edge_delete_guard",
+    "edge_identity_immutable",
+    "edge_validity_tightens",
+    "merge_decision_final",
+    "root_log_append_only",
+    "root_log_no_delete",
+    "state_log_append_only",
+    "state_log_no_delete",
+    "tombstone_final",
+    "tombstone_no_delete",
+)
+
+
+def verify_store(
+    conn: apsw.Connection,
+    store: Store,
+    registry: EdgeRegistry,
+    embeds_every_text: bool,
+    progress: Callable[[str], None] | None = None,
+    *,
+    deep: bool = False,
+    tokens: Callable[[], TokenVectors] | None = None,
+) -> VerifyReport:
+    """Check the whole store; return what was checked and every violation.
+
+    ``deep`` also recomposes every world's embedding from its children's vectors, tokenizes every
+    text again for the token index (``tokens``: how to get the store's token table, None for an
+    embedder without one) and replays the history to recompute every world root ever logged, naming the
+    first that diverges.
+    """
+    say = progress or (lambda _msg: None)
+    out: list[Violation] = []
+
+    def bad(invariant: str, detail: str) -> None:
+        out.append(Violation(invariant, detail))
+
+    say("sqlite integrity")
+    try:
+        for (line,) in conn.execute("pragma quick_check"):
+            if line != "ok":
+                bad("sqlite", str(line))
+        for row in conn.execute("pragma foreign_key_check"):
+            bad("sqlite", f"foreign key broken: {row}")
+    except apsw.CorruptError as exc:
+        bad("sqlite", f"the file is damaged: {exc}; restore it from a backup")
+        return VerifyReport(checked={}, violations=tuple(out))
+
+    say("guards")
+    triggers = {r[0] for r in conn.execute("select name from sqlite_schema where type = 'trigger'")}
+    for name in REQUIRED_TRIGGERS:
+        if name not in triggers:
+            bad("4-never-appends", f"guard trigger {name} is missing; the store can be written around the reconciler")
+    if one_row(conn.execute("select count(*) from reconciler_session").fetchone())[0]:
+        bad("4-never-appends", "a reconciler session row is present at rest (forged or left by a foreign writer)")
+
+    say("nodes")
+    tombstones = {bytes(r[0]) for r in conn.execute("select id from tombstone")}
+    nodes, texts = _scan_nodes(store, tombstones, bad)
+
+    say("edges")
+    known = set(registry.names()) | store.recorded_edge_types()
+    leaves: list[tuple[int, int, bytes]] = []  # (world, slot, leaf hash): all the root check needs of an edge
+    same_as: set[tuple[int, int]] = set()  # open same_as edges: all the merge check needs
+    edges = 0
+    for e in store.iter_edge_rows("", ()):  # streamed: a store's edges need not fit in memory as rows
+        edges += 1
+        leaves.append((e.world, e.slot, edge_leaf(e.id, e.state())))
+        if e.type == "same_as" and e.invalid_at is None:
+            same_as.add((e.src, e.dst))
+        src, dst = nodes.get(e.src), nodes.get(e.dst)
+        if (
+            src is None
+            or dst is None
+            or edge_id(edge_body(e.type, src.id.hex(), dst.id.hex(), e.valid_at, e.props)) != e.id
+        ):
+            bad("1-content-address", f"edge {e.id.hex()[:16]} does not hash to its id")
+        if e.type not in known:
+            bad(
+                "4-never-appends",
+                f"edge {e.id.hex()[:16]} has type {e.type!r}, neither built in nor recorded "
+                "as a custom type: it was not written by the reconciler",
+            )
+        if _lowest_common(nodes, e.src, e.dst) != e.world:
+            bad("5-containment", f"edge {e.id.hex()[:16]} is not held by the lowest world of its ends")
+        if e.type == "supersedes":
+            target = nodes.get(e.dst)
+            if (
+                target is not None
+                and e.expired_at is None
+                and (target.invalid_at is None or target.invalid_at > nodes[e.src].valid_at)
+            ):
+                bad("3-validity", f"{target.id.hex()[:16]} is superseded but its validity was not closed")
+
+    say("merkle roots")
+    checked_worlds = _check_roots(conn, nodes, leaves, bad)
+
+    say("merges")
+    _check_merges(conn, same_as, bad)
+
+    say("indexes")
+    fts = {int(r[0]) for r in conn.execute("select rowid from node_fts")}
+    for nid in sorted(texts - fts)[:20]:
+        bad("7-indexes", f"node {nodes[nid].id.hex()[:16]} has text but no full-text row")
+    for nid in sorted(fts - texts)[:20]:
+        bad("7-indexes", f"full-text row {nid} belongs to no node with text")
+    vec = _check_vectors(conn, store, nodes, texts, embeds_every_text, deep, bad)
+    token_rows = _check_tokens(conn, fts, tokens, deep, bad)
+    node_count = len(nodes)
+    del nodes, leaves, same_as, texts  # the replay builds its own; both at once would double the peak
+    history = _check_root_history(conn, say, bad) if deep else 0
+
+    return VerifyReport(
+        checked={
+            "nodes": node_count,
+            "edges": edges,
+            "worlds": checked_worlds,
+            "fts_rows": len(fts),
+            "vector_rows": len(vec),
+            "token_rows": token_rows,
+            **({"logged_roots": history} if deep else {}),
+        },
+        violations=tuple(out),
+    )
+
+
+def _check_vectors(
+    conn: apsw.Connection,
+    store: Store,
+    nodes: dict[int, NodeRow],
+    texts: set[int],
+    embeds_every_text: bool,
+    deep: bool,
+    bad: Callable[[str, str], None],
+) -> set[int]:
+    """Vector rows are exactly: nodes with text (when the store embeds), and every world above one."""
+    table = VectorTable(conn)
+    vec = table.nids()
+    leaves = set(texts) if embeds_every_text else texts & vec
+    above: set[int] = set()
+    for nid in leaves:
+        parent = nodes[nid].parent
+        while parent is not None and nodes[parent].parent is not None and parent not in above:
+            above.add(parent)  # every world above a vector composes one, the root excepted
+            parent = nodes[parent].parent
+    expected = leaves | above
+    for nid in sorted(expected - vec)[:20]:
+        what = "has text" if nid in texts else "holds members with vectors"
+        bad("7-indexes", f"node {nodes[nid].id.hex()[:16]} {what} but no vector")
+    for nid in sorted(vec - expected)[:20]:
+        bad("7-indexes", f"vector row {nid} belongs to no node with text or with vector members")
+    members: dict[int, list[int]] = defaultdict(list)
+    for nid in vec & expected:
+        parent = nodes[nid].parent
+        if parent is not None and nodes[parent].parent is not None:
+            members[parent].append(nid)
+    pools = table.pools(members)
+    for world in sorted(set(members) - set(pools))[:20]:
+        bad("7-indexes", f"world {nodes[world].id.hex()[:16]} has vector members but no composition row")
+    for world, (_, _, count) in pools.items():
+        if count != len(members[world]):
+            bad("7-indexes", f"world {nodes[world].id.hex()[:16]} pools {count} members but has {len(members[world])}")
+    if deep:
+        _check_compositions(conn, table, members, pools, nodes, bad)
+    return vec
+
+
+def _check_tokens(
+    conn: apsw.Connection,
+    fts: set[int],
+    tokens: Callable[[], TokenVectors] | None,
+    deep: bool,
+    bad: Callable[[str, str], None],
+) -> int:
+    """Token index rows are exactly the full-text rows (none without a token table); deep: each as written."""
+    rows = {int(r[0]) for r in conn.execute("select nid from node_tokens")}
+    expected = fts if tokens is not None else set()
+    for nid in sorted(expected - rows)[:20]:
+        bad("7-indexes", f"full-text row {nid} has no token index row")
+    for nid in sorted(rows - expected)[:20]:
+        bad(
+            "7-indexes",
+            f"token index row {nid} belongs to no full-text row"
+            + ("" if tokens is not None else " (this store's embedder has no token table)"),
+        )
+    if deep and tokens is not None:
+        reader = content_tokens(tokens())
+        wrong = [
+            as_int(nid)
+            for nid, name, content, ids in conn.execute(
+                "select f.rowid, f.name, f.content, t.ids from node_fts as f join node_tokens as t on t.nid = f.rowid"
+            )
+            if reader.row(as_text(name), as_text(content)) != ids
+        ]
+        for nid in wrong[:20]:
+            bad("7-indexes", f"token index row {nid} does not hold its text's tokens; reopen or re-embed the store")
+    return len(rows)
+
+
+def _check_compositions(
+    conn: apsw.Connection,
+    table: VectorTable,
+    members: dict[int, list[int]],
+    pools: dict[int, tuple[np.ndarray | None, np.ndarray, int]],
+    nodes: dict[int, NodeRow],
+    bad: Callable[[str, str], None],
+) -> None:
+    """Recompose every world from its children's stored vectors and compare with its indexed one."""
+    kind = one_row(conn.execute("select value from meta where key = 'compose'").fetchone())[0]
+    for world, (anchor, _, _) in pools.items():
+        children = table.vectors_of(members[world])
+        matrix = np.stack([children[c] for c in sorted(children)])
+        expected = compose_from_scratch(str(kind), anchor, matrix)
+        stored = table.vectors_of([world]).get(world)
+        if stored is None or float(expected @ stored) < 1 - 1e-4:
+            bad("7-indexes", f"world {nodes[world].id.hex()[:16]}'s composed vector does not match its members")
+
+
+def _scan_nodes(
+    store: Store, tombstones: set[bytes], bad: Callable[[str, str], None]
+) -> tuple[dict[int, NodeRow], set[int]]:
+    """Check every node row, streamed; return them without their blobs, and the nids that have text.
+
+    A blob is read once, hashed and parsed, and let go: verifying (after every backup, on a small
+    device too) must not need the whole store's text in memory, only each node's header.
+    """
+    import json
+
+    nodes: dict[int, NodeRow] = {}
+    texts: set[int] = set()
+    claimed: dict[int, str | None] = {}  # nid -> the parent its blob names, for the rare parent read after it
+
+    def check_parent(r: NodeRow, named: str | None) -> None:
+        if named != (nodes[r.parent].id.hex() if r.parent in nodes else None):
+            bad("1-content-address", f"{r.id.hex()[:16]}: header disagrees with its blob")
+
+    for r in store.iter_node_rows("order by n.nid", ()):
+        if r.body is None:
+            if r.id not in tombstones:
+                bad("1-content-address", f"{r.id.hex()[:16]} has no content and no purge tombstone")
+        else:
+            if node_id(r.body) != r.id:
+                bad("1-content-address", f"{r.id.hex()[:16]} does not hash to its id (blob changed)")
+            body = json.loads(r.body)
+            if body.get("name") or body.get("content"):
+                texts.add(r.nid)
+            if body.get("type") != r.type:
+                bad("1-content-address", f"{r.id.hex()[:16]}: header disagrees with its blob")
+            elif r.parent in nodes or r.parent is None:
+                check_parent(r, body.get("parent"))
+            else:
+                claimed[r.nid] = body.get("parent")
+        nodes[r.nid] = replace(r, body=None)
+    for nid, named in claimed.items():  # a parent numbered after its member: not written so, but checked
+        check_parent(nodes[nid], named)
+    for r in nodes.values():
+        if r.parent is None:
+            if r.depth != 0:
+                bad("5-containment", f"{r.id.hex()[:16]} has no parent but depth {r.depth}")
+        elif r.parent not in nodes or nodes[r.parent].depth + 1 != r.depth:
+            bad("5-containment", f"{r.id.hex()[:16]} has a missing parent or a wrong depth")
+        if r.invalid_at is not None and r.invalid_at < r.valid_at:
+            bad("3-validity", f"{r.id.hex()[:16]} ends before it starts")
+    return nodes, texts
+
+
+def _lowest_common(nodes: dict[int, NodeRow], a: int, b: int) -> int | None:
+    if a not in nodes or b not in nodes:
+        return None
+    x, y = nodes[a], nodes[b]
+    while x.depth > y.depth:
+        x = nodes[x.parent]  # type: ignore[index]
+    while y.depth > x.depth:
+        y = nodes[y.parent]  # type: ignore[index]
+    while x.nid != y.nid:
+        if x.parent is None or y.parent is None:
+            return None
+        x, y = nodes[x.parent], nodes[y.parent]
+    return x.nid
+
+
+@dataclass(frozen=True, slots=True)
+class Member:
+    """A node as the root computation sees it: place in the tree and projection bytes."""
+
+    nid: int
+    id: bytes
+    parent: int | None
+    slot: int | None
+    depth: int
+    state: bytes
+
+
+def compute_roots(
+    nodes: list[Member],
+    edge_leaves: list[tuple[int, int, bytes]],
+    bad: Callable[[str, str], None],
+    each: Callable[[Member, bytes, list[list[bytes]], int], None] | None = None,
+) -> dict[int, bytes]:
+    """Roots of every node from scratch, bottom-up: nid -> root.
+
+    ``edge_leaves`` holds (world, slot, leaf hash). Slot gaps or clashes are reported. ``each``
+    sees every node's root, tree levels and member count as they are computed; the levels are
+    not kept (a whole store's trees need not be in memory at once).
+    """
+    members: dict[int, dict[int, bytes | int]] = defaultdict(dict)
+    for m in nodes:
+        if m.parent is not None:
+            if m.slot in members[m.parent]:
+                bad("2-merkle", f"two members share slot {m.slot} of world {m.parent}")
+            members[m.parent][m.slot] = m.nid  # type: ignore[index]
+    for world, slot, leaf in edge_leaves:
+        if slot in members[world]:
+            bad("2-merkle", f"two members share slot {slot} of world {world}")
+        members[world][slot] = leaf
+    out: dict[int, bytes] = {}
+    for m in sorted(nodes, key=lambda n: -n.depth):
+        slots = members.pop(m.nid, {})
+        if sorted(slots) != list(range(len(slots))):
+            bad("2-merkle", f"world {m.id.hex()[:16]} has gaps in its member slots")
+        leaves = [out[x] if isinstance(x, int) else x for _, x in sorted(slots.items())]
+        levels = compute_levels(leaves) if leaves else [[EMPTY_TREE]]
+        out[m.nid] = world_root(m.id, m.state, levels[-1][0], len(leaves))
+        if each is not None:
+            each(m, out[m.nid], levels, len(leaves))
+    return out
+
+
+def _check_roots(
+    conn: apsw.Connection,
+    nodes: dict[int, NodeRow],
+    leaves: list[tuple[int, int, bytes]],
+    bad: Callable[[str, str], None],
+) -> int:
+    """Every root recomputes from its members, every stored tree matches, every history ends at its root.
+
+    Each world's stored tree is read and compared as its root is computed, one world at a time.
+    """
+    members = [Member(r.nid, r.id, r.parent, r.slot, r.depth, r.state()) for r in nodes.values()]
+    with_rows = {int(w) for (w,) in conn.execute("select distinct world from merkle")}
+    worlds = 0
+
+    def check(m: Member, root: bytes, levels: list[list[bytes]], size: int) -> None:
+        nonlocal worlds
+        r = nodes[m.nid]
+        if size != r.size:
+            bad("2-merkle", f"world {r.id.hex()[:16]} records {r.size} members but holds {size}")
+        if root != r.root:
+            bad("2-merkle", f"root of {r.type} {r.id.hex()[:16]} does not recompute from its members")
+        if size or r.nid in with_rows:
+            expected = {(lv, i): h for lv, row in enumerate(levels) for i, h in enumerate(row)} if size else {}
+            rows = {
+                (int(lv), int(i)): bytes(h)
+                for lv, i, h in conn.execute("select level, idx, hash from merkle where world = ?", (r.nid,))
+            }
+            wrong = sorted(k for k in expected.keys() | rows.keys() if expected.get(k) != rows.get(k))
+            if wrong:
+                bad(
+                    "2-merkle",
+                    f"stored Merkle tree of {r.id.hex()[:16]} disagrees with its members at "
+                    f"{len(wrong)} node(s), first (level, index) {wrong[0]}",
+                )
+        if size:
+            worlds += 1
+            logged = conn.execute(
+                "select root from root_log where world = ? order by lid desc limit 1", (r.nid,)
+            ).fetchone()
+            if logged is None or bytes(logged[0]) != r.root:
+                bad("2-merkle", f"root history of {r.id.hex()[:16]} does not end at its current root")
+
+    compute_roots(members, leaves, bad, check)
+    for world in sorted(with_rows - set(nodes)):
+        bad("2-merkle", f"Merkle rows stored for node {world}, which has no members")
+    return worlds
+
+
+def root_history_divergences(
+    conn: apsw.Connection, world: int | None = None, progress: Callable[[str], None] | None = None
+) -> list[Violation]:
+    """Replay the history and report every logged root (of ``world``, or of all) that does not recompute."""
+    _, wrong = _replay(conn, world, progress or (lambda _msg: None))
+    return [
+        Violation(
+            "2-merkle",
+            f"logged root {d.logged.hex()[:16]} of world {d.world[:16]} at {d.at} does not recompute from the history",
+        )
+        for d in wrong
+    ]
+
+
+def _check_root_history(conn: apsw.Connection, say: Callable[[str], None], bad: Callable[[str, str], None]) -> int:
+    """The deep check: every world's logged roots, replayed; the first divergence in time is named."""
+    checked, wrong = _replay(conn, None, say)
+    if wrong:
+        first = wrong[0]
+        bad(
+            "2-merkle",
+            f"root history diverges first at {first.at}: world {first.world[:16]} logged "
+            f"{first.logged.hex()[:16]} but its history recomputes {first.recomputed.hex()[:16] or 'nothing'}; "
+            f"{len(wrong) - 1} later logged root(s) also differ",
+        )
+    return checked
+
+
+def _replay(conn: apsw.Connection, world: int | None, say: Callable[[str], None]) -> tuple[int, list[Divergence]]:
+    return replay(conn, world=world, progress=lambda done, total: say(f"root history {done}/{total}"))
+
+
+def _check_merges(conn: apsw.Connection, same_as: set[tuple[int, int]], bad: Callable[[str, str], None]) -> None:
+    accepted = {(int(a), int(b)) for a, b in conn.execute("select a, b from merge_proposal where status = 'accepted'")}
+    for src, dst in same_as:
+        if (min(src, dst), max(src, dst)) not in accepted:
+            bad("6-no-silent-merge", f"same_as {src}->{dst} has no accepted proposal")
+        if (dst, src) not in same_as:
+            bad("6-no-silent-merge", f"same_as {src}->{dst} is not symmetric")
+    for a, b in accepted:
+        if (a, b) not in same_as or (b, a) not in same_as:
+            bad("6-no-silent-merge", f"accepted proposal ({a}, {b}) lacks its same_as edges")

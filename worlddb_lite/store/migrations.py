@@ -1,0 +1,191 @@
+"""Schema migrations: lift an older store file to the current schema, all steps in one transaction.
+
+Each step moves a file from version N to N + 1 and takes the definitions it creates from
+``schema.sql`` itself, so the packaged schema stays the one description of the layout. Steps
+change layout and derived index rows only; no node, edge or root is rewritten, so every hash and Merkle root of the
+store is the same after a migration as before it (the tests check this on a fixture written
+by the previous version).
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Callable
+
+import apsw
+
+from ..errors import SchemaTooNew, SchemaTooOld
+from .connection import SCHEMA_VERSION, as_text, schema_sql, translate, user_version, with_retry
+
+
+def schema_statement(name: str) -> str:
+    """The ``create ...`` statement of ``schema.sql`` that defines the table, index or trigger ``name``."""
+    found = re.search(
+        rf"^create (?:virtual table|table|index|unique index) {re.escape(name)}\b[^;]*;"
+        rf"|^create trigger {re.escape(name)}\b.*?^end;",
+        schema_sql(),
+        re.MULTILINE | re.DOTALL,
+    )
+    if found is None:
+        raise LookupError(f"schema.sql defines no {name!r}")
+    return found.group(0)
+
+
+def _to_v2(conn: apsw.Connection) -> None:
+    """Version 2: porter stems in the full-text index; membership edges indexed by (type, src).
+
+    Both pieces reached ``schema.sql`` (commit c160660) before the version was bumped, so a
+    version-1 file may already have either; each is added only where it is missing.
+    """
+    if not _exists(conn, "edge_type"):
+        conn.execute(schema_statement("edge_type"))
+    fts = conn.execute("select sql from sqlite_schema where name = 'node_fts'").fetchall()[0][0]
+    if "porter" not in str(fts):
+        _rebuild_fts(conn)
+
+
+def _rebuild_fts(conn: apsw.Connection) -> None:
+    """Recreate node_fts as schema.sql defines it, keeping every row's name and content.
+
+    FTS5 fixes its columns and tokenizer at creation: build the new table beside the old, copy
+    every row's name and content (the content holds the index-only context of versions before 6
+    too; rowids kept), then take the old one's name. Only a table without the context column
+    is rebuilt: the copy leaves that column out.
+    """
+    conn.execute(schema_statement("node_fts").replace("node_fts", "node_fts_migrating", 1))
+    conn.execute("insert into node_fts_migrating (rowid, name, content) select rowid, name, content from node_fts")
+    conn.execute("drop table node_fts")
+    conn.execute("alter table node_fts_migrating rename to node_fts")
+
+
+def _exists(conn: apsw.Connection, name: str) -> bool:
+    return bool(conn.execute("select count(*) from sqlite_schema where name = ?", (name,)).fetchall()[0][0])
+
+
+def _to_v3(conn: apsw.Connection) -> None:
+    """Version 3: the history tables (root_log, state_log, tombstone) refuse updates and deletes."""
+    for name in (
+        "root_log_append_only",
+        "root_log_no_delete",
+        "state_log_append_only",
+        "state_log_no_delete",
+        "tombstone_final",
+        "tombstone_no_delete",
+    ):
+        conn.execute(schema_statement(name))
+
+
+def _to_v4(conn: apsw.Connection) -> None:
+    """Version 4: node states indexed by valid time, for the recall lane of a date the query names."""
+    conn.execute(schema_statement("node_state_valid"))
+
+
+def _to_v5(conn: apsw.Connection) -> None:
+    """Version 5: the token index of the late-interaction stage, empty: opening the store fills it (db.py)."""
+    conn.execute(schema_statement("node_tokens"))
+
+
+def _to_v6(conn: apsw.Connection) -> None:
+    """Version 6: node_fts gains its context column (words for BM25 alone), filled for every session.
+
+    A version-1 file may have the column already (``_to_v2`` rebuilt the table as schema.sql
+    defines it). Each session's turns get the words of their neighbours as ``conversation.ingest``
+    indexes them with its defaults, so a store written before is found as a new one would be
+    (bench/recall_scale.py's store of 100k turns, version 5: opened and lifted in 11 s, once).
+    """
+    if "context" not in {str(row[1]) for row in conn.execute("pragma table_info(node_fts)")}:
+        _rebuild_fts(conn)
+    _fill_word_context(conn)
+
+
+def _fill_word_context(conn: apsw.Connection) -> None:
+    """Index every session's turns with their neighbours' words (``bridge.words_around``), in said order.
+
+    As ``conversation.ingest`` would with its defaults, within what the store can tell: a purged
+    turn is a wall no words cross (its text is gone, and no neighbour may take words across the
+    gap as if the two sides had been said together), and a version written by ``amend`` takes no
+    part (it was never ingested with the session). A store ingested with other windows,
+    or whose identical turns share one node, is filled as if with the defaults. Turns are read
+    clipped (the windows quote at most ``WINDOW_CHARS`` of each) and a session at a time.
+    """
+    from ..write.bridge import WINDOW_CHARS, words_around  # (conversation's defaults: imported where needed)
+    from ..write.conversation import DEFAULT_WINDOW, DEFAULT_WORD_AFTER, DEFAULT_WORD_WINDOW
+
+    rows = conn.execute(
+        "select n.nid, n.parent, json_extract(n.body, '$.props.speaker'), "
+        "substr(json_extract(n.body, '$.content'), 1, ?), n.body is null "
+        "from node as n join node as p on p.nid = n.parent "
+        "where n.type = 'Turn' and p.type = 'Session' "
+        "and not exists (select 1 from edge as e where e.type = 'supersedes' and e.src = n.nid) "
+        "order by n.parent, n.slot",
+        (WINDOW_CHARS,),
+    )
+    for (_, purged), group in itertools.groupby(rows, key=lambda row: (row[1], bool(row[4]))):
+        turns = list(group)
+        if purged:
+            continue
+        contexts = words_around(
+            [as_text(t[3]) or "" for t in turns],
+            speakers=[as_text(t[2]) for t in turns],
+            before=DEFAULT_WORD_WINDOW,
+            skip=DEFAULT_WINDOW,
+            after=DEFAULT_WORD_AFTER,
+        )
+        conn.executemany(
+            "update node_fts set context = ? where rowid = ?",
+            [(context, turn[0]) for turn, context in zip(turns, contexts, strict=True) if context],
+        )
+
+
+# STEPS[n] lifts a file from version n to n + 1.
+STEPS: dict[int, Callable[[apsw.Connection], None]] = {1: _to_v2, 2: _to_v3, 3: _to_v4, 4: _to_v5, 5: _to_v6}
+assert all(v in STEPS for v in range(min(STEPS), SCHEMA_VERSION)), "a schema version bump needs its step"
+
+
+def can_migrate(version: int) -> bool:
+    """Whether a file at ``version`` can be lifted to the current schema."""
+    return version == SCHEMA_VERSION or (version in STEPS and all(v in STEPS for v in range(version, SCHEMA_VERSION)))
+
+
+def migrate(conn: apsw.Connection, path: str) -> int | None:
+    """Lift the file to ``SCHEMA_VERSION`` in one write transaction; return the version it had.
+
+    None: another process lifted it first (it was current by the time the write lock was held).
+
+    A crash or error part-way leaves the file at its old version (the transaction rolls back).
+    Another process migrating at the same time is harmless: the version is read again under
+    the write lock, and a file already current is left alone.
+    """
+
+    def run() -> int | None:
+        conn.execute("begin immediate")
+        try:
+            found = user_version(conn)
+            if found == SCHEMA_VERSION:
+                conn.execute("commit")
+                return None
+            if found > SCHEMA_VERSION:  # a newer worlddb_lite lifted it meanwhile
+                raise SchemaTooNew(
+                    f"{path} has schema version {found}, newer than this worlddb_lite "
+                    f"(version {SCHEMA_VERSION}); upgrade worlddb_lite to open it"
+                )
+            if not can_migrate(found):
+                raise SchemaTooOld(
+                    f"{path} has schema version {found}, which this worlddb_lite cannot migrate "
+                    f"(it lifts versions {min(STEPS)} to {SCHEMA_VERSION}); open it with the "
+                    "worlddb_lite that wrote it and export what you need"
+                )
+            for version in range(found, SCHEMA_VERSION):
+                STEPS[version](conn)
+            conn.execute(f"pragma user_version = {SCHEMA_VERSION}")
+            conn.execute("update meta set value = ? where key = 'schema_version'", (str(SCHEMA_VERSION),))
+            conn.execute("commit")
+            return found
+        except BaseException:
+            if not conn.getautocommit():
+                conn.execute("rollback")
+            raise
+
+    with translate():
+        return with_retry(run)

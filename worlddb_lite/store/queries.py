@@ -1,0 +1,456 @@
+"""SQL of the read path: visibility, containment, BM25, nearest neighbours, roots and counts.
+
+Builders come in twins where the statement is worth showing: ``*_sql()`` returns it, the
+function of the same name runs it. Every value is bound; only package constants and counts of
+placeholders are formatted in. ``?1`` is the valid time and ``?2`` the belief time throughout.
+"""
+
+from __future__ import annotations
+
+import json
+import weakref
+from collections.abc import Sequence
+
+import apsw
+
+from .connection import as_bytes, as_float, as_int, as_text, one_row
+from .rows import believed_sql, visible_sql
+
+
+def predicate(include_superseded: bool, alias: str = "s") -> str:
+    """Visible at (?1, ?2), or merely believed at ?2 when closed versions are wanted."""
+    return believed_sql(alias) if include_superseded else visible_sql(alias)
+
+
+def is_visible(conn: apsw.Connection, nid: int, valid: str, belief: str) -> bool:
+    """True if the node was true at ``valid`` as the store knew it at ``belief``."""
+    sql = "select 1 from node_state as s where s.nid = ?3 and " + visible_sql()
+    return conn.execute(sql, (valid, belief, nid)).fetchone() is not None
+
+
+def descendants_sql(memberships: int, include_superseded: bool) -> str:
+    """Nodes inside world ?3 (parents, and membership edges visible at ?1/?2), optionally of type ?N."""
+    marks = ",".join("?" for _ in range(memberships)) or "''"
+    type_param, limit_param = 4 + memberships, 5 + memberships
+    return (
+        "with recursive inside(nid) as (select ?3 union "
+        "select n.nid from node as n join inside on n.parent = inside.nid union "
+        f"select e.dst from edge as e join inside on e.src = inside.nid where e.type in ({marks}) "
+        f"and {predicate(include_superseded, 'e')}) "
+        "select i.nid from inside as i join node as n on n.nid = i.nid join node_state as s on s.nid = i.nid "
+        f"where i.nid != ?3 and n.body is not null and (?{type_param} is null or n.type = ?{type_param}) "
+        f"and {predicate(include_superseded)} order by i.nid limit ?{limit_param}"
+    )
+
+
+def descendants(
+    conn: apsw.Connection,
+    world: int,
+    valid: str,
+    belief: str,
+    *,
+    memberships: Sequence[str],
+    node_type: str | None,
+    include_superseded: bool,
+    limit: int,
+) -> list[int]:
+    """The nids inside ``world`` that are visible (see ``descendants_sql``)."""
+    sql = descendants_sql(len(memberships), include_superseded)
+    params = [valid, belief, world, *memberships, node_type, limit]
+    return [as_int(r[0]) for r in conn.execute(sql, params)]
+
+
+CONTEXT_WEIGHT = 0.75  # BM25's weight on node_fts.context (name and content weigh 1): see fts_ranked
+
+
+def rank_function() -> str:
+    """The FTS5 rank every full-text read orders by: BM25 with the context column weighed lower.
+
+    Bound as ``rank match ?``, which keeps FTS5's own ``order by rank limit`` path.
+    """
+    return f"bm25(1.0, 1.0, {CONTEXT_WEIGHT!r})"
+
+
+def bm25_sql(include_superseded: bool) -> str:
+    """FTS5 match ?3 ranked by ?5 (``rank_function``), visible at (?1, ?2), best ?4 first."""
+    return (
+        "select f.rowid, -f.rank from node_fts as f join node_state as s on s.nid = f.rowid "
+        f"where node_fts match ?3 and f.rank match ?5 and {predicate(include_superseded)} order by f.rank limit ?4"
+    )
+
+
+def bm25(
+    conn: apsw.Connection, query: str, valid: str, belief: str, *, k: int, include_superseded: bool
+) -> list[tuple[int, float]]:
+    """(nid, BM25 score, higher is better) for an FTS5 query."""
+    rows = conn.execute(bm25_sql(include_superseded), (valid, belief, query, k, rank_function()))
+    return [(as_int(nid), as_float(score)) for nid, score in rows]
+
+
+def visible_among(
+    conn: apsw.Connection, nids: Sequence[int], valid: str, belief: str, *, include_superseded: bool
+) -> set[int]:
+    """Which of ``nids`` are visible at (valid, belief): a lane's validity filter (``ReadView.visible``)."""
+    return {
+        as_int(r[0])
+        for r in conn.execute(
+            "select s.nid from node_state as s where s.nid in (select value from json_each(?3)) "
+            f"and {predicate(include_superseded)}",
+            (valid, belief, json.dumps(list(nids))),
+        )
+    }
+
+
+def root_at(conn: apsw.Connection, world: int, at: str) -> bytes | None:
+    """The last root a world committed at or before ``at``."""
+    row = conn.execute(
+        "select root from root_log where world = ? and at <= ? order by lid desc limit 1", (world, at)
+    ).fetchone()
+    return None if row is None else bytes(row[0])
+
+
+def root_log(conn: apsw.Connection, world: int) -> list[tuple[str, bytes, int]]:
+    """(committed at, root, member count) of every root a world committed, oldest first."""
+    return [
+        (str(at), bytes(root), as_int(size))
+        for root, size, at in conn.execute("select root, size, at from root_log where world = ? order by lid", (world,))
+    ]
+
+
+def changed_slots(conn: apsw.Connection, nids: Sequence[int]) -> dict[int, str]:
+    """The slot of each of ``nids`` that is a fact said as a change (``props.changed``; see facts.py)."""
+    return {
+        as_int(nid): str(slot)
+        for nid, slot in conn.execute(
+            "select nid, json_extract(body, '$.props.slot') from node where nid in (select value from json_each(?)) "
+            "and type = 'Fact' and json_extract(body, '$.props.changed') and json_extract(body, '$.props.slot') "
+            "is not null",
+            (json.dumps(list(nids)),),
+        )
+    }
+
+
+Said = tuple[str | None, str, str]  # a turn's speaker, words and valid time
+
+
+def said(conn: apsw.Connection, nids: Sequence[int]) -> dict[int, Said]:
+    """(speaker, words, valid time) of each of ``nids`` that is a Turn: what a turn said, without its record."""
+    return {
+        as_int(nid): (as_text(name), str(content or ""), str(valid_at))
+        for nid, name, content, valid_at in conn.execute(
+            "select n.nid, n.body ->> '$.name', n.body ->> '$.content', s.valid_at from node as n "
+            "join node_state as s on s.nid = n.nid where n.nid in (select value from json_each(?)) "
+            "and n.type = 'Turn'",
+            (json.dumps(list(nids)),),
+        )
+    }
+
+
+def next_turns(conn: apsw.Connection, nids: Sequence[int]) -> dict[int, int]:
+    """The Turn written next in the same world after each of ``nids`` that has one.
+
+    Visible or not: a caller uses it only when it is among what the read found.
+    """
+    return {
+        as_int(nid): as_int(after)
+        for nid, after in conn.execute(
+            "select h.nid, (select min(n.nid) from node as n where n.parent = h.parent and n.type = 'Turn' "
+            "and n.nid > h.nid) from node as h where h.nid in (select value from json_each(?)) and h.type = 'Turn'",
+            (json.dumps(list(nids)),),
+        )
+        if after is not None
+    }
+
+
+def valid_between(
+    conn: apsw.Connection, start: str, end: str, most: int, among: Sequence[int] | None = None
+) -> list[int]:
+    """Nodes whose valid time starts in [start, end) (only ``among`` these, if given), at most ``most``, newest first.
+
+    Read from the index on valid time alone (no node row is touched); types, visibility and
+    containment are the caller's to check.
+    """
+    if among is None:
+        rows = conn.execute(
+            "select nid from node_state where valid_at >= ? and valid_at < ? order by valid_at desc, nid desc limit ?",
+            (start, end, most),
+        )
+    else:
+        rows = conn.execute(
+            "select nid from node_state where nid in (select value from json_each(?)) "
+            "and valid_at >= ? and valid_at < ? order by valid_at desc, nid desc limit ?",
+            (json.dumps(list(among)), start, end, most),
+        )
+    return [as_int(r[0]) for r in rows]
+
+
+def holds_purged(conn: apsw.Connection, world: int) -> bool:
+    """Whether a purge erased a child of ``world`` (purge.py keeps the row, empties the body)."""
+    return conn.execute("select 1 from node where parent = ? and body is null limit 1", (world,)).fetchone() is not None
+
+
+def with_text(conn: apsw.Connection, nids: Sequence[int]) -> list[int]:
+    """``nids`` (in order) whose text was not purged (purge.py keeps the row, empties the body)."""
+    kept = {
+        as_int(r[0])
+        for r in conn.execute(
+            "select nid from node where nid in (select value from json_each(?)) and body is not null",
+            (json.dumps(list(nids)),),
+        )
+    }
+    return [n for n in nids if n in kept]
+
+
+def indexed(conn: apsw.Connection, nids: Sequence[int]) -> list[tuple[int, str | None, str | None]]:
+    """(nid, name, content) of those of ``nids`` with a full-text row, as the index holds them."""
+    return [
+        (as_int(nid), as_text(name), as_text(content))
+        for nid, name, content in conn.execute(
+            "select rowid, name, content from node_fts where rowid in (select value from json_each(?))",
+            (json.dumps(list(nids)),),
+        )
+    ]
+
+
+def token_rows(conn: apsw.Connection, nids: Sequence[int]) -> dict[int, bytes]:
+    """The token index rows (token_index.py) of those of ``nids`` that have one."""
+    return {
+        as_int(nid): as_bytes(ids)
+        for nid, ids in conn.execute(
+            "select nid, ids from node_tokens where nid in (select value from json_each(?))", (json.dumps(list(nids)),)
+        )
+    }
+
+
+def alias_nids(conn: apsw.Connection, norm: str) -> list[int]:
+    """Nodes known by a normalised alias."""
+    return [as_int(r[0]) for r in conn.execute("select nid from alias where norm = ? order by nid", (norm,))]
+
+
+def meta_value(conn: apsw.Connection, key: str) -> str | None:
+    """One meta value, or None (also when the file has no meta table yet)."""
+    try:
+        row = conn.execute("select value from meta where key = ?", (key,)).fetchone()
+    except apsw.SQLError:
+        return None
+    return None if row is None else str(row[0])
+
+
+def root_nid(conn: apsw.Connection) -> int | None:
+    """The store's root world."""
+    row = conn.execute("select nid from node where parent is null").fetchone()
+    return None if row is None else as_int(row[0])
+
+
+COUNTS = {
+    "nodes": "select count(*) from node",
+    "current_nodes": "select count(*) from current_node",
+    "worlds": "select count(*) from node_state where size > 0",
+    "edges": "select count(*) from edge",
+    "pending_merges": "select count(*) from merge_proposal where status = 'pending'",
+    "open_contradictions": "select count(*) from open_contradiction",
+    "root_log": "select count(*) from root_log",
+    "vectors": "select count(*) from node_vec",
+    "composed_worlds": "select count(*) from world_vec",
+    "vector_partitions": "select count(*) from vec_centroid",
+}
+
+
+def counts(conn: apsw.Connection) -> dict[str, int]:
+    """The counts ``stats`` reports."""
+    return {name: as_int(one_row(conn.execute(sql).fetchone())[0]) for name, sql in COUNTS.items()}
+
+
+def text_count(conn: apsw.Connection) -> int:
+    """How many nodes have text to embed (a name or content)."""
+    return as_int(
+        one_row(
+            conn.execute(
+                "select count(*) from node where coalesce(json_extract(body, '$.name'), '') != '' "
+                "or coalesce(json_extract(body, '$.content'), '') != ''"
+            ).fetchone()
+        )[0]
+    )
+
+
+def membership_links(
+    conn: apsw.Connection, memberships: Sequence[str], valid: str, belief: str, *, include_superseded: bool
+) -> list[tuple[int, int]]:
+    """(src, dst) of the visible membership edges (``contains`` and custom ones)."""
+    if not memberships:
+        return []
+    marks = ",".join(f"?{i + 3}" for i in range(len(memberships)))  # ?1, ?2: the times of the predicate
+    return [
+        (as_int(a), as_int(b))
+        for a, b in conn.execute(
+            f"select e.src, e.dst from edge as e where e.type in ({marks}) and {predicate(include_superseded, 'e')}",
+            (valid, belief, *memberships),
+        )
+    ]
+
+
+# ---- recall ---------------------------------------------------------------------------
+
+
+def _marks(count: int, first: int) -> str:
+    """``?first, ?first+1, ...``: numbered placeholders for a list bound after the fixed ones."""
+    return ",".join(f"?{first + i}" for i in range(count)) or "''"
+
+
+def fts_ranked(conn: apsw.Connection, query: str, limit: int) -> list[tuple[int, float]]:
+    """(rowid, BM25 score, higher is better) of the ``limit`` best FTS5 matches, ranked by FTS5 alone.
+
+    The name column (a turn's speaker) weighs as much as the content: 0, 0.5 or 2 instead gave LoCoMo
+    recall@10 0.785-0.787 against 0.788 (cached-store harness). The context column (a turn's other
+    neighbours) weighs ``CONTEXT_WEIGHT``; see conversation.DEFAULT_WORD_WINDOW.
+    """
+    rows = conn.execute(
+        "select rowid, -rank from node_fts where node_fts match ? and rank match ? order by rank limit ?",
+        (query, rank_function(), limit),
+    )
+    return [(as_int(nid), as_float(score)) for nid, score in rows]
+
+
+def inside_sql(memberships: int, include_superseded: bool) -> str:
+    """Which nids of the JSON list ?3 lie inside world ?4: walk up parents and membership edges."""
+    return (
+        "with recursive up(start, nid) as (select value, value from json_each(?3) union "
+        "select up.start, n.parent from up join node as n on n.nid = up.nid where n.parent is not null union "
+        f"select up.start, e.src from up join edge as e on e.dst = up.nid where e.type in ({_marks(memberships, 5)}) "
+        f"and {predicate(include_superseded, 'e')}) "
+        "select distinct start from up where nid = ?4"
+    )
+
+
+def inside(
+    conn: apsw.Connection,
+    nids: Sequence[int],
+    world: int,
+    valid: str,
+    belief: str,
+    *,
+    memberships: Sequence[str],
+    include_superseded: bool,
+) -> set[int]:
+    """The subset of ``nids`` that lie inside ``world`` (through parents and membership edges)."""
+    if not nids:
+        return set()
+    sql = inside_sql(len(memberships), include_superseded)
+    return {as_int(r[0]) for r in conn.execute(sql, (valid, belief, json.dumps(list(nids)), world, *memberships))}
+
+
+def nids_by_alias(conn: apsw.Connection, norms: Sequence[str], node_type: str) -> list[tuple[int, str]]:
+    """(nid, alias) of the nodes of ``node_type`` known by any of the normalised aliases."""
+    return [
+        (as_int(nid), str(norm))
+        for nid, norm in conn.execute(
+            "select a.nid, a.norm from alias as a join node as n on n.nid = a.nid "
+            "where a.norm in (select value from json_each(?1)) and n.type = ?2 order by a.nid",
+            (json.dumps(list(norms)), node_type),
+        )
+    ]
+
+
+def linked_sql(
+    edge_types: int | None, types: int | None, include_superseded: bool, *, towards: bool, far: bool = False
+) -> str:
+    """Visible edges between the JSON list ?3 and visible nodes, of the edge types bound from ?4 on.
+
+    No edge types: every type. Far nodes are of the ``types`` bound after the edge types, when given.
+    ``towards``: edges into the listed nodes (their sources returned as ``far``); else edges out of them.
+    ``far``: the far nodes are only those of the JSON list bound last.
+    """
+    near, other = ("dst", "src") if towards else ("src", "dst")
+    after = 4 + (edge_types or 0)
+    edge_filter = "" if edge_types is None else f"and e.type in ({_marks(edge_types, 4)}) "
+    type_filter = "" if types is None else f"and n.type in ({_marks(types, after)}) "
+    far_filter = f"and e.{other} in (select value from json_each(?{after + (types or 0)})) " if far else ""
+    return (
+        f"select e.eid, e.{near}, e.{other}, e.type from edge as e join node as n on n.nid = e.{other} "
+        f"join node_state as s on s.nid = e.{other} where e.{near} in (select value from json_each(?3)) "
+        f"{edge_filter}{type_filter}{far_filter}and {predicate(include_superseded, 'e')} "
+        f"and {predicate(include_superseded)} order by e.eid"
+    )
+
+
+def linked(
+    conn: apsw.Connection,
+    edge_types: Sequence[str] | None,
+    nids: Sequence[int],
+    types: Sequence[str] | None,
+    valid: str,
+    belief: str,
+    *,
+    towards: bool,
+    include_superseded: bool,
+    far: Sequence[int] | None = None,
+) -> list[tuple[int, int, int, str]]:
+    """(eid, listed nid, far nid, edge type) of the visible edges between ``nids`` and visible nodes.
+
+    ``edge_types`` None: edges of every type; ``types`` None: far nodes of every type; ``far``: only
+    edges to these far nodes (an index seek per pair instead of every edge of each listed node).
+    """
+    if not nids or (edge_types is not None and not edge_types) or (far is not None and not far):
+        return []
+    sql = linked_sql(
+        None if edge_types is None else len(edge_types),
+        None if types is None else len(types),
+        include_superseded,
+        towards=towards,
+        far=far is not None,
+    )
+    bound = (valid, belief, json.dumps(list(nids)), *(edge_types or ()), *(types or ()))
+    if far is not None:
+        bound += (json.dumps(list(far)),)
+    return [(as_int(eid), as_int(a), as_int(b), str(t)) for eid, a, b, t in conn.execute(sql, bound)]
+
+
+def fan_in(conn: apsw.Connection, nid: int, edge_type: str, most: int) -> int:
+    """How many ``edge_type`` edges point at ``nid`` (any validity), counted up to ``most``."""
+    row = conn.execute(
+        "select count(*) from (select 1 from edge where dst = ? and type = ? limit ?)", (nid, edge_type, most)
+    ).fetchone()
+    return as_int(one_row(row)[0])
+
+
+_TERM_CACHE: weakref.WeakKeyDictionary[apsw.Connection, tuple[tuple[int, int], dict[str, int]]] = (
+    weakref.WeakKeyDictionary()
+)
+TERM_CACHE_SIZE = 4096  # words remembered per connection, until the next write
+
+
+def term_rows(conn: apsw.Connection, words: Sequence[str]) -> dict[str, int]:
+    """How many full-text rows hold each word (its rarest token, stemmed as the index stems it).
+
+    A row holds it in any column: a turn whose neighbours say it counts too (``node_fts.context``),
+    which is also what a query on it costs.
+
+    Read from FTS5's own vocabulary (a ``fts5vocab`` table in the connection's temp schema), so
+    nothing is stored twice; a word the index does not know counts 0. Counting a word reads its
+    whole posting list (a common word's at 100k rows takes a millisecond), so the counts are kept
+    per connection until anything is written: by this connection (``total_changes``) or by
+    another (``pragma data_version``).
+    """
+    version = (as_int(one_row(conn.execute("pragma data_version").fetchone())[0]), conn.total_changes())
+    cached = _TERM_CACHE.get(conn)
+    if cached is None or cached[0] != version or len(cached[1]) > TERM_CACHE_SIZE:
+        cached = (version, {})
+        _TERM_CACHE[conn] = cached
+    known = cached[1]
+    missing = [w for w in dict.fromkeys(words) if w not in known]
+    if missing:
+        conn.execute("create virtual table if not exists temp.node_fts_terms using fts5vocab(main, node_fts, row)")
+        tokenize = conn.fts5_tokenizer("porter", ["unicode61", "remove_diacritics", "2"])
+        for word in missing:
+            stems = [str(t[-1]) for t in tokenize(word.encode("utf-8"), apsw.FTS5_TOKENIZE_QUERY, None)] or [word]
+            rows = [
+                conn.execute("select doc from temp.node_fts_terms where term = ?", (stem,)).fetchone() for stem in stems
+            ]
+            known[word] = min(as_int(r[0]) if r else 0 for r in rows)
+    return {word: known[word] for word in words}
+
+
+def text_rows(conn: apsw.Connection) -> int:
+    """An upper bound on the full-text rows (the highest rowid): cheap, unlike counting them."""
+    row = conn.execute("select max(rowid) from node_fts").fetchone()
+    return as_int(row[0]) if row and row[0] is not None else 0

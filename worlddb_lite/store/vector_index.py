@@ -1,0 +1,234 @@
+"""The vector lane: vectors durable in ``node_vec``, searched through an in-memory IVF index.
+
+Why this shape (``bench/vectors.py`` has the numbers): sqlite-vec's flat vec0 scan took
+~60 ms per query at 100k vectors and its quantized options lost recall, while an inverted
+file over k-means partitions, scanned with numpy, meets recall@10 >= 0.95 in a few ms. So:
+
+* ``node_vec`` is an ordinary table (readable in any sqlite3 shell; sqlite-vec's
+  ``vec_distance_cosine`` reads its blobs) holding each vector, its partition (nearest
+  centroid in ``vec_centroid`` when written) and a change sequence number.
+* Each open store keeps an ``IvfIndex`` in memory, hydrated on the first search, and brought
+  up to date before every search from the rows whose ``seq`` is newer than what it has seen,
+  so writes from this or any other process are visible, and a rolled-back write never is.
+  ``meta.vec_epoch`` changes when every vector changes at once (re-embedding, re-training):
+  the index is then rebuilt.
+* Below ``TRAIN_AT`` vectors there is one partition and search is exact. Centroids are
+  trained when the store reaches ``TRAIN_AT`` nodes and each time it doubles, inside the
+  write transaction, up to ``AUTO_TRAIN_LIMIT`` (training costs seconds beyond that); past
+  it, ``worlddb reindex`` re-trains. Rows written between trainings go to their nearest existing
+  centroid, which keeps recall (measured) while partitions grow.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..errors import EmbedderMismatch
+from .ivf import IvfIndex, assign, spherical_kmeans, split_in_two
+from .vector_table import VectorTable
+
+if TYPE_CHECKING:
+    from .rows import Store
+
+TRAIN_AT = 8192
+AUTO_TRAIN_LIMIT = 131_072
+LISTS_PER_SQRT = 4.0  # nlist = 4 sqrt(n): partitions of ~sqrt(n)/4 rows
+SAMPLE_PER_LIST = 16  # k-means trains on 16 sampled vectors per partition
+SPLIT_AT = 2.0  # a partition past 2x the size a fresh training would give splits in two (2-means)
+MIN_SPLIT_ROWS = 64
+CHUNK = 65_536
+
+
+def nlist_for(rows: int) -> int:
+    """How many partitions to train for a store of ``rows`` vectors."""
+    return int(min(4096, max(16, round(LISTS_PER_SQRT * math.sqrt(rows)))))
+
+
+def split_limit(rows: int) -> float:
+    """Rows past which a partition splits: ``SPLIT_AT`` x the mean a fresh training would give now."""
+    return max(MIN_SPLIT_ROWS, SPLIT_AT * rows / nlist_for(rows))
+
+
+class VectorLane:
+    """Writes vector rows and answers nearest-neighbour queries, keeping the two in step.
+
+    Writes run inside the reconciler's transaction; searches use the in-memory index.
+    """
+
+    def __init__(self, store: Store, dim: int, model_id: str | None = None) -> None:
+        self.store = store
+        self.table = VectorTable(store.conn)
+        self.dim = dim
+        self.model_id = model_id  # None: the caller supplies vectors
+        self._index: IvfIndex | None = None
+        self._epoch: str | None = None
+        self._splits: str | None = None
+        self._centroids: tuple[str | None, np.ndarray | None] | None = None  # (epoch, centroids) for writes
+        self.auto_train = True  # off while re-embedding, which trains once at the end
+
+    # ---- writing ------------------------------------------------------------------
+
+    def begin(self) -> dict[str, str]:
+        """The lane's settings for one commit, after checking the store still has this handle's model."""
+        state = self.store.meta_values(("vec_epoch", "vec_trained_nid", "vec_splits", "embedder_id", "embedder_dim"))
+        self._check_model(state)
+        return state
+
+    def write(self, inserts: dict[int, np.ndarray], updates: dict[int, np.ndarray], state: dict[str, str]) -> None:
+        """Store new and changed vectors with their partition and a fresh sequence number.
+
+        ``state`` is what ``begin`` read at the start of the commit.
+        """
+        if not inserts and not updates:
+            return
+        centroids = self._write_centroids(state.get("vec_epoch"))
+        seq = self.table.max_seq()
+        nids = [*inserts, *updates]
+        matrix = np.stack([inserts[n] if n in inserts else updates[n] for n in nids]).astype(np.float32)
+        parts = assign(matrix, centroids).tolist()
+        rows = [
+            (nid, part, seq + i + 1, matrix[i].tobytes()) for i, (nid, part) in enumerate(zip(nids, parts, strict=True))
+        ]
+        self.table.insert(rows[: len(inserts)])
+        self.table.update(rows[len(inserts) :])
+        if not inserts or not self.auto_train:
+            return
+        grown = self.table.max_nid()  # growth is read off the highest node id: no counter row to rewrite
+        if centroids is not None:
+            self._split_overfull(set(parts[: len(inserts)]), centroids, state, grown)
+        trained = int(state.get("vec_trained_nid") or 0)
+        if max(TRAIN_AT, 2 * trained) <= grown <= AUTO_TRAIN_LIMIT:
+            self.train()
+
+    def _check_model(self, state: dict[str, str]) -> None:
+        """Refuse to mix models: another process may have re-embedded the store since it was opened."""
+        stored_id, stored_dim = state.get("embedder_id"), state.get("embedder_dim")
+        if stored_dim != str(self.dim) or (self.model_id is not None and stored_id != self.model_id):
+            raise EmbedderMismatch(
+                f"the store was re-embedded with {stored_id!r} ({stored_dim} dimensions) after it was opened "
+                f"with {self.model_id or 'caller vectors'!r} ({self.dim}); reopen it with that embedder"
+            )
+
+    def _split_overfull(self, parts: set[int], centroids: np.ndarray, state: dict[str, str], grown: int) -> None:
+        """Split each touched partition that outgrew ``split_limit``.
+
+        Between trainings new rows go to the nearest old centroid; where the store grows in a
+        direction the centroids never saw, one partition swells. Splitting it with 2-means over
+        its own rows (a few hundred rows: about a millisecond) keeps partitions even and lets the
+        centroids follow the data, which holds recall without re-training everything.
+        """
+        limit = split_limit(grown)
+        for part in sorted(parts):
+            if self.table.part_size(part) <= limit:
+                continue
+            nids, rows = self.table.part_rows(part, self.dim)
+            split = split_in_two(rows, seed=part)
+            if split is None:
+                continue
+            halves, side = split
+            new = centroids.shape[0]
+            centroids = np.vstack([centroids, halves[1:2]])
+            centroids[part] = halves[0]
+            self.table.save_centroid(part, halves[0])
+            self.table.save_centroid(new, halves[1])
+            seq = self.table.max_seq()
+            self.table.set_parts_and_seq((new, seq + i + 1, int(nid)) for i, nid in enumerate(nids[side == 1]))
+            splits = str(int(state.get("vec_splits") or 0) + 1)
+            state["vec_splits"] = splits
+            self.store.set_meta([("vec_splits", splits)])
+        self._centroids = (state.get("vec_epoch"), centroids)
+
+    def _write_centroids(self, epoch: str | None) -> np.ndarray | None:
+        if self._centroids is None or self._centroids[0] != epoch:
+            self._centroids = (epoch, self.table.centroids())
+        return self._centroids[1]
+
+    def train(self, nlist: int | None = None, progress: Callable[[str], None] | None = None) -> dict[str, int]:
+        """Train centroids on a sample of the vectors and re-assign every row (in the caller's transaction)."""
+        say = progress or (lambda _m: None)
+        total = self.table.count()
+        lists = nlist or nlist_for(total)
+        say(f"sampling {min(total, SAMPLE_PER_LIST * lists):,} of {total:,} vectors")
+        sample = self.table.sample(SAMPLE_PER_LIST * lists, self.dim)
+        say(f"training {lists:,} partitions")
+        centroids = spherical_kmeans(sample, lists)
+        self.table.save_centroids(centroids)
+        done = 0
+        for nids, matrix in self.table.chunks(CHUNK, self.dim):
+            self.table.set_parts(zip(assign(matrix, centroids).tolist(), nids.tolist(), strict=True))
+            done += len(nids)
+            say(f"assigned {done:,}/{total:,}")
+        self.store.set_meta([("vec_trained_nid", str(self.table.max_nid())), ("vec_epoch", _new_epoch())])
+        self._centroids = None
+        return {"vectors": total, "partitions": int(centroids.shape[0])}
+
+    def reset(self) -> None:
+        """Forget every vector (re-embedding starts over): a new epoch, no centroids."""
+        self.table.clear()
+        self.store.set_meta([("vec_trained_nid", "0"), ("vec_splits", "0"), ("vec_epoch", _new_epoch())])
+        self._centroids = None
+
+    # ---- reading ------------------------------------------------------------------
+
+    def forget(self) -> None:
+        """Drop the in-memory index and cached centroids; the next search hydrates again."""
+        self._index = None
+        self._centroids = None
+
+    def index(self) -> IvfIndex:
+        """The in-memory index, current with every committed write.
+
+        Outside a transaction the refresh reads inside one (a read snapshot): the meta row that
+        names the partitions and the rows it describes must come from the same commit, or a
+        split committed by another process in between hands this one rows in partitions it has
+        no centroid for (seen under bench/concurrency.py as an IndexError).
+        """
+        conn = self.store.conn
+        if not conn.getautocommit():
+            return self._refresh()
+        conn.execute("begin")
+        try:
+            return self._refresh()
+        finally:
+            conn.execute("commit")
+
+    def _refresh(self) -> IvfIndex:
+        state = self.store.meta_values(("vec_epoch", "vec_splits", "embedder_id", "embedder_dim"))
+        epoch, splits = state.get("vec_epoch"), state.get("vec_splits")
+        if self._index is None or epoch != self._epoch:
+            self._check_model(state)
+            self._index = self._hydrate()
+            self._epoch, self._splits = epoch, splits
+        else:
+            if splits != self._splits:  # partitions were split: new centroids, moved rows follow below
+                centroids = self.table.centroids()
+                if centroids is not None:
+                    self._index.set_centroids(centroids)
+                self._splits = splits
+            self._catch_up(self._index)
+        return self._index
+
+    def _hydrate(self) -> IvfIndex:
+        index = IvfIndex(self.dim, self.table.centroids())
+        nids, parts, seqs, matrix, parents, types = self.table.everything(self.dim)
+        index.load(nids, parts, matrix, parents, types)
+        index.seq = int(seqs.max()) if seqs.size else 0
+        return index
+
+    def _catch_up(self, index: IvfIndex) -> None:
+        if self.table.max_seq() <= index.seq:
+            return
+        nids, parts, seqs, matrix, parents, types = self.table.everything(self.dim, index.seq)
+        for i in np.argsort(nids, kind="stable"):  # parents (older, lower ids) before their children
+            index.upsert(int(nids[i]), int(parts[i]), matrix[i], int(parents[i]) if parents[i] >= 0 else None, types[i])
+        index.seq = int(seqs.max())
+
+
+def _new_epoch() -> str:
+    import uuid
+
+    return uuid.uuid4().hex

@@ -1,0 +1,213 @@
+"""SQL for the vector tables, with numpy arrays in and out.
+
+``node_vec`` holds each node's effective embedding, its IVF partition and change number;
+``vec_centroid`` the partitions' centroids; ``world_vec`` the composition state. Vectors
+are float32 blobs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+import apsw
+import numpy as np
+
+from .connection import as_bytes, as_int
+
+Pool = tuple[np.ndarray | None, np.ndarray, int]  # (anchor, running weighted sum, members pooled)
+
+
+def _f32(blob: object) -> np.ndarray:
+    return np.frombuffer(as_bytes(blob), dtype=np.float32).copy()
+
+
+class VectorTable:
+    """Reads and writes of the vector tables on one connection."""
+
+    def __init__(self, conn: apsw.Connection) -> None:
+        self.conn = conn
+
+    # ---- node_vec -------------------------------------------------------------------
+
+    def insert(self, rows: Iterable[tuple[int, int, int, bytes]]) -> None:
+        """New (nid, part, seq, float32 bytes) rows."""
+        self.conn.executemany("insert into node_vec (nid, part, seq, embedding) values (?, ?, ?, ?)", rows)
+
+    def update(self, rows: Iterable[tuple[int, int, int, bytes]]) -> None:
+        """Changed (nid, part, seq, float32 bytes) rows: worlds whose composed vector moved."""
+        self.conn.executemany("update node_vec set part = ?2, seq = ?3, embedding = ?4 where nid = ?1", rows)
+
+    def delete(self, nids: Iterable[int]) -> None:
+        """Erase nodes' vectors and composition rows (an audited purge; nothing else deletes)."""
+        gone = [(nid,) for nid in nids]
+        self.conn.executemany("delete from node_vec where nid = ?", gone)
+        self.conn.executemany("delete from world_vec where nid = ?", gone)
+
+    def vectors_of(self, nids: Iterable[int]) -> dict[int, np.ndarray]:
+        """The stored vectors of some nodes (point lookups; nodes without one are left out)."""
+        found: dict[int, np.ndarray] = {}
+        for nid in nids:
+            for (blob,) in self.conn.execute("select embedding from node_vec where nid = ?", (nid,)):
+                found[nid] = _f32(blob)
+        return found
+
+    def max_seq(self) -> int:
+        """The newest change number (0 for an empty table); one index probe."""
+        for (seq,) in self.conn.execute("select max(seq) from node_vec"):
+            return 0 if seq is None else as_int(seq)
+        return 0
+
+    def max_nid(self) -> int:
+        """The highest node id with a vector (0 for none); one index probe."""
+        for (nid,) in self.conn.execute("select max(nid) from node_vec"):
+            return 0 if nid is None else as_int(nid)
+        return 0
+
+    def count(self) -> int:
+        return as_int(self.conn.execute("select count(*) from node_vec").fetchone()[0])  # type: ignore[index]
+
+    def nids(self) -> set[int]:
+        return {as_int(r[0]) for r in self.conn.execute("select nid from node_vec")}
+
+    def sample(self, rows: int, dim: int) -> np.ndarray:
+        """About ``rows`` vectors spread evenly over the table (every n-th by nid)."""
+        step = max(1, self.count() // max(rows, 1))
+        blobs = [as_bytes(b) for (b,) in self.conn.execute("select embedding from node_vec where nid % ? = 0", (step,))]
+        if len(blobs) < min(rows, self.count()) // 2:  # nids unevenly spread: take the first rows instead
+            blobs = [as_bytes(b) for (b,) in self.conn.execute("select embedding from node_vec limit ?", (rows,))]
+        return np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(-1, dim)
+
+    def chunks(self, size: int, dim: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """(nids, vectors) of every row, ``size`` rows at a time in nid order."""
+        after = -1
+        while True:
+            rows = list(
+                self.conn.execute(
+                    "select nid, embedding from node_vec where nid > ? order by nid limit ?", (after, size)
+                )
+            )
+            if not rows:
+                return
+            nids = np.array([as_int(r[0]) for r in rows], dtype=np.int64)
+            yield nids, np.frombuffer(b"".join(as_bytes(r[1]) for r in rows), dtype=np.float32).reshape(-1, dim)
+            after = int(nids[-1])
+
+    def part_size(self, part: int) -> int:
+        """Rows in one partition (through the part index)."""
+        return as_int(self.conn.execute("select count(*) from node_vec where part = ?", (part,)).fetchone()[0])  # type: ignore[index]
+
+    def part_rows(self, part: int, dim: int) -> tuple[np.ndarray, np.ndarray]:
+        """(nids, vectors) of one partition."""
+        rows = list(self.conn.execute("select nid, embedding from node_vec where part = ?", (part,)))
+        return (
+            np.array([as_int(r[0]) for r in rows], dtype=np.int64),
+            np.frombuffer(b"".join(as_bytes(r[1]) for r in rows), dtype=np.float32).reshape(-1, dim),
+        )
+
+    def set_parts_and_seq(self, rows: Iterable[tuple[int, int, int]]) -> None:
+        """(part, seq, nid): rows moved to another partition, with a new change number."""
+        self.conn.executemany("update node_vec set part = ?, seq = ? where nid = ?", rows)
+
+    def set_parts(self, rows: Iterable[tuple[int, int]]) -> None:
+        """(part, nid) after re-training."""
+        self.conn.executemany("update node_vec set part = ? where nid = ?", rows)
+
+    def everything(
+        self, dim: int, since: int = 0
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[str]]:
+        """(nids, parts, seqs, vectors, parents, types) of the rows changed after ``since`` (all: 0)."""
+        nids: list[int] = []
+        parts: list[int] = []
+        seqs: list[int] = []
+        blobs: list[bytes] = []
+        parents: list[int] = []
+        types: list[str] = []
+        for nid, part, seq, blob, parent, type_ in self.conn.execute(
+            "select v.nid, v.part, v.seq, v.embedding, n.parent, n.type from node_vec as v "
+            "join node as n on n.nid = v.nid where v.seq > ?",
+            (since,),
+        ):
+            nids.append(nid)
+            parts.append(part)
+            seqs.append(seq)
+            blobs.append(blob)
+            parents.append(-1 if parent is None else parent)
+            types.append(type_)
+        return (
+            np.array(nids, dtype=np.int64),
+            np.array(parts, dtype=np.int32),
+            np.array(seqs, dtype=np.int64),
+            np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(-1, dim).copy(),
+            np.array(parents, dtype=np.int64),
+            types,
+        )
+
+    def clear(self) -> None:
+        """Forget every vector, centroid and composition (re-embedding starts over)."""
+        self.conn.execute("delete from node_vec")
+        self.conn.execute("delete from vec_centroid")
+        self.conn.execute("delete from world_vec")
+
+    # ---- vec_centroid ---------------------------------------------------------------
+
+    def centroids(self) -> np.ndarray | None:
+        rows = list(self.conn.execute("select centroid from vec_centroid order by part"))
+        if not rows:
+            return None
+        return np.stack([_f32(r[0]) for r in rows])
+
+    def save_centroid(self, part: int, centroid: np.ndarray) -> None:
+        self.conn.execute(
+            "insert or replace into vec_centroid (part, centroid) values (?, ?)",
+            (part, centroid.astype(np.float32).tobytes()),
+        )
+
+    def save_centroids(self, centroids: np.ndarray) -> None:
+        self.conn.execute("delete from vec_centroid")
+        self.conn.executemany(
+            "insert into vec_centroid (part, centroid) values (?, ?)",
+            ((i, c.astype(np.float32).tobytes()) for i, c in enumerate(centroids)),
+        )
+
+    # ---- world_vec ------------------------------------------------------------------
+
+    def pools(self, nids: Iterable[int]) -> dict[int, Pool]:
+        """Each composed world's (anchor, running sum, members pooled)."""
+        found: dict[int, Pool] = {}
+        for nid in nids:
+            for anchor, acc, members in self.conn.execute(
+                "select anchor, acc, members from world_vec where nid = ?", (nid,)
+            ):
+                found[nid] = (
+                    None if anchor is None else _f32(anchor),
+                    np.frombuffer(as_bytes(acc), dtype=np.float64).copy(),
+                    as_int(members),
+                )
+        return found
+
+    def drop_pools(self, nids: Iterable[int]) -> None:
+        """Forget the composition rows of worlds whose last pooled member was purged."""
+        self.conn.executemany("delete from world_vec where nid = ?", ((nid,) for nid in nids))
+
+    def save_pools(
+        self,
+        started: Iterable[tuple[int, np.ndarray | None, np.ndarray, int]],
+        changed: Iterable[tuple[int, np.ndarray, int]],
+    ) -> None:
+        """Write new worlds' (anchor, running sum, members), and changed worlds' sums."""
+        self.conn.executemany(
+            "insert into world_vec (nid, anchor, acc, members) values (?, ?, ?, ?)",
+            (
+                (
+                    nid,
+                    None if anchor is None else np.ascontiguousarray(anchor, dtype=np.float32).tobytes(),
+                    np.ascontiguousarray(acc, dtype=np.float64).tobytes(),
+                    members,
+                )
+                for nid, anchor, acc, members in started
+            ),
+        )
+        self.conn.executemany(
+            "update world_vec set acc = ?, members = ? where nid = ?",
+            ((np.ascontiguousarray(acc, dtype=np.float64).tobytes(), members, nid) for nid, acc, members in changed),
+        )

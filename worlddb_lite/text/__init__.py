@@ -1,0 +1,1 @@
+"""Text without a store: words, name forms, dates and times, phonetic keys, stopwords, conversation windows."""

@@ -1,0 +1,250 @@
+"""Conversations as worlds: Scope > Session > Turn, written through the public facade.
+
+A conversation lands in one transaction: its scope worlds (deterministic ids from their
+names), one Session world per session (deterministic from conversation and session id), and
+every turn verbatim as a Turn node whose valid time is the session's date (or the turn's own
+time) and whose belief time is the ingest time. A conversation that belongs to several scopes
+is written under the first and shared into the others by ``contains`` edges on its sessions.
+
+Two optional steps, off by default: an encoding gate (gate.py) scores each turn, stores the
+score as its salience and lets only turns at or above its threshold go on to extraction; a
+context bridge (bridge.py) indexes a turn together with what its pronouns refer to. Neither
+changes what is stored: every turn is kept verbatim.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..errors import InvalidInput
+from ..text.dates import parse_time
+from ..types import is_assistant
+from .bridge import ContextBridge, words_around
+from .bridge import window as windowed
+from .extract import Extractor, RuleExtractor
+from .facts import remember
+from .gate import EncodingGate
+from .queue import enqueue
+
+if TYPE_CHECKING:
+    from ..db import WorldDB
+
+DEFAULT_EXTRACTOR = RuleExtractor()
+DEFAULT_WINDOW = 1  # the turn before each turn is indexed with it (LoCoMo turn recall@10 +0.1; see bench/recall.py)
+# Measured and not adopted (cached-store harness, LoCoMo; BEAM's person turns are never adjacent): 2 turns,
+# recall@10 0.788 -> 0.792 (0.794 with the lanes refitted), session@5 0.935 -> 0.940, but recall@1 0.414 ->
+# 0.383 and NDCG@10 0.625 -> 0.612; the turn after as well as the one before, 0.782 (recall@1 0.379).
+# The loss was the vector's, whose text is the content column's: hence the word window below.
+DEFAULT_WORD_WINDOW = 4  # the turns before that, up to the 4th, indexed for their words alone (node_fts.context)
+DEFAULT_WORD_AFTER = 2  # ... and the 2 turns after each turn (a question is found by its answer's words)
+# Measured with the cached-store harness on LoCoMo, context weighed by reads.CONTEXT_WEIGHT 0.75: turns
+# before only, recall@10 0.788 -> 0.798, recall@1 0.414 -> 0.422, NDCG@10 0.625 -> 0.635 (3 turns 0.798,
+# 6 turns 0.796, 8 turns 0.792; weights 0.25-1.0 gave 0.795-0.798; among 100k memories, bench/recall_scale.py
+# --quality 800, 0.661 -> 0.684, weights 0.5-1.0 0.683-0.684, 0.25 0.680). With 1 turn after as well 0.801
+# (session@5 0.935 -> 0.942), 2 turns after 0.802 (0.804 and 0.803 at weights 0.5 and 1.0); a plateau
+# beyond: 3 after 0.805, 4 after 0.802, 3 after and 5 before 0.804. The previous turn moved from the
+# content (and vector) to the words alone (window 0): 0.781. BEAM is unchanged: its person turns are
+# never adjacent, and the windows stop at an assistant's turn.
+MAX_TURN_CHARS = 500_000  # a longer paste (a 1 MB log) is refused: split it; BEAM-100K's longest message is 349k
+
+
+@dataclass(frozen=True)
+class TurnIn:
+    """One utterance, verbatim."""
+
+    text: str
+    speaker: str | None = None
+    turn_id: str | None = None  # the dataset's own id (LoCoMo dia_id, BEAM message id, ...)
+    at: str | None = None  # when it was said, if the source says; else the session's date
+    props: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SessionIn:
+    """One sitting of a conversation."""
+
+    session_id: str
+    date: str | None
+    turns: Sequence[TurnIn]
+
+
+@dataclass(frozen=True)
+class ConversationIn:
+    """A conversation to remember: its id, its scopes (first = home) and its sessions."""
+
+    conversation_id: str
+    scopes: Sequence[str]
+    sessions: Sequence[SessionIn]
+
+    @property
+    def turn_count(self) -> int:
+        return sum(len(s.turns) for s in self.sessions)
+
+
+@dataclass
+class IngestStats:
+    """Counts that ``ingest`` adds to when given one (a conversation counts once it has landed)."""
+
+    turns: int = 0  # turns written
+    below_gate: int = 0  # turns the gate scored below its threshold (stored, not extracted)
+    bridged: int = 0  # turns indexed with context from the turns before them
+
+
+def check_turn(turn: TurnIn, where: str) -> None:
+    """A clear error for a turn the store must not take."""
+    if not isinstance(turn.text, str) or not turn.text.strip():
+        raise InvalidInput(f"{where}: the turn has no text")
+    if len(turn.text) > MAX_TURN_CHARS:
+        raise InvalidInput(
+            f"{where}: the turn holds {len(turn.text):,} characters, more than {MAX_TURN_CHARS:,}; "
+            "split it into several turns"
+        )
+    if "\x00" in turn.text:
+        raise InvalidInput(f"{where}: the turn holds a NUL character (binary data?); decode it to text first")
+
+
+def _runs(walls: Sequence[bool]) -> list[list[int]]:
+    """The indices between walls, in runs: ``[F, F, T, F]`` -> ``[[0, 1], [3]]``."""
+    runs: list[list[int]] = [[]]
+    for i, wall in enumerate(walls):
+        if wall:
+            runs.append([])
+        else:
+            runs[-1].append(i)
+    return [run for run in runs if run]
+
+
+def ingest(
+    db: WorldDB,
+    conversation: ConversationIn,
+    *,
+    extractor: Extractor | None = DEFAULT_EXTRACTOR,
+    deferred: bool = False,
+    gate: EncodingGate | None = None,
+    bridge: bool | ContextBridge = False,
+    window: int = DEFAULT_WINDOW,
+    word_window: int = DEFAULT_WORD_WINDOW,
+    word_after: int = DEFAULT_WORD_AFTER,
+    stats: IngestStats | None = None,
+) -> list[str]:
+    """Write one conversation in one transaction; returns the turn ids in order.
+
+    With an ``extractor`` (the rule-based one by default; None for none), every turn's
+    entities and facts are written in the same transaction, facts superseding older values.
+    ``deferred`` queues the turns instead (in the same transaction), for ``work_queue.drain``.
+    ``gate`` (e.g. ``EncodingGate(threshold=0.3)``) scores every turn into its salience and
+    sends only turns at or above the threshold to extraction; ``bridge`` (True, or a
+    ``ContextBridge``) indexes each turn with what its pronouns refer to. ``window`` turns before
+    each turn are indexed with it (full text, vector and token index); the turns before those, up to
+    the ``word_window``-th, and the ``word_after`` turns after it, for their words alone (full text,
+    weighed lower). ``stats`` is added to.
+    """
+    for label, value in (("window", window), ("word_window", word_window), ("word_after", word_after)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise InvalidInput(f"{label} must be a whole number of turns >= 0, not {value!r}")
+    if not conversation.scopes:
+        raise InvalidInput(f"conversation {conversation.conversation_id!r} names no scope")
+    if gate is not None and not isinstance(gate, EncodingGate):
+        raise InvalidInput(f"gate must be an EncodingGate or None, not {type(gate).__name__}")
+    if not isinstance(bridge, (bool, ContextBridge)):
+        raise InvalidInput(f"bridge must be True, False or a ContextBridge, not {type(bridge).__name__}")
+    bridging = ContextBridge() if bridge is True else bridge or None
+    now = db._clock()  # the store's clock: a test clock in tests
+    for session in conversation.sessions:
+        for i, turn in enumerate(session.turns):
+            where = (
+                f"conversation {conversation.conversation_id!r}, session {session.session_id!r}, "
+                f"turn {turn.turn_id or i}"
+            )
+            check_turn(turn, where)
+            when = turn.at or session.date
+            if when is not None and parse_time(when, field=f"{where}: time") > now:
+                raise InvalidInput(
+                    f"{where}: dated {parse_time(when)}, after now ({now}); a memory cannot be "
+                    "from the future: check the dataset's dates or the machine's clock"
+                )
+    ids: list[str] = []
+    counts = IngestStats()
+    speaker_entities: dict[str, str] = {}  # speaker -> person entity, resolved once per conversation
+    with db.batch():
+        home, *shared = [db.scope(name) for name in conversation.scopes]
+        for session in conversation.sessions:
+            world = db.world(f"{conversation.conversation_id} / {session.session_id}", parent=home, type="Session")
+            for other in shared:
+                db.link(other, world, "contains")
+            texts = [turn.text for turn in session.turns]
+            scores = gate.session(db, texts, scope=home) if gate is not None else None  # before the session lands
+            speakers = [turn.speaker for turn in session.turns]
+            records = [
+                {
+                    "text": turn.text,
+                    "world": world,
+                    "type": "Turn",
+                    "name": turn.speaker,  # who said it: indexed with the words
+                    "valid_at": turn.at or session.date,
+                    "props": {
+                        k: v
+                        for k, v in {
+                            **turn.props,
+                            "speaker": turn.speaker,
+                            "turn_id": turn.turn_id,
+                            "session": session.session_id,
+                            "conversation": conversation.conversation_id,
+                        }.items()
+                        if v is not None
+                    },
+                    "salience": scores[i].score if scores is not None else 0.0,
+                }
+                for i, turn in enumerate(session.turns)
+            ]
+            # a turn purged before (the same transcript ingested again) is a wall no words cross
+            walls = db._on_tombstones(world, records)
+            bridged, contexts, farther = [""] * len(texts), [""] * len(texts), [""] * len(texts)
+            for run in _runs(walls):
+                said, who = [texts[i] for i in run], [speakers[i] for i in run]
+                run_bridged = bridging.session(said, speakers=who) if bridging is not None else [""] * len(run)
+                before = windowed(said, speakers=who, turns=window)
+                far = words_around(said, speakers=who, before=word_window, skip=window, after=word_after)
+                for j, i in enumerate(run):
+                    bridged[i], farther[i] = run_bridged[j], far[j]
+                    contexts[i] = "\n".join(c for c in (run_bridged[j], before[j]) if c)
+            written = db.write_many(
+                [
+                    {**record, "index_context": contexts[i] or None, "word_context": farther[i] or None}
+                    for i, record in enumerate(records)
+                ]
+            )
+            ids.extend(written)
+            counts.turns += len(written)
+            counts.bridged += sum(1 for context in bridged if context)
+            counts.below_gate += sum(1 for score in scores or () if not score.kept)
+            if extractor is None and not deferred:
+                continue
+            for i, (turn, turn_id) in enumerate(zip(session.turns, written, strict=True)):
+                if is_assistant(turn.speaker) or (scores is not None and not scores[i].kept) or walls[i]:
+                    continue  # not about the person, or not worth System 2 (the turn itself is stored)
+                when = turn.at or session.date
+                said_at = parse_time(when, field="turn time") if when else db.read(turn_id).valid_at
+                if deferred:
+                    enqueue(db, turn_id, home, said_at, conversation.conversation_id, turn.speaker)
+                    continue
+                assert extractor is not None
+                found = extractor.extract(turn.text, speaker=turn.speaker, said_at=said_at)
+                if found.entities or found.facts or turn.speaker:
+                    remember(
+                        db,
+                        found,
+                        turn=turn_id,
+                        scope=home,
+                        said_at=said_at,
+                        said_in=conversation.conversation_id,
+                        speaker=turn.speaker,
+                        speakers=speaker_entities,
+                    )
+    if stats is not None:  # counted once the conversation has landed
+        stats.turns += counts.turns
+        stats.below_gate += counts.below_gate
+        stats.bridged += counts.bridged
+    return ids

@@ -1,0 +1,701 @@
+"""The write path: the only code that writes nodes, edges and Merkle roots.
+
+A ``Txn`` is one logical write: ``BEGIN IMMEDIATE``, the reconciler's session row
+(which lets the guard triggers pass), the writes, the edge handlers' decisions,
+the Merkle propagation, the root log, ``COMMIT``. Anything that fails rolls the
+whole transaction back, so the store is byte-for-byte what it was.
+
+Each operation validates and runs its handlers *before* its first SQL write, so a
+refused operation inside a larger batch leaves nothing behind; an unexpected error
+after the first write poisons the batch, and it rolls back.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import apsw
+import numpy as np
+
+from ..edges import (
+    DEFAULT_EDGE_TYPES,
+    CloseValidity,
+    EdgeDraft,
+    EdgeRegistry,
+    EdgeType,
+    EndView,
+    SkipEdgeRow,
+    StageMerge,
+)
+from ..errors import InvalidInput, MergeError, NotCurrent, WorldDBError
+from ..models.embed import Embedder, TokenVectors, embed_checked, embedding_text, token_table
+from ..store import connection, traverse
+from ..store.hashing import EMPTY_TREE, canonical_json, edge_body, edge_id, edge_leaf, node_id, state_bytes, world_root
+from ..store.merkle import MerkleWriter
+from ..store.rows import Header, Store, node_state_bytes
+from ..store.vector_index import VectorLane
+from ..store.world_vectors import Composer
+from ..text.dates import Clock, check_interval
+from ..types import Edge, MergeStatus
+
+DEFAULT_NAMES = frozenset(t.name for t in DEFAULT_EDGE_TYPES)
+TYPE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")
+Member = tuple[str, int]  # ('n', nid) or ('e', eid)
+
+
+def normalise_alias(alias: str) -> str:
+    """Casefolded, whitespace-collapsed form used for exact alias lookup."""
+    return " ".join(alias.casefold().split())
+
+
+def node_body(
+    type_: str,
+    parent_hex: str,
+    name: str | None,
+    content: str | None,
+    props: Mapping[str, Any] | None,
+    valid_at: str | None,
+) -> str:
+    """The canonical JSON a node's id hashes (``valid_at`` None for a timeless world)."""
+    record: dict[str, Any] = {
+        "v": 1,
+        "type": type_,
+        "name": name,
+        "content": content,
+        "parent": parent_hex,
+        "props": dict(props or {}),
+    }
+    if valid_at is not None:
+        record["valid_at"] = valid_at
+    return canonical_json(record)
+
+
+def _indexed(spec: NodeSpec) -> str | None:
+    """The content a node is indexed by: its own, then any context the caller adds (the bridge's)."""
+    if not spec.index_context or not spec.content:
+        return spec.content
+    return f"{spec.content}\n{spec.index_context}"
+
+
+class NodeSpec(NamedTuple):
+    """A node to write. ``timeless`` leaves valid_at out of the id (worlds named by name alone)."""
+
+    type: str
+    parent: int
+    name: str | None = None
+    content: str | None = None
+    props: Mapping[str, Any] | None = None
+    valid_at: str | None = None
+    timeless: bool = False
+    vector: Any = None
+    salience: float = 0.0
+    aliases: Sequence[str] = ()
+    index_context: str | None = None  # indexed (FTS, vector) after the content, never stored in the blob
+    word_context: str | None = None  # indexed for its words only (node_fts.context), never stored either
+
+
+class EdgeSpec(NamedTuple):
+    """An edge to write through its type's handler."""
+
+    type: str
+    src: int
+    dst: int
+    props: Mapping[str, Any] | None = None
+    valid_at: str | None = None
+    accepting: bool = False
+    score: float | None = None
+    tier: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class EdgeResult:
+    """What linking did: the edge row written (if any) and the proposal staged (if any)."""
+
+    eid: int | None
+    proposal: int | None
+    created: bool
+    edge: Edge | None = None  # the record of a newly written row (saves a re-read)
+
+
+class _Writing:
+    """Marks the transaction unusable if a write fails after it started (see Txn._writing)."""
+
+    __slots__ = ("txn",)
+
+    def __init__(self, txn: Txn) -> None:
+        self.txn = txn
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
+        if exc is not None:
+            self.txn.poisoned = True
+            connection.translate().__exit__(type(exc), exc, tb)
+
+
+class Txn:
+    """One logical write. Use through ``Reconciler.transaction()``."""
+
+    def __init__(self, reconciler: Reconciler) -> None:
+        self.r = reconciler
+        self.store = reconciler.store
+        self.now = reconciler.now()
+        self.dirty: dict[int, dict[int, Member]] = {}
+        self.restate: set[int] = set()
+        self.sizes: dict[int, int] = {}
+        self.roots: dict[int, bytes] = {}
+        self.edge_leaves: dict[int, bytes] = {}
+        self.new_nodes: list[int] = []
+        self.views: dict[int, EndView] = {}  # nodes' projections as this transaction left them
+        # Index rows are written at commit in one executemany each: an FTS5 insert between
+        # other statements flushes its pending terms every time (measured ~4x slower per write).
+        self.pending_text: list[tuple[int, str, str, str | None]] = []
+        self.pending_vectors: list[tuple[int, np.ndarray]] = []
+        self.pending_edges: list[tuple[Any, ...]] = []
+        self.pending_keys: dict[tuple[int, int, str], int] = {}  # edges this transaction wrote, still open
+        self.pending_ids: set[bytes] = set()
+        self.next_eid: int | None = None
+        self.poisoned = False
+
+    # ---- helpers ----------------------------------------------------------------
+
+    def _writing(self) -> _Writing:
+        """Context for an operation's writes: a failure half-way poisons the batch."""
+        return _Writing(self)
+
+    def _next_slot(self, world: int) -> int:
+        size = self.sizes.get(world)
+        if size is None:
+            size = self.store.member_count(world)
+        self.sizes[world] = size + 1
+        return size
+
+    def _mark(self, world: int, slot: int, member: Member) -> None:
+        self.dirty.setdefault(world, {})[slot] = member
+
+    def end_view(self, nid: int) -> EndView:
+        """What handlers see of a node (cached until this transaction changes it)."""
+        view = self.views.get(nid)
+        if view is None:
+            header = self.store.header(nid)  # usually cached: resolving an id fills it
+            valid_at, invalid_at, expired_at, retired = self.store.validity(nid)
+            view = EndView(nid, header.id.hex(), header.type, valid_at, invalid_at, expired_at, retired)
+            self.views[nid] = view
+        return view
+
+    def lowest_common_world(self, a: int, b: int) -> int:
+        """The deepest world holding both nodes (the world whose tree covers their edge)."""
+        ha, hb = self.store.header(a), self.store.header(b)
+        while ha.depth > hb.depth:
+            ha = self.store.header(ha.parent)  # type: ignore[arg-type]
+        while hb.depth > ha.depth:
+            hb = self.store.header(hb.parent)  # type: ignore[arg-type]
+        while ha.nid != hb.nid:
+            ha = self.store.header(ha.parent)  # type: ignore[arg-type]
+            hb = self.store.header(hb.parent)  # type: ignore[arg-type]
+        return ha.nid
+
+    # ---- EdgeContext (read-only facts for handlers) -------------------------------
+
+    def is_ancestor(self, ancestor: int, node: int) -> bool:
+        """True if ``ancestor`` is ``node`` or holds it, by parent chain or contains edges."""
+        self.write_pending()
+
+        membership = self.r.registry.rules().membership  # contains, and custom types that declare it
+
+        def containers(nid: int) -> list[int]:
+            parent = self.store.header(nid).parent
+            holders = self.store.current_sources(nid, membership)
+            return holders if parent is None else [parent, *holders]
+
+        return traverse.reaches(node, ancestor, containers)
+
+    def merge_status(self, a: int, b: int) -> MergeStatus | None:
+        """Status of the proposal for this pair, if any."""
+        found = self.store.proposal(a, b)
+        return None if found is None else found[1]
+
+    def reaches(self, edge_type: str, src: int, dst: int) -> bool:
+        """True if current edges of ``edge_type`` lead from src to dst."""
+        self.write_pending()
+        return traverse.reaches(src, dst, lambda nid: self.store.current_targets(edge_type, nid))
+
+    # ---- nodes --------------------------------------------------------------------
+
+    def add_node(self, *, type_: str, parent: int, **fields: Any) -> tuple[int, bool]:
+        """Write one node inside ``parent``; returns (nid, created). See ``add_nodes``."""
+        return self.add_nodes([NodeSpec(type=type_, parent=parent, **fields)])[0]
+
+    def node_ids(self, specs: Sequence[NodeSpec]) -> list[bytes]:
+        """The ids ``add_nodes`` would give ``specs`` (content addressing), without writing anything."""
+        return [raw for *_, raw in self._prepare(specs)]
+
+    def _prepare(self, specs: Sequence[NodeSpec]) -> list[tuple[NodeSpec, Header, str, str, bytes]]:
+        """(spec, parent, valid time, canonical body, id) of each spec; a bad type is refused."""
+        prepared: list[tuple[NodeSpec, Header, str, str, bytes]] = []
+        for spec in specs:
+            if not isinstance(spec.type, str) or not TYPE_NAME.match(spec.type):
+                raise InvalidInput(
+                    f"node type {spec.type!r} must start with a letter and use letters, digits or _ (max 64)"
+                )
+            parent = self.store.header(spec.parent)
+            valid = spec.valid_at or self.now
+            body = node_body(
+                spec.type, parent.id.hex(), spec.name, spec.content, spec.props, None if spec.timeless else valid
+            )
+            prepared.append((spec, parent, valid, body, node_id(body)))
+        return prepared
+
+    def add_nodes(self, specs: Sequence[NodeSpec]) -> list[tuple[int, bool]]:
+        """Write nodes; returns (nid, created) per spec. Same content, same node (idempotent).
+
+        Everything that can refuse (types, text, vectors) is checked before the first write;
+        texts without a vector are embedded in one call; rows go in with one executemany per table.
+        """
+        prepared = self._prepare(specs)
+        existing = self.store.nids_of([item[4] for item in prepared])
+        fresh: dict[bytes, int] = {}
+        plan: list[tuple[NodeSpec, Header, str, str, bytes, str]] = []
+        results: list[tuple[int, bool]] = []
+        next_nid = self.store.max_nid() + 1
+        for spec, parent, valid, body, raw in prepared:
+            known = existing.get(raw, fresh.get(raw))
+            if known is not None:
+                results.append((known, False))
+                continue
+            fresh[raw] = next_nid
+            results.append((next_nid, True))
+            next_nid += 1
+            plan.append((spec, parent, valid, body, raw, embedding_text(spec.name, _indexed(spec))))
+        vectors = self._vectors_for(plan)
+        node_rows: list[tuple[Any, ...]] = []
+        state_rows: list[tuple[Any, ...]] = []
+        alias_rows: list[tuple[Any, ...]] = []
+        with self._writing():
+            for (spec, parent, valid, body, raw, text), vector in zip(plan, vectors, strict=True):
+                nid = fresh[raw]
+                slot = self._next_slot(parent.nid)
+                depth = parent.depth + 1
+                root = world_root(raw, node_state_bytes(valid, None, None, self.now, None, 0), EMPTY_TREE, 0)
+                node_rows.append((nid, raw, spec.type, parent.nid, slot, depth, body))
+                state_rows.append((nid, valid, self.now, float(spec.salience), root))
+                alias_rows.extend((nid, a, normalise_alias(a), "write", self.now) for a in spec.aliases)
+                if text:
+                    self.pending_text.append((nid, spec.name or "", _indexed(spec) or "", spec.word_context or None))
+                    if vector is not None:
+                        self.pending_vectors.append((nid, vector))
+                self.store.remember(Header(nid, raw, spec.type, parent.nid, depth, slot))
+                self.views[nid] = EndView(nid, raw.hex(), spec.type, valid, None, None, False)
+                self.new_nodes.append(nid)
+                self.roots[nid] = root
+                self._mark(parent.nid, slot, ("n", nid))
+            self.store.insert_nodes(node_rows, state_rows, alias_rows)
+        return results
+
+    def _vectors_for(self, plan: Sequence[tuple[NodeSpec, Header, str, str, bytes, str]]) -> list[Any]:
+        """Each planned node's vector: given, embedded (one batch call), or None (no text)."""
+        vectors: list[Any] = [item[0].vector if item[5] else None for item in plan]
+        missing = [i for i, item in enumerate(plan) if item[5] and item[0].vector is None]
+        if missing and self.r.embedder is not None:
+            embedded = embed_checked(self.r.embedder, [plan[i][5] for i in missing], self.r.dim)
+            for i, vector in zip(missing, embedded, strict=True):
+                vectors[i] = vector
+        return [None if v is None else self.r.check_vector(v) for v in vectors]
+
+    def add_root(self) -> int:
+        """Create the store's root world (once, at init)."""
+        body = canonical_json({"v": 1, "type": "Root", "name": None, "content": None, "parent": None, "props": {}})
+        raw = node_id(body)
+        existing = self.store.nid_of(raw)
+        if existing is not None:
+            return existing
+        with self._writing():
+            root = world_root(raw, node_state_bytes(self.now, None, None, self.now, None, 0), EMPTY_TREE, 0)
+            nid = self.store.max_nid() + 1
+            self.store.insert_nodes(
+                [(nid, raw, "Root", None, None, 0, body)], [(nid, self.now, self.now, 0.0, root)], []
+            )
+            self.store.remember(Header(nid, raw, "Root", None, 0, None))
+            self.restate.add(nid)
+        return nid
+
+    def close(self, nid: int, at: str | None = None, *, retire: bool = False, expire: bool = False) -> None:
+        """Tighten a node's validity to ``at`` (and/or retire or retract it)."""
+        row = self.store.node_row(nid)
+        at = at or self.now
+        if row.expired_at is not None:
+            raise NotCurrent(f"{row.id.hex()[:12]} was retracted; nothing of it is left to change")
+        if retire and row.retired:
+            raise NotCurrent(f"{row.id.hex()[:12]} is already retired")
+        invalid_at, closed_at = row.invalid_at, row.closed_at
+        if not expire:
+            check_interval(row.valid_at, at, what=f"the validity of {row.id.hex()[:12]}")
+            if invalid_at is None or at < invalid_at:
+                invalid_at, closed_at = at, self.now
+        expired_at = self.now if expire else None
+        with self._writing():
+            self.store.close_node(
+                nid,
+                invalid_at=invalid_at,
+                closed_at=closed_at,
+                expired_at=expired_at,
+                retired=int(retire or bool(row.retired)),
+                at=self.now,
+            )
+            self.views.pop(nid, None)
+            self.restate.add(nid)
+
+    # ---- edges --------------------------------------------------------------------
+
+    def add_edge(self, type_: str, src: int, dst: int, **fields: Any) -> EdgeResult:
+        """Write one edge through its type's handler. See ``add_edges``."""
+        return self.add_edges([EdgeSpec(type=type_, src=src, dst=dst, **fields)])[0]
+
+    def add_edges(self, specs: Sequence[EdgeSpec]) -> list[EdgeResult]:
+        """Run each edge's on_insert handler, in order, and apply its decisions with the edge row.
+
+        A current edge of the same type between the same nodes is returned, not written again.
+        Edge rows are queued and written in one executemany before anything reads edges (a
+        handler asking the context, a read, the commit), so every handler sees every earlier edge.
+        """
+        types = [self.r.registry.get(spec.type) for spec in specs]  # unknown types refuse first
+        self._prefetch_views([n for spec in specs for n in (spec.src, spec.dst)])
+        existing = self.store.current_edges_from([spec.src for spec in specs])
+        results: list[EdgeResult] = []
+        applied = False
+        try:
+            for spec, edge_type in zip(specs, types, strict=True):
+                key = (spec.src, spec.dst, spec.type)
+                known = self.pending_keys.get(key, existing.get(key))
+                if known is not None:
+                    results.append(EdgeResult(known, None, False))
+                    continue
+                result = self._add_edge(spec, edge_type)
+                applied = True
+                results.append(result)
+        except BaseException:
+            if applied:
+                self.poisoned = True  # earlier edges of this call were applied; the batch must not commit
+            raise
+        return results
+
+    def _add_edge(self, spec: EdgeSpec, edge_type: EdgeType) -> EdgeResult:
+        src_view, dst_view = self.end_view(spec.src), self.end_view(spec.dst)
+        valid = spec.valid_at or self.now
+        clean_props = dict(spec.props or {})
+        draft = EdgeDraft(spec.type, src_view, dst_view, clean_props, valid, spec.accepting)
+        decisions = list(edge_type.on_insert(draft, self))
+        props_json = canonical_json(clean_props)
+        raw = edge_id(edge_body(spec.type, src_view.id, dst_view.id, valid, props_json))
+        if raw in self.pending_ids or self.store.edge_exists(raw) is not None:
+            raise NotCurrent(
+                f"a {spec.type} edge with these ends, properties and valid time existed and was closed; "
+                "edges never re-open: link again with a different valid_at"
+            )
+        for decision in decisions:  # checks that can refuse come before any write
+            if isinstance(decision, CloseValidity):
+                check_interval(self.end_view(decision.nid).valid_at, decision.at, what="the closed validity")
+        proposal = None
+        with self._writing():
+            for decision in decisions:
+                if isinstance(decision, CloseValidity):
+                    self.close(decision.nid, decision.at)
+                elif isinstance(decision, StageMerge):
+                    proposal = self.store.insert_proposal(
+                        decision.a, decision.b, spec.score, spec.tier or "manual", decision.reason, self.now
+                    )
+            if any(isinstance(d, SkipEdgeRow) for d in decisions):
+                return EdgeResult(None, proposal, proposal is not None)
+            if spec.type not in DEFAULT_NAMES:  # remember custom types so verify knows them later
+                self.store.record_edge_type(spec.type)
+            world = self.lowest_common_world(spec.src, spec.dst)
+            slot = self._next_slot(world)
+            if self.next_eid is None:
+                self.next_eid = self.store.max_eid() + 1
+            eid, self.next_eid = self.next_eid, self.next_eid + 1
+            self.pending_edges.append(
+                (eid, raw, spec.type, spec.src, spec.dst, world, slot, props_json, valid, self.now)
+            )
+            self.pending_keys[(spec.src, spec.dst, spec.type)] = eid
+            self.pending_ids.add(raw)
+            self.edge_leaves[eid] = edge_leaf(raw, state_bytes(valid, None, None, self.now, None))
+            self._mark(world, slot, ("e", eid))
+        record = Edge(
+            raw.hex(),
+            spec.type,
+            src_view.id,
+            dst_view.id,
+            self.store.header(world).id.hex(),
+            clean_props,
+            valid,
+            None,
+            None,
+            self.now,
+            None,
+        )
+        return EdgeResult(eid, proposal, True, record)
+
+    def check_edge(self, type_: str, src: EndView, dst: int) -> None:
+        """Run a type's on_insert for an edge from a node not yet written; raises if it would refuse."""
+        edge_type = self.r.registry.get(type_)
+        edge_type.on_insert(EdgeDraft(type_, src, self.end_view(dst), {}, src.valid_at), self)
+
+    def _prefetch_views(self, nids: Sequence[int]) -> None:
+        """Load the handler views of many nodes in one query."""
+        wanted = [n for n in set(nids) if n not in self.views]
+        if len(wanted) < 2:
+            return
+        for nid, raw, type_, parent, depth, slot, valid_at, invalid_at, expired_at, retired in self.store.end_states(
+            wanted
+        ):
+            self.store.remember(Header(nid, raw, type_, parent, depth, slot))
+            self.views[nid] = EndView(nid, raw.hex(), type_, valid_at, invalid_at, expired_at, bool(retired))
+
+    def write_pending(self, *, indexes: bool = False) -> None:
+        """Write queued edge rows (before anything reads edges) and, if asked, index rows."""
+        if self.pending_edges:
+            self.store.insert_edges(self.pending_edges)
+            self.pending_edges = []
+        if indexes:
+            if self.pending_text:  # (a token table loads the model: not for writes without text)
+                self.store.index_texts(self.pending_text, self.r.tokens())
+            self.r.composer.commit(self.pending_vectors)
+            self.pending_text, self.pending_vectors = [], []
+
+    def close_edge(self, eid: int, at: str | None = None) -> None:
+        """Run on_delete and close the edge's validity (edges are never deleted)."""
+        self.write_pending()
+        row = self.store.edge_row(eid)
+        if row.invalid_at is not None or row.expired_at is not None:
+            raise NotCurrent(f"edge {row.id.hex()[:12]} is already closed")
+        at = at or self.now
+        check_interval(row.valid_at, at, what="the edge's validity")
+        draft = EdgeDraft(row.type, self.end_view(row.src), self.end_view(row.dst), {}, row.valid_at)
+        decisions = list(self.r.registry.get(row.type).on_delete(draft, self))
+        with self._writing():
+            for decision in decisions:
+                if isinstance(decision, CloseValidity):
+                    self.close(decision.nid, decision.at)
+            self.store.close_edge(eid, at, self.now)
+            self.pending_keys.pop((row.src, row.dst, row.type), None)
+            self.edge_leaves.pop(eid, None)
+            self._mark(row.world, row.slot, ("e", eid))
+
+    def decide_merge(self, pid: int, accept: bool) -> None:
+        """Accept (writing symmetric same_as edges) or reject a pending proposal."""
+        proposal = self.store.proposal_row(pid)
+        if proposal.status is not MergeStatus.PENDING:
+            raise MergeError(f"proposal {pid} is already {proposal.status.value}; decisions are final")
+        a, b = self.store.proposal_pair(pid)
+        if accept:
+            self.write_pending()
+            left = traverse.closure(a, self.store.same_as_neighbours)
+            right = traverse.closure(b, self.store.same_as_neighbours)
+            if self.store.rejected_between(left, right):
+                raise MergeError(
+                    f"accepting proposal {pid} would join two identities that a rejected merge keeps apart; "
+                    "reject it, or revisit the earlier decision by hand"
+                )
+        with self._writing():
+            self.store.decide_proposal(pid, MergeStatus.ACCEPTED if accept else MergeStatus.REJECTED, self.now)
+            if accept:
+                self.add_edge("same_as", a, b, accepting=True)
+                self.add_edge("same_as", b, a, accepting=True)
+
+    def add_alias(self, nid: int, alias: str, source: str | None = None) -> None:
+        """Record another name for a node."""
+        if not isinstance(alias, str) or not alias.strip():
+            raise InvalidInput("an alias must be non-empty text")
+        with self._writing():
+            self.store.insert_alias(nid, alias.strip(), normalise_alias(alias), source, self.now)
+
+    # ---- Merkle propagation ---------------------------------------------------------
+
+    def _leaf(self, member: Member) -> bytes:
+        kind, ref = member
+        if kind == "n":
+            cached = self.roots.get(ref)
+            if cached is not None:
+                return cached
+            return self.store.root_of(ref)
+        cached = self.edge_leaves.get(ref)
+        if cached is not None:
+            return cached
+        edge = self.store.edge_row(ref)
+        return edge_leaf(edge.id, edge.state())
+
+    def flush(self) -> None:
+        """Write the queued rows, then recompute roots bottom-up and log the changed ones."""
+        self.write_pending(indexes=True)
+        buckets: dict[int, set[int]] = {}
+        for nid in set(self.dirty) | self.restate:
+            buckets.setdefault(self.store.header(nid).depth, set()).add(nid)
+        log: list[tuple[int, bytes, int, str]] = []
+        writer = MerkleWriter(self.store)
+        while buckets:
+            depth = max(buckets)
+            for world in sorted(buckets.pop(depth)):
+                row = self.store.node_row(world)
+                size = self.sizes.get(world, row.size)
+                slots = self.dirty.pop(world, None)
+                if slots:
+                    top = writer.update(world, {s: self._leaf(m) for s, m in slots.items()}, size)
+                else:
+                    top = writer.top(world, size)
+                root = world_root(row.id, row.state(), top, size)
+                self.roots[world] = root
+                if root == row.root and size == row.size:
+                    continue
+                self.store.set_root(world, root, size)
+                if size > 0:
+                    log.append((world, root, size, self.now))
+                if row.parent is not None:
+                    self._mark(row.parent, row.slot, ("n", world))  # type: ignore[arg-type]
+                    buckets.setdefault(depth - 1, set()).add(row.parent)
+        self.store.log_roots(log)
+        self.restate.clear()
+
+
+class Reconciler:
+    """Owns the write transaction. One per connection."""
+
+    def __init__(
+        self,
+        conn: apsw.Connection,
+        store: Store,
+        registry: EdgeRegistry,
+        clock: Clock,
+        embedder: Embedder | None,
+        dim: int,
+        compose: str = "attention",
+    ) -> None:
+        self.conn = conn
+        self.store = store
+        self.registry = registry
+        self.clock = clock
+        self.embedder = embedder
+        self.dim = dim
+        self.lane = VectorLane(store, dim, None if embedder is None else embedder.model_id)
+        self.composer = Composer(store, self.lane, compose, dim)
+        self._txn: Txn | None = None
+
+    def now(self) -> str:
+        """The store's present: the clock, but never before the last commit.
+
+        A clock that steps back (an NTP correction, a board without a real-time clock) must not
+        date a commit before the one it follows: belief time orders the history that
+        ``verify --deep`` replays and ``as_of`` reads name. Reads of "now" use the same time,
+        so they see the commit a stepped-back clock would otherwise date in their future.
+        """
+        now, last = self.clock(), self.store.last_commit_time()
+        return now if last is None or now >= last else last
+
+    def tokens(self) -> TokenVectors | None:
+        """The embedder's token table, which the token index is written in; None: it has none."""
+        table = token_table(self.embedder)
+        return None if table is None else table()
+
+    def check_vector(self, vector: Any) -> np.ndarray:
+        """A float32 vector of the store's dimension, or a clear error."""
+        try:
+            array = np.asarray(vector, dtype=np.float32).reshape(-1)
+        except (TypeError, ValueError):
+            raise InvalidInput("a vector must be a sequence of numbers") from None
+        if array.shape[0] != self.dim:
+            raise InvalidInput(
+                f"vector has {array.shape[0]} dimensions but this store holds {self.dim}; embed with the store's model"
+            )
+        square = float(array.dot(array))  # one BLAS call; NaN or inf anywhere propagates
+        if not np.isfinite(square):
+            raise InvalidInput("a vector must hold finite numbers only")
+        if square == 0.0:
+            raise InvalidInput("a zero vector has no direction to compare by cosine; give a non-zero vector")
+        return array / np.float32(np.sqrt(square))
+
+    @property
+    def active(self) -> Txn | None:
+        """The transaction in progress on this connection, if any."""
+        return self._txn
+
+    def transaction(self, *, prepare: Callable[[], None] | None = None) -> Transaction:
+        """One logical write; nested calls join the outer transaction.
+
+        ``prepare`` runs right after BEGIN, before the reconciler's session row (used to create
+        the schema of a new store in the same transaction as its root world).
+        """
+        return Transaction(self, prepare)
+
+
+class Transaction:
+    """Context manager behind ``Reconciler.transaction`` (a class: it is on the hot path).
+
+    It is also the one place where a raw SQLite error raised inside a transaction, by the
+    reconciler or by the caller's code in the ``with`` body, becomes a WorldDBError.
+    """
+
+    __slots__ = ("r", "txn", "outer", "prepare", "changes")
+
+    def __init__(self, reconciler: Reconciler, prepare: Callable[[], None] | None = None) -> None:
+        self.r = reconciler
+        self.outer = reconciler._txn is None
+        self.prepare = prepare
+
+    def __enter__(self) -> Txn:
+        r = self.r
+        if not self.outer:
+            assert r._txn is not None
+            self.changes = r.conn.total_changes()
+            return r._txn
+        with connection.translate():
+            connection.with_retry(lambda: r.conn.execute("begin immediate"))
+        try:
+            with connection.translate():
+                if self.prepare is not None:
+                    self.prepare()  # a new store's schema: Txn reads the last commit's time from it
+                self.txn = Txn(r)
+                r._txn = self.txn
+                r.conn.execute("insert into reconciler_session (holder) values ('reconciler')")
+        except BaseException:
+            self._abort()
+            raise
+        return self.txn
+
+    def _abort(self) -> None:
+        r = self.r
+        try:
+            if not r.conn.getautocommit():
+                r.conn.execute("rollback")
+        finally:
+            txn = getattr(self, "txn", None)  # unset when BEGIN's prepare failed
+            r.store.forget_uncommitted(txn.new_nodes if txn is not None else [])
+            r.lane.forget()  # a search inside the transaction may have indexed rows that are now gone
+            r._txn = None
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
+        if exc is not None:
+            if not self.outer:
+                if self.r.conn.total_changes() != self.changes:
+                    assert self.r._txn is not None
+                    self.r._txn.poisoned = True  # it wrote before failing: the batch must not commit
+            else:
+                self._abort()
+            connection.translate().__exit__(exc_type, exc, tb)  # re-raises a raw SQLite error as WorldDBError
+            return
+        if not self.outer:
+            return
+        txn, r = self.txn, self.r
+        try:
+            if txn.poisoned:
+                raise WorldDBError("a write in this batch failed half-way; the whole batch was rolled back")
+            with connection.translate():
+                txn.flush()
+                r.conn.execute("delete from reconciler_session")
+                r.conn.execute("commit")
+        except BaseException:
+            self._abort()
+            raise
+        r._txn = None
