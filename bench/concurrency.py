@@ -6,7 +6,7 @@ Writers write memories (one per transaction, every tenth a batch of 8) into thei
 and a shared one; readers run hybrid recalls, BM25 searches and root checks. Every process
 opens its own ``WorldDB`` with the bundled embedder. The store is WAL, writes take
 ``BEGIN IMMEDIATE`` and wait through SQLite's busy timeout, retried with backoff in one place
-(``_sqlite.with_retry``), so the claims checked are:
+(``store.connection.with_retry``), so the claims checked are:
 
 * no error reaches a caller (``database is locked`` / ``StoreBusy`` included): errors must be 0;
 * no write is lost: every id a writer was given reads back afterwards;
@@ -101,7 +101,7 @@ def reader(path: str, number: int, seconds: float, ready: Any, go: Any, out: Any
             else:
                 scope = rng.choice([SHARED, *(f"w{n}" for n in range(4))])
                 try:
-                    world = db._scope_id(scope)
+                    world = db._reader.scope_id(scope)
                 except NotFound:
                     world = db.root_id  # not written yet
                 if not root_recomputes(db, world):

@@ -45,8 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import emit, environment, progress  # noqa: E402
 
 from worlddb_lite import NotFound, WorldDB  # noqa: E402
-from worlddb_lite.write.conversation import DEFAULT_EXTRACTOR, ConversationIn, SessionIn, TurnIn, ingest  # noqa: E402
-from worlddb_lite.write.queue import drain  # noqa: E402
+from worlddb_lite.write.conversation import DEFAULT_EXTRACTOR, ConversationIn, SessionIn, TurnIn  # noqa: E402
 
 DIM = 16
 MODES = ("write", "ingest", "consolidate", "purge")
@@ -113,7 +112,7 @@ def _child(mode: str, path: str, fd: int, seed: int) -> None:
     elif mode == "ingest":
         k = 0
         while True:
-            ingest(db, conversation(k), extractor=DEFAULT_EXTRACTOR)
+            db.ingest(conversation(k), extractor=DEFAULT_EXTRACTOR)
             ack(f"c {k}")
             k += 1
     elif mode == "purge":
@@ -125,7 +124,7 @@ def _child(mode: str, path: str, fd: int, seed: int) -> None:
             ack(f"p {ref} {secret}")
             i += 1
     else:
-        while drain(db, DEFAULT_EXTRACTOR, limit=1):
+        while db.consolidate(DEFAULT_EXTRACTOR, limit=1):
             i += 1
             ack(f"d {i}")
         ack("empty")
@@ -256,10 +255,10 @@ def template(mode: str, folder: Path) -> tuple[Path, int]:
     queued = 0
     with WorldDB(path, embedder=None, dim=DIM) as db:
         if mode == "ingest":
-            ingest(db, conversation(10_000), extractor=DEFAULT_EXTRACTOR)  # entities exist already
+            db.ingest(conversation(10_000), extractor=DEFAULT_EXTRACTOR)  # entities exist already
         if mode == "consolidate":
             for k in range(16):
-                ingest(db, conversation(k), deferred=True)
+                db.ingest(conversation(k), deferred=True)
             queued = int(db._conn.execute("select count(*) from work_queue").fetchone()[0])  # type: ignore[index]
     return path, queued
 

@@ -41,7 +41,6 @@ from worlddb_lite import WorldDB
 from worlddb_lite.retrieval import blas  # noqa: E402
 from worlddb_lite.retrieval import recall as pipeline  # noqa: E402
 from worlddb_lite.retrieval.view import ReadView  # noqa: E402
-from worlddb_lite.write.conversation import ingest  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "out"
 PRIORS = ("SESSION_WEIGHT", "ASSISTANT_SHARE", "NAMED_SPEAKER_WEIGHT", "REPLY_WEIGHT", "ANSWER_WEIGHT")
@@ -99,8 +98,8 @@ def read_lanes(dataset: str, cases: list[Case], stores: Path) -> tuple[list[Aske
         db = WorldDB(str(path))
         opened.append(db)
         if fresh:
-            ingest(db, case.conversation)
-        view = db._view(None, None, False, world=db._scope_id(case.conversation.scopes[0]))
+            db.ingest(case.conversation)
+        view = db._reader.view(None, None, False, world=db._reader.scope_id(case.conversation.scopes[0]))
         index = view.index()
         view = replace(view, index=lambda index=index: index)
         known = {t for t, _ in case.docs}

@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import emit, environment, percentiles, progress, remove_store, store_bytes  # noqa: E402
 
 from worlddb_lite import WorldDB  # noqa: E402
-from worlddb_lite.write.conversation import ConversationIn, IngestStats, SessionIn, TurnIn, ingest  # noqa: E402
+from worlddb_lite.write.conversation import ConversationIn, IngestStats, SessionIn, TurnIn  # noqa: E402
 from worlddb_lite.write.gate import EncodingGate  # noqa: E402
 from worlddb_lite.write.loaders import load  # noqa: E402
 
@@ -66,7 +66,7 @@ def fill(db: WorldDB, pool: list[str], start: int, stop: int) -> None:
                     ],
                 )
             )
-        ingest(db, ConversationIn(f"filler-{n}", [f"scope-{n % SCOPES}"], sessions))
+        db.ingest(ConversationIn(f"filler-{n}", [f"scope-{n % SCOPES}"], sessions))
 
 
 def _day(offset: int) -> str:
@@ -104,7 +104,7 @@ def write_latency(sizes: list[int], writes: int, workdir: Path) -> dict[str, dic
                     ],
                 )
                 started = time.perf_counter()
-                ingest(db, turn, deferred=kind == "system1")
+                db.ingest(turn, deferred=kind == "system1")
                 timings[kind].append(time.perf_counter() - started)
             have += writes
             out[str(size)] = {kind: percentiles(t) for kind, t in timings.items()}
@@ -120,7 +120,7 @@ def dataset_rate(name: str, path: Path, fmt: str, workdir: Path) -> dict[str, fl
     conversations = load(path, fmt)
     with WorldDB(store) as db:
         for conversation in conversations:
-            ingest(db, conversation)
+            db.ingest(conversation)
     seconds = time.perf_counter() - started
     turns = sum(c.turn_count for c in conversations)
     return {
@@ -156,7 +156,7 @@ def variants(workdir: Path, repeat: int, conversations: int | None) -> dict[str,
             started = time.perf_counter()
             with WorldDB(store) as db:
                 for conversation in data:
-                    ingest(db, conversation, stats=stats, **options)  # type: ignore[arg-type]
+                    db.ingest(conversation, stats=stats, **options)  # type: ignore[arg-type]
                 seconds = time.perf_counter() - started
                 facts = sum(len(db.nodes(world=db.scope(c.scopes[0]), type="Fact", limit=100_000)) for c in data)
                 entities = sum(len(db.nodes(world=db.scope(c.scopes[0]), type="Entity", limit=100_000)) for c in data)

@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import emit, environment, progress  # noqa: E402
 
 from worlddb_lite import WorldDB  # noqa: E402
-from worlddb_lite.write.conversation import ConversationIn, SessionIn, TurnIn, ingest  # noqa: E402
+from worlddb_lite.write.conversation import ConversationIn, SessionIn, TurnIn  # noqa: E402
 
 TOPICS = "gardening tea Lisbon piano chess coffee cycling rivers trains letters recipes museums".split()
 
@@ -54,7 +54,7 @@ def one_size(folder: Path, size: int) -> dict[str, Any]:
             )
             for s in range(max(1, size // 25))
         ]
-        turns = ingest(db, ConversationIn("talk", ["talk"], sessions), bridge=True)
+        turns = db.ingest(ConversationIn("talk", ["talk"], sessions), bridge=True)
         t0 = time.perf_counter()
         scope = db.purge(db.scope("notes"))
         scope_s = time.perf_counter() - t0

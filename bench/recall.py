@@ -69,7 +69,7 @@ from worlddb_lite.errors import WorldDBError  # noqa: E402
 from worlddb_lite.models.embed import StaticEmbedder  # noqa: E402
 from worlddb_lite.models.rerank import OnnxBiEncoderReranker, OnnxCrossEncoder, RankFusion, Reranker  # noqa: E402
 from worlddb_lite.retrieval import recall as retrieval_recall  # noqa: E402
-from worlddb_lite.write.conversation import ConversationIn, ingest  # noqa: E402
+from worlddb_lite.write.conversation import ConversationIn  # noqa: E402
 from worlddb_lite.write.loaders import load  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -396,7 +396,7 @@ class WorldDBSystem:
 
     def index(self, case: Case) -> None:
         assert self.db is not None
-        self.written = ingest(self.db, case.conversation)
+        self.written = self.db.ingest(case.conversation)
 
     def indexed_example(self) -> dict[str, Any]:
         """What the store holds for one Turn (name and content are what its lanes index): one with an image

@@ -24,7 +24,7 @@ What is timed (after ``--warmup`` recalls on other questions, same store, same p
 * ``recall``: ``db.recall(question, scope=..., k=10)`` for ``--queries`` LoCoMo questions (all
   categories, sampled with ``--seed``): P50/P95/P99;
 * ``lanes``: the same questions again with ``worlddb_lite.retrieval.recall``'s lane functions, its
-  ``rrf`` and ``_turns`` and the query embedding (``worlddb_lite.db.embed_checked``) wrapped by timers
+  ``rrf`` and ``_turns`` and the query embedding (``worlddb_lite.retrieval.reader.embed_checked``) wrapped by timers
   from this script (no library file is changed); ``other`` = recall minus the timed parts (the view,
   the standing lanes, the priors and moves of the head, reasons, loading the hit nodes);
 * ``rerank_stage``: for ``--rerank-queries`` questions, the fused top 30 (``recall(k=30)``, passage =
@@ -56,7 +56,7 @@ from common import emit, environment, peak_rss_mb, percentiles, progress, remove
 from recall import source_digest  # noqa: E402
 
 from worlddb_lite import WorldDB  # noqa: E402
-from worlddb_lite.write.conversation import ConversationIn, SessionIn, TurnIn, ingest  # noqa: E402
+from worlddb_lite.write.conversation import ConversationIn, SessionIn, TurnIn  # noqa: E402
 from worlddb_lite.write.loaders import load  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -162,7 +162,7 @@ def build(path: Path, size: int, seed: int) -> dict[str, Any]:
     started, written = time.perf_counter(), 0
     with WorldDB(str(partial)) as db:
         for conversation in conversations(size, seed, pool, speakers):
-            written += len(ingest(db, conversation))
+            written += len(db.ingest(conversation))
             if written % 10_000 < 500:
                 progress(f"  built {written:,} / {size:,} turns, {time.perf_counter() - started:.0f}s")
         stats = {k: v for k, v in db.stats().items() if k != "path"}
@@ -193,11 +193,11 @@ class LaneTimers:
     """Wraps the recall pipeline's parts (in their modules' namespaces) with timers while active."""
 
     def __init__(self) -> None:
-        import worlddb_lite.db as db_module
+        import worlddb_lite.retrieval.reader as reader_module
         import worlddb_lite.retrieval.recall as recall_module
 
         self.targets: list[tuple[Any, str, str]] = [
-            (db_module, "embed_checked", "embed"),
+            (reader_module, "embed_checked", "embed"),
             (recall_module, "start_text_lane", "text"),
             (recall_module, "vector_lane", "vector"),
             (recall_module, "time_lane", "time"),

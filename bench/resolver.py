@@ -371,7 +371,7 @@ def timed(db: WorldDB, probes: dict[str, tuple[str, str]]) -> tuple[list[float],
     give tier 4 its vectors for free: the cache is emptied before each timed resolve.
     """
     every, names = ResolverConfig(), ResolverConfig(embedding_tier=False)
-    engine = db._resolver()
+    engine = db._writer.resolver
     out: dict[bool, list[float]] = {True: [], False: []}
     for i, (name, _) in enumerate(v for v in probes.values() if v[0]):
         for config in (every, names) if i % 2 == 0 else (names, every):

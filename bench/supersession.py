@@ -26,7 +26,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import emit, environment, progress  # noqa: E402
 
 from worlddb_lite import WorldDB  # noqa: E402
-from worlddb_lite.write.conversation import ingest  # noqa: E402
 from worlddb_lite.write.loaders import load  # noqa: E402
 
 ARCHIVE = Path(__file__).resolve().parents[2] / "shared" / "data" / "beam" / "beam_100K.tar.xz"
@@ -95,7 +94,7 @@ def main() -> None:
         progress("ingesting BEAM-100K")
         with WorldDB(path) as db:
             for conversation in load(args.archive, "beam"):
-                ingest(db, conversation)
+                db.ingest(conversation)
         ingest_s = time.perf_counter() - started
         conn = apsw.Connection(path, flags=apsw.SQLITE_OPEN_READONLY)
         counted = with_original = with_updated = superseded = chained = 0

@@ -9,8 +9,8 @@ import pytest
 from threadpoolctl import threadpool_info, threadpool_limits
 
 from worlddb_lite import WorldDB
-from worlddb_lite import db as db_module
 from worlddb_lite.retrieval import blas
+from worlddb_lite.retrieval import reader as reader_module
 
 from .conftest import child_exit_code
 
@@ -24,13 +24,13 @@ def test_a_recall_runs_on_one_blas_thread_and_restores_the_callers(
 ) -> None:
     db.write("we went camping by the lake", scope="ana")
     inside: list[list[int]] = []
-    real = db_module.retrieval_recall
+    real = reader_module.hybrid_recall
 
     def watched(*args: Any, **kwargs: Any) -> Any:
         inside.append(_blas_threads())
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(db_module, "retrieval_recall", watched)
+    monkeypatch.setattr(reader_module, "hybrid_recall", watched)
     with threadpool_limits(limits=2, user_api="blas"):
         before = _blas_threads()
         assert before and all(n == 2 for n in before)  # numpy's BLAS is there to limit

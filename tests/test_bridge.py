@@ -8,8 +8,9 @@ import pytest
 
 from worlddb_lite import InvalidInput, WorldDB
 from worlddb_lite.store import queries
-from worlddb_lite.write.bridge import ContextBridge, mentions, window, words_around
-from worlddb_lite.write.conversation import ConversationIn, IngestStats, SessionIn, TurnIn, ingest
+from worlddb_lite.text.windows import window, words_around
+from worlddb_lite.write.bridge import ContextBridge, mentions
+from worlddb_lite.write.conversation import ConversationIn, IngestStats, SessionIn, TurnIn
 
 from .conftest import FakeClock, FakeEmbedder, OtherFakeEmbedder, table_digest
 
@@ -27,12 +28,12 @@ def _found(db: WorldDB, query: str) -> list[str]:
 def test_she_is_found_by_the_name_she_stands_for_only_with_the_bridge(db: WorldDB) -> None:
     plain = WorldDB(":memory:", embedder=FakeEmbedder(), clock=FakeClock())
     try:
-        ids = ingest(plain, _chat(*PARK), window=0, word_window=0)  # the bridge alone: no earlier turn indexed
+        ids = plain.ingest(_chat(*PARK), window=0, word_window=0)  # the bridge alone: no earlier turn indexed
         assert _found(plain, "Caroline") == [PARK[0]]
     finally:
         plain.close()
     stats = IngestStats()
-    assert ingest(db, _chat(*PARK), bridge=True, window=0, word_window=0, stats=stats) == ids  # not in the node id
+    assert db.ingest(_chat(*PARK), bridge=True, window=0, word_window=0, stats=stats) == ids  # not in the node id
     assert sorted(_found(db, "Caroline")) == sorted(PARK)
     assert [db.read(i).content for i in ids] == list(PARK)  # stored verbatim
     assert stats.bridged == 1 and stats.turns == 2
@@ -41,7 +42,7 @@ def test_she_is_found_by_the_name_she_stands_for_only_with_the_bridge(db: WorldD
 
 def test_the_vector_carries_the_context_too(db: WorldDB) -> None:
     def closeness(store: WorldDB, bridge: bool) -> float:
-        second = ingest(store, _chat(*PARK), bridge=bridge, window=0)[1]
+        second = store.ingest(_chat(*PARK), bridge=bridge, window=0)[1]
         return next(score for node, score in store.nearest("Caroline", k=2, types=["Turn"]) if node.id == second)
 
     plain = WorldDB(":memory:", embedder=FakeEmbedder(), clock=FakeClock())
@@ -81,9 +82,9 @@ def test_mentions_skip_sentence_openers_months_and_pronouns() -> None:
 def test_the_bridge_is_deterministic_and_leaves_the_store_alone_on_a_second_ingest(db: WorldDB) -> None:
     texts = ("My sister Emma visited Lisbon.", "She loved it there.", "It was her first trip abroad.")
     assert ContextBridge().session(texts) == ContextBridge().session(texts)
-    ids = ingest(db, _chat(*texts), bridge=True)
+    ids = db.ingest(_chat(*texts), bridge=True)
     before = table_digest(db)
-    assert ingest(db, _chat(*texts), bridge=True) == ids
+    assert db.ingest(_chat(*texts), bridge=True) == ids
     assert table_digest(db) == before
     assert db.verify().ok
 
@@ -92,16 +93,16 @@ def test_index_context_is_checked_and_off_by_default(db: WorldDB) -> None:
     with pytest.raises(InvalidInput, match="index_context must be text"):
         db.write("hello", index_context=5)  # type: ignore[arg-type]
     with pytest.raises(InvalidInput, match="bridge must be True, False or a ContextBridge"):
-        ingest(db, _chat(*PARK), bridge="yes")  # type: ignore[arg-type]
+        db.ingest(_chat(*PARK), bridge="yes")  # type: ignore[arg-type]
     with pytest.raises(InvalidInput, match="bridge window must be a whole number"):
         ContextBridge(window=0)
-    ingest(db, _chat(*PARK), window=0, word_window=0)  # the bridge is off by default (the windows are apart)
+    db.ingest(_chat(*PARK), window=0, word_window=0)  # the bridge is off by default (the windows are apart)
     assert _found(db, "Caroline") == [PARK[0]]
 
 
 def test_the_window_indexes_each_turn_with_the_one_before_it(db: WorldDB) -> None:
     talk = ("Did you go to the pottery class on Sunday?", "Yes, and I made a bowl!", "Lovely.")
-    ids = ingest(db, _chat(*talk), word_window=1)  # window=1 by default
+    ids = db.ingest(_chat(*talk), word_window=1)  # window=1 by default
     assert sorted(_found(db, "pottery")) == sorted(talk[:2])  # the reply is found by what it answers
     assert "Lovely." not in _found(db, "pottery")  # only the turn right before, not two back
     assert [db.read(i).content for i in ids] == list(talk)  # stored verbatim; ids do not depend on the window
@@ -120,7 +121,7 @@ def test_the_word_window_indexes_turns_around_for_their_words_alone(tmp_path: Pa
     stores = {}
     for word_window in (1, 4):  # 1 and no turn after: nothing beyond the one before
         store = stores[word_window] = WorldDB(str(tmp_path / f"w{word_window}.db"), embedder=FakeEmbedder())
-        ingest(store, _chat(*talk), word_window=word_window, word_after=0 if word_window == 1 else 2)
+        store.ingest(_chat(*talk), word_window=word_window, word_after=0 if word_window == 1 else 2)
     wide, narrow = stores[4], stores[1]
     try:
         found = _found(wide, "pottery")
@@ -172,7 +173,7 @@ def test_words_of_the_context_column_weigh_less_than_the_content(db: WorldDB, mo
 
 def test_window_zero_indexes_each_turn_alone_and_bad_windows_are_refused(db: WorldDB) -> None:
     talk = ("Did you go to the pottery class?", "Yes, I made a bowl!")
-    ingest(db, _chat(*talk), window=0, word_window=0)
+    db.ingest(_chat(*talk), window=0, word_window=0)
     assert _found(db, "pottery") == [talk[0]]
     assert window(["a", "b", "c"], speakers=["x", None, "z"], turns=2) == ["", "x: a", "x: a\nb"]
     assert window(["a", "b", "c", "d"], turns=3, skip=1) == ["", "", "a", "a\nb"]  # the nearest left out
@@ -192,7 +193,7 @@ def test_window_zero_indexes_each_turn_alone_and_bad_windows_are_refused(db: Wor
         window(["a"], skip=True)
     for bad in ({"window": -1}, {"word_window": 1.5}, {"word_window": True}, {"word_after": -2}):
         with pytest.raises(InvalidInput, match="must be a whole number of turns"):
-            ingest(db, _chat("another"), **bad)  # type: ignore[arg-type]
+            db.ingest(_chat("another"), **bad)  # type: ignore[arg-type]
     with pytest.raises(InvalidInput, match="word_context must be text"):
         db.write("hello", word_context=5)  # type: ignore[arg-type]
 
@@ -200,7 +201,7 @@ def test_window_zero_indexes_each_turn_alone_and_bad_windows_are_refused(db: Wor
 def test_a_re_embedding_keeps_the_context_the_first_embedding_saw(tmp_path: Path) -> None:
     path = str(tmp_path / "re.db")
     with WorldDB(path, embedder=FakeEmbedder()) as store:
-        second = ingest(store, _chat(*PARK), bridge=True, window=0)[1]
+        second = store.ingest(_chat(*PARK), bridge=True, window=0)[1]
         before = next(s for n, s in store.nearest("Caroline", k=2, types=["Turn"]) if n.id == second)
     WorldDB.reembed(path, embedder=OtherFakeEmbedder())
     with WorldDB(path, embedder=OtherFakeEmbedder()) as store:

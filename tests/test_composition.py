@@ -1,4 +1,4 @@
-"""composition.py: composed world embeddings kept incrementally at commit (content/effective split)."""
+"""store/world_vectors.py: composed world embeddings kept incrementally at commit (content/effective split)."""
 
 from __future__ import annotations
 

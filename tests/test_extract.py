@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 
 from worlddb_lite import WorldDB
-from worlddb_lite.write.conversation import ConversationIn, SessionIn, TurnIn, ingest
-from worlddb_lite.write.extract import (
+from worlddb_lite.text.extract import (
     INSTRUCTION_SLOT,
     PREFERENCE_SLOT,
     RuleExtractor,
@@ -15,12 +14,13 @@ from worlddb_lite.write.extract import (
     says_change,
     value_kind,
 )
+from worlddb_lite.write.conversation import ConversationIn, SessionIn, TurnIn
 
 RULES = RuleExtractor()
 
 
 def _say(db: WorldDB, conv: str, date: str, *texts: str, speaker: str = "me") -> list[str]:
-    return ingest(db, ConversationIn(conv, ["me"], [SessionIn(date, date, [TurnIn(t, speaker) for t in texts])]))
+    return db.ingest(ConversationIn(conv, ["me"], [SessionIn(date, date, [TurnIn(t, speaker) for t in texts])]))
 
 
 def _facts(db: WorldDB, slot: str, **kwargs: object) -> list[str]:

@@ -32,7 +32,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 import worlddb_lite
-from worlddb_lite import QuerySpec, WorldDB, WorldDBError
+from worlddb_lite import ConversationIn, QuerySpec, RuleExtractor, SessionIn, TurnIn, WorldDB, WorldDBError
 from worlddb_lite.cli import build_parser, main
 from worlddb_lite.errors import StoreError
 from worlddb_lite.retrieval.query import Expand, Filter, PreferSummaries, WhereConnected
@@ -349,6 +349,13 @@ records = st.fixed_dictionaries(
 vectors = st.one_of(st.lists(numbers, max_size=40), st.lists(st.floats(), min_size=32, max_size=32), anything)
 
 
+turns = st.builds(TurnIn, maybe(strings), speaker=maybe(names), turn_id=maybe(strings), at=times, props=anything)
+sessions = st.builds(SessionIn, maybe(strings), maybe(times), st.one_of(st.lists(turns, max_size=3), anything))
+conversations = st.builds(
+    ConversationIn, maybe(strings), st.one_of(st.lists(scopes, max_size=2), anything), st.lists(sessions, max_size=2)
+)
+
+
 def _backup(dest: Any, overwrite: Any, verify: Any) -> Call:
     def run(db: WorldDB, folder: str) -> Any:
         return db.backup(dest, overwrite=overwrite, verify=verify)
@@ -408,6 +415,21 @@ CALLS: dict[str, st.SearchStrategy[Call]] = {
         source=strings,
     ),
     "recluster": call("recluster", batch=numbers),
+    "ingest": call(
+        "ingest",
+        st.one_of(conversations, anything),
+        extractor=st.one_of(st.none(), anything),
+        deferred=anything,
+        window=numbers,
+        word_window=numbers,
+        word_after=numbers,
+        bridge=anything,
+        gate=anything,
+    ),
+    "consolidate": call(
+        "consolidate", st.one_of(st.just(RuleExtractor()), anything), limit=numbers, recluster=anything
+    ),
+    "queued": call("queued"),
     "world": call("world", names, parent=ids(), type=names),
     "scope": call("scope", names),
     "read": call("read", ids(), as_of=times, known_as_of=times),

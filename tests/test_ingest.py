@@ -9,7 +9,7 @@ import pytest
 
 from worlddb_lite import InvalidInput, WorldDB
 from worlddb_lite.cli import main
-from worlddb_lite.write.conversation import MAX_TURN_CHARS, ConversationIn, IngestStats, SessionIn, TurnIn, ingest
+from worlddb_lite.write.conversation import MAX_TURN_CHARS, ConversationIn, IngestStats, SessionIn, TurnIn
 from worlddb_lite.write.gate import EncodingGate
 from worlddb_lite.write.loaders import load
 
@@ -42,7 +42,7 @@ def _locomo(tmp_path: Path) -> Path:
 def test_locomo_sessions_become_dated_session_worlds_of_verbatim_turns(db: WorldDB, tmp_path: Path) -> None:
     [conv] = load(_locomo(tmp_path), "locomo")
     assert [s.date for s in conv.sessions] == ["2023-05-08T13:56:00.000000Z", "2023-06-12T10:04:00.000000Z"]
-    ids = ingest(db, conv)
+    ids = db.ingest(conv)
     turns = [db.read(i) for i in ids]
     assert [t.content for t in turns] == [
         "I adopted a puppy called Rex",
@@ -57,28 +57,28 @@ def test_locomo_sessions_become_dated_session_worlds_of_verbatim_turns(db: World
     assert db.read(session.parent).name == "conv-x"  # type: ignore[arg-type]  # the scope
     assert turns[2].parent != turns[0].parent
     before = table_digest(db)
-    assert ingest(db, conv) == ids  # the same conversation again: the same nodes, nothing new
+    assert db.ingest(conv) == ids  # the same conversation again: the same nodes, nothing new
     assert table_digest(db) == before
     assert db.verify().ok
 
 
 def test_a_conversation_in_two_scopes_is_inside_both(db: WorldDB) -> None:
     conv = ConversationIn("c1", ["user:ana", "agent:helper"], [SessionIn("s1", "2024-01-02", [TurnIn("hello there")])])
-    [turn] = ingest(db, conv)
+    [turn] = db.ingest(conv)
     for scope in ("user:ana", "agent:helper"):
         assert turn in {n.id for n in db.nodes(world=db.scope(scope))}
 
 
 def test_a_giant_or_empty_turn_stops_its_conversation_before_anything_is_written(db: WorldDB) -> None:
-    ingest(db, ConversationIn("ok", ["s"], [SessionIn("1", None, [TurnIn("fine")])]))
+    db.ingest(ConversationIn("ok", ["s"], [SessionIn("1", None, [TurnIn("fine")])]))
     before = table_digest(db)
     giant = ConversationIn("big", ["s"], [SessionIn("1", None, [TurnIn("a"), TurnIn("x" * (MAX_TURN_CHARS + 1))])])
     with pytest.raises(InvalidInput, match=r"conversation 'big', session '1', turn 1: .* split it"):
-        ingest(db, giant)
+        db.ingest(giant)
     with pytest.raises(InvalidInput, match="no text"):
-        ingest(db, ConversationIn("empty", ["s"], [SessionIn("1", None, [TurnIn("   ")])]))
+        db.ingest(ConversationIn("empty", ["s"], [SessionIn("1", None, [TurnIn("   ")])]))
     with pytest.raises(InvalidInput, match="NUL"):
-        ingest(db, ConversationIn("binary", ["s"], [SessionIn("1", None, [TurnIn("ab\x00cd")])]))
+        db.ingest(ConversationIn("binary", ["s"], [SessionIn("1", None, [TurnIn("ab\x00cd")])]))
     assert table_digest(db) == before
 
 
@@ -108,7 +108,7 @@ def test_beam_chats_take_their_session_dates_from_time_anchors(db: WorldDB, tmp_
     assert conv.conversation_id == "beam-7" and [s.session_id for s in conv.sessions] == ["0.0", "0.1"]
     assert [s.date for s in conv.sessions] == ["2024-03-15T00:00:00.000000Z"] * 2  # the anchor carries over
     assert [t.speaker for t in conv.sessions[0].turns] == ["user", "assistant"]
-    assert len(ingest(db, conv)) == 3
+    assert len(db.ingest(conv)) == 3
 
 
 @pytest.mark.skipif(not (SHARED / "beam" / "beam_100K.tar.xz").is_file(), reason="needs ../shared/data")
@@ -145,7 +145,7 @@ def test_longmemeval_haystacks_become_one_conversation_per_question(db: WorldDB,
     assert conv.sessions[1].turns[0].turn_id == "answer_s_b_1" and conv.sessions[1].turns[0].props == {
         "has_answer": True
     }
-    ids = ingest(db, conv)
+    ids = db.ingest(conv)
     assert db.read(ids[2]).props["has_answer"] is True
     record["haystack_dates"] = ["2023/05/20 (Sat) 02:21"]
     path.write_text(json.dumps([record]))
@@ -203,9 +203,9 @@ def test_the_cli_ingests_json_lines_and_stops_at_a_bad_conversation_without_half
 def test_a_turn_dated_in_the_future_or_unreadably_is_refused_before_anything_is_written(db: WorldDB) -> None:
     before = table_digest(db)
     with pytest.raises(InvalidInput, match="cannot be from the future"):
-        ingest(db, ConversationIn("f", ["s"], [SessionIn("1", "2999-01-01", [TurnIn("hello from the future")])]))
+        db.ingest(ConversationIn("f", ["s"], [SessionIn("1", "2999-01-01", [TurnIn("hello from the future")])]))
     with pytest.raises(InvalidInput, match="cannot read 'next Tuesday'"):
-        ingest(db, ConversationIn("u", ["s"], [SessionIn("1", "next Tuesday", [TurnIn("when?")])]))
+        db.ingest(ConversationIn("u", ["s"], [SessionIn("1", "next Tuesday", [TurnIn("when?")])]))
     assert table_digest(db) == before
 
 
@@ -233,12 +233,10 @@ def test_the_cli_ingests_with_the_gate_and_the_bridge_and_reports_what_they_did(
 def test_ingest_stats_add_up_across_conversations_and_skip_a_failed_one(db: WorldDB) -> None:
     stats = IngestStats()
     chat = ConversationIn("a", ["s"], [SessionIn("1", "2024-01-02", [TurnIn("I saw Jon."), TurnIn("He waved.")])])
-    ingest(db, chat, bridge=True, gate=EncodingGate(), stats=stats)
-    ingest(
-        db, ConversationIn("b", ["s"], [SessionIn("1", None, [TurnIn("thanks!")])]), gate=EncodingGate(), stats=stats
-    )
+    db.ingest(chat, bridge=True, gate=EncodingGate(), stats=stats)
+    db.ingest(ConversationIn("b", ["s"], [SessionIn("1", None, [TurnIn("thanks!")])]), gate=EncodingGate(), stats=stats)
     with pytest.raises(InvalidInput):
-        ingest(db, ConversationIn("c", ["s"], [SessionIn("1", None, [TurnIn("fine"), TurnIn(" ")])]), stats=stats)
+        db.ingest(ConversationIn("c", ["s"], [SessionIn("1", None, [TurnIn("fine"), TurnIn(" ")])]), stats=stats)
     assert stats == IngestStats(turns=3, below_gate=1, bridged=1)
 
 

@@ -1,4 +1,4 @@
-"""DESIGN.md invariants 1-7, each checked directly (not only through verify)."""
+"""The invariants 1-7 of docs/design.md, each checked directly (not only through verify)."""
 
 from __future__ import annotations
 

@@ -26,8 +26,8 @@ from hypothesis import strategies as st
 
 from worlddb_lite import Edge, MergeProposal, MergeStatus, QuerySpec, WorldDB, WorldDBError
 from worlddb_lite.retrieval.query import Expand
+from worlddb_lite.text.slots import INSTRUCTIONS, PREFERENCES
 from worlddb_lite.types import Direction
-from worlddb_lite.write.facts import INSTRUCTIONS, PREFERENCES
 from worlddb_lite.write.resolver import Ambiguous, Resolved
 
 from .conftest import FakeClock, FakeEmbedder

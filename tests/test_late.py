@@ -13,7 +13,7 @@ from worlddb_lite import InvalidInput, StaticEmbedder, WorldDB
 from worlddb_lite.models.embed import TokenVectors
 from worlddb_lite.retrieval import late
 from worlddb_lite.store import queries
-from worlddb_lite.write.conversation import ConversationIn, SessionIn, TurnIn, ingest
+from worlddb_lite.write.conversation import ConversationIn, SessionIn, TurnIn
 
 
 @pytest.fixture
@@ -25,8 +25,7 @@ def store(tmp_path: Path, model: StaticEmbedder) -> WorldDB:
         "The quarterly report is due soon",
         "Our dogs and cats sleep on the sofa",
     ]
-    ingest(
-        db,
+    db.ingest(
         ConversationIn(
             "chat",
             ["ana"],
@@ -50,7 +49,7 @@ def test_the_token_table_has_one_unit_row_and_one_weight_per_token(tokens: Token
 
 
 def test_a_candidate_that_says_it_in_other_words_ranks_first(store: WorldDB, tokens: TokenVectors) -> None:
-    view = store._view(None, None, False, world=None)
+    view = store._reader.view(None, None, False, world=None)
     nids = [int(n) for (n,) in store._conn.execute("select rowid from node_fts where content is not null")]
     texts = _texts(store, nids)
     for question, word in (("Where did we go camping?", "campground"), ("Which pets do they have?", "dogs")):
@@ -61,7 +60,7 @@ def test_a_candidate_that_says_it_in_other_words_ranks_first(store: WorldDB, tok
 
 
 def test_a_candidate_without_a_token_row_is_read_from_its_text(store: WorldDB, tokens: TokenVectors) -> None:
-    view = store._view(None, None, False, world=None)
+    view = store._reader.view(None, None, False, world=None)
     nids = [int(n) for (n,) in store._conn.execute("select rowid from node_fts where content is not null")]
     texts = _texts(store, nids)
     given = sorted(nids, key=lambda n: "campground" in texts[n])
@@ -74,7 +73,7 @@ def test_a_candidate_without_a_token_row_is_read_from_its_text(store: WorldDB, t
 def test_the_lane_reads_the_stored_token_rows_not_the_texts(
     store: WorldDB, tokens: TokenVectors, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    view = store._view(None, None, False, world=None)
+    view = store._reader.view(None, None, False, world=None)
     nids = [int(n) for (n,) in store._conn.execute("select rowid from node_fts where content is not null")]
 
     def no_texts(*_: object) -> None:
@@ -85,7 +84,7 @@ def test_the_lane_reads_the_stored_token_rows_not_the_texts(
 
 
 def test_nothing_to_match_gives_no_ranking(store: WorldDB, tokens: TokenVectors) -> None:
-    view = store._view(None, None, False, world=None)
+    view = store._reader.view(None, None, False, world=None)
     assert late.late_lane(view, tokens, "what is it?", [1, 2, 3]) == []  # only function words
     assert late.late_lane(view, tokens, "camping", []) == []
 
@@ -97,8 +96,7 @@ def test_recall_says_when_the_late_lane_ranked_a_hit(store: WorldDB) -> None:
 
 
 def test_an_embedder_without_a_token_table_recalls_without_the_lane(db: WorldDB) -> None:
-    ingest(
-        db,
+    db.ingest(
         ConversationIn(
             "chat",
             ["ana"],
@@ -147,7 +145,7 @@ def test_recall_without_the_late_lane_when_asked(store: WorldDB, tmp_path: Path)
 def test_a_long_question_is_matched_by_its_weightiest_tokens(
     store: WorldDB, tokens: TokenVectors, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    view = store._view(None, None, False, world=None)
+    view = store._reader.view(None, None, False, world=None)
     nids = [int(n) for (n,) in store._conn.execute("select rowid from node_fts where content is not null")]
     texts = _texts(store, nids)
     assert tokens.weight[tokens.vocabulary["campground"]] > tokens.weight[tokens.vocabulary["laptop"]]
@@ -157,7 +155,7 @@ def test_a_long_question_is_matched_by_its_weightiest_tokens(
 
 
 def test_question_tokens_of_no_weight_give_no_ranking(store: WorldDB, tokens: TokenVectors) -> None:
-    view = store._view(None, None, False, world=None)
+    view = store._reader.view(None, None, False, world=None)
     weightless = copy.copy(tokens)
     weightless.weight = np.zeros_like(tokens.weight)
     with warnings.catch_warnings():
@@ -174,8 +172,7 @@ def test_an_embedder_that_is_not_a_static_model_gets_no_late_lane(tmp_path: Path
             return model.embed(texts)
 
     db = WorldDB(str(tmp_path / "wrapped.db"), embedder=Wrapped())
-    ingest(
-        db,
+    db.ingest(
         ConversationIn(
             "chat",
             ["ana"],

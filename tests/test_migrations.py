@@ -17,7 +17,7 @@ import pytest
 from worlddb_lite import SchemaTooNew, SchemaTooOld, WorldDB
 from worlddb_lite.cli import main
 from worlddb_lite.store import connection, migrations
-from worlddb_lite.write.conversation import ConversationIn, SessionIn, TurnIn, ingest
+from worlddb_lite.write.conversation import ConversationIn, SessionIn, TurnIn
 
 FIXTURES = Path(__file__).parent / "fixtures"
 FIXTURE = FIXTURES / "store-v1.db"
@@ -156,8 +156,7 @@ def test_the_migration_indexes_old_turns_with_their_neighbours_words(old_store: 
         assert found[-1] == "I live in Austin and I work at Google." and db.verify(deep=True).ok
     # the same as a store that ingested those turns now
     with WorldDB(tmp_path / "new.db") as new:
-        ingest(
-            new,
+        new.ingest(
             ConversationIn(
                 "ana-1",
                 ["ana"],
@@ -188,8 +187,7 @@ def test_the_context_fill_stops_at_a_purged_turn_and_skips_amended_versions(tmp_
         "We leave on Friday.",
     ]
     with WorldDB(path) as db:
-        ids = ingest(
-            db,
+        ids = db.ingest(
             ConversationIn("c", ["me"], [SessionIn("1", "2024-03-01", [TurnIn(text, speaker="me") for text in talk])]),
         )
         db.purge(ids[2])

@@ -12,9 +12,8 @@ from worlddb_lite import InvalidInput, NotFound, WorldDB, WorldDBError
 from worlddb_lite.cli import main
 from worlddb_lite.ops import maintenance
 from worlddb_lite.store import connection
-from worlddb_lite.write.conversation import ConversationIn, SessionIn, TurnIn, ingest
-from worlddb_lite.write.extract import RuleExtractor
-from worlddb_lite.write.queue import drain
+from worlddb_lite.text.extract import RuleExtractor
+from worlddb_lite.write.conversation import ConversationIn, SessionIn, TurnIn
 
 from .conftest import FakeEmbedder, table_digest
 
@@ -133,7 +132,7 @@ def test_purging_a_turn_erases_the_facts_extracted_from_it_and_the_context_that_
             )
         ],
     )
-    secret_turn, reply, later = ingest(db, conv)
+    secret_turn, reply, later = db.ingest(conv)
     facts = [n for n in db.nodes(type="Fact") if SECRET in (n.content or "")]
     assert facts, "the rule extractor should have found the workplace"
     quoted = db._conn.execute("select content from node_fts where rowid = ?", (db._store.resolve(reply),)).fetchone()
@@ -168,7 +167,7 @@ def test_purging_a_turn_erases_the_names_the_context_bridge_took_from_it(file_db
             )
         ],
     )
-    told, answer, later = ingest(db, conv, bridge=True)
+    told, answer, later = db.ingest(conv, bridge=True)
     indexed = dict(db._conn.execute("select rowid, content from node_fts").fetchall())
     assert name in indexed[db._store.resolve(later)]  # bridged: the windows of whole turns stop at the assistant
     assert name not in str(db._conn.execute("select context from node_fts").fetchall())
@@ -182,8 +181,7 @@ def test_purging_a_turn_erases_the_names_the_context_bridge_took_from_it(file_db
 def test_purging_a_turn_erases_the_aliases_it_gave_an_entity_another_turn_still_names(file_db_path: str) -> None:
     """ "My coworker Brunhilda" gives Brunhilda the alias "my coworker"; another turn keeps Brunhilda alive."""
     db = WorldDB(file_db_path, embedder=FakeEmbedder())
-    kept, gone = ingest(
-        db,
+    kept, gone = db.ingest(
         ConversationIn(
             "c1",
             ["ana"],
@@ -212,11 +210,11 @@ def test_a_purged_turn_ingested_again_stays_erased_and_is_not_extracted(file_db_
         ["ana"],
         [SessionIn("s1", "2024-01-02", [TurnIn("I work at Vexmoor Holdings now", speaker="Quillonzorb")])],
     )
-    (turn,) = ingest(db, conv, extractor=None)  # not extracted before the purge (extraction off, or deferred)
+    (turn,) = db.ingest(conv, extractor=None)  # not extracted before the purge (extraction off, or deferred)
     db.purge(turn)
-    assert ingest(db, conv, deferred=deferred) == [turn]
+    assert db.ingest(conv, deferred=deferred) == [turn]
     if deferred:
-        drain(db, RuleExtractor())
+        db.consolidate(RuleExtractor())
     assert db.read(turn).purged and db.nodes(type="Entity") == [] and db.nodes(type="Fact") == []
     db.close()
     assert b"vexmoor" not in _raw(file_db_path) and b"quillonzorb" not in _raw(file_db_path)
@@ -233,10 +231,9 @@ def test_a_session_ingested_again_with_more_turns_takes_no_words_from_a_purged_t
         TurnIn("My sister Quillonzorb owes me 48213 dollars", speaker="Ana"),
         TurnIn("ok", speaker="Ana"),
     ]
-    ids = ingest(db, ConversationIn("c1", ["ana"], [SessionIn("s1", "2024-01-02", turns)]), bridge=bridge)
+    ids = db.ingest(ConversationIn("c1", ["ana"], [SessionIn("s1", "2024-01-02", turns)]), bridge=bridge)
     db.purge(ids[1])
-    again = ingest(
-        db,
+    again = db.ingest(
         ConversationIn(
             "c1",
             ["ana"],
@@ -265,7 +262,7 @@ def test_a_purge_reads_each_parents_children_once_however_many_it_erases(db: Wor
         return True
 
     db._conn.exec_trace = trace
-    purged = db.purge(db._scope_id("big"))["purged"]
+    purged = db.purge(db._reader.scope_id("big"))["purged"]
     db._conn.exec_trace = None
     assert len(purged) == 31 and len(reads_of_children) == 1  # the 30 notes share one parent: the scope
 
@@ -293,7 +290,7 @@ def test_cli_purge(file_db_path: str, capsys: pytest.CaptureFixture[str]) -> Non
 
 
 def test_a_purge_empties_the_change_cue_cache_that_holds_read_texts(db: WorldDB) -> None:
-    from worlddb_lite.write import extract
+    from worlddb_lite.text import extract
 
     first = db.write(f"my pin was changed to {SECRET} 42", scope="alice")
     assert extract.says_change("it moved to 5 PM") and not extract.says_change(f"my pin is {SECRET}")

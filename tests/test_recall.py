@@ -17,7 +17,7 @@ from worlddb_lite.retrieval.context import assemble, estimate_tokens
 from worlddb_lite.retrieval.fusion import RRF_K, rrf
 from worlddb_lite.retrieval.lanes import fts_query
 from worlddb_lite.store import queries
-from worlddb_lite.write.conversation import ConversationIn, SessionIn, TurnIn, ingest
+from worlddb_lite.write.conversation import ConversationIn, SessionIn, TurnIn
 
 from .conftest import FakeEmbedder, table_digest
 
@@ -35,8 +35,7 @@ def _conversation(scope: str, sessions: list[tuple[str, list[str]]]) -> Conversa
 
 @pytest.fixture
 def ana(db: WorldDB) -> WorldDB:
-    ingest(
-        db,
+    db.ingest(
         _conversation(
             "ana",
             [
@@ -45,7 +44,7 @@ def ana(db: WorldDB) -> WorldDB:
             ],
         ),
     )
-    ingest(db, _conversation("bob", [("2024-01-11", ["I adopted a kitten named Miso", "I live in Boston"])]))
+    db.ingest(_conversation("bob", [("2024-01-11", ["I adopted a kitten named Miso", "I live in Boston"])]))
     return db
 
 
@@ -177,7 +176,7 @@ def test_context_is_dated_tagged_and_within_budget(ana: WorldDB) -> None:
 def test_cli_recall_prints_hits_json_and_context(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = str(tmp_path / "cli.db")
     with WorldDB(path) as store:
-        ingest(store, _conversation("ana", [("2024-01-10", ["My sister Emma loves pottery", "I like tea"])]))
+        store.ingest(_conversation("ana", [("2024-01-10", ["My sister Emma loves pottery", "I like tea"])]))
     assert main(["recall", path, "pottery", "--scope", "ana", "--k", "2"]) == 0
     out = capsys.readouterr().out
     assert "My sister Emma loves pottery" in out and "text #1" in out and "late #" in out
@@ -214,7 +213,7 @@ def test_fake_embedder_is_what_the_fixture_uses(db: WorldDB) -> None:
 def test_a_large_entity_is_only_checked_against_what_the_other_lanes_found(
     ana: WorldDB, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    view = ana._view(None, None, False, world=ana._scope_id("ana"))
+    view = ana._reader.view(None, None, False, world=ana._reader.scope_id("ana"))
     reached, _ = lanes.entity_lane(view, "Ana", None, 50)
     assert len(reached) >= 6  # small: every turn and fact about Ana is enumerated
     monkeypatch.setattr(lanes, "ENTITY_FANOUT", 1)  # now "Ana" is a large entity: no enumeration
@@ -227,7 +226,7 @@ def test_a_node_naming_a_small_and_a_large_entity_ranks_first_once_the_finds_are
     ana: WorldDB, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """``start_entity_lane`` reads the small names' nodes at once and the large ones' among the finds later."""
-    view = ana._view(None, None, False, world=ana._scope_id("ana"))
+    view = ana._reader.view(None, None, False, world=ana._reader.scope_id("ana"))
     about_ana, _ = lanes.entity_lane(view, "Ana", None, 50)
     about_emma, _ = lanes.entity_lane(view, "Emma", None, 50)
     shared = set(about_emma) & set(about_ana)  # the turns and facts that name both
@@ -255,7 +254,7 @@ def test_linked_to_named_far_nodes_is_every_link_filtered_to_them(
     ana: WorldDB, edge_types: tuple[str, ...] | None, types: tuple[str, ...] | None, towards: bool
 ) -> None:
     """``queries.linked(far=...)`` (the entity lane's seek for a large entity) keeps exactly those far nodes' rows."""
-    view = ana._view(None, None, False, world=ana._scope_id("ana"))
+    view = ana._reader.view(None, None, False, world=ana._reader.scope_id("ana"))
     turns, _ = lanes.entity_lane(view, "Ana", None, 50)  # what refers to Ana, and to whatever else it names
     near = (
         turns
@@ -315,7 +314,7 @@ def test_order_over_gathered_lanes_is_recall_and_reads_the_weights_when_it_runs(
     """bench/fusion_fit.py replays ``order`` over lanes ``gather`` read once, with the weights it sets."""
     from worlddb_lite.retrieval import recall as pipeline
 
-    view = ana._view(None, None, False, world=ana._scope_id("ana"))
+    view = ana._reader.view(None, None, False, world=ana._reader.scope_id("ana"))
     question = "where does Ana live now"
     found = pipeline.gather(view, question, pipeline.LANE_DEPTH)
     replayed = pipeline.order(view, question, found, k=6)
@@ -338,8 +337,7 @@ def test_a_stale_turn_ranks_below_the_turn_that_superseded_it_but_not_as_of_befo
 
 def test_a_turn_saying_a_value_changed_ranks_above_the_earlier_turns_naming_its_slot(db: WorldDB) -> None:
     # the first turn's date is read as an event's date, not the sprint deadline: no fact supersedes it
-    ingest(
-        db,
+    db.ingest(
         _conversation(
             "ana",
             [
@@ -371,8 +369,7 @@ def test_a_turn_saying_a_value_changed_ranks_above_the_earlier_turns_naming_its_
 
 
 def test_a_change_since_replaced_does_not_climb_back_above_its_replacement(db: WorldDB) -> None:
-    ingest(
-        db,
+    db.ingest(
         _conversation(
             "ana",
             [
@@ -389,8 +386,7 @@ def test_a_change_since_replaced_does_not_climb_back_above_its_replacement(db: W
 
 
 def test_a_change_said_earlier_does_not_rank_above_a_later_statement(db: WorldDB) -> None:
-    ingest(
-        db,
+    db.ingest(
         _conversation(
             "ana",
             [
@@ -407,8 +403,7 @@ def test_a_change_said_earlier_does_not_rank_above_a_later_statement(db: WorldDB
 def test_a_turn_telling_of_an_unnamed_change_ranks_above_the_earlier_turn_about_it(
     db: WorldDB, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    ingest(
-        db,
+    db.ingest(
         _dialogue(
             "ana",
             "2024-03-01",
@@ -436,8 +431,7 @@ def test_a_turn_telling_of_an_unnamed_change_ranks_above_the_earlier_turn_about_
 
 
 def test_an_unnamed_change_does_not_climb_above_a_later_change_or_an_unrelated_turn(db: WorldDB) -> None:
-    ingest(
-        db,
+    db.ingest(
         _dialogue(
             "ana",
             "2024-03-01",
@@ -470,8 +464,7 @@ def test_an_unnamed_change_stays_below_a_later_statement_of_the_value(db: WorldD
         ("2024-02-01", "The dentist called: it's been rescheduled to March 22 at 4:30 PM"),
         ("2024-03-01", "Update from the dentist: my appointment is now March 25 at 10 AM"),
     ]
-    ingest(
-        db,
+    db.ingest(
         ConversationIn(
             "ana-chat",
             ["ana"],
@@ -481,7 +474,7 @@ def test_an_unnamed_change_stays_below_a_later_statement_of_the_value(db: WorldD
             ],
         ),
     )
-    view = db._view(None, None, False, world=db._scope_id("ana"))
+    view = db._reader.view(None, None, False, world=db._reader.scope_id("ana"))
     turns = {
         str(text): int(nid)
         for nid, text in db._conn.execute("select nid, json_extract(body, '$.content') from node where type = 'Turn'")
@@ -496,8 +489,7 @@ def test_an_unnamed_change_stays_below_a_later_statement_of_the_value(db: WorldD
 def test_an_older_change_never_moves_above_a_later_change_of_the_same_thing(db: WorldDB) -> None:
     from worlddb_lite.retrieval.recall import changed_over_stated
 
-    ingest(
-        db,
+    db.ingest(
         ConversationIn(
             "ana-chat",
             ["ana"],
@@ -514,7 +506,7 @@ def test_an_older_change_never_moves_above_a_later_change_of_the_same_thing(db: 
             ],
         ),
     )
-    view = db._view(None, None, False, world=db._scope_id("ana"))
+    view = db._reader.view(None, None, False, world=db._reader.scope_id("ana"))
     turns = {
         str(text): int(nid)
         for nid, text in db._conn.execute("select nid, json_extract(body, '$.content') from node where type = 'Turn'")
@@ -535,8 +527,7 @@ def test_an_older_change_never_moves_above_a_later_change_of_the_same_thing(db: 
 
 
 def test_a_question_naming_a_date_recalls_what_was_said_around_it(db: WorldDB) -> None:
-    ingest(
-        db,
+    db.ingest(
         _conversation(
             "ana",
             [
@@ -546,7 +537,7 @@ def test_a_question_naming_a_date_recalls_what_was_said_around_it(db: WorldDB) -
             ],
         ),
     )
-    ingest(db, _conversation("bob", [("2022-05-25", ["Bob sold his old bicycle on Saturday"])]))
+    db.ingest(_conversation("bob", [("2022-05-25", ["Bob sold his old bicycle on Saturday"])]))
     question = "What did Ana do on 25 May, 2022?"
     found = db.recall(question, scope="ana", k=3)
     assert _turn_ids(found)[0] == "D2:1"  # shares no word with the question: only its date finds it
@@ -563,8 +554,7 @@ def test_a_question_naming_a_date_recalls_what_was_said_around_it(db: WorldDB) -
 
 def test_a_question_about_yesterday_recalls_what_was_said_yesterday(db: WorldDB) -> None:
     # the fixture's clock reads 1 January 2025: yesterday is 31 December 2024
-    ingest(
-        db,
+    db.ingest(
         _conversation(
             "ana",
             [("2024-11-02", ["We baked bread together"]), ("2024-12-31", ["Finally finished the quilt for my niece"])],
@@ -576,11 +566,10 @@ def test_a_question_about_yesterday_recalls_what_was_said_yesterday(db: WorldDB)
 
 
 def test_a_busy_period_keeps_only_what_the_other_lanes_found(db: WorldDB, monkeypatch: pytest.MonkeyPatch) -> None:
-    ingest(
-        db,
+    db.ingest(
         _conversation("ana", [("2022-05-25", ["I finished the quilt", "The quilt took a month", "It rained all day"])]),
     )
-    view = db._view(None, None, False, world=db._scope_id("ana"))
+    view = db._reader.view(None, None, False, world=db._reader.scope_id("ana"))
     turns = {
         str(text): int(nid)
         for nid, text in db._conn.execute("select nid, json_extract(body, '$.content') from node where type = 'Turn'")
@@ -594,7 +583,7 @@ def test_a_busy_period_keeps_only_what_the_other_lanes_found(db: WorldDB, monkey
 
 
 def test_the_time_lane_offers_no_purged_memory_even_to_a_read_from_before_the_purge(db: WorldDB, clock: object) -> None:
-    ingest(db, _conversation("ana", [("2022-05-25", ["I finished the quilt", "It rained all day"])]))
+    db.ingest(_conversation("ana", [("2022-05-25", ["I finished the quilt", "It rained all day"])]))
     before = clock.peek()  # type: ignore[attr-defined]
     rain = next(h.node.id for h in db.recall("rained", scope="ana", k=5).hits if h.node.content == "It rained all day")
     db.purge(rain)
@@ -605,9 +594,9 @@ def test_the_time_lane_offers_no_purged_memory_even_to_a_read_from_before_the_pu
 
 
 def test_a_busy_day_in_another_scope_leaves_the_time_lane_whole(db: WorldDB, monkeypatch: pytest.MonkeyPatch) -> None:
-    ingest(db, _conversation("ana", [("2022-05-25", ["Yesterday I finished the quilt"])]))
-    ingest(db, _conversation("bob", [("2022-05-25", ["b1", "b2", "b3", "b4"])]))
-    view = db._view(None, None, False, world=db._scope_id("ana"))
+    db.ingest(_conversation("ana", [("2022-05-25", ["Yesterday I finished the quilt"])]))
+    db.ingest(_conversation("bob", [("2022-05-25", ["b1", "b2", "b3", "b4"])]))
+    view = db._reader.view(None, None, False, world=db._reader.scope_id("ana"))
     monkeypatch.setattr(lanes, "TIME_FANOUT", 3)  # bob's four turns are not ana's
     assert len(lanes.time_lane(view, "What did I do on 25 May 2022?", None, 10, candidates=[])) == 1
 
@@ -616,8 +605,7 @@ def test_the_standing_instruction_closest_to_a_question_is_recalled_with_it(
     db: WorldDB, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     filler = [f"The REST API request number {i} went wrong again and the request log shows it" for i in range(12)]
-    ingest(
-        db,
+    db.ingest(
         _conversation(
             "ana",
             [
@@ -629,7 +617,7 @@ def test_the_standing_instruction_closest_to_a_question_is_recalled_with_it(
             ],
         ),
     )
-    ingest(db, _conversation("bob", [("2024-01-10", ["Always answer in French when I ask about API design."])]))
+    db.ingest(_conversation("bob", [("2024-01-10", ["Always answer in French when I ask about API design."])]))
     question = "what should my REST API return when a request goes wrong"
     found = db.recall(question, scope="ana", k=5)
     given = [h for h in found.hits if h.node.props.get("turn_id") == "D1:1"]
@@ -645,8 +633,7 @@ def test_the_standing_instruction_closest_to_a_question_is_recalled_with_it(
 
 def test_the_stated_preference_closest_to_a_question_is_recalled_with_it(db: WorldDB) -> None:
     filler = [f"The REST API request number {i} went wrong again and the request log shows it" for i in range(12)]
-    ingest(
-        db,
+    db.ingest(
         _conversation(
             "ana",
             [
@@ -669,7 +656,7 @@ def test_the_stated_preference_closest_to_a_question_is_recalled_with_it(db: Wor
 def test_a_turn_scores_also_by_the_best_turn_of_its_session(ana: WorldDB) -> None:
     from worlddb_lite.retrieval.recall import session_prior
 
-    view = ana._view(None, None, False, world=ana._scope_id("ana"))
+    view = ana._reader.view(None, None, False, world=ana._reader.scope_id("ana"))
     turns = {
         str(text): int(nid)
         for nid, text in ana._conn.execute("select nid, json_extract(body, '$.content') from node where type = 'Turn'")
@@ -693,8 +680,7 @@ def _dialogue(scope: str, date: str, turns: list[tuple[str, str]]) -> Conversati
 def test_the_persons_turn_outranks_the_assistants_reply_that_repeats_it(
     db: WorldDB, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    ingest(
-        db,
+    db.ingest(
         _dialogue(
             "ana",
             "2024-01-10",
@@ -717,8 +703,7 @@ def test_the_persons_turn_outranks_the_assistants_reply_that_repeats_it(
 def test_a_turn_said_by_the_person_the_query_names_gains(db: WorldDB) -> None:
     from worlddb_lite.retrieval.recall import NAMED_SPEAKER_WEIGHT, speaker_prior
 
-    ingest(
-        db,
+    db.ingest(
         _dialogue(
             "ana",
             "2024-01-10",
@@ -729,7 +714,7 @@ def test_a_turn_said_by_the_person_the_query_names_gains(db: WorldDB) -> None:
             ],
         ),
     )
-    view = db._view(None, None, False, world=db._scope_id("ana"))
+    view = db._reader.view(None, None, False, world=db._reader.scope_id("ana"))
     turns = {
         str(name): int(nid)
         for nid, name in db._conn.execute("select nid, json_extract(body, '$.name') from node where type = 'Turn'")
@@ -758,8 +743,8 @@ def test_a_turn_said_by_the_person_the_query_names_gains(db: WorldDB) -> None:
 def test_a_speaker_without_words_is_named_by_no_query(db: WorldDB) -> None:
     from worlddb_lite.retrieval.recall import speaker_prior
 
-    ingest(db, _dialogue("ana", "2024-01-10", [("-", "I took a painting class")]))
-    view = db._view(None, None, False, world=db._scope_id("ana"))
+    db.ingest(_dialogue("ana", "2024-01-10", [("-", "I took a painting class")]))
+    view = db._reader.view(None, None, False, world=db._reader.scope_id("ana"))
     turn = int(db._conn.execute("select nid from node where type = 'Turn'").fetchall()[0][0])
     assert speaker_prior(view, [(turn, 0.05)], "which painting class?", depth=10) == [(turn, 0.05)]
 
@@ -782,7 +767,7 @@ def test_the_turn_said_next_is_found_past_what_was_written_between(db: WorldDB) 
 
 
 def test_the_entity_lane_orders_by_the_question_without_the_names_it_matched(ana: WorldDB) -> None:
-    view = ana._view(None, None, False, world=ana._scope_id("ana"))
+    view = ana._reader.view(None, None, False, world=ana._reader.scope_id("ana"))
     assert view.embed is not None
     question = "What does Emma's sister love"
     vector = view.embed(question)
@@ -799,7 +784,7 @@ def test_the_in_memory_containment_check_agrees_with_the_sql_walk(ana: WorldDB) 
 
     every = [int(r[0]) for r in ana._conn.execute("select nid from node order by nid")]
     for scope in ("ana", "bob"):
-        view = ana._view(None, None, False, world=ana._scope_id(scope))
+        view = ana._reader.view(None, None, False, world=ana._reader.scope_id(scope))
         assert view.world is not None
         sql = queries.inside(
             ana._conn,
@@ -841,7 +826,7 @@ def test_word_counts_are_remembered_until_the_next_write(ana: WorldDB, db_path: 
 
 def test_kinds_read_from_the_index_agree_with_the_store(ana: WorldDB) -> None:
     every = [int(r[0]) for r in ana._conn.execute("select nid from node order by nid")]
-    view = ana._view(None, None, False, world=ana._scope_id("ana"))
+    view = ana._reader.view(None, None, False, world=ana._reader.scope_id("ana"))
     held = [n for n in every if n < view.index().pos.shape[0] and view.index().pos[n] >= 0]
     assert held  # the index answers for most; the rest (the root, nodes without text) go through headers
     assert view.kinds(every) == [(ana._store.header(n).type, ana._store.header(n).parent) for n in every]

@@ -12,14 +12,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from worlddb_lite import InvalidInput, MergeStatus, WorldDB
+from worlddb_lite import Consolidator, InvalidInput, MergeStatus, WorldDB
 from worlddb_lite.errors import TiebreakerError
 from worlddb_lite.store import vector_index
+from worlddb_lite.text.extract import EntityMention, Extraction, RuleExtractor
 from worlddb_lite.text.phonetic import fold, key, keys, respell
-from worlddb_lite.write.extract import EntityMention, Extraction, RuleExtractor
 from worlddb_lite.write.facts import remember
 from worlddb_lite.write.name_index import deletions
-from worlddb_lite.write.queue import Consolidator
 from worlddb_lite.write.resolver import (
     Ambiguous,
     Candidate,
@@ -223,7 +222,7 @@ def test_embedding_tier_finds_what_no_spelling_shares(tmp_path: Path) -> None:
 
 def counted(db: WorldDB) -> list[str]:
     """The texts tier 4 embeds from now on (the resolver's embed function, wrapped)."""
-    engine = db._resolver()
+    engine = db._writer.resolver
     seen: list[str] = []
     embed = engine.embed
     assert embed is not None
@@ -459,7 +458,9 @@ def test_remember_reuses_exact_names_and_proposes_variants(db: WorldDB) -> None:
     said = "2024-05-01T00:00:00Z"
     turns = [db.write(text, world=scope, type="Turn", valid_at=said) for text in ("one", "two", "three")]
     for turn, name in zip(turns, ("Sarah Chen", "Sarah Chen", "Sara Chen"), strict=True):
-        remember(db, Extraction(entities=(EntityMention(name, "person"),)), turn=turn, scope=scope, said_at=said)
+        remember(
+            db._writer, Extraction(entities=(EntityMention(name, "person"),)), turn=turn, scope=scope, said_at=said
+        )
     people = db.nodes(world=scope, type="Entity")
     assert sorted(n.name or "" for n in people) == ["Sara Chen", "Sarah Chen"]  # one Sarah Chen: exact reuse
     [proposal] = db.merge_proposals()

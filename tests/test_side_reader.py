@@ -60,18 +60,18 @@ def test_recall_searches_text_on_the_side_reader_and_finds_what_it_finds_alone(s
 def test_a_recall_inside_a_batch_searches_its_own_connection_and_sees_the_batch(store: WorldDB) -> None:
     with store.batch():
         store.write("the cormorant dried its wings")
-        assert store._view(None, None, False, world=None).side is None  # the side connection cannot see this
+        assert store._reader.view(None, None, False, world=None).side is None  # the side connection cannot see this
         top = store.recall("cormorant").hits[0]
         assert top.node.content == "the cormorant dried its wings"
         assert "text" in {r.lane for r in top.why}
-    assert store._view(None, None, False, world=None).side is store._side
+    assert store._reader.view(None, None, False, world=None).side is store._side
 
 
 def test_a_side_reader_that_cannot_open_leaves_the_work_to_the_caller(store: WorldDB, tmp_path: Path) -> None:
     expected = _answers(store, "lighthouse")
     assert store._side is not None
     store._side.close()
-    store._side = SideReader(str(tmp_path / "missing" / "nowhere.db"), busy_timeout_ms=100)
+    store._side = store._reader.side = SideReader(str(tmp_path / "missing" / "nowhere.db"), busy_timeout_ms=100)
     assert _answers(store, "lighthouse") == expected  # the first search could not run there and ran here
     assert store._side.run(lambda conn: 1) is None  # it does not try again
     assert _answers(store, "lighthouse") == expected
@@ -93,14 +93,14 @@ def test_a_side_reader_never_reads_another_file_put_at_the_store_path(tmp_path: 
 
 
 def test_an_error_in_the_search_is_the_error_the_caller_would_have_had(store: WorldDB) -> None:
-    view = store._view(None, None, False, world=None)
+    view = store._reader.view(None, None, False, world=None)
     wait = view.soon(lambda conn: queries.fts_ranked(conn, '"unbalanced', 5))
     with pytest.raises(apsw.SQLError):
         wait()
 
 
 def test_a_store_busy_for_the_whole_timeout_is_not_waited_for_twice(store: WorldDB) -> None:
-    view = store._view(None, None, False, world=None)
+    view = store._reader.view(None, None, False, world=None)
     ran_on: list[bool] = []
 
     def locked(conn: apsw.Connection) -> int:

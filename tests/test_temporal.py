@@ -1,4 +1,4 @@
-"""temporal.py: one canonical, fixed-width, text-ordered UTC form for both time axes."""
+"""text/dates.py: one canonical, fixed-width, text-ordered UTC form for both time axes."""
 
 from __future__ import annotations
 

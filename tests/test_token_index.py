@@ -13,9 +13,10 @@ import pytest
 
 from worlddb_lite import StaticEmbedder, WorldDB
 from worlddb_lite.models.embed import TokenVectors
+from worlddb_lite.ops import reembed
 from worlddb_lite.store import token_index
 from worlddb_lite.store.token_index import ContentTokens, content_tokens
-from worlddb_lite.write.conversation import ConversationIn, SessionIn, TurnIn, ingest
+from worlddb_lite.write.conversation import ConversationIn, SessionIn, TurnIn
 
 from .conftest import FakeEmbedder
 
@@ -28,8 +29,7 @@ def _words(tokens: TokenVectors, ids: list[int]) -> list[str]:
 
 
 def _chat(db: WorldDB, *texts: str) -> None:
-    ingest(
-        db,
+    db.ingest(
         ConversationIn(
             "chat",
             ["ana"],
@@ -217,6 +217,6 @@ def test_a_store_another_process_refreshed_meanwhile_is_not_rewritten_again(
 
     rewrites: list[int] = []
     monkeypatch.setattr(WorldDB, "_meta_value", racing)
-    monkeypatch.setattr(WorldDB, "_rewrite_token_index", lambda self: rewrites.append(1))
+    monkeypatch.setattr(reembed, "rewrite_token_index", lambda reconciler: rewrites.append(1))
     WorldDB(path, embedder=model).close()
     assert seen[:1] == ["an older format"] and len(seen) >= 2 and not rewrites

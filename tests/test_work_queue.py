@@ -1,4 +1,4 @@
-"""work_queue.py: deferred extraction survives a killed process and processes each turn once."""
+"""write/queue.py: deferred extraction survives a killed process and processes each turn once."""
 
 from __future__ import annotations
 
@@ -15,9 +15,8 @@ import pytest
 
 from worlddb_lite import WorldDB
 from worlddb_lite.cli import main
-from worlddb_lite.write.conversation import ConversationIn, SessionIn, TurnIn, ingest
-from worlddb_lite.write.extract import RuleExtractor
-from worlddb_lite.write.queue import drain, pending
+from worlddb_lite.text.extract import RuleExtractor
+from worlddb_lite.write.conversation import ConversationIn, SessionIn, TurnIn
 
 from .conftest import FakeClock, FakeEmbedder
 
@@ -44,15 +43,15 @@ def test_deferred_ingest_queues_turns_and_a_drain_writes_the_same_facts(tmp_path
     inline = WorldDB(tmp_path / "inline.db", embedder=FakeEmbedder(), clock=FakeClock())
     deferred = WorldDB(tmp_path / "deferred.db", embedder=FakeEmbedder(), clock=FakeClock())
     try:
-        ingest(inline, _moves(5))
-        ingest(deferred, _moves(5), deferred=True)
-        assert deferred.nodes(world=deferred.scope("me"), type="Fact") == [] and pending(deferred) == 5
-        ingest(deferred, _moves(5), deferred=True)  # the same conversation again queues nothing new
-        assert pending(deferred) == 5
+        inline.ingest(_moves(5))
+        deferred.ingest(_moves(5), deferred=True)
+        assert deferred.nodes(world=deferred.scope("me"), type="Fact") == [] and deferred.queued() == 5
+        deferred.ingest(_moves(5), deferred=True)  # the same conversation again queues nothing new
+        assert deferred.queued() == 5
         seen: list[tuple[int, int]] = []
-        assert drain(deferred, RuleExtractor(), progress=lambda d, t: seen.append((d, t))) == 5
-        assert seen[-1] == (5, 5) and pending(deferred) == 0
-        assert drain(deferred, RuleExtractor()) == 0
+        assert deferred.consolidate(RuleExtractor(), progress=lambda d, t: seen.append((d, t))) == 5
+        assert seen[-1] == (5, 5) and deferred.queued() == 0
+        assert deferred.consolidate(RuleExtractor()) == 0
 
         def facts(db: WorldDB) -> list[tuple[str | None, str | None]]:
             return sorted(
@@ -71,8 +70,7 @@ SLOW_DRAIN = textwrap.dedent("""
     sys.path.insert(0, {root!r})
     from tests.conftest import FakeEmbedder
     from worlddb_lite import WorldDB
-    from worlddb_lite.write.extract import RuleExtractor
-    from worlddb_lite.write.queue import drain
+    from worlddb_lite.text.extract import RuleExtractor
 
     class Slow(RuleExtractor):
         def extract(self, text, **kw):
@@ -80,7 +78,7 @@ SLOW_DRAIN = textwrap.dedent("""
             return super().extract(text, **kw)
 
     db = WorldDB({path!r}, embedder=FakeEmbedder())
-    drain(db, Slow(), progress=lambda done, total: print(done, flush=True))
+    db.consolidate(Slow(), progress=lambda done, total: print(done, flush=True))
 """)
 
 
@@ -88,7 +86,7 @@ SLOW_DRAIN = textwrap.dedent("""
 def test_a_drain_killed_mid_queue_loses_nothing_and_repeats_nothing(tmp_path: Path) -> None:
     path = str(tmp_path / "queue.db")
     with WorldDB(path, embedder=FakeEmbedder()) as db:
-        ingest(db, _moves(40), deferred=True)
+        db.ingest(_moves(40), deferred=True)
     worker = subprocess.Popen(
         [sys.executable, "-c", SLOW_DRAIN.format(root=str(ROOT), path=path)], stdout=subprocess.PIPE, text=True
     )
@@ -98,9 +96,9 @@ def test_a_drain_killed_mid_queue_loses_nothing_and_repeats_nothing(tmp_path: Pa
     os.kill(worker.pid, signal.SIGKILL)
     worker.wait(timeout=30)
     with WorldDB(path, embedder=FakeEmbedder()) as db:
-        left = pending(db)
+        left = db.queued()
         assert 0 < left < 40  # some done, some not
-        assert drain(db, RuleExtractor()) == left
+        assert db.consolidate(RuleExtractor()) == left
         facts = db.nodes(world=db.scope("me"), type="Fact", include_superseded=True)
         assert len(facts) == 40  # one fact per turn: none lost, none written twice
         turns = {n.id for n in db.nodes(world=db.scope("me"), type="Turn")}
@@ -129,7 +127,7 @@ def test_the_cli_ingests_deferred_and_consolidates(tmp_path: Path, capsys: pytes
 
 
 def test_a_background_consolidator_drains_what_is_queued_while_the_caller_writes(tmp_path: Path) -> None:
-    from worlddb_lite.write.queue import Consolidator
+    from worlddb_lite import Consolidator
 
     path = str(tmp_path / "bg.db")
     db = WorldDB(path, embedder=FakeEmbedder())
@@ -137,11 +135,11 @@ def test_a_background_consolidator_drains_what_is_queued_while_the_caller_writes
         path, RuleExtractor(), interval=0.01, open_store=lambda p: WorldDB(p, embedder=FakeEmbedder())
     ).start()
     try:
-        ingest(db, _moves(12), deferred=True)
+        db.ingest(_moves(12), deferred=True)
         deadline = time.monotonic() + 30
-        while pending(db) and time.monotonic() < deadline:
+        while db.queued() and time.monotonic() < deadline:
             time.sleep(0.02)
-        assert pending(db) == 0 and worker.error is None
+        assert db.queued() == 0 and worker.error is None
     finally:
         worker.stop()
     assert worker.processed == 12
@@ -154,8 +152,7 @@ def test_a_turn_purged_while_a_drain_waits_to_write_is_not_extracted(tmp_path: P
     path = str(tmp_path / "race.db")
     db = WorldDB(path, embedder=FakeEmbedder())
     other = WorldDB(path, embedder=FakeEmbedder())
-    (turn,) = ingest(
-        db,
+    (turn,) = db.ingest(
         ConversationIn(
             "c",
             ["me"],
@@ -163,7 +160,7 @@ def test_a_turn_purged_while_a_drain_waits_to_write_is_not_extracted(tmp_path: P
         ),
         deferred=True,
     )
-    real = db.batch
+    real = db._writer.transaction
     purges: list[object] = []
 
     def purge_first() -> object:  # the other process's purge lands before the drain's transaction
@@ -171,12 +168,12 @@ def test_a_turn_purged_while_a_drain_waits_to_write_is_not_extracted(tmp_path: P
             purges.append(other.purge(turn))
         return real()
 
-    db.batch = purge_first  # type: ignore[method-assign]
+    db._writer.transaction = purge_first  # type: ignore[method-assign,assignment]
     try:
-        assert drain(db, RuleExtractor()) == 0
+        assert db.consolidate(RuleExtractor()) == 0
     finally:
-        db.batch = real  # type: ignore[method-assign]
-    assert purges and pending(db) == 0
+        db._writer.transaction = real  # type: ignore[method-assign]
+    assert purges and db.queued() == 0
     assert db.nodes(type="Entity") == [] and db.nodes(type="Fact") == []
     assert db.search("Quillonzorb") == [] and db.search("Vexmoor") == []
     other.close()

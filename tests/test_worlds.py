@@ -1,4 +1,4 @@
-"""worlds.py: the incremental Merkle tree equals the from-scratch tree after any sequence of writes."""
+"""store/merkle.py: the incremental Merkle tree equals the from-scratch tree after any sequence of writes."""
 
 from __future__ import annotations
 

@@ -1,8 +1,9 @@
 """worlddb_lite: an assistant's whole memory in one SQLite file.
 
-Start with ``WorldDB``; see DESIGN.md for the architecture and invariants.
+Start with ``WorldDB``; see docs/design.md for the architecture and invariants.
 """
 
+from .background import Consolidator
 from .db import WorldDB
 from .edges import BaseEdgeType, EdgeType
 from .errors import (
@@ -29,8 +30,10 @@ from .errors import (
     WorldDBError,
 )
 from .models.embed import Embedder, StaticEmbedder
+from .models.rerank import OnnxCrossEncoder, Reranker
 from .retrieval.context import Context, ContextItem
 from .retrieval.query import Expand, Filter, PreferSummaries, QuerySpec, WhereConnected
+from .text.extract import Extractor, RuleExtractor
 from .types import (
     Direction,
     Edge,
@@ -44,6 +47,10 @@ from .types import (
     Subgraph,
     VerifyReport,
 )
+from .write.conversation import ConversationIn, IngestStats, SessionIn, TurnIn
+from .write.gate import EncodingGate
+from .write.loaders import FORMATS as CONVERSATION_FORMATS
+from .write.loaders import load as load_conversations
 from .write.resolver import (
     Ambiguous,
     Candidate,
@@ -59,6 +66,18 @@ from .write.resolver import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "CONVERSATION_FORMATS",
+    "Consolidator",
+    "ConversationIn",
+    "EncodingGate",
+    "Extractor",
+    "IngestStats",
+    "OnnxCrossEncoder",
+    "Reranker",
+    "RuleExtractor",
+    "SessionIn",
+    "TurnIn",
+    "load_conversations",
     "Ambiguous",
     "AmbiguousId",
     "BaseEdgeType",

@@ -1,9 +1,12 @@
-"""Argument checks shared by the facade, the query planner and maintenance: a bad value is an InvalidInput."""
+"""Argument checks shared by every layer: a bad value is an InvalidInput that says what to give instead."""
 
 from __future__ import annotations
 
+import math
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from enum import Enum
+from typing import Any, TypeVar
 
 from .errors import InvalidInput
 
@@ -32,3 +35,96 @@ def file_name(value: object, what: str, fix: str) -> str:
     except UnicodeEncodeError:
         raise InvalidInput(f"{what} {path!r} is not valid UTF-8; rename the file or its folder") from None
     return path
+
+
+def whole(value: object, field: str, *, least: int = 0, most: int | None = None, unit: str = "") -> int:
+    """A whole number from ``least`` (to ``most``), or InvalidInput; a bool is not a number here."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < least or (most is not None and value > most):
+        if most is not None:
+            raise InvalidInput(f"{field} must be a whole number from {least} to {most}, got {value!r}")
+        of = f" of {unit}" if unit else ""
+        raise InvalidInput(f"{field} must be a whole number{of} >= {least}, not {value!r}")
+    return value
+
+
+def number(value: object, field: str) -> float:
+    """A finite number, or InvalidInput."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InvalidInput(f"{field} must be a number, got {type(value).__name__}")
+    try:
+        result = float(value)
+    except OverflowError:  # an int too large for a float
+        result = math.inf
+    if not math.isfinite(result):
+        raise InvalidInput(f"{field} must be a finite number")
+    return result
+
+
+def text(value: object, field: str, *, required: bool) -> str | None:
+    """Caller text: UTF-8 without NUL (bytes are decoded), and not blank where ``required``."""
+    if value is None:
+        if required:
+            raise InvalidInput(f"{field} is required")
+        return None
+    if isinstance(value, bytes):
+        try:
+            value = value.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InvalidInput(f"{field} is not valid UTF-8 ({exc.reason}); decode it first") from None
+    if not isinstance(value, str):
+        raise InvalidInput(f"{field} must be text, got {type(value).__name__}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidInput(f"{field} is not valid UTF-8 (it holds undecodable bytes)") from None
+    if "\x00" in value:
+        raise InvalidInput(f"{field} holds a NUL character; remove it")
+    if required and not value.strip():
+        raise InvalidInput(f"{field} is empty; there is nothing to remember")
+    return value
+
+
+def required_text(value: object, field: str) -> str:
+    """``text`` that must be given and not blank."""
+    checked = text(value, field, required=True)
+    assert checked is not None
+    return checked
+
+
+def props(value: object) -> Mapping[str, Any] | None:
+    """Properties: None or a mapping (its values are checked when hashed)."""
+    if value is not None and not isinstance(value, Mapping):
+        raise InvalidInput(f"props must be a mapping of text keys to values, got {type(value).__name__}")
+    return value
+
+
+def aliases(value: object) -> list[str]:
+    """A list of non-empty alias texts."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
+        raise InvalidInput("aliases must be a list of names")
+    return [a for a in (required_text(x, "alias") for x in value) if a]
+
+
+E = TypeVar("E", bound=Enum)
+
+
+def choice(enum: type[E], value: object, field: str) -> E:
+    """A member of a string enum, or InvalidInput naming the choices."""
+    try:
+        return enum(value)
+    except ValueError:
+        choices = ", ".join(str(m.value) for m in enum)
+        raise InvalidInput(f"{field} must be one of {choices}; got {value!r}") from None
+
+
+def proposal_number(value: object) -> int:
+    """A merge proposal number, or InvalidInput."""
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise InvalidInput(f"a merge proposal number must be an integer, got {type(value).__name__}")
+    try:
+        found = int(value)
+    except ValueError:
+        raise InvalidInput(f"{value!r} is not a merge proposal number; list them with `worlddb merges`") from None
+    if not 1 <= found < 2**63:
+        raise InvalidInput(f"{found} is not a merge proposal number; they start at 1")
+    return found

@@ -13,16 +13,12 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .db import WorldDB
+from . import CONVERSATION_FORMATS, EncodingGate, IngestStats, OnnxCrossEncoder, StaticEmbedder, load_conversations
+from .db import DEFAULT_BUDGET, WorldDB
 from .errors import WorldDBError
-from .models.embed import StaticEmbedder
-from .models.rerank import OnnxCrossEncoder
-from .retrieval.context import DEFAULT_BUDGET, assemble
 from .types import Node, plain
-from .write.conversation import DEFAULT_EXTRACTOR, IngestStats, ingest
-from .write.gate import DEFAULT_THRESHOLD, EncodingGate
-from .write.loaders import FORMATS, load
-from .write.queue import drain, pending
+
+DEFAULT_THRESHOLD = EncodingGate().threshold
 
 Handler = Callable[[argparse.Namespace], Any]
 COMMANDS: dict[str, tuple[str, Handler, Callable[[argparse.ArgumentParser], None]]] = {}
@@ -208,19 +204,18 @@ def cmd_search(args: argparse.Namespace) -> Any:
 )
 def cmd_recall(args: argparse.Namespace) -> Any:
     reranker = OnnxCrossEncoder(args.rerank) if args.rerank else None
+    options: dict[str, Any] = {
+        "scope": args.scope,
+        "as_of": args.as_of,
+        "include_superseded": args.include_superseded,
+        "reranker": reranker,
+        "late": args.late,
+    }
     with _open(args) as db:
-        found = db.recall(
-            args.query,
-            scope=args.scope,
-            k=args.k,
-            as_of=args.as_of,
-            include_superseded=args.include_superseded,
-            reranker=reranker,
-            late=args.late,
-        )
-    if args.context:
-        context = assemble(found, budget=args.budget)
-        return context if args.json else context.text
+        if args.context:
+            context = db.context(args.query, budget=args.budget, k=args.k, **options)
+            return context if args.json else context.text
+        found = db.recall(args.query, k=args.k, **options)
     if args.json:
         return found
     lines = []
@@ -306,7 +301,7 @@ def cmd_reindex(args: argparse.Namespace) -> Any:
     "load a dataset file, each conversation in one transaction (progress on stderr)",
     _with(
         lambda p: p.add_argument("file", help="the dataset file (or BEAM folder / archive)"),
-        lambda p: p.add_argument("--format", required=True, choices=FORMATS, help="the file's format"),
+        lambda p: p.add_argument("--format", required=True, choices=CONVERSATION_FORMATS, help="the file's format"),
         lambda p: p.add_argument("--scope", help="put every conversation in this scope"),
         lambda p: p.add_argument(
             "--deferred", action="store_true", help="queue extraction for `worlddb consolidate` instead of running it"
@@ -327,7 +322,9 @@ def cmd_reindex(args: argparse.Namespace) -> Any:
 )
 def cmd_ingest(args: argparse.Namespace) -> Any:
     gate = EncodingGate(threshold=args.gate) if args.gate is not None else None  # a bad threshold stops here
-    conversations = load(args.file, args.format, args.scope)  # read and checked before anything is written
+    conversations = load_conversations(
+        args.file, args.format, args.scope
+    )  # read and checked before anything is written
     total = sum(c.turn_count for c in conversations)
     show = None if args.json else _progress_bar("ingesting")
     started = time.perf_counter()
@@ -335,7 +332,7 @@ def cmd_ingest(args: argparse.Namespace) -> Any:
     stats = IngestStats()
     with _open(args, create=True) as db:
         for conversation in conversations:
-            ingest(db, conversation, deferred=args.deferred, gate=gate, bridge=args.bridge, stats=stats)
+            db.ingest(conversation, deferred=args.deferred, gate=gate, bridge=args.bridge, stats=stats)
             done += conversation.turn_count
             if show is not None:
                 show(done, total)
@@ -360,10 +357,8 @@ def cmd_ingest(args: argparse.Namespace) -> Any:
 )
 def cmd_consolidate(args: argparse.Namespace) -> Any:
     with _open(args) as db:
-        done = drain(
-            db, DEFAULT_EXTRACTOR, limit=args.limit, progress=None if args.json else _progress_bar("consolidating")
-        )
-        return {"processed": done, "pending": pending(db)}
+        done = db.consolidate(limit=args.limit, progress=None if args.json else _progress_bar("consolidating"))
+        return {"processed": done, "pending": db.queued()}
 
 
 def _progress_bar(label: str) -> Callable[[int, int], None]:

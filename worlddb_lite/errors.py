@@ -4,7 +4,7 @@ Every error a caller can see is a ``WorldDBError``. Subclasses also inherit the
 matching built-in (``NotFound`` is a ``LookupError``, ``InvalidInput`` a
 ``ValueError``) so ordinary ``except`` clauses keep working. Messages say what
 happened, why, and what to do next. Raw SQLite errors are translated at the
-store boundary only (``_sqlite.translate``).
+store boundary only (``store.connection.translate``).
 """
 
 from __future__ import annotations

@@ -15,9 +15,8 @@ from collections.abc import Callable
 from functools import wraps
 from typing import Any
 
-from .db import DEFAULT_SCOPE, WorldDB
+from .db import DEFAULT_BUDGET, DEFAULT_SCOPE, WorldDB
 from .errors import WorldDBError
-from .retrieval.context import DEFAULT_BUDGET
 from .types import plain
 
 INSTRUCTIONS = (

@@ -31,8 +31,9 @@ from typing import Any
 import apsw
 
 from ..checks import file_name
-from ..errors import InvalidInput, StoreBusy, WorldDBError
-from ..store import connection
+from ..errors import InvalidInput, WorldDBError
+from ..store import connection, queries
+from ..store.rows import Store
 
 
 def backup(
@@ -99,7 +100,7 @@ def _copy(conn: apsw.Connection, target: Path) -> dict[str, Any]:
 # meta key: a purge's wipe is not finished. Its value is the step left and the purge's own token:
 # "vacuum <token>" (written with the erasure: a crash may come before the file is rewritten), then
 # "checkpoint <token>" (the main file keeps the old pages until a checkpoint completes; a reader
-# holding an older snapshot stops one). The facade carries it on (``WorldDB._finish_wipe``); each
+# holding an older snapshot stops one). ``finish_wipe`` carries it on; each
 # step changes the mark only if it is still the one it read, so a newer purge's mark is never lost.
 WIPE_PENDING = "wipe_pending"
 
@@ -128,17 +129,6 @@ def checkpoint(conn: apsw.Connection, *, wait: bool = True) -> dict[str, Any]:
     if frames < 0:  # -1: the store is not in WAL mode (an in-memory store): nothing to fold
         return {"busy": False, "wal_frames": 0, "checkpointed": 0}
     return {"busy": bool(busy), "wal_frames": frames, "checkpointed": folded}
-
-
-def checkpoint_or_raise(conn: apsw.Connection) -> dict[str, Any]:
-    """``checkpoint``, with a busy result turned into StoreBusy (for callers that need the WAL empty)."""
-    result = checkpoint(conn)
-    if result["busy"]:
-        raise StoreBusy(
-            "another process kept reading or writing the store, so its write-ahead log could not be emptied; "
-            "retry when it is idle, or use `worlddb backup`, which is safe while others write"
-        )
-    return result
 
 
 def vacuum(conn: apsw.Connection, *, retry: bool = True) -> float:
@@ -171,3 +161,50 @@ def _fsync_dir(folder: Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+def finish_wipe(conn: apsw.Connection, store: Store, *, wait: bool, mark: str | None = None) -> dict[str, Any] | None:
+    """Carry a purge's wipe on from the step its mark says is left (``WIPE_PENDING``); None: none is.
+
+    ``mark``: the purge's own (it always runs both steps); else the one the store holds. "vacuum":
+    the file is rewritten first. Then the checkpoint, which puts the rewritten pages in the main
+    file and empties the WAL; the mark goes once one has completed. Each step changes the mark only
+    if it is still this one, so a newer purge's mark, written meanwhile, stays for its own wipe.
+    ``wait`` False: no busy timeout and one attempt at each step, so anyone in the way stops it at once.
+    """
+    if mark is None:
+        mark = None if conn.in_transaction else queries.meta_value(conn, WIPE_PENDING)
+        if mark is None:
+            return None
+    step, _, token = mark.partition(" ")
+    seconds = 0.0
+    with contextlib.nullcontext() if wait else no_waiting(conn):
+        if step == "vacuum":
+            seconds = vacuum(conn, retry=wait)
+            _swap_mark(store, mark, f"checkpoint {token}", retry=wait)
+        result = checkpoint(conn, wait=wait)
+        if not result["busy"]:
+            _swap_mark(store, f"checkpoint {token}", None, retry=wait)
+            checkpoint(conn, wait=False)  # and the WAL emptied of that write too
+    return {**result, "vacuum_seconds": seconds}
+
+
+def try_finish_wipe(conn: apsw.Connection, store: Store) -> None:
+    """``finish_wipe`` in passing (open, close): it never waits; anyone in the way leaves it for later."""
+    try:
+        finish_wipe(conn, store, wait=False)
+    except (WorldDBError, apsw.Error):
+        pass
+
+
+def _swap_mark(store: Store, expected: str, value: str | None, *, retry: bool) -> None:
+    """The wipe's mark moved on, if it is still ``expected`` (one statement: its own transaction)."""
+
+    def swap() -> bool:
+        return store.swap_meta(WIPE_PENDING, expected, value)
+
+    with connection.translate():
+        if retry:
+            connection.with_retry(swap)
+        else:
+            swap()

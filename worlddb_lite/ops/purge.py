@@ -43,8 +43,8 @@ import apsw
 from ..errors import InvalidInput, NotFound
 from ..models.embed import embed_checked, embedding_text
 from ..store.connection import as_int, one_row
+from ..text.extract import forget_read_texts
 from ..write.bridge import mentions
-from ..write.extract import forget_read_texts
 
 if TYPE_CHECKING:
     from ..store.rows import Store

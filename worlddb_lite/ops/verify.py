@@ -1,4 +1,4 @@
-"""``worlddb verify``: recompute every hash and root and check every invariant of DESIGN.md.
+"""``worlddb verify``: recompute every hash and root and check every invariant of docs/design.md.
 
 Each check appends ``Violation``s instead of stopping, so one run names everything wrong.
 Roots are recomputed bottom-up from the *recomputed* roots of members, never from the
@@ -142,7 +142,7 @@ def verify_store(
         bad("7-indexes", f"node {nodes[nid].id.hex()[:16]} has text but no full-text row")
     for nid in sorted(fts - texts)[:20]:
         bad("7-indexes", f"full-text row {nid} belongs to no node with text")
-    vec = _check_vectors(conn, store, nodes, texts, embeds_every_text, deep, bad)
+    vec = _check_vectors(conn, nodes, texts, embeds_every_text, deep, bad)
     token_rows = _check_tokens(conn, fts, tokens, deep, bad)
     node_count = len(nodes)
     del nodes, leaves, same_as, texts  # the replay builds its own; both at once would double the peak
@@ -164,7 +164,6 @@ def verify_store(
 
 def _check_vectors(
     conn: apsw.Connection,
-    store: Store,
     nodes: dict[int, NodeRow],
     texts: set[int],
     embeds_every_text: bool,

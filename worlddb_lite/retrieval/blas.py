@@ -3,9 +3,8 @@
 A recall multiplies small matrices (a question's tokens against a pool's, a query against a
 partition's vectors). A multi-threaded BLAS (numpy's OpenBLAS takes every core) wakes its
 workers for each such product, and they then spin waiting for the next one, holding the other
-cores for the whole read: on this 2-core machine under load, one thread halved the time of every
-lane, SQL-bound ones included (bench/recall_scale.py at 100k memories, load average 3.5: P50
-61.5 -> 33.7 ms with OPENBLAS_NUM_THREADS=1).
+cores for the whole read: on a 2-core machine under load, one thread halved the time of every
+lane, SQL-bound ones included (``bench/recall_scale.py``; docs/decisions.md).
 
 The count is the process's, not the thread's: while any recall runs, every thread of the process
 (the caller's too) has one BLAS thread. Overlapping recalls share one limit: the first to start

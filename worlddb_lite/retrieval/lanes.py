@@ -22,8 +22,8 @@ import numpy as np
 
 from ..store import queries, traverse
 from ..text.dates import named_periods
+from ..text.names import normalise_alias
 from ..text.stopwords import STOPWORDS
-from ..write.reconciler import normalise_alias
 from .view import ReadView
 
 TEXT_TYPES = ("Turn", "Memory", "Summary", "Fact")  # what the text and vector lanes rank
@@ -32,11 +32,11 @@ MAX_QUERY_TERMS = 64  # a pasted page becomes its first 64 distinct words, not a
 MAX_ENTITY_WORDS = 4  # the longest name looked up: "the Museum of Modern Art"
 COMMON_SHARE = 0.02  # a BM25 word in more than this share of the rows ...
 COMMON_FLOOR = 2000  # ... and in more than this many rows is left out (see uncommon_words)
-KEEP_RAREST = 2
+KEEP_RAREST = 2  # the query's rarest words, always kept; it and COMMON_SHARE chosen with bench/recall_scale.py
 ENTITY_FANOUT = 500  # past this many references an entity is checked against the other lanes' finds
 TIME_FANOUT = 2000  # past this many memories of the read's world in a period named, ...
 TIME_READ = 20_000  # ... or this many nodes in all, only what the other lanes found there is kept
-STANDING_K = 1  # standing statements a standing lane offers: the one closest to the query
+STANDING_K = 1  # standing statements a standing lane offers: the one closest to the query (bench/recall.py)
 STANDING_BATCH = 8  # statements checked for visibility at a time, closest first (not all of a long history)
 
 
@@ -72,16 +72,9 @@ def uncommon_words(view: ReadView, words: list[str]) -> list[str]:
     matches: at 100k memories the OR of a question's words matched ~24k rows and took ~70 ms.
     A word is left out when it is in more than ``COMMON_SHARE`` of the rows and more than
     ``COMMON_FLOOR`` rows (so small stores keep every word), the rarest ``KEEP_RAREST`` always stay.
-    Not adopted: a budget on the kept words' rows together (the commonest dropped until under it; FTS5
-    spends ~1.7 µs a matched row): at 100k memories LoCoMo recall@10 0.657 -> 0.648 at 3,000 rows,
-    0.640 at 2,000 (``bench/recall_scale.py --quality``), for a P50/P95 gain lost in the machine's noise.
-    The other way, with the word window in place (a word's rows count its neighbours' turns too), a
-    larger share kept more quality than it cost time: 0.04 took 100k-memory recall@10 0.684 -> 0.717
-    and 0.08 to 0.740, but P95 29.2 / 32.1 -> 34.1 / 42.8 ms at 0.04 and 49.6 / 53.9 ms at 0.06 (two
-    alternating runs of ``bench/recall_scale.py``): past what the latency target allows. So were, the
-    same way: words over the share kept while the kept words' rows together stay within 6,000 or
-    10,000 (rarest first), 0.681 -> 0.691 / 0.709 for P95 27.2 / 28.5 -> 32.1 / 29.8 and 32.5 / 33.2
-    ms; the rarest 3 or 4 always kept instead of 2, 0.702 / 0.725 for +4 / +12 ms a recall (mean).
+    Keeping more words (a larger share, more of the rarest) buys quality at more latency than the
+    target allows; a budget on the kept words' rows lost quality for no gain the machine's noise did
+    not hide (``bench/recall_scale.py``; docs/decisions.md).
     """
     total = queries.text_rows(view.conn)
     limit = max(COMMON_FLOOR, COMMON_SHARE * total)
@@ -203,7 +196,7 @@ def what_else(view: ReadView, query: str, names: Iterable[str], vector: np.ndarr
 
     Every node the lane ranks refers to a named entity already, so the name says nothing more
     about which of them answers; left in, it pulls the query's vector towards every short turn
-    that is little more than the name (LoCoMo turn recall@10 0.692 -> 0.722, see fusion.py).
+    that is little more than the name (docs/decisions.md).
     """
     if vector is None or view.embed is None:
         return vector
@@ -309,7 +302,7 @@ class _Reached:
 def time_lane(
     view: ReadView, query: str, vector: np.ndarray | None, depth: int, *, candidates: Sequence[int]
 ) -> list[int]:
-    """The memories valid from within the periods the query names (``temporal.named_periods``), closest first.
+    """The memories valid from within the periods the query names (``dates.named_periods``), closest first.
 
     A question that names a date asks about what was said around it, which neither its words nor
     its vector find: the turns of 25 May rarely say "25 May". Without a date named, the lane is
@@ -357,13 +350,8 @@ def standing_lanes(
     weighed (facts.py writes each into its speaker's scope), so the cost follows the reader's
     scope, not the whole store; one put into a world only by a membership edge is not offered.
 
-    Measured (``bench/recall.py``): instructions at weight 1 took BEAM-100K recall@10 0.445 ->
-    0.498 (weight 0.5: 0.477, 0.75: 0.480, 1.5: 0.491; k = 2 ranked by the turns' vectors:
-    0.464), instruction following 0.088 -> 0.594; preferences as a second lane at weight 0.5
-    0.498 -> 0.522 (0.25: 0.507, 0.75: 0.521, 1.0: 0.513; folded into the instruction lane as
-    sentences they cost 0.018), preference following 0.274 -> 0.513. LoCoMo recall@10
-    unchanged by either (one instruction and two preferences in 5,882 turns). A minimum cosine
-    before a statement is offered (0.2-0.5) did not help: BEAM 0.623 -> 0.606-0.623.
+    ``k``, the lanes' weights (``fusion.LANE_WEIGHTS``) and keeping preferences a lane apart from
+    instructions were chosen with ``bench/recall.py`` on BEAM-100K; the figures: docs/decisions.md.
     """
     ranked: dict[str, list[int]] = {}  # kind -> its statements with a vector, closest first
     for kind in kinds:

@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING
 
 from ..store import queries
 from ..store.queries import Said
+from ..text.extract import says_change
+from ..text.slots import INSTRUCTIONS, PREFERENCES, slot_words
 from ..text.stopwords import STOPWORDS
 from ..types import Hit, Node, Reason, is_assistant
-from ..write.extract import says_change
-from ..write.facts import INSTRUCTIONS, PREFERENCES, slot_words
 from .fusion import LANE_WEIGHTS, rrf
 from .lanes import EntityPath, standing_lanes, start_entity_lane, start_text_lane, time_lane, vector_lane
 from .late import late_lane
@@ -27,14 +27,13 @@ from .view import ReadView
 if TYPE_CHECKING:
     from ..models.rerank import Reranker
 
-# Each lane's list length: deeper than any k asked, so fusion and the late stage see the tails. With the
-# late stage, 200 instead of 100 took BEAM 0.631 -> 0.645 (LoCoMo 0.776 either way, its pool at 300);
-# 150 gave BEAM 0.637, 300 gave 0.642. Before the late stage, 200 had given LoCoMo +0.007, BEAM -0.002.
+# Each lane's list length: deeper than any k asked, so fusion and the late stage see the tails (the depths
+# compared: docs/decisions.md)
 LANE_DEPTH = 200
 RERANK_DEPTH = 30  # how many fused candidates a reranker re-scores
 HEAD_DEPTH = 50  # the fused head that speakers weigh and updates re-order (deeper moves never reach a k of 10)
 SOURCE_EDGES = {"Fact": "refers_to", "Summary": "derived_from", "Memory": "refers_to"}
-SESSION_WEIGHT = 1.0  # a turn also scores this times the best fused score of a turn of its session
+SESSION_WEIGHT = 1.0  # a turn also scores this times the best fused score of a turn of its session (bench/recall.py)
 ASSISTANT_SHARE = 0.6  # an assistant's turn keeps this share of its fused score (see speaker_prior)
 NAMED_SPEAKER_WEIGHT = 0.125  # a turn said by someone the query names gains this x the best fused score
 REPLY_WEIGHT = 0.2  # a person's turn gains this x the fused score of the next turn, when a person said that
@@ -143,25 +142,10 @@ def session_prior(view: ReadView, ranked: list[tuple[int, float]], weight: float
     """Add to each fused turn ``weight`` x the best fused score among the turns of its Session, and re-sort.
 
     A turn is read in its conversation: the session where the best evidence lies is the likeliest
-    home of the rest of it (session recall ran ahead of turn recall: LoCoMo 0.885 against 0.692).
-    Chosen on the aggregate of both benchmarks (``bench/recall.py``; weight 1.0, the session's
-    best turn rather than a sum, which favours long sessions): LoCoMo turn recall@10 0.722 ->
-    0.728 and @20 0.780 -> 0.795, BEAM-100K recall@10 0.427 -> 0.443, update order unchanged.
-    Only turns already fused are moved: no turn enters on its session's strength alone.
-
-    Measured beside it and not adopted: a neighbour prior (a turn also scores 0.3 x the better
-    of the turns just before and after it; BEAM recall@10 +0.02 but update order 0.487 -> 0.436,
-    the reply to the stale message lifts it); a recency prior on valid time (BEAM's updates are
-    never dated after the values they replace, so update order did not move while recall fell);
-    moving a newer near-duplicate (cosine >= 0.7-0.9) above an older one (update order up to
-    0.92, but recall@10 down to 0.05-0.42 on BEAM and 0.19-0.72 on LoCoMo: static embeddings
-    find most turns of one conversation near-duplicates); the vector lane asked without the names
-    too (both -0.002/-0.004).
-    Measured again with ``changed_over_stated`` and the instruction lane in place, not adopted:
-    the neighbour prior (0.15-0.3: BEAM recall@10 0.498 -> 0.509-0.515 but update order 0.718 ->
-    0.667, LoCoMo 0.728 -> 0.719-0.726); at most 2-5 turns of one session in the first 10 (BEAM
-    0.471-0.497, update order down to 0.692); a session lane (the fused turns of the 1-3 sessions
-    nearest the query by their composed vectors; LoCoMo 0.776 -> 0.596-0.769, session recall@5 the same).
+    home of the rest of it (session recall ran ahead of turn recall). The session's best turn
+    counts, not a sum, which would favour long sessions. Only turns already fused are moved: no
+    turn enters on its session's strength alone. Chosen with ``bench/recall.py`` on both
+    benchmarks; the figures, and the priors tried beside it, are in docs/decisions.md.
     """
     if weight == 0 or not ranked:
         return ranked
@@ -204,23 +188,8 @@ def speaker_prior(
       the subject holds the plan, the summary or the list that was asked for.
 
     Only the fused head (``HEAD_DEPTH``) is weighed: speakers are read from the node bodies (``told``,
-    when the caller has read them).
-    Measured (``bench/out`` harness over both benchmarks, then ``bench/recall.py``): BEAM-100K
-    recall@10 0.522 -> 0.612 (share 0.6; 0.4-0.7 give 0.610-0.612), LoCoMo turn recall@10
-    0.728 -> 0.741 (weight 0.1; 0.05 and 0.2 give 0.739 and 0.736), update order unchanged.
-    Weighing before the session prior instead of after: BEAM 0.601, LoCoMo 0.739. The reply:
-    LoCoMo 0.741 -> 0.750 (0.1-0.25 give 0.746-0.752), BEAM unchanged; a neighbour prior over
-    every turn and both sides, tried before, lowered update order (0.718 -> 0.667). The answer
-    (harness): BEAM 0.645 -> 0.652 (0.05 / 0.15 / 0.2 / 0.4 give 0.648 / 0.648 / 0.638 / 0.579; its
-    greater instead of its sum, 0.645), multi-session +0.046, information extraction +0.029,
-    summarization +0.024, instruction following -0.025, update order and LoCoMo (no assistant) the
-    same. Measured and not adopted beside it (harness, LoCoMo / BEAM recall@10): a person's turn
-    lifted by the person's turn before it (0.774 at 0.1, BEAM the same); turns weighed by length
-    (0.775 / 0.631 at power 0.25: instructions are short); a session's later turns in the head
-    weighed down (MMR-like; 0.737 / 0.641); a head turn near a better one (cosine 0.9) weighed
-    down (BEAM 0.627); Rocchio feedback as a lane (0.774 / 0.638 at weight 0.25). Not adopted:
-    reading "you" in the query as naming the assistant (no share for its turns: BEAM 0.608 ->
-    0.604; a gain as well: 0.584): most questions say "can you" to the one asked.
+    when the caller has read them). How the weights were chosen, and what was tried beside them:
+    docs/decisions.md.
     """
     head = ranked[:depth]
     if told is None:
@@ -407,15 +376,8 @@ def changed_over_stated(
     an older value must not climb over a newer one. An assistant's turns tell of no change of
     the person's.
 
-    Measured (``bench/recall.py``): named slots, BEAM-100K knowledge-update order 0.538 -> 0.692
-    (0.718 when replaced changes counted too, which could lift a stale value above its
-    replacement), recall@10 0.444 -> 0.445; unnamed changes, 0.692 -> 0.872 (the half: all the
-    words gave 0.795; read outside questions only, 0.795; any later turn about the same thing as
-    a barrier, 0.846), recall@10 0.612 -> 0.608; LoCoMo unchanged (its turns rarely say a value
-    changed). Not adopted (harness): a third sign, a later turn restating a money, percent or clock
-    amount an earlier turn about the same query words holds otherwise ("free at 4 PM next Saturday
-    for my Foot Locker visit" after "next Saturday at 3 PM"): update order 0.872 -> 0.897, but
-    recall@5 0.552 -> 0.487-0.527 however strictly "the same words" was read.
+    Chosen with ``bench/recall.py`` on BEAM-100K's knowledge-update questions (LoCoMo's turns rarely
+    say a value changed); the figures, and a third sign tried and not adopted, are in docs/decisions.md.
     """
     head = fused[:depth]
     if told is None:

@@ -1,7 +1,7 @@
 """The SQLite connection: apsw, pragmas, sqlite-vec, schema install, version checks.
 
 apsw is used instead of the stdlib ``sqlite3`` because it bundles a current SQLite
-and can load extensions on every platform (see DESIGN.md). Raw SQLite errors are
+and can load extensions on every platform (see docs/design.md). Raw SQLite errors are
 translated into ``WorldDBError`` subclasses here and nowhere else.
 """
 
@@ -67,8 +67,8 @@ def configure(conn: apsw.Connection, path: str) -> None:
         if path != ":memory:":
             conn.execute("pragma journal_mode = wal")
             # fold the WAL into the file every ~40 MB instead of ~4 MB: a checkpoint lands on one
-            # unlucky write, and ten times fewer of them took one turn's P95 at 20k turns from 6.4
-            # to 4.2 ms (bench/ingest.py setup); closing the store folds whatever is left
+            # unlucky write, so fewer of them lower a single write's P95 (chosen with bench/ingest.py;
+            # docs/decisions.md); closing the store folds whatever is left
             conn.execute(f"pragma wal_autocheckpoint = {WAL_CHECKPOINT_PAGES}")
         conn.execute("pragma synchronous = normal")
         conn.execute("pragma foreign_keys = on")

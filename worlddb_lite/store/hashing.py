@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import unicodedata
+from collections.abc import Mapping
 from typing import Any
 
 from blake3 import blake3
@@ -154,3 +155,25 @@ def inner(left: bytes, right: bytes) -> bytes:
 def to_hex(raw: bytes) -> str:
     """Lower-case hex of an id."""
     return raw.hex()
+
+
+def node_body(
+    type_: str,
+    parent_hex: str,
+    name: str | None,
+    content: str | None,
+    props: Mapping[str, Any] | None,
+    valid_at: str | None,
+) -> str:
+    """The canonical JSON a node's id hashes (``valid_at`` None for a timeless world)."""
+    record: dict[str, Any] = {
+        "v": 1,
+        "type": type_,
+        "name": name,
+        "content": content,
+        "parent": parent_hex,
+        "props": dict(props or {}),
+    }
+    if valid_at is not None:
+        record["valid_at"] = valid_at
+    return canonical_json(record)

@@ -31,7 +31,6 @@ MAX_WIDEN = 4.0  # a broad filter probes at most 4x the partitions an unfiltered
 PROBE_SCALE = 0.8
 PROBE_POWER = 0.69
 MIN_PROBE = 8
-DENSE_MASK = 0.3  # a block whose rows mostly pass is scored whole and masked after
 
 
 def nprobe_for(nlist: int) -> int:

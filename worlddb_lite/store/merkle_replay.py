@@ -42,7 +42,7 @@ class _Tree:
         self.dirty.add(slot)
 
     def top(self) -> bytes:
-        """The tree's top after the marked leaves changed (the shape of worlds.compute_levels).
+        """The tree's top after the marked leaves changed (the shape of merkle.compute_levels).
 
         A position new at some level always sits above a new, hence marked, position below it,
         so rehashing the parents of marked positions level by level covers growth too.

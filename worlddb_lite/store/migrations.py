@@ -16,6 +16,7 @@ from collections.abc import Callable
 import apsw
 
 from ..errors import SchemaTooNew, SchemaTooOld
+from ..text.windows import words_around
 from .connection import SCHEMA_VERSION, as_text, schema_sql, translate, user_version, with_retry
 
 
@@ -99,8 +100,13 @@ def _to_v6(conn: apsw.Connection) -> None:
     _fill_word_context(conn)
 
 
+# The windows version 6 filled, as ingest's defaults were then: frozen here, so a later change of those
+# defaults never changes what lifting an old file does.
+V6_WINDOW, V6_WORD_WINDOW, V6_WORD_AFTER, V6_WINDOW_CHARS = 1, 4, 2, 1000
+
+
 def _fill_word_context(conn: apsw.Connection) -> None:
-    """Index every session's turns with their neighbours' words (``bridge.words_around``), in said order.
+    """Index every session's turns with their neighbours' words (``text.windows.words_around``), in said order.
 
     As ``conversation.ingest`` would with its defaults, within what the store can tell: a purged
     turn is a wall no words cross (its text is gone, and no neighbour may take words across the
@@ -109,9 +115,6 @@ def _fill_word_context(conn: apsw.Connection) -> None:
     or whose identical turns share one node, is filled as if with the defaults. Turns are read
     clipped (the windows quote at most ``WINDOW_CHARS`` of each) and a session at a time.
     """
-    from ..write.bridge import WINDOW_CHARS, words_around  # (conversation's defaults: imported where needed)
-    from ..write.conversation import DEFAULT_WINDOW, DEFAULT_WORD_AFTER, DEFAULT_WORD_WINDOW
-
     rows = conn.execute(
         "select n.nid, n.parent, json_extract(n.body, '$.props.speaker'), "
         "substr(json_extract(n.body, '$.content'), 1, ?), n.body is null "
@@ -119,7 +122,7 @@ def _fill_word_context(conn: apsw.Connection) -> None:
         "where n.type = 'Turn' and p.type = 'Session' "
         "and not exists (select 1 from edge as e where e.type = 'supersedes' and e.src = n.nid) "
         "order by n.parent, n.slot",
-        (WINDOW_CHARS,),
+        (V6_WINDOW_CHARS,),
     )
     for (_, purged), group in itertools.groupby(rows, key=lambda row: (row[1], bool(row[4]))):
         turns = list(group)
@@ -128,9 +131,10 @@ def _fill_word_context(conn: apsw.Connection) -> None:
         contexts = words_around(
             [as_text(t[3]) or "" for t in turns],
             speakers=[as_text(t[2]) for t in turns],
-            before=DEFAULT_WORD_WINDOW,
-            skip=DEFAULT_WINDOW,
-            after=DEFAULT_WORD_AFTER,
+            before=V6_WORD_WINDOW,
+            skip=V6_WINDOW,
+            after=V6_WORD_AFTER,
+            chars=V6_WINDOW_CHARS,
         )
         conn.executemany(
             "update node_fts set context = ? where rowid = ?",

@@ -300,9 +300,9 @@ def _marks(count: int, first: int) -> str:
 def fts_ranked(conn: apsw.Connection, query: str, limit: int) -> list[tuple[int, float]]:
     """(rowid, BM25 score, higher is better) of the ``limit`` best FTS5 matches, ranked by FTS5 alone.
 
-    The name column (a turn's speaker) weighs as much as the content: 0, 0.5 or 2 instead gave LoCoMo
-    recall@10 0.785-0.787 against 0.788 (cached-store harness). The context column (a turn's other
-    neighbours) weighs ``CONTEXT_WEIGHT``; see conversation.DEFAULT_WORD_WINDOW.
+    The name column (a turn's speaker) weighs as much as the content (other weights did no better:
+    docs/decisions.md). The context column (a turn's other neighbours) weighs ``CONTEXT_WEIGHT``;
+    see ``conversation.DEFAULT_WORD_WINDOW``.
     """
     rows = conn.execute(
         "select rowid, -rank from node_fts where node_fts match ? and rank match ? order by rank limit ?",
@@ -454,3 +454,43 @@ def text_rows(conn: apsw.Connection) -> int:
     """An upper bound on the full-text rows (the highest rowid): cheap, unlike counting them."""
     row = conn.execute("select max(rowid) from node_fts").fetchone()
     return as_int(row[0]) if row and row[0] is not None else 0
+
+
+_NEAR_NEW = """
+with new(nid) as (select nid from node where nid > ?1 and nid <= ?2),
+hop1(nid) as (
+  select nid from new
+  union select e.dst from edge as e join new on e.src = new.nid
+    where e.type = 'refers_to' and e.invalid_at is null and e.expired_at is null
+  union select e.src from edge as e join new on e.dst = new.nid
+    where e.type = 'refers_to' and e.invalid_at is null and e.expired_at is null),
+through(nid) as (select h.nid from hop1 as h join node as n on n.nid = h.nid where n.type != 'Entity'),
+hop2(nid) as (
+  select nid from hop1
+  union select e.dst from edge as e join through as t on e.src = t.nid
+    where e.type = 'refers_to' and e.invalid_at is null and e.expired_at is null
+  union select e.src from edge as e join through as t on e.dst = t.nid
+    where e.type = 'refers_to' and e.invalid_at is null and e.expired_at is null)
+select h.nid from hop2 as h join node as n on n.nid = h.nid where n.type = 'Entity' and n.body is not null
+order by h.nid
+"""
+
+
+def entities_near_new(conn: apsw.Connection, after: int, upto: int) -> list[int]:
+    """Entities within two refers_to hops of the nodes with nid in (after, upto] (identity re-resolution).
+
+    Hops go through turns, facts and other non-entities only: through an entity they would reach
+    every turn that names it (the speaker's entity names them all), and turns are not identities.
+    """
+    return [as_int(nid) for (nid,) in conn.execute(_NEAR_NEW, (after, upto))]
+
+
+def proposal_partners(conn: apsw.Connection, members: set[int]) -> set[int]:
+    """Every node that has a merge proposal, of any status, with one of ``members``."""
+    listed = json.dumps(sorted(members))
+    rows = conn.execute(
+        "select a, b from merge_proposal where a in (select value from json_each(?1)) "
+        "or b in (select value from json_each(?1))",
+        (listed,),
+    )
+    return {as_int(n) for row in rows for n in row}

@@ -450,7 +450,7 @@ class Store:
         """Add (nid, name, content, context) rows to the full-text index and, with a token table, the token index.
 
         The content (with any context indexed beside it) is also what the vector and the token
-        index read; the context column's words are for BM25 alone (reads.fts_ranked weighs them).
+        index read; the context column's words are for BM25 alone (queries.fts_ranked weighs them).
         """
         self.conn.executemany("insert into node_fts (rowid, name, content, context) values (?, ?, ?, ?)", rows)
         self._index_tokens(tokens, [(nid, name, content) for nid, name, content, _ in rows])

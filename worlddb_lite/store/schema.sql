@@ -148,7 +148,7 @@ create table tombstone (
   purged_at text not null
 ) strict, without rowid;
 
--- Guards: the invariants of DESIGN.md enforced for every connection, the sqlite3 shell included.
+-- Guards: the invariants of docs/design.md enforced for every connection, the sqlite3 shell included.
 
 create trigger node_insert_guard before insert on node
 when not exists (select 1 from reconciler_session)
@@ -404,11 +404,11 @@ create unique index work_queue_turn on work_queue (turn);
 -- Full-text index over each node's name and content (rowid = node.nid). The content column holds
 -- the node's text and any context indexed with it (a turn's previous turn): the vector and the token
 -- index read the same text. The context column holds words indexed for BM25 alone (a turn's other
--- neighbours: conversation.ingest), weighed lower (reads.fts_ranked); null for most nodes.
+-- neighbours: conversation.ingest), weighed lower (store/queries.py, fts_ranked); null for most nodes.
 create virtual table node_fts using fts5(name, content, context,
   tokenize = 'porter unicode61 remove_diacritics 2');
 
--- The first content tokens of each full-text row under the store's static model (token_index.py),
+-- The first content tokens of each full-text row under the store's static model (store/token_index.py),
 -- for the late-interaction stage of recall. Derived like node_fts: rewritten on re-embedding, and
 -- whole when meta token_format names the code's format; empty for a store of another embedder.
 create table node_tokens (
@@ -417,7 +417,7 @@ create table node_tokens (
 ) strict;
 
 -- Each node's effective embedding (see world_vec), searched through an in-memory IVF index
--- (vector_lane.py). A plain table, so any sqlite3 shell reads it; with sqlite-vec loaded,
+-- (store/vector_index.py). A plain table, so any sqlite3 shell reads it; with sqlite-vec loaded,
 -- vec_distance_cosine(embedding, vec_f32('[...]')) scores it directly.
 create table node_vec (
   nid integer primary key references node (nid),
@@ -428,7 +428,7 @@ create table node_vec (
 create index node_vec_seq on node_vec (seq);
 create index node_vec_part on node_vec (part);  -- partition sizes, for splitting the ones that swell
 
--- IVF centroids (unit float32), trained by k-means over the vectors (vector_lane.py).
+-- IVF centroids (unit float32), trained by k-means over the vectors (store/vector_index.py).
 create table vec_centroid (
   part integer primary key,  -- the partition number node_vec.part refers to
   centroid blob not null  -- float32 little-endian, unit length

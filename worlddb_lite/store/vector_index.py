@@ -16,7 +16,7 @@ file over k-means partitions, scanned with numpy, meets recall@10 >= 0.95 in a f
   trained when the store reaches ``TRAIN_AT`` nodes and each time it doubles, inside the
   write transaction, up to ``AUTO_TRAIN_LIMIT`` (training costs seconds beyond that); past
   it, ``worlddb reindex`` re-trains. Rows written between trainings go to their nearest existing
-  centroid, which keeps recall (measured) while partitions grow.
+  centroid, which keeps recall (``bench/lane.py`` measures it) while partitions grow.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """The function words that recall leaves out: of BM25 terms, of the late stage's tokens, of slot words."""
 
-# Function words: as BM25 terms they match nearly every turn and only add noise and cost. Measured and
-# not adopted: question-frame words too ("say", "mention", "likely": LoCoMo -0.003, BEAM +0.003), and
-# the speakers the query names left out of BM25 (LoCoMo 0.751 against 0.750).
+# Function words: as BM25 terms they match nearly every turn and only add noise and cost (what else was tried:
+# docs/decisions.md).
 STOPWORDS = frozenset(
     """
 a about after again all am an and any are as at be been before being both but by can could did do does

@@ -16,8 +16,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from ..errors import InvalidInput
-from ..types import is_assistant
-from .extract import find_entities
+from ..text.extract import find_entities
 
 _PERSONAL = frozenset({"he", "him", "his", "she", "her", "hers", "they", "them", "their", "theirs"})
 _THING = frozenset({"it", "its", "that", "this", "there", "those", "these"})
@@ -203,61 +202,3 @@ def mentions(text: str, known: Collection[str] = ()) -> list[tuple[str, bool]]:
         if words and words[-1].casefold() not in _VAGUE and (" ".join(words), False) not in found:
             found.append((" ".join(words), False))
     return found
-
-
-WINDOW_CHARS = 1000  # at most this much of each earlier turn is indexed with a later one
-
-
-def window(
-    texts: Sequence[str],
-    *,
-    speakers: Sequence[str | None] = (),
-    turns: int = 1,
-    skip: int = 0,
-    ahead: bool = False,
-    chars: int = WINDOW_CHARS,
-) -> list[str]:
-    """For each turn of a session, the ``turns`` turns before it ("<speaker>: <text>", clipped), to index with it.
-
-    ``ahead``: the turns after it instead, in the order said.
-
-    A reply ("Yes, last Tuesday!") is findable by what it answers; the stored turn stays verbatim.
-    ``skip`` leaves out the nearest turns of that window (they are indexed elsewhere: see
-    conversation.ingest's ``window`` and ``word_window``). Only the person's turns take part: an
-    assistant's turn (``types.is_assistant``) is indexed alone and lends its words to no turn, and
-    the window stops at one. Its long reply would make the person's next turn match all it said,
-    and the person's question would make the reply outrank the question (BEAM-100K recall@10
-    0.608 -> 0.623 with update order unchanged, measured with the bench/out harness; LoCoMo has no
-    assistant).
-    """
-    for label, value in (("turns", turns), ("skip", skip)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise InvalidInput(f"window {label} must be a whole number >= 0, not {value!r}")
-    person = [not (i < len(speakers) and is_assistant(speakers[i])) for i in range(len(texts))]
-    said = [
-        f"{speakers[i]}: {t[:chars]}" if i < len(speakers) and speakers[i] else t[:chars] for i, t in enumerate(texts)
-    ]
-    contexts = []
-    for i in range(len(texts)):
-        step, end = (1, min(len(texts) - 1, i + turns)) if ahead else (-1, max(0, i - turns))
-        far = i  # the farthest turn of the window, walking away from turn i
-        while person[i] and far != end and person[far + step]:
-            far += step
-        near = i + step * (skip + 1)  # the nearest turn the window keeps
-        span = said[near : far + 1] if ahead else said[far : near + 1]
-        contexts.append("\n".join(span if (far - near) * step >= 0 else []))
-    return contexts
-
-
-def words_around(
-    texts: Sequence[str], *, speakers: Sequence[str | None] = (), before: int, skip: int, after: int
-) -> list[str]:
-    """For each turn, context indexed for its words alone (conversation.ingest).
-
-    That is the turns before it past the ``skip`` nearest, up to the ``before``-th, and the ``after``
-    turns that follow it: a question is then found by the words of its answer too. Both sides stop
-    at an assistant's turn, as ``window`` does.
-    """
-    back = window(texts, speakers=speakers, turns=before, skip=skip)
-    ahead = window(texts, speakers=speakers, turns=after, ahead=True)
-    return ["\n".join(side for side in pair if side) for pair in zip(back, ahead, strict=True)]

@@ -14,22 +14,22 @@ changes what is stored: every turn is kept verbatim.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from .. import checks
 from ..errors import InvalidInput
 from ..text.dates import parse_time
+from ..text.extract import Extractor, RuleExtractor
+from ..text.windows import window as windowed
+from ..text.windows import words_around
 from ..types import is_assistant
-from .bridge import ContextBridge, words_around
-from .bridge import window as windowed
-from .extract import Extractor, RuleExtractor
+from .bridge import ContextBridge
 from .facts import remember
 from .gate import EncodingGate
 from .queue import enqueue
-
-if TYPE_CHECKING:
-    from ..db import WorldDB
+from .writer import Writer
 
 DEFAULT_EXTRACTOR = RuleExtractor()
 DEFAULT_WINDOW = 1  # the turn before each turn is indexed with it (LoCoMo turn recall@10 +0.1; see bench/recall.py)
@@ -92,6 +92,36 @@ class IngestStats:
     bridged: int = 0  # turns indexed with context from the turns before them
 
 
+def check_conversation(conversation: object) -> ConversationIn:
+    """The shape of a conversation as ``ingest`` needs it, or InvalidInput saying which part is wrong."""
+    if not isinstance(conversation, ConversationIn):
+        raise InvalidInput(f"ingest takes a ConversationIn, not {type(conversation).__name__}")
+    label = f"conversation {conversation.conversation_id!r}"
+    checks.required_text(conversation.conversation_id, "conversation id")
+    if isinstance(conversation.scopes, (str, bytes)) or not isinstance(conversation.scopes, Sequence):
+        raise InvalidInput(f"{label}: scopes must be a list of scope names")
+    for scope in conversation.scopes:
+        checks.required_text(scope, f"{label}: scope")
+    if not isinstance(conversation.sessions, Sequence) or isinstance(conversation.sessions, (str, bytes)):
+        raise InvalidInput(f"{label}: sessions must be a list of SessionIn")
+    for session in conversation.sessions:
+        if not isinstance(session, SessionIn):
+            raise InvalidInput(f"{label}: a session must be a SessionIn, not {type(session).__name__}")
+        checks.required_text(session.session_id, f"{label}: session id")
+        if session.date is not None and not isinstance(session.date, str):
+            raise InvalidInput(f"{label}, session {session.session_id!r}: date must be text or None")
+        if not isinstance(session.turns, Sequence) or isinstance(session.turns, (str, bytes)):
+            raise InvalidInput(f"{label}, session {session.session_id!r}: turns must be a list of TurnIn")
+        for turn in session.turns:
+            if not isinstance(turn, TurnIn):
+                raise InvalidInput(f"{label}: a turn must be a TurnIn, not {type(turn).__name__}")
+            for field_name in ("speaker", "turn_id", "at"):
+                checks.text(getattr(turn, field_name), f"{label}: a turn's {field_name}", required=False)
+            if not isinstance(turn.props, Mapping):
+                raise InvalidInput(f"{label}: a turn's props must be a mapping")
+    return conversation
+
+
 def check_turn(turn: TurnIn, where: str) -> None:
     """A clear error for a turn the store must not take."""
     if not isinstance(turn.text, str) or not turn.text.strip():
@@ -117,7 +147,7 @@ def _runs(walls: Sequence[bool]) -> list[list[int]]:
 
 
 def ingest(
-    db: WorldDB,
+    writer: Writer,
     conversation: ConversationIn,
     *,
     extractor: Extractor | None = DEFAULT_EXTRACTOR,
@@ -133,7 +163,7 @@ def ingest(
 
     With an ``extractor`` (the rule-based one by default; None for none), every turn's
     entities and facts are written in the same transaction, facts superseding older values.
-    ``deferred`` queues the turns instead (in the same transaction), for ``work_queue.drain``.
+    ``deferred`` queues the turns instead (in the same transaction), for ``queue.drain``.
     ``gate`` (e.g. ``EncodingGate(threshold=0.3)``) scores every turn into its salience and
     sends only turns at or above the threshold to extraction; ``bridge`` (True, or a
     ``ContextBridge``) indexes each turn with what its pronouns refer to. ``window`` turns before
@@ -142,8 +172,16 @@ def ingest(
     weighed lower). ``stats`` is added to.
     """
     for label, value in (("window", window), ("word_window", word_window), ("word_after", word_after)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise InvalidInput(f"{label} must be a whole number of turns >= 0, not {value!r}")
+        checks.whole(value, label, unit="turns")
+    check_conversation(conversation)
+    if extractor is not None and not isinstance(extractor, Extractor):
+        raise InvalidInput(
+            f"extractor must have extract(text, speaker=..., said_at=...), not {type(extractor).__name__}"
+        )
+    if not isinstance(deferred, bool):
+        raise InvalidInput(f"deferred must be True or False, got {deferred!r}")
+    if stats is not None and not isinstance(stats, IngestStats):
+        raise InvalidInput(f"stats must be an IngestStats or None, not {type(stats).__name__}")
     if not conversation.scopes:
         raise InvalidInput(f"conversation {conversation.conversation_id!r} names no scope")
     if gate is not None and not isinstance(gate, EncodingGate):
@@ -151,7 +189,7 @@ def ingest(
     if not isinstance(bridge, (bool, ContextBridge)):
         raise InvalidInput(f"bridge must be True, False or a ContextBridge, not {type(bridge).__name__}")
     bridging = ContextBridge() if bridge is True else bridge or None
-    now = db._clock()  # the store's clock: a test clock in tests
+    now = writer.clock()  # the store's clock: a test clock in tests
     for session in conversation.sessions:
         for i, turn in enumerate(session.turns):
             where = (
@@ -168,14 +206,14 @@ def ingest(
     ids: list[str] = []
     counts = IngestStats()
     speaker_entities: dict[str, str] = {}  # speaker -> person entity, resolved once per conversation
-    with db.batch():
-        home, *shared = [db.scope(name) for name in conversation.scopes]
+    with writer.transaction():
+        home, *shared = [writer.world(name, type="Scope") for name in conversation.scopes]
         for session in conversation.sessions:
-            world = db.world(f"{conversation.conversation_id} / {session.session_id}", parent=home, type="Session")
+            world = writer.world(f"{conversation.conversation_id} / {session.session_id}", parent=home, type="Session")
             for other in shared:
-                db.link(other, world, "contains")
+                writer.link(other, world, "contains")
             texts = [turn.text for turn in session.turns]
-            scores = gate.session(db, texts, scope=home) if gate is not None else None  # before the session lands
+            scores = gate.session(writer, texts, scope=home) if gate is not None else None  # before the session lands
             speakers = [turn.speaker for turn in session.turns]
             records = [
                 {
@@ -200,7 +238,7 @@ def ingest(
                 for i, turn in enumerate(session.turns)
             ]
             # a turn purged before (the same transcript ingested again) is a wall no words cross
-            walls = db._on_tombstones(world, records)
+            walls = writer.on_tombstones(world, records)
             bridged, contexts, farther = [""] * len(texts), [""] * len(texts), [""] * len(texts)
             for run in _runs(walls):
                 said, who = [texts[i] for i in run], [speakers[i] for i in run]
@@ -210,7 +248,7 @@ def ingest(
                 for j, i in enumerate(run):
                     bridged[i], farther[i] = run_bridged[j], far[j]
                     contexts[i] = "\n".join(c for c in (run_bridged[j], before[j]) if c)
-            written = db.write_many(
+            written = writer.write_many(
                 [
                     {**record, "index_context": contexts[i] or None, "word_context": farther[i] or None}
                     for i, record in enumerate(records)
@@ -226,15 +264,15 @@ def ingest(
                 if is_assistant(turn.speaker) or (scores is not None and not scores[i].kept) or walls[i]:
                     continue  # not about the person, or not worth System 2 (the turn itself is stored)
                 when = turn.at or session.date
-                said_at = parse_time(when, field="turn time") if when else db.read(turn_id).valid_at
+                said_at = parse_time(when, field="turn time") if when else writer.read(turn_id).valid_at
                 if deferred:
-                    enqueue(db, turn_id, home, said_at, conversation.conversation_id, turn.speaker)
+                    enqueue(writer, turn_id, home, said_at, conversation.conversation_id, turn.speaker)
                     continue
                 assert extractor is not None
                 found = extractor.extract(turn.text, speaker=turn.speaker, said_at=said_at)
                 if found.entities or found.facts or turn.speaker:
                     remember(
-                        db,
+                        writer,
                         found,
                         turn=turn_id,
                         scope=home,

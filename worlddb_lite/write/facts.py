@@ -19,23 +19,25 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .extract import (
+from ..text.extract import (
     INSTRUCTION_SLOT,
-    PREFERENCE_SLOT,
     EntityMention,
     Extraction,
     FactMention,
     instruction_action,
     value_kind,
 )
+from ..text.slots import STANDING, slot_key, slot_words, word_key
+from .identity import mention as checked_mention
+from .identity import resolve_in
+from .writer import Writer
 
 if TYPE_CHECKING:
-    from ..db import WorldDB
     from ..types import Node
 
 
 def remember(
-    db: WorldDB,
+    writer: Writer,
     found: Extraction,
     *,
     turn: str,
@@ -62,86 +64,53 @@ def remember(
         if known is not None:
             entity = known
         else:
-            entity, _ = db.resolve_entity(
-                mention.name,
+            entity, _ = resolve_in(
+                writer,
+                checked_mention(mention.name, mention.aliases, None, mention.kind),
                 world=scope,
-                aliases=mention.aliases,
-                kind=mention.kind,
                 valid_at=said_at,
                 source="extractor",
             )
             if speakers is not None and mention.name == speaker:
                 speakers[mention.name] = entity
         entities[mention.name] = entity
-        db.link(turn, entity, "refers_to", valid_at=said_at)  # as of a past date, the graph is as it was
+        writer.link(turn, entity, "refers_to", valid_at=said_at)  # as of a past date, the graph is as it was
     facts = []
     for fact in found.facts:
-        written = _fact(db, fact, turn=turn, scope=scope, said_at=said_at, said_in=said_in)
+        written = _fact(writer, fact, turn=turn, scope=scope, said_at=said_at, said_in=said_in)
         if written is not None:
             facts.append(written)
-            subject = entities.get(fact.subject) or _entity(db, scope, fact.subject)
+            subject = entities.get(fact.subject) or _entity(writer, scope, fact.subject)
             value = entities.get(fact.value)  # the value names an entity of this turn: "works at: Google"
             for target in dict.fromkeys(t for t in (subject, value) if t is not None):
-                db.link(written, target, "refers_to", valid_at=fact.valid_at or said_at)
+                writer.link(written, target, "refers_to", valid_at=fact.valid_at or said_at)
     return facts
 
 
-def _entity(db: WorldDB, scope: str, name: str) -> str | None:
+def _entity(writer: Writer, scope: str, name: str) -> str | None:
     """The entity of the scope known exactly by ``name`` (a fact's subject names one; it is never created here)."""
-    for candidate in db.lookup_alias(name):
-        node = db.read(candidate)
+    for candidate in writer.lookup_alias(name):
+        node = writer.read(candidate)
         if node.type == "Entity" and node.parent == scope:
             return candidate
     return None
 
 
-# The alias every standing statement of a kind carries, whoever said it (recall's standing lanes)
-INSTRUCTIONS = "kind: standing instruction"
-PREFERENCES = "kind: stated preference"
-STANDING = {INSTRUCTION_SLOT: INSTRUCTIONS, PREFERENCE_SLOT: PREFERENCES}
-
-
-def slot_key(subject: str, slot: str) -> str:
-    """The alias every fact on one subject's slot carries, so the facts of a slot are one index probe away."""
-    return f"slot: {subject} / {slot}"
-
-
-_GENERIC = frozenset({"date", "number", "of"})  # "deadline date" names what "deadline" does
-
-
-def slot_words(slot: str) -> frozenset[str]:
-    """The words that say what a slot is about, singular ("number of interviews" -> {"interview"})."""
-    return frozenset(
-        w[:-3] + "y"
-        if len(w) > 4 and w.endswith("ies")
-        else w[:-1]
-        if len(w) > 3 and w.endswith("s") and not w.endswith(("ss", "us", "is"))
-        else w
-        for w in slot.lower().split()
-        if w not in _GENERIC
-    )
-
-
-def word_key(subject: str, word: str) -> str:
-    """The alias every fact on a slot naming ``word`` carries, so a changed value finds the slots near its own."""
-    return f"slot word: {subject} / {word}"
-
-
-def _current(db: WorldDB, key: str, scope: str) -> list[Node]:
+def _current(writer: Writer, key: str, scope: str) -> list[Node]:
     return [
         n
-        for n in (db.read(i) for i in db.lookup_alias(key))
+        for n in (writer.read(i) for i in writer.lookup_alias(key))
         if n.parent == scope and n.invalid_at is None and n.expired_at is None and not n.retired
     ]
 
 
-def _changed_from(db: WorldDB, fact: FactMention, scope: str) -> list[Node]:
+def _changed_from(writer: Writer, fact: FactMention, scope: str) -> list[Node]:
     """The latest value a changed value replaces on slots naming the same thing less or more fully (see the module)."""
     words = slot_words(fact.slot)
     kind = value_kind(fact.value)
     near: dict[str, Node] = {}
     for word in sorted(words):
-        for node in _current(db, word_key(fact.subject, word), scope):
+        for node in _current(writer, word_key(fact.subject, word), scope):
             other = slot_words(str(node.props.get("slot", "")))
             same = node.props.get("slot") == fact.slot  # an event's date ("meeting date") only under its own name
             if (
@@ -156,21 +125,21 @@ def _changed_from(db: WorldDB, fact: FactMention, scope: str) -> list[Node]:
     return [] if latest is None else [n for n in near.values() if _value(n) == _value(latest)]
 
 
-def _fact(db: WorldDB, fact: FactMention, *, turn: str, scope: str, said_at: str, said_in: str | None) -> str | None:
+def _fact(writer: Writer, fact: FactMention, *, turn: str, scope: str, said_at: str, said_in: str | None) -> str | None:
     valid = fact.valid_at or said_at
     key = slot_key(fact.subject, fact.slot)
-    current = _current(db, key, scope)
-    replaced = _changed_from(db, fact, scope) if fact.changed else []
+    current = _current(writer, key, scope)
+    replaced = _changed_from(writer, fact, scope) if fact.changed else []
     if fact.slot == INSTRUCTION_SLOT:  # the same action asked again, or reversed ("always" -> "never")
         action = instruction_action(fact.value)
         replaced = [n for n in current if instruction_action(_value(n)) == action]
     for known in (*current, *replaced):
         if _value(known) == fact.value.lower():  # already known (maybe under a fuller or shorter name):
-            db.link(known.id, turn, "refers_to", valid_at=said_at)  # this turn says it too
+            writer.link(known.id, turn, "refers_to", valid_at=said_at)  # this turn says it too
             return None
     words = (word_key(fact.subject, w) for w in sorted(slot_words(fact.slot)))
     standing = (STANDING[fact.slot],) if fact.slot in STANDING else ()
-    written = db.write(
+    written = writer.write(
         f"{fact.subject} {fact.slot}: {fact.value}",
         world=scope,
         type="Fact",
@@ -187,13 +156,13 @@ def _fact(db: WorldDB, fact: FactMention, *, turn: str, scope: str, said_at: str
             **({"changed": True} if fact.changed else {}),
         },
     )
-    db.link(written, turn, "refers_to", valid_at=said_at)
+    writer.link(written, turn, "refers_to", valid_at=said_at)
     if fact.functional or replaced:
         kind = value_kind(fact.value)  # "3 deadlines" is no value of "deadline: April 25"
         olds = {n.id: n for n in (*current, *replaced)} if fact.functional else {n.id: n for n in replaced}
         for old in olds.values():  # an instruction is text, whatever its last word looks like
             if fact.slot == INSTRUCTION_SLOT or value_kind(str(old.props.get("value", ""))) == kind:
-                _reconcile(db, written, valid, said_in, old)
+                _reconcile(writer, written, valid, said_in, old)
     return written
 
 
@@ -201,15 +170,15 @@ def _value(node: Node) -> str:
     return str(node.props.get("value", "")).lower()
 
 
-def _reconcile(db: WorldDB, new: str, valid: str, said_in: str | None, old: Node) -> None:
+def _reconcile(writer: Writer, new: str, valid: str, said_in: str | None, old: Node) -> None:
     """Order two values of one slot by valid time, then by the order said in one conversation.
 
     At the same valid time in one conversation the later one wins; with no order at all, both
     stand, contradicting.
     """
     if valid > old.valid_at or (valid == old.valid_at and said_in is not None and old.props.get("said_in") == said_in):
-        db.link(new, old.id, "supersedes")
+        writer.link(new, old.id, "supersedes")
     elif valid < old.valid_at:
-        db.link(old.id, new, "supersedes")
+        writer.link(old.id, new, "supersedes")
     else:
-        db.link(new, old.id, "contradicts")
+        writer.link(new, old.id, "contradicts")

@@ -18,228 +18,30 @@ import re
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from ..errors import InvalidInput
-from ..models.embed import embed_checked
-
-if TYPE_CHECKING:
-    from ..db import WorldDB
+from .writer import Writer
 
 DEFAULT_THRESHOLD = 0.3
 _DEFLATE_WINDOW = 30_000  # deflate looks back 32 KiB: older context cannot make a turn cheaper
 _WORD = re.compile(r"[a-z0-9']+")
 _FILLER = frozenset(
-    {
-        "ok",
-        "okay",
-        "k",
-        "kk",
-        "lol",
-        "lmao",
-        "haha",
-        "hahaha",
-        "hehe",
-        "thanks",
-        "thank",
-        "thx",
-        "ty",
-        "you",
-        "yes",
-        "yeah",
-        "yep",
-        "yup",
-        "no",
-        "nope",
-        "sure",
-        "cool",
-        "nice",
-        "great",
-        "awesome",
-        "wow",
-        "oh",
-        "ah",
-        "hmm",
-        "hm",
-        "um",
-        "uh",
-        "bye",
-        "hi",
-        "hello",
-        "hey",
-        "got",
-        "it",
-        "sounds",
-        "good",
-        "right",
-        "alright",
-        "fine",
-        "yay",
-        "omg",
-        "totally",
-        "indeed",
-        "exactly",
-        "agreed",
-        "same",
-        "welcome",
-        "np",
-        "cheers",
-        "see",
-        "ya",
-        "later",
-        "much",
-        "so",
-        "very",
-        "too",
-        "a",
-        "lot",
-        "really",
-        "that's",
-        "thats",
-        "is",
-        "me",
-        "and",
-        "will",
-        "do",
-        "true",
-        "well",
-        "soon",
-        "take",
-        "care",
-        "talk",
-        "let",
-        "let's",
-        "know",
-        "keep",
-        "going",
-        "up",
-        "thing",
-        "things",
-        "glad",
-        "definitely",
-        "absolutely",
-        "appreciate",
-        "luck",
-        "congrats",
-        "congratulations",
-        "agree",
-        "seems",
-        "looks",
-        "like",
-        "get",
-        "go",
-        "one",
-        "anytime",
-        "anyway",
-        "guess",
-        "think",
-        "mean",
-        "for",
-        "sharing",
-        "again",
-        "all",
-        "best",
-        "catch",
-        "chat",
-        "done",
-        "wonderful",
-        "fantastic",
-        "amazing",
-        "incredible",
-        "cute",
-    }
+    """
+    ok okay k kk lol lmao haha hahaha hehe thanks thank thx ty you yes yeah yep yup no nope sure cool nice great
+    awesome wow oh ah hmm hm um uh bye hi hello hey got it sounds good right alright fine yay omg totally indeed
+    exactly agreed same welcome np cheers see ya later much so very too a lot really that's thats is me and will
+    do true well soon take care talk let let's know keep going up thing things glad definitely absolutely
+    appreciate luck congrats congratulations agree seems looks like get go one anytime anyway guess think mean for
+    sharing again all best catch chat done wonderful fantastic amazing incredible cute
+    """.split()
 )
 _STOP = frozenset(
-    {
-        "the",
-        "an",
-        "of",
-        "to",
-        "in",
-        "on",
-        "at",
-        "for",
-        "with",
-        "and",
-        "or",
-        "but",
-        "is",
-        "are",
-        "was",
-        "were",
-        "be",
-        "been",
-        "am",
-        "it",
-        "its",
-        "it's",
-        "this",
-        "that",
-        "these",
-        "those",
-        "i",
-        "you",
-        "he",
-        "she",
-        "we",
-        "they",
-        "me",
-        "him",
-        "her",
-        "us",
-        "them",
-        "my",
-        "your",
-        "his",
-        "our",
-        "their",
-        "as",
-        "by",
-        "from",
-        "if",
-        "then",
-        "than",
-        "just",
-        "have",
-        "has",
-        "had",
-        "do",
-        "does",
-        "did",
-        "not",
-        "can",
-        "could",
-        "would",
-        "should",
-        "will",
-        "what",
-        "there",
-        "i'm",
-        "you're",
-        "i've",
-        "we're",
-        "they're",
-        "don't",
-        "can't",
-        "i'll",
-        "you'll",
-        "what's",
-        "there's",
-        "you've",
-        "we've",
-        "i'd",
-        "you'd",
-        "he's",
-        "she's",
-        "how",
-        "so",
-        "such",
-        "some",
-        "any",
-        "about",
-        "up",
-        "out",
-    }
+    """
+    the an of to in on at for with and or but is are was were be been am it its it's this that these those i you
+    he she we they me him her us them my your his our their as by from if then than just have has had do does did
+    not can could would should will what there i'm you're i've we're they're don't can't i'll you'll what's
+    there's you've we've i'd you'd he's she's how so such some any about up out
+    """.split()
 )
 _FIRST_PERSON = re.compile(
     r"\b(?:I(?:'m|'ve|'d|'ll| am| was| have| had| will)?|[Mm]y|[Mm]ine|[Ww]e|[Oo]ur)\b"
@@ -356,18 +158,17 @@ class EncodingGate:
         score = round(math.sqrt(new * weight), 4)
         return GateScore(round(new, 4), weight, score, score >= self.threshold)
 
-    def session(self, db: WorldDB, texts: Sequence[str], *, scope: str) -> list[GateScore]:
+    def session(self, writer: Writer, texts: Sequence[str], *, scope: str) -> list[GateScore]:
         """Score a session's turns in order, each against its window and its nearest turns in ``scope``.
 
         Call it before the session is written, so a turn is not found as its own neighbour.
         """
-        embedder = db._embedder if self.neighbours else None
-        vectors = embed_checked(embedder, texts, db.dim) if embedder is not None and texts else None  # one batch
+        vectors = writer.embed(texts) if self.neighbours and texts else None  # one batch; None: no embedder
         scores = []
         for i, text in enumerate(texts):
             context = list(texts[max(0, i - self.window) : i])
             if vectors is not None:  # the store's nearest turns, as context older than the window
-                found = db.nearest(vectors[i], k=self.neighbours, world=scope, types=["Turn"])
+                found = writer.nearest(vectors[i], self.neighbours, writer.store.resolve(scope), ["Turn"])
                 context = [node.content or "" for node, _ in reversed(found)] + context
             scores.append(self.score(text, context))
         return scores

@@ -15,18 +15,18 @@ pending, accepted or rejected, is never proposed again.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from .. import checks
 from ..store import queries, traverse
-from ..store.connection import as_int
+from ..store.connection import translate
 from ..store.rows import Store
-from .reconciler import EdgeSpec, Txn, normalise_alias
-from .resolver import Ambiguous, Candidate, Mention, Resolution, Resolved, Resolver, Tiebreaker
-
-if TYPE_CHECKING:
-    from ..db import WorldDB
+from ..text.dates import TimeLike, parse_time
+from ..text.names import normalise_alias
+from .reconciler import EdgeSpec, Txn
+from .resolver import Ambiguous, Candidate, Mention, Resolution, Resolved, Tiebreaker
+from .writer import Writer
 
 WATERMARK = "resolver_nid"  # meta key: nodes up to this nid have had their neighbourhood re-resolved
 # meta key prefix: one row per entity given an alias after it was written, not yet re-resolved
@@ -44,10 +44,51 @@ def matches(result: Resolution) -> list[Candidate]:
     return []
 
 
+def mention(name: object, aliases: object = (), context: object = None, kind: object = None) -> Mention:
+    """A checked mention (clear errors for empty names, bad aliases, non-text context)."""
+    return Mention(
+        checks.required_text(name, "name").strip(),
+        tuple(a.strip() for a in checks.aliases(aliases)),
+        (checks.text(context, "context", required=False) or "").strip() or None,
+        (checks.text(kind, "kind", required=False) or "").strip() or None,
+    )
+
+
+def resolve(writer: Writer, found: Mention, *, world: int | None, tiebreaker: Tiebreaker | None = None) -> Resolution:
+    """Which known entity ``found`` is, among the entities directly in ``world`` (None: the whole store).
+
+    Reads only.
+    """
+    writer.settle(indexes=False)  # edges (same_as classes); names are indexed at once
+    with translate():
+        return writer.resolver.resolve(found, world=world, tiebreaker=tiebreaker)
+
+
+def resolve_in(
+    writer: Writer,
+    found: Mention,
+    *,
+    scope: str | None = None,
+    world: str | None = None,
+    valid_at: TimeLike | None = None,
+    props: object = None,
+    source: str | None = "resolver",
+    tiebreaker: Tiebreaker | None = None,
+) -> tuple[str, Resolution]:
+    """The entity ``found`` names in ``world`` (an id) or else the Scope ``scope``, written if need be; one write."""
+    when = parse_time(valid_at, field="valid_at") if valid_at is not None else None
+    extra = checks.props(props)
+    with writer.transaction() as txn:
+        parent = writer.store.resolve(world) if world is not None else writer.scope_nid(txn, scope)
+        writer.settle(indexes=False)  # edges (same_as classes); names are indexed at once
+        return resolve_entity(
+            writer, txn, found, world=parent, valid_at=when, props=extra, source=source, tiebreaker=tiebreaker
+        )
+
+
 def resolve_entity(
-    db: WorldDB,
+    writer: Writer,
     txn: Txn,
-    resolver: Resolver,
     mention: Mention,
     *,
     world: int,
@@ -57,13 +98,13 @@ def resolve_entity(
     tiebreaker: Tiebreaker | None = None,
 ) -> tuple[str, Resolution]:
     """The entity ``mention`` names in ``world``: reused on an exact match, else written and proposed."""
-    result = resolver.resolve(mention, world=world, tiebreaker=tiebreaker)
-    store = db._store
+    result = writer.resolver.resolve(mention, world=world, tiebreaker=tiebreaker)
+    store = writer.store
     if isinstance(result, Resolved) and result.tier == "exact":
         add_aliases(txn, store, store.resolve(result.match.entity), mention.aliases, source)
         return result.match.entity, result
     fields = {"kind": mention.kind, "context": mention.context, **(props or {})}
-    written = db.write(
+    written = writer.write(
         mention.name,
         world=store.header(world).id.hex(),
         type="Entity",
@@ -104,50 +145,11 @@ def stage(txn: Txn, store: Store, nid: int, result: Resolution, name: str) -> in
 
 # ---- re-resolution after ingest -------------------------------------------------------
 
-_NEIGHBOURHOOD = """
-with new(nid) as (select nid from node where nid > ?1 and nid <= ?2),
-hop1(nid) as (
-  select nid from new
-  union select e.dst from edge as e join new on e.src = new.nid
-    where e.type = 'refers_to' and e.invalid_at is null and e.expired_at is null
-  union select e.src from edge as e join new on e.dst = new.nid
-    where e.type = 'refers_to' and e.invalid_at is null and e.expired_at is null),
-through(nid) as (select h.nid from hop1 as h join node as n on n.nid = h.nid where n.type != 'Entity'),
-hop2(nid) as (
-  select nid from hop1
-  union select e.dst from edge as e join through as t on e.src = t.nid
-    where e.type = 'refers_to' and e.invalid_at is null and e.expired_at is null
-  union select e.src from edge as e join through as t on e.dst = t.nid
-    where e.type = 'refers_to' and e.invalid_at is null and e.expired_at is null)
-select h.nid from hop2 as h join node as n on n.nid = h.nid where n.type = 'Entity' and n.body is not null
-order by h.nid
-"""
 
-
-def neighbourhood(db: WorldDB, after: int, upto: int) -> list[int]:
-    """Entities within two refers_to hops of the nodes with nid in (after, upto].
-
-    Hops go through turns, facts and other non-entities only: through an entity they would reach
-    every turn that names it (the speaker's entity names them all), and turns are not identities.
-    """
-    return [as_int(nid) for (nid,) in db._conn.execute(_NEIGHBOURHOOD, (after, upto))]
-
-
-def _partners(db: WorldDB, members: set[int]) -> set[int]:
-    """Every node that has a proposal, of any status, with one of ``members``."""
-    listed = json.dumps(sorted(members))
-    rows = db._conn.execute(
-        "select a, b from merge_proposal where a in (select value from json_each(?1)) "
-        "or b in (select value from json_each(?1))",
-        (listed,),
-    )
-    return {as_int(n) for row in rows for n in row}
-
-
-def pending(db: WorldDB) -> tuple[int, int]:
+def pending(store: Store) -> tuple[int, int]:
     """(watermark, newest nid): re-resolution has work while the first is below the second."""
-    mark = int(db._store.meta_values((WATERMARK,)).get(WATERMARK) or 0)
-    return mark, db._store.max_nid()
+    mark = int(store.meta_values((WATERMARK,)).get(WATERMARK) or 0)
+    return mark, store.max_nid()
 
 
 def add_aliases(txn: Txn, store: Store, nid: int, aliases: Iterable[str], source: str | None) -> None:
@@ -171,34 +173,48 @@ def _aliased(store: Store) -> list[str]:
     return store.meta_keys(ALIASED)
 
 
-def recluster_pass(db: WorldDB, resolver: Resolver, *, batch: int = RECLUSTER_BATCH) -> tuple[int, bool]:
+def recluster(writer: Writer, *, batch: int = RECLUSTER_BATCH) -> int:
+    """Re-resolve the entities within two hops of every node written since the last pass; proposals staged.
+
+    One transaction per ``batch`` new nodes, so a long backlog never holds the write lock for long.
+    """
+    batch = checks.whole(batch, "batch", least=1, most=10_000_000)
+    total = 0
+    while True:
+        staged, done = recluster_pass(writer, batch=batch)
+        total += staged
+        if done:
+            return total
+
+
+def recluster_pass(writer: Writer, *, batch: int = RECLUSTER_BATCH) -> tuple[int, bool]:
     """One transaction: re-resolve the neighbourhood of up to ``batch`` new nodes; (proposals staged, done).
 
     The first pass also re-resolves the entities that were given an alias since the last one.
     """
-    store = db._store
-    if pending(db)[0] >= pending(db)[1] and not _aliased(store):
+    store, resolver = writer.store, writer.resolver
+    if pending(store)[0] >= pending(store)[1] and not _aliased(store):
         return 0, True  # read-only check first: an idle Consolidator takes no write lock
-    with db._txn() as txn:
+    with writer.transaction() as txn:
         resolver.index.ready()
-        mark, top = pending(db)
+        mark, top = pending(store)
         upto = min(top, mark + batch)
-        db._settle(indexes=False)
-        entities = neighbourhood(db, mark, upto) if mark < top else []
+        writer.settle(indexes=False)
+        entities = queries.entities_near_new(writer.conn, mark, upto) if mark < top else []
         marks = _aliased(store)
         aliased = sorted({int(key[len(ALIASED) :]) for key in marks} - set(entities))
-        live = queries.with_text(db._conn, aliased)  # purged entities are not resolved again
-        staged = sum(_reresolve(db, txn, resolver, nid) for nid in [*entities, *live])
+        live = queries.with_text(writer.conn, aliased)  # purged entities are not resolved again
+        staged = sum(_reresolve(writer, txn, nid) for nid in [*entities, *live])
         store.set_meta([(WATERMARK, str(max(mark, upto)))])
         store.delete_meta(marks)
     return staged, upto >= top
 
 
-def _reresolve(db: WorldDB, txn: Txn, resolver: Resolver, nid: int) -> int:
+def _reresolve(writer: Writer, txn: Txn, nid: int) -> int:
     """Resolve every name of one entity again, passing over its class and everyone it was paired with."""
-    store = db._store
+    store, resolver = writer.store, writer.resolver
     members = traverse.closure(nid, store.same_as_neighbours)
-    exclude = members | _partners(db, members)
+    exclude = members | queries.proposal_partners(writer.conn, members)
     world = store.header(nid).parent
     staged = 0
     for name in resolver.index.names([nid]):

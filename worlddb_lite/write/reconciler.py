@@ -33,44 +33,28 @@ from ..edges import (
 from ..errors import InvalidInput, MergeError, NotCurrent, WorldDBError
 from ..models.embed import Embedder, TokenVectors, embed_checked, embedding_text, token_table
 from ..store import connection, traverse
-from ..store.hashing import EMPTY_TREE, canonical_json, edge_body, edge_id, edge_leaf, node_id, state_bytes, world_root
+from ..store.hashing import (
+    EMPTY_TREE,
+    canonical_json,
+    edge_body,
+    edge_id,
+    edge_leaf,
+    node_body,
+    node_id,
+    state_bytes,
+    world_root,
+)
 from ..store.merkle import MerkleWriter
 from ..store.rows import Header, Store, node_state_bytes
 from ..store.vector_index import VectorLane
 from ..store.world_vectors import Composer
 from ..text.dates import Clock, check_interval
+from ..text.names import normalise_alias
 from ..types import Edge, MergeStatus
 
 DEFAULT_NAMES = frozenset(t.name for t in DEFAULT_EDGE_TYPES)
 TYPE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")
 Member = tuple[str, int]  # ('n', nid) or ('e', eid)
-
-
-def normalise_alias(alias: str) -> str:
-    """Casefolded, whitespace-collapsed form used for exact alias lookup."""
-    return " ".join(alias.casefold().split())
-
-
-def node_body(
-    type_: str,
-    parent_hex: str,
-    name: str | None,
-    content: str | None,
-    props: Mapping[str, Any] | None,
-    valid_at: str | None,
-) -> str:
-    """The canonical JSON a node's id hashes (``valid_at`` None for a timeless world)."""
-    record: dict[str, Any] = {
-        "v": 1,
-        "type": type_,
-        "name": name,
-        "content": content,
-        "parent": parent_hex,
-        "props": dict(props or {}),
-    }
-    if valid_at is not None:
-        record["valid_at"] = valid_at
-    return canonical_json(record)
 
 
 def _indexed(spec: NodeSpec) -> str | None:

@@ -17,8 +17,7 @@ on: the later tiers only score those (evidence, no search of their own) and the 
    more identities than ``max_options`` ("Ryan" when three Ryans are known) names nobody in
    particular: it is ``New``, with the nearest. Two is the default: offering a name two people
    share costs one false proposal for a true one, three or more cost more than they find
-   (FEBRL names-only F1 0.857 with 3, 0.862 with 2, 0.858 with 1; with context 0.958 / 0.958 /
-   0.959), as ``bench/resolver.py``'s ceiling also finds.
+   (``bench/resolver.py`` on FEBRL; docs/decisions.md).
 
 Context (a place, an employer) on both sides moves a name's score: agreement lifts a name that
 shares a word with the mention, disagreement lowers any.
@@ -45,8 +44,8 @@ from ..errors import InvalidInput, TiebreakerError
 from ..store import traverse
 from ..store.rows import Store
 from ..text import phonetic
+from ..text.names import normalise_alias
 from .name_index import Name, NameIndex
-from .reconciler import normalise_alias
 
 TIERS = ("exact", "fuzzy", "phonetic", "embedding")
 EMBED_K = 8  # nearest entities tier 4 looks at

@@ -33,7 +33,7 @@ import re
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from ..text.dates import COUNT_WORDS, MONTH, format_time, parse_time
+from .dates import COUNT_WORDS, MONTH, format_time, parse_time
 
 
 @dataclass(frozen=True)

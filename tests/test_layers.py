@@ -1,0 +1,164 @@
+"""The package's shape: dependencies point down only, no module imports itself back, front ends use the facade.
+
+Every import counts, including those under ``if TYPE_CHECKING`` and inside functions: a cycle
+hidden there is still a cycle for whoever reads the code. The layers, lowest first, are those
+of docs/design.md and docs/architecture.md.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import worlddb_lite
+
+PACKAGE = Path(worlddb_lite.__file__).parent
+# layer of each top-level module or subpackage; a module may import its own layer's package and lower ones
+LAYERS = {
+    "errors": 0,
+    "types": 0,
+    "checks": 1,
+    "text": 2,
+    "models": 3,
+    "store": 4,
+    "edges": 5,
+    "write": 6,
+    "retrieval": 6,  # beside write: neither imports the other (the facade hands the write path its searches)
+    "ops": 7,
+    "db": 8,
+    "background": 9,
+    "cli": 9,
+    "mcp": 9,
+    "": 10,  # the package root: the public API
+}
+FRONT_ENDS = {"cli", "mcp", "background"}
+FRONT_END_MAY_IMPORT = {
+    "",
+    "db",
+    "errors",
+    "types",
+    "mcp",
+}  # the facade, its vocabulary, the public API; cli starts mcp
+
+
+def modules() -> dict[str, Path]:
+    """Dotted names (without the package prefix) of every module of the package."""
+    found = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = list(path.relative_to(PACKAGE).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        found[".".join(parts)] = path
+    return found
+
+
+def imports(name: str, path: Path, known: set[str]) -> set[str]:
+    """The package modules ``name`` imports, wherever the import statement stands."""
+    package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[: len(package) - (node.level - 1)] if node.level > 1 else package
+                target = ".".join([*base, *([node.module] if node.module else [])])
+            elif node.module and (node.module == "worlddb_lite" or node.module.startswith("worlddb_lite.")):
+                target = node.module.removeprefix("worlddb_lite").lstrip(".")
+            else:
+                continue
+            for alias in node.names:
+                sub = f"{target}.{alias.name}".lstrip(".")
+                out.add(sub if sub in known else target)
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name == "worlddb_lite" or alias.name.startswith("worlddb_lite."):
+                    out.add(alias.name.removeprefix("worlddb_lite").lstrip("."))
+    return {t for t in out if t in known and t != name}
+
+
+def graph() -> dict[str, set[str]]:
+    found = modules()
+    return {name: imports(name, path, set(found)) for name, path in found.items()}
+
+
+def layer(name: str) -> tuple[int, str]:
+    top = name.split(".")[0]
+    assert top in LAYERS, f"{name}: a new top-level module needs its layer in LAYERS (tests/test_layers.py)"
+    return LAYERS[top], top
+
+
+def upward(edges: dict[str, set[str]]) -> list[str]:
+    bad = []
+    for name, targets in edges.items():
+        (rank, top) = layer(name)
+        for target in targets:
+            (other, other_top) = layer(target)
+            if top in FRONT_ENDS:
+                if other_top not in FRONT_END_MAY_IMPORT and other_top != top:
+                    bad.append(f"{name} -> {target}: a front end calls the facade, not {other_top}")
+            elif other > rank or (other == rank and other_top != top):
+                bad.append(f"{name} (layer {top}) -> {target} (layer {other_top})")
+    return sorted(bad)
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in edges[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_module_imports_a_higher_layer():
+    assert upward(graph()) == []
+
+
+def test_no_import_cycle():
+    assert cycles(graph()) == []
+
+
+def test_the_checks_see_an_upward_import_and_a_cycle():
+    edges = {"store.rows": {"write.writer"}, "write.writer": {"store.rows"}, "cli": {"write.writer"}}
+    assert upward(edges) == [
+        "cli -> write.writer: a front end calls the facade, not write",
+        "store.rows (layer store) -> write.writer (layer write)",
+    ]
+    assert cycles(edges) == [["store.rows", "write.writer"]]
+    assert upward({"retrieval.recall": {"write.facts"}}) == [
+        "retrieval.recall (layer retrieval) -> write.facts (layer write)"
+    ]
+
+
+def test_relative_imports_under_type_checking_and_in_functions_are_seen(tmp_path):
+    module = tmp_path / "m.py"
+    module.write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..db import WorldDB\n"
+        "def f():\n    from ..store import queries\n"
+    )
+    assert imports("write.m", module, {"db", "store.queries", "store", "write.m"}) == {"db", "store.queries"}

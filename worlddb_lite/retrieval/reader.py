@@ -1,0 +1,369 @@
+"""Every read of one store: nodes, versions, neighbours, search, nearest, hybrid recall, queries and roots.
+
+A ``Reader`` turns a read's arguments (times, world, filters) into a ``ReadView`` and runs it.
+It never writes. What it needs of the write side it is given as callables by the facade: the
+store's present (``now``), a check that makes a caller's vector a unit vector of the store's
+size, and ``settle``, which writes the open transaction's queued rows so a read inside a batch
+sees them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import apsw
+import numpy as np
+
+from .. import checks
+from ..edges import EdgeRegistry, QueryRules
+from ..errors import InvalidInput, NotFound
+from ..models.embed import Embedder, embed_checked, token_table
+from ..store import queries, traverse
+from ..store.connection import translate
+from ..store.hashing import node_body, node_id
+from ..store.rows import EdgeRow, NodeRow, Store, believed_sql, visible_sql
+from ..store.side_reader import SideReader
+from ..store.vector_index import VectorLane
+from ..text.dates import TimeLike, parse_time
+from ..types import Direction, Identity, MergeProposal, MergeStatus, Node, Recall, Subgraph
+from . import blas, lanes
+from .query import QuerySpec, execute
+from .query import check as check_query
+from .recall import recall as hybrid_recall
+from .view import ReadView
+
+if TYPE_CHECKING:
+    from ..models.rerank import Reranker
+
+
+class Reader:
+    """Reads one store through its connection (see the module)."""
+
+    def __init__(
+        self,
+        *,
+        conn: apsw.Connection,
+        store: Store,
+        registry: EdgeRegistry,
+        vectors: VectorLane,
+        embedder: Embedder | None,
+        dim: int,
+        root: int,
+        path: str,
+        now: Callable[[], str],
+        check_vector: Callable[[Any], np.ndarray],
+        settle: Callable[..., None],
+        side: SideReader | None,
+    ) -> None:
+        self.conn, self.store, self.registry, self.vectors = conn, store, registry, vectors
+        self.embedder, self.dim, self.root_nid, self.path = embedder, dim, root, path
+        self.now, self.check_vector, self.settle, self.side = now, check_vector, settle, side
+
+    # ---- a read's frame -------------------------------------------------------------
+
+    def times(self, as_of: TimeLike | None, known_as_of: TimeLike | None) -> tuple[str, str]:
+        now = self.now()
+        valid = parse_time(as_of, field="as_of") if as_of is not None else now
+        belief = parse_time(known_as_of, field="known_as_of") if known_as_of is not None else now
+        return valid, belief
+
+    def rules(self, include_superseded: bool) -> QueryRules:
+        """The edge types' read rules; ``include_superseded`` must be a bool (it keys a cache)."""
+        if not isinstance(include_superseded, bool):
+            raise InvalidInput(f"include_superseded must be True or False, got {include_superseded!r}")
+        return self.registry.rules(include_superseded=include_superseded)
+
+    def view(
+        self, as_of: TimeLike | None, known_as_of: TimeLike | None, include_superseded: bool, *, world: str | None
+    ) -> ReadView:
+        """What one read sees: its times, its world (None or the root: everything) and its indexes."""
+        valid, belief = self.times(as_of, known_as_of)
+        rules = self.rules(include_superseded)
+        inside = self.store.resolve(world) if world is not None else None
+        embedder, dim = self.embedder, self.dim
+        embed = None if embedder is None else (lambda text: embed_checked(embedder, [text], dim)[0])
+        return ReadView(
+            conn=self.conn,
+            store=self.store,
+            index=self.vectors.index,  # looked up at each read: the index object is replaced as it grows
+            embed=embed,
+            valid=valid,
+            belief=belief,
+            include_superseded=include_superseded,
+            memberships=tuple(sorted(rules.membership)),
+            annotate=frozenset(rules.annotate),
+            world=None if inside == self.root_nid else inside,
+            tokens=token_table(embedder),  # a static model's: the late stage
+            side=self.side if self.conn.getautocommit() else None,  # inside a write it would miss the uncommitted
+        )
+
+    def query_vector(self, query: str | Sequence[float] | np.ndarray) -> np.ndarray:
+        """A query as a unit vector: text through the store's embedder, or a caller's vector checked."""
+        if isinstance(query, str):
+            if self.embedder is None:
+                raise InvalidInput("this store has no embedder; pass a vector instead of text")
+            vector: np.ndarray = embed_checked(self.embedder, [checks.required_text(query, "query")], self.dim)[0]
+            return vector
+        return self.check_vector(query)
+
+    def existing_scope(self, name: object) -> int | None:
+        """The Scope called ``name`` (its id depends on its name alone), or None: reads never create one."""
+        checked = checks.required_text(name, "scope")
+        root_hex = self.store.header(self.root_nid).id.hex()
+        return self.store.nid_of(node_id(node_body("Scope", root_hex, checked, None, None, None)))
+
+    def scope_id(self, name: str) -> str:
+        """The id of the Scope called ``name``, which must exist (a recall never creates one)."""
+        nid = self.existing_scope(name)
+        if nid is None:
+            raise NotFound(
+                f"no scope named {name!r} in {self.path}; write into it first, or leave scope out "
+                "to recall from the whole store"
+            )
+        return self.store.header(nid).id.hex()
+
+    # ---- nodes and edges --------------------------------------------------------------
+
+    def read(self, ref: str, *, as_of: TimeLike | None = None, known_as_of: TimeLike | None = None) -> Node:
+        """A node by id or unique prefix (any version). With ``as_of``, only if visible then."""
+        self.settle(indexes=False)
+        with translate():
+            nid = self.store.resolve(ref)
+            if as_of is not None or known_as_of is not None:
+                valid, belief = self.times(as_of, known_as_of)
+                if not queries.is_visible(self.conn, nid, valid, belief):
+                    raise NotFound(f"{ref} was not valid at {valid} as known at {belief}")
+            return self.store.to_node(self.store.node_row(nid), self.rules(True).annotate)
+
+    def history(self, ref: str) -> list[Node]:
+        """Every version of a memory (joined by supersedes), oldest valid time first."""
+        self.settle(indexes=False)
+        with translate():
+            versions = traverse.closure(self.store.resolve(ref), self.store.version_links)
+            nodes = self.store.load_nodes(sorted(versions), self.rules(True).annotate)
+            return sorted(nodes, key=lambda n: (n.valid_at, n.created_at, n.id))
+
+    def nodes(
+        self,
+        *,
+        world: str | None,
+        type: str | None,
+        as_of: TimeLike | None,
+        known_as_of: TimeLike | None,
+        include_superseded: bool,
+        limit: int,
+    ) -> list[Node]:
+        """Nodes inside ``world`` (the root by default), at any depth, that are visible."""
+        self.settle(indexes=False)
+        valid, belief = self.times(as_of, known_as_of)
+        rules = self.rules(include_superseded)
+        node_type = checks.text(type, "type", required=False)
+        with translate():
+            start = self.store.resolve(world) if world is not None else self.root_nid
+            nids = queries.descendants(
+                self.conn,
+                start,
+                valid,
+                belief,
+                memberships=sorted(rules.membership),
+                node_type=node_type,
+                include_superseded=include_superseded,
+                limit=checks.whole(limit, "limit", least=1, most=1_000_000),
+            )
+            return self.store.load_nodes(nids, rules.annotate)
+
+    def neighbours(
+        self,
+        ref: str,
+        *,
+        types: Sequence[str] | None,
+        direction: Direction | str,
+        as_of: TimeLike | None,
+        known_as_of: TimeLike | None,
+        include_superseded: bool,
+    ) -> Subgraph:
+        """One hop from a node: the seed, its visible neighbours and the edges followed."""
+        self.settle(indexes=False)
+        valid, belief = self.times(as_of, known_as_of)
+        way = checks.choice(Direction, direction, "direction")
+        for edge_type in checks.names(types, "types", "['refers_to', 'causes']") or ():
+            self.registry.get(edge_type)
+        annotate = self.rules(include_superseded).annotate
+        with translate():
+            seed = self.store.resolve(ref)
+            edge_pred = visible_sql("e") if not include_superseded else believed_sql("e")
+            node_pred = visible_sql("s") if not include_superseded else believed_sql("s")
+            edges: list[EdgeRow] = []
+            far_rows: dict[int, NodeRow] = {}
+            for outgoing in (True, False):
+                if way is not Direction.BOTH and (way is Direction.OUT) != outgoing:
+                    continue
+                for edge_row, node_row in self.store.hop(
+                    seed, outgoing=outgoing, edge_pred=edge_pred, node_pred=node_pred, params=(valid, belief)
+                ):
+                    if types and edge_row.type not in types:
+                        continue
+                    edges.append(edge_row)
+                    far_rows.setdefault(node_row.nid, node_row)
+            rows = [self.store.node_row(seed), *far_rows.values()]
+            nodes = self.store.to_nodes(rows, annotate)
+            return Subgraph(tuple(nodes), tuple(self.store.to_edge(e) for e in edges))
+
+    # ---- search -----------------------------------------------------------------------
+
+    def search(
+        self,
+        text: str,
+        *,
+        k: int,
+        as_of: TimeLike | None,
+        known_as_of: TimeLike | None,
+        include_superseded: bool,
+    ) -> list[tuple[Node, float]]:
+        """BM25 over names and contents (FTS5); best first, with the BM25 score (higher is better)."""
+        self.settle()
+        query = lanes.fts_query(checks.required_text(text, "query"))
+        if not query:
+            return []
+        valid, belief = self.times(as_of, known_as_of)
+        annotate = self.rules(include_superseded).annotate
+        with translate():
+            hits = queries.bm25(
+                self.conn,
+                query,
+                valid,
+                belief,
+                k=checks.whole(k, "k", least=1, most=10_000),
+                include_superseded=include_superseded,
+            )
+            nodes = self.store.load_nodes([nid for nid, _ in hits], annotate)
+            return [(node, score) for node, (_, score) in zip(nodes, hits, strict=True)]
+
+    def nearest(
+        self,
+        query: str | Sequence[float] | np.ndarray,
+        *,
+        k: int,
+        world: str | None,
+        types: Sequence[str] | None,
+        as_of: TimeLike | None,
+        known_as_of: TimeLike | None,
+        include_superseded: bool,
+    ) -> list[tuple[Node, float]]:
+        """Nearest neighbours by cosine inside ``world``, of ``types``; best first, with the cosine."""
+        self.settle()
+        vector = self.query_vector(query)
+        checks.names(types, "types", "['Turn', 'Fact']")
+        k = checks.whole(k, "k", least=1, most=4096)
+        with translate():
+            view = self.view(as_of, known_as_of, include_superseded, world=world)
+            kept = lanes.nearest(view, vector, k, types)
+            nodes = view.nodes([nid for nid, _ in kept])
+            return [(node, score) for node, (_, score) in zip(nodes, kept, strict=True)]
+
+    def nearest_in(self, vector: np.ndarray, k: int, world: int, types: Sequence[str]) -> list[tuple[int, float]]:
+        """(nid, cosine) of the ``k`` nodes of ``types`` inside ``world`` nearest to a unit ``vector``, visible now."""
+        inside = self.store.header(world).id.hex()
+        return lanes.nearest(self.view(None, None, False, world=inside), vector, k, types)
+
+    def recall(
+        self,
+        query: str,
+        *,
+        scope: str | None,
+        world: str | None,
+        k: int,
+        as_of: TimeLike | None,
+        known_as_of: TimeLike | None,
+        include_superseded: bool,
+        reranker: Reranker | None,
+        late: bool,
+    ) -> Recall:
+        """Hybrid recall (see ``WorldDB.recall``)."""
+        self.settle()
+        text = checks.required_text(query, "query")
+        if not text.strip():
+            raise InvalidInput("the query is empty; ask with some words")
+        k = checks.whole(k, "k", least=1, most=1000)
+        if scope is not None and world is not None:
+            raise InvalidInput("give scope (a name) or world (an id), not both")
+        if reranker is not None and not callable(getattr(reranker, "score", None)):
+            raise InvalidInput("reranker must implement worlddb_lite.models.rerank.Reranker (score(query, passages))")
+        if not isinstance(late, bool):
+            raise InvalidInput(f"late must be True or False, got {late!r}")
+        with translate():
+            inside = self.scope_id(scope) if scope is not None else world
+            view = self.view(as_of, known_as_of, include_superseded, world=inside)
+            with blas.one_thread():
+                hits = hybrid_recall(view, text, k=k, reranker=reranker, late=late)
+            return Recall(text, tuple(hits), view.valid, view.belief)
+
+    def query(self, spec: QuerySpec) -> Subgraph:
+        """Run a declarative query: a start set and a pipeline of operators, into a Subgraph."""
+        if not isinstance(spec, QuerySpec):
+            raise InvalidInput("query takes a worlddb_lite.QuerySpec")
+        check_query(spec)
+        self.settle()
+        checks.whole(spec.k, "k", least=1, most=10_000)
+        with translate():
+            view = self.view(spec.as_of, spec.known_as_of, spec.include_superseded, world=spec.world)
+            vector = None if spec.vector is None else self.query_vector(spec.vector)
+            result = execute(view, spec, vector)
+            edges = tuple(self.store.to_edge(self.store.edge_row(eid)) for eid in result.eids)
+            return Subgraph(tuple(view.nodes(result.nids)), edges)
+
+    # ---- identities -------------------------------------------------------------------
+
+    def merge_proposals(self, status: MergeStatus | str | None) -> list[MergeProposal]:
+        with translate():
+            return self.store.proposals(checks.choice(MergeStatus, status, "status") if status is not None else None)
+
+    def merge_proposal(self, pid: object) -> MergeProposal:
+        with translate():
+            return self.store.proposal_row(checks.proposal_number(pid))
+
+    def class_nids(self, ref: str) -> set[int]:
+        """Every node joined to ``ref`` through accepted same_as, transitively."""
+        self.settle(indexes=False)
+        return traverse.closure(self.store.resolve(ref), self.store.same_as_neighbours)
+
+    def equivalence_class(self, ref: str) -> tuple[str, ...]:
+        return tuple(sorted(self.store.header(n).id.hex() for n in self.class_nids(ref)))
+
+    def export_identity(self, ref: str) -> Identity:
+        """The equivalence class of ``ref`` with the union of its members' names, aliases and provenance."""
+        nids = sorted(self.class_nids(ref), key=lambda n: self.store.header(n).id)
+        nodes = self.store.load_nodes(nids)
+        names = sorted({n.name for n in nodes if n.name})
+        aliases = sorted({a for n in nids for a in self.store.aliases(n)})
+        provenance = tuple(
+            {
+                "node": node.id,
+                "type": node.type,
+                "created_at": node.created_at,
+                **({"source": node.props["provenance"]} if "provenance" in node.props else {}),
+            }
+            for node in nodes
+        )
+        return Identity(tuple(n.id for n in nodes), tuple(names), tuple(aliases), provenance)
+
+    # ---- the witness ------------------------------------------------------------------
+
+    def root_of(self, world: str | None, *, as_of: TimeLike | None) -> str:
+        """The Merkle root of a world (the whole store by default), now or as committed at ``as_of``."""
+        with translate():
+            nid = self.store.resolve(world) if world is not None else self.root_nid
+            if as_of is None:
+                return self.store.node_row(nid).root.hex()
+            when = parse_time(as_of, field="as_of")
+            found = queries.root_at(self.conn, nid, when)
+            if found is None:
+                raise NotFound(f"world {nid} had no members yet at {when}")
+            return found.hex()
+
+    def root_history(self, world: str | None) -> list[tuple[str, str, int]]:
+        """(committed at, root, member count) for every change of a world's root, oldest first."""
+        with translate():
+            nid = self.store.resolve(world) if world is not None else self.root_nid
+            return [(at, root.hex(), size) for at, root, size in queries.root_log(self.conn, nid)]
