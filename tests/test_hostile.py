@@ -851,7 +851,7 @@ REVIEWED_SQL_SITES: dict[str, Counter[str]] = {
     "store/migrations.py": Counter({"run: SCHEMA_VERSION": 1, "schema_statement: re.escape(name)": 2}),
     # temp table names from a literal tuple; the CREATE text's PREFIX constant; _rows gets literal where/order/
     # source fragments from its three callers (values bound as ?1, ?2) and an int() limit
-    "write/name_index.py": Counter(
+    "store/name_index.py": Counter(
         {
             "<module>: PREFIX": 1,
             "_build: name": 1,

@@ -18,7 +18,7 @@ from worlddb_lite.store import vector_index
 from worlddb_lite.text.extract import EntityMention, Extraction, RuleExtractor
 from worlddb_lite.text.phonetic import fold, key, keys, respell
 from worlddb_lite.write.facts import remember
-from worlddb_lite.write.name_index import deletions
+from worlddb_lite.store.name_index import deletions
 from worlddb_lite.write.resolver import (
     Ambiguous,
     Candidate,

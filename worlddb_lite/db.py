@@ -778,7 +778,7 @@ class WorldDB:
         with connection.translate():
             start = self._store.resolve(ref)
             inside = self._store.resolve(self._reader.scope_id(scope)) if scope is not None else None
-        self._conn.execute("pragma secure_delete = on")  # freed space is zeroed, not left readable
+        self._store.secure_delete(True)  # freed space is zeroed, not left readable
         try:
             with self._reconciler.transaction(prepare=lambda: purge.hold(self._conn)) as txn:
                 ids = purge.erase(txn, self._conn, purge.targets(self._conn, self._store, start, inside))
@@ -787,7 +787,7 @@ class WorldDB:
                 mark = f"vacuum {uuid.uuid4().hex}"
                 self._store.set_meta([(maintenance.WIPE_PENDING, mark)])
         finally:
-            self._conn.execute("pragma secure_delete = off")
+            self._store.secure_delete(False)
         with connection.translate():
             wiped = maintenance.finish_wipe(self._conn, self._store, wait=True, mark=mark)
         assert wiped is not None

@@ -22,6 +22,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from ..checks import number, whole
 from ..errors import InvalidInput, RerankerError
 from .embed import _digest, is_folder
 
@@ -187,8 +188,7 @@ class OnnxBiEncoderReranker(_OnnxTextModel):
         threads: int | None = None,
         cache: int = 4096,
     ) -> None:
-        if isinstance(cache, bool) or not isinstance(cache, int) or cache < 0:
-            raise InvalidInput(f"cache must be a whole number >= 0, got {cache!r}")
+        whole(cache, "cache")
         super().__init__(folder, max_length=max_length, batch_size=batch_size, threads=threads)
         self._pad_id = int((self._tokenizer.padding or {}).get("pad_id", 0))
         self._tokenizer.no_padding()  # each batch is padded to its own longest text in _pool
@@ -271,8 +271,9 @@ class RankFusion:
     def __init__(self, inner: Reranker, *, k: int = 60, weight: float = 1.0) -> None:
         if not isinstance(inner, Reranker):
             raise InvalidInput(f"inner must have score(query, passages), not {type(inner).__name__}")
-        if isinstance(k, bool) or not isinstance(k, int) or k < 0 or not weight >= 0:
-            raise InvalidInput(f"k must be a whole number >= 0 and weight >= 0 (got {k!r}, {weight!r})")
+        whole(k, "k")
+        if number(weight, "weight") < 0:
+            raise InvalidInput(f"weight must be a number >= 0, got {weight!r}")
         self.inner, self.k, self.weight = inner, k, float(weight)
 
     @property

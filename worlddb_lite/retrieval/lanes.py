@@ -14,7 +14,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
@@ -24,6 +23,7 @@ from ..store import queries, traverse
 from ..text.dates import named_periods
 from ..text.names import normalise_alias
 from ..text.stopwords import STOPWORDS
+from ..text.words import words
 from .view import ReadView
 
 TEXT_TYPES = ("Turn", "Memory", "Summary", "Fact")  # what the text and vector lanes rank
@@ -40,18 +40,11 @@ STANDING_K = 1  # standing statements a standing lane offers: the one closest to
 STANDING_BATCH = 8  # statements checked for visibility at a time, closest first (not all of a long history)
 
 
-_WORD = re.compile(r"\w+(?:['’]\w+)*")
-
-
-def words(text: str) -> list[str]:
-    """The words of free text, possessives folded ("Emma's" -> "Emma")."""
-    return [re.sub(r"['’]s$", "", w) for w in _WORD.findall(text)]
-
-
 def query_words(text: str, *, drop_stopwords: bool = False) -> list[str]:
     """The distinct words of free text (at most ``MAX_QUERY_TERMS``), function words dropped if asked.
 
-    Function words stay when nothing else is left.
+    Function words stay when nothing else is left. These are FTS5's tokens (unicode61 splits at
+    every character that is not a letter or digit), not ``text.words``: a term must match the index.
     """
     found = [w for w in "".join(c if c.isalnum() else " " for c in text).split() if w]
     if drop_stopwords:

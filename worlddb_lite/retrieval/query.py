@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..checks import names
+from ..checks import names, whole
 from ..errors import InvalidInput
 from ..store import queries
 from ..store.rows import Store
@@ -96,8 +96,7 @@ def check(spec: QuerySpec) -> None:
         if isinstance(op, Expand):
             names(op.edge_types, "Expand edge_types", "['refers_to']")
             _direction(op.direction)
-            if isinstance(op.hops, bool) or not isinstance(op.hops, int):
-                raise InvalidInput(f"Expand hops must be a whole number, got {op.hops!r}")
+            whole(op.hops, "Expand hops", least=1)
         elif isinstance(op, Filter):
             names(op.types, "Filter types", "['Turn']")
         elif isinstance(op, WhereConnected):
@@ -231,8 +230,6 @@ def _towards(direction: Direction) -> tuple[bool, ...]:
 
 
 def _expand(view: ReadView, op: Expand, result: _Result) -> None:
-    if op.hops < 1:
-        raise InvalidInput(f"Expand hops must be at least 1, got {op.hops}")
     seen, traversed = set(result.nids), set(result.eids)
     frontier = list(result.nids)
     for _ in range(op.hops):

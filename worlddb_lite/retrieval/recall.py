@@ -18,6 +18,7 @@ from ..store.queries import Said
 from ..text.extract import says_change
 from ..text.slots import INSTRUCTIONS, PREFERENCES, slot_words
 from ..text.stopwords import STOPWORDS
+from ..text.words import words as split_words
 from ..types import Hit, Node, Reason, is_assistant
 from .fusion import LANE_WEIGHTS, rrf
 from .lanes import EntityPath, standing_lanes, start_entity_lane, start_text_lane, time_lane, vector_lane
@@ -38,7 +39,6 @@ ASSISTANT_SHARE = 0.6  # an assistant's turn keeps this share of its fused score
 NAMED_SPEAKER_WEIGHT = 0.125  # a turn said by someone the query names gains this x the best fused score
 REPLY_WEIGHT = 0.2  # a person's turn gains this x the fused score of the next turn, when a person said that
 ANSWER_WEIGHT = 0.1  # an assistant's turn gains this x the fused score of the person's turn it answers
-_WORD = re.compile(r"[a-z0-9]+")
 
 
 def recall(
@@ -396,10 +396,10 @@ def changed_over_stated(
 
     def words_in(turn: int) -> frozenset[str]:
         if turn not in words_of:
-            words_of[turn] = slot_words(" ".join(_WORD.findall(told[turn][1].lower())))
+            words_of[turn] = slot_words(" ".join(split_words(told[turn][1].lower())))
         return words_of[turn]
 
-    asked = slot_words(" ".join(w for w in _WORD.findall(query.lower()) if w not in STOPWORDS))
+    asked = slot_words(" ".join(w for w in split_words(query.lower()) if w not in STOPWORDS))
     for turn, (speaker, text, _) in told.items():
         if not is_assistant(speaker) and says_change(text):
             if shared := words_in(turn) & asked:

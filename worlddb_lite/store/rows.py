@@ -19,7 +19,7 @@ import apsw
 from ..errors import AmbiguousId, InvalidId, NotFound
 from ..models.embed import TokenVectors
 from ..types import Edge, MergeProposal, MergeStatus, Node
-from .connection import as_bytes, as_int, as_text, one_row
+from .connection import as_bytes, as_int, as_text, one_row, with_retry
 from .hashing import ID_BYTES, state_bytes
 from .token_index import index_rows
 
@@ -729,3 +729,27 @@ class Store:
             (nid,),
         ):
             yield int(dst)
+
+    # ---- the write transaction ---------------------------------------------------------
+
+    def begin_write(self) -> None:
+        """BEGIN IMMEDIATE: take the write lock now, retrying while another writer holds it."""
+        with_retry(lambda: self.conn.execute("begin immediate"))
+
+    def hold_session(self, holder: str = "reconciler") -> None:
+        """Mark the open transaction as the reconciler's: the guard triggers let its writes through."""
+        self.conn.execute("insert into reconciler_session (holder) values (?)", (holder,))
+
+    def commit_write(self) -> None:
+        """Drop the session mark and commit (the mark never outlives its transaction)."""
+        self.conn.execute("delete from reconciler_session")
+        self.conn.execute("commit")
+
+    def rollback_write(self) -> None:
+        """Roll the open transaction back, if one is open."""
+        if not self.conn.getautocommit():
+            self.conn.execute("rollback")
+
+    def secure_delete(self, on: bool) -> None:
+        """Zero what deletes free (a purge), or stop doing so."""
+        self.conn.execute("pragma secure_delete = on" if on else "pragma secure_delete = off")

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from .dates import COUNT_WORDS, MONTH, format_time, parse_time
+from .words import WORD
 
 
 @dataclass(frozen=True)
@@ -739,7 +740,6 @@ _CUE_WORDS = (
     )
     | {"reached", "hit", "get", "got", "gotten", "bring", "brought"}
 )
-_LOWER_WORD = re.compile(r"[a-z]+")
 
 
 def says_change(text: str) -> bool:
@@ -757,7 +757,7 @@ def says_change(text: str) -> bool:
 @functools.lru_cache(maxsize=4096)
 def _says_change(head: str) -> bool:
     prose = _CODE.sub(" ", head)
-    for word in _LOWER_WORD.finditer(prose.lower()):  # the pattern is tried only where a cue word opens it
+    for word in WORD.finditer(prose.lower()):  # the pattern is tried only where a cue word opens it
         if word.group() in _CUE_WORDS and (word.start() == 0 or not prose[word.start() - 1].isalpha()):
             found = _CHANGE_CUE.match(prose, word.start())
             if found is not None and _asserted(prose, found.start(), strict=False):

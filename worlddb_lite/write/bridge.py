@@ -15,12 +15,12 @@ import re
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
-from ..errors import InvalidInput
+from ..checks import whole
 from ..text.extract import find_entities
+from ..text.words import WORD
 
 _PERSONAL = frozenset({"he", "him", "his", "she", "her", "hers", "they", "them", "their", "theirs"})
 _THING = frozenset({"it", "its", "that", "this", "there", "those", "these"})
-_WORD = re.compile(r"[A-Za-z][\w'-]*")
 _IT = frozenset({"it", "its", "there"})
 _DEMONSTRATIVE = re.compile(r"\b(that|this|those|these)\b(?: ([a-z][\w-]*))?", re.IGNORECASE)
 _REFERENCE = re.compile(r"\b(?:that|this|those|these|the) ([a-z][\w-]*)", re.IGNORECASE)
@@ -117,9 +117,8 @@ class ContextBridge:
     most: int = 3
 
     def __post_init__(self) -> None:
-        for field, value in (("window", self.window), ("most", self.most)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise InvalidInput(f"bridge {field} must be a whole number >= 1, not {value!r}")
+        whole(self.window, "bridge window", least=1)
+        whole(self.most, "bridge most", least=1)
 
     def session(self, texts: Sequence[str], *, speakers: Sequence[str | None] = ()) -> list[str]:
         """The context to index with each turn of a session, in order ("" for none).
@@ -143,7 +142,7 @@ class ContextBridge:
         return out
 
     def _context(self, text: str, recent: list[tuple[str, bool, int]], skip: set[str]) -> str:
-        words = {w.casefold() for w in _WORD.findall(text)}
+        words = {w.casefold() for w in WORD.findall(text)}
         personal = bool(words & _PERSONAL)
         if not (personal or words & _THING):
             return ""
@@ -168,7 +167,7 @@ class ContextBridge:
 
 def _words(text: str) -> str:
     """Casefolded words between spaces: a whole-word test is then a substring test (" jon " in it)."""
-    return " " + " ".join(_WORD.findall(text.casefold())) + " "
+    return " " + " ".join(WORD.findall(text.casefold())) + " "
 
 
 def mentions(text: str, known: Collection[str] = ()) -> list[tuple[str, bool]]:

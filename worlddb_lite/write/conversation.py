@@ -32,21 +32,10 @@ from .queue import enqueue
 from .writer import Writer
 
 DEFAULT_EXTRACTOR = RuleExtractor()
-DEFAULT_WINDOW = 1  # the turn before each turn is indexed with it (LoCoMo turn recall@10 +0.1; see bench/recall.py)
-# Measured and not adopted (cached-store harness, LoCoMo; BEAM's person turns are never adjacent): 2 turns,
-# recall@10 0.788 -> 0.792 (0.794 with the lanes refitted), session@5 0.935 -> 0.940, but recall@1 0.414 ->
-# 0.383 and NDCG@10 0.625 -> 0.612; the turn after as well as the one before, 0.782 (recall@1 0.379).
-# The loss was the vector's, whose text is the content column's: hence the word window below.
+# The windows indexed with each turn (chosen with bench/recall.py on LoCoMo; docs/decisions.md has the figures)
+DEFAULT_WINDOW = 1  # the turn before each turn is indexed with it (full text, vector and token index)
 DEFAULT_WORD_WINDOW = 4  # the turns before that, up to the 4th, indexed for their words alone (node_fts.context)
 DEFAULT_WORD_AFTER = 2  # ... and the 2 turns after each turn (a question is found by its answer's words)
-# Measured with the cached-store harness on LoCoMo, context weighed by reads.CONTEXT_WEIGHT 0.75: turns
-# before only, recall@10 0.788 -> 0.798, recall@1 0.414 -> 0.422, NDCG@10 0.625 -> 0.635 (3 turns 0.798,
-# 6 turns 0.796, 8 turns 0.792; weights 0.25-1.0 gave 0.795-0.798; among 100k memories, bench/recall_scale.py
-# --quality 800, 0.661 -> 0.684, weights 0.5-1.0 0.683-0.684, 0.25 0.680). With 1 turn after as well 0.801
-# (session@5 0.935 -> 0.942), 2 turns after 0.802 (0.804 and 0.803 at weights 0.5 and 1.0); a plateau
-# beyond: 3 after 0.805, 4 after 0.802, 3 after and 5 before 0.804. The previous turn moved from the
-# content (and vector) to the words alone (window 0): 0.781. BEAM is unchanged: its person turns are
-# never adjacent, and the windows stop at an assistant's turn.
 MAX_TURN_CHARS = 500_000  # a longer paste (a 1 MB log) is refused: split it; BEAM-100K's longest message is 349k
 
 

@@ -19,12 +19,13 @@ import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..checks import whole
 from ..errors import InvalidInput
+from ..text.words import WORD
 from .writer import Writer
 
 DEFAULT_THRESHOLD = 0.3
 _DEFLATE_WINDOW = 30_000  # deflate looks back 32 KiB: older context cannot make a turn cheaper
-_WORD = re.compile(r"[a-z0-9']+")
 _FILLER = frozenset(
     """
     ok okay k kk lol lmao haha hahaha hehe thanks thank thx ty you yes yeah yep yup no nope sure cool nice great
@@ -108,7 +109,7 @@ def salience(text: str) -> float:
 
     Substance (content words) plus first-person statements, numbers or dates, names, questions, feelings.
     """
-    words = _WORD.findall(text.lower())
+    words = WORD.findall(text.lower())
     content = [w for w in words if w not in _FILLER and w not in _STOP]
     if not content:
         return 0.0
@@ -148,9 +149,8 @@ class EncodingGate:
                 f"gate threshold must be a number from 0 to 1, not {self.threshold!r}; "
                 f"{DEFAULT_THRESHOLD} is the default"
             )
-        for field, value in (("window", self.window), ("neighbours", self.neighbours)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise InvalidInput(f"gate {field} must be a whole number >= 0, not {value!r}")
+        whole(self.window, "gate window")
+        whole(self.neighbours, "gate neighbours")
 
     def score(self, text: str, context: Sequence[str]) -> GateScore:
         """Score one turn against the texts before it (``context``, oldest first)."""

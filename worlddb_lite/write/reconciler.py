@@ -635,14 +635,14 @@ class Transaction:
             self.changes = r.conn.total_changes()
             return r._txn
         with connection.translate():
-            connection.with_retry(lambda: r.conn.execute("begin immediate"))
+            r.store.begin_write()
         try:
             with connection.translate():
                 if self.prepare is not None:
                     self.prepare()  # a new store's schema: Txn reads the last commit's time from it
                 self.txn = Txn(r)
                 r._txn = self.txn
-                r.conn.execute("insert into reconciler_session (holder) values ('reconciler')")
+                r.store.hold_session()
         except BaseException:
             self._abort()
             raise
@@ -651,8 +651,7 @@ class Transaction:
     def _abort(self) -> None:
         r = self.r
         try:
-            if not r.conn.getautocommit():
-                r.conn.execute("rollback")
+            r.store.rollback_write()
         finally:
             txn = getattr(self, "txn", None)  # unset when BEGIN's prepare failed
             r.store.forget_uncommitted(txn.new_nodes if txn is not None else [])
@@ -677,8 +676,7 @@ class Transaction:
                 raise WorldDBError("a write in this batch failed half-way; the whole batch was rolled back")
             with connection.translate():
                 txn.flush()
-                r.conn.execute("delete from reconciler_session")
-                r.conn.execute("commit")
+                r.store.commit_write()
         except BaseException:
             self._abort()
             raise

@@ -42,10 +42,10 @@ import numpy as np
 
 from ..errors import InvalidInput, TiebreakerError
 from ..store import traverse
+from ..store.name_index import Name, NameIndex
 from ..store.rows import Store
 from ..text import phonetic
 from ..text.names import normalise_alias
-from .name_index import Name, NameIndex
 
 TIERS = ("exact", "fuzzy", "phonetic", "embedding")
 EMBED_K = 8  # nearest entities tier 4 looks at
