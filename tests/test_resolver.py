@@ -15,10 +15,10 @@ import pytest
 from worlddb_lite import Consolidator, InvalidInput, MergeStatus, WorldDB
 from worlddb_lite.errors import TiebreakerError
 from worlddb_lite.store import vector_index
+from worlddb_lite.store.name_index import deletions
 from worlddb_lite.text.extract import EntityMention, Extraction, RuleExtractor
 from worlddb_lite.text.phonetic import fold, key, keys, respell
-from worlddb_lite.write.facts import remember
-from worlddb_lite.store.name_index import deletions
+from worlddb_lite.write.facts import write_extraction
 from worlddb_lite.write.resolver import (
     Ambiguous,
     Candidate,
@@ -458,7 +458,7 @@ def test_remember_reuses_exact_names_and_proposes_variants(db: WorldDB) -> None:
     said = "2024-05-01T00:00:00Z"
     turns = [db.write(text, world=scope, type="Turn", valid_at=said) for text in ("one", "two", "three")]
     for turn, name in zip(turns, ("Sarah Chen", "Sarah Chen", "Sara Chen"), strict=True):
-        remember(
+        write_extraction(
             db._writer, Extraction(entities=(EntityMention(name, "person"),)), turn=turn, scope=scope, said_at=said
         )
     people = db.nodes(world=scope, type="Entity")

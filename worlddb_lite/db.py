@@ -60,7 +60,7 @@ from .write.conversation import (
 )
 from .write.conversation import ingest as ingest_conversation
 from .write.gate import EncodingGate
-from .write.reconciler import Reconciler, Transaction
+from .write.reconciler import Reconciler, WriteScope
 from .write.resolver import New, PreferTiers, Resolution, ResolverConfig, Tiebreaker
 from .write.writer import DEFAULT_SCOPE, Writer
 
@@ -246,7 +246,7 @@ class WorldDB:
 
     # ---- transactions -------------------------------------------------------------
 
-    def _txn(self) -> Transaction:
+    def _txn(self) -> WriteScope:
         return self._reconciler.transaction()
 
     def _settle(self, *, indexes: bool = True) -> None:

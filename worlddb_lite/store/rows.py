@@ -181,7 +181,7 @@ class Store:
             ).fetchone()
             if row is None:
                 raise NotFound(f"no node has id {ref}; check it with `worlddb stats` or a search")
-            self.remember(Header(*row))
+            self.cache_header(Header(*row))
             if len(self._by_hex) >= 1_000_000:
                 self._by_hex.clear()
             self._by_hex[ref] = int(row[0])  # past _prefix_bounds, ref is text
@@ -221,10 +221,10 @@ class Store:
         if row is None:
             raise NotFound(f"no node with local number {nid}")
         header = Header(*row)
-        self.remember(header)
+        self.cache_header(header)
         return header
 
-    def remember(self, header: Header) -> None:
+    def cache_header(self, header: Header) -> None:
         """Cache a node header (bounded: cleared when it grows past a million entries)."""
         if len(self._headers) >= 1_000_000:
             self._headers.clear()
@@ -313,7 +313,7 @@ class Store:
 
     def _record(self, row: NodeRow, superseded_by: tuple[str, ...], contradicted_by: tuple[str, ...]) -> Node:
         if row.nid not in self._headers:  # the row carries the header: later edge records need it
-            self.remember(Header(row.nid, row.id, row.type, row.parent, row.depth, row.slot))
+            self.cache_header(Header(row.nid, row.id, row.type, row.parent, row.depth, row.slot))
         body = json.loads(row.body) if row.body is not None else {}
         parent = self.header(row.parent).id.hex() if row.parent is not None else None
         return Node(

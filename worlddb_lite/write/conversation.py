@@ -26,7 +26,7 @@ from ..text.windows import window as windowed
 from ..text.windows import words_around
 from ..types import is_assistant
 from .bridge import ContextBridge
-from .facts import remember
+from .facts import write_extraction
 from .gate import EncodingGate
 from .queue import enqueue
 from .writer import Writer
@@ -260,7 +260,7 @@ def ingest(
                 assert extractor is not None
                 found = extractor.extract(turn.text, speaker=turn.speaker, said_at=said_at)
                 if found.entities or found.facts or turn.speaker:
-                    remember(
+                    write_extraction(
                         writer,
                         found,
                         turn=turn_id,

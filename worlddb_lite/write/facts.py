@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from ..types import Node
 
 
-def remember(
+def write_extraction(
     writer: Writer,
     found: Extraction,
     *,

@@ -24,7 +24,7 @@ from ..store.connection import translate
 from ..store.rows import Store
 from ..text.dates import TimeLike, parse_time
 from ..text.names import normalise_alias
-from .reconciler import EdgeSpec, Txn
+from .reconciler import EdgeSpec, Transaction
 from .resolver import Ambiguous, Candidate, Mention, Resolution, Resolved, Tiebreaker
 from .writer import Writer
 
@@ -88,7 +88,7 @@ def resolve_in(
 
 def resolve_entity(
     writer: Writer,
-    txn: Txn,
+    txn: Transaction,
     mention: Mention,
     *,
     world: int,
@@ -117,7 +117,7 @@ def resolve_entity(
     return written, result
 
 
-def stage(txn: Txn, store: Store, nid: int, result: Resolution, name: str) -> int:
+def stage(txn: Transaction, store: Store, nid: int, result: Resolution, name: str) -> int:
     """Stage a pending same_as proposal from ``nid`` to each identity ``result`` found; returns how many."""
     options = matches(result)
     how = (
@@ -152,7 +152,7 @@ def pending(store: Store) -> tuple[int, int]:
     return mark, store.max_nid()
 
 
-def add_aliases(txn: Txn, store: Store, nid: int, aliases: Iterable[str], source: str | None) -> None:
+def add_aliases(txn: Transaction, store: Store, nid: int, aliases: Iterable[str], source: str | None) -> None:
     """Record aliases of a node; an entity given a new one is re-resolved by the next ``recluster``.
 
     An alias adds no node, so the watermark of new nodes would not bring its entity back: the
@@ -210,7 +210,7 @@ def recluster_pass(writer: Writer, *, batch: int = RECLUSTER_BATCH) -> tuple[int
     return staged, upto >= top
 
 
-def _reresolve(writer: Writer, txn: Txn, nid: int) -> int:
+def _reresolve(writer: Writer, txn: Transaction, nid: int) -> int:
     """Resolve every name of one entity again, passing over its class and everyone it was paired with."""
     store, resolver = writer.store, writer.resolver
     members = traverse.closure(nid, store.same_as_neighbours)

@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 from ..store import work_queue
 from ..text.extract import Extractor
-from .facts import remember
+from .facts import write_extraction
 from .identity import recluster as recluster_identities
 from .writer import Writer
 
@@ -58,7 +58,7 @@ def drain(
             if not read.purged:  # (a purge marks its item done; this is the belt to that brace)
                 found = extractor.extract(read.content or "", speaker=item.speaker, said_at=item.said_at)
                 if found.entities or found.facts or item.speaker:
-                    remember(
+                    write_extraction(
                         writer,
                         found,
                         turn=turn,

@@ -1,6 +1,6 @@
 """The write path: the only code that writes nodes, edges and Merkle roots.
 
-A ``Txn`` is one logical write: ``BEGIN IMMEDIATE``, the reconciler's session row
+A ``Transaction`` is one logical write: ``BEGIN IMMEDIATE``, the reconciler's session row
 (which lets the guard triggers pass), the writes, the edge handlers' decisions,
 the Merkle propagation, the root log, ``COMMIT``. Anything that fails rolls the
 whole transaction back, so the store is byte-for-byte what it was.
@@ -105,11 +105,11 @@ class EdgeResult:
 
 
 class _Writing:
-    """Marks the transaction unusable if a write fails after it started (see Txn._writing)."""
+    """Marks the transaction unusable if a write fails after it started (see Transaction._writing)."""
 
     __slots__ = ("txn",)
 
-    def __init__(self, txn: Txn) -> None:
+    def __init__(self, txn: Transaction) -> None:
         self.txn = txn
 
     def __enter__(self) -> None:
@@ -121,7 +121,7 @@ class _Writing:
             connection.translate().__exit__(type(exc), exc, tb)
 
 
-class Txn:
+class Transaction:
     """One logical write. Use through ``Reconciler.transaction()``."""
 
     def __init__(self, reconciler: Reconciler) -> None:
@@ -272,7 +272,7 @@ class Txn:
                     self.pending_text.append((nid, spec.name or "", _indexed(spec) or "", spec.word_context or None))
                     if vector is not None:
                         self.pending_vectors.append((nid, vector))
-                self.store.remember(Header(nid, raw, spec.type, parent.nid, depth, slot))
+                self.store.cache_header(Header(nid, raw, spec.type, parent.nid, depth, slot))
                 self.views[nid] = EndView(nid, raw.hex(), spec.type, valid, None, None, False)
                 self.new_nodes.append(nid)
                 self.roots[nid] = root
@@ -303,7 +303,7 @@ class Txn:
             self.store.insert_nodes(
                 [(nid, raw, "Root", None, None, 0, body)], [(nid, self.now, self.now, 0.0, root)], []
             )
-            self.store.remember(Header(nid, raw, "Root", None, 0, None))
+            self.store.cache_header(Header(nid, raw, "Root", None, 0, None))
             self.restate.add(nid)
         return nid
 
@@ -436,7 +436,7 @@ class Txn:
         for nid, raw, type_, parent, depth, slot, valid_at, invalid_at, expired_at, retired in self.store.end_states(
             wanted
         ):
-            self.store.remember(Header(nid, raw, type_, parent, depth, slot))
+            self.store.cache_header(Header(nid, raw, type_, parent, depth, slot))
             self.views[nid] = EndView(nid, raw.hex(), type_, valid_at, invalid_at, expired_at, bool(retired))
 
     def write_pending(self, *, indexes: bool = False) -> None:
@@ -565,7 +565,7 @@ class Reconciler:
         self.dim = dim
         self.lane = VectorLane(store, dim, None if embedder is None else embedder.model_id)
         self.composer = Composer(store, self.lane, compose, dim)
-        self._txn: Txn | None = None
+        self._txn: Transaction | None = None
 
     def now(self) -> str:
         """The store's present: the clock, but never before the last commit.
@@ -601,20 +601,20 @@ class Reconciler:
         return array / np.float32(np.sqrt(square))
 
     @property
-    def active(self) -> Txn | None:
+    def active(self) -> Transaction | None:
         """The transaction in progress on this connection, if any."""
         return self._txn
 
-    def transaction(self, *, prepare: Callable[[], None] | None = None) -> Transaction:
+    def transaction(self, *, prepare: Callable[[], None] | None = None) -> WriteScope:
         """One logical write; nested calls join the outer transaction.
 
         ``prepare`` runs right after BEGIN, before the reconciler's session row (used to create
         the schema of a new store in the same transaction as its root world).
         """
-        return Transaction(self, prepare)
+        return WriteScope(self, prepare)
 
 
-class Transaction:
+class WriteScope:
     """Context manager behind ``Reconciler.transaction`` (a class: it is on the hot path).
 
     It is also the one place where a raw SQLite error raised inside a transaction, by the
@@ -628,7 +628,7 @@ class Transaction:
         self.outer = reconciler._txn is None
         self.prepare = prepare
 
-    def __enter__(self) -> Txn:
+    def __enter__(self) -> Transaction:
         r = self.r
         if not self.outer:
             assert r._txn is not None
@@ -639,8 +639,8 @@ class Transaction:
         try:
             with connection.translate():
                 if self.prepare is not None:
-                    self.prepare()  # a new store's schema: Txn reads the last commit's time from it
-                self.txn = Txn(r)
+                    self.prepare()  # a new store's schema: Transaction reads the last commit's time from it
+                self.txn = Transaction(r)
                 r._txn = self.txn
                 r.store.hold_session()
         except BaseException:

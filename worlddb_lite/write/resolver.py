@@ -24,7 +24,7 @@ shares a word with the mention, disagreement lowers any.
 
 A match is an identity: the accepted same_as class of the entity found, so "Sarah" and "Sara"
 once merged are one option, not two. The resolver only reads. What it finds becomes a pending
-same_as proposal through the reconciler (``WorldDB.resolve_entity``, ``facts.remember``,
+same_as proposal through the reconciler (``WorldDB.resolve_entity``, ``facts.write_extraction``,
 ``recluster``): nothing merges until ``accept_merge``. Thresholds live in ``ResolverConfig``;
 ``bench/resolver.py`` measured the defaults on FEBRL.
 """

@@ -26,7 +26,7 @@ from ..store.rows import Store
 from ..text.dates import Clock, TimeLike, parse_time
 from ..text.names import normalise_alias
 from ..types import Edge, MergeProposal, Node
-from .reconciler import TYPE_NAME, EdgeResult, EdgeSpec, NodeSpec, Reconciler, Transaction, Txn
+from .reconciler import TYPE_NAME, EdgeResult, EdgeSpec, NodeSpec, Reconciler, Transaction, WriteScope
 from .resolver import NEAR_PROBE, Resolver
 
 DEFAULT_SCOPE = "default"
@@ -77,7 +77,7 @@ class Writer:
     def dim(self) -> int:
         return self.reconciler.dim
 
-    def transaction(self) -> Transaction:
+    def transaction(self) -> WriteScope:
         """One logical write; nested calls join the outer one."""
         return self.reconciler.transaction()
 
@@ -102,7 +102,7 @@ class Writer:
             nid, _ = txn.add_node(type_=type, parent=parent_nid, name=checked, timeless=True)
             return self.store.header(nid).id.hex()
 
-    def scope_nid(self, txn: Txn, scope: object) -> int:
+    def scope_nid(self, txn: Transaction, scope: object) -> int:
         """The Scope world called ``scope``, created inside ``txn`` if need be."""
         nid, _ = txn.add_node(type_="Scope", parent=self.root, name=checks.required_text(scope, "scope"), timeless=True)
         return nid
@@ -120,7 +120,7 @@ class Writer:
         with self.transaction() as txn:
             return [self.store.header(nid).id.hex() for nid, _ in txn.add_nodes(self.specs(txn, records))]
 
-    def specs(self, txn: Txn, records: Sequence[Mapping[str, Any]]) -> list[NodeSpec]:
+    def specs(self, txn: Transaction, records: Sequence[Mapping[str, Any]]) -> list[NodeSpec]:
         """``write_many``'s records checked into NodeSpecs."""
         if isinstance(records, (str, bytes, Mapping)) or not isinstance(records, Sequence):
             raise InvalidInput("records must be a list of mappings, each with at least 'text'")
@@ -136,7 +136,7 @@ class Writer:
 
     def node_spec(
         self,
-        txn: Txn,
+        txn: Transaction,
         text: str | bytes,
         *,
         scope: str = DEFAULT_SCOPE,
@@ -271,7 +271,7 @@ class Writer:
             results = txn.add_edges(specs)
             return [self._outcome(txn, spec, result) for spec, result in zip(specs, results, strict=True)]
 
-    def _outcome(self, txn: Txn, spec: EdgeSpec, result: EdgeResult) -> Edge | MergeProposal:
+    def _outcome(self, txn: Transaction, spec: EdgeSpec, result: EdgeResult) -> Edge | MergeProposal:
         if result.edge is not None:
             return result.edge
         if result.eid is not None:
