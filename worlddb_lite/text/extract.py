@@ -189,34 +189,10 @@ _AMOUNTS: tuple[tuple[str, re.Pattern[str]], ...] = (
 )
 _ARTICLES = re.compile(r"^(?:the|a|an|some|my)\s+", re.IGNORECASE)
 _CALENDAR = frozenset(
-    {
-        "Monday",
-        "Tuesday",
-        "Wednesday",
-        "Thursday",
-        "Friday",
-        "Saturday",
-        "Sunday",
-        "January",
-        "February",
-        "March",
-        "April",
-        "May",
-        "June",
-        "July",
-        "August",
-        "September",
-        "October",
-        "November",
-        "December",
-        "Today",
-        "Tomorrow",
-        "Yesterday",
-        "Christmas",
-        "Easter",
-        "Halloween",
-        "Thanksgiving",
-    }
+    """
+    Monday Tuesday Wednesday Thursday Friday Saturday Sunday January February March April May June July August
+    September October November December Today Tomorrow Yesterday Christmas Easter Halloween Thanksgiving
+    """.split()
 )
 # capitalised words that name no entity by themselves: pronouns, calendar words, family words ("visited Mom")
 _NOT_NAMES = frozenset(
@@ -276,29 +252,9 @@ _BOUGHT = re.compile(
 )  # "got" needs "new": "got Sam a gift"
 _MY_NEW = re.compile(r"\b[Mm]y (?:brand )?new " + _PRODUCT)
 _LEADING = frozenset(
-    {
-        "The",
-        "A",
-        "An",
-        "At",
-        "In",
-        "On",
-        "For",
-        "From",
-        "With",
-        "And",
-        "But",
-        "To",
-        "Of",
-        "By",
-        "My",
-        "Our",
-        "Your",
-        "So",
-        "Then",
-        "Now",
-        "Also",
-    }
+    """
+    The A An At In On For From With And But To Of By My Our Your So Then Now Also
+    """.split()
 )
 _PRONOUNS = frozenset({"it", "that", "this", "them", "you", "him", "her", "those", "these", "everything", "all"})
 _SLOT_KINDS = {  # the kind of entity a first-person fact's value names
@@ -444,158 +400,24 @@ _QUESTION_START = re.compile(
     re.IGNORECASE,
 )
 _SLOT_FUNCTION = frozenset(
-    {
-        "is",
-        "are",
-        "was",
-        "were",
-        "be",
-        "been",
-        "being",
-        "has",
-        "have",
-        "had",
-        "and",
-        "or",
-        "but",
-        "which",
-        "that",
-        "to",
-        "i",
-        "we",
-        "you",
-        "it",
-        "they",
-        "he",
-        "she",
-        "so",
-        "if",
-        "then",
-        "than",
-        "as",
-        "at",
-        "in",
-        "by",
-        "from",
-        "into",
-        "per",
-        "a",
-        "an",
-        "the",
-        "my",
-        "our",
-        "your",
-        "their",
-        "his",
-        "her",
-        "its",
-        "this",
-        "these",
-        "those",
-        "me",
-        "us",
-        "them",
-        "also",
-        "just",
-        "now",
-        "all",
-        "about",
-        "up",
-        "down",
-        "not",
-        "i'm",
-        "i've",
-        "what",
-        "how",
-        "when",
-        "where",
-        "why",
-        "who",
-        "can",
-        "will",
-        "would",
-        "should",
-        "could",
-        "do",
-        "does",
-        "did",
-        "get",
-        "got",
-    }
+    """
+    is are was were be been being has have had and or but which that to i we you it they he she so if then than as
+    at in by from into per a an the my our your their his her its this these those me us them also just now all
+    about up down not i'm i've what how when where why who can will would should could do does did get got
+    """.split()
 )
 _SLOT_CHANGE_WORDS = frozenset(
-    {
-        "new",
-        "updated",
-        "revised",
-        "current",
-        "latest",
-        "increased",
-        "reduced",
-        "adjusted",
-        "extended",
-        "decreased",
-        "raised",
-        "lowered",
-        "changed",
-        "higher",
-        "lower",
-        "original",
-        "old",
-        "previous",
-        "recent",
-        "improved",
-    }
+    """
+    new updated revised current latest increased reduced adjusted extended decreased raised lowered changed higher
+    lower original old previous recent improved
+    """.split()
 )
 _NOT_SLOT_HEADS = frozenset(
-    {
-        "total",
-        "lot",
-        "couple",
-        "number",
-        "range",
-        "maximum",
-        "minimum",
-        "average",
-        "bunch",
-        "pair",
-        "set",
-        "list",
-        "sum",
-        "period",
-        "amount",
-        "way",
-        "thing",
-        "stuff",
-        "one",
-        "ones",
-        "fact",
-        "idea",
-        "day",
-        "week",
-        "month",
-        "year",
-        "point",
-        "part",
-        "end",
-        "start",
-        "beginning",
-        "step",
-        "plan",
-        "help",
-        "other",
-        "each",
-        "more",
-        "less",
-        "most",
-        "some",
-        "any",
-        "tip",
-        "example",
-        "code",
-        "look",
-        "issue",
-    }
+    """
+    total lot couple number range maximum minimum average bunch pair set list sum period amount way thing stuff
+    one ones fact idea day week month year point part end start beginning step plan help other each more less most
+    some any tip example code look issue
+    """.split()
 )
 
 

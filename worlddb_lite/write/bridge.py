@@ -26,58 +26,11 @@ _DEMONSTRATIVE = re.compile(r"\b(that|this|those|these)\b(?: ([a-z][\w-]*))?", r
 _REFERENCE = re.compile(r"\b(?:that|this|those|these|the) ([a-z][\w-]*)", re.IGNORECASE)
 # capitalised words that name nothing by themselves (sentence openers are skipped anyway)
 _NOT_NAMES = frozenset(
-    {
-        "I",
-        "I'm",
-        "I've",
-        "I'd",
-        "I'll",
-        "Im",
-        "Ive",
-        "OK",
-        "Ok",
-        "Oh",
-        "Hey",
-        "Hi",
-        "Hello",
-        "Thanks",
-        "Yes",
-        "No",
-        "Mr",
-        "Mrs",
-        "Ms",
-        "Dr",
-        "Monday",
-        "Tuesday",
-        "Wednesday",
-        "Thursday",
-        "Friday",
-        "Saturday",
-        "Sunday",
-        "January",
-        "February",
-        "March",
-        "April",
-        "May",
-        "June",
-        "July",
-        "August",
-        "September",
-        "October",
-        "November",
-        "December",
-        "Christmas",
-        "Easter",
-        "Halloween",
-        "Thanksgiving",
-        "God",
-        "Lol",
-        "LOL",
-        "Wow",
-        "Haha",
-        "Omg",
-        "OMG",
-    }
+    """
+    I I'm I've I'd I'll Im Ive OK Ok Oh Hey Hi Hello Thanks Yes No Mr Mrs Ms Dr Monday Tuesday Wednesday Thursday
+    Friday Saturday Sunday January February March April May June July August September October November December
+    Christmas Easter Halloween Thanksgiving God Lol LOL Wow Haha Omg OMG
+    """.split()
 )
 _OPENER = re.compile(r"(?:^|[.!?]\s+)([A-Z][a-z]+)\b(?: (?:and|&) ([A-Z][a-z]+))?")
 _NAME = re.compile(r"(?<=[\w,;:)] )(?:[A-Z][\w'-]*|[a-z]{1,2}[A-Z][\w-]*)(?: (?:[A-Z][\w'-]*|\d[\w.]*))*")
