@@ -25,14 +25,14 @@ import numpy as np
 from . import checks
 from .checks import file_name
 from .edges import EdgeRegistry, EdgeType
-from .errors import EmbedderMismatch, IntegrityViolation, InvalidInput, NotFound
-from .models.embed import Embedder, StaticEmbedder, token_table
+from .errors import IntegrityViolation, InvalidInput, NotFound
+from .models.embed import Embedder, token_table
 from .ops import maintenance, purge, reembed
 from .ops.verify import root_history_divergences, verify_store
 from .retrieval.context import DEFAULT_BUDGET, Context, assemble
 from .retrieval.query import QuerySpec
 from .retrieval.reader import Reader
-from .store import connection, migrations, queries, token_index
+from .store import connection, embedder_record, migrations, queries, token_index
 from .store.rows import Store
 from .store.side_reader import SideReader
 from .text.dates import Clock, TimeLike, parse_time, system_clock
@@ -68,7 +68,6 @@ if TYPE_CHECKING:
     from .models.rerank import Reranker
     from .write.bridge import ContextBridge
 
-EXTERNAL_VECTORS = "external"
 COMPOSE_KINDS = ("attention", "mean")  # v2 (default) and v1 composed world embeddings
 _DEFAULT = object()
 
@@ -104,9 +103,11 @@ class WorldDB:
         self._conn = connection.connect(self.path, create=create)
         try:
             new = connection.check(self._conn, self.path, create)
-            self._embedder, model_id, self.dim = self._choose_embedder(embedder, dim, _adopt_embedder)
+            self._embedder, model_id, self.dim = embedder_record.choose(
+                self._conn, self.path, embedder, dim, default=embedder is _DEFAULT, adopt=_adopt_embedder
+            )
             if not new and not _adopt_embedder:
-                self._check_meta(model_id)
+                embedder_record.check(self._conn, self.path, model_id, self.dim)
                 compose = self._meta_value("compose") or compose
             self.compose = compose
             connection.configure(self._conn, self.path)
@@ -160,24 +161,6 @@ class WorldDB:
 
     # ---- opening ------------------------------------------------------------------
 
-    def _choose_embedder(self, embedder: object, dim: int, adopt: bool) -> tuple[Embedder | None, str, int]:
-        existing = self._meta_value("embedder_id")
-        if embedder is _DEFAULT:
-            if existing is not None and existing not in ("minilm-l6-static-256", EXTERNAL_VECTORS) and not adopt:
-                raise EmbedderMismatch(
-                    f"{self.path} was embedded with {existing!r}; open it with that embedder "
-                    "(WorldDB(path, embedder=...)) or re-embed it"
-                )
-            if existing == EXTERNAL_VECTORS and not adopt:
-                return None, EXTERNAL_VECTORS, int(self._meta_value("embedder_dim") or dim)
-            model = StaticEmbedder()
-            return model, model.model_id, model.dim
-        if embedder is None:
-            return None, EXTERNAL_VECTORS, int(self._meta_value("embedder_dim") or dim)
-        if not isinstance(embedder, Embedder):
-            raise InvalidInput("embedder must implement worlddb_lite.Embedder (model_id, dim, embed)")
-        return embedder, embedder.model_id, int(embedder.dim)
-
     def _refresh_token_index(self) -> None:
         """Rewrite the token index if its rows were written in another format, or before it existed.
 
@@ -192,14 +175,6 @@ class WorldDB:
 
     def _meta_value(self, key: str) -> str | None:
         return queries.meta_value(self._conn, key)
-
-    def _check_meta(self, model_id: str) -> None:
-        stored_id, stored_dim = self._meta_value("embedder_id"), self._meta_value("embedder_dim")
-        if stored_id != model_id or stored_dim != str(self.dim):
-            raise EmbedderMismatch(
-                f"{self.path} was embedded with {stored_id!r} ({stored_dim} dimensions), "
-                f"not {model_id!r} ({self.dim}); open it with that embedder, or re-embed the store"
-            )
 
     def _root_nid(self) -> int:
         nid = queries.root_nid(self._conn)
