@@ -32,7 +32,7 @@ import apsw
 
 from ..checks import file_name
 from ..errors import InvalidInput, WorldDBError
-from ..store import connection, queries
+from ..store import connection, file_ops, queries
 from ..store.rows import Store
 
 
@@ -81,7 +81,7 @@ def _copy(conn: apsw.Connection, target: Path) -> dict[str, Any]:
                 connection.with_retry(lambda: job.step(-1))
                 pages = job.page_count
             # the copy is a WAL-mode file like its source: fold it so DEST is one self-contained file
-            copy.execute("pragma wal_checkpoint(truncate)")
+            file_ops.checkpoint_truncate(copy)
     except BaseException:
         copy.close()
         partial.unlink(missing_ok=True)
@@ -108,7 +108,7 @@ WIPE_PENDING = "wipe_pending"
 @contextlib.contextmanager
 def no_waiting(conn: apsw.Connection) -> Iterator[None]:
     """Run the body with no busy timeout: a statement another connection is in the way of fails at once."""
-    waits = int(connection.one_row(conn.execute("pragma busy_timeout").fetchone())[0])
+    waits = file_ops.busy_timeout(conn)
     conn.set_busy_timeout(0)
     try:
         yield
@@ -124,8 +124,7 @@ def checkpoint(conn: apsw.Connection, *, wait: bool = True) -> dict[str, Any]:
     ``wait`` False gives up at once instead of waiting out the busy timeout (for a retry in passing).
     """
     with connection.translate(), no_waiting(conn) if not wait else contextlib.nullcontext():
-        row = connection.one_row(conn.execute("pragma wal_checkpoint(truncate)").fetchone())
-    busy, frames, folded = (int(v) for v in row)
+        busy, frames, folded = file_ops.checkpoint_truncate(conn)
     if frames < 0:  # -1: the store is not in WAL mode (an in-memory store): nothing to fold
         return {"busy": False, "wal_frames": 0, "checkpointed": 0}
     return {"busy": bool(busy), "wal_frames": frames, "checkpointed": folded}
@@ -143,9 +142,9 @@ def vacuum(conn: apsw.Connection, *, retry: bool = True) -> float:
     started = time.perf_counter()
     with connection.translate():
         if retry:
-            connection.with_retry(lambda: conn.execute("vacuum"))
+            connection.with_retry(lambda: file_ops.vacuum(conn))
         else:
-            conn.execute("vacuum")
+            file_ops.vacuum(conn)
     return round(time.perf_counter() - started, 3)
 
 

@@ -32,7 +32,6 @@ close or checkpoint of the store, in any process, carries the wipe on.
 
 from __future__ import annotations
 
-import json
 import re
 import uuid
 from collections.abc import Iterable
@@ -42,13 +41,13 @@ import apsw
 
 from ..errors import InvalidInput, NotFound
 from ..models.embed import embed_checked, embedding_text
-from ..store.connection import as_int, one_row
+from ..store import erasure
+from ..store.rows import Store
 from ..text.extract import forget_read_texts
 from ..write.bridge import mentions
 
 if TYPE_CHECKING:
-    from ..store.rows import Store
-    from ..write.reconciler import Txn
+    from ..write.reconciler import Transaction
 
 HOLDER = "purge"
 PROBE_CHARS = 48
@@ -56,7 +55,7 @@ PROBE_CHARS = 48
 
 def hold(conn: apsw.Connection) -> None:
     """Take the purge session row (inside the purge's transaction, before the reconciler's)."""
-    conn.execute("insert into reconciler_session (holder) values (?)", (HOLDER,))
+    Store(conn).hold_session(HOLDER)
 
 
 def targets(conn: apsw.Connection, store: Store, start: int, scope: int | None) -> list[int]:
@@ -77,20 +76,8 @@ def targets(conn: apsw.Connection, store: Store, start: int, scope: int | None) 
     while todo:
         while todo:
             nid = todo.pop()
-            found = [
-                as_int(r[0])
-                for r in conn.execute(
-                    "select nid from node where parent = ?1 "
-                    "union select dst from edge where src = ?1 and type = 'supersedes' "
-                    "union select src from edge where dst = ?1 and type = 'supersedes' "
-                    "union select e.src from edge as e join node as f on f.nid = e.src join node as t on t.nid = e.dst "
-                    "where e.dst = ?1 and ((e.type = 'refers_to' and f.type = 'Fact' and t.type = 'Turn') "
-                    "or e.type = 'derived_from')",
-                    (nid,),
-                )
-            ]
-            todo.extend(_admit(store, found, seen, scope))
-        todo.extend(_admit(store, _orphaned_entities(conn, seen), seen, scope))
+            todo.extend(_admit(store, erasure.reached_from(conn, nid), seen, scope))
+        todo.extend(_admit(store, erasure.orphaned_entities(conn, seen), seen, scope))
     return sorted(seen, key=lambda n: (store.header(n).depth, n))
 
 
@@ -101,22 +88,7 @@ def _admit(store: Store, found: Iterable[int], seen: set[int], scope: int | None
     return new
 
 
-def _orphaned_entities(conn: apsw.Connection, purged: set[int]) -> list[int]:
-    """Entities that only purged nodes refer to: the extractor found them in purged text."""
-    marks = json.dumps(sorted(purged))
-    return [
-        as_int(r[0])
-        for r in conn.execute(
-            "select distinct e.dst from edge as e join node as n on n.nid = e.dst "
-            "where e.type = 'refers_to' and n.type = 'Entity' and e.src in (select value from json_each(?1)) "
-            "and e.dst not in (select value from json_each(?1)) and not exists (select 1 from edge as o "
-            "where o.dst = e.dst and o.type = 'refers_to' and o.src not in (select value from json_each(?1)))",
-            (marks,),
-        )
-    ]
-
-
-def erase(txn: Txn, conn: apsw.Connection, nids: Iterable[int]) -> list[str]:
+def erase(txn: Transaction, conn: apsw.Connection, nids: Iterable[int]) -> list[str]:
     """Erase the content of ``nids`` inside the caller's purge transaction; returns their ids."""
     store = txn.store
     nids = list(nids)
@@ -125,27 +97,19 @@ def erase(txn: Txn, conn: apsw.Connection, nids: Iterable[int]) -> list[str]:
     ids = []
     for nid in nids:
         header = store.header(nid)
-        expired = conn.execute("select expired_at from node_state where nid = ?", (nid,)).fetchone()
-        if expired is not None and expired[0] is None:
+        if erasure.unexpired(conn, nid):
             txn.close(nid, expire=True)  # no longer believed from now on: the root covers the change
-        conn.execute("update node set body = null where nid = ? and body is not null", (nid,))
+        erasure.erase_blob(conn, nid)
         txn.store.unindex_texts([nid])
-        conn.execute("delete from alias where nid = ?", (nid,))
-        # a proposal's reason quotes both names ("'Sarah' ~ 'Sara'"); the decision itself stays
-        conn.execute("update merge_proposal set reason = 'erased by a purge' where a = ?1 or b = ?1", (nid,))
-        conn.execute(
-            "update work_queue set done_at = coalesce(done_at, ?), speaker = null, said_in = null where turn = ?",
-            (txn.now, nid),
-        )
-        conn.execute("insert or ignore into tombstone (id, purged_at) values (?, ?)", (header.id, txn.now))
+        erasure.erase_records(conn, nid, header.id, txn.now)
         ids.append(header.id.hex())
-    conn.executemany("delete from alias where nid = ? and norm = ?", learned)
+    erasure.drop_aliases(conn, learned)
     txn.r.composer.remove(nids)
     _reindex_alone(txn, conn, sorted(neighbours - set(nids)))
     # open stores keep vectors in memory and catch up by change number, which a deletion has none of:
     # a new epoch makes every one of them (this one included) rebuild its index on its next search
     store.set_meta([("vec_epoch", uuid.uuid4().hex)])
-    conn.execute("insert into node_fts (node_fts) values ('optimize')")  # purged terms leave the segments
+    erasure.optimize_fts(conn)  # purged terms leave the segments
     forget_read_texts()  # nor do this process's caches keep a purged turn's words
     return ids
 
@@ -161,28 +125,18 @@ def _quoting(conn: apsw.Connection, nids: list[int]) -> set[int]:
     """
     purged = set(nids)
     texts: dict[int, list[str]] = {}  # parent -> the texts of its purged children
-    for parent, content in conn.execute(
-        "select parent, json_extract(body, '$.content') from node where nid in (select value from json_each(?)) "
-        "and parent is not null and json_extract(body, '$.content') != ''",
-        (json.dumps(nids),),
-    ):
-        texts.setdefault(as_int(parent), []).append(str(content))
+    for parent, content in erasure.contents_by_parent(conn, nids):
+        texts.setdefault(parent, []).append(content)
     quoting: set[int] = set()
     for parent, said in texts.items():
         probes = [text[:PROBE_CHARS] for text in said]  # contexts clip long turns; their start is quoted
         terms = set().union(*(_bridgeable(text) for text in said))
-        for sibling, own, indexed, context in conn.execute(  # the children indexed with more than their own text
-            "select n.nid, coalesce(json_extract(n.body, '$.content'), ''), f.content, f.context from node as n "
-            "join node_fts as f on f.rowid = n.nid where n.parent = ? and (f.context is not null "
-            "or f.content != coalesce(json_extract(n.body, '$.content'), ''))",
-            (parent,),
-        ):
-            own, indexed, context = str(own), str(indexed or ""), str(context or "")
+        for sibling, own, indexed, context in erasure.widened_members(conn, parent):
             added = indexed[len(own) :] if indexed.startswith(own) else indexed
-            if as_int(sibling) not in purged and (
+            if sibling not in purged and (
                 any(p in added or p in context for p in probes) or any(term in added for term in terms)
             ):
-                quoting.add(as_int(sibling))
+                quoting.add(sibling)
     return quoting
 
 
@@ -194,40 +148,17 @@ def _learned_aliases(conn: apsw.Connection, nids: list[int]) -> list[tuple[int, 
     node that refers to the entity says it and no other memory that refers to it does (nor is it
     the entity's name). An alias no purged text says is the caller's or another turn's: it stays.
     """
-    marks = json.dumps(sorted(nids))
     said: dict[int, list[str]] = {}  # surviving entity -> the purged texts that refer to it
-    for entity, content in conn.execute(
-        "select e.dst, json_extract(n.body, '$.content') from edge as e join node as n on n.nid = e.src "
-        "join node as t on t.nid = e.dst where e.type = 'refers_to' and t.type = 'Entity' "
-        "and e.src in (select value from json_each(?1)) and e.dst not in (select value from json_each(?1)) "
-        "and json_extract(n.body, '$.content') is not null",
-        (marks,),
-    ):
-        said.setdefault(as_int(entity), []).append(_spoken(str(content)))
+    for entity, content in erasure.purged_mentions(conn, nids):
+        said.setdefault(entity, []).append(_spoken(content))
     learned = []
     for entity, texts in said.items():
-        name = _spoken(
-            str(
-                one_row(
-                    conn.execute(
-                        "select coalesce(json_extract(body, '$.name'), '') from node where nid = ?", (entity,)
-                    ).fetchone()
-                )[0]
-            )
-        )
-        kept = [
-            _spoken(str(r[0]))
-            for r in conn.execute(
-                "select json_extract(n.body, '$.content') from edge as e join node as n on n.nid = e.src "
-                "where e.dst = ?1 and e.type = 'refers_to' and e.src not in (select value from json_each(?2)) "
-                "and json_extract(n.body, '$.content') is not null",
-                (entity, marks),
-            )
-        ]
-        for (norm,) in conn.execute("select norm from alias where nid = ?", (entity,)):
-            alias = _spoken(str(norm))
+        name = _spoken(erasure.name_of(conn, entity))
+        kept = [_spoken(text) for text in erasure.kept_mentions(conn, entity, nids)]
+        for norm in erasure.alias_norms(conn, entity):
+            alias = _spoken(norm)
             if alias and alias != name and any(alias in t for t in texts) and not any(alias in t for t in kept):
-                learned.append((entity, str(norm)))
+                learned.append((entity, norm))
     return learned
 
 
@@ -245,17 +176,11 @@ def _bridgeable(text: str) -> set[str]:
     return {term for term, _ in mentions(text, set(re.findall(r"\w+", text)))}
 
 
-def _reindex_alone(txn: Txn, conn: apsw.Connection, nids: list[int]) -> None:
+def _reindex_alone(txn: Transaction, conn: apsw.Connection, nids: list[int]) -> None:
     """Index nodes by their own text only (full text, and vector when the store embeds)."""
     embedder = txn.r.embedder
     for nid in nids:
-        name, content, members = one_row(
-            conn.execute(
-                "select json_extract(n.body, '$.name'), json_extract(n.body, '$.content'), s.size "
-                "from node as n join node_state as s on s.nid = n.nid where n.nid = ?",
-                (nid,),
-            ).fetchone()
-        )
+        name, content, members = erasure.own_text(conn, nid)
         txn.store.unindex_texts([nid])
         txn.store.index_texts([(nid, name or "", content or "", None)], txn.r.tokens())
         text = embedding_text(name, content)

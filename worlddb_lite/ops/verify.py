@@ -16,7 +16,8 @@ import numpy as np
 
 from ..edges import EdgeRegistry
 from ..models.embed import TokenVectors
-from ..store.connection import as_int, as_text, one_row
+from ..store import integrity, queries
+from ..store.connection import one_row
 from ..store.hashing import EMPTY_TREE, edge_body, edge_id, edge_leaf, node_id, world_root
 from ..store.merkle import compute_levels
 from ..store.merkle_replay import Divergence, replay
@@ -75,25 +76,25 @@ def verify_store(
 
     say("sqlite integrity")
     try:
-        for (line,) in conn.execute("pragma quick_check"):
+        for line in integrity.quick_check(conn):
             if line != "ok":
                 bad("sqlite", str(line))
-        for row in conn.execute("pragma foreign_key_check"):
+        for row in integrity.foreign_key_faults(conn):
             bad("sqlite", f"foreign key broken: {row}")
     except apsw.CorruptError as exc:
         bad("sqlite", f"the file is damaged: {exc}; restore it from a backup")
         return VerifyReport(checked={}, violations=tuple(out))
 
     say("guards")
-    triggers = {r[0] for r in conn.execute("select name from sqlite_schema where type = 'trigger'")}
+    triggers = integrity.trigger_names(conn)
     for name in REQUIRED_TRIGGERS:
         if name not in triggers:
             bad("4-never-appends", f"guard trigger {name} is missing; the store can be written around the reconciler")
-    if one_row(conn.execute("select count(*) from reconciler_session").fetchone())[0]:
+    if integrity.session_rows(conn):
         bad("4-never-appends", "a reconciler session row is present at rest (forged or left by a foreign writer)")
 
     say("nodes")
-    tombstones = {bytes(r[0]) for r in conn.execute("select id from tombstone")}
+    tombstones = integrity.tombstone_ids(conn)
     nodes, texts = _scan_nodes(store, tombstones, bad)
 
     say("edges")
@@ -137,7 +138,7 @@ def verify_store(
     _check_merges(conn, same_as, bad)
 
     say("indexes")
-    fts = {int(r[0]) for r in conn.execute("select rowid from node_fts")}
+    fts = integrity.fts_rowids(conn)
     for nid in sorted(texts - fts)[:20]:
         bad("7-indexes", f"node {nodes[nid].id.hex()[:16]} has text but no full-text row")
     for nid in sorted(fts - texts)[:20]:
@@ -210,7 +211,7 @@ def _check_tokens(
     bad: Callable[[str, str], None],
 ) -> int:
     """Token index rows are exactly the full-text rows (none without a token table); deep: each as written."""
-    rows = {int(r[0]) for r in conn.execute("select nid from node_tokens")}
+    rows = integrity.token_nids(conn)
     expected = fts if tokens is not None else set()
     for nid in sorted(expected - rows)[:20]:
         bad("7-indexes", f"full-text row {nid} has no token index row")
@@ -222,13 +223,7 @@ def _check_tokens(
         )
     if deep and tokens is not None:
         reader = content_tokens(tokens())
-        wrong = [
-            as_int(nid)
-            for nid, name, content, ids in conn.execute(
-                "select f.rowid, f.name, f.content, t.ids from node_fts as f join node_tokens as t on t.nid = f.rowid"
-            )
-            if reader.row(as_text(name), as_text(content)) != ids
-        ]
+        wrong = [nid for nid, name, content, ids in integrity.indexed_tokens(conn) if reader.row(name, content) != ids]
         for nid in wrong[:20]:
             bad("7-indexes", f"token index row {nid} does not hold its text's tokens; reopen or re-embed the store")
     return len(rows)
@@ -243,7 +238,7 @@ def _check_compositions(
     bad: Callable[[str, str], None],
 ) -> None:
     """Recompose every world from its children's stored vectors and compare with its indexed one."""
-    kind = one_row(conn.execute("select value from meta where key = 'compose'").fetchone())[0]
+    kind = one_row(queries.meta_value(conn, "compose"))
     for world, (anchor, _, _) in pools.items():
         children = table.vectors_of(members[world])
         matrix = np.stack([children[c] for c in sorted(children)])
@@ -374,7 +369,7 @@ def _check_roots(
     Each world's stored tree is read and compared as its root is computed, one world at a time.
     """
     members = [Member(r.nid, r.id, r.parent, r.slot, r.depth, r.state()) for r in nodes.values()]
-    with_rows = {int(w) for (w,) in conn.execute("select distinct world from merkle")}
+    with_rows = integrity.merkle_worlds(conn)
     worlds = 0
 
     def check(m: Member, root: bytes, levels: list[list[bytes]], size: int) -> None:
@@ -386,10 +381,7 @@ def _check_roots(
             bad("2-merkle", f"root of {r.type} {r.id.hex()[:16]} does not recompute from its members")
         if size or r.nid in with_rows:
             expected = {(lv, i): h for lv, row in enumerate(levels) for i, h in enumerate(row)} if size else {}
-            rows = {
-                (int(lv), int(i)): bytes(h)
-                for lv, i, h in conn.execute("select level, idx, hash from merkle where world = ?", (r.nid,))
-            }
+            rows = integrity.merkle_tree(conn, r.nid)
             wrong = sorted(k for k in expected.keys() | rows.keys() if expected.get(k) != rows.get(k))
             if wrong:
                 bad(
@@ -399,10 +391,8 @@ def _check_roots(
                 )
         if size:
             worlds += 1
-            logged = conn.execute(
-                "select root from root_log where world = ? order by lid desc limit 1", (r.nid,)
-            ).fetchone()
-            if logged is None or bytes(logged[0]) != r.root:
+            logged = integrity.last_logged_root(conn, r.nid)
+            if logged is None or logged != r.root:
                 bad("2-merkle", f"root history of {r.id.hex()[:16]} does not end at its current root")
 
     compute_roots(members, leaves, bad, check)
@@ -444,7 +434,7 @@ def _replay(conn: apsw.Connection, world: int | None, say: Callable[[str], None]
 
 
 def _check_merges(conn: apsw.Connection, same_as: set[tuple[int, int]], bad: Callable[[str, str], None]) -> None:
-    accepted = {(int(a), int(b)) for a, b in conn.execute("select a, b from merge_proposal where status = 'accepted'")}
+    accepted = integrity.accepted_pairs(conn)
     for src, dst in same_as:
         if (min(src, dst), max(src, dst)) not in accepted:
             bad("6-no-silent-merge", f"same_as {src}->{dst} has no accepted proposal")
