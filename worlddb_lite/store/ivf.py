@@ -22,7 +22,7 @@ import numpy as np
 
 BIG_SCOPE = 8192  # a scope with more rows than this gets cells of its own
 ROW_BUDGET = 1.5  # a probe scans up to 1.5x the rows nprobe average partitions hold (see _scan)
-GATHER_COST = 3.0  # scoring a row gathered from anywhere costs ~3 rows scanned in a block (measured here)
+GATHER_COST = 3.0  # scoring a row gathered from anywhere costs ~3 rows scanned in a block (bench/lane.py)
 BLOCK_COST = 30.0  # visiting one more block costs about as much as scanning 30 rows
 MAX_WIDEN = 4.0  # a broad filter probes at most 4x the partitions an unfiltered query does
 # An unfiltered query scans the nearest 0.8 * nlist^0.69 partitions: fitted to the recall@10 >= 0.95
