@@ -26,7 +26,7 @@ from ..text.windows import window as windowed
 from ..text.windows import words_around
 from ..types import is_assistant
 from .bridge import ContextBridge
-from .facts import write_extraction
+from .facts import understand
 from .gate import EncodingGate
 from .queue import enqueue
 from .writer import Writer
@@ -258,18 +258,17 @@ def ingest(
                     enqueue(writer, turn_id, home, said_at, conversation.conversation_id, turn.speaker)
                     continue
                 assert extractor is not None
-                found = extractor.extract(turn.text, speaker=turn.speaker, said_at=said_at)
-                if found.entities or found.facts or turn.speaker:
-                    write_extraction(
-                        writer,
-                        found,
-                        turn=turn_id,
-                        scope=home,
-                        said_at=said_at,
-                        said_in=conversation.conversation_id,
-                        speaker=turn.speaker,
-                        speakers=speaker_entities,
-                    )
+                understand(
+                    writer,
+                    extractor,
+                    turn.text,
+                    source=turn_id,
+                    scope=home,
+                    said_at=said_at,
+                    said_in=conversation.conversation_id,
+                    speaker=turn.speaker,
+                    speakers=speaker_entities,
+                )
     if stats is not None:  # counted once the conversation has landed
         stats.turns += counts.turns
         stats.below_gate += counts.below_gate

@@ -23,6 +23,7 @@ from ..text.extract import (
     INSTRUCTION_SLOT,
     EntityMention,
     Extraction,
+    Extractor,
     FactMention,
     instruction_action,
     value_kind,
@@ -34,6 +35,37 @@ from .writer import Writer
 
 if TYPE_CHECKING:
     from ..types import Node
+
+
+def understand(
+    writer: Writer,
+    extractor: Extractor,
+    text: str,
+    *,
+    source: str,
+    scope: str,
+    said_at: str,
+    said_in: str | None = None,
+    speaker: str | None = None,
+    speakers: dict[str, str] | None = None,
+) -> list[str]:
+    """System 2 for one memory: what ``text`` says, extracted and written beside ``source``; the new fact ids.
+
+    The same code for a turn of an ingest, a queued turn or note, and a note written now.
+    """
+    found = extractor.extract(text, speaker=speaker, said_at=said_at)
+    if not (found.entities or found.facts or speaker):
+        return []
+    return write_extraction(
+        writer,
+        found,
+        turn=source,
+        scope=scope,
+        said_at=said_at,
+        said_in=said_in,
+        speaker=speaker,
+        speakers=speakers,
+    )
 
 
 def write_extraction(

@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 from ..store import work_queue
 from ..text.extract import Extractor
-from .facts import write_extraction
+from .facts import understand
 from .identity import recluster as recluster_identities
 from .writer import Writer
 
@@ -56,17 +56,16 @@ def drain(
             scope = writer.store.header(item.scope).id.hex()
             read = writer.read(turn)
             if not read.purged:  # (a purge marks its item done; this is the belt to that brace)
-                found = extractor.extract(read.content or "", speaker=item.speaker, said_at=item.said_at)
-                if found.entities or found.facts or item.speaker:
-                    write_extraction(
-                        writer,
-                        found,
-                        turn=turn,
-                        scope=scope,
-                        said_at=item.said_at,
-                        said_in=item.said_in,
-                        speaker=item.speaker,
-                    )
+                understand(
+                    writer,
+                    extractor,
+                    read.content or "",
+                    source=turn,
+                    scope=scope,
+                    said_at=item.said_at,
+                    said_in=item.said_in,
+                    speaker=item.speaker,
+                )
             work_queue.mark_done(writer.conn, item.qid, writer.clock())
         done += 1
         if progress is not None:
