@@ -805,3 +805,21 @@ def test_bad_enum_and_number_arguments_are_worlddb_errors(db: WorldDB, call: str
     # regression: these escaped as plain ValueError from int() / the enum constructors
     with pytest.raises(InvalidInput):
         action[call]()
+
+
+def test_the_root_world_has_no_versions_to_amend(db: WorldDB) -> None:
+    """Found in review: the root reached an assert; it is a clear error, and nothing is written."""
+    before = table_digest(db)
+    with pytest.raises(InvalidInput, match="root world has no versions"):
+        db.amend(db.root_id, "a new root")
+    assert table_digest(db) == before
+
+
+def test_consolidate_inside_a_batch_joins_it(db: WorldDB) -> None:
+    from worlddb_lite import ConversationIn, RuleExtractor, SessionIn, TurnIn
+
+    talk = ConversationIn("c", ["me"], [SessionIn("1", "2024-01-01", [TurnIn("I live in Austin", "me")])])
+    db.ingest(talk, deferred=True)
+    with db.batch():
+        assert db.consolidate(RuleExtractor()) == 1
+    assert db.queued() == 0 and [n.content for n in db.nodes(type="Fact")] == ["me lives in: Austin"]

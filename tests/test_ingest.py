@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from worlddb_lite import InvalidInput, WorldDB
+from worlddb_lite import InvalidInput, WorldDB, WorldDBError
 from worlddb_lite.cli import main
 from worlddb_lite.write.conversation import MAX_TURN_CHARS, ConversationIn, IngestStats, SessionIn, TurnIn
 from worlddb_lite.write.gate import EncodingGate
@@ -258,3 +258,32 @@ def test_the_ingest_bench_compares_the_gate_and_the_bridge(tmp_path: Path) -> No
     assert set(found) == {"plain", "gate", "gate, window only", "bridge", "gate+bridge"}
     assert found["plain"]["speed_vs_plain"] == 1.0 and found["bridge"]["bridged_share"] > 0
     assert found["gate+bridge"]["below_gate_share"] == found["gate"]["below_gate_share"]
+
+
+def test_ids_may_be_numbers_or_empty_and_dates_any_time_the_store_reads(db: WorldDB) -> None:
+    """As before the shape checks: what datasets write (numeric ids, datetime dates) ingests."""
+    import datetime as dt
+
+    sessions = [
+        SessionIn(7, dt.datetime(2024, 3, 1, tzinfo=dt.UTC), [TurnIn("I live in Austin", "me", 1)]),  # type: ignore[arg-type]
+        SessionIn("", "2024-04-01", [TurnIn("I moved to Denver", "me", at=dt.date(2024, 4, 2))]),  # type: ignore[arg-type]
+    ]
+    ids = db.ingest(ConversationIn(42, {"me"}, sessions))  # type: ignore[arg-type]
+    assert [db.read(i).valid_at[:10] for i in ids] == ["2024-03-01", "2024-04-02"]
+
+
+@pytest.mark.parametrize(
+    ("conversation", "message"),
+    [
+        ("talk", "ingest takes a ConversationIn"),
+        (ConversationIn("c", "me", []), "scopes must be a list"),
+        (ConversationIn("c", ["me"], [SessionIn("1", "next tuesday-ish", [])]), "date"),
+        (ConversationIn("c", ["me"], [SessionIn("1", None, ["hello"])]), "a turn must be a TurnIn"),  # type: ignore[list-item]
+        (ConversationIn("c", ["me"], [SessionIn("1", None, [TurnIn("hi", speaker=3)])]), "speaker must be text"),  # type: ignore[arg-type]
+    ],
+)
+def test_a_conversation_of_the_wrong_shape_is_refused_whole(db: WorldDB, conversation: object, message: str) -> None:
+    before = table_digest(db)
+    with pytest.raises(WorldDBError, match=message):
+        db.ingest(conversation)  # type: ignore[arg-type]
+    assert table_digest(db) == before

@@ -859,3 +859,26 @@ def test_a_read_asks_sqlite_whether_a_node_is_visible_once(ana: WorldDB, monkeyp
     after = [(h.node.id, h.score) for h in ana.recall("Where does Ana work and live?", scope="ana", k=10).hits]
     assert after == before and asked  # the lanes share one answer per node
     assert len(asked) == len(set(asked))
+
+
+def test_a_contraction_the_question_shares_is_no_reason_to_move_a_change_up(db: WorldDB) -> None:
+    """Found in review: "I'm" was one word that no stop list held, so any change-telling turn saying it moved up."""
+    db.ingest(
+        ConversationIn(
+            "c",
+            ["ana"],
+            [
+                SessionIn(
+                    "1", "2024-01-01", [TurnIn("I'm fixing the login bug in auth.py before the release", "user")]
+                ),
+                SessionIn(
+                    "2",
+                    "2024-02-01",
+                    [TurnIn("I'm glad to say the dentist appointment has been moved to March 22", "user")],
+                ),
+            ],
+        )
+    )
+    found = db.recall("I'm stuck on the login bug in auth.py", scope="ana", k=2)
+    assert "login bug" in (found.hits[0].node.content or "")
+    assert not any(r.lane == "changed" for h in found.hits for r in h.why)

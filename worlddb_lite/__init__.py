@@ -47,6 +47,7 @@ from .types import (
     Subgraph,
     VerifyReport,
 )
+from .write.bridge import ContextBridge
 from .write.conversation import ConversationIn, IngestStats, SessionIn, TurnIn
 from .write.gate import EncodingGate
 from .write.loaders import FORMATS as CONVERSATION_FORMATS
@@ -68,6 +69,7 @@ __version__ = "0.1.0"
 __all__ = [
     "CONVERSATION_FORMATS",
     "Consolidator",
+    "ContextBridge",
     "ConversationIn",
     "EncodingGate",
     "Extractor",

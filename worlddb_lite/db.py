@@ -60,6 +60,7 @@ from .write.conversation import (
 )
 from .write.conversation import ingest as ingest_conversation
 from .write.gate import EncodingGate
+from .write.notes import write_note
 from .write.reconciler import Reconciler, WriteScope
 from .write.resolver import New, PreferTiers, Resolution, ResolverConfig, Tiebreaker
 from .write.writer import DEFAULT_SCOPE, Writer
@@ -281,8 +282,17 @@ class WorldDB:
         salience: float = 0.0,
         index_context: str | None = None,
         word_context: str | None = None,
+        speaker: str | None = None,
+        extractor: Extractor | None = None,
+        deferred: bool = False,
     ) -> str:
         """Store ``text`` verbatim in ``world`` (or in the Scope called ``scope``); return its id.
+
+        With an ``extractor`` (e.g. ``RuleExtractor()``), a note (type ``Memory``) in a Scope then goes
+        through System 2 in the same transaction, as a conversation's turn does: its entities and facts
+        are written, and a fact supersedes the older value of its slot. The note speaks for the scope's
+        person (the Scope's name) unless ``speaker`` names another. ``deferred`` queues that work for
+        ``consolidate`` instead. Without either, the text is stored alone (System 1).
 
         ``valid_at`` is when it became true (default: now). Writing the same text with the
         same valid time into the same world returns the existing id. ``index_context`` is
@@ -291,8 +301,12 @@ class WorldDB:
         is indexed for its words alone (full text, weighed lower), also outside the id: the
         turns around a turn (see ``ingest``).
         """
-        return self._writer.write(
+        return write_note(
+            self._writer,
             text,
+            extractor=extractor,
+            deferred=deferred,
+            speaker=speaker,
             scope=scope,
             world=world,
             type=type,
@@ -362,7 +376,6 @@ class WorldDB:
 
         Then, if any was processed and ``recluster``, re-resolve the identities near what they wrote.
         """
-        self._outside_batch("consolidate")
         if not isinstance(extractor, Extractor):
             raise InvalidInput(
                 f"extractor must have extract(text, speaker=..., said_at=...), not {type(extractor).__name__}"

@@ -17,7 +17,7 @@ from ..store import queries
 from ..store.queries import Said
 from ..text.extract import says_change
 from ..text.slots import INSTRUCTIONS, PREFERENCES, slot_words
-from ..text.stopwords import STOPWORDS
+from ..text.stopwords import is_function_word
 from ..text.words import words as split_words
 from ..types import Hit, Node, Reason, is_assistant
 from .fusion import LANE_WEIGHTS, rrf
@@ -399,7 +399,7 @@ def changed_over_stated(
             words_of[turn] = slot_words(" ".join(split_words(told[turn][1].lower())))
         return words_of[turn]
 
-    asked = slot_words(" ".join(w for w in split_words(query.lower()) if w not in STOPWORDS))
+    asked = slot_words(" ".join(w for w in split_words(query.lower()) if not is_function_word(w)))
     for turn, (speaker, text, _) in told.items():
         if not is_assistant(speaker) and says_change(text):
             if shared := words_in(turn) & asked:

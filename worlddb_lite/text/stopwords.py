@@ -1,5 +1,7 @@
 """The function words that recall leaves out: of BM25 terms, of the late stage's tokens, of slot words."""
 
+import re
+
 # Function words: as BM25 terms they match nearly every turn and only add noise and cost (what else was tried:
 # docs/decisions.md).
 STOPWORDS = frozenset(
@@ -12,3 +14,10 @@ these they this those through to too under until up very was we were what when w
 why will with would you your yours yourself yourselves s t don ve ll re d m
 """.split()
 )
+
+_APOSTROPHE = re.compile(r"['’]")
+
+
+def is_function_word(word: str) -> bool:
+    """A function word, contractions included: "i'm" and "don't" are, as their parts are (lower case)."""
+    return word in STOPWORDS or all(part in STOPWORDS for part in _APOSTROPHE.split(word))

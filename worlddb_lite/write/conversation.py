@@ -14,7 +14,7 @@ changes what is stored: every turn is kept verbatim.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -81,33 +81,48 @@ class IngestStats:
     bridged: int = 0  # turns indexed with context from the turns before them
 
 
+def _an_id(value: object, what: str) -> None:
+    """An id is text (without NUL) or a whole number, as datasets write them."""
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise InvalidInput(f"{what} must be text or a whole number, got {type(value).__name__}")
+    if isinstance(value, str):
+        checks.text(value, what, required=False)
+
+
 def check_conversation(conversation: object) -> ConversationIn:
-    """The shape of a conversation as ``ingest`` needs it, or InvalidInput saying which part is wrong."""
+    """The shape of a conversation as ``ingest`` needs it, or InvalidInput saying which part is wrong.
+
+    Checked whole before anything is written, so a bad part stops the conversation, not half of it.
+    """
     if not isinstance(conversation, ConversationIn):
         raise InvalidInput(f"ingest takes a ConversationIn, not {type(conversation).__name__}")
+    _an_id(conversation.conversation_id, "a conversation id")
     label = f"conversation {conversation.conversation_id!r}"
-    checks.required_text(conversation.conversation_id, "conversation id")
-    if isinstance(conversation.scopes, (str, bytes)) or not isinstance(conversation.scopes, Sequence):
+    if isinstance(conversation.scopes, (str, bytes, Mapping)) or not isinstance(conversation.scopes, Iterable):
         raise InvalidInput(f"{label}: scopes must be a list of scope names")
     for scope in conversation.scopes:
         checks.required_text(scope, f"{label}: scope")
-    if not isinstance(conversation.sessions, Sequence) or isinstance(conversation.sessions, (str, bytes)):
+    if isinstance(conversation.sessions, (str, bytes, Mapping)) or not isinstance(conversation.sessions, Iterable):
         raise InvalidInput(f"{label}: sessions must be a list of SessionIn")
     for session in conversation.sessions:
         if not isinstance(session, SessionIn):
             raise InvalidInput(f"{label}: a session must be a SessionIn, not {type(session).__name__}")
-        checks.required_text(session.session_id, f"{label}: session id")
-        if session.date is not None and not isinstance(session.date, str):
-            raise InvalidInput(f"{label}, session {session.session_id!r}: date must be text or None")
-        if not isinstance(session.turns, Sequence) or isinstance(session.turns, (str, bytes)):
-            raise InvalidInput(f"{label}, session {session.session_id!r}: turns must be a list of TurnIn")
+        _an_id(session.session_id, f"{label}: a session id")
+        where = f"{label}, session {session.session_id!r}"
+        if session.date is not None:
+            parse_time(session.date, field=f"{where}: date")
+        if isinstance(session.turns, (str, bytes, Mapping)) or not isinstance(session.turns, Iterable):
+            raise InvalidInput(f"{where}: turns must be a list of TurnIn")
         for turn in session.turns:
             if not isinstance(turn, TurnIn):
-                raise InvalidInput(f"{label}: a turn must be a TurnIn, not {type(turn).__name__}")
-            for field_name in ("speaker", "turn_id", "at"):
-                checks.text(getattr(turn, field_name), f"{label}: a turn's {field_name}", required=False)
-            if not isinstance(turn.props, Mapping):
-                raise InvalidInput(f"{label}: a turn's props must be a mapping")
+                raise InvalidInput(f"{where}: a turn must be a TurnIn, not {type(turn).__name__}")
+            checks.text(turn.speaker, f"{where}: a turn's speaker", required=False)
+            if turn.turn_id is not None:
+                _an_id(turn.turn_id, f"{where}: a turn id")
+            if turn.at is not None:
+                parse_time(turn.at, field=f"{where}: a turn's time")
+            if not callable(getattr(turn.props, "keys", None)):
+                raise InvalidInput(f"{where}: a turn's props must be a mapping")
     return conversation
 
 
@@ -167,9 +182,9 @@ def ingest(
         raise InvalidInput(
             f"extractor must have extract(text, speaker=..., said_at=...), not {type(extractor).__name__}"
         )
-    if not isinstance(deferred, bool):
+    if deferred not in (True, False):
         raise InvalidInput(f"deferred must be True or False, got {deferred!r}")
-    if stats is not None and not isinstance(stats, IngestStats):
+    if stats is not None and not all(hasattr(stats, name) for name in ("turns", "below_gate", "bridged")):
         raise InvalidInput(f"stats must be an IngestStats or None, not {type(stats).__name__}")
     if not conversation.scopes:
         raise InvalidInput(f"conversation {conversation.conversation_id!r} names no scope")

@@ -16,7 +16,7 @@ from typing import Any
 
 from ..errors import InvalidInput
 from ..text.dates import format_time, parse_time
-from .conversation import ConversationIn, SessionIn, TurnIn
+from .conversation import ConversationIn, SessionIn, TurnIn, check_conversation
 
 FORMATS = ("locomo", "beam", "longmemeval", "jsonl")
 
@@ -41,6 +41,8 @@ def load(path: str | Path, fmt: str, scope: str | None = None) -> list[Conversat
         raise InvalidInput(f"cannot read {source} ({reason}); give a readable {fmt} file") from None
     if scope is not None:
         conversations = [ConversationIn(c.conversation_id, [scope], c.sessions) for c in conversations]
+    for conversation in conversations:  # the whole file is checked before any of it is written
+        check_conversation(conversation)
     return conversations
 
 

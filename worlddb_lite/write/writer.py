@@ -219,7 +219,8 @@ class Writer:
             # Ask the supersedes handler first, so a refusal writes nothing (not even the new node).
             view = EndView(-1, "(new version)", old.type, valid or txn.now, None, None, False)
             txn.check_edge("supersedes", view, old_nid)
-            assert old.parent is not None  # the root world has no versions
+            if old.parent is None:
+                raise InvalidInput("the root world has no versions; amend a memory inside it")
             nid, created = txn.add_node(
                 type_=old.type,
                 parent=old.parent,

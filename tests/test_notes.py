@@ -1,0 +1,74 @@
+"""write/notes.py: a note written with an extractor goes through the same System 2 as a conversation's turn."""
+
+from __future__ import annotations
+
+import pytest
+
+from worlddb_lite import InvalidInput, RuleExtractor, WorldDB
+
+from .conftest import table_digest
+
+
+def _facts(db: WorldDB, scope: str, *, include_superseded: bool = False) -> list[str]:
+    nodes = db.nodes(world=db.scope(scope), type="Fact", include_superseded=include_superseded)
+    return sorted(n.content or "" for n in nodes)
+
+
+def test_a_later_note_supersedes_the_fact_of_an_earlier_one(db: WorldDB) -> None:
+    db.write("I live in Lisbon", scope="ana", valid_at="2023-03-01", extractor=RuleExtractor())
+    db.write("I moved to Porto", scope="ana", valid_at="2024-05-01", extractor=RuleExtractor())
+    assert _facts(db, "ana") == ["ana lives in: Porto"]  # the note speaks for the scope's person
+    assert _facts(db, "ana", include_superseded=True) == ["ana lives in: Lisbon", "ana lives in: Porto"]
+    old = db.nodes(world=db.scope("ana"), type="Fact", include_superseded=True)
+    lisbon = next(n for n in old if "Lisbon" in (n.content or ""))
+    assert lisbon.superseded_by and lisbon.invalid_at == "2024-05-01T00:00:00.000000Z"
+    assert db.verify().ok
+
+
+def test_a_named_speaker_speaks_instead_of_the_scope(db: WorldDB) -> None:
+    db.write("I live in Lisbon", scope="family", speaker="Sam", extractor=RuleExtractor())
+    assert _facts(db, "family") == ["Sam lives in: Lisbon"]
+
+
+def test_deferred_queues_the_same_work_for_consolidate(db: WorldDB, tmp_path) -> None:
+    other = WorldDB(str(tmp_path / "inline.db"), embedder=db._embedder, clock=db._clock)
+    try:
+        for store, deferred in ((db, True), (other, False)):
+            store.write(
+                "I live in Lisbon", scope="ana", valid_at="2023-03-01", extractor=RuleExtractor(), deferred=deferred
+            )
+            store.write(
+                "I moved to Porto", scope="ana", valid_at="2024-05-01", extractor=RuleExtractor(), deferred=deferred
+            )
+        assert db.queued() == 2 and _facts(db, "ana") == []
+        assert db.consolidate(RuleExtractor()) == 2 and db.queued() == 0
+        assert _facts(db, "ana") == _facts(other, "ana") == ["ana lives in: Porto"]
+    finally:
+        other.close()
+
+
+def test_without_an_extractor_a_note_is_stored_alone(db: WorldDB) -> None:
+    db.write("I live in Lisbon", scope="ana")
+    assert _facts(db, "ana") == [] and db.nodes(type="Entity") == []
+
+
+def test_only_notes_in_a_scope_are_read(db: WorldDB) -> None:
+    db.write("I live in Lisbon", scope="ana", type="Observation", extractor=RuleExtractor())
+    world = db.world("trip", parent=db.scope("ana"))
+    db.write("I live in Porto", world=world, extractor=RuleExtractor())
+    assert db.nodes(type="Fact") == [] and db.nodes(type="Entity") == []
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"extractor": "rules"}, "extractor must have extract"),
+        ({"extractor": RuleExtractor(), "deferred": "yes"}, "deferred must be True or False"),
+        ({"extractor": RuleExtractor(), "speaker": 3}, "speaker must be text"),
+    ],
+)
+def test_bad_options_write_nothing(db: WorldDB, options: dict[str, object], message: str) -> None:
+    before = table_digest(db)
+    with pytest.raises(InvalidInput, match=message):
+        db.write("I live in Lisbon", scope="ana", **options)  # type: ignore[arg-type]
+    assert table_digest(db) == before
