@@ -433,6 +433,16 @@ CALLS: dict[str, st.SearchStrategy[Call]] = {
         "consolidate", st.one_of(st.just(RuleExtractor()), anything), limit=numbers, recluster=anything
     ),
     "queued": call("queued"),
+    "add_turn": call(
+        "add_turn",
+        maybe(names),
+        scope=scopes,
+        session=strings,
+        speaker=strings,
+        at=times,
+        extractor=st.one_of(st.none(), st.just(RuleExtractor()), anything),
+        deferred=anything,
+    ),
     "world": call("world", names, parent=ids(), type=names),
     "scope": call("scope", names),
     "read": call("read", ids(), as_of=times, known_as_of=times),

@@ -99,6 +99,30 @@ def cmd_write(args: argparse.Namespace) -> Any:
 
 
 @command(
+    "add-turn",
+    "append one turn of a conversation as it is said (text, or - to read it from stdin); prints its id",
+    _with(
+        lambda p: p.add_argument("text", help="what was said, verbatim; - reads it from standard input"),
+        lambda p: p.add_argument(
+            "--scope", default="default", help="scope world of the conversation (default: default)"
+        ),
+        lambda p: p.add_argument(
+            "--session", help="session to append to (default: the scope's latest, or a new one after 30 minutes)"
+        ),
+        lambda p: p.add_argument("--speaker", help="who said it"),
+        lambda p: p.add_argument("--at", help="when it was said (ISO-8601; default: now)"),
+        lambda p: p.add_argument("--deferred", action="store_true", help="queue its extraction for `consolidate`"),
+    ),
+)
+def cmd_add_turn(args: argparse.Namespace) -> Any:
+    text = sys.stdin.read().removesuffix("\n").removesuffix("\r") if args.text == "-" else args.text  # echo's newline
+    with _open(args, create=True) as db:
+        return db.add_turn(
+            text, scope=args.scope, session=args.session, speaker=args.speaker, at=args.at, deferred=args.deferred
+        )
+
+
+@command(
     "read",
     "print one node (any version)",
     _with(

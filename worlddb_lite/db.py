@@ -49,7 +49,7 @@ from .types import (
     VerifyReport,
     Violation,
 )
-from .write import identity, queue
+from .write import identity, live, queue
 from .write.conversation import (
     DEFAULT_EXTRACTOR,
     DEFAULT_WINDOW,
@@ -362,6 +362,37 @@ class WorldDB:
             word_window=word_window,
             word_after=word_after,
             stats=stats,
+        )
+
+    def add_turn(
+        self,
+        text: str,
+        *,
+        scope: str = DEFAULT_SCOPE,
+        session: str | None = None,
+        speaker: str | None = None,
+        at: TimeLike | None = None,
+        extractor: Extractor | None = DEFAULT_EXTRACTOR,
+        deferred: bool = False,
+    ) -> str:
+        """Append one turn as it is said; its id. One transaction.
+
+        It joins ``session`` of ``scope``, or the scope's latest session if its last turn is at most
+        30 minutes older (``write.live.SESSION_GAP``), or a new session named by the turn's time.
+        ``at`` is when it was said (default: now); turns of a session come in the order said. The
+        turn is indexed with the turns around it as ``ingest`` indexes a whole conversation named after
+        its scope, so the same turns appended live or ingested whole give the same nodes and index
+        rows. System 2 runs on it as in ``ingest`` (``extractor``, ``deferred``).
+        """
+        return live.add_turn(
+            self._writer,
+            text,
+            scope=scope,
+            session=session,
+            speaker=speaker,
+            at=at,
+            extractor=extractor,
+            deferred=deferred,
         )
 
     def consolidate(

@@ -36,6 +36,20 @@ class MemoryTools:
         """Store a memory verbatim in a scope (one per person or project); returns its id."""
         return {"id": self.db.write(text, scope=scope, valid_at=valid_at)}
 
+    def add_turn(
+        self,
+        text: str,
+        scope: str = DEFAULT_SCOPE,
+        speaker: str | None = None,
+        session: str | None = None,
+        at: str | None = None,
+    ) -> dict[str, str]:
+        """Append one turn of the conversation as it is said (who said it, when); returns its id.
+
+        Turns of one sitting share a session: the scope's latest unless 30 minutes passed, or ``session``.
+        """
+        return {"id": self.db.add_turn(text, scope=scope, speaker=speaker, session=session, at=at)}
+
     def recall(
         self,
         query: str,
@@ -100,7 +114,19 @@ class MemoryTools:
         return {"ok": report.ok, "checked": dict(report.checked), "violations": plain(report.violations)}
 
 
-TOOL_NAMES = ("remember", "recall", "context", "read", "history", "amend", "retire", "purge", "stats", "verify")
+TOOL_NAMES = (
+    "remember",
+    "add_turn",
+    "recall",
+    "context",
+    "read",
+    "history",
+    "amend",
+    "retire",
+    "purge",
+    "stats",
+    "verify",
+)
 
 
 def _sdk() -> tuple[type, type[Exception]]:

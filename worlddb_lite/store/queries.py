@@ -494,3 +494,34 @@ def proposal_partners(conn: apsw.Connection, members: set[int]) -> set[int]:
         (listed,),
     )
     return {as_int(n) for row in rows for n in row}
+
+
+def session_turns(conn: apsw.Connection, world: int, last: int) -> list[tuple[int, str | None, str | None, str]]:
+    """(nid, content, speaker, valid_at) of a session's ``last`` turns, in the order said; content None: purged.
+
+    A new version written by ``amend`` is left out: it was never said in the session.
+    """
+    rows = conn.execute(
+        "select n.nid, json_extract(n.body, '$.content'), json_extract(n.body, '$.props.speaker'), st.valid_at "
+        "from node as n join node_state as st on st.nid = n.nid where n.parent = ? and n.type = 'Turn' "
+        "and not exists (select 1 from edge as e where e.type = 'supersedes' and e.src = n.nid) "
+        "order by n.slot desc limit ?",
+        (world, last),
+    ).fetchall()
+    return [(as_int(nid), as_text(content), as_text(who), str(at)) for nid, content, who, at in reversed(rows)]
+
+
+def latest_session(conn: apsw.Connection, scope: int) -> tuple[str, str] | None:
+    """(name, valid time of its last turn) of the scope's session whose last turn is the latest; None: none yet."""
+    row = conn.execute(
+        "select json_extract(s.body, '$.name'), max(st.valid_at) from node as s "
+        "join node as t on t.parent = s.nid and t.type = 'Turn' join node_state as st on st.nid = t.nid "
+        "where s.parent = ? and s.type = 'Session' group by s.nid order by 2 desc, s.nid desc limit 1",
+        (scope,),
+    ).fetchone()
+    return None if row is None else (str(row[0]), str(row[1]))
+
+
+def set_word_context(conn: apsw.Connection, rows: Sequence[tuple[str, int]]) -> None:
+    """Rewrite the words-only context column of full-text rows: (context, nid) pairs."""
+    conn.executemany("update node_fts set context = ? where rowid = ?", rows)

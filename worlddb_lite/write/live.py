@@ -1,0 +1,132 @@
+"""Live turns: a conversation appended one turn at a time, indexed as if it had been ingested whole.
+
+A turn joins a session of its scope: the one named, else the scope's latest session if its last
+turn is at most ``SESSION_GAP`` older, else a new session named by the turn's time. The session
+is the Session world ``"<scope> / <session>"``, as ``ingest`` names a conversation's sessions when
+the conversation is named after its scope, and the turn carries the same props; so the same turns,
+appended live or ingested whole, are the same nodes. The new turn is indexed with the turns before
+it (``conversation``'s windows), and the turns before it that take the words of the turns after
+them have their words-only context rewritten; a purged turn is a wall no words cross, as in ingest.
+Then System 2 runs on the turn, as ingest runs it (or it is queued). The gate and the bridge are
+ingest's alone.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from .. import checks
+from ..errors import InvalidInput
+from ..store import queries
+from ..store.connection import translate
+from ..text.dates import TimeLike, parse_time
+from ..text.extract import Extractor
+from ..text.windows import window as windowed
+from ..text.windows import words_around
+from ..types import is_assistant
+from .conversation import DEFAULT_WINDOW, DEFAULT_WORD_AFTER, DEFAULT_WORD_WINDOW, TurnIn, check_turn
+from .facts import understand
+from .queue import enqueue
+from .writer import Writer
+
+# the earlier turns a new turn's windows can touch: the turns after which it falls, and their windows back
+REACH = DEFAULT_WORD_WINDOW + DEFAULT_WORD_AFTER
+SESSION_GAP = dt.timedelta(minutes=30)  # a pause longer than this starts a new session (a sitting, as chat apps count)
+
+
+def add_turn(
+    writer: Writer,
+    text: str,
+    *,
+    scope: str,
+    session: str | None = None,
+    speaker: str | None = None,
+    at: TimeLike | None = None,
+    extractor: Extractor | None,
+    deferred: bool = False,
+    gap: dt.timedelta = SESSION_GAP,
+) -> str:
+    """Append one turn to a session of ``scope`` (see the module); its id."""
+    home_name = checks.required_text(scope, "scope")
+    said_by = checks.text(speaker, "speaker", required=False)
+    named = checks.text(session, "session", required=False)
+    if named is not None and not named.strip():
+        raise InvalidInput("session is blank; name it, or leave it out to continue the scope's latest session")
+    if extractor is not None and not isinstance(extractor, Extractor):
+        raise InvalidInput(
+            f"extractor must have extract(text, speaker=..., said_at=...), not {type(extractor).__name__}"
+        )
+    if deferred not in (True, False):
+        raise InvalidInput(f"deferred must be True or False, got {deferred!r}")
+    check_turn(TurnIn(text, said_by), f"a turn in scope {home_name!r}")
+    now = writer.clock()
+    when = parse_time(at, field="at") if at is not None else now
+    if when > now:
+        raise InvalidInput(f"the turn is dated {when}, after now ({now}); a memory cannot be from the future")
+    with writer.transaction():
+        home = writer.world(home_name, type="Scope")
+        with translate():
+            name = named or _current_session(writer, home, home_name, when, gap)
+        world = writer.world(f"{home_name} / {name}", parent=home, type="Session")
+        with translate():  # the windows of the new turn and of the turns it is "after" for reach no further back
+            turns = queries.session_turns(writer.conn, writer.store.resolve(world), REACH)
+        if turns and when < turns[-1][3]:
+            raise InvalidInput(
+                f"the turn is dated {when}, before the last turn of session {name!r} ({turns[-1][3]}); "
+                "turns are appended in the order they were said"
+            )
+        run = turns[max((i + 1 for i, turn in enumerate(turns) if turn[1] is None), default=0) :]
+        texts = [content or "" for _, content, _, _ in run] + [text]
+        speakers = [who for _, _, who, _ in run] + [said_by]
+        before = windowed(texts, speakers=speakers, turns=DEFAULT_WINDOW)
+        words = words_around(
+            texts, speakers=speakers, before=DEFAULT_WORD_WINDOW, skip=DEFAULT_WINDOW, after=DEFAULT_WORD_AFTER
+        )
+        props = {"speaker": said_by, "session": name, "conversation": home_name}
+        (turn,) = writer.write_many(
+            [
+                {
+                    "text": text,
+                    "world": world,
+                    "type": "Turn",
+                    "name": said_by,
+                    "valid_at": when,
+                    "props": {k: v for k, v in props.items() if v is not None},
+                    "index_context": before[-1] or None,
+                    "word_context": words[-1] or None,
+                }
+            ]
+        )
+        # the turns before it now have this one among the turns after them
+        writer.settle()  # their full-text rows exist, even if they were written in this transaction
+        earlier = range(max(0, len(run) - DEFAULT_WORD_AFTER), len(run))
+        with translate():
+            queries.set_word_context(writer.conn, [(words[i] or None, run[i][0]) for i in earlier])  # type: ignore[misc]
+        if is_assistant(said_by) or (extractor is None and not deferred):
+            return turn
+        if deferred:
+            enqueue(writer, turn, home, when, home_name, said_by)
+        else:
+            assert extractor is not None
+            understand(
+                writer, extractor, text, source=turn, scope=home, said_at=when, said_in=home_name, speaker=said_by
+            )
+        return turn
+
+
+def _current_session(writer: Writer, home: str, scope: str, when: str, gap: dt.timedelta) -> str:
+    """The scope's latest session if its last turn is at most ``gap`` before ``when``; else a new one's name."""
+    latest = queries.latest_session(writer.conn, writer.store.resolve(home))
+    if latest is not None:
+        world_name, last = latest
+        prefix = scope + " / "
+        if world_name.startswith(prefix) and last <= when and _seconds(last, when) <= gap.total_seconds():
+            return world_name[len(prefix) :]
+    return when
+
+
+def _seconds(earlier: str, later: str) -> float:
+    """Seconds between two canonical times."""
+    start = dt.datetime.fromisoformat(earlier.replace("Z", "+00:00"))
+    end = dt.datetime.fromisoformat(later.replace("Z", "+00:00"))
+    return (end - start).total_seconds()
