@@ -2,10 +2,11 @@
 
     python bench/recall.py --dataset locomo|beam|longmemeval [PATH] [--systems worlddb,bm25,dense,rrf]
         [--depth 50] [--limit-conversations N] [--limit-questions N] [--json OUT]
-        [--rerank none,bi-encoder,bi-encoder-rrf] [--rerank-depth 20,30,50] [--rerank-cache 4096]
+        [--rerank none,bi-encoder,bi-encoder-rrf] [--rerank-depth 20,30,50] [--rerank-cache 4096] [--live]
 
 Every conversation goes into a fresh store (its own temp dir, deleted after) through
-``load`` + ``conversation.ingest``, and every question is asked with ``WorldDB.recall``; the
+``load`` + ``WorldDB.ingest`` (``--live``: every turn through ``WorldDB.add_turn``, as an assistant
+appends them), and every question is asked with ``WorldDB.recall``; the
 baselines index the same conversation's documents in memory (each conversation its own
 corpus): BM25 over SQLite FTS5 (unicode61, ``bm25()``, the question as an OR of its quoted
 tokens), dense cosine with the bundled ``StaticEmbedder``, and RRF (k = 60) of those two.
@@ -394,9 +395,25 @@ class WorldDBSystem:
         self.scope = case.conversation.scopes[0]
         self.known = {t for t, _ in case.docs}
 
+    live = False  # --live: every turn appended through add_turn instead of one ingest
+
     def index(self, case: Case) -> None:
         assert self.db is not None
-        self.written = self.db.ingest(case.conversation)
+        if not self.live:
+            self.written = self.db.ingest(case.conversation)
+            return
+        self.written = [
+            self.db.add_turn(
+                turn.text,
+                scope=self.scope,
+                session=str(session.session_id),
+                speaker=turn.speaker,
+                at=turn.at or session.date,
+                props={**turn.props, "turn_id": turn.turn_id},
+            )
+            for session in case.conversation.sessions
+            for turn in session.turns
+        ]
 
     def indexed_example(self) -> dict[str, Any]:
         """What the store holds for one Turn (name and content are what its lanes index): one with an image
@@ -654,6 +671,7 @@ def run(
             "rrf_k": rm.RRF_K,
             "limit_conversations": limit_conversations,
             "limit_questions_per_conversation": limit_questions,
+            "worlddb_live": WorldDBSystem.live,
             "embedder": embedder.model_id,
             "dense_model_load_s": round(model_load_s, 3),
         },
@@ -826,8 +844,12 @@ def main() -> None:
         help="one bi-encoder (and cache) for every variant: each passage is embedded once per run; "
         "the variants' rerank timings are then not comparable",
     )
+    parser.add_argument(
+        "--live", action="store_true", help="worlddb appends every turn through add_turn instead of one ingest"
+    )
     parser.add_argument("--json", help="also write the result to this file")
     args = parser.parse_args()
+    WorldDBSystem.live = args.live
     systems = list(dict.fromkeys(iter_systems(args.systems)))
     if not systems:
         raise SystemExit("--systems names no system")

@@ -372,6 +372,7 @@ class WorldDB:
         session: str | None = None,
         speaker: str | None = None,
         at: TimeLike | None = None,
+        props: Mapping[str, Any] | None = None,
         extractor: Extractor | None = DEFAULT_EXTRACTOR,
         deferred: bool = False,
     ) -> str:
@@ -382,7 +383,8 @@ class WorldDB:
         ``at`` is when it was said (default: now); turns of a session come in the order said. The
         turn is indexed with the turns around it as ``ingest`` indexes a whole conversation named after
         its scope, so the same turns appended live or ingested whole give the same nodes and index
-        rows. System 2 runs on it as in ``ingest`` (``extractor``, ``deferred``).
+        rows. ``props`` are the turn's own (a dataset's ``turn_id``, say). System 2 runs on it as in
+        ``ingest`` (``extractor``, ``deferred``).
         """
         return live.add_turn(
             self._writer,
@@ -391,6 +393,7 @@ class WorldDB:
             session=session,
             speaker=speaker,
             at=at,
+            props=props,
             extractor=extractor,
             deferred=deferred,
         )

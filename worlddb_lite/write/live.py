@@ -3,7 +3,8 @@
 A turn joins a session of its scope: the one named, else the scope's latest session if its last
 turn is at most ``SESSION_GAP`` older, else a new session named by the turn's time. The session
 is the Session world ``"<scope> / <session>"``, as ``ingest`` names a conversation's sessions when
-the conversation is named after its scope, and the turn carries the same props; so the same turns,
+the conversation is named after its scope, and the turn carries the same props (its own ``props``,
+a dataset's ``turn_id`` among them, then speaker, session and conversation); so the same turns,
 appended live or ingested whole, are the same nodes. The new turn is indexed with the turns before
 it (``conversation``'s windows), and the turns before it that take the words of the turns after
 them have their words-only context rewritten; a purged turn is a wall no words cross, as in ingest.
@@ -14,6 +15,8 @@ ingest's alone.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Mapping
+from typing import Any
 
 from .. import checks
 from ..errors import InvalidInput
@@ -42,6 +45,7 @@ def add_turn(
     session: str | None = None,
     speaker: str | None = None,
     at: TimeLike | None = None,
+    props: Mapping[str, Any] | None = None,
     extractor: Extractor | None,
     deferred: bool = False,
     gap: dt.timedelta = SESSION_GAP,
@@ -82,7 +86,7 @@ def add_turn(
         words = words_around(
             texts, speakers=speakers, before=DEFAULT_WORD_WINDOW, skip=DEFAULT_WINDOW, after=DEFAULT_WORD_AFTER
         )
-        props = {"speaker": said_by, "session": name, "conversation": home_name}
+        own = {**(checks.props(props) or {}), "speaker": said_by, "session": name, "conversation": home_name}
         (turn,) = writer.write_many(
             [
                 {
@@ -91,7 +95,7 @@ def add_turn(
                     "type": "Turn",
                     "name": said_by,
                     "valid_at": when,
-                    "props": {k: v for k, v in props.items() if v is not None},
+                    "props": {k: v for k, v in own.items() if v is not None},
                     "index_context": before[-1] or None,
                     "word_context": words[-1] or None,
                 }
