@@ -411,3 +411,52 @@ def test_recall_bench_cross_encoder_variants_smoke(tmp_path):
     ):
         bad = subprocess.run([*base, *extra], capture_output=True, text=True, timeout=300)
         assert bad.returncode != 0 and said in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_assistant_bench_smoke(tmp_path):
+    """bench/assistant.py on a LoCoMo file of its own: notes alone and notes among live turns, with the baselines."""
+    sample = {
+        "sample_id": "conv-x",
+        "conversation": {
+            "speaker_a": "Ana",
+            "speaker_b": "Ben",
+            "session_1_date_time": "1:56 pm on 8 May, 2023",
+            "session_1": [
+                {"speaker": "Ana", "dia_id": "D1:1", "text": "I adopted a puppy called Rex"},
+                {"speaker": "Ben", "dia_id": "D1:2", "text": "Lovely! What breed is Rex?"},
+                {"speaker": "Ana", "dia_id": "D1:3", "text": "A beagle, he loves the beach"},
+            ],
+            "session_2_date_time": "10:04 am on 12 June, 2023",
+            "session_2": [{"speaker": "Ana", "dia_id": "D2:1", "text": "Rex learned to sit at the pottery class"}],
+        },
+        "observation": {
+            "session_1_observation": {
+                "Ana": [["Ana adopted a puppy named Rex.", "D1:1"], ["Rex is a beagle who loves the beach.", "D1:3"]]
+            },
+            "session_2_observation": {"Ana": [["Rex learned to sit.", "D2:1"]]},
+        },
+        "qa": [
+            {"question": "What breed is Ana's dog?", "answer": "beagle", "evidence": ["D1:3"], "category": 4},
+            {"question": "What did Rex learn?", "answer": "to sit", "evidence": ["D2:1"], "category": 4},
+        ],
+    }
+    path = tmp_path / "locomo.json"
+    path.write_text(json.dumps([sample]))
+    out = tmp_path / "assistant.json"
+    done = subprocess.run(
+        [sys.executable, str(BENCH / "assistant.py"), str(path), "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(out.read_text())
+    assert result["questions"] == 2 and result["ceiling_notes_cite_gold"] == 1.0
+    assert set(result["systems"]) == {"notes/worlddb", "notes/bm25", "notes/dense", "notes/rrf", "mixed/worlddb"}
+    assert all(0 <= s["recall@10"] <= 1 and s["n"] == 2 for s in result["systems"].values())
+    assert result["systems"]["notes/worlddb"]["recall@10"] == 1.0  # two questions, three notes: all found
+    assert 0 <= result["mixed_note_in_top10_when_a_note_cites_gold"] <= 1
+    bad = subprocess.run(
+        [sys.executable, str(BENCH / "assistant.py"), str(path), "--modes", "turns"], capture_output=True, text=True
+    )
+    assert bad.returncode != 0 and "--modes takes" in bad.stderr
