@@ -1,6 +1,6 @@
 """The assistant's own path, measured: notes written one by one, and a conversation appended live beside them.
 
-    python bench/assistant.py [PATH] [--modes notes,mixed] [--limit-conversations N] [--json OUT]
+    python bench/assistant.py [PATH] [--modes notes,mixed] [--understood] [--limit-conversations N] [--json OUT]
 
 LoCoMo (``PATH`` defaults to ``../shared/data/locomo/locomo10.json``), questions of categories 1-4
 with real evidence, as ``bench/recall.py`` selects them; each conversation in a fresh store.
@@ -13,6 +13,9 @@ with real evidence, as ``bench/recall.py`` selects them; each conversation in a 
 * ``mixed``: every turn appended through ``WorldDB.add_turn``, and the notes written through
   ``write`` at their session's date, in one scope. Turns count by their id, notes by the turn they
   cite. Also: of the questions whose evidence some note cites, the share with such a note in the top 10.
+
+A note is written as said of the person the observation is about (``speaker``); ``--understood``
+writes it with the rule extractor, so System 2 links it to the entities it names.
 
 Metrics: recall@1/5/10/20 (share of gold ids in the first k, ``recall_metrics.recall_at_k``).
 Progress goes to stderr, the JSON to stdout (and ``--json``).
@@ -34,32 +37,32 @@ import recall_metrics as rm  # noqa: E402
 from common import emit, environment, progress  # noqa: E402
 from recall import DEFAULT_PATHS, Bm25, Case, Dense, first_known, prepare_locomo, source_digest, turn_ids  # noqa: E402
 
-from worlddb_lite import StaticEmbedder, WorldDB  # noqa: E402
+from worlddb_lite import RuleExtractor, StaticEmbedder, WorldDB  # noqa: E402
 
 KS = (1, 5, 10, 20)
 DEPTH = 50
 MODES = ("notes", "mixed")
 
 
-def notes_of(sample: dict[str, Any], dates: dict[str, str]) -> list[tuple[str, str, str]]:
-    """(note text, the dia_id it cites, its session's date) for every observation of a LoCoMo sample.
+def notes_of(sample: dict[str, Any], dates: dict[str, str]) -> list[tuple[str, str, str, str]]:
+    """(note text, the dia_id it cites, its session's date, whom it is about) for every observation of a sample.
 
     ``dates``: session id -> the session's date as the loader read it.
     """
     out = []
     for key, by_speaker in (sample.get("observation") or {}).items():
         date = dates[key.removeprefix("session_").removesuffix("_observation")]
-        for entries in by_speaker.values():
+        for person, entries in by_speaker.items():
             for entry in entries:
                 text, cited = entry[0], entry[1]
                 for dia_id in cited if isinstance(cited, list) else [cited]:
-                    out.append((str(text), rm.normalise_dia_id(str(dia_id)), str(date)))
+                    out.append((str(text), rm.normalise_dia_id(str(dia_id)), str(date), str(person)))
     return out
 
 
-def note_case(case: Case, notes: Sequence[tuple[str, str, str]]) -> Case:
+def note_case(case: Case, notes: Sequence[tuple[str, str, str, str]]) -> Case:
     """The case with the notes as the baselines' corpus (each note's id: the dia_id it cites)."""
-    return Case(case.conversation, [(cited, text) for text, cited, _ in notes], case.session_of, case.questions)
+    return Case(case.conversation, [(cited, text) for text, cited, _, _ in notes], case.session_of, case.questions)
 
 
 def ranking(hits: Sequence[Any], depth: int) -> list[str]:
@@ -76,17 +79,18 @@ def score(ranked: Sequence[str], gold: Sequence[str]) -> dict[str, float]:
     return {f"recall@{k}": rm.recall_at_k(ranked, gold, k) for k in KS}
 
 
-def write_notes(db: WorldDB, scope: str, notes: Sequence[tuple[str, str, str]]) -> list[float]:
-    """Each note through ``write`` on its own; the seconds each took."""
+def write_notes(db: WorldDB, scope: str, notes: Sequence[tuple[str, str, str, str]], understood: bool) -> list[float]:
+    """Each note through ``write`` on its own (``understood``: with the rule extractor); the seconds each took."""
     took = []
-    for text, cited, date in notes:
+    for text, cited, date, person in notes:
         started = time.perf_counter()
-        db.write(text, scope=scope, valid_at=date, props={"cites": cited})
+        extractor = RuleExtractor() if understood else None
+        db.write(text, scope=scope, valid_at=date, props={"cites": cited}, extractor=extractor, speaker=person)
         took.append(time.perf_counter() - started)
     return took
 
 
-def run(path: Path, modes: Sequence[str], limit: int | None) -> dict[str, Any]:
+def run(path: Path, modes: Sequence[str], limit: int | None, understood: bool = False) -> dict[str, Any]:
     raw = {str(s["sample_id"]): s for s in json.loads(path.read_text("utf-8"))}
     cases = prepare_locomo(path).cases[:limit]
     embedder = StaticEmbedder()
@@ -98,7 +102,7 @@ def run(path: Path, modes: Sequence[str], limit: int | None) -> dict[str, Any]:
         scope = conversation.scopes[0]
         dates = {str(session.session_id): str(session.date) for session in conversation.sessions}
         notes = notes_of(raw[conversation.conversation_id], dates)
-        cited = {c for _, c, _ in notes}
+        cited = {c for _, c, _, _ in notes}
         progress(
             f"[{n}/{len(cases)}] {conversation.conversation_id}: {len(notes)} notes, {len(case.questions)} questions"
         )
@@ -110,7 +114,7 @@ def run(path: Path, modes: Sequence[str], limit: int | None) -> dict[str, Any]:
             dense.index(flat)
             with tempfile.TemporaryDirectory(prefix="assistant-bench-") as folder:
                 with WorldDB(str(Path(folder) / "notes.db")) as db:
-                    write_notes(db, scope, notes)
+                    write_notes(db, scope, notes, understood)
                     for q in case.questions:
                         # several notes may cite one turn: each ranking counts a turn once, at its best note
                         b = first_known(bm25.query(q.text, DEPTH * 4), None, DEPTH)
@@ -137,7 +141,7 @@ def run(path: Path, modes: Sequence[str], limit: int | None) -> dict[str, Any]:
                                 at=turn.at or session.date,
                                 props={**turn.props, "turn_id": turn.turn_id},
                             )
-                    write_notes(db, scope, notes)
+                    write_notes(db, scope, notes, understood)
                     for q in case.questions:
                         hits = db.recall(q.text, scope=scope, k=DEPTH).hits
                         rows.setdefault("mixed/worlddb", []).append(score(ranking(hits, DEPTH), q.gold))
@@ -148,7 +152,7 @@ def run(path: Path, modes: Sequence[str], limit: int | None) -> dict[str, Any]:
         "dataset": "locomo",
         "path": str(path),
         "code": {"worlddb_lite_sha256_16": source_digest(), "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z")},
-        "params": {"modes": list(modes), "limit_conversations": limit, "depth": DEPTH},
+        "params": {"modes": list(modes), "limit_conversations": limit, "depth": DEPTH, "notes_understood": understood},
         "questions": len(ceiling),
         "ceiling_notes_cite_gold": round(sum(ceiling) / len(ceiling), 4) if ceiling else None,
         "systems": {name: rm.summarise(r) for name, r in rows.items()},
@@ -164,6 +168,9 @@ def main() -> None:
     parser.add_argument("path", nargs="?", help="the LoCoMo file (default: ../shared/data/locomo/locomo10.json)")
     parser.add_argument("--modes", default=",".join(MODES), help="comma-separated, from " + ", ".join(MODES))
     parser.add_argument("--limit-conversations", type=int, help="the first N conversations only")
+    parser.add_argument(
+        "--understood", action="store_true", help="write each note with the rule extractor (System 2 on it)"
+    )
     parser.add_argument("--json", help="also write the result to this file")
     args = parser.parse_args()
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
@@ -172,7 +179,7 @@ def main() -> None:
     path = Path(args.path) if args.path else DEFAULT_PATHS["locomo"]
     if not path.is_file():
         raise SystemExit(f"{path} does not exist; give the LoCoMo file")
-    emit(run(path, modes, args.limit_conversations), args.json)
+    emit(run(path, modes, args.limit_conversations, args.understood), args.json)
 
 
 if __name__ == "__main__":

@@ -452,7 +452,7 @@ def test_an_unnamed_change_does_not_climb_above_a_later_change_or_an_unrelated_t
     found = db.recall("How many hours of overtime have I tracked most recently?", scope="ana", k=4)
     order = _turn_ids(found)
     assert order.index("D1:3") < order.index("D1:2") < order.index("D1:1")  # newest change first, the old value last
-    standup = [h for h in found.hits if h.node.props["turn_id"] == "D1:4"]
+    standup = [h for h in found.hits if h.node.props.get("turn_id") == "D1:4"]
     assert all(r.lane != "changed" for h in standup for r in h.why)  # shares no asked word: moves nothing
 
 
@@ -882,3 +882,18 @@ def test_a_contraction_the_question_shares_is_no_reason_to_move_a_change_up(db: 
     found = db.recall("I'm stuck on the login bug in auth.py", scope="ana", k=2)
     assert "login bug" in (found.hits[0].node.content or "")
     assert not any(r.lane == "changed" for h in found.hits for r in h.why)
+
+
+def test_a_note_scores_also_by_the_best_note_or_fact_of_its_world(db: WorldDB) -> None:
+    """As a turn by its session's best: a note is read among its scope's notes and facts, so turns do not bury it."""
+    from worlddb_lite.retrieval.recall import session_prior
+
+    note = db._store.resolve(db.write("The spare key is under the blue flowerpot", scope="ana"))
+    other = db._store.resolve(db.write("The wifi password is on the fridge", scope="ana"))
+    (turn,) = db.ingest(_dialogue("ana", "2024-01-01", [("ana", "Where did I leave my keys again?")]))
+    turn_nid = db._store.resolve(turn)
+    view = db._reader.view(None, None, False, world=db._reader.scope_id("ana"))
+    ranked = [(turn_nid, 0.05), (note, 0.04), (other, 0.01)]
+    prior = dict(session_prior(view, ranked, 1.0))
+    assert prior[turn_nid] == pytest.approx(0.05 + 0.05)  # its session's best: itself
+    assert prior[note] == pytest.approx(0.04 + 0.04) and prior[other] == pytest.approx(0.01 + 0.04)

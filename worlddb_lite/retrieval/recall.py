@@ -34,6 +34,7 @@ LANE_DEPTH = 200
 RERANK_DEPTH = 30  # how many fused candidates a reranker re-scores
 HEAD_DEPTH = 50  # the fused head that speakers weigh and updates re-order (deeper moves never reach a k of 10)
 SOURCE_EDGES = {"Fact": "refers_to", "Summary": "derived_from", "Memory": "refers_to"}
+SIBLING_KINDS = frozenset({"Memory", "Fact"})  # read among their world's notes and facts, as a turn among its session
 SESSION_WEIGHT = 1.0  # a turn also scores this times the best fused score of a turn of its session (bench/recall.py)
 ASSISTANT_SHARE = 0.6  # an assistant's turn keeps this share of its fused score (see speaker_prior)
 NAMED_SPEAKER_WEIGHT = 0.125  # a turn said by someone the query names gains this x the best fused score
@@ -141,6 +142,9 @@ def order(
 def session_prior(view: ReadView, ranked: list[tuple[int, float]], weight: float) -> list[tuple[int, float]]:
     """Add to each fused turn ``weight`` x the best fused score among the turns of its Session, and re-sort.
 
+    A note or fact (``SIBLING_KINDS``) gains the same from the notes and facts of its own world: the
+    prior reads every memory in its world, so a session's turns no longer bury a note that leads the lanes.
+
     A turn is read in its conversation: the session where the best evidence lies is the likeliest
     home of the rest of it (session recall ran ahead of turn recall). The session's best turn
     counts, not a sum, which would favour long sessions. Only turns already fused are moved: no
@@ -150,14 +154,14 @@ def session_prior(view: ReadView, ranked: list[tuple[int, float]], weight: float
     if weight == 0 or not ranked:
         return ranked
     nids = [nid for nid, _ in ranked]
-    turns = {
-        nid: parent
-        for nid, (kind, parent) in zip(nids, view.kinds(nids), strict=True)
-        if kind == "Turn" and parent is not None
-    }
+    kinds = dict(zip(nids, view.kinds(nids), strict=True))
+    turns = {nid: parent for nid, (kind, parent) in kinds.items() if kind == "Turn" and parent is not None}
     parents = sorted(set(turns.values()))
     sessions = {p for p, (kind, _) in zip(parents, view.kinds(parents), strict=True) if kind == "Session"}
     session_of = {nid: parent for nid, parent in turns.items() if parent in sessions}  # turn -> where it was said
+    session_of.update(  # (a world's notes and facts as one group, apart from any session's turns)
+        {nid: -parent for nid, (kind, parent) in kinds.items() if kind in SIBLING_KINDS and parent is not None}
+    )
     best: dict[int, float] = {}
     for nid, value in ranked:  # best first: the first score seen of a session is its best
         if nid in session_of:
