@@ -72,3 +72,14 @@ def test_bad_options_write_nothing(db: WorldDB, options: dict[str, object], mess
     with pytest.raises(InvalidInput, match=message):
         db.write("I live in Lisbon", scope="ana", **options)  # type: ignore[arg-type]
     assert table_digest(db) == before
+
+
+def test_the_cli_writes_a_note_that_is_understood(tmp_path, capsys) -> None:
+    from worlddb_lite.cli import main
+
+    store = str(tmp_path / "cli.db")
+    assert main(["write", store, "I live in Lisbon", "--scope", "ana", "--valid-at", "2023-03-01", "--extract"]) == 0
+    assert main(["write", store, "I moved to Porto", "--scope", "ana", "--valid-at", "2024-05-01", "--extract"]) == 0
+    assert main(["write", store, "I live in Faro", "--scope", "bo"]) == 0  # without --extract: the text alone
+    with WorldDB(store) as db:
+        assert [n.content for n in db.nodes(type="Fact")] == ["ana lives in: Porto"]

@@ -13,7 +13,15 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from . import CONVERSATION_FORMATS, EncodingGate, IngestStats, OnnxCrossEncoder, StaticEmbedder, load_conversations
+from . import (
+    CONVERSATION_FORMATS,
+    EncodingGate,
+    IngestStats,
+    OnnxCrossEncoder,
+    RuleExtractor,
+    StaticEmbedder,
+    load_conversations,
+)
 from .db import DEFAULT_BUDGET, WorldDB
 from .errors import WorldDBError
 from .types import Node, plain
@@ -91,11 +99,25 @@ def cmd_init(args: argparse.Namespace) -> Any:
         lambda p: p.add_argument("--type", default="Memory", help="node type (default: Memory)"),
         lambda p: p.add_argument("--name", help="optional name of the node"),
         lambda p: p.add_argument("--valid-at", help="when it became true (ISO-8601; default: now)"),
+        lambda p: p.add_argument(
+            "--extract",
+            action="store_true",
+            help="also read the note with the rule extractor: its entities and facts (a newer fact supersedes)",
+        ),
+        lambda p: p.add_argument("--speaker", help="with --extract: who says it (default: the scope's person)"),
     ),
 )
 def cmd_write(args: argparse.Namespace) -> Any:
     with _open(args, create=True) as db:
-        return db.write(args.text, scope=args.scope, type=args.type, name=args.name, valid_at=args.valid_at)
+        return db.write(
+            args.text,
+            scope=args.scope,
+            type=args.type,
+            name=args.name,
+            valid_at=args.valid_at,
+            extractor=RuleExtractor() if args.extract else None,
+            speaker=args.speaker,
+        )
 
 
 @command(
