@@ -460,3 +460,35 @@ def test_assistant_bench_smoke(tmp_path):
         [sys.executable, str(BENCH / "assistant.py"), str(path), "--modes", "turns"], capture_output=True, text=True
     )
     assert bad.returncode != 0 and "--modes takes" in bad.stderr
+
+
+def test_write_cost_smoke(tmp_path):
+    """bench/write_cost.py on generated sentences: a note through System 2, a verbatim note and a live turn."""
+    out = tmp_path / "write_cost.json"
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(BENCH / "write_cost.py"),
+            "--sizes",
+            "20,40",
+            "--writes",
+            "3",
+            "--corpus",
+            "synthetic",
+            "--json",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(out.read_text())
+    assert set(result["per_size"]) == {"20", "40"}
+    for per_kind in result["per_size"].values():
+        assert set(per_kind) == {"write", "write_verbatim", "add_turn"}
+        assert all(v["n"] == 3 and v["p95_ms"] > 0 for v in per_kind.values())
+    bad = subprocess.run(
+        [sys.executable, str(BENCH / "write_cost.py"), "--sizes", "40,20"], capture_output=True, text=True
+    )
+    assert bad.returncode != 0 and "ascending" in bad.stderr
