@@ -197,7 +197,7 @@ def test_recall_works_on_a_store_without_an_embedder(tmp_path: Path) -> None:
         store.write("a blue boat floats", vector=[0, 1, 0, 0])
         found = store.recall("kite")
         assert [h.node.content for h in found.hits] == ["the red kite flies"]
-        assert {r.lane for r in found.hits[0].why} == {"text"}
+        assert {r.lane for r in found.hits[0].why} == {"text", "world"}  # the only lane, then its world's prior
 
 
 def test_recall_inside_a_batch_sees_the_batch(db: WorldDB) -> None:
@@ -897,3 +897,24 @@ def test_a_note_scores_also_by_the_best_note_or_fact_of_its_world(db: WorldDB) -
     prior = dict(session_prior(view, ranked, 1.0))
     assert prior[turn_nid] == pytest.approx(0.05 + 0.05)  # its session's best: itself
     assert prior[note] == pytest.approx(0.04 + 0.04) and prior[other] == pytest.approx(0.01 + 0.04)
+
+
+def test_every_prior_that_changes_a_score_shows_in_why_with_its_effect(db: WorldDB) -> None:
+    """A prior moves a hit only where its why says so: the session's, the world's and the speaker's."""
+    db.ingest(
+        _dialogue(
+            "ana",
+            "2024-03-01",
+            [("ana", "My sister Emma loves pottery"), ("ana", "Where did I leave my keys again?")],
+        )
+    )
+    db.write("The spare key is under the blue flowerpot", scope="ana")
+    for hit in db.recall("where is the spare key?", scope="ana", k=5).hits:
+        priors = [r for r in hit.why if r.lane in ("session", "world", "speaker")]
+        assert all(r.effect for r in priors) and all(r.effect is None for r in hit.why if r not in priors)
+        lanes = {r.lane for r in priors}
+        assert ("world" in lanes) == (hit.node.type != "Turn") and not (
+            {"session", "speaker"} & lanes and hit.node.type != "Turn"
+        )
+        fused = hit.score - sum(r.effect or 0.0 for r in priors)
+        assert fused > 0  # what the lanes gave it, before the priors

@@ -266,7 +266,10 @@ def cmd_recall(args: argparse.Namespace) -> Any:
         return found
     lines = []
     for rank, hit in enumerate(found.hits, start=1):
-        why = ", ".join(f"{r.lane} #{r.rank}" + (f" via {r.via!r}" if r.via else "") for r in hit.why)
+        why = ", ".join(
+            f"{r.lane} #{r.rank}" + (f" via {r.via!r}" if r.via else "") + (f" {r.effect:+.4f}" if r.effect else "")
+            for r in hit.why
+        )
         lines.append(f"{rank:3d}. {hit.score:.4f}  [{why}]\n" + _node_text(hit.node))
     return "\n".join(lines) if lines else "no memories found"
 

@@ -140,10 +140,12 @@ class Reason:
     """Why a hit was returned: a lane that ranked it, at which rank, and what it followed there."""
 
     lane: str  # "text" (BM25), "vector", "entity", "time", "instruction", "preference", "late", "rerank";
-    # or "stale" / "changed": moved by an update (retrieval/recall.py)
-    rank: int  # 1 = the lane's best
+    # "stale" / "changed": moved by an update; "session" / "world" / "speaker": a prior changed its score
+    # (retrieval/recall.py)
+    rank: int  # 1 = the lane's best; for a prior, the hit's rank in the fused order before the priors
     via: str | None = None  # entity lane: the name in the query that led here
     edge: str | None = None  # entity lane: id of the refers_to edge followed
+    effect: float | None = None  # a prior: what it added to the hit's score (negative: took away)
 
 
 @dataclass(frozen=True, slots=True)

@@ -74,7 +74,10 @@ def line(number: int, hit: Hit) -> str:
         note = f" (historical{until}{by})"
     elif state == "contested":
         note = f" (contested by {', '.join(i[:12] for i in node.contradicted_by)})"
-    why = ", ".join(f"{r.lane} #{r.rank}" + (f" via {r.via!r}" if r.via else "") for r in hit.why)
+    why = ", ".join(
+        f"{r.lane} #{r.rank}" + (f" via {r.via!r}" if r.via else "") + (f" {r.effect:+.4f}" if r.effect else "")
+        for r in hit.why
+    )
     sources = ""
     if node.type != "Turn" and hit.turns:
         sources = "; from " + ", ".join(t.id[:12] for t in hit.turns)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from ..store import queries
@@ -92,6 +92,25 @@ class Ranked:
     nids: list[int]
     score: dict[int, float]
     moved: dict[int, list[Reason]]
+    fused: list[tuple[int, float]] = field(default_factory=list)  # the lanes' fusion alone, best first
+    after_session: dict[int, float] = field(default_factory=dict)  # the scores once the session prior is added
+
+    def priors(self, nids: Sequence[int], kinds: Sequence[str]) -> dict[int, list[Reason]]:
+        """For each of ``nids`` (of node types ``kinds``), the priors that changed its score, and by how much."""
+        before = {nid: (rank, value) for rank, (nid, value) in enumerate(self.fused, start=1)}
+        out: dict[int, list[Reason]] = {}
+        for nid, kind in zip(nids, kinds, strict=True):
+            if nid not in before:
+                continue
+            rank, value = before[nid]
+            session = self.after_session.get(nid, value) - value
+            speaker = self.score.get(nid, value) - self.after_session.get(nid, value)
+            reasons = out.setdefault(nid, [])
+            if session:
+                reasons.append(Reason("session" if kind == "Turn" else "world", rank, effect=round(session, 6)))
+            if speaker:
+                reasons.append(Reason("speaker", rank, effect=round(speaker, 6)))
+        return out
 
 
 def rank(view: ReadView, query: str, found: Found) -> Ranked:
@@ -101,7 +120,9 @@ def rank(view: ReadView, query: str, found: Found) -> Ranked:
     (``bench/fusion_fit.py`` fits their weights that way); it reads ``LANE_WEIGHTS`` and the
     priors' weights when it runs.
     """
-    ranked = session_prior(view, rrf(found.lanes, weights=LANE_WEIGHTS), SESSION_WEIGHT)
+    fused_only = rrf(found.lanes, weights=LANE_WEIGHTS)
+    ranked = session_prior(view, fused_only, SESSION_WEIGHT)
+    after_session = dict(ranked)
     told = queries.said(view.conn, [nid for nid, _ in ranked[:HEAD_DEPTH]])  # the head's turns, read once
     ranked = speaker_prior(view, ranked, query, HEAD_DEPTH, told=told)
     fused = [nid for nid, _ in ranked]
@@ -112,7 +133,7 @@ def rank(view: ReadView, query: str, found: Found) -> Ranked:
     moved: dict[int, list[Reason]] = {nid: [Reason("stale", fused.index(nid) + 1)] for nid in stale}
     for nid in changed:
         moved.setdefault(nid, []).append(Reason("changed", fused.index(nid) + 1))
-    return Ranked(fused, dict(ranked), moved)
+    return Ranked(fused, dict(ranked), moved, fused_only, after_session)
 
 
 def order(
@@ -132,6 +153,8 @@ def order(
     top = fused[:k]
     nodes = view.nodes(top)
     turns = _turns(view, nodes, top)
+    for nid, reasons in ranked.priors(top, [node.type for node in nodes]).items():  # every score change shows
+        later[nid] = [*reasons, *later.get(nid, ())]
     ranks = {lane: {nid: place for place, nid in enumerate(ranking, start=1)} for lane, ranking in found.lanes.items()}
     return [
         Hit(node, ranked.score[nid], turns[nid], (*_lane_reasons(view, nid, ranks, found.paths), *later.get(nid, ())))
