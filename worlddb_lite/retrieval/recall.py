@@ -34,6 +34,7 @@ LANE_DEPTH = 200
 RERANK_DEPTH = 30  # how many fused candidates a reranker re-scores
 HEAD_DEPTH = 50  # the fused head that speakers weigh and updates re-order (deeper moves never reach a k of 10)
 SOURCE_EDGES = {"Fact": "refers_to", "Summary": "derived_from", "Memory": "refers_to"}
+SOURCE_KINDS = frozenset({"Turn", "Memory"})  # what facts are learned from: a turn, or a note written with System 2
 SIBLING_KINDS = frozenset({"Memory", "Fact"})  # read among their world's notes and facts, as a turn among its session
 SESSION_WEIGHT = 1.0  # a turn also scores this times the best fused score of a turn of its session (bench/recall.py)
 ASSISTANT_SHARE = 0.6  # an assistant's turn keeps this share of its fused score (see speaker_prior)
@@ -126,7 +127,9 @@ def rank(view: ReadView, query: str, found: Found) -> Ranked:
     told = queries.said(view.conn, [nid for nid, _ in ranked[:HEAD_DEPTH]])  # the head's turns, read once
     ranked = speaker_prior(view, ranked, query, HEAD_DEPTH, told=told)
     fused = [nid for nid, _ in ranked]
-    learned = learned_from(view, list(told))  # the head's turns: the moves below re-order the same head
+    head = fused[:HEAD_DEPTH]
+    notes = [nid for nid, (kind, _) in zip(head, view.kinds(head), strict=True) if kind in SOURCE_KINDS - {"Turn"}]
+    learned = learned_from(view, [*told, *notes])  # the head's turns and notes: the moves below re-order the head
     fused, stale = stale_after_fresh(view, fused, HEAD_DEPTH, learned=learned)
     fused, changed = changed_over_stated(view, fused, HEAD_DEPTH, query, told=told, learned=learned)
     # moved below the turn that superseded it, or above the turns whose value it changed
@@ -322,7 +325,8 @@ def stale_after_fresh(view: ReadView, fused: list[int], depth: int, *, learned: 
     """Move a stale turn just below the turn that superseded it, when both are in the head.
 
     A turn is stale when every fact learned from it has been superseded at the read's time; the
-    turns that said the superseding facts are fresher. Turns are never closed themselves (they are
+    turns that said the superseding facts are fresher. A note (``SOURCE_KINDS``) is read the same way:
+    "I live in Lisbon" goes below "I moved to Porto". Turns are never closed themselves (they are
     what was said), so without this the old statement of a changed fact can outrank the new one.
     Read at an earlier ``as_of`` nothing is superseded yet, and nothing moves.
     """
@@ -346,7 +350,7 @@ def stale_after_fresh(view: ReadView, fused: list[int], depth: int, *, learned: 
         view.conn,
         ("refers_to",),
         sorted({new for _, _, new, _ in newer}),
-        ("Turn",),
+        tuple(sorted(SOURCE_KINDS)),
         view.valid,
         view.belief,
         towards=False,

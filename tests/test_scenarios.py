@@ -1,0 +1,102 @@
+"""The store used as an assistant uses it: notes written as they come, turns appended live, recall before answering.
+
+Each scenario asserts what the assistant should see first. A known gap is an ``xfail(strict=True)``,
+so closing it turns the suite red until the mark goes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from worlddb_lite import RuleExtractor, WorldDB
+
+from .conftest import FakeClock
+
+X = RuleExtractor()
+
+
+@pytest.fixture
+def ana(tmp_path: Path) -> Iterator[WorldDB]:
+    """A person's memory of a year: notes written one by one, each through System 2."""
+    with WorldDB(str(tmp_path / "ana.db"), clock=FakeClock()) as db:
+        for when, text in [
+            ("2023-03-01", "I live in Lisbon"),
+            ("2023-03-02", "I work at Google as a data analyst"),
+            ("2023-04-01", "My sister Emma loves pottery"),
+            ("2024-05-01", "I moved to Porto"),
+            ("2024-06-01", "I started a new job at Spotify"),
+            ("2024-06-02", "Always answer me in Portuguese"),
+            ("2024-06-03", "My budget for the trip to Japan is $2000"),
+            ("2024-07-03", "The budget for the Japan trip was raised to $2500"),
+        ]:
+            db.write(text, scope="ana", valid_at=when, extractor=X)
+        yield db
+
+
+def _answers(db: WorldDB, question: str, **options: object) -> list[str]:
+    """The hits' texts, best first, standing instructions left aside (they apply to every answer)."""
+    hits = db.recall(question, scope="ana", k=10, **options).hits  # type: ignore[arg-type]
+    return [h.node.content or "" for h in hits if not any(r.lane == "instruction" for r in h.why)]
+
+
+@pytest.mark.parametrize(
+    ("question", "first"),
+    [
+        ("where does ana live?", "ana lives in: Porto"),
+        ("where do I live?", "ana lives in: Porto"),
+        ("where do I work?", "ana works at: Spotify"),
+        ("what is my budget for the Japan trip?", "ana japan trip budget: $2500"),
+        ("who is Emma?", "My sister Emma loves pottery"),
+    ],
+)
+def test_the_current_fact_or_note_answers_first(ana: WorldDB, question: str, first: str) -> None:
+    found = _answers(ana, question)
+    assert found[0] == first
+    stale = {"I live in Lisbon", "I work at Google as a data analyst", "My budget for the trip to Japan is $2000"}
+    assert not stale & set(found[:2])  # the old statement is not what the assistant reads first
+
+
+def test_as_of_a_past_date_the_old_value_answers(ana: WorldDB) -> None:
+    assert _answers(ana, "where do I live?", as_of="2023-12-31")[:2] == ["I live in Lisbon", "ana lives in: Lisbon"]
+
+
+def test_a_standing_instruction_is_offered_with_every_answer(ana: WorldDB) -> None:
+    hits = ana.recall("what should I cook tonight?", scope="ana", k=5).hits
+    assert any(h.node.content == "ana standing instruction: Always answer me in Portuguese" for h in hits)
+
+
+@pytest.mark.xfail(strict=True, reason="issue 22: the standing lane puts an instruction above the answer itself")
+def test_a_standing_instruction_does_not_outrank_the_answer(ana: WorldDB) -> None:
+    assert ana.recall("where do I live?", scope="ana", k=1).hits[0].node.content == "ana lives in: Porto"
+
+
+def test_a_note_among_live_turns_answers_its_question(tmp_path: Path) -> None:
+    with WorldDB(str(tmp_path / "mixed.db"), clock=FakeClock()) as db:
+        for i, text in enumerate(["My sister Emma loves pottery", "We went hiking near the lake last weekend"]):
+            db.add_turn(text, scope="ana", speaker="ana", session="1", at=f"2024-05-01T10:0{i}:00Z")
+        db.write("The spare key is under the blue flowerpot", scope="ana", valid_at="2024-05-01T11:00:00Z")
+        assert db.recall("where is the spare key?", scope="ana", k=1).hits[0].node.content.startswith("The spare key")
+
+
+@pytest.mark.xfail(
+    strict=True, reason="issue 22: the reply and speaker priors lift turns over a note first in every lane"
+)
+def test_a_note_first_in_every_lane_is_not_buried_by_a_talkative_session(tmp_path: Path) -> None:
+    turns = [
+        "My sister Emma loves pottery",
+        "We went hiking near the lake last weekend",
+        "I started a new job at the bakery",
+        "Emma and I made a vase together",
+        "The bakery opens at six, so I wake up early",
+        "Where did I leave my keys again?",
+        "I keep losing things lately",
+        "Emma says I should get a key hook",
+    ]
+    with WorldDB(str(tmp_path / "talk.db"), clock=FakeClock()) as db:
+        for i, text in enumerate(turns):
+            db.add_turn(text, scope="ana", speaker="ana", session="1", at=f"2024-05-01T10:{i:02d}:00Z")
+        db.write("The spare key is under the blue flowerpot", scope="ana", valid_at="2024-05-01T11:00:00Z")
+        assert db.recall("where is the spare key?", scope="ana", k=1).hits[0].node.content.startswith("The spare key")
