@@ -278,3 +278,24 @@ def test_verify_on_a_damaged_store_exits_cleanly(store: dict[str, str], capsys: 
     assert code in (1, 2)
     if code == 2:
         assert err.count("\n") == 1
+
+
+def test_a_reader_that_stops_early_ends_the_command_quietly(tmp_path: Path) -> None:
+    """`worlddb recall ... | head -1`: no BrokenPipeError traceback, whatever the output's length."""
+    import subprocess
+    import sys
+
+    store = str(tmp_path / "pipe.db")
+    with WorldDB(store) as db:  # more output than a pipe holds (64 KiB), so the writer meets the closed end
+        db.write_many(
+            [{"text": f"memory {i} about the lake house and its garden " * 60, "scope": "me"} for i in range(40)]
+        )
+    code = (
+        "import sys; from worlddb_lite.cli import main; "
+        f"sys.exit(main(['recall', {store!r}, 'lake house garden', '--scope', 'me', '--k', '40']))"
+    )
+    done = subprocess.run(
+        f"{sys.executable} -c {code!r} | head -c 10", shell=True, capture_output=True, text=True, timeout=120
+    )
+    assert "Traceback" not in done.stderr and "BrokenPipeError" not in done.stderr, done.stderr
+    assert len(done.stdout) == 10

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -525,7 +526,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except WorldDBError as exc:
         print(f"worlddb {args.command}: {exc}", file=sys.stderr)
         return 2
-    _print(result, args.json)
+    try:
+        _print(result, args.json)
+        sys.stdout.flush()
+    except BrokenPipeError:  # the reader went away (`worlddb recall ... | head`): what it took was enough
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the exit's own flush cannot fail too
+        return 0
     if hasattr(result, "violations") and result.violations:
         return 1
     return 0
