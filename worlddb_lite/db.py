@@ -36,7 +36,7 @@ from .store import connection, embedder_record, migrations, queries, token_index
 from .store.rows import Store
 from .store.side_reader import SideReader
 from .text.dates import Clock, TimeLike, parse_time, system_clock
-from .text.extract import Extractor
+from .text.extract import Extractor, check_extractor
 from .types import (
     Direction,
     Edge,
@@ -227,10 +227,7 @@ class WorldDB:
 
     def _settle(self, *, indexes: bool = True) -> None:
         """Inside a batch, write its queued rows so reads see them (``Writer.settle``)."""
-        active = self._reconciler.active
-        if active is not None:
-            with connection.translate():
-                active.write_pending(indexes=indexes)
+        self._writer.settle(indexes=indexes)
 
     @contextlib.contextmanager
     def batch(self) -> Iterator[WorldDB]:
@@ -410,10 +407,7 @@ class WorldDB:
 
         Then, if any was processed and ``recluster``, re-resolve the identities near what they wrote.
         """
-        if not isinstance(extractor, Extractor):
-            raise InvalidInput(
-                f"extractor must have extract(text, speaker=..., said_at=...), not {type(extractor).__name__}"
-            )
+        check_extractor(extractor, optional=False)
         if limit is not None:
             checks.whole(limit, "limit")
         if not isinstance(recluster, bool):

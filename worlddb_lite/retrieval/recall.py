@@ -408,7 +408,7 @@ def changed_over_stated(
     the person's.
 
     Chosen with ``bench/recall.py`` on BEAM-100K's knowledge-update questions (LoCoMo's turns rarely
-    say a value changed); the figures, and a third sign tried and not adopted, are in docs/decisions.md.
+    say a value changed); docs/decisions.md has the figures.
     """
     head = fused[:depth]
     if told is None:

@@ -33,6 +33,7 @@ import re
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from ..errors import InvalidInput
 from .dates import COUNT_WORDS, MONTH, format_time, parse_time
 from .words import WORD
 
@@ -72,6 +73,14 @@ class Extractor(Protocol):
     """Finds entities and facts in one turn."""
 
     def extract(self, text: str, *, speaker: str | None, said_at: str) -> Extraction: ...
+
+
+def check_extractor(extractor: object, *, optional: bool = True) -> None:
+    """An ``Extractor`` (or None, where ``optional``), or InvalidInput naming what was given."""
+    if (extractor is not None or not optional) and not isinstance(extractor, Extractor):
+        raise InvalidInput(
+            f"extractor must have extract(text, speaker=..., said_at=...), not {type(extractor).__name__}"
+        )
 
 
 _NAME_WORD = r"[A-Z](?:[\w'&-]|\.(?=\w))*"  # a dot inside ("U.S"), never ending one: "Depot. I" is two sentences

@@ -21,7 +21,7 @@ from typing import Any
 from .. import checks
 from ..errors import InvalidInput
 from ..text.dates import parse_time
-from ..text.extract import Extractor, RuleExtractor
+from ..text.extract import Extractor, RuleExtractor, check_extractor
 from ..text.windows import window as windowed
 from ..text.windows import words_around
 from ..types import is_assistant
@@ -178,10 +178,7 @@ def ingest(
     for label, value in (("window", window), ("word_window", word_window), ("word_after", word_after)):
         checks.whole(value, label, unit="turns")
     check_conversation(conversation)
-    if extractor is not None and not isinstance(extractor, Extractor):
-        raise InvalidInput(
-            f"extractor must have extract(text, speaker=..., said_at=...), not {type(extractor).__name__}"
-        )
+    check_extractor(extractor)
     if deferred not in (True, False):
         raise InvalidInput(f"deferred must be True or False, got {deferred!r}")
     if stats is not None and not all(hasattr(stats, name) for name in ("turns", "below_gate", "bridged")):

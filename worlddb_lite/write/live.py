@@ -23,7 +23,7 @@ from ..errors import InvalidInput
 from ..store import queries
 from ..store.connection import translate
 from ..text.dates import TimeLike, parse_time
-from ..text.extract import Extractor
+from ..text.extract import Extractor, check_extractor
 from ..text.windows import window as windowed
 from ..text.windows import words_around
 from ..types import is_assistant
@@ -56,10 +56,7 @@ def add_turn(
     named = checks.text(session, "session", required=False)
     if named is not None and not named.strip():
         raise InvalidInput("session is blank; name it, or leave it out to continue the scope's latest session")
-    if extractor is not None and not isinstance(extractor, Extractor):
-        raise InvalidInput(
-            f"extractor must have extract(text, speaker=..., said_at=...), not {type(extractor).__name__}"
-        )
+    check_extractor(extractor)
     if deferred not in (True, False):
         raise InvalidInput(f"deferred must be True or False, got {deferred!r}")
     check_turn(TurnIn(text, said_by), f"a turn in scope {home_name!r}")

@@ -13,7 +13,7 @@ from typing import Any
 
 from .. import checks
 from ..errors import InvalidInput
-from ..text.extract import Extractor
+from ..text.extract import Extractor, check_extractor
 from .facts import understand
 from .queue import enqueue
 from .writer import Writer
@@ -31,10 +31,7 @@ def write_note(
     **fields: Any,
 ) -> str:
     """Write ``text`` (``Writer.write``'s fields), then System 2 on it if it is a note in a Scope; its id."""
-    if extractor is not None and not isinstance(extractor, Extractor):
-        raise InvalidInput(
-            f"extractor must have extract(text, speaker=..., said_at=...), not {type(extractor).__name__}"
-        )
+    check_extractor(extractor)
     if not isinstance(deferred, bool):
         raise InvalidInput(f"deferred must be True or False, got {deferred!r}")
     who = checks.text(speaker, "speaker", required=False)
