@@ -406,8 +406,8 @@ def test_standing_instructions_are_sentences_opening_with_always_never_or_from_n
         ),
         (
             "My app must stay small, so I prefer minimal dependencies, how do I keep it so?",
-            ["so I prefer minimal dependencies, how do I keep it so"],
-        ),  # inside a question, still stated
+            ["I prefer minimal dependencies"],
+        ),  # inside a question, still stated: the preference's own clause, not the question
         (
             "I'd rather walk than drive. My preference is dark mode.",
             ["I'd rather walk than drive", "My preference is dark mode"],
@@ -425,6 +425,127 @@ def test_stated_preferences_are_the_speakers_own_clauses(text: str, expected: li
     facts = RuleExtractor().extract(text, speaker="user", said_at="2024-01-01T00:00:00Z").facts
     assert [f.value for f in facts if f.slot == PREFERENCE_SLOT] == expected
     assert all(not f.functional for f in facts if f.slot == PREFERENCE_SLOT)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (  # the clause ends at "so I want", and at the "->->" marker
+            "I prefer automated deployments over manual ones, so I want to make sure I'm doing it right ->-> 3,23",
+            ["I prefer automated deployments over manual ones"],
+        ),
+        (
+            "I prefer using bullet points over paragraphs, but how can I make sure that improves ATS parsing?",
+            ["I prefer using bullet points over paragraphs"],
+        ),
+        (  # a comma inside one phrase does not end it; one before "can you" does
+            "I prefer simple, minimal dependencies, can you help me keep my Flask app small?",
+            ["I prefer simple, minimal dependencies"],
+        ),
+        ("I'm adding video samples to my portfolio like I prefer, but can you help?", []),  # nothing after it
+        ("I'd rather show you a photo. This is a new yoga pose.", []),  # this exchange, not a preference
+        ("I prefer it.", []),  # a pronoun: what is preferred is not named
+        (
+            "I prefer to learn through visual aids and step-by-step explanations and worked examples of every "
+            "single concept in triangle geometry and its many applications today",
+            [],
+        ),  # past PREFERENCE_WORDS: a run-on, not one preference
+    ],
+)
+def test_a_stated_preference_is_its_own_short_clause(text: str, expected: list[str]) -> None:
+    facts = RULES.extract(text, speaker="user", said_at="2024-01-01T00:00:00Z").facts
+    assert [f.value for f in facts if f.slot == PREFERENCE_SLOT] == expected
+
+
+def _opinions(text: str) -> set[tuple[str, str]]:
+    found = RULES.extract(text, speaker="me", said_at="2024-05-01").facts
+    return {(f.slot.removeprefix("opinion of "), f.value) for f in found if f.slot.startswith("opinion of ")}
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Yeah, I love to. It's peaceful and special.",  # "to" and no verb
+        "That's what I like to hear!",  # the object of a relative clause comes before it
+        "This is the book that I love most of all.",
+        "Being my own boss and doing something I love is awesome.",  # "is": the object is before the cue
+        "I love your commitment. Keep going!",  # a reference the turn does not resolve
+        "I love them for that. They bring so much joy.",
+        "I love working on it to chill out.",
+        "I love how art lets us get our emotions out.",  # a clause, not a thing
+        "I love that you chose pottery for your art.",
+        "I love the way the frosting turned out!",  # a definite thing named before
+        "Melanie, I love all the yellow leaves, it looks so cozy.",
+        "I like also cheese pizza and prosciutto.",  # an adverb: the words are cut
+        "I like to just take a look at the sunset- it reminds me to enjoy the small things.",
+        "I'm grateful to have a job I enjoy every day.",  # a time, not a thing
+        "I love going on road trips with friends and family and cousins and hiking and playing board games.",
+    ],
+)
+def test_an_opinion_of_no_clear_thing_is_not_written(text: str) -> None:
+    assert _opinions(text) == set()
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("I love traveling - it's a way to learn about cultures.", {("traveling", "likes")}),  # a dash ends it
+        ("That's why I love my job so much - connecting with the crowd.", {("job", "likes")}),
+        (
+            "I love experimenting in the kitchen, coming up with something tasty.",
+            {("experimenting in the kitchen", "likes")},
+        ),
+        ("I like to relax by reading.", {("to relax by reading", "likes")}),
+        ("I love cooking when I'm tired.", {("cooking", "likes")}),  # the clause after "when" is cut off
+        ("Great idea, except I don't like dark beer.", {("dark beer", "dislikes")}),
+        ("I like games that test my strategizing.", {("games that test my strategizing", "likes")}),
+    ],
+)
+def test_a_clean_opinion_is_still_written(text: str, expected: set[tuple[str, str]]) -> None:
+    assert _opinions(text) == expected
+
+
+def test_an_opinion_said_with_so_much_is_reversed_later(db: WorldDB) -> None:
+    _say(db, "c", "2024-03-01", "I love my job so much!")
+    _say(db, "c", "2024-05-01", "Honestly I don't like my job anymore.")
+    assert _facts(db, "opinion of job") == ["dislikes"]
+    assert _facts(db, "opinion of job", as_of="2024-04-01") == ["likes"]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("I bought a metal detector and walk along the beaches.", ["metal detector"]),  # a clause after "and"
+        ("I bought some new devices and refurbished my gaming desk.", ["new devices"]),
+        ("I bought a console for my partner as a gift on the 17th.", ["console for my partner"]),
+        ("I bought a cross necklace to feel closer to my faith- which has made me happy.", ["cross necklace"]),
+        ("I bought new props for the yoga class!", ["new props for the yoga class"]),
+        ("I bought it a year ago in Paris.", []),  # a pronoun and a time
+        ("Here is the new aquarium that I bought the day before yesterday.", []),  # its object is before it
+        ("I bought this month, finally.", []),
+    ],
+)
+def test_a_purchase_is_a_concrete_thing(text: str, expected: list[str]) -> None:
+    facts = RULES.extract(text, speaker="me", said_at="2024-05-01").facts
+    assert [f.value for f in facts if f.slot == "bought"] == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("I completed 15 classification problems with a consistent accuracy rate above 80%", set()),  # a bound
+        ("I've completed 25 problems with an accuracy exceeding 90%, but I'm not sure", set()),
+        ("I completed 25 problems with an accuracy of 90%.", {("accuracy", "90%")}),
+    ],
+)
+def test_a_percentage_said_as_a_bound_is_no_value(text: str, expected: set[tuple[str, str]]) -> None:
+    found = RULES.extract(text, speaker="me", said_at="2024-05-01").facts
+    assert {(f.slot, f.value) for f in found if f.value.endswith("%")} == expected
+
+
+def test_a_score_out_of_ten_is_the_score() -> None:
+    text = "I've increased my interview answer clarity score from 6.5 to 8.2 out of 10 in Greg's assessments"
+    assert ("interview answer clarity score", "8.2", True) in _values(text)
 
 
 def test_an_instruction_reversed_later_replaces_the_earlier_and_others_stand(db: WorldDB) -> None:

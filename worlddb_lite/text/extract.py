@@ -22,7 +22,13 @@ haven't changed it"), someone else's value ("their score") and code state nothin
 neither replaces another value unless said to change.
 
 Precision comes first: a name is taken only where a cue introduces it ("my sister", "work at",
-"bought a"), never for every capitalised word, and never a month, weekday, holiday or pronoun.
+"bought a"), never for every capitalised word, and never a month, weekday, holiday or pronoun. Facts
+that do not parse into a clear subject, slot and value are not written: what "I love" or "I bought"
+names must be a short phrase of its own clause, not a pronoun or a word pointing elsewhere ("I love
+their work"), not a clause ("I love how art ..."), not a definite thing named before ("I love the way
+..."), not the object of a relative clause ("something I love is ..."); a stated preference is its own
+clause from "I prefer" on, not the sentence around it; a percentage said as a bound ("above 80%") is
+no value.
 """
 
 from __future__ import annotations
@@ -106,16 +112,55 @@ _FIRST_PERSON: tuple[tuple[str, bool, re.Pattern[str]], ...] = tuple(
             r"student|chef|artist|accountant))\b",
         ),
         ("visited", False, r"\bI (?:visited|went to|travell?ed to) " + _VALUE),
-        ("bought", False, r"\bI (?:bought|purchased) (?:an? |the |some )?" + _PHRASE + _END),
     )
 )
 _FAVOURITE = re.compile(r"\bmy fav(?:ou)?rite (?P<kind>[a-z ]+?) is (?:now )?" + _THING + _END, re.IGNORECASE)
-_LIKE = re.compile(r"\bI (?:really |absolutely )?(?:love|like|enjoy|adore) " + _THING + _END, re.IGNORECASE)
+# The cues of an opinion and of a purchase; what follows each is read by _object and kept only if clear
+_LIKE = re.compile(r"\bI (?:really |absolutely )?(?:love|like|enjoy|adore) ", re.IGNORECASE)
 _DISLIKE = re.compile(
-    r"\bI (?:really )?(?:hate|dislike|can't stand|cannot stand|"
-    r"(?:do not|don't) (?:really )?(?:like|love|enjoy)) " + _THING + _END,
+    r"\bI (?:really )?(?:hate|dislike|can't stand|cannot stand|(?:do not|don't) (?:really )?(?:like|love|enjoy)) ",
     re.IGNORECASE,
 )
+_BOUGHT_THING = re.compile(r"\bI (?:just |recently |finally |also )?(?:bought|purchased) (?:myself )?")
+# Where the object of a cue ends: the clause does (punctuation, a spaced dash, a "->" marker), or a word
+# that says when or how much and names nothing ("I don't like sushi anymore", "I love my job so much")
+_OBJECT_END = re.compile(
+    r"[.,!?;:()\[\]\"]|->|\s[-\u2013\u2014]|[-\u2013\u2014]\s|\s+(?:now|anymore|any more|these days|lately|since|last|"
+    r"yesterday|today|so much|so many|a lot|too|as well|either|again)\b|$",
+    re.IGNORECASE,
+)
+# Words that open another clause inside an object ("cooking when I'm tired", "a lamp and walked home"): the
+# object is what comes before. Purchases are cut at more: a bought thing is a noun phrase, maybe "for" someone.
+_CLAUSE_OPENER = r"because|cause|when|whenever|while|although|though|unless|which|where|who|whose|whom|so|whereas"
+_OPINION_CUT = re.compile(rf"\s(?:{_CLAUSE_OPENER}|(?:and|but|or) (?:i|i'm|we|you|he|she|they|it))\b", re.IGNORECASE)
+_PURCHASE_CUT = re.compile(
+    rf"\s(?:{_CLAUSE_OPENER}|and|or|but|to|as|that|if|in|on|at|from|during|after|before|until|by)\b", re.IGNORECASE
+)
+# Words that point at something the turn does not name ("their work", "having them around", "this series",
+# "how you find inspiration"): an object holding one is no clear thing
+_REFERRING = frozenset(
+    """
+    it its it's itself them they they're their theirs themselves you your you're yours yourself he him his she
+    her hers this these those that's that'll here there
+    """.split()
+)
+# Words that cannot open the object of "I love" or "I bought": the object is elsewhere ("something I love
+# is awesome", "what I like to hear"), or is a clause ("how art lets us ..."), or a definite thing named
+# before ("the way the frosting turned out"), or the words are cut ("I like also cheese")
+_NOT_OPENERS = _REFERRING | frozenset(
+    """
+    the that what how when where why who whom which whether if is are was were be been am has have had do does did
+    will would can could should might must may makes made keeps gets got feels seems looks sounds means brings
+    also really just even still so very always never already much more about at in on of for with from by into
+    around like as than up out yesterday today tonight tomorrow
+    """.split()
+)
+_QUANTIFIERS = frozenset("all both half some most many one each any every".split())  # "all the", "some of these"
+# Words that make the cue's clause a relative one: its object comes before it ("the aquarium that I bought")
+_RELATIVISERS = frozenset("that which what who whom as something anything everything nothing whatever".split())
+# a phrase ending on a time says when, not what: "a job I enjoy every day", "I bought it a year ago"
+_TIME_NOUNS = frozenset("day days week weeks month months year years morning evening night weekend ago".split())
+OBJECT_WORDS = 12  # a longer object is a clause or a list, not one thing
 _RELATIONS = (
     "sister",
     "brother",
@@ -265,7 +310,6 @@ _LEADING = frozenset(
     The A An At In On For From With And But To Of By My Our Your So Then Now Also
     """.split()
 )
-_PRONOUNS = frozenset({"it", "that", "this", "them", "you", "him", "her", "those", "these", "everything", "all"})
 _SLOT_KINDS = {  # the kind of entity a first-person fact's value names
     "lives in": "place",
     "visited": "place",
@@ -308,8 +352,8 @@ _CLOCK = r"\d{1,2}(?::\d{2})?\s?(?:[AaPp]\.[Mm]\.|[AaPp][Mm]\b)"
 _DAY = _MONTH + r" \d{1,2}(?:st|nd|rd|th)?\b(?:\s?-\s?\d{1,2}\b)?(?:,? \d{4}\b)?(?:,? (?:at )?" + _CLOCK + r")?"
 _UNIT_STOP = (
     r"(?!(?:to|by|for|and|or|of|in|on|at|the|from|per|with|after|before|since|than|which|that|so|but|"
-    r"because|as|now|this|my|our|a|an|is|are|was|were|i|we|you|it|total|each|every)\b)"
-)
+    r"because|as|now|this|my|our|a|an|is|are|was|were|i|we|you|it|total|each|every|out)\b)"
+)  # "8.2 out of 10" is 8.2
 _QUANTITY = (
     r"(?P<value>\$\d[\d,]*(?:\.\d+)?(?:\s?(?:k|K|million|billion)\b)?"  # money
     r"|\d+(?:\.\d+)?\s?%"  # a percentage
@@ -488,6 +532,12 @@ _BEFORE = {
     for template in ("budget", "{what}", "{what} date", "number of {what}")
 }
 _OTHERS = re.compile(r"\b(?:their|his|her|its|your)\b|\w's\b", re.IGNORECASE)
+# a bound, not a value: "an accuracy exceeding 90%", "an accuracy rate above 80%"
+_BOUND = re.compile(
+    r"\b(?:above|over|under|below|beyond|exceed(?:s|ed|ing)?|(?:more|less|greater|higher|lower) than|at (?:least|most))"
+    r"\s*$",
+    re.IGNORECASE,
+)
 _ONWARD = re.compile(r"\s*(?:to|->|→|and then|then)\s+(\$?\d[\d,]*(?:\.\d+)?%?)")
 
 
@@ -625,10 +675,6 @@ def resolve_date(text: str, said_at: str) -> str | None:
     return format_time(day.replace(hour=0, minute=0, second=0, microsecond=0))
 
 
-def _thing(value: str) -> str:
-    return _ARTICLES.sub("", value.strip().lower()).strip()
-
-
 def _name(value: str) -> str | None:
     """A cue's capitalised value as an entity name, or None when it names nothing ("The", "May", "Mom")."""
     words = value.strip().rstrip(".").split()
@@ -642,6 +688,35 @@ def _name(value: str) -> str | None:
     return name
 
 
+def _object(text: str, cue: int, start: int, cut: re.Pattern[str]) -> str | None:
+    """What the cue ending at ``start`` acts on, as a short clear phrase ("my Job" -> "Job"), or None.
+
+    None when the cue opens a relative clause (its object is before it), or when the words hold a
+    reference the turn does not resolve, open where no object can, or run on past ``OBJECT_WORDS``: a
+    fact is written only when its subject, slot and value are clear.
+    """
+    before = re.findall(r"[\w']+", text[max(0, cue - 30) : cue].lower())
+    if before and before[-1] in _RELATIVISERS:
+        return None
+    end = _OBJECT_END.search(text, start)
+    phrase = text[start : end.start() if end is not None else len(text)]
+    clause = cut.search(phrase)
+    said = (phrase[: clause.start()] if clause is not None else phrase).split()
+    words = [word.lower() for word in said]
+    head = words[1:] if words[:1] == ["to"] else words  # "to discover new places": read from the verb
+    if head[:1] and head[0] in _QUANTIFIERS:  # "all the yellow leaves" is as definite as "the yellow leaves"
+        head = head[2:] if head[1:2] == ["of"] else head[1:]
+    if (
+        not head
+        or len(words) > OBJECT_WORDS
+        or head[0] in _NOT_OPENERS
+        or words[-1] in _TIME_NOUNS
+        or _REFERRING.intersection(words)
+    ):
+        return None
+    return _ARTICLES.sub("", " ".join(said)).strip() or None
+
+
 def _scan(text: str, me: str, when: str | None) -> tuple[tuple[EntityMention, ...], tuple[FactMention, ...]]:
     """The entities and facts of one turn (``when``: the date first-person facts became true)."""
     facts: list[FactMention] = []
@@ -651,7 +726,11 @@ def _scan(text: str, me: str, when: str | None) -> tuple[tuple[EntityMention, ..
             if slot in _SLOT_KINDS:  # "I work at The Home Depot.": the organisation "Home Depot"
                 value = _name(value) or ""
             if value and value not in _NOT_NAMES:
-                facts.append(FactMention(me, slot, value if slot != "bought" else _thing(value), functional, when))
+                facts.append(FactMention(me, slot, value, functional, when))
+    for found in _BOUGHT_THING.finditer(text):
+        thing = _object(text, found.start(), found.end(), _PURCHASE_CUT)
+        if thing and re.fullmatch(r"[a-z][a-z -]*[a-z]", thing):  # a name is a product: _BOUGHT
+            facts.append(FactMention(me, "bought", thing, False, when))
     products = [name for name in (_name(found.group("value")) for found in _BOUGHT.finditer(text)) if name]
     facts.extend(FactMention(me, "bought", product, False, when) for product in dict.fromkeys(products))
     for found in _FAVOURITE.finditer(text):
@@ -662,8 +741,8 @@ def _scan(text: str, me: str, when: str | None) -> tuple[tuple[EntityMention, ..
         )
     for pattern, opinion in ((_DISLIKE, "dislikes"), (_LIKE, "likes")):
         for found in pattern.finditer(text):
-            thing = _thing(found.group("value"))
-            if thing and thing not in _PRONOUNS and not any(f.slot == f"opinion of {thing}" for f in facts):
+            thing = (_object(text, found.start(), found.end(), _OPINION_CUT) or "").lower()
+            if thing and not any(f.slot == f"opinion of {thing}" for f in facts):
                 facts.append(FactMention(me, f"opinion of {thing}", opinion, True, when))
     prose = _CODE.sub(" ", text)
     values = _values(prose, me, when)
@@ -676,6 +755,8 @@ def _scan(text: str, me: str, when: str | None) -> tuple[tuple[EntityMention, ..
             pre = "" if template == "budget" and "what" in found.groupdict() else pre  # "$35 monthly budget"
             if _OTHERS.search(f"{pre} {what}"):
                 continue  # "their quiz score", "Sam's budget": not the speaker's
+            if template == "{what}" and _BOUND.search(prose, found.end("what"), found.start("value")):
+                continue
             if template == "budget":  # what the text names, else "budget"
                 slot = normalise_slot(f"{_named(pre or what)} budget") or "budget"
             elif template != "number of {what}":
@@ -778,6 +859,39 @@ _PREFERENCE = re.compile(
     re.IGNORECASE,
 )
 _SUPPOSED = re.compile(r"\b(?:if|whether|unless|suppose|what if)\b", re.IGNORECASE)  # "I don't know if I prefer tea"
+# A preference is its own clause, from the cue on: it ends where the sentence or clause does ("I prefer
+# X, can you help ...", "I prefer X, so I want ...", "I prefer X ->-> 3,23"), and runs to PREFERENCE_WORDS at most
+_PREFERENCE_END = re.compile(
+    r"[.,!?;:\n]|->|\s[-\u2013\u2014]\s|\s(?:so|but|because|although|though|while|whereas)\b"
+    r"|\s(?:and|or) (?:I|I'm|I've|I'll|we|you|it)\b",
+    re.IGNORECASE,
+)
+PREFERENCE_WORDS = 20
+# what a preference cannot open with ("I prefer it"), and the listener: "I'd rather show you a photo" is about
+# this exchange, not a standing preference
+_NOT_PREFERRED = _NOT_OPENERS - {"the", "to"}
+_LISTENER = frozenset({"you", "your", "you're", "yours"})
+# A comma ends the clause only before a word that opens another phrase ("X, can you ...", "X, like my ...");
+# before any other it joins two words of one phrase ("simple, minimal dependencies", "a sleek, modern look")
+_PHRASE_OPENERS = _NOT_OPENERS | frozenset(
+    """
+    i i'm i've i'd i'll we we're and or but nor to rather especially given since because although though while
+    whereas please not plus instead maybe perhaps etc
+    """.split()
+)
+
+
+def _preference_end(text: str, start: int, stop: int) -> int:
+    """Where the preference clause opening at ``start`` ends (at ``stop``, its sentence's end, at the latest)."""
+    for end in _PREFERENCE_END.finditer(text, start, stop):
+        if end.group() != ",":
+            return end.start()
+        following = re.match(r"\s*([\w']+)", text[end.end() : end.end() + 40])
+        if following is None or following.group(1).lower() in _PHRASE_OPENERS:
+            return end.start()
+    return stop
+
+
 # what may follow an instruction's verb without being what it acts on: "Never give up!" and "Always be
 # yourself." are encouragements, not instructions ("Always use tabs." is one)
 _NOT_AN_OBJECT = frozenset("up down out off away back over on in it yourself yourselves myself".split())
@@ -812,9 +926,17 @@ def _standing(text: str, me: str) -> list[FactMention]:
     for match in _PREFERENCE.finditer(text):
         sentence = match.group("sentence").strip()
         before = text[match.start("sentence") : match.start("cue")]
-        if not _QUESTION_START.search(sentence) and not _SUPPOSED.search(before):
-            # not asked ("do I prefer ...") and not supposed ("if I prefer ..."; "... if you can" is fine)
-            found.append(FactMention(me, PREFERENCE_SLOT, sentence[:STANDING_CHARS], False))
+        if _QUESTION_START.search(sentence) or _SUPPOSED.search(before):
+            continue  # asked ("do I prefer ...") or supposed ("if I prefer ..."; "... if you can" is fine)
+        value = text[match.start("cue") : _preference_end(text, match.end("cue"), match.end("sentence"))].strip()
+        preferred = value[match.end("cue") - match.start("cue") :].lower().split()
+        if (
+            preferred  # "... like I prefer": what is preferred comes before
+            and preferred[0] not in _NOT_PREFERRED
+            and not _LISTENER.intersection(preferred)
+            and len(value.split()) <= PREFERENCE_WORDS
+        ):
+            found.append(FactMention(me, PREFERENCE_SLOT, value, False))
     return list({(f.slot, f.value.lower()): f for f in found}.values())
 
 

@@ -59,6 +59,7 @@ def understand(
     return write_extraction(
         writer,
         found,
+        said=text,
         turn=source,
         scope=scope,
         said_at=said_at,
@@ -75,11 +76,17 @@ def write_extraction(
     turn: str,
     scope: str,
     said_at: str,
+    said: str | None = None,
     said_in: str | None = None,
     speaker: str | None = None,
     speakers: dict[str, str] | None = None,
 ) -> list[str]:
     """Write ``found`` into the scope world ``scope``; returns the new fact ids.
+
+    ``said``: the text it was read from. A standing instruction or preference is indexed with it
+    (its value is the clause alone): the standing lanes match a later question to the sentence
+    around the statement ("I prefer short answers when I ask about the new role"), which the value
+    drops (``bench/recall.py``, BEAM-100K preference following; docs/decisions.md).
 
     ``turn`` is the source turn, ``said_in`` its conversation (orders facts said at one time),
     ``speaker`` who said it: a person entity the turn refers_to, the subject of its first-person facts.
@@ -109,7 +116,8 @@ def write_extraction(
         writer.link(turn, entity, "refers_to", valid_at=said_at)  # as of a past date, the graph is as it was
     facts = []
     for fact in found.facts:
-        written = _fact(writer, fact, turn=turn, scope=scope, said_at=said_at, said_in=said_in)
+        context = said if fact.slot in STANDING and said and said != fact.value else None
+        written = _fact(writer, fact, turn=turn, scope=scope, said_at=said_at, said_in=said_in, context=context)
         if written is not None:
             facts.append(written)
             subject = entities.get(fact.subject) or _entity(writer, scope, fact.subject)
@@ -157,7 +165,16 @@ def _changed_from(writer: Writer, fact: FactMention, scope: str) -> list[Node]:
     return [] if latest is None else [n for n in near.values() if _value(n) == _value(latest)]
 
 
-def _fact(writer: Writer, fact: FactMention, *, turn: str, scope: str, said_at: str, said_in: str | None) -> str | None:
+def _fact(
+    writer: Writer,
+    fact: FactMention,
+    *,
+    turn: str,
+    scope: str,
+    said_at: str,
+    said_in: str | None,
+    context: str | None = None,
+) -> str | None:
     valid = fact.valid_at or said_at
     key = slot_key(fact.subject, fact.slot)
     current = _current(writer, key, scope)
@@ -178,6 +195,7 @@ def _fact(writer: Writer, fact: FactMention, *, turn: str, scope: str, said_at: 
         name=fact.slot,
         valid_at=valid,
         aliases=(key, *words, *standing),
+        index_context=context,
         props={
             "subject": fact.subject,
             "slot": fact.slot,
