@@ -148,7 +148,8 @@ def test_json_shapes(store: dict[str, str], capsys: pytest.CaptureFixture[str]) 
     history = run_json(capsys, "history", store["path"], store["b"])
     assert [n["id"] for n in history] == [store["a"], store["b"]]  # type: ignore[union-attr,index]
     hits = run_json(capsys, "search", store["path"], "Porto")
-    assert hits[0]["node"]["id"] == store["b"] and isinstance(hits[0]["score"], float)  # type: ignore[index]
+    assert store["b"] in [h["node"]["id"] for h in hits]  # type: ignore[index]  # beside the fact learned from it
+    assert isinstance(hits[0]["score"], float)  # type: ignore[index]
     merges = run_json(capsys, "merges", store["path"])
     assert [m["pid"] for m in merges] == [int(store["pid"])] and merges[0]["status"] == "pending"  # type: ignore[index]
     report = run_json(capsys, "verify", store["path"])

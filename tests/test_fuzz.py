@@ -179,6 +179,7 @@ class ReconcilerMachine(RuleBasedStateMachine):
             with self.db.batch():
                 for text in texts_:
                     added.append(self.db.write(text, scope="batch"))
+                self.db._settle()  # the writes' queued edge rows land now, not inside the link below
                 inner = table_digest(self.db)
                 try:
                     self._remember(

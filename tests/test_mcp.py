@@ -75,6 +75,16 @@ def test_remember_recall_amend_retire_and_history(served: tuple[WorldDB, Any]) -
     assert call(server, "stats", {})["nodes"] == db.stats()["nodes"]
 
 
+def test_remember_learns_the_notes_facts_so_the_current_one_answers(served: tuple[WorldDB, Any]) -> None:
+    _, server = served
+    call(server, "remember", {"text": "I live in Lisbon", "scope": "ana", "valid_at": "2023-03-01"})
+    call(server, "remember", {"text": "I moved to Porto", "scope": "ana", "valid_at": "2024-05-01"})
+    call(server, "remember", {"text": "I live in Faro", "scope": "bo", "verbatim": True})
+    hits = call(server, "recall", {"query": "where do I live?", "scope": "ana", "k": 1})["hits"]
+    assert [h["content"] for h in hits] == ["ana lives in: Porto"]
+    assert call(server, "recall", {"query": "where do I live?", "scope": "bo", "k": 5})["hits"][0]["type"] == "Memory"
+
+
 def test_purge_through_mcp_erases_the_content(served: tuple[WorldDB, Any]) -> None:
     db, server = served
     secret = call(server, "remember", {"text": "my bank PIN is 4711", "scope": "ana"})["id"]

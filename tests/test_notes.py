@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+
 import pytest
 
 from worlddb_lite import InvalidInput, RuleExtractor, WorldDB
@@ -48,8 +50,14 @@ def test_deferred_queues_the_same_work_for_consolidate(db: WorldDB, tmp_path) ->
 
 
 def test_without_an_extractor_a_note_is_stored_alone(db: WorldDB) -> None:
-    db.write("I live in Lisbon", scope="ana")
+    db.write("I live in Lisbon", scope="ana", extractor=None)
     assert _facts(db, "ana") == [] and db.nodes(type="Entity") == []
+
+
+def test_by_default_a_note_goes_through_system_2(db: WorldDB) -> None:
+    db.write("I live in Lisbon", scope="ana", valid_at="2024-01-01")
+    db.write("I moved to Porto", scope="ana", valid_at="2024-06-01")
+    assert _facts(db, "ana") == ["ana lives in: Porto"]
 
 
 def test_only_notes_in_a_scope_are_read(db: WorldDB) -> None:
@@ -74,12 +82,46 @@ def test_bad_options_write_nothing(db: WorldDB, options: dict[str, object], mess
     assert table_digest(db) == before
 
 
-def test_the_cli_writes_a_note_that_is_understood(tmp_path, capsys) -> None:
+def test_the_cli_writes_a_note_that_is_understood(tmp_path, capsys, monkeypatch) -> None:
     from worlddb_lite.cli import main
 
     store = str(tmp_path / "cli.db")
-    assert main(["write", store, "I live in Lisbon", "--scope", "ana", "--valid-at", "2023-03-01", "--extract"]) == 0
-    assert main(["write", store, "I moved to Porto", "--scope", "ana", "--valid-at", "2024-05-01", "--extract"]) == 0
-    assert main(["write", store, "I live in Faro", "--scope", "bo"]) == 0  # without --extract: the text alone
+    assert main(["write", store, "I live in Lisbon", "--scope", "ana", "--valid-at", "2023-03-01"]) == 0
+    monkeypatch.setattr("sys.stdin", io.StringIO("I moved to Porto\n"))
+    assert main(["write", store, "-", "--scope", "ana", "--valid-at", "2024-05-01"]) == 0
+    assert main(["write", store, "I live in Faro", "--scope", "bo", "--verbatim"]) == 0  # the text alone
     with WorldDB(store) as db:
         assert [n.content for n in db.nodes(type="Fact")] == ["ana lives in: Porto"]
+        assert "I moved to Porto" in [n.content for n in db.nodes(type="Memory")]  # stdin's newline left out
+
+
+def test_an_amended_note_is_read_again_and_its_new_value_supersedes_the_old(db: WorldDB) -> None:
+    old = db.write("I live in Lisbon", scope="ana", valid_at="2023-03-01")
+    db.amend(old, "I live in Porto", valid_at="2024-05-01")
+    assert _facts(db, "ana") == ["ana lives in: Porto"]
+    assert _facts(db, "ana", include_superseded=True) == ["ana lives in: Lisbon", "ana lives in: Porto"]
+    assert [h.node.content for h in db.recall("where does ana live?", scope="ana", k=2).hits] in (
+        ["ana lives in: Porto", "I live in Porto"],
+        ["I live in Porto", "ana lives in: Porto"],
+    )
+
+
+def test_a_fact_only_the_old_version_said_closes_when_the_new_version_starts(db: WorldDB) -> None:
+    old = db.write("I work at Google", scope="ana", valid_at="2023-03-01")
+    db.write("I work at Google", scope="ana", valid_at="2023-03-02")  # another note says it too
+    gone = db.write("I live in Lisbon", scope="ana", valid_at="2023-03-01")
+    db.amend(gone, "I enjoy green tea", valid_at="2024-05-01")
+    db.amend(old, "I enjoy black tea", valid_at="2024-05-01")
+    assert "ana lives in: Lisbon" not in _facts(db, "ana")
+    assert "ana works at: Google" in _facts(db, "ana")  # the other note still says it
+    lisbon = next(n for n in db.nodes(type="Fact", include_superseded=True) if n.content == "ana lives in: Lisbon")
+    assert lisbon.invalid_at == "2024-05-01T00:00:00.000000Z" and not lisbon.superseded_by
+    assert "ana lives in: Lisbon" in [
+        h.node.content for h in db.recall("where do I live?", scope="ana", as_of="2023-12-31").hits
+    ]
+
+
+def test_a_verbatim_amend_leaves_the_facts_alone(db: WorldDB) -> None:
+    old = db.write("I live in Lisbon", scope="ana", valid_at="2023-03-01")
+    db.amend(old, "I live in Porto", valid_at="2024-05-01", extractor=None)
+    assert _facts(db, "ana") == ["ana lives in: Lisbon"]

@@ -38,7 +38,9 @@ def test_a_purged_secret_is_nowhere_in_the_files_and_the_store_still_verifies(fi
     assert SECRET.lower().encode() in _raw(file_db_path)  # the scan can see it before
     root_before = db.root()
     result = db.purge(second, scope="alice")
-    assert set(result["purged"]) == {first, second} and result["checkpoint"]["busy"] is False
+    assert {first, second} <= set(result["purged"]) and result["checkpoint"]["busy"] is False
+    learned = [db.read(nid).type for nid in set(result["purged"]) - {first, second}]
+    assert learned and set(learned) <= {"Fact", "Entity"}  # and what System 2 learned from them
     assert SECRET.lower().encode() not in _raw(file_db_path)
     assert Path(file_db_path + "-wal").stat().st_size == 0
     report = db.verify(deep=True)
@@ -51,7 +53,7 @@ def test_a_purged_secret_is_nowhere_in_the_files_and_the_store_still_verifies(fi
     assert all(SECRET not in (h.node.content or "") for h in db.recall(f"pin {SECRET}", scope="alice").hits)
     assert db.search(SECRET) == []
     tomb = db._conn.execute("select * from tombstone").fetchall()
-    assert sorted(bytes(r[0]).hex() for r in tomb) == sorted([first, second]) and all(len(r) == 2 for r in tomb)
+    assert sorted(bytes(r[0]).hex() for r in tomb) == sorted(result["purged"]) and all(len(r) == 2 for r in tomb)
     db.close()
     assert SECRET.lower().encode() not in _raw(file_db_path)
     with WorldDB(file_db_path, embedder=FakeEmbedder()) as again:
@@ -283,7 +285,8 @@ def test_cli_purge(file_db_path: str, capsys: pytest.CaptureFixture[str]) -> Non
         ref = db.write(f"the code is {SECRET}", scope="me")
     assert main(["purge", file_db_path, ref[:12], "--scope", "me", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["purged"] == [ref]
+    with WorldDB(file_db_path) as db:  # the note, and the person System 2 linked it to (no other memory names)
+        assert out["purged"][0] == ref and [db.read(n).type for n in out["purged"][1:]] == ["Entity"]
     assert SECRET.lower().encode() not in _raw(file_db_path)
     assert main(["purge", file_db_path, ref, "--scope", "nobody"]) == 2
     assert "no scope named" in capsys.readouterr().err

@@ -185,9 +185,9 @@ def test_a_batch_commits_once_with_one_root_log_entry_per_world(db: WorldDB) -> 
     logged = row_counts(db)["root_log"]
     with db.batch():
         for i in range(5):
-            db.write(f"line {i}", scope="s")
+            db.write(f"line {i}", scope="s", extractor=None)
         with db.batch():  # nested batches join the outer one
-            db.write("nested", scope="s")
+            db.write("nested", scope="s", extractor=None)
     history = db.root_history(db.scope("s"))
     assert [size for _, _, size in history] == [6]
     assert row_counts(db)["root_log"] == logged + 2  # the scope and the store root
@@ -195,10 +195,10 @@ def test_a_batch_commits_once_with_one_root_log_entry_per_world(db: WorldDB) -> 
 
 
 def test_a_refused_link_inside_a_batch_leaves_nothing_and_the_batch_continues(db: WorldDB) -> None:
-    a = db.write("a", scope="s", valid_at="2024-05-01")
+    a = db.write("a", scope="s", valid_at="2024-05-01", extractor=None)
     before = row_counts(db)
     with db.batch():
-        old = db.write("older", scope="s", valid_at="2024-01-01")
+        old = db.write("older", scope="s", valid_at="2024-01-01", extractor=None)
         with pytest.raises(EdgeRefused):
             db.link(old, a, "supersedes")
         with pytest.raises(UnknownEdgeType):
@@ -304,8 +304,8 @@ def test_supersedes_closes_validity_in_the_same_transaction(db: WorldDB) -> None
 
 
 def test_unlink_closes_an_edge_and_keeps_it(db: WorldDB) -> None:
-    a = db.write("a", scope="s", valid_at="2024-01-01")
-    b = db.write("b", scope="s", valid_at="2024-01-01")
+    a = db.write("a", scope="s", valid_at="2024-01-01", extractor=None)
+    b = db.write("b", scope="s", valid_at="2024-01-01", extractor=None)
     edge = db.link(a, b, "refers_to", valid_at="2024-01-01")
     db.unlink(edge.id[:10], at="2024-06-01")  # type: ignore[union-attr]
     assert db.neighbours(a).edges == ()

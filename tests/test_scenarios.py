@@ -68,7 +68,6 @@ def test_a_standing_instruction_is_offered_with_every_answer(ana: WorldDB) -> No
     assert any(h.node.content == "ana standing instruction: Always answer me in Portuguese" for h in hits)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 22: the standing lane puts an instruction above the answer itself")
 def test_a_standing_instruction_does_not_outrank_the_answer(ana: WorldDB) -> None:
     assert ana.recall("where do I live?", scope="ana", k=1).hits[0].node.content == "ana lives in: Porto"
 
@@ -81,9 +80,6 @@ def test_a_note_among_live_turns_answers_its_question(tmp_path: Path) -> None:
         assert db.recall("where is the spare key?", scope="ana", k=1).hits[0].node.content.startswith("The spare key")
 
 
-@pytest.mark.xfail(
-    strict=True, reason="issue 22: the reply and speaker priors lift turns over a note first in every lane"
-)
 def test_a_note_first_in_every_lane_is_not_buried_by_a_talkative_session(tmp_path: Path) -> None:
     turns = [
         "My sister Emma loves pottery",
@@ -100,3 +96,11 @@ def test_a_note_first_in_every_lane_is_not_buried_by_a_talkative_session(tmp_pat
             db.add_turn(text, scope="ana", speaker="ana", session="1", at=f"2024-05-01T10:{i:02d}:00Z")
         db.write("The spare key is under the blue flowerpot", scope="ana", valid_at="2024-05-01T11:00:00Z")
         assert db.recall("where is the spare key?", scope="ana", k=1).hits[0].node.content.startswith("The spare key")
+
+
+def test_the_context_marks_a_note_a_later_one_changed_as_stale(ana: WorldDB) -> None:
+    lines = ana.context("where do I live?", scope="ana", budget=2000).text.splitlines()
+    lisbon = next(line for line in lines if "memory: I live in Lisbon" in line)
+    porto = next(line for line in lines if "fact: ana lives in: Porto" in line)
+    assert "(stale: a later memory changed what it says)" in lisbon and "stale" not in porto
+    assert lines.index(porto) < lines.index(lisbon)

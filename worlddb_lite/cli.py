@@ -19,11 +19,10 @@ from . import (
     EncodingGate,
     IngestStats,
     OnnxCrossEncoder,
-    RuleExtractor,
     StaticEmbedder,
     load_conversations,
 )
-from .db import DEFAULT_BUDGET, WorldDB
+from .db import DEFAULT_BUDGET, DEFAULT_EXTRACTOR, WorldDB
 from .errors import WorldDBError
 from .types import Node, plain
 
@@ -93,32 +92,39 @@ def cmd_init(args: argparse.Namespace) -> Any:
 
 @command(
     "write",
-    "store text verbatim in a scope; prints the new id",
+    "remember a note (text, or - to read it from stdin): stored verbatim, its facts learned; prints its id",
     _with(
-        lambda p: p.add_argument("text", help="the memory, verbatim"),
+        lambda p: p.add_argument("text", help="the memory, verbatim; - reads it from standard input"),
         lambda p: p.add_argument("--scope", default="default", help="scope world to write into (default: default)"),
-        lambda p: p.add_argument("--type", default="Memory", help="node type (default: Memory)"),
+        lambda p: p.add_argument("--type", default="Memory", help="node type (default: Memory, a note)"),
         lambda p: p.add_argument("--name", help="optional name of the node"),
         lambda p: p.add_argument("--valid-at", help="when it became true (ISO-8601; default: now)"),
+        lambda p: p.add_argument("--speaker", help="who says it (default: the scope's person)"),
         lambda p: p.add_argument(
-            "--extract",
+            "--verbatim",
             action="store_true",
-            help="also read the note with the rule extractor: its entities and facts (a newer fact supersedes)",
+            help="store the text alone: no entities or facts learned from it, nothing superseded",
         ),
-        lambda p: p.add_argument("--speaker", help="with --extract: who says it (default: the scope's person)"),
+        lambda p: p.add_argument("--deferred", action="store_true", help="queue its extraction for `consolidate`"),
     ),
 )
 def cmd_write(args: argparse.Namespace) -> Any:
     with _open(args, create=True) as db:
         return db.write(
-            args.text,
+            _text_of(args.text),
             scope=args.scope,
             type=args.type,
             name=args.name,
             valid_at=args.valid_at,
-            extractor=RuleExtractor() if args.extract else None,
+            extractor=None if args.verbatim else DEFAULT_EXTRACTOR,
+            deferred=args.deferred,
             speaker=args.speaker,
         )
+
+
+def _text_of(argument: str) -> str:
+    """The text argument, or standard input when it is ``-`` (without the newline echo ends it with)."""
+    return sys.stdin.read().removesuffix("\n").removesuffix("\r") if argument == "-" else argument
 
 
 @command(
@@ -138,7 +144,7 @@ def cmd_write(args: argparse.Namespace) -> Any:
     ),
 )
 def cmd_add_turn(args: argparse.Namespace) -> Any:
-    text = sys.stdin.read().removesuffix("\n").removesuffix("\r") if args.text == "-" else args.text  # echo's newline
+    text = _text_of(args.text)
     with _open(args, create=True) as db:
         return db.add_turn(
             text, scope=args.scope, session=args.session, speaker=args.speaker, at=args.at, deferred=args.deferred

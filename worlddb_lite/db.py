@@ -60,7 +60,7 @@ from .write.conversation import (
 )
 from .write.conversation import ingest as ingest_conversation
 from .write.gate import EncodingGate
-from .write.notes import write_note
+from .write.notes import amend_note, write_note
 from .write.reconciler import Reconciler, WriteScope
 from .write.resolver import New, PreferTiers, Resolution, ResolverConfig, Tiebreaker
 from .write.writer import DEFAULT_SCOPE, Writer
@@ -72,7 +72,7 @@ if TYPE_CHECKING:
 COMPOSE_KINDS = ("attention", "mean")  # v2 (default) and v1 composed world embeddings
 _DEFAULT = object()
 
-__all__ = ["DEFAULT_BUDGET", "DEFAULT_SCOPE", "Extractor", "WorldDB"]
+__all__ = ["DEFAULT_BUDGET", "DEFAULT_EXTRACTOR", "DEFAULT_SCOPE", "Extractor", "WorldDB"]
 
 
 class WorldDB:
@@ -280,7 +280,7 @@ class WorldDB:
         index_context: str | None = None,
         word_context: str | None = None,
         speaker: str | None = None,
-        extractor: Extractor | None = None,
+        extractor: Extractor | None = DEFAULT_EXTRACTOR,
         deferred: bool = False,
     ) -> str:
         """Store ``text`` verbatim in ``world`` (or in the Scope called ``scope``); return its id.
@@ -426,9 +426,25 @@ class WorldDB:
         *,
         valid_at: TimeLike | None = None,
         props: Mapping[str, Any] | None = None,
+        speaker: str | None = None,
+        extractor: Extractor | None = DEFAULT_EXTRACTOR,
+        deferred: bool = False,
     ) -> str:
-        """Write a new version of a memory that supersedes it; the old content stays, closed."""
-        return self._writer.amend(ref, text, valid_at=valid_at, props=props)
+        """Write a new version of a memory that supersedes it; the old content stays, closed.
+
+        A note's new version is read as ``write`` reads a note (``extractor``, ``deferred``, ``speaker``):
+        what it changes supersedes the old value, and a fact only the old version said closes.
+        """
+        return amend_note(
+            self._writer,
+            ref,
+            text,
+            extractor=extractor,
+            deferred=deferred,
+            speaker=speaker,
+            valid_at=valid_at,
+            props=props,
+        )
 
     def retire(self, ref: str, *, at: TimeLike | None = None) -> None:
         """Close a memory's validity (it stops being true; its history stays)."""

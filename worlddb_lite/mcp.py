@@ -15,14 +15,15 @@ from collections.abc import Callable
 from functools import wraps
 from typing import Any
 
-from .db import DEFAULT_BUDGET, DEFAULT_SCOPE, WorldDB
+from .db import DEFAULT_BUDGET, DEFAULT_EXTRACTOR, DEFAULT_SCOPE, WorldDB
 from .errors import WorldDBError
 from .types import plain
 
 INSTRUCTIONS = (
     "Long-term memory of one person, kept in one local SQLite file. `remember` what is worth keeping "
-    "(verbatim), `recall` or `context` before answering, `amend` a memory that changed (the old version "
-    "stays as history), `retire` one that stopped being true, `purge` one the person wants erased for good."
+    "(kept verbatim, its facts learned), `recall` or `context` before answering, `amend` a memory that "
+    "changed (the old version stays as history), `retire` one that stopped being true, `purge` one the "
+    "person wants erased for good."
 )
 
 
@@ -32,9 +33,21 @@ class MemoryTools:
     def __init__(self, db: WorldDB) -> None:
         self.db = db
 
-    def remember(self, text: str, scope: str = DEFAULT_SCOPE, valid_at: str | None = None) -> dict[str, str]:
-        """Store a memory verbatim in a scope (one per person or project); returns its id."""
-        return {"id": self.db.write(text, scope=scope, valid_at=valid_at)}
+    def remember(
+        self,
+        text: str,
+        scope: str = DEFAULT_SCOPE,
+        valid_at: str | None = None,
+        speaker: str | None = None,
+        verbatim: bool = False,
+    ) -> dict[str, str]:
+        """Remember a note in a scope (one per person or project); returns its id.
+
+        The text is kept verbatim and its facts are learned at once ("I moved to Porto" replaces where the
+        person lived). ``speaker``: who says it (default: the scope's person). ``verbatim``: keep the text alone.
+        """
+        extractor = None if verbatim else DEFAULT_EXTRACTOR
+        return {"id": self.db.write(text, scope=scope, valid_at=valid_at, speaker=speaker, extractor=extractor)}
 
     def add_turn(
         self,

@@ -12,7 +12,7 @@ engine writes no text into them, so only props a caller gave ``link`` outlive a 
 
 A purge takes the node, everything below it (a world's members are its content), every
 version of it (joined by supersedes) and what was extracted from it (a Fact that refers_to a
-purged Turn, an Entity that only purged nodes refer to). With a scope, nothing outside that
+purged Turn or note, an Entity that only purged nodes refer to). With a scope, nothing outside that
 scope is touched. An alias that only purged text gave an entity the purge keeps ("my coworker",
 said of a Brunhilda another turn names too) is deleted. A sibling indexed with a purged turn's
 text as context (its neighbours, in its full-text row's content or context column: see

@@ -1,8 +1,9 @@
 """Context assembly: recalled memories as a token-budgeted, provenance-tagged text for a model.
 
 Each item is dated, says what it is (who said a turn; a fact's slot and value), says whether it
-is current, historical (superseded: shown so a model can answer "what did I used to ...") or
-contested (contradicted), and why it was returned (lanes and ranks, the entity followed).
+is current, historical (superseded: shown so a model can answer "what did I used to ..."), stale
+(a later memory changed what it says) or contested (contradicted), and why it was returned (lanes
+and ranks, the entity followed).
 Items go in rank order; one that does not fit the remaining budget is left out and counted,
 and smaller ones after it may still fit.
 
@@ -30,7 +31,7 @@ class ContextItem:
     """One memory in the context: its line of text and where it came from."""
 
     node: str  # node id
-    status: str  # "current", "historical" (superseded) or "contested" (contradicted)
+    status: str  # "current", "historical" (superseded), "stale" (what it said changed since) or "contested"
     text: str
     tokens: int
 
@@ -47,11 +48,17 @@ class Context:
 
 
 def status(hit: Hit) -> str:
-    """Current, historical (a newer value superseded it) or contested (a contradiction stands)."""
+    """Current, historical (a newer value superseded it), stale or contested (a contradiction stands).
+
+    Stale: a turn or note still held as said, every fact learned from which a later memory changed
+    (recall moved it below that memory: ``stale`` in its why). "I live in Lisbon" after "I moved to Porto".
+    """
     if hit.node.superseded_by or hit.node.invalid_at is not None:
         return "historical"
     if hit.node.contradicted_by:
         return "contested"
+    if any(reason.lane == "stale" for reason in hit.why):
+        return "stale"
     return "current"
 
 
@@ -72,6 +79,8 @@ def line(number: int, hit: Hit) -> str:
         until = f" until {node.invalid_at[:10]}" if node.invalid_at else ""
         by = f", superseded by {', '.join(i[:12] for i in node.superseded_by)}" if node.superseded_by else ""
         note = f" (historical{until}{by})"
+    elif state == "stale":
+        note = " (stale: a later memory changed what it says)"
     elif state == "contested":
         note = f" (contested by {', '.join(i[:12] for i in node.contradicted_by)})"
     why = ", ".join(

@@ -41,6 +41,7 @@ ASSISTANT_SHARE = 0.6  # an assistant's turn keeps this share of its fused score
 NAMED_SPEAKER_WEIGHT = 0.125  # a turn said by someone the query names gains this x the best fused score
 REPLY_WEIGHT = 0.2  # a person's turn gains this x the fused score of the next turn, when a person said that
 ANSWER_WEIGHT = 0.1  # an assistant's turn gains this x the fused score of the person's turn it answers
+STANDING_LANES = frozenset({"instruction", "preference"})  # they rank what holds for every question, not answers
 
 
 def recall(
@@ -125,17 +126,21 @@ def rank(view: ReadView, query: str, found: Found) -> Ranked:
     ranked = session_prior(view, fused_only, SESSION_WEIGHT)
     after_session = dict(ranked)
     told = queries.said(view.conn, [nid for nid, _ in ranked[:HEAD_DEPTH]])  # the head's turns, read once
-    ranked = speaker_prior(view, ranked, query, HEAD_DEPTH, told=told)
-    fused = [nid for nid, _ in ranked]
+    weighed = speaker_prior(view, ranked, query, HEAD_DEPTH, told=told)
+    fused = turns_in_their_places(ranked, weighed, set(told))
+    ranked = weighed
     head = fused[:HEAD_DEPTH]
     notes = [nid for nid, (kind, _) in zip(head, view.kinds(head), strict=True) if kind in SOURCE_KINDS - {"Turn"}]
     learned = learned_from(view, [*told, *notes])  # the head's turns and notes: the moves below re-order the head
     fused, stale = stale_after_fresh(view, fused, HEAD_DEPTH, learned=learned)
     fused, changed = changed_over_stated(view, fused, HEAD_DEPTH, query, told=told, learned=learned)
+    fused, standing = answer_first(found, fused)
     # moved below the turn that superseded it, or above the turns whose value it changed
     moved: dict[int, list[Reason]] = {nid: [Reason("stale", fused.index(nid) + 1)] for nid in stale}
     for nid in changed:
         moved.setdefault(nid, []).append(Reason("changed", fused.index(nid) + 1))
+    for nid in standing:
+        moved.setdefault(nid, []).append(Reason("standing", fused.index(nid) + 1))
     return Ranked(fused, dict(ranked), moved, fused_only, after_session)
 
 
@@ -163,6 +168,42 @@ def order(
         Hit(node, ranked.score[nid], turns[nid], (*_lane_reasons(view, nid, ranks, found.paths), *later.get(nid, ())))
         for node, nid in zip(nodes, top, strict=True)
     ]
+
+
+def turns_in_their_places(
+    neutral: list[tuple[int, float]], weighed: list[tuple[int, float]], turns: set[int]
+) -> list[int]:
+    """The order with the speaker prior's turns re-ordered among the places turns hold in ``neutral``.
+
+    The speaker prior reads what only a turn has (who said it, the reply after it, the turn it
+    answers), so it weighs turns against turns: a note or a fact keeps the place the lanes and
+    the priors every kind gets (``session_prior``) gave it. Without this, every turn of a
+    talkative session gains from its neighbours and together they bury a note first in every lane.
+    """
+    reordered = iter([nid for nid, _ in weighed if nid in turns])
+    return [next(reordered) if nid in turns else nid for nid, _ in neutral]
+
+
+def leader(found: Found) -> int | None:
+    """The memory the query's own lanes put first: fused over every lane but the standing ones."""
+    fused = rrf({lane: nids for lane, nids in found.lanes.items() if lane not in STANDING_LANES}, weights=LANE_WEIGHTS)
+    return fused[0][0] if fused else None
+
+
+def answer_first(found: Found, fused: list[int]) -> tuple[list[int], set[int]]:
+    """A standing instruction or preference that came first goes just below the first answer.
+
+    It holds for every question, so the standing lanes offer the closest one whatever is asked
+    (``lanes.standing_lanes``); offered, it goes with the answer, not in its place. Lower down it
+    keeps its rank. One the query's own lanes put first is an answer like any other.
+    """
+    standing = {nid for lane in STANDING_LANES for nid in found.lanes.get(lane, ())}
+    if not fused or fused[0] not in standing or fused[0] == leader(found):
+        return fused, set()
+    answer = next((i for i, nid in enumerate(fused) if nid not in standing), None)
+    if answer is None:
+        return fused, set()
+    return [*fused[1 : answer + 1], fused[0], *fused[answer + 1 :]], {fused[0]}
 
 
 def session_prior(view: ReadView, ranked: list[tuple[int, float]], weight: float) -> list[tuple[int, float]]:
@@ -402,10 +443,10 @@ def changed_over_stated(
       words that the changing turn holds (at least one).
 
     Earlier means said before: valid time, then the order written (turns of one conversation are
-    written in the order said). A change never moves above a later turn about the same thing
-    that says a change or states a value the store still holds ("my appointment is now March 25"):
-    an older value must not climb over a newer one. An assistant's turns tell of no change of
-    the person's.
+    written in the order said). A fact learned from a turn of the head is read as that turn. A
+    change never moves above a later turn about the same thing that says a change or states a value
+    the store still holds ("my appointment is now March 25"): an older value must not climb over a
+    newer one. An assistant's turns tell of no change of the person's.
 
     Chosen with ``bench/recall.py`` on BEAM-100K's knowledge-update questions (LoCoMo's turns rarely
     say a value changed); docs/decisions.md has the figures.
@@ -436,6 +477,10 @@ def changed_over_stated(
             if shared := words_in(turn) & asked:
                 said.setdefault(turn, []).append((shared, math.ceil(len(shared) / 2)))
     stating = {turn for _, turn, _, _ in holding}  # turns a current fact was learned from
+    source: dict[int, int] = {}  # a fact in the head -> the turn it was learned from: it was said then
+    for _, turn, fact, _ in rows:
+        if turn in told:
+            source[fact] = min(turn, source.get(fact, turn))
     order = list(head)
     moved: set[int] = set()
     for turn in sorted(said, key=order.index):
@@ -443,10 +488,11 @@ def changed_over_stated(
         above: list[int] = []
         later: list[int] = []
         for rank, other in enumerate(order[: order.index(turn)]):
-            if other in told and any(len(what & words_in(other)) >= needed for what, needed in said[turn]):
-                if (told[other][2], other) < when:
+            was = other if other in told else source.get(other, other)
+            if was in told and any(len(what & words_in(was)) >= needed for what, needed in said[turn]):
+                if (told[was][2], was) < when:
                     above.append(rank)
-                elif other in said or other in stating:
+                elif was in said or was in stating:
                     later.append(rank)
         target = max([min(above, default=len(order)), *(rank + 1 for rank in later)])
         if target < order.index(turn):

@@ -19,7 +19,7 @@ def reached_from(conn: apsw.Connection, nid: int) -> list[int]:
     """What purging ``nid`` takes along: its members, its versions and what was extracted from it.
 
     Versions are joined by supersedes, either way; extracted are a Fact that refers_to it when it is
-    a Turn, and anything derived_from it.
+    a Turn or a note (a Memory: ``write`` reads notes as ingest reads turns), and anything derived_from it.
     """
     return [
         as_int(r[0])
@@ -28,7 +28,7 @@ def reached_from(conn: apsw.Connection, nid: int) -> list[int]:
             "union select dst from edge where src = ?1 and type = 'supersedes' "
             "union select src from edge where dst = ?1 and type = 'supersedes' "
             "union select e.src from edge as e join node as f on f.nid = e.src join node as t on t.nid = e.dst "
-            "where e.dst = ?1 and ((e.type = 'refers_to' and f.type = 'Fact' and t.type = 'Turn') "
+            "where e.dst = ?1 and ((e.type = 'refers_to' and f.type = 'Fact' and t.type in ('Turn', 'Memory')) "
             "or e.type = 'derived_from')",
             (nid,),
         )

@@ -146,6 +146,23 @@ def said(conn: apsw.Connection, nids: Sequence[int]) -> dict[int, Said]:
     }
 
 
+def learned_only_from(conn: apsw.Connection, nid: int) -> list[int]:
+    """The open facts learned from ``nid`` and from no other turn or note: what stands on its words alone."""
+    return [
+        as_int(row[0])
+        for row in conn.execute(
+            "select distinct e.src from edge as e join node as f on f.nid = e.src "
+            "join node_state as s on s.nid = f.nid "
+            "where e.dst = ?1 and e.type = 'refers_to' and f.type = 'Fact' "
+            "and s.invalid_at is null and s.expired_at is null "
+            "and not exists (select 1 from edge as o join node as t on t.nid = o.dst "
+            "where o.src = e.src and o.type = 'refers_to' and o.dst != ?1 and t.type in ('Turn', 'Memory')) "
+            "order by e.src",
+            (nid,),
+        )
+    ]
+
+
 def next_turns(conn: apsw.Connection, nids: Sequence[int]) -> dict[int, int]:
     """The Turn written next in the same world after each of ``nids`` that has one.
 

@@ -9,10 +9,13 @@ so "I moved to Porto" written into the scope "ana" is a fact about ana.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from .. import checks
 from ..errors import InvalidInput
+from ..store import queries
+from ..text.dates import TimeLike
 from ..text.extract import Extractor, check_extractor
 from .facts import understand
 from .queue import enqueue
@@ -31,26 +34,66 @@ def write_note(
     **fields: Any,
 ) -> str:
     """Write ``text`` (``Writer.write``'s fields), then System 2 on it if it is a note in a Scope; its id."""
+    who = _checked(extractor, deferred, speaker)
+    with writer.transaction():
+        note = writer.write(text, **fields)
+        _learn(writer, note, extractor=extractor, deferred=deferred, speaker=who)
+        return note
+
+
+def amend_note(
+    writer: Writer,
+    ref: str,
+    text: str | bytes,
+    *,
+    extractor: Extractor | None,
+    deferred: bool,
+    speaker: object = None,
+    valid_at: TimeLike | None = None,
+    props: Mapping[str, Any] | None = None,
+) -> str:
+    """A new version of a memory (``Writer.amend``), read like a note written now; its id.
+
+    The new text goes through System 2, so a value it changes supersedes the old one. A fact learned
+    from the old version alone (no other turn or note said it) no longer stands on anything the person
+    holds: it closes when the new version starts, unless the new text superseded it already.
+    """
+    who = _checked(extractor, deferred, speaker)
+    with writer.transaction() as txn:
+        new = writer.amend(ref, text, valid_at=valid_at, props=props)
+        _learn(writer, new, extractor=extractor, deferred=deferred, speaker=who)
+        if extractor is None and not deferred:
+            return new
+        writer.settle(indexes=False)  # the edges written above are read below
+        old = writer.store.resolve(ref)
+        starts = writer.read(new).valid_at
+        for fact in queries.learned_only_from(writer.store.conn, old):
+            txn.close(fact, max(starts, writer.store.node_row(fact).valid_at))
+        return new
+
+
+def _checked(extractor: Extractor | None, deferred: object, speaker: object) -> str | None:
     check_extractor(extractor)
     if not isinstance(deferred, bool):
         raise InvalidInput(f"deferred must be True or False, got {deferred!r}")
-    who = checks.text(speaker, "speaker", required=False)
-    with writer.transaction():
-        note = writer.write(text, **fields)
-        if extractor is None and not deferred:
-            return note
-        node = writer.read(note)
-        if node.type != NOTE_TYPE or node.parent is None or node.purged:
-            return note
-        home = writer.read(node.parent)
-        if home.type != "Scope":
-            return note  # a note inside another world has no person to speak for
-        said_by = (who or "").strip() or home.name
-        if deferred:
-            enqueue(writer, note, home.id, node.valid_at, None, said_by)
-            return note
-        assert extractor is not None
-        understand(
-            writer, extractor, node.content or "", source=note, scope=home.id, said_at=node.valid_at, speaker=said_by
-        )
-        return note
+    return checks.text(speaker, "speaker", required=False)
+
+
+def _learn(writer: Writer, note: str, *, extractor: Extractor | None, deferred: bool, speaker: str | None) -> None:
+    """System 2 on ``note`` if it is a note in a Scope (now, or queued when ``deferred``)."""
+    if extractor is None and not deferred:
+        return
+    node = writer.read(note)
+    if node.type != NOTE_TYPE or node.parent is None or node.purged:
+        return
+    home = writer.read(node.parent)
+    if home.type != "Scope":
+        return  # a note inside another world has no person to speak for
+    said_by = (speaker or "").strip() or home.name
+    if deferred:
+        enqueue(writer, note, home.id, node.valid_at, None, said_by)
+        return
+    assert extractor is not None
+    understand(
+        writer, extractor, node.content or "", source=note, scope=home.id, said_at=node.valid_at, speaker=said_by
+    )
