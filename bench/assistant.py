@@ -1,6 +1,6 @@
 """The assistant's own path, measured: notes written one by one, and a conversation appended live beside them.
 
-    python bench/assistant.py [PATH] [--modes notes,mixed] [--understood] [--limit-conversations N] [--json OUT]
+    python bench/assistant.py [PATH] [--modes notes,mixed] [--verbatim] [--limit-conversations N] [--json OUT]
 
 LoCoMo (``PATH`` defaults to ``../shared/data/locomo/locomo10.json``), questions of categories 1-4
 with real evidence, as ``bench/recall.py`` selects them; each conversation in a fresh store.
@@ -14,8 +14,9 @@ with real evidence, as ``bench/recall.py`` selects them; each conversation in a 
   ``write`` at their session's date, in one scope. Turns count by their id, notes by the turn they
   cite. Also: of the questions whose evidence some note cites, the share with such a note in the top 10.
 
-A note is written as said of the person the observation is about (``speaker``); ``--understood``
-writes it with the rule extractor, so System 2 links it to the entities it names.
+A note is written as said of the person the observation is about (``speaker``), through ``write``'s
+default path: System 2 links it to the entities it names and learns its facts. ``--verbatim`` writes
+the text alone (``extractor=None``), for comparison.
 
 Metrics: recall@1/5/10/20 (share of gold ids in the first k, ``recall_metrics.recall_at_k``).
 Progress goes to stderr, the JSON to stdout (and ``--json``).
@@ -37,7 +38,7 @@ import recall_metrics as rm  # noqa: E402
 from common import emit, environment, progress  # noqa: E402
 from recall import DEFAULT_PATHS, Bm25, Case, Dense, first_known, prepare_locomo, source_digest, turn_ids  # noqa: E402
 
-from worlddb_lite import RuleExtractor, StaticEmbedder, WorldDB  # noqa: E402
+from worlddb_lite import StaticEmbedder, WorldDB  # noqa: E402
 
 KS = (1, 5, 10, 20)
 DEPTH = 50
@@ -80,17 +81,17 @@ def score(ranked: Sequence[str], gold: Sequence[str]) -> dict[str, float]:
 
 
 def write_notes(db: WorldDB, scope: str, notes: Sequence[tuple[str, str, str, str]], understood: bool) -> list[float]:
-    """Each note through ``write`` on its own (``understood``: with the rule extractor); the seconds each took."""
+    """Each note through ``write`` on its own (``understood``: System 2 on it, as by default); the seconds each took."""
     took = []
     for text, cited, date, person in notes:
         started = time.perf_counter()
-        extractor = RuleExtractor() if understood else None
-        db.write(text, scope=scope, valid_at=date, props={"cites": cited}, extractor=extractor, speaker=person)
+        options = {} if understood else {"extractor": None}
+        db.write(text, scope=scope, valid_at=date, props={"cites": cited}, speaker=person, **options)
         took.append(time.perf_counter() - started)
     return took
 
 
-def run(path: Path, modes: Sequence[str], limit: int | None, understood: bool = False) -> dict[str, Any]:
+def run(path: Path, modes: Sequence[str], limit: int | None, understood: bool = True) -> dict[str, Any]:
     raw = {str(s["sample_id"]): s for s in json.loads(path.read_text("utf-8"))}
     cases = prepare_locomo(path).cases[:limit]
     embedder = StaticEmbedder()
@@ -169,7 +170,7 @@ def main() -> None:
     parser.add_argument("--modes", default=",".join(MODES), help="comma-separated, from " + ", ".join(MODES))
     parser.add_argument("--limit-conversations", type=int, help="the first N conversations only")
     parser.add_argument(
-        "--understood", action="store_true", help="write each note with the rule extractor (System 2 on it)"
+        "--verbatim", action="store_true", help="write each note's text alone (extractor=None: no System 2)"
     )
     parser.add_argument("--json", help="also write the result to this file")
     args = parser.parse_args()
@@ -179,7 +180,7 @@ def main() -> None:
     path = Path(args.path) if args.path else DEFAULT_PATHS["locomo"]
     if not path.is_file():
         raise SystemExit(f"{path} does not exist; give the LoCoMo file")
-    emit(run(path, modes, args.limit_conversations, args.understood), args.json)
+    emit(run(path, modes, args.limit_conversations, not args.verbatim), args.json)
 
 
 if __name__ == "__main__":

@@ -606,3 +606,18 @@ def test_a_long_text_of_suppositions_is_read_in_one_pass() -> None:
     text = "if x moved to 5 " * 18_750  # 300 KB, every match supposed: each clause is read from near it
     assert says_change(text) is False
     assert RULES.extract(text, speaker="me", said_at="2024-01-01T00:00:00.000000Z").facts == ()
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Sam moved to Porto", [("sam", "lives in", "Porto")]),
+        ("sam lives in Lisbon now", [("sam", "lives in", "Lisbon")]),
+        ("Sam works at Google", [("sam", "works at", "Google")]),
+        ("Samantha moved to Porto", []),  # another name that starts the same
+        ("Tom moved to Porto", []),  # someone else: not the speaker's fact
+    ],
+)
+def test_the_speakers_facts_said_by_name_are_the_speakers(text: str, expected: list[tuple[str, str, str]]) -> None:
+    found = RuleExtractor().extract(text, speaker="sam", said_at="2024-01-01T00:00:00Z").facts
+    assert [(f.subject, f.slot, f.value) for f in found] == expected

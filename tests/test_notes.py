@@ -125,3 +125,9 @@ def test_a_verbatim_amend_leaves_the_facts_alone(db: WorldDB) -> None:
     old = db.write("I live in Lisbon", scope="ana", valid_at="2023-03-01")
     db.amend(old, "I live in Porto", valid_at="2024-05-01", extractor=None)
     assert _facts(db, "ana") == ["ana lives in: Lisbon"]
+
+
+def test_a_note_naming_the_scopes_person_reaches_their_facts(db: WorldDB) -> None:
+    db.write("I live in Lisbon", scope="sam", valid_at="2023-03-01")
+    db.write("Sam moved to Porto", scope="sam", valid_at="2024-05-01")  # third person, by name
+    assert _facts(db, "sam") == ["sam lives in: Porto"]

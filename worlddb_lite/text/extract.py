@@ -114,6 +114,24 @@ _FIRST_PERSON: tuple[tuple[str, bool, re.Pattern[str]], ...] = tuple(
         ("visited", False, r"\bI (?:visited|went to|travell?ed to) " + _VALUE),
     )
 )
+# The same facts said of the speaker by name ("Sam moved to Porto", in a note of Sam's): {who} is the name
+_BY_NAME = (
+    ("lives in", True, r"\b{who}(?: now)? (?:lives|is living) in " + _VALUE),
+    ("lives in", True, r"\b{who} (?:just |recently |has )?(?:moved|relocated) to " + _VALUE),
+    ("works at", True, r"\b{who} (?:now )?(?:works|is working) (?:at|for) " + _VALUE),
+    ("works at", True, r"\b{who} (?:just |recently )?(?:started (?:a new job )?at|joined|got a job at) " + _VALUE),
+    ("job title", True, r"\b{who} (?:works|is working) as an? " + _PHRASE + _END),
+    ("visited", False, r"\b{who} (?:visited|went to|travell?ed to) " + _VALUE),
+)
+
+
+@functools.lru_cache(maxsize=64)
+def _by_name(name: str) -> tuple[tuple[str, bool, re.Pattern[str]], ...]:
+    """``_BY_NAME`` for one speaker: their name as written, any case of its first letter."""
+    who = "(?:" + "|".join(re.escape(form) for form in dict.fromkeys((name, name[:1].upper() + name[1:]))) + ")"
+    return tuple((slot, functional, re.compile(pattern.format(who=who))) for slot, functional, pattern in _BY_NAME)
+
+
 _FAVOURITE = re.compile(r"\bmy fav(?:ou)?rite (?P<kind>[a-z ]+?) is (?:now )?" + _THING + _END, re.IGNORECASE)
 # The cues of an opinion and of a purchase; what follows each is read by _object and kept only if clear
 _LIKE = re.compile(r"\bI (?:really |absolutely )?(?:love|like|enjoy|adore) ", re.IGNORECASE)
@@ -720,7 +738,7 @@ def _object(text: str, cue: int, start: int, cut: re.Pattern[str]) -> str | None
 def _scan(text: str, me: str, when: str | None) -> tuple[tuple[EntityMention, ...], tuple[FactMention, ...]]:
     """The entities and facts of one turn (``when``: the date first-person facts became true)."""
     facts: list[FactMention] = []
-    for slot, functional, pattern in _FIRST_PERSON:
+    for slot, functional, pattern in (*_FIRST_PERSON, *(_by_name(me) if me.strip() else ())):
         for found in pattern.finditer(text):
             value = found.group("value").strip()
             if slot in _SLOT_KINDS:  # "I work at The Home Depot.": the organisation "Home Depot"
