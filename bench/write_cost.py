@@ -91,7 +91,7 @@ def run(sizes: list[int], writes: int, corpus: Iterator[str]) -> dict[str, Any]:
                         if kind == "write":
                             db.write(text, scope=SCOPE, extractor=extractor)
                         elif kind == "write_verbatim":
-                            db.write(text, scope=SCOPE)
+                            db.write(text, scope=SCOPE, extractor=None)
                         else:
                             db.add_turn(text, scope=SCOPE, session=f"live-{size}", speaker=SCOPE, extractor=extractor)
                         timings[kind].append(time.perf_counter() - started)

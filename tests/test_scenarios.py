@@ -104,3 +104,30 @@ def test_the_context_marks_a_note_a_later_one_changed_as_stale(ana: WorldDB) -> 
     porto = next(line for line in lines if "fact: ana lives in: Porto" in line)
     assert "(stale: a later memory changed what it says)" in lisbon and "stale" not in porto
     assert lines.index(porto) < lines.index(lisbon)
+
+
+def test_a_note_that_contradicts_itself_keeps_both_values_contested(tmp_path: Path) -> None:
+    with WorldDB(str(tmp_path / "c.db"), clock=FakeClock()) as db:
+        db.write("I live in Lisbon and I live in Porto", scope="ana", valid_at="2024-01-01")
+        facts = db.nodes(world=db.scope("ana"), type="Fact")
+        assert sorted(f.content or "" for f in facts) == ["ana lives in: Lisbon", "ana lives in: Porto"]
+        assert all(f.contradicted_by for f in facts)
+        items = db.context("where do I live?", scope="ana").items
+        assert {i.status for i in items if "lives in" in i.text} == {"contested"}
+
+
+def test_a_long_note_is_kept_whole_and_a_fact_said_many_times_is_one_fact(tmp_path: Path) -> None:
+    text = ("I live in Lisbon and I love pottery. " * 14_000)[:500_000]
+    with WorldDB(str(tmp_path / "long.db"), clock=FakeClock()) as db:
+        note = db.write(text, scope="ana", valid_at="2024-01-01")
+        assert db.read(note).content == text
+        facts = sorted(f.content or "" for f in db.nodes(world=db.scope("ana"), type="Fact"))
+        assert facts == ["ana lives in: Lisbon", "ana opinion of pottery: likes"]
+
+
+def test_a_session_name_is_the_scopes_own(tmp_path: Path) -> None:
+    with WorldDB(str(tmp_path / "s.db"), clock=FakeClock()) as db:
+        mine = db.add_turn("hello", scope="ana", session="s1", speaker="ana", at="2024-01-01T10:00:00Z")
+        theirs = db.add_turn("hello", scope="bo", session="s1", speaker="bo", at="2024-01-01T10:00:00Z")
+        assert db.read(mine).parent != db.read(theirs).parent
+        assert [h.node.id for h in db.recall("hello", scope="ana").hits if h.node.type == "Turn"] == [mine]

@@ -757,10 +757,12 @@ def _scan(text: str, me: str, when: str | None) -> tuple[tuple[EntityMention, ..
                 me, f"favourite {found.group('kind').lower().strip()}", found.group("value").strip(), True, when
             )
         )
+    opinions = {f.slot for f in facts}  # the first opinion of a thing stands ("I don't like X", then "I like X")
     for pattern, opinion in ((_DISLIKE, "dislikes"), (_LIKE, "likes")):
         for found in pattern.finditer(text):
             thing = (_object(text, found.start(), found.end(), _OPINION_CUT) or "").lower()
-            if thing and not any(f.slot == f"opinion of {thing}" for f in facts):
+            if thing and f"opinion of {thing}" not in opinions:
+                opinions.add(f"opinion of {thing}")
                 facts.append(FactMention(me, f"opinion of {thing}", opinion, True, when))
     prose = _CODE.sub(" ", text)
     values = _values(prose, me, when)
@@ -839,7 +841,8 @@ def _scan(text: str, me: str, when: str | None) -> tuple[tuple[EntityMention, ..
             add(org, "organisation")
     for found in _MY_NEW.finditer(text):
         add(_name(found.group("value")), "product")
-    return tuple(entities.values()), tuple(facts)
+    said = {(f.subject, f.slot, f.value.lower()): f for f in reversed(facts)}  # a fact said twice is one fact
+    return tuple(entities.values()), tuple(f for f in facts if said[(f.subject, f.slot, f.value.lower())] is f)
 
 
 # Standing statements: what the speaker asks of every later answer on a subject, kept verbatim, one
