@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from worlddb_lite import InvalidInput, WorldDB, WorldDBError
+from worlddb_lite.checks import MAX_TEXT_CHARS
 from worlddb_lite.cli import main
-from worlddb_lite.write.conversation import MAX_TURN_CHARS, ConversationIn, IngestStats, SessionIn, TurnIn
+from worlddb_lite.write.conversation import ConversationIn, IngestStats, SessionIn, TurnIn
 from worlddb_lite.write.gate import EncodingGate
 from worlddb_lite.write.loaders import load
 
@@ -72,7 +73,7 @@ def test_a_conversation_in_two_scopes_is_inside_both(db: WorldDB) -> None:
 def test_a_giant_or_empty_turn_stops_its_conversation_before_anything_is_written(db: WorldDB) -> None:
     db.ingest(ConversationIn("ok", ["s"], [SessionIn("1", None, [TurnIn("fine")])]))
     before = table_digest(db)
-    giant = ConversationIn("big", ["s"], [SessionIn("1", None, [TurnIn("a"), TurnIn("x" * (MAX_TURN_CHARS + 1))])])
+    giant = ConversationIn("big", ["s"], [SessionIn("1", None, [TurnIn("a"), TurnIn("x" * (MAX_TEXT_CHARS + 1))])])
     with pytest.raises(InvalidInput, match=r"conversation 'big', session '1', turn 1: .* split it"):
         db.ingest(giant)
     with pytest.raises(InvalidInput, match="no text"):

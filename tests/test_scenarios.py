@@ -131,3 +131,19 @@ def test_a_session_name_is_the_scopes_own(tmp_path: Path) -> None:
         theirs = db.add_turn("hello", scope="bo", session="s1", speaker="bo", at="2024-01-01T10:00:00Z")
         assert db.read(mine).parent != db.read(theirs).parent
         assert [h.node.id for h in db.recall("hello", scope="ana").hits if h.node.type == "Turn"] == [mine]
+
+
+def test_a_note_past_the_size_limit_is_refused_and_nothing_is_written(tmp_path: Path) -> None:
+    from worlddb_lite import InvalidInput
+    from worlddb_lite.checks import MAX_TEXT_CHARS
+
+    with WorldDB(str(tmp_path / "big.db"), clock=FakeClock()) as db:
+        kept = db.write("I live in Lisbon", scope="ana", valid_at="2024-01-01")
+        before = db.root()
+        with pytest.raises(InvalidInput, match="split it"):
+            db.write("x" * (MAX_TEXT_CHARS + 1), scope="ana")
+        with pytest.raises(InvalidInput, match="split it"):
+            db.amend(kept, "y" * (MAX_TEXT_CHARS + 1))
+        with pytest.raises(InvalidInput, match="split it"):
+            db.add_turn("z" * (MAX_TEXT_CHARS + 1), scope="ana", speaker="ana")
+        assert db.root() == before

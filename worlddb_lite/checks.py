@@ -84,6 +84,21 @@ def text(value: object, field: str, *, required: bool) -> str | None:
     return value
 
 
+# The longest memory text the engine takes, a note or a turn alike: a longer paste (a 1 MB log) is refused
+# and is to be split (BEAM-100K's longest message is 349k characters; a 500k note writes in about 0.6 s)
+MAX_TEXT_CHARS = 500_000
+
+
+def memory_text(value: object, field: str) -> str:
+    """``required_text`` of at most ``MAX_TEXT_CHARS`` characters: what a memory may say."""
+    checked = required_text(value, field)
+    if len(checked) > MAX_TEXT_CHARS:
+        raise InvalidInput(
+            f"{field} holds {len(checked):,} characters, more than {MAX_TEXT_CHARS:,}; split it into several memories"
+        )
+    return checked
+
+
 def required_text(value: object, field: str) -> str:
     """``text`` that must be given and not blank."""
     checked = text(value, field, required=True)

@@ -140,7 +140,8 @@ class Reason:
     """Why a hit was returned: a lane that ranked it, at which rank, and what it followed there."""
 
     lane: str  # "text" (BM25), "vector", "entity", "time", "instruction", "preference", "late", "rerank";
-    # "stale" / "changed": moved by an update; "session" / "world" / "speaker": a prior changed its score
+    # "stale" / "changed": moved by an update; "standing": an instruction moved below the first answer;
+    # "session" / "world" / "speaker": a prior changed its score
     # (retrieval/recall.py)
     rank: int  # 1 = the lane's best; for a prior, the hit's rank in the fused order before the priors
     via: str | None = None  # entity lane: the name in the query that led here
@@ -154,8 +155,9 @@ class Hit:
 
     node: Node
     # fused (RRF) plus the session and speaker priors, which weigh the first 50 (recall.HEAD_DEPTH). The hits'
-    # order is the ranking, not this: a hit an update moved (why: stale, changed) keeps its score, and with k
-    # above 50 a hit past the weighed head can outscore one in it (the head stays the same for every k)
+    # order is the ranking, not this: a hit moved (why: stale, changed, standing) keeps its score, a turn the
+    # speaker prior re-ordered takes a place turns held, and with k above 50 a hit past the weighed head can
+    # outscore one in it (the head stays the same for every k)
     score: float
     turns: tuple[Node, ...]  # a turn: itself; a fact: the turns it was learned from
     why: tuple[Reason, ...]

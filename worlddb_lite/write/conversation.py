@@ -36,7 +36,6 @@ DEFAULT_EXTRACTOR = RuleExtractor()
 DEFAULT_WINDOW = 1  # the turn before each turn is indexed with it (full text, vector and token index)
 DEFAULT_WORD_WINDOW = 4  # the turns before that, up to the 4th, indexed for their words alone (node_fts.context)
 DEFAULT_WORD_AFTER = 2  # ... and the 2 turns after each turn (a question is found by its answer's words)
-MAX_TURN_CHARS = 500_000  # a longer paste (a 1 MB log) is refused: split it; BEAM-100K's longest message is 349k
 
 
 @dataclass(frozen=True)
@@ -130,9 +129,9 @@ def check_turn(turn: TurnIn, where: str) -> None:
     """A clear error for a turn the store must not take."""
     if not isinstance(turn.text, str) or not turn.text.strip():
         raise InvalidInput(f"{where}: the turn has no text")
-    if len(turn.text) > MAX_TURN_CHARS:
+    if len(turn.text) > checks.MAX_TEXT_CHARS:
         raise InvalidInput(
-            f"{where}: the turn holds {len(turn.text):,} characters, more than {MAX_TURN_CHARS:,}; "
+            f"{where}: the turn holds {len(turn.text):,} characters, more than {checks.MAX_TEXT_CHARS:,}; "
             "split it into several turns"
         )
     if "\x00" in turn.text:

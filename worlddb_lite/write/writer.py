@@ -155,7 +155,7 @@ class Writer:
 
         Everything is checked before the scope world is created, so bad input writes nothing.
         """
-        content = checks.required_text(text, "text")
+        content = checks.memory_text(text, "text")
         checked_name = checks.text(name, "name", required=False)
         checked_props = checks.props(props)
         when = parse_time(valid_at, field="valid_at") if valid_at is not None else None
@@ -203,7 +203,7 @@ class Writer:
         props: Mapping[str, Any] | None = None,
     ) -> str:
         """Write a new version of a memory that supersedes it; the old content stays, closed."""
-        content = checks.required_text(text, "text")
+        content = checks.memory_text(text, "text")
         valid = parse_time(valid_at, field="valid_at") if valid_at is not None else None
         extra = checks.props(props) or {}
         with self.transaction() as txn:
