@@ -616,8 +616,26 @@ def test_a_long_text_of_suppositions_is_read_in_one_pass() -> None:
         ("Sam works at Google", [("sam", "works at", "Google")]),
         ("Samantha moved to Porto", []),  # another name that starts the same
         ("Tom moved to Porto", []),  # someone else: not the speaker's fact
+        ("Uncle Sam moved to Porto", []),  # part of another name
+        ("The Sam I know works at Acme", []),
     ],
 )
 def test_the_speakers_facts_said_by_name_are_the_speakers(text: str, expected: list[tuple[str, str, str]]) -> None:
     found = RuleExtractor().extract(text, speaker="sam", said_at="2024-01-01T00:00:00Z").facts
     assert [(f.subject, f.slot, f.value) for f in found] == expected
+
+
+@pytest.mark.parametrize("text", ["One user moved to Firefox after the update.", "Our test user works at Acme"])
+def test_a_speaker_named_for_a_role_takes_no_third_person_facts(text: str) -> None:
+    assert RuleExtractor().extract(text, speaker="user", said_at="2024-01-01T00:00:00Z").facts == ()
+
+
+def test_a_fact_said_twice_is_one_fact_that_keeps_the_change() -> None:
+    from worlddb_lite.text.extract import FactMention, _once
+
+    plain = FactMention("ana", "budget", "$50", True)
+    changed = FactMention("ana", "budget", "$50", True, changed=True)
+    assert _once([plain, FactMention("ana", "budget", "$60", True), changed]) == (
+        FactMention("ana", "budget", "$50", True, changed=True),
+        FactMention("ana", "budget", "$60", True),
+    )

@@ -131,3 +131,38 @@ def test_a_note_naming_the_scopes_person_reaches_their_facts(db: WorldDB) -> Non
     db.write("I live in Lisbon", scope="sam", valid_at="2023-03-01")
     db.write("Sam moved to Porto", scope="sam", valid_at="2024-05-01")  # third person, by name
     assert _facts(db, "sam") == ["sam lives in: Porto"]
+
+
+def test_an_amend_chain_closes_what_the_current_version_no_longer_says(db: WorldDB) -> None:
+    note = db.write("I live in Lisbon", scope="ana", valid_at="2023-01-01")
+    note = db.amend(note, "I live in Lisbon. I work at Google.", valid_at="2023-06-01")
+    db.amend(note, "I work at Google.", valid_at="2024-01-01")
+    assert _facts(db, "ana") == ["ana works at: Google"]  # the first version holds nothing up
+
+
+def test_amending_a_turn_closes_none_of_its_facts(db: WorldDB) -> None:
+    turn = db.add_turn("I work at Google", scope="ana", speaker="ana", at="2024-01-01T10:00:00Z")
+    db.amend(turn, "I work at Google, as an engineer", valid_at="2024-03-01")
+    assert _facts(db, "ana") == ["ana works at: Google"]
+
+
+def test_a_deferred_amend_closes_nothing_before_the_queue_reads_it(db: WorldDB) -> None:
+    note = db.write("I live in Lisbon", scope="ana", valid_at="2023-01-01")
+    db.amend(note, "I live in Lisbon, still.", valid_at="2024-01-01", deferred=True)
+    assert _facts(db, "ana") == ["ana lives in: Lisbon"]
+    db.consolidate()
+    assert _facts(db, "ana") == ["ana lives in: Lisbon"]
+
+
+def test_an_amend_speaks_for_whom_the_old_version_spoke(db: WorldDB) -> None:
+    note = db.write("I live in Lisbon", scope="family", speaker="Sam", valid_at="2023-01-01")
+    db.amend(note, "I moved to Porto", valid_at="2024-01-01")
+    assert _facts(db, "family") == ["Sam lives in: Porto"]
+
+
+def test_the_cli_refuses_verbatim_with_deferred(tmp_path, capsys) -> None:
+    from worlddb_lite.cli import main
+
+    store = str(tmp_path / "v.db")
+    assert main(["write", store, "I live in Lisbon", "--scope", "ana", "--verbatim", "--deferred"]) == 2
+    assert "give one" in capsys.readouterr().err

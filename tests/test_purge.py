@@ -432,3 +432,15 @@ def test_open_and_close_never_wait_for_a_writer_to_finish_a_wipe(
     writer.close()
     with WorldDB(file_db_path, embedder=FakeEmbedder()) as last:  # nobody in the way now: it is finished
         assert last._meta_value(maintenance.WIPE_PENDING) is None
+
+
+def test_purging_a_note_keeps_the_facts_other_memories_still_say(tmp_path: Path) -> None:
+    with WorldDB(str(tmp_path / "p.db")) as db:
+        db.write("I live in Lisbon", scope="ana", valid_at="2023-01-01")
+        porto = db.write("I moved to Porto", scope="ana", valid_at="2024-01-01")
+        google = db.write("I work at Google", scope="ana", valid_at="2023-01-01")
+        db.add_turn("I work at Google", scope="ana", speaker="ana", at="2023-02-01T10:00:00Z")
+        db.purge(porto, scope="ana")
+        db.purge(google, scope="ana")
+        facts = sorted(n.content or "" for n in db.nodes(type="Fact", include_superseded=True))
+        assert facts == ["ana lives in: Lisbon", "ana works at: Google"]  # learned from memories still kept

@@ -23,7 +23,7 @@ from . import (
     load_conversations,
 )
 from .db import DEFAULT_BUDGET, DEFAULT_EXTRACTOR, WorldDB
-from .errors import WorldDBError
+from .errors import InvalidInput, WorldDBError
 from .types import Node, plain
 
 DEFAULT_THRESHOLD = EncodingGate().threshold
@@ -109,6 +109,8 @@ def cmd_init(args: argparse.Namespace) -> Any:
     ),
 )
 def cmd_write(args: argparse.Namespace) -> Any:
+    if args.verbatim and args.deferred:
+        raise InvalidInput("--verbatim stores the text alone and --deferred queues what to learn from it; give one")
     with _open(args, create=True) as db:
         return db.write(
             _text_of(args.text),
@@ -166,16 +168,21 @@ def cmd_read(args: argparse.Namespace) -> Any:
 
 @command(
     "amend",
-    "write a new version that supersedes a memory; prints the new id",
+    "write a new version that supersedes a memory (read as `write` reads a note); prints the new id",
     _with(
         _ref,
-        lambda p: p.add_argument("text", help="the new content"),
+        lambda p: p.add_argument("text", help="the new content; - reads it from standard input"),
         lambda p: p.add_argument("--valid-at", help="when the new version became true (default: now)"),
+        lambda p: p.add_argument("--speaker", help="who says it (default: whom the old version spoke for)"),
+        lambda p: p.add_argument(
+            "--verbatim", action="store_true", help="store the new text alone: nothing learned from it, nothing closed"
+        ),
     ),
 )
 def cmd_amend(args: argparse.Namespace) -> Any:
     with _open(args) as db:
-        return db.amend(args.id, args.text, valid_at=args.valid_at)
+        extractor = None if args.verbatim else DEFAULT_EXTRACTOR
+        return db.amend(args.id, _text_of(args.text), valid_at=args.valid_at, speaker=args.speaker, extractor=extractor)
 
 
 @command(

@@ -104,9 +104,16 @@ class MemoryTools:
         """Every version of a memory, oldest first, with its validity interval."""
         return {"versions": [plain(node) for node in self.db.history(id)]}
 
-    def amend(self, id: str, text: str, valid_at: str | None = None) -> dict[str, str]:  # noqa: A002
-        """Write a new version of a memory; the old one is closed, not lost. Returns the new id."""
-        return {"id": self.db.amend(id, text, valid_at=valid_at)}
+    def amend(  # noqa: A002
+        self, id: str, text: str, valid_at: str | None = None, speaker: str | None = None, verbatim: bool = False
+    ) -> dict[str, str]:
+        """Write a new version of a memory; the old one is closed, not lost. Returns the new id.
+
+        Read as ``remember`` reads a note: a value it changes replaces the old one. ``speaker``: who says it
+        (default: whom the old version spoke for). ``verbatim``: keep the new text alone.
+        """
+        extractor = None if verbatim else DEFAULT_EXTRACTOR
+        return {"id": self.db.amend(id, text, valid_at=valid_at, speaker=speaker, extractor=extractor)}
 
     def retire(self, id: str, at: str | None = None) -> dict[str, str]:  # noqa: A002
         """Close a memory's validity (it stays readable as history)."""

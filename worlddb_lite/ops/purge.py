@@ -11,8 +11,9 @@ reason, which quotes the names. (An edge's props are part of its id and cannot b
 engine writes no text into them, so only props a caller gave ``link`` outlive a purge.)
 
 A purge takes the node, everything below it (a world's members are its content), every
-version of it (joined by supersedes) and what was extracted from it (a Fact that refers_to a
-purged Turn or note, an Entity that only purged nodes refer to). With a scope, nothing outside that
+version of it (joined by supersedes; a Fact's older values stay, learned from other memories) and
+what was extracted from it (a Fact every turn or note it was learned from is purged with, an
+Entity that only purged nodes refer to). With a scope, nothing outside that
 scope is touched. An alias that only purged text gave an entity the purge keeps ("my coworker",
 said of a Brunhilda another turn names too) is deleted. A sibling indexed with a purged turn's
 text as context (its neighbours, in its full-text row's content or context column: see
@@ -76,7 +77,9 @@ def targets(conn: apsw.Connection, store: Store, start: int, scope: int | None) 
     while todo:
         while todo:
             nid = todo.pop()
-            todo.extend(_admit(store, erasure.reached_from(conn, nid), seen, scope))
+            # a fact goes once every memory it was learned from goes: each of them proposes it again
+            reached = [n for n in erasure.reached_from(conn, nid) if erasure.sources(conn, n) <= seen]
+            todo.extend(_admit(store, reached, seen, scope))
         todo.extend(_admit(store, erasure.orphaned_entities(conn, seen), seen, scope))
     return sorted(seen, key=lambda n: (store.header(n).depth, n))
 

@@ -191,19 +191,17 @@ def leader(found: Found) -> int | None:
 
 
 def answer_first(found: Found, fused: list[int]) -> tuple[list[int], set[int]]:
-    """A standing instruction or preference that came first goes just below the first answer.
+    """The standing instructions or preferences that came first go just below the first answer.
 
-    It holds for every question, so the standing lanes offer the closest one whatever is asked
+    One holds for every question, so the standing lanes offer the closest whatever is asked
     (``lanes.standing_lanes``); offered, it goes with the answer, not in its place. Lower down it
     keeps its rank. One the query's own lanes put first is an answer like any other.
     """
-    standing = {nid for lane in STANDING_LANES for nid in found.lanes.get(lane, ())}
-    if not fused or fused[0] not in standing or fused[0] == leader(found):
-        return fused, set()
+    standing = {nid for lane in STANDING_LANES for nid in found.lanes.get(lane, ())} - {leader(found)}
     answer = next((i for i, nid in enumerate(fused) if nid not in standing), None)
-    if answer is None:
+    if not answer:  # the first is an answer already, or there is none to go below
         return fused, set()
-    return [*fused[1 : answer + 1], fused[0], *fused[answer + 1 :]], {fused[0]}
+    return [fused[answer], *fused[:answer], *fused[answer + 1 :]], set(fused[:answer])
 
 
 def session_prior(view: ReadView, ranked: list[tuple[int, float]], weight: float) -> list[tuple[int, float]]:
@@ -443,7 +441,7 @@ def changed_over_stated(
       words that the changing turn holds (at least one).
 
     Earlier means said before: valid time, then the order written (turns of one conversation are
-    written in the order said). A fact learned from a turn of the head is read as that turn. A
+    written in the order said). A fact learned from turns of the head is read as the latest of them. A
     change never moves above a later turn about the same thing that says a change or states a value
     the store still holds ("my appointment is now March 25"): an older value must not climb over a
     newer one. An assistant's turns tell of no change of the person's.
@@ -477,10 +475,10 @@ def changed_over_stated(
             if shared := words_in(turn) & asked:
                 said.setdefault(turn, []).append((shared, math.ceil(len(shared) / 2)))
     stating = {turn for _, turn, _, _ in holding}  # turns a current fact was learned from
-    source: dict[int, int] = {}  # a fact in the head -> the turn it was learned from: it was said then
+    source: dict[int, int] = {}  # a fact in the head -> the latest turn that said it: it was said then
     for _, turn, fact, _ in rows:
-        if turn in told:
-            source[fact] = min(turn, source.get(fact, turn))
+        if turn in told and (fact not in source or (told[turn][2], turn) > (told[source[fact]][2], source[fact])):
+            source[fact] = turn
     order = list(head)
     moved: set[int] = set()
     for turn in sorted(said, key=order.index):

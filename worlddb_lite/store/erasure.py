@@ -18,21 +18,38 @@ from .connection import as_int, as_text, one_row
 def reached_from(conn: apsw.Connection, nid: int) -> list[int]:
     """What purging ``nid`` takes along: its members, its versions and what was extracted from it.
 
-    Versions are joined by supersedes, either way; extracted are a Fact that refers_to it when it is
-    a Turn or a note (a Memory: ``write`` reads notes as ingest reads turns), and anything derived_from it.
+    Versions are joined by supersedes, either way, except a Fact's: an older value of a slot was
+    learned from another memory, which the purge keeps. Extracted are a Fact that refers_to it when it
+    is a Turn or a note (a Memory: ``write`` reads notes as ingest reads turns), and anything
+    derived_from it; ``sources`` says whether a Fact was learned from a memory the purge keeps.
     """
     return [
         as_int(r[0])
         for r in conn.execute(
             "select nid from node where parent = ?1 "
-            "union select dst from edge where src = ?1 and type = 'supersedes' "
-            "union select src from edge where dst = ?1 and type = 'supersedes' "
+            "union select e.dst from edge as e join node as n on n.nid = ?1 "
+            "where e.src = ?1 and e.type = 'supersedes' and n.type != 'Fact' "
+            "union select e.src from edge as e join node as n on n.nid = ?1 "
+            "where e.dst = ?1 and e.type = 'supersedes' and n.type != 'Fact' "
             "union select e.src from edge as e join node as f on f.nid = e.src join node as t on t.nid = e.dst "
             "where e.dst = ?1 and ((e.type = 'refers_to' and f.type = 'Fact' and t.type in ('Turn', 'Memory')) "
             "or e.type = 'derived_from')",
             (nid,),
         )
     ]
+
+
+def sources(conn: apsw.Connection, fact: int) -> set[int]:
+    """The turns and notes a Fact was learned from that still hold their text (none, if it is no Fact)."""
+    return {
+        as_int(r[0])
+        for r in conn.execute(
+            "select t.nid from edge as e join node as f on f.nid = e.src join node as t on t.nid = e.dst "
+            "where e.src = ? and e.type = 'refers_to' and f.type = 'Fact' and t.type in ('Turn', 'Memory') "
+            "and t.body is not null",
+            (fact,),
+        )
+    }
 
 
 def orphaned_entities(conn: apsw.Connection, purged: set[int]) -> list[int]:

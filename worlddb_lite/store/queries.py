@@ -147,7 +147,10 @@ def said(conn: apsw.Connection, nids: Sequence[int]) -> dict[int, Said]:
 
 
 def learned_only_from(conn: apsw.Connection, nid: int) -> list[int]:
-    """The open facts learned from ``nid`` and from no other turn or note: what stands on its words alone."""
+    """The open facts learned from ``nid`` and no other current turn or note: what stands on its words alone.
+
+    An earlier version of ``nid``, or a retired note, holds nothing up: it is no longer current.
+    """
     return [
         as_int(row[0])
         for row in conn.execute(
@@ -156,7 +159,8 @@ def learned_only_from(conn: apsw.Connection, nid: int) -> list[int]:
             "where e.dst = ?1 and e.type = 'refers_to' and f.type = 'Fact' "
             "and s.invalid_at is null and s.expired_at is null "
             "and not exists (select 1 from edge as o join node as t on t.nid = o.dst "
-            "where o.src = e.src and o.type = 'refers_to' and o.dst != ?1 and t.type in ('Turn', 'Memory')) "
+            "join node_state as ts on ts.nid = t.nid where o.src = e.src and o.type = 'refers_to' and o.dst != ?1 "
+            "and t.type in ('Turn', 'Memory') and ts.invalid_at is null and ts.expired_at is null) "
             "order by e.src",
             (nid,),
         )

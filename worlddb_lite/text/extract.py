@@ -36,7 +36,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol, runtime_checkable
 
 from ..errors import InvalidInput
@@ -125,11 +125,26 @@ _BY_NAME = (
 )
 
 
+# Speakers named for a role, not a person ("One user moved to Firefox" says nothing of the user speaking)
+_ROLES = frozenset("user assistant system human ai bot model me default someone person client customer".split())
+# A word before the name that makes it part of another phrase: "Uncle Sam", "the Sam I know", "one user"
+_NOT_BEFORE = frozenset("a an the one our my your his her their every each some any this that no".split())
+
+
 @functools.lru_cache(maxsize=64)
 def _by_name(name: str) -> tuple[tuple[str, bool, re.Pattern[str]], ...]:
-    """``_BY_NAME`` for one speaker: their name as written, any case of its first letter."""
+    """``_BY_NAME`` for one speaker named like a person: their name as given, or capitalised."""
+    name = name.strip()
+    if not name[:1].isalpha() or name.casefold() in _ROLES:
+        return ()
     who = "(?:" + "|".join(re.escape(form) for form in dict.fromkeys((name, name[:1].upper() + name[1:]))) + ")"
     return tuple((slot, functional, re.compile(pattern.format(who=who))) for slot, functional, pattern in _BY_NAME)
+
+
+def _named_alone(text: str, start: int) -> bool:
+    """Whether the name at ``start`` stands alone: no capitalised word or determiner just before it."""
+    before = re.findall(r"[\w']+", text[max(0, start - 40) : start])
+    return not before or (before[-1].casefold() not in _NOT_BEFORE and not before[-1][:1].isupper())
 
 
 _FAVOURITE = re.compile(r"\bmy fav(?:ou)?rite (?P<kind>[a-z ]+?) is (?:now )?" + _THING + _END, re.IGNORECASE)
@@ -738,8 +753,11 @@ def _object(text: str, cue: int, start: int, cut: re.Pattern[str]) -> str | None
 def _scan(text: str, me: str, when: str | None) -> tuple[tuple[EntityMention, ...], tuple[FactMention, ...]]:
     """The entities and facts of one turn (``when``: the date first-person facts became true)."""
     facts: list[FactMention] = []
-    for slot, functional, pattern in (*_FIRST_PERSON, *(_by_name(me) if me.strip() else ())):
+    by_name = _by_name(me)
+    for slot, functional, pattern in (*_FIRST_PERSON, *by_name):
         for found in pattern.finditer(text):
+            if (slot, functional, pattern) in by_name and not _named_alone(text, found.start()):
+                continue
             value = found.group("value").strip()
             if slot in _SLOT_KINDS:  # "I work at The Home Depot.": the organisation "Home Depot"
                 value = _name(value) or ""
@@ -841,8 +859,18 @@ def _scan(text: str, me: str, when: str | None) -> tuple[tuple[EntityMention, ..
             add(org, "organisation")
     for found in _MY_NEW.finditer(text):
         add(_name(found.group("value")), "product")
-    said = {(f.subject, f.slot, f.value.lower()): f for f in reversed(facts)}  # a fact said twice is one fact
-    return tuple(entities.values()), tuple(f for f in facts if said[(f.subject, f.slot, f.value.lower())] is f)
+    return tuple(entities.values()), _once(facts)
+
+
+def _once(facts: list[FactMention]) -> tuple[FactMention, ...]:
+    """Each fact once, where it was first said: a fact said twice is one fact, changed or an event if once so."""
+    first: dict[tuple[str, str, str], FactMention] = {}
+    for fact in facts:
+        key = (fact.subject, fact.slot, fact.value.lower())
+        known = first.setdefault(key, fact)
+        if known is not fact:
+            first[key] = replace(known, changed=known.changed or fact.changed, event=known.event or fact.event)
+    return tuple(first.values())
 
 
 # Standing statements: what the speaker asks of every later answer on a subject, kept verbatim, one

@@ -116,7 +116,7 @@ def write_extraction(
         writer.link(turn, entity, "refers_to", valid_at=said_at)  # as of a past date, the graph is as it was
     facts = []
     for fact in found.facts:
-        context = said if fact.slot in STANDING and said and said != fact.value else None
+        context = _around(said, fact.value) if fact.slot in STANDING and said and said != fact.value else None
         written = _fact(writer, fact, turn=turn, scope=scope, said_at=said_at, said_in=said_in, context=context)
         if written is not None:
             facts.append(written)
@@ -125,6 +125,15 @@ def write_extraction(
             for target in dict.fromkeys(t for t in (subject, value) if t is not None):
                 writer.link(written, target, "refers_to", valid_at=fact.valid_at or said_at)
     return facts
+
+
+STANDING_CONTEXT = 400  # characters of the text on each side of a standing statement indexed with it
+
+
+def _around(text: str, value: str) -> str:
+    """The words around ``value`` in ``text`` (its start, if the value is not found there): a sentence or two."""
+    at = max(text.lower().find(value.lower()), 0)
+    return text[max(0, at - STANDING_CONTEXT) : at + len(value) + STANDING_CONTEXT]
 
 
 def _entity(writer: Writer, scope: str, name: str) -> str | None:

@@ -22,6 +22,7 @@ from .queue import enqueue
 from .writer import Writer
 
 NOTE_TYPE = "Memory"  # what a note is; other node types are stored as given (System 1 only)
+SPEAKER = "speaker"  # the prop naming whom a note speaks for, when not the scope's person
 
 
 def write_note(
@@ -33,8 +34,13 @@ def write_note(
     speaker: object = None,
     **fields: Any,
 ) -> str:
-    """Write ``text`` (``Writer.write``'s fields), then System 2 on it if it is a note in a Scope; its id."""
+    """Write ``text`` (``Writer.write``'s fields), then System 2 on it if it is a note in a Scope; its id.
+
+    A named speaker is kept in the note's props (``speaker``), so a later version speaks for them too.
+    """
     who = _checked(extractor, deferred, speaker)
+    if who and fields.get("type", NOTE_TYPE) == NOTE_TYPE:
+        fields["props"] = {**(checks.props(fields.get("props")) or {}), SPEAKER: who}
     with writer.transaction():
         note = writer.write(text, **fields)
         _learn(writer, note, extractor=extractor, deferred=deferred, speaker=who)
@@ -54,18 +60,22 @@ def amend_note(
 ) -> str:
     """A new version of a memory (``Writer.amend``), read like a note written now; its id.
 
-    The new text goes through System 2, so a value it changes supersedes the old one. A fact learned
-    from the old version alone (no other turn or note said it) no longer stands on anything the person
-    holds: it closes when the new version starts, unless the new text superseded it already.
+    The new text goes through System 2, so a value it changes supersedes the old one, and it speaks
+    for whom the old version spoke. A fact learned from the old version alone (no other current turn
+    or note says it) no longer stands on anything the person holds: it closes when the new version
+    starts, unless the new text superseded it already. A deferred amend leaves such facts open: the
+    queue learns what the new text says, and only that.
     """
     who = _checked(extractor, deferred, speaker)
+    extra = checks.props(props)
+    if who:
+        extra = {**(extra or {}), SPEAKER: who}
     with writer.transaction() as txn:
-        new = writer.amend(ref, text, valid_at=valid_at, props=props)
-        _learn(writer, new, extractor=extractor, deferred=deferred, speaker=who)
-        if extractor is None and not deferred:
+        old = writer.store.resolve(ref)
+        new = writer.amend(ref, text, valid_at=valid_at, props=extra)
+        if not _learn(writer, new, extractor=extractor, deferred=deferred, speaker=who) or deferred:
             return new
         writer.settle(indexes=False)  # the edges written above are read below
-        old = writer.store.resolve(ref)
         starts = writer.read(new).valid_at
         for fact in queries.learned_only_from(writer.store.conn, old):
             txn.close(fact, max(starts, writer.store.node_row(fact).valid_at))
@@ -76,24 +86,25 @@ def _checked(extractor: Extractor | None, deferred: object, speaker: object) -> 
     check_extractor(extractor)
     if not isinstance(deferred, bool):
         raise InvalidInput(f"deferred must be True or False, got {deferred!r}")
-    return checks.text(speaker, "speaker", required=False)
+    return (checks.text(speaker, "speaker", required=False) or "").strip() or None
 
 
-def _learn(writer: Writer, note: str, *, extractor: Extractor | None, deferred: bool, speaker: str | None) -> None:
-    """System 2 on ``note`` if it is a note in a Scope (now, or queued when ``deferred``)."""
+def _learn(writer: Writer, note: str, *, extractor: Extractor | None, deferred: bool, speaker: str | None) -> bool:
+    """System 2 on ``note`` if it is a note in a Scope (now, or queued when ``deferred``); whether it ran."""
     if extractor is None and not deferred:
-        return
+        return False
     node = writer.read(note)
     if node.type != NOTE_TYPE or node.parent is None or node.purged:
-        return
+        return False
     home = writer.read(node.parent)
     if home.type != "Scope":
-        return  # a note inside another world has no person to speak for
-    said_by = (speaker or "").strip() or home.name
+        return False  # a note inside another world has no person to speak for
+    said_by = speaker or str(node.props.get(SPEAKER) or "").strip() or home.name
     if deferred:
         enqueue(writer, note, home.id, node.valid_at, None, said_by)
-        return
+        return True
     assert extractor is not None
     understand(
         writer, extractor, node.content or "", source=note, scope=home.id, said_at=node.valid_at, speaker=said_by
     )
+    return True
