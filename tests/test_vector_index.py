@@ -373,3 +373,16 @@ def test_the_packed_cell_keys_and_the_row_wise_fallback_lay_out_the_same_cells()
     for query in _clustered(5, seed=9):
         assert packed.search(query, 5) == wide.search(query, 5)
         assert packed.search(query, 5, types=["T1"]) == wide.search(query, 5, types=["T1"])
+
+
+def test_the_write_that_trains_the_partitions_leaves_none_past_the_split_limit(tmp_path: Path) -> None:
+    from worlddb_lite.store.vector_index import TRAIN_AT, split_limit
+
+    with _store(tmp_path / "t.db") as db:
+        db.write_many([{"text": f"note {i} on theme {i % 97} and {i % 89}", "scope": "s"} for i in range(TRAIN_AT)])
+        sizes = [n for (n,) in db._conn.execute("select count(*) from node_vec group by part")]
+        top = db._conn.execute("select max(nid) from node").fetchone()[0]
+        assert len(sizes) > 1 and max(sizes) <= split_limit(top)
+        before = db._conn.execute("select value from meta where key = 'vec_splits'").fetchone()
+        db.write("one more note on theme 3", scope="s")  # a single write finds no debt to pay
+        assert db._conn.execute("select value from meta where key = 'vec_splits'").fetchone() == before

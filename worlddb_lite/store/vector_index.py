@@ -114,15 +114,20 @@ class VectorLane:
             )
 
     def _split_overfull(self, parts: set[int], centroids: np.ndarray, state: dict[str, str], grown: int) -> None:
-        """Split each touched partition that outgrew ``split_limit``.
+        """Split each touched partition that outgrew ``split_limit``, and its halves, until none does.
 
         Between trainings new rows go to the nearest old centroid; where the store grows in a
         direction the centroids never saw, one partition swells. Splitting it with 2-means over
         its own rows (a few hundred rows: about a millisecond) keeps partitions even and lets the
-        centroids follow the data, which holds recall without re-training everything.
+        centroids follow the data, which holds recall without re-training everything. A bulk write
+        that swelled a partition far past the limit splits it down all the way: a half left over
+        the limit would be split by the next single write that touches it (``bench/write_cost.py``
+        after a 10x growth: a split in a third of the writes).
         """
         limit = split_limit(grown)
-        for part in sorted(parts):
+        todo = sorted(parts)
+        while todo:
+            part = todo.pop()
             if self.table.part_size(part) <= limit:
                 continue
             nids, rows = self.table.part_rows(part, self.dim)
@@ -135,6 +140,7 @@ class VectorLane:
             centroids[part] = halves[0]
             self.table.save_centroid(part, halves[0])
             self.table.save_centroid(new, halves[1])
+            todo += [part, new]
             seq = self.table.max_seq()
             self.table.set_parts_and_seq((new, seq + i + 1, int(nid)) for i, nid in enumerate(nids[side == 1]))
             splits = str(int(state.get("vec_splits") or 0) + 1)
@@ -162,7 +168,14 @@ class VectorLane:
             self.table.set_parts(zip(assign(matrix, centroids).tolist(), nids.tolist(), strict=True))
             done += len(nids)
             say(f"assigned {done:,}/{total:,}")
-        self.store.set_meta([("vec_trained_nid", str(self.table.max_nid())), ("vec_epoch", _new_epoch())])
+        # k-means on a sample leaves some partitions far past the split limit: split them now, in the
+        # write that trained, rather than one by one in the single writes that touch them next (a
+        # number of partitions asked for is kept as asked)
+        epoch = _new_epoch()
+        if nlist is None:
+            state = {**self.store.meta_values(("vec_splits",)), "vec_epoch": epoch}
+            self._split_overfull(set(range(centroids.shape[0])), centroids, state, self.table.max_nid())
+        self.store.set_meta([("vec_trained_nid", str(self.table.max_nid())), ("vec_epoch", epoch)])
         self._centroids = None
         return {"vectors": total, "partitions": int(centroids.shape[0])}
 
