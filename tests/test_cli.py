@@ -300,3 +300,91 @@ def test_a_reader_that_stops_early_ends_the_command_quietly(tmp_path: Path) -> N
     )
     assert "Traceback" not in done.stderr and "BrokenPipeError" not in done.stderr, done.stderr
     assert len(done.stdout) == 10
+
+
+# ---- the scope surface: list, scopes, search within a scope ------------------------------------
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    import worlddb_lite
+
+    with pytest.raises(SystemExit) as info:
+        main(["--version"])
+    assert info.value.code == 0 and capsys.readouterr().out.strip() == f"worlddb {worlddb_lite.__version__}"
+
+
+def test_every_option_that_takes_a_value_names_its_default() -> None:
+    import argparse
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command")
+    for name, command in sub.choices.items():  # type: ignore[union-attr]
+        for action in command._actions:
+            if not action.option_strings or action.nargs == 0 or action.required:
+                continue  # positionals, flags (off unless given) and required options have no default to name
+            assert isinstance(action, argparse._StoreAction) and "default" in (action.help or ""), (name, action.dest)
+
+
+def test_list_pages_through_a_scope(store: dict[str, str], capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "list", store["path"], "--scope", "me", "--limit", "2")
+    assert code == 0 and len(out.splitlines()) == 2 and "--cursor" in err
+    cursor = err.split("--cursor", 1)[1].split()[0]
+    first = run_json(capsys, "list", store["path"], "--scope", "me", "--limit", "2")
+    assert first["cursor"] == cursor  # type: ignore[index]
+    rest = run_json(capsys, "list", store["path"], "--scope", "me", "--limit", "1000", "--cursor", cursor)
+    every = run_json(capsys, "list", store["path"], "--scope", "me", "--limit", "1000")
+    ids = [n["id"] for n in first["memories"] + rest["memories"]]  # type: ignore[index,operator]
+    assert ids == [n["id"] for n in every["memories"]] and rest["cursor"] is None  # type: ignore[index]
+    notes = run_json(capsys, "list", store["path"], "--scope", "me", "--type", "Memory")["memories"]  # type: ignore[index]
+    assert store["a"] not in [n["id"] for n in notes]  # superseded: only with --retired
+    closed = run_json(capsys, "list", store["path"], "--scope", "me", "--type", "Memory", "--retired")["memories"]  # type: ignore[index]
+    assert store["a"] in [n["id"] for n in closed]
+    code, out, _ = run(capsys, "list", store["path"], "--scope", "me", "--type", "Memory", "--retired")
+    assert code == 0 and "I live in Lisbon" in out and "(closed)" in out
+
+
+def test_scopes_and_search_within_a_scope(store: dict[str, str], capsys: pytest.CaptureFixture[str]) -> None:
+    scopes = run_json(capsys, "scopes", store["path"])
+    assert [s["name"] for s in scopes] == ["me"]  # type: ignore[index,union-attr]
+    code, out, _ = run(capsys, "scopes", store["path"])
+    assert code == 0 and out.split()[-1] == "me"
+    hits = run_json(capsys, "search", store["path"], "Porto", "--scope", "me")
+    assert store["b"] in [h["node"]["id"] for h in hits]  # type: ignore[index,union-attr]
+    assert run_json(capsys, "search", store["path"], "Porto", "--scope", "me", "--as-of", "2024-02-01") == []
+    code, out, _ = run(capsys, "search", store["path"], "Porto", "--as-of", "2024-02-01")
+    assert code == 0 and out.strip() == "nothing found"  # text, not a Python or JSON empty list
+
+
+def test_a_result_with_lists_prints_text_not_a_python_repr(
+    store: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = run(capsys, "purge", store["path"], store["c"], "--scope", "me")
+    assert code == 0, err
+    assert out.startswith("purged: ") and "['" not in out and "{'" not in out and store["c"] in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "phrase"),
+    [
+        (["list", "{path}", "--scope", "nobody"], "`worlddb scopes`"),
+        (["list", "{path}", "--scope", "me", "--cursor", "nope"], "not a cursor"),
+        (["list", "{path}", "--scope", "me", "--limit", "0"], "limit"),
+        (["search", "{path}", "Porto", "--scope", "nobody"], "no scope named"),
+        (["search", "{path}", "Porto", "--as-of", "someday"], "cannot read"),
+        (["read", "{path}", "00000000"], "`worlddb list` or `worlddb search`"),
+    ],
+    ids=["unknown-scope", "bad-cursor", "bad-limit", "search-unknown-scope", "search-bad-time", "not-found-advice"],
+)
+def test_the_surface_refuses_bad_input_in_one_line(
+    store: dict[str, str], capsys: pytest.CaptureFixture[str], argv: list[str], phrase: str
+) -> None:
+    before = Path(store["path"]).read_bytes()
+    code, out, err = run(capsys, *[a.format(**store) for a in argv])
+    assert code == 2 and out == "" and err.count("\n") == 1 and phrase in err, err
+    assert Path(store["path"]).read_bytes() == before
+
+
+def test_a_mistyped_merges_points_to_merges(store: dict[str, str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["merge", store["path"]])
+    assert info.value.code == 2 and "`worlddb merges DB`" in capsys.readouterr().err

@@ -458,7 +458,15 @@ CALLS: dict[str, st.SearchStrategy[Call]] = {
         as_of=times,
         known_as_of=times,
     ),
-    "search": call("search", maybe(names), k=small, as_of=times, known_as_of=times, include_superseded=anything),
+    "search": call(
+        "search", maybe(names), k=small, scope=scopes, as_of=times, known_as_of=times, include_superseded=anything
+    ),
+    "list_memories": call(
+        "list_memories", scopes, type=names, include_retired=anything, limit=small, cursor=maybe(ids())
+    ),
+    "scopes": call("scopes"),
+    "retire_all": call("retire_all", scopes, at=times),
+    "purge_scope": call("purge_scope", scopes),
     "nearest": call(
         "nearest",
         st.one_of(names, vectors),
@@ -880,6 +888,10 @@ REVIEWED_SQL_SITES: dict[str, Counter[str]] = {
     "store/queries.py": Counter(
         {
             "bm25_sql: predicate(include_superseded)": 1,
+            "bm25_sql: _marks(memberships, 7)": 1,
+            "bm25_sql: predicate(include_superseded, 'e')": 1,
+            "bm25_sql: within": 1,
+            "descendants_sql: after_param": 1,
             "descendants_sql: limit_param": 1,
             "descendants_sql: marks": 1,
             "descendants_sql: predicate(include_superseded)": 1,

@@ -12,8 +12,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import worlddb_lite
 from worlddb_lite import WorldDB
-from worlddb_lite.mcp import TOOL_NAMES, MemoryTools, _sdk, build_server
+from worlddb_lite.mcp import TOOL_NAMES, MemoryTools, _sdk, build_server, version
 
 from .conftest import FakeClock, FakeEmbedder, table_digest
 
@@ -122,6 +123,87 @@ def test_the_tools_work_without_the_sdk(served: tuple[WorldDB, Any]) -> None:
     assert tools.read(new)["content"] == "plain call"
 
 
+def test_every_parameter_is_described_and_results_are_compact(served: tuple[WorldDB, Any]) -> None:
+    _, server = served
+    for tool in asyncio.run(server.list_tools()):
+        schema = getattr(tool, "input_schema", None) or tool.inputSchema
+        for name, spec in schema.get("properties", {}).items():
+            assert spec.get("description"), (tool.name, name)
+        assert not tool.description.startswith(" ") and "\n        " not in tool.description, tool.name
+    recall = {t.name: t for t in asyncio.run(server.list_tools())}["memory_recall"]
+    described = (getattr(recall, "input_schema", None) or recall.inputSchema)["properties"]
+    assert "ISO-8601" in described["as_of"]["description"] and "best first" in described["k"]["description"]
+    result = asyncio.run(server.call_tool("memory_write", {"text": "compact, please", "scope": "ana"}))
+    text = result.content[0].text
+    assert "\n" not in text and json.loads(text) == result.structured_content  # one compact JSON, no indent
+
+
+def test_the_papers_tools_round_trip(served: tuple[WorldDB, Any]) -> None:
+    db, server = served
+    ids = call(
+        server, "memory_write", {"text": "I live in Lisbon", "scope": ["ana", "bo", "ana"], "valid_at": "2024-01-01"}
+    )["ids"]
+    assert set(ids) == {"ana", "bo"} and ids["ana"] != ids["bo"]
+    db.add_turn("My sister Emma lives in Oslo", scope="ana", speaker="ana", at="2024-03-01")
+    hits = call(server, "memory_recall", {"query": "where does Emma live", "scope": "ana", "k": 2})["hits"]
+    turn = next(h for h in hits if h["type"] == "Turn")
+    assert turn["speaker"] == "ana" and turn["session"] and turn["date"].startswith("2024-03-01") and turn["why"]
+    assert [s["name"] for s in call(server, "memory_list_scopes", {})["scopes"]] == ["ana", "bo"]
+    first = call(server, "memory_list", {"scope": "ana", "limit": 2})
+    rest = call(server, "memory_list", {"scope": "ana", "limit": 1000, "cursor": first["cursor"]})
+    every = call(server, "memory_list", {"scope": "ana", "limit": 1000})
+    assert [m["id"] for m in first["memories"] + rest["memories"]] == [m["id"] for m in every["memories"]]
+    assert rest["cursor"] is None
+    assert call(server, "memory_read", {"id": ids["ana"][:8]})["content"] == "I live in Lisbon"
+    amended = call(server, "memory_amend", {"id": ids["ana"][:10], "text": "I live in Porto", "valid_at": "2024-06-01"})
+    assert amended["supersedes"] == ids["ana"]
+    old = call(server, "memory_read", {"id": ids["ana"]})
+    assert old["content"] == "I live in Lisbon" and old["superseded_by"] == [amended["id"]]  # the old one stays
+    retired = call(server, "memory_retire", {"id": amended["id"], "at": "2024-09-01"})
+    assert retired == {"retired": amended["id"], "until": "2024-09-01T00:00:00.000000Z"}
+    listed = call(server, "memory_list", {"scope": "ana", "type": "Memory", "include_retired": True})["memories"]
+    assert {m["content"] for m in listed} == {"I live in Lisbon", "I live in Porto"}
+    assert call(server, "memory_retire_all", {"scope": "ana"})["retired"] > 0
+    assert call(server, "memory_list", {"scope": "ana", "type": "Turn"})["memories"] == []
+    purged = call(server, "memory_purge_scope", {"scope": "bo", "confirm": "bo"})
+    assert purged["erased"] >= 1 and [s["name"] for s in call(server, "memory_list_scopes", {})["scopes"]] == ["ana"]
+    assert db.search("Lisbon", scope="ana") and call(server, "verify", {})["ok"] is True
+
+
+def test_the_papers_tools_refuse_bad_input_with_a_tool_error_and_change_nothing(served: tuple[WorldDB, Any]) -> None:
+    db, server = served
+    known = call(server, "memory_write", {"text": "kept", "scope": "ana"})["ids"]["ana"]
+    before = table_digest(db)
+    for name, arguments, reason in [
+        ("memory_write", {"text": "x", "scope": []}, "1 to 100 scopes"),
+        ("memory_write", {"text": "x", "scope": ["ana", ""]}, "InvalidInput"),  # all or none: ana gets nothing
+        ("memory_write", {"text": "", "scope": "ana"}, "InvalidInput"),
+        ("memory_write", {"text": "x", "valid_at": "soon"}, "InvalidTime"),
+        ("memory_recall", {"query": "kept", "scope": "nobody"}, "NotFound"),
+        ("memory_recall", {"query": "kept", "k": 0}, "k"),
+        ("memory_recall", {"query": "kept", "as_of": "the other day"}, "InvalidTime"),
+        ("memory_list", {"scope": "nobody"}, "memory_list_scopes"),
+        ("memory_list", {"scope": "ana", "cursor": "page-2"}, "not a cursor"),
+        ("memory_list", {"scope": "ana", "limit": 5000}, "limit"),
+        ("memory_read", {"id": "1234567"}, "too short"),
+        ("memory_read", {"id": "0" * 12}, "memory_list"),  # over MCP the advice names tools, not commands
+        ("memory_amend", {"id": "0" * 64, "text": "x"}, "NotFound"),
+        ("memory_retire", {"id": known, "at": "1999-01-01"}, "before it starts"),
+        ("memory_retire_all", {"scope": "nobody"}, "NotFound"),
+        ("memory_purge_scope", {"scope": "ana"}, "confirm"),
+        ("memory_purge_scope", {"scope": "ana", "confirm": "ANA"}, "repeat the scope's name"),
+        ("memory_purge_scope", {"scope": "nobody", "confirm": "nobody"}, "NotFound"),
+        ("memory_list", {"scope": "ana", "limt": 5}, "takes no argument 'limt'"),
+        ("memory_list_scopes", {"kind": "user"}, "takes no argument"),
+        ("remember", {"text": "x", "scopes": ["a"]}, "takes no argument"),
+    ]:
+        with pytest.raises(ToolError, match=reason) as info:
+            asyncio.run(server.call_tool(name, arguments))
+        assert not isinstance(info.value, UnexpectedToolError), (name, arguments, info.value.__cause__)
+        assert "worlddb " not in str(info.value), (name, str(info.value))  # no CLI command over MCP
+        assert table_digest(db) == before, (name, arguments)
+
+
 HOSTILE_TEXT = st.one_of(
     st.text(max_size=40),
     st.sampled_from(
@@ -163,6 +245,11 @@ ARGUMENT_NAMES = (
     "budget",
     "id",
     "at",
+    "confirm",
+    "cursor",
+    "limit",
+    "type",
+    "include_retired",
     "unknown",
 )
 
@@ -199,7 +286,9 @@ def test_the_server_answers_over_stdio(tmp_path: Path) -> None:
 
     async def talk() -> tuple[list[str], str, bool]:
         async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
-            await session.initialize()
+            hello = await session.initialize()
+            info = getattr(hello, "server_info", None) or hello.serverInfo
+            assert info.version == version() == worlddb_lite.__version__
             names = [t.name for t in (await session.list_tools()).tools]
             await session.call_tool("remember", {"text": "the spare key is under the blue pot", "scope": "home"})
             found = await session.call_tool("recall", {"query": "where is the spare key", "scope": "home"})

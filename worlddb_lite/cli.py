@@ -12,7 +12,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from . import (
     CONVERSATION_FORMATS,
@@ -20,11 +20,12 @@ from . import (
     IngestStats,
     OnnxCrossEncoder,
     StaticEmbedder,
+    __version__,
     load_conversations,
 )
 from .db import DEFAULT_BUDGET, DEFAULT_EXTRACTOR, WorldDB
 from .errors import InvalidInput, WorldDBError
-from .types import Node, plain
+from .types import Node, Page, plain
 
 DEFAULT_THRESHOLD = EncodingGate().threshold
 
@@ -97,7 +98,7 @@ def cmd_init(args: argparse.Namespace) -> Any:
         lambda p: p.add_argument("text", help="the memory, verbatim; - reads it from standard input"),
         lambda p: p.add_argument("--scope", default="default", help="scope world to write into (default: default)"),
         lambda p: p.add_argument("--type", default="Memory", help="node type (default: Memory, a note)"),
-        lambda p: p.add_argument("--name", help="optional name of the node"),
+        lambda p: p.add_argument("--name", help="optional name of the node (default: none)"),
         lambda p: p.add_argument("--valid-at", help="when it became true (ISO-8601; default: now)"),
         lambda p: p.add_argument("--speaker", help="who says it (default: the scope's person)"),
         lambda p: p.add_argument(
@@ -140,7 +141,7 @@ def _text_of(argument: str) -> str:
         lambda p: p.add_argument(
             "--session", help="session to append to (default: the scope's latest, or a new one after 30 minutes)"
         ),
-        lambda p: p.add_argument("--speaker", help="who said it"),
+        lambda p: p.add_argument("--speaker", help="who said it (default: no one named)"),
         lambda p: p.add_argument("--at", help="when it was said (ISO-8601; default: now)"),
         lambda p: p.add_argument("--deferred", action="store_true", help="queue its extraction for `consolidate`"),
     ),
@@ -158,7 +159,9 @@ def cmd_add_turn(args: argparse.Namespace) -> Any:
     "print one node (any version)",
     _with(
         _ref,
-        lambda p: p.add_argument("--as-of", help="only if valid at this time"),
+        lambda p: p.add_argument(
+            "--as-of", help="only if valid at this time (ISO-8601; default: any version, whatever its validity)"
+        ),
     ),
 )
 def cmd_read(args: argparse.Namespace) -> Any:
@@ -221,15 +224,54 @@ def cmd_link(args: argparse.Namespace) -> Any:
 
 @command(
     "search",
-    "full-text (BM25) search over what is valid now",
+    "full-text (BM25) search over what is valid now (or at --as-of)",
     _with(
         lambda p: p.add_argument("query", help="free text"),
         lambda p: p.add_argument("--k", type=int, default=10, help="how many hits (default 10)"),
+        lambda p: p.add_argument("--scope", help="only memories inside this scope (a name; default: the whole store)"),
+        lambda p: p.add_argument("--as-of", help="search what was true at this time (ISO-8601; default: now)"),
     ),
 )
 def cmd_search(args: argparse.Namespace) -> Any:
     with _open(args) as db:
-        return [{"score": round(score, 4), "node": node} for node, score in db.search(args.query, k=args.k)]
+        found = db.search(args.query, k=args.k, scope=args.scope, as_of=args.as_of)
+        return [{"score": round(score, 4), "node": node} for node, score in found]
+
+
+@command(
+    "list",
+    "list the memories of a scope in the order written, a page at a time (next page: --cursor)",
+    _with(
+        lambda p: p.add_argument("--scope", required=True, help="the scope to list (a name; see `worlddb scopes`)"),
+        lambda p: p.add_argument(
+            "--type", help="only nodes of this type: Memory, Turn, Fact, Entity, Session (default: every type)"
+        ),
+        lambda p: p.add_argument(
+            "--retired", action="store_true", help="also list retired and superseded memories (default: current only)"
+        ),
+        lambda p: p.add_argument("--limit", type=int, default=50, help="at most this many (1-1000; default 50)"),
+        lambda p: p.add_argument(
+            "--cursor", help="start after this page's end, as the previous page printed (default: the first page)"
+        ),
+    ),
+)
+def cmd_list(args: argparse.Namespace) -> Any:
+    with _open(args) as db:
+        page = db.list_memories(
+            args.scope, type=args.type, include_retired=args.retired, limit=args.limit, cursor=args.cursor
+        )
+    if args.json:
+        return {"memories": list(page.nodes), "cursor": page.cursor}
+    return page
+
+
+@command("scopes", "list the store's scopes, oldest first, with their ids", _with())
+def cmd_scopes(args: argparse.Namespace) -> Any:
+    with _open(args) as db:
+        found = db.scopes()
+    if args.json:
+        return [{"name": n.name, "id": n.id, "created_at": n.created_at} for n in found]
+    return "\n".join(f"{n.id[:12]}  {n.created_at[:10]}  {n.name}" for n in found) or "no scopes yet"
 
 
 @command(
@@ -237,9 +279,9 @@ def cmd_search(args: argparse.Namespace) -> Any:
     "hybrid recall: BM25, vectors and the entity graph fused (RRF), with why each hit came",
     _with(
         lambda p: p.add_argument("query", help="free text"),
-        lambda p: p.add_argument("--scope", help="only memories inside this scope (a name)"),
+        lambda p: p.add_argument("--scope", help="only memories inside this scope (a name; default: the whole store)"),
         lambda p: p.add_argument("--k", type=int, default=10, help="how many hits (default 10)"),
-        lambda p: p.add_argument("--as-of", help="recall as things were true at this time (ISO 8601)"),
+        lambda p: p.add_argument("--as-of", help="recall as things were true at this time (ISO-8601; default: now)"),
         lambda p: p.add_argument(
             "--include-superseded", action="store_true", help="also return superseded facts, marked as historical"
         ),
@@ -252,7 +294,7 @@ def cmd_search(args: argparse.Namespace) -> Any:
         lambda p: p.add_argument(
             "--rerank",
             metavar="FOLDER",
-            help="rerank with the ONNX cross-encoder in FOLDER (model.onnx + tokenizer.json)",
+            help="rerank with the ONNX cross-encoder in FOLDER (model.onnx + tokenizer.json; default: no reranker)",
         ),
         lambda p: p.add_argument(
             "--no-late",
@@ -365,7 +407,9 @@ def cmd_reindex(args: argparse.Namespace) -> Any:
     _with(
         lambda p: p.add_argument("file", help="the dataset file (or BEAM folder / archive)"),
         lambda p: p.add_argument("--format", required=True, choices=CONVERSATION_FORMATS, help="the file's format"),
-        lambda p: p.add_argument("--scope", help="put every conversation in this scope"),
+        lambda p: p.add_argument(
+            "--scope", help="put every conversation in this scope (default: each conversation's own)"
+        ),
         lambda p: p.add_argument(
             "--deferred", action="store_true", help="queue extraction for `worlddb consolidate` instead of running it"
         ),
@@ -416,7 +460,9 @@ def cmd_ingest(args: argparse.Namespace) -> Any:
 @command(
     "consolidate",
     "run the extractor over queued turns, each in its own transaction",
-    _with(lambda p: p.add_argument("--limit", type=int, help="stop after this many turns")),
+    _with(
+        lambda p: p.add_argument("--limit", type=int, help="stop after this many turns (default: every queued turn)")
+    ),
 )
 def cmd_consolidate(args: argparse.Namespace) -> Any:
     with _open(args) as db:
@@ -478,12 +524,33 @@ def cmd_mcp(args: argparse.Namespace) -> Any:
     "erase a memory's content for good (its versions, members and extracted facts too); keeps its hash in a tombstone",
     _with(
         _ref,
-        lambda p: p.add_argument("--scope", help="refuse unless the memory is inside this scope (a name)"),
+        lambda p: p.add_argument(
+            "--scope", help="refuse unless the memory is inside this scope (a name; default: no such check)"
+        ),
     ),
 )
 def cmd_purge(args: argparse.Namespace) -> Any:
     with _open(args) as db:
         return db.purge(args.id, scope=args.scope)
+
+
+def _value_text(value: Any) -> str:
+    """A value of a result as text: a list or mapping spelled out, never a Python repr."""
+    value = plain(value)
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={_value_text(v)}" for k, v in value.items()) or "-"
+    if isinstance(value, list):
+        return ", ".join(_value_text(v) for v in value) or "-"
+    if value is None:
+        return "-"
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def _line(node: Node) -> str:
+    """One node on one line: id, type, when, what it says (a listing)."""
+    flag = "  (retired)" if node.retired else ("  (closed)" if node.invalid_at else "")
+    text = " ".join((node.content or node.name or "").split())
+    return f"{node.id}  {node.type:<8} {node.valid_at[:10]}  {text}{flag}"
 
 
 def _print(result: Any, as_json: bool) -> None:
@@ -492,7 +559,16 @@ def _print(result: Any, as_json: bool) -> None:
         return
     if isinstance(result, Node):
         print(_node_text(result))
-    elif isinstance(result, list) and result and isinstance(result[0], Node):
+    elif isinstance(result, Page):
+        for node in result.nodes:
+            print(_line(node))
+        if not result.nodes:
+            print("no memories found")
+        if result.cursor:  # on stderr: stdout stays one memory a line
+            print(f"more: add --cursor {result.cursor}", file=sys.stderr)
+    elif isinstance(result, list) and not result:
+        print("nothing found")
+    elif isinstance(result, list) and isinstance(result[0], Node):
         print("\n".join(_node_text(n) for n in result))
     elif isinstance(result, list) and result and isinstance(result[0], dict) and "node" in result[0]:
         for hit in result:
@@ -506,23 +582,35 @@ def _print(result: Any, as_json: bool) -> None:
         print(("ok: " if result.ok else f"{len(result.violations)} violation(s); ") + f"checked {counts}")
     elif isinstance(result, dict):
         for key, value in result.items():
-            print(f"{key}: {value}")
+            print(f"{key}: {_value_text(value)}")
     elif result is None:
         pass
     else:
         print(json.dumps(plain(result), ensure_ascii=False, indent=2))
 
 
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose usage errors can carry a hint (``hint``) about what was likely meant."""
+
+    hint: str | None = None
+
+    def error(self, message: str) -> NoReturn:
+        super().error(f"{message}; {self.hint}" if self.hint else message)
+
+
+HINTS = {"merge": "to list the proposals, run `worlddb merges DB`"}  # a mistyped `merges` lands on `merge`
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every sub-command."""
-    parser = argparse.ArgumentParser(
-        prog="worlddb", description="worlddb_lite: an assistant's memory in one SQLite file"
-    )
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    parser = _Parser(prog="worlddb", description="worlddb_lite: an assistant's memory in one SQLite file")
+    parser.add_argument("--version", action="version", version=f"worlddb {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
     for name, (help_text, handler, arguments) in COMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
+        p.hint = HINTS.get(name)
         arguments(p)
-        p.add_argument("--json", action="store_true", help="print JSON")
+        p.add_argument("--json", action="store_true", help="print JSON (default: text for people)")
         p.add_argument(
             "--model",
             help="folder of a model2vec model, or a hub name where a hub is reachable (default: the bundled one)",

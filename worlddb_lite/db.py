@@ -44,6 +44,7 @@ from .types import (
     MergeProposal,
     MergeStatus,
     Node,
+    Page,
     Recall,
     Subgraph,
     VerifyReport,
@@ -457,6 +458,21 @@ class WorldDB:
         with self._txn() as txn:
             txn.close(self._store.resolve(ref), expire=True)
 
+    def retire_all(self, scope: str, *, at: TimeLike | None = None) -> list[str]:
+        """Close the validity of every memory of a scope (the Scope called ``scope``) that is true now; their ids.
+
+        Memories are the nodes that say something (notes, turns, facts); the entities they name and the
+        sessions holding them stay open. One transaction: a memory that cannot be closed at ``at`` (it starts
+        later) refuses the whole call. Everything stays readable as history (``as_of``); the scope stays, to
+        be written into again.
+        """
+        when = parse_time(at, field="at") if at is not None else None
+        with self._txn() as txn:
+            nids = self._reader.current_in(scope)
+            for nid in nids:
+                txn.close(nid, when, retire=True)
+            return [self._store.header(nid).id.hex() for nid in nids]
+
     def link(
         self,
         src: str,
@@ -642,6 +658,27 @@ class WorldDB:
             limit=limit,
         )
 
+    def list_memories(
+        self,
+        scope: str,
+        *,
+        type: str | None = None,
+        include_retired: bool = False,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> Page:
+        """The nodes inside the Scope called ``scope``, in the order written, ``limit`` (1..1000) at a time.
+
+        Default: what is true now; ``include_retired`` adds what was retired or superseded (purged nodes never
+        come back). ``type`` keeps one node type (``Memory``, ``Turn``, ``Fact``, ``Entity``, ...). The page's
+        ``cursor`` asks for the next page (None: this was the last); a page never repeats a node.
+        """
+        return self._reader.page(scope, type=type, include_retired=include_retired, limit=limit, cursor=cursor)
+
+    def scopes(self) -> list[Node]:
+        """Every scope of the store (Scope worlds: their ``name``, ``id`` and ``created_at``), oldest first."""
+        return self._reader.scopes()
+
     def neighbours(
         self,
         ref: str,
@@ -667,16 +704,18 @@ class WorldDB:
         text: str,
         *,
         k: int = 10,
+        scope: str | None = None,
         as_of: TimeLike | None = None,
         known_as_of: TimeLike | None = None,
         include_superseded: bool = False,
     ) -> list[tuple[Node, float]]:
         """BM25 over names and contents (FTS5); best first, with the BM25 score (higher is better).
 
-        A turn also matches on its neighbours' words, weighed lower (``node_fts.context``).
+        A turn also matches on its neighbours' words, weighed lower (``node_fts.context``). ``scope`` (a
+        Scope's name) keeps what lies inside it.
         """
         return self._reader.search(
-            text, k=k, as_of=as_of, known_as_of=known_as_of, include_superseded=include_superseded
+            text, k=k, scope=scope, as_of=as_of, known_as_of=known_as_of, include_superseded=include_superseded
         )
 
     def nearest(
@@ -740,9 +779,8 @@ class WorldDB:
 
     def context(self, query: str, *, budget: int = DEFAULT_BUDGET, k: int = 30, **options: Any) -> Context:
         """``recall`` (same options), assembled into a token-budgeted, provenance-tagged context text."""
-        return assemble(
-            self.recall(query, k=k, **options), budget=checks.whole(budget, "budget", least=1, most=1_000_000)
-        )
+        budget = checks.whole(budget, "budget", least=1, most=1_000_000)  # refused before a recall is spent on it
+        return assemble(self.recall(query, k=k, **options), budget=budget)
 
     def query(self, spec: QuerySpec) -> Subgraph:
         """Run a declarative query: a start set and a pipeline of operators, into a Subgraph."""
@@ -824,6 +862,17 @@ class WorldDB:
             wiped = maintenance.finish_wipe(self._conn, self._store, wait=True, mark=mark)
         assert wiped is not None
         return {"purged": ids, "checkpoint": wiped}
+
+    def purge_scope(self, scope: str) -> dict[str, Any]:
+        """Erase the Scope called ``scope`` for good, with everything in it: ``purge`` of the scope's world.
+
+        Its name goes too (the scope is no longer listed by ``scopes``); nothing outside it is touched.
+        Writing into the same name later starts it again, empty.
+        """
+        self._outside_batch("purge_scope")
+        with connection.translate():
+            world = self._store.header(self._reader.named_scope(scope)).id.hex()
+        return self.purge(world, scope=scope)
 
     # ---- witness ------------------------------------------------------------------
 

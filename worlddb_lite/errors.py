@@ -65,6 +65,10 @@ class NotAStore(WorldDBError, OSError):
     """The file is not a worlddb_lite store (or is damaged beyond opening)."""
 
 
+class StoreUnwritable(WorldDBError, OSError):
+    """The disk is full, or the store's file or folder cannot be written (its -wal and -shm files among them)."""
+
+
 class SchemaTooNew(WorldDBError, RuntimeError):
     """The store was written by a newer worlddb_lite; upgrade the package to open it."""
 

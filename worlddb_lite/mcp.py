@@ -2,29 +2,104 @@
 
 A thin front end, like the CLI: ``MemoryTools`` maps each tool onto one facade call and returns
 plain JSON; the facade does every check. A ``WorldDBError`` becomes an MCP tool error carrying its
-message (what happened and what to do); nothing else is expected to escape, and the hostile-input
-tests call the tools through the SDK's own dispatcher to hold that. Tool calls are serialised on
-one lock: the SDK runs synchronous tools on worker threads, and one store handle is not shared
-between concurrent transactions.
+message (what happened and what to do, naming tools rather than CLI commands); nothing else is
+expected to escape, and the hostile-input tests call the tools through the SDK's own dispatcher to
+hold that. An argument a tool does not take is refused, not ignored: a model that misspells one
+should hear so. Tool calls are serialised on one lock: the SDK runs synchronous tools on worker
+threads, and one store handle is not shared between concurrent transactions.
+
+Two families of tools sit side by side: the short names (``remember``, ``recall``, ...) and the
+WorldDB paper's ``memory_*`` surface, named apart from Mem0's so both servers fit in one client.
 """
 
 from __future__ import annotations
 
+import inspect
+import json
 import threading
 from collections.abc import Callable
 from functools import wraps
-from typing import Any
+from importlib import metadata
+from typing import Annotated, Any
 
+from pydantic import Field
+
+from . import __version__
 from .db import DEFAULT_BUDGET, DEFAULT_EXTRACTOR, DEFAULT_SCOPE, WorldDB
-from .errors import WorldDBError
-from .types import plain
+from .errors import InvalidInput, WorldDBError
+from .types import Hit, Node, plain
 
 INSTRUCTIONS = (
-    "Long-term memory of one person, kept in one local SQLite file. `remember` what is worth keeping "
-    "(kept verbatim, its facts learned), `recall` or `context` before answering, `amend` a memory that "
-    "changed (the old version stays as history), `retire` one that stopped being true, `purge` one the "
+    "Long-term memory of one person, kept in one local SQLite file. `memory_write` (or `remember`) what is "
+    "worth keeping (kept verbatim, its facts learned), `memory_recall` (or `recall`, `context`) before "
+    "answering, `memory_amend` a memory that changed (the old version stays as history), `memory_retire` one "
+    "that stopped being true, `memory_list` and `memory_list_scopes` to see what is kept, `purge` one the "
     "person wants erased for good."
 )
+MAX_SCOPES = 100  # scopes one memory_write names: one transaction, kept short
+
+# the tools' parameters, described for the model that calls them
+Text = Annotated[str, Field(description="the memory, verbatim (at most 500,000 characters)")]
+ScopeName = Annotated[
+    str, Field(description="a scope's name: one per person, agent or project (see memory_list_scopes)")
+]
+ScopeFilter = Annotated[
+    str | None, Field(description="only what lies inside this scope (a name); leave out for the whole store")
+]
+Ref = Annotated[
+    str, Field(description="a memory's id: its 64 hex characters, or a unique prefix of at least 8 of them")
+]
+AsOf = Annotated[
+    str | None,
+    Field(
+        description="read as things were true at this moment: an ISO-8601 date or time, e.g. 2024-05-01 or "
+        "2024-05-01T09:30:00Z (UTC unless it has an offset); leave out for now"
+    ),
+]
+ValidAt = Annotated[
+    str | None,
+    Field(description="when it became true: an ISO-8601 date or time, e.g. 2024-05-01; leave out for now"),
+]
+At = Annotated[
+    str | None,
+    Field(description="when it stopped being true: an ISO-8601 date or time, not before it began; leave out for now"),
+]
+K = Annotated[int, Field(description="how many hits to return, best first (1 to 1000)")]
+Superseded = Annotated[
+    bool, Field(description="also return versions a newer one replaced, marked with superseded_by (history)")
+]
+Speaker = Annotated[str | None, Field(description="who says it (default: the scope's person)")]
+Verbatim = Annotated[
+    bool, Field(description="keep the text alone: learn no facts from it, replace nothing (default: learn)")
+]
+
+
+def _compact(node: Node, turns: tuple[Node, ...] = ()) -> dict[str, Any]:
+    """A node as a model reads it: what it says, who said it, in which session, when; empty fields left out.
+
+    A turn's speaker is its name; a note's is in its props; a fact's is that of the turn it was learned from.
+    """
+    said = turns[0] if turns and node.type == "Fact" else node
+    speaker = said.props.get("speaker") or (said.name if said.type == "Turn" else None)
+    out: dict[str, Any] = {
+        "id": node.id,
+        "type": node.type,
+        "content": node.content if node.content is not None else node.name,
+        "speaker": speaker,
+        "session": said.props.get("session"),
+        "date": node.valid_at,
+        "until": node.invalid_at,
+        "retired": node.retired or None,
+        "purged": node.purged or None,
+        "superseded_by": list(node.superseded_by) or None,
+        "contradicted_by": list(node.contradicted_by) or None,
+    }
+    return {key: value for key, value in out.items() if value is not None}
+
+
+def _hit(hit: Hit) -> dict[str, Any]:
+    why = ", ".join(f"{r.lane}#{r.rank}" + (f" via {r.via}" if r.via else "") for r in hit.why)
+    return {**_compact(hit.node, hit.turns), "score": round(hit.score, 6), "why": why}
 
 
 class MemoryTools:
@@ -35,11 +110,11 @@ class MemoryTools:
 
     def remember(
         self,
-        text: str,
-        scope: str = DEFAULT_SCOPE,
-        valid_at: str | None = None,
-        speaker: str | None = None,
-        verbatim: bool = False,
+        text: Text,
+        scope: ScopeName = DEFAULT_SCOPE,
+        valid_at: ValidAt = None,
+        speaker: Speaker = None,
+        verbatim: Verbatim = False,
     ) -> dict[str, str]:
         """Remember a note in a scope (one per person or project); returns its id.
 
@@ -51,11 +126,13 @@ class MemoryTools:
 
     def add_turn(
         self,
-        text: str,
-        scope: str = DEFAULT_SCOPE,
-        speaker: str | None = None,
-        session: str | None = None,
-        at: str | None = None,
+        text: Annotated[str, Field(description="what was said, verbatim")],
+        scope: ScopeName = DEFAULT_SCOPE,
+        speaker: Annotated[str | None, Field(description="who said it")] = None,
+        session: Annotated[
+            str | None, Field(description="the session to join (default: the scope's latest, new after 30 minutes)")
+        ] = None,
+        at: Annotated[str | None, Field(description="when it was said: ISO-8601; leave out for now")] = None,
     ) -> dict[str, str]:
         """Append one turn of the conversation as it is said (who said it, when); returns its id.
 
@@ -65,12 +142,12 @@ class MemoryTools:
 
     def recall(
         self,
-        query: str,
-        scope: str | None = None,
-        k: int = 10,
-        as_of: str | None = None,
-        include_superseded: bool = False,
-        late: bool = True,
+        query: Annotated[str, Field(description="the question or words to recall by")],
+        scope: ScopeFilter = None,
+        k: K = 10,
+        as_of: AsOf = None,
+        include_superseded: Superseded = False,
+        late: Annotated[bool, Field(description="re-rank the finds token by token (false: a few ms faster)")] = True,
     ) -> dict[str, Any]:
         """Hybrid recall (text, vectors, entity graph, named dates, then a token re-ranking ``late=False`` skips)."""
         found = self.db.recall(query, scope=scope, k=k, as_of=as_of, include_superseded=include_superseded, late=late)
@@ -91,21 +168,34 @@ class MemoryTools:
         }
 
     def context(
-        self, query: str, scope: str | None = None, budget: int = DEFAULT_BUDGET, as_of: str | None = None
+        self,
+        query: Annotated[str, Field(description="the question the context is for")],
+        scope: ScopeFilter = None,
+        budget: Annotated[
+            int, Field(description="at most this many tokens (about 4 characters each)")
+        ] = DEFAULT_BUDGET,
+        as_of: AsOf = None,
     ) -> str:
         """A dated, provenance-tagged context of at most ``budget`` tokens, ready for a prompt."""
         return self.db.context(query, scope=scope, budget=budget, as_of=as_of).text
 
-    def read(self, id: str, as_of: str | None = None) -> dict[str, Any]:  # noqa: A002 (the tool's word)
+    def read(self, id: Ref, as_of: AsOf = None) -> dict[str, Any]:  # noqa: A002 (the tool's word)
         """One memory by id (or unique id prefix), as it was at ``as_of`` if given."""
         return dict(plain(self.db.read(id, as_of=as_of)))
 
-    def history(self, id: str) -> dict[str, Any]:  # noqa: A002
+    def history(self, id: Ref) -> dict[str, Any]:  # noqa: A002
         """Every version of a memory, oldest first, with its validity interval."""
         return {"versions": [plain(node) for node in self.db.history(id)]}
 
     def amend(  # noqa: A002
-        self, id: str, text: str, valid_at: str | None = None, speaker: str | None = None, verbatim: bool = False
+        self,
+        id: Ref,
+        text: Text,
+        valid_at: ValidAt = None,
+        speaker: Annotated[
+            str | None, Field(description="who says it (default: whom the old version spoke for)")
+        ] = None,
+        verbatim: Verbatim = False,
     ) -> dict[str, str]:
         """Write a new version of a memory; the old one is closed, not lost. Returns the new id.
 
@@ -115,12 +205,16 @@ class MemoryTools:
         extractor = None if verbatim else DEFAULT_EXTRACTOR
         return {"id": self.db.amend(id, text, valid_at=valid_at, speaker=speaker, extractor=extractor)}
 
-    def retire(self, id: str, at: str | None = None) -> dict[str, str]:  # noqa: A002
+    def retire(self, id: Ref, at: At = None) -> dict[str, str]:  # noqa: A002
         """Close a memory's validity (it stays readable as history)."""
         self.db.retire(id, at=at)
         return {"retired": id}
 
-    def purge(self, id: str, scope: str | None = None) -> dict[str, Any]:  # noqa: A002
+    def purge(  # noqa: A002
+        self,
+        id: Ref,
+        scope: Annotated[str | None, Field(description="refuse unless the memory lies inside this scope")] = None,
+    ) -> dict[str, Any]:
         """Erase a memory's content for good (with its versions and what was learned from it)."""
         return dict(plain(self.db.purge(id, scope=scope)))
 
@@ -132,6 +226,124 @@ class MemoryTools:
         """Recompute every hash and root; lists any broken invariant."""
         report = self.db.verify()
         return {"ok": report.ok, "checked": dict(report.checked), "violations": plain(report.violations)}
+
+    # ---- the WorldDB paper's surface ------------------------------------------------------
+
+    def memory_write(
+        self,
+        text: Text,
+        scope: Annotated[
+            str | list[str],
+            Field(description="the scope to write into, or a list of scopes that each get the memory (up to 100)"),
+        ] = DEFAULT_SCOPE,
+        valid_at: ValidAt = None,
+        speaker: Speaker = None,
+        verbatim: Verbatim = False,
+    ) -> dict[str, Any]:
+        """Remember a text in one or more scopes, verbatim, its facts learned; returns its id in each scope.
+
+        "I moved to Porto" replaces where the person lived. Several scopes are written in one transaction:
+        all or none.
+        """
+        names = [scope] if isinstance(scope, str) else list(dict.fromkeys(scope))
+        if not names or len(names) > MAX_SCOPES:
+            raise InvalidInput(f"scope must name 1 to {MAX_SCOPES} scopes, got {len(names)}; nothing was written")
+        extractor = None if verbatim else DEFAULT_EXTRACTOR
+        with self.db.batch():
+            ids = {
+                name: self.db.write(text, scope=name, valid_at=valid_at, speaker=speaker, extractor=extractor)
+                for name in names
+            }
+        return {"ids": ids}
+
+    def memory_recall(
+        self,
+        query: Annotated[str, Field(description="the question or words to recall by")],
+        scope: ScopeFilter = None,
+        k: K = 10,
+        as_of: AsOf = None,
+        include_superseded: Superseded = False,
+    ) -> dict[str, Any]:
+        """Hybrid recall (words, meaning, the people and things named, dates), best first.
+
+        Each hit says what it is, who said it (speaker), in which session, since when it holds (date) and
+        why it came. Superseded versions are left out unless asked for.
+        """
+        found = self.db.recall(query, scope=scope, k=k, as_of=as_of, include_superseded=include_superseded)
+        return {"as_of": found.as_of, "hits": [_hit(h) for h in found.hits]}
+
+    def memory_list(
+        self,
+        scope: ScopeName,
+        type: Annotated[  # noqa: A002 (the tool's word)
+            str | None, Field(description="only nodes of this type: Memory (a note), Turn, Fact, Entity, Session")
+        ] = None,
+        include_retired: Annotated[
+            bool, Field(description="also list memories that were retired or superseded (history)")
+        ] = False,
+        limit: Annotated[int, Field(description="at most this many per page (1 to 1000)")] = 50,
+        cursor: Annotated[
+            str | None, Field(description="the cursor the previous page returned; leave out for the first page")
+        ] = None,
+    ) -> dict[str, Any]:
+        """The memories of a scope in the order written, a page at a time; ``cursor`` is null on the last page."""
+        page = self.db.list_memories(scope, type=type, include_retired=include_retired, limit=limit, cursor=cursor)
+        return {"memories": [_compact(node) for node in page.nodes], "cursor": page.cursor}
+
+    def memory_read(self, id: Ref, as_of: AsOf = None) -> dict[str, Any]:  # noqa: A002
+        """One memory by id (or a unique prefix of at least 8 hex characters), any version.
+
+        With ``as_of``, only if it was true then.
+        """
+        node = self.db.read(id, as_of=as_of)
+        extra = {"name": node.name, "props": dict(node.props) or None, "created_at": node.created_at}
+        return {**_compact(node), **{key: value for key, value in extra.items() if value is not None}}
+
+    def memory_amend(  # noqa: A002
+        self,
+        id: Ref,
+        text: Text,
+        valid_at: ValidAt = None,
+        speaker: Annotated[
+            str | None, Field(description="who says it (default: whom the old version spoke for)")
+        ] = None,
+        verbatim: Verbatim = False,
+    ) -> dict[str, str]:
+        """Write a new memory that supersedes one that changed; the old one stays, closed, as history."""
+        old = self.db.read(id).id
+        extractor = None if verbatim else DEFAULT_EXTRACTOR
+        new = self.db.amend(old, text, valid_at=valid_at, speaker=speaker, extractor=extractor)
+        return {"id": new, "supersedes": old}
+
+    def memory_retire(self, id: Ref, at: At = None) -> dict[str, Any]:  # noqa: A002
+        """Close one memory's validity: it stopped being true (it stays readable as history)."""
+        node = self.db.read(id)
+        self.db.retire(node.id, at=at)
+        return {"retired": node.id, "until": self.db.read(node.id).invalid_at}
+
+    def memory_retire_all(self, scope: ScopeName, at: At = None) -> dict[str, Any]:
+        """Close the validity of every memory of a scope that is true now, in one transaction (history stays)."""
+        return {"scope": scope, "retired": len(self.db.retire_all(scope, at=at))}
+
+    def memory_purge_scope(
+        self,
+        scope: ScopeName,
+        confirm: Annotated[str, Field(description="the scope's name again: the purge cannot be undone")],
+    ) -> dict[str, Any]:
+        """Erase a scope and everything in it for good (content, index rows, the scope's name); only hashes stay.
+
+        Only when ``confirm`` repeats the scope's name exactly. Nothing outside the scope is touched.
+        """
+        if confirm != scope:
+            raise InvalidInput(
+                f"confirm must repeat the scope's name ({scope!r}) exactly, got {confirm!r}; nothing was purged"
+            )
+        report = self.db.purge_scope(scope)
+        return {"purged_scope": scope, "erased": len(report["purged"]), "checkpoint": plain(report["checkpoint"])}
+
+    def memory_list_scopes(self) -> dict[str, Any]:
+        """Every scope of the store, oldest first, with its id and when it was created."""
+        return {"scopes": [{"name": n.name, "id": n.id, "created_at": n.created_at} for n in self.db.scopes()]}
 
 
 TOOL_NAMES = (
@@ -146,7 +358,51 @@ TOOL_NAMES = (
     "purge",
     "stats",
     "verify",
+    "memory_write",
+    "memory_recall",
+    "memory_list",
+    "memory_read",
+    "memory_amend",
+    "memory_retire",
+    "memory_retire_all",
+    "memory_purge_scope",
+    "memory_list_scopes",
 )
+# the facade's advice names CLI commands; over MCP it names the tools that do the same
+TOOL_FOR_COMMAND = {
+    "`worlddb list`": "`memory_list`",
+    "`worlddb search`": "`memory_recall`",
+    "`worlddb scopes`": "`memory_list_scopes`",
+    "`worlddb write` printed": "`memory_write` returned",
+    "`worlddb verify`": "`verify`",
+    "`worlddb stats`": "`stats`",
+}
+
+
+def version() -> str:
+    """The installed package's version (the source tree's when it is not installed)."""
+    try:
+        return metadata.version("worlddb_lite")
+    except metadata.PackageNotFoundError:
+        return __version__
+
+
+def _advice(message: str) -> str:
+    for command, tool in TOOL_FOR_COMMAND.items():
+        message = message.replace(command, tool)
+    return message
+
+
+def _result(value: Any) -> Any:
+    """A dict as one compact JSON text plus the same structured content; text stays text."""
+    if not isinstance(value, dict):
+        return value
+    from mcp.types import CallToolResult  # the SDK's types: loaded with the server
+
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return CallToolResult.model_validate(
+        {"content": [{"type": "text", "text": text}], "structuredContent": value}, by_alias=True
+    )
 
 
 def _sdk() -> tuple[type, type[Exception]]:
@@ -163,22 +419,36 @@ def _sdk() -> tuple[type, type[Exception]]:
 def build_server(db: WorldDB) -> Any:
     """An MCP server whose tools are ``MemoryTools`` over ``db``."""
     server_class, tool_error = _sdk()
-    server = server_class("worlddb", instructions=INSTRUCTIONS)
     tools, lock = MemoryTools(db), threading.Lock()
+    parent: Any = server_class  # the SDK's class, subclassed below to check argument names
+    takes = {name: set(inspect.signature(getattr(tools, name)).parameters) for name in TOOL_NAMES}
+
+    async def call_tool(self: Any, name: str, arguments: dict[str, Any] | None, *rest: Any, **options: Any) -> Any:
+        unknown = sorted(set(arguments or {}) - takes.get(name, set(arguments or {})))
+        if unknown:  # the SDK would drop them silently
+            allowed = ", ".join(sorted(takes[name])) or "no arguments"
+            raise tool_error(
+                f"InvalidInput: {name} takes no argument {', '.join(map(repr, unknown))}; it takes {allowed}"
+            )
+        return await parent.call_tool(self, name, arguments, *rest, **options)
+
+    server_type = type("WorldDBServer", (server_class,), {"call_tool": call_tool})
+    server = server_type("worlddb", instructions=INSTRUCTIONS, version=version())
 
     def guarded(method: Callable[..., Any]) -> Callable[..., Any]:
         @wraps(method)
         def call(*args: Any, **kwargs: Any) -> Any:
             with lock:
                 try:
-                    return method(*args, **kwargs)
+                    return _result(method(*args, **kwargs))
                 except WorldDBError as exc:
-                    raise tool_error(f"{type(exc).__name__}: {exc}") from None
+                    raise tool_error(f"{type(exc).__name__}: {_advice(str(exc))}") from None
 
         return call
 
     for name in TOOL_NAMES:
-        server.add_tool(guarded(getattr(tools, name)), name=name)
+        method = getattr(tools, name)
+        server.add_tool(guarded(method), name=name, description=inspect.getdoc(method))
     return server
 
 

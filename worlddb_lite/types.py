@@ -115,6 +115,14 @@ class Subgraph:
 
 
 @dataclass(frozen=True, slots=True)
+class Page:
+    """One page of a listing: its nodes, and the cursor that asks for the next page (None: the last)."""
+
+    nodes: tuple[Node, ...]
+    cursor: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Violation:
     """One broken invariant found by ``verify``."""
 

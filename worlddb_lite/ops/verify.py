@@ -7,8 +7,11 @@ stored ones, so a tampered leaf shows up at every ancestor's root.
 
 from __future__ import annotations
 
+import bisect
+import re
+import unicodedata
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
 import apsw
@@ -143,6 +146,7 @@ def verify_store(
         bad("7-indexes", f"node {nodes[nid].id.hex()[:16]} has text but no full-text row")
     for nid in sorted(fts - texts)[:20]:
         bad("7-indexes", f"full-text row {nid} belongs to no node with text")
+    _check_fts_rows(conn, nodes, deep, bad)
     vec = _check_vectors(conn, nodes, texts, embeds_every_text, deep, bad)
     token_rows = _check_tokens(conn, fts, tokens, deep, bad)
     node_count = len(nodes)
@@ -161,6 +165,86 @@ def verify_store(
         },
         violations=tuple(out),
     )
+
+
+def _check_fts_rows(
+    conn: apsw.Connection, nodes: dict[int, NodeRow], deep: bool, bad: Callable[[str, str], None]
+) -> None:
+    """Each full-text row holds its node's name and text; deep: whatever more it holds, its neighbours said.
+
+    The write path indexes a turn with the turns around it (windows, the context bridge) and a fact
+    with the text around it in the memory it came from, none of which its blob keeps; rebuilding
+    those exactly needs the write's options (window sizes, the bridge, purged walls). So the
+    deep check asks less but enough to catch an index written around the engine: every word added
+    to a row occurs in the texts or names of its node's world's members or of the nodes its edges
+    join (a window may clip a word at either end: a word's start or end counts).
+    """
+    wrong = 0
+    world: int | None = None
+    vocabulary: _Words | None = None
+    for nid, parent, name, content, f_name, f_content, f_context in integrity.indexed_texts(conn):
+        label = nodes[nid].id.hex()[:16] if nid in nodes else str(nid)
+        own, indexed = _nfc(content), _nfc(f_content)
+        if _nfc(name) != _nfc(f_name) or not indexed.startswith(own):
+            bad("7-indexes", f"full-text row of {label} does not hold its node's name and text")
+            wrong += 1
+        elif deep and (indexed != own or f_context):
+            if vocabulary is None or world != parent:
+                world = parent
+                vocabulary = _Words(integrity.member_texts(conn, parent) if parent is not None else ())
+            extra = _Words.of(indexed[len(own) :] + "\n" + f_context)
+            unsaid = [w for w in extra if not vocabulary.has(w)]
+            if unsaid:
+                linked = _Words(integrity.linked_texts(conn, nid))
+                unsaid = [w for w in unsaid if not linked.has(w)]
+            if unsaid:
+                shown = ", ".join(sorted(unsaid)[:5])
+                bad(
+                    "7-indexes",
+                    f"full-text row of {label} holds words neither it nor its neighbours say ({shown}): "
+                    "the index was written around the engine, so search finds the memory by them; "
+                    "restore the store from a backup",
+                )
+                wrong += 1
+        if wrong >= 20:
+            return
+
+
+def _nfc(text: str) -> str:
+    return unicodedata.normalize("NFC", text)
+
+
+class _Words:
+    """The words of some texts, casefolded, asked for whole or as a clipped start or end of one."""
+
+    __slots__ = ("_ends", "_starts", "words")
+
+    def __init__(self, texts: Iterable[tuple[str, str]]) -> None:
+        self.words: set[str] = set()
+        for name, content in texts:
+            self.words |= self.of(name + "\n" + content)
+        self._starts: list[str] | None = None
+        self._ends: list[str] | None = None
+
+    @staticmethod
+    def of(text: str) -> set[str]:
+        return set(_WORD.findall(_nfc(text).casefold()))
+
+    def has(self, word: str) -> bool:
+        if word in self.words:
+            return True
+        if self._starts is None or self._ends is None:  # only a clipped word needs them: built once, if ever
+            self._starts = sorted(self.words)
+            self._ends = sorted(w[::-1] for w in self.words)
+        return _prefix_of_any(self._starts, word) or _prefix_of_any(self._ends, word[::-1])
+
+
+_WORD = re.compile(r"\w+")
+
+
+def _prefix_of_any(ordered: list[str], part: str) -> bool:
+    i = bisect.bisect_left(ordered, part)
+    return i < len(ordered) and ordered[i].startswith(part)
 
 
 def _check_vectors(

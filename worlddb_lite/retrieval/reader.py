@@ -26,7 +26,7 @@ from ..store.rows import EdgeRow, NodeRow, Store, believed_sql, visible_sql
 from ..store.side_reader import SideReader
 from ..store.vector_index import VectorLane
 from ..text.dates import TimeLike, parse_time
-from ..types import Direction, Identity, MergeProposal, MergeStatus, Node, Recall, Subgraph
+from ..types import Direction, Identity, MergeProposal, MergeStatus, Node, Page, Recall, Subgraph
 from . import blas, lanes
 from .query import QuerySpec, execute
 from .query import check as check_query
@@ -123,6 +123,93 @@ class Reader:
             )
         return self.store.header(nid).id.hex()
 
+    def named_scope(self, name: object) -> int:
+        """The nid of the Scope called ``name``, which must exist (listing, retiring, purging never create one)."""
+        nid = self.existing_scope(name)
+        # a purged scope keeps its id (and is written into again under the same name), not its name: it is
+        # gone until something is written into it again
+        if nid is None or (self.store.load_nodes([nid])[0].purged and not self._holds_anything(nid)):
+            raise NotFound(f"no scope named {name!r} in {self.path}; see the scopes there with `worlddb scopes`")
+        return nid
+
+    def _holds_anything(self, world: int) -> bool:
+        valid, belief = self.times(None, None)
+        memberships = sorted(self.rules(True).membership)
+        found = queries.descendants(
+            self.conn, world, valid, belief, memberships=memberships, node_type=None, include_superseded=True, limit=1
+        )
+        return bool(found)
+
+    def scopes(self) -> list[Node]:
+        """Every Scope world under the root, oldest first (a purged one has lost its name and is not listed)."""
+        self.settle(indexes=False)
+        with translate():
+            return self.store.load_nodes(queries.scopes(self.conn, self.root_nid))
+
+    def page(self, scope: str, *, type: str | None, include_retired: bool, limit: int, cursor: str | None) -> Page:
+        """The nodes inside a scope in the order written, ``limit`` at a time from after ``cursor``."""
+        self.settle(indexes=False)
+        node_type = checks.text(type, "type", required=False)
+        limit = checks.whole(limit, "limit", least=1, most=1000)
+        rules = self.rules(include_retired)
+        valid, belief = self.times(None, None)
+        with translate():
+            world = self.named_scope(scope)
+            after = self._after(cursor)
+            nids = queries.descendants(
+                self.conn,
+                world,
+                valid,
+                belief,
+                memberships=sorted(rules.membership),
+                node_type=node_type,
+                include_superseded=include_retired,
+                limit=limit + 1,  # one more than asked: whether another page follows
+                after=after,
+            )
+            nodes = self.store.load_nodes(nids[:limit], rules.annotate)
+        return Page(tuple(nodes), nodes[-1].id if len(nids) > limit else None)
+
+    def current_in(self, scope: str) -> list[int]:
+        """Every memory inside a scope that is true now and not retired yet (what ``retire_all`` closes).
+
+        Memories: what says something (notes, turns, facts). Not the entities they name, which stay who
+        they are, nor the worlds holding them (sessions): closing those would say nothing more.
+        """
+        rules = self.rules(False)
+        valid, belief = self.times(None, None)
+        with translate():
+            nids = queries.descendants(
+                self.conn,
+                self.named_scope(scope),
+                valid,
+                belief,
+                memberships=sorted(rules.membership),
+                node_type=None,
+                include_superseded=False,
+                limit=-1,  # SQLite's "no limit": a retirement covers the whole scope
+            )
+            nodes = self.store.load_nodes(nids)
+            return [
+                nid
+                for nid, node in zip(nids, nodes, strict=True)
+                if not node.retired and node.type != "Entity" and node.members == 0
+            ]
+
+    def _after(self, cursor: object) -> int:
+        """The nid a page starts after: 0 for the first page, else the node the cursor names."""
+        if cursor is None:
+            return 0
+        text = cursor.strip().lower() if isinstance(cursor, str) else ""
+        if len(text) != 64 or any(c not in "0123456789abcdef" for c in text):
+            raise InvalidInput(
+                f"{cursor!r} is not a cursor; pass the cursor the previous page returned, or leave it out for the first"
+            )
+        nid = self.store.nid_of(bytes.fromhex(text))
+        if nid is None:
+            raise NotFound(f"cursor {text[:16]}… names no node of this store; start again without a cursor")
+        return nid
+
     # ---- nodes and edges --------------------------------------------------------------
 
     def read(self, ref: str, *, as_of: TimeLike | None = None, known_as_of: TimeLike | None = None) -> Node:
@@ -217,6 +304,7 @@ class Reader:
         text: str,
         *,
         k: int,
+        scope: str | None,
         as_of: TimeLike | None,
         known_as_of: TimeLike | None,
         include_superseded: bool,
@@ -224,20 +312,24 @@ class Reader:
         """BM25 over names and contents (FTS5); best first, with the BM25 score (higher is better)."""
         self.settle()
         query = lanes.fts_query(checks.required_text(text, "query"))
-        if not query:
-            return []
+        k = checks.whole(k, "k", least=1, most=10_000)
         valid, belief = self.times(as_of, known_as_of)
-        annotate = self.rules(include_superseded).annotate
+        rules = self.rules(include_superseded)
         with translate():
+            world = self.named_scope(scope) if scope is not None else None
+            if not query:
+                return []
             hits = queries.bm25(
                 self.conn,
                 query,
                 valid,
                 belief,
-                k=checks.whole(k, "k", least=1, most=10_000),
+                k=k,
                 include_superseded=include_superseded,
+                world=world,
+                memberships=sorted(rules.membership),
             )
-            nodes = self.store.load_nodes([nid for nid, _ in hits], annotate)
+            nodes = self.store.load_nodes([nid for nid, _ in hits], rules.annotate)
             return [(node, score) for node, (_, score) in zip(nodes, hits, strict=True)]
 
     def nearest(

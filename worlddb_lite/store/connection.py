@@ -17,7 +17,16 @@ from typing import Any, TypeVar
 import apsw
 import sqlite_vec
 
-from ..errors import IntegrityViolation, InvalidInput, NotAStore, SchemaTooNew, StoreBusy, StoreError, WorldDBError
+from ..errors import (
+    IntegrityViolation,
+    InvalidInput,
+    NotAStore,
+    SchemaTooNew,
+    StoreBusy,
+    StoreError,
+    StoreUnwritable,
+    WorldDBError,
+)
 
 SCHEMA_VERSION = 6  # 2: porter stems in node_fts, index edge_type; 3: append-only history; 4: index
 # node_state_valid; 5: the token index node_tokens; 6: node_fts's context column (migrations.py)
@@ -42,6 +51,8 @@ def connect(path: str | Path, *, create: bool = True) -> apsw.Connection:
         conn = apsw.Connection(target, flags=flags)
     except apsw.CantOpenError as exc:
         raise NotAStore(f"cannot open {target}: {exc}; {_open_hint(target, create)}") from None
+    except (apsw.FullError, apsw.IOError) as exc:
+        raise unwritable(target, exc) from None
     conn.set_busy_timeout(BUSY_TIMEOUT_MS)
     conn.enable_load_extension(True)
     conn.load_extension(sqlite_vec.loadable_path())
@@ -56,6 +67,20 @@ def _open_hint(target: str, create: bool) -> str:
     except OSError:  # the file system cannot even look the name up (too long, ...)
         return "check the path"
     return "run `worlddb init` to create it" if not create and missing else "check the path and its permissions"
+
+
+def unwritable(target: str, exc: apsw.Error) -> StoreUnwritable:
+    """The error for a file SQLite could not read or grow, nor create its -wal and -shm files beside.
+
+    A full disk shows up as FullError when a page is written, but as a bare IOError when the
+    -shm file cannot be sized on opening: both are said as the disk or the folder, with what to do.
+    """
+    where = target if target != ":memory:" else "memory"
+    cause = "the disk is full" if isinstance(exc, apsw.FullError) else "the disk may be full, or the folder read-only"
+    return StoreUnwritable(
+        f"cannot write {where} or its -wal/-shm files beside it ({exc}): {cause}; nothing was written. "
+        "Free some space or make the folder writable (or copy the store elsewhere), then try again"
+    )
 
 
 def configure(conn: apsw.Connection, path: str) -> None:
@@ -124,19 +149,22 @@ def check(conn: apsw.Connection, path: str, create: bool) -> bool:
 
     A store newer than this code is refused; an older one is accepted here and migrated by the caller.
     """
+    # the raw pragma, not user_version(): its own NotAStore would hide which of the two failures this is
     try:
-        version = user_version(conn)
+        version = as_int(conn.execute("pragma user_version").fetchall()[0][0])
         tables = {r[0] for r in conn.execute("select name from sqlite_schema where type = 'table'")}
-    except (apsw.NotADBError, NotAStore):
+    except apsw.NotADBError:
         raise NotAStore(
             f"{path} is not a SQLite database, so it cannot be a worlddb store; "
             "give the path of a store or a new file name"
         ) from None
-    except apsw.CorruptError:
+    except apsw.CorruptError:  # a truncated copy, or pages overwritten: the header is a store's, the rest is not
         raise NotAStore(
-            f"{path} is a damaged SQLite database and cannot be opened; restore it from a backup "
-            "(`sqlite3 FILE .recover` may salvage rows)"
+            f"{path} is a damaged store (SQLite reports it malformed) and cannot be opened; restore it from "
+            "a backup (one made by `worlddb backup`); `sqlite3 FILE .recover` may salvage rows"
         ) from None
+    except (apsw.FullError, apsw.IOError) as exc:  # a WAL store's reader creates its -shm file first
+        raise unwritable(path, exc) from None
     if version == 0 and not tables:
         if not create:
             raise NotAStore(f"{path} holds no worlddb store; run `worlddb init {path}` first")
@@ -188,6 +216,8 @@ class translate:  # noqa: N801  (used like a function: ``with translate():``)
             raise NotAStore(
                 "the store file is damaged (SQLite reports corruption); run `worlddb verify` and restore from a backup"
             ) from None
+        if isinstance(exc, (apsw.FullError, apsw.IOError)):
+            raise unwritable("the store", exc) from None
         if isinstance(exc, (apsw.TooBigError, OverflowError)):
             raise InvalidInput(f"a value is too large to store: {exc}") from None
         if isinstance(exc, apsw.Error):

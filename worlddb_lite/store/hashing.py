@@ -38,7 +38,12 @@ def _clean_text(value: str, path: str) -> str:
     return value if unicodedata.is_normalized("NFC", value) else unicodedata.normalize("NFC", value)
 
 
-def _normalise(value: Any, path: str) -> Any:
+# Lists and dicts nest at most this deep in a record: deeper (or a list that holds itself) would
+# exhaust Python's recursion here and in every reader's json.loads, long before SQLite minds
+MAX_DEPTH = 64
+
+
+def _normalise(value: Any, path: str, depth: int = 0) -> Any:
     """Return a JSON-ready copy with NFC strings; refuse what cannot be canonical."""
     if isinstance(value, str):
         return _clean_text(value, path)
@@ -48,8 +53,14 @@ def _normalise(value: Any, path: str) -> Any:
         if not math.isfinite(value):
             raise InvalidInput(f"{path}: {value} is not a finite number; store it as text")
         return value
+    if isinstance(value, (list, tuple, dict)) and depth >= MAX_DEPTH:
+        where = path if len(path) <= 80 else path[:80] + "..."
+        raise InvalidInput(
+            f"{where}: lists and dicts nest deeper than {MAX_DEPTH} levels (or one holds itself); "
+            "nothing was written. Flatten the value, or store it as text"
+        )
     if isinstance(value, (list, tuple)):
-        return [_normalise(item, f"{path}[{i}]") for i, item in enumerate(value)]
+        return [_normalise(item, f"{path}[{i}]", depth + 1) for i, item in enumerate(value)]
     if isinstance(value, dict):
         out: dict[str, Any] = {}
         for key, item in value.items():  # plain text and None inline: this runs on every write
@@ -64,7 +75,7 @@ def _normalise(value: Any, path: str) -> Any:
             elif item is None:
                 out[key] = None
             else:
-                out[key] = _normalise(item, path + "." + key)
+                out[key] = _normalise(item, path + "." + key, depth + 1)
         return out
     raise InvalidInput(f"{path}: {type(value).__name__} cannot be stored; use text, numbers, booleans, lists or dicts")
 

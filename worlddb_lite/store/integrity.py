@@ -80,3 +80,46 @@ def last_logged_root(conn: apsw.Connection, world: int) -> bytes | None:
 def accepted_pairs(conn: apsw.Connection) -> set[tuple[int, int]]:
     """(a, b) of every accepted merge proposal, as stored."""
     return {(int(a), int(b)) for a, b in conn.execute("select a, b from merge_proposal where status = 'accepted'")}
+
+
+def indexed_texts(conn: apsw.Connection) -> Iterator[tuple[int, int | None, str, str, str, str, str]]:
+    """(nid, parent, own name, own content, indexed name, indexed content, context) of every full-text row.
+
+    "Own" is what the node's blob says; a row of a node without a readable blob (purged, or not
+    JSON) is left out: the node scan and the row sets report those. Ordered by parent, so a
+    caller can read each world's members once. A missing text is "".
+    """
+    for nid, parent, *texts in conn.execute(
+        "select n.nid, n.parent, coalesce(json_extract(n.body, '$.name'), ''), "
+        "coalesce(json_extract(n.body, '$.content'), ''), coalesce(f.name, ''), coalesce(f.content, ''), "
+        "coalesce(f.context, '') from node_fts as f join node as n on n.nid = f.rowid "
+        "where n.body is not null and json_valid(n.body) order by n.parent, n.nid"
+    ):
+        name, content, f_name, f_content, f_context = (str(t) for t in texts)
+        yield as_int(nid), None if parent is None else as_int(parent), name, content, f_name, f_content, f_context
+
+
+def member_texts(conn: apsw.Connection, world: int) -> Iterator[tuple[str, str]]:
+    """(name and speaker, content) from the blob of every member of ``world`` that still has one.
+
+    The speaker too: a turn of an old store names it in its props alone, and the migration's
+    windows quote it ("ana: ...").
+    """
+    for name, content in conn.execute(
+        "select coalesce(json_extract(body, '$.name'), '') || ' ' || "
+        "coalesce(json_extract(body, '$.props.speaker'), ''), coalesce(json_extract(body, '$.content'), '') "
+        "from node where parent = ? and body is not null and json_valid(body)",
+        (world,),
+    ):
+        yield str(name), str(content)
+
+
+def linked_texts(conn: apsw.Connection, nid: int) -> Iterator[tuple[str, str]]:
+    """(name, content) from the blob of every node an edge joins to ``nid``, either way."""
+    for name, content in conn.execute(
+        "select coalesce(json_extract(n.body, '$.name'), ''), coalesce(json_extract(n.body, '$.content'), '') "
+        "from edge as e join node as n on n.nid = case when e.src = ? then e.dst else e.src end "
+        "where (e.src = ? or e.dst = ?) and n.body is not null and json_valid(n.body)",
+        (nid, nid, nid),
+    ):
+        yield str(name), str(content)

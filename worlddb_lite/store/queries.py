@@ -29,16 +29,21 @@ def is_visible(conn: apsw.Connection, nid: int, valid: str, belief: str) -> bool
 
 
 def descendants_sql(memberships: int, include_superseded: bool) -> str:
-    """Nodes inside world ?3 (parents, and membership edges visible at ?1/?2), optionally of type ?N."""
+    """Nodes inside world ?3 (parents, and membership edges visible at ?1/?2), optionally of type ?N.
+
+    Only nids above the one bound after the type (0: from the first), in nid order: a page starts
+    where the last one stopped (``cursor``), and nids only grow, so a page never repeats a node.
+    """
     marks = ",".join("?" for _ in range(memberships)) or "''"
-    type_param, limit_param = 4 + memberships, 5 + memberships
+    type_param, limit_param, after_param = 4 + memberships, 5 + memberships, 6 + memberships
     return (
         "with recursive inside(nid) as (select ?3 union "
         "select n.nid from node as n join inside on n.parent = inside.nid union "
         f"select e.dst from edge as e join inside on e.src = inside.nid where e.type in ({marks}) "
         f"and {predicate(include_superseded, 'e')}) "
         "select i.nid from inside as i join node as n on n.nid = i.nid join node_state as s on s.nid = i.nid "
-        f"where i.nid != ?3 and n.body is not null and (?{type_param} is null or n.type = ?{type_param}) "
+        f"where i.nid != ?3 and i.nid > ?{after_param} and n.body is not null "
+        f"and (?{type_param} is null or n.type = ?{type_param}) "
         f"and {predicate(include_superseded)} order by i.nid limit ?{limit_param}"
     )
 
@@ -53,11 +58,18 @@ def descendants(
     node_type: str | None,
     include_superseded: bool,
     limit: int,
+    after: int = 0,
 ) -> list[int]:
-    """The nids inside ``world`` that are visible (see ``descendants_sql``)."""
+    """The nids inside ``world`` that are visible, above ``after`` (see ``descendants_sql``)."""
     sql = descendants_sql(len(memberships), include_superseded)
-    params = [valid, belief, world, *memberships, node_type, limit]
+    params = [valid, belief, world, *memberships, node_type, limit, after]
     return [as_int(r[0]) for r in conn.execute(sql, params)]
+
+
+def scopes(conn: apsw.Connection, root: int) -> list[int]:
+    """The nids of the Scope worlds under the store's root that still have their name (not purged)."""
+    sql = "select nid from node where parent = ? and type = 'Scope' and body is not null order by nid"
+    return [as_int(r[0]) for r in conn.execute(sql, (root,))]
 
 
 CONTEXT_WEIGHT = 0.75  # BM25's weight on node_fts.context (name and content weigh 1): see fts_ranked
@@ -71,19 +83,44 @@ def rank_function() -> str:
     return f"bm25(1.0, 1.0, {CONTEXT_WEIGHT!r})"
 
 
-def bm25_sql(include_superseded: bool) -> str:
-    """FTS5 match ?3 ranked by ?5 (``rank_function``), visible at (?1, ?2), best ?4 first."""
+def bm25_sql(include_superseded: bool, memberships: int | None = None) -> str:
+    """FTS5 match ?3 ranked by ?5 (``rank_function``), visible at (?1, ?2), best ?4 first.
+
+    With ``memberships`` (a count), only nodes inside world ?6, through parents and the membership
+    edge types bound from ?7 on (a search within a scope).
+    """
+    within = ""
+    if memberships is not None:
+        within = (
+            "and f.rowid in (with recursive inside(nid) as (select ?6 union "
+            "select n.nid from node as n join inside on n.parent = inside.nid union "
+            f"select e.dst from edge as e join inside on e.src = inside.nid where e.type in ({_marks(memberships, 7)}) "
+            f"and {predicate(include_superseded, 'e')}) select nid from inside) "
+        )
     return (
         "select f.rowid, -f.rank from node_fts as f join node_state as s on s.nid = f.rowid "
-        f"where node_fts match ?3 and f.rank match ?5 and {predicate(include_superseded)} order by f.rank limit ?4"
+        f"where node_fts match ?3 and f.rank match ?5 {within}and {predicate(include_superseded)} "
+        "order by f.rank limit ?4"
     )
 
 
 def bm25(
-    conn: apsw.Connection, query: str, valid: str, belief: str, *, k: int, include_superseded: bool
+    conn: apsw.Connection,
+    query: str,
+    valid: str,
+    belief: str,
+    *,
+    k: int,
+    include_superseded: bool,
+    world: int | None = None,
+    memberships: Sequence[str] = (),
 ) -> list[tuple[int, float]]:
-    """(nid, BM25 score, higher is better) for an FTS5 query."""
-    rows = conn.execute(bm25_sql(include_superseded), (valid, belief, query, k, rank_function()))
+    """(nid, BM25 score, higher is better) for an FTS5 query, within ``world`` if given."""
+    params: list[object] = [valid, belief, query, k, rank_function()]
+    if world is not None:
+        params += [world, *memberships]
+    sql = bm25_sql(include_superseded, len(memberships) if world is not None else None)
+    rows = conn.execute(sql, params)
     return [(as_int(nid), as_float(score)) for nid, score in rows]
 
 

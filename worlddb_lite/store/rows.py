@@ -180,7 +180,7 @@ class Store:
                 "select nid, id, type, parent, depth, slot from node where id = ?", (lo,)
             ).fetchone()
             if row is None:
-                raise NotFound(f"no node has id {ref}; check it with `worlddb stats` or a search")
+                raise NotFound(f"no node has id {ref}; find it with `worlddb list` or `worlddb search`")
             self.cache_header(Header(*row))
             if len(self._by_hex) >= 1_000_000:
                 self._by_hex.clear()
@@ -188,7 +188,7 @@ class Store:
             return int(row[0])
         rows = self.conn.execute("select nid, id from node where id between ? and ? limit 2", (lo, hi)).fetchall()
         if not rows:
-            raise NotFound(f"no node id starts with {ref!r}; check it with `worlddb stats` or a search")
+            raise NotFound(f"no node id starts with {ref!r}; find it with `worlddb list` or `worlddb search`")
         if len(rows) > 1:
             raise AmbiguousId(
                 f"{ref!r} matches several nodes "

@@ -20,6 +20,7 @@ from typing import Any
 
 from .. import checks
 from ..errors import InvalidInput
+from ..store.hashing import canonical_json
 from ..text.dates import parse_time
 from ..text.extract import Extractor, RuleExtractor, check_extractor
 from ..text.windows import window as windowed
@@ -88,10 +89,12 @@ def _an_id(value: object, what: str) -> None:
         checks.text(value, what, required=False)
 
 
-def check_conversation(conversation: object) -> ConversationIn:
+def check_conversation(conversation: object, *, now: str | None = None) -> ConversationIn:
     """The shape of a conversation as ``ingest`` needs it, or InvalidInput saying which part is wrong.
 
-    Checked whole before anything is written, so a bad part stops the conversation, not half of it.
+    Checked whole before anything is written, so a bad part stops the conversation, not half of it:
+    every turn's text and props too, so a file's loader can check every conversation before the first
+    lands. ``now``: no turn may be dated after it (the store's clock; the loaders use the system's).
     """
     if not isinstance(conversation, ConversationIn):
         raise InvalidInput(f"ingest takes a ConversationIn, not {type(conversation).__name__}")
@@ -112,7 +115,7 @@ def check_conversation(conversation: object) -> ConversationIn:
             parse_time(session.date, field=f"{where}: date")
         if isinstance(session.turns, (str, bytes, Mapping)) or not isinstance(session.turns, Iterable):
             raise InvalidInput(f"{where}: turns must be a list of TurnIn")
-        for turn in session.turns:
+        for i, turn in enumerate(session.turns):
             if not isinstance(turn, TurnIn):
                 raise InvalidInput(f"{where}: a turn must be a TurnIn, not {type(turn).__name__}")
             checks.text(turn.speaker, f"{where}: a turn's speaker", required=False)
@@ -122,7 +125,24 @@ def check_conversation(conversation: object) -> ConversationIn:
                 parse_time(turn.at, field=f"{where}: a turn's time")
             if not callable(getattr(turn.props, "keys", None)):
                 raise InvalidInput(f"{where}: a turn's props must be a mapping")
+            here = f"{where}, turn {turn.turn_id or i}"
+            check_turn(turn, here)
+            _check_props(turn.props, here)
+            when = turn.at or session.date
+            if now is not None and when is not None and parse_time(when, field=f"{here}: time") > now:
+                raise InvalidInput(
+                    f"{here}: dated {parse_time(when)}, after now ({now}); a memory cannot be "
+                    "from the future: check the dataset's dates or the machine's clock"
+                )
     return conversation
+
+
+def _check_props(props: Mapping[str, Any], where: str) -> None:
+    """A turn's props as the write path will hash them (text keys, no lone surrogate, not nested too deep)."""
+    try:
+        canonical_json({"props": dict(props)})
+    except InvalidInput as exc:
+        raise InvalidInput(f"{where}: its props cannot be stored ({exc})") from None
 
 
 def check_turn(turn: TurnIn, where: str) -> None:
@@ -136,6 +156,13 @@ def check_turn(turn: TurnIn, where: str) -> None:
         )
     if "\x00" in turn.text:
         raise InvalidInput(f"{where}: the turn holds a NUL character (binary data?); decode it to text first")
+    try:
+        turn.text.encode("utf-8")
+    except UnicodeEncodeError as exc:  # a JSON "\ud800" escape decodes to half a character
+        raise InvalidInput(
+            f"{where}: the turn's text holds a lone surrogate at character {exc.start} (a broken \\u escape?), "
+            "which is not text; fix it in the source and try again"
+        ) from None
 
 
 def _runs(walls: Sequence[bool]) -> list[list[int]]:
@@ -176,7 +203,7 @@ def ingest(
     """
     for label, value in (("window", window), ("word_window", word_window), ("word_after", word_after)):
         checks.whole(value, label, unit="turns")
-    check_conversation(conversation)
+    check_conversation(conversation, now=writer.clock())  # the store's clock: a test clock in tests
     check_extractor(extractor)
     if deferred not in (True, False):
         raise InvalidInput(f"deferred must be True or False, got {deferred!r}")
@@ -189,20 +216,6 @@ def ingest(
     if not isinstance(bridge, (bool, ContextBridge)):
         raise InvalidInput(f"bridge must be True, False or a ContextBridge, not {type(bridge).__name__}")
     bridging = ContextBridge() if bridge is True else bridge or None
-    now = writer.clock()  # the store's clock: a test clock in tests
-    for session in conversation.sessions:
-        for i, turn in enumerate(session.turns):
-            where = (
-                f"conversation {conversation.conversation_id!r}, session {session.session_id!r}, "
-                f"turn {turn.turn_id or i}"
-            )
-            check_turn(turn, where)
-            when = turn.at or session.date
-            if when is not None and parse_time(when, field=f"{where}: time") > now:
-                raise InvalidInput(
-                    f"{where}: dated {parse_time(when)}, after now ({now}); a memory cannot be "
-                    "from the future: check the dataset's dates or the machine's clock"
-                )
     ids: list[str] = []
     counts = IngestStats()
     speaker_entities: dict[str, str] = {}  # speaker -> person entity, resolved once per conversation

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InvalidInput
-from ..text.dates import format_time, parse_time
+from ..text.dates import format_time, parse_time, system_clock
 from .conversation import ConversationIn, SessionIn, TurnIn, check_conversation
 
 FORMATS = ("locomo", "beam", "longmemeval", "jsonl")
@@ -41,14 +41,25 @@ def load(path: str | Path, fmt: str, scope: str | None = None) -> list[Conversat
         raise InvalidInput(f"cannot read {source} ({reason}); give a readable {fmt} file") from None
     if scope is not None:
         conversations = [ConversationIn(c.conversation_id, [scope], c.sessions) for c in conversations]
+    now = system_clock()  # a store opened on this machine dates its writes by this clock too
     for conversation in conversations:  # the whole file is checked before any of it is written
-        check_conversation(conversation)
+        check_conversation(conversation, now=now)
     return conversations
+
+
+def _too_deep(where: str) -> InvalidInput:
+    """JSON nested past what the parser can follow (a RecursionError, thousands of levels): refused whole."""
+    return InvalidInput(
+        f"{where}: its JSON nests lists or objects too deeply to read (thousands of levels); nothing was written. "
+        "Give a dataset file whose records are flat, as the format describes"
+    )
 
 
 def _json(path: Path) -> Any:
     try:
         return json.loads(path.read_text("utf-8"))
+    except RecursionError:
+        raise _too_deep(str(path)) from None
     except UnicodeDecodeError as exc:
         raise InvalidInput(f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except json.JSONDecodeError as exc:
@@ -196,6 +207,8 @@ def _chat_files(names: dict[str, Any]) -> list[tuple[str, str]]:
 def _json_bytes(handle: io.BufferedReader | Any, name: str) -> Any:
     try:
         return json.loads(handle.read().decode("utf-8"))
+    except RecursionError:
+        raise _too_deep(f"{name} in the archive") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise InvalidInput(f"{name} in the archive is not valid UTF-8 JSON: {exc}") from None
 
@@ -256,6 +269,8 @@ def load_jsonl(path: Path) -> Iterator[ConversationIn]:
                 continue
             try:
                 record = json.loads(raw.decode("utf-8"))
+            except RecursionError:
+                raise _too_deep(where) from None
             except (UnicodeDecodeError, json.JSONDecodeError) as exc:
                 raise InvalidInput(f"{where}: not a UTF-8 JSON object ({exc})") from None
             text = _need(record, "text", str, where)

@@ -311,6 +311,11 @@ class Transaction:
         """Tighten a node's validity to ``at`` (and/or retire or retract it)."""
         row = self.store.node_row(nid)
         at = at or self.now
+        if row.parent is None:  # every scope hangs from it: closing it closes the whole store, as a purge would
+            raise InvalidInput(
+                "the store's root world cannot be retired or retracted; nothing was changed. "
+                "Retire a scope or a memory inside it instead"
+            )
         if row.expired_at is not None:
             raise NotCurrent(f"{row.id.hex()[:12]} was retracted; nothing of it is left to change")
         if retire and row.retired:
