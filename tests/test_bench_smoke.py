@@ -36,6 +36,14 @@ def test_write_growth_smoke(tmp_path):
     assert list(result["per_size"]) == ["1000"] and result["per_size"]["1000"]["n"] == 10
 
 
+def test_mcp_load_smoke(tmp_path):
+    """bench/mcp_load.py: concurrent HTTP clients through one `worlddb mcp --http` server, none lost."""
+    result = run("mcp_load.py", "--clients", "2", "--seconds", "2", tmp_path=tmp_path)
+    assert result["errors"] == 0 and result["lost_writes"] == 0 and not result["count_mismatch"]
+    assert result["writes_acknowledged"] > 0 and result["read_back"] == result["writes_acknowledged"]
+    assert result["latency"]["memory_recall"]["n"] > 0 and result["verify_ok"] and result["server_exit_code"] == 0
+
+
 def test_fuzz_finds_no_violation_in_a_short_run(tmp_path):
     """The reconciler fuzz (bench/fuzz.py) with invariants checked after every step."""
     result = run("fuzz.py", "--ops", "400", "--seed", "11", "--full-every", "100", tmp_path=tmp_path)

@@ -292,6 +292,12 @@ def test_the_server_answers_over_stdio(tmp_path: Path) -> None:
             names = [t.name for t in (await session.list_tools()).tools]
             await session.call_tool("remember", {"text": "the spare key is under the blue pot", "scope": "home"})
             found = await session.call_tool("recall", {"query": "where is the spare key", "scope": "home"})
+            written = await session.call_tool("memory_write", {"text": "the bike lock code is 2580", "scope": "home"})
+            recalled = await session.call_tool("memory_recall", {"query": "bike lock code", "scope": "home", "k": 1})
+            assert (
+                json.loads(recalled.content[0].text)["hits"][0]["id"]
+                == json.loads(written.content[0].text)["ids"]["home"]
+            )
             refused = await session.call_tool("read", {"id": "nope"})
             return names, found.content[0].text, bool(getattr(refused, "is_error", getattr(refused, "isError", False)))
 

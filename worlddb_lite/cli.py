@@ -510,13 +510,32 @@ def cmd_checkpoint(args: argparse.Namespace) -> Any:
 
 
 @command(
-    "mcp", "serve the store to an assistant as MCP tools over stdin/stdout (creates the store if missing)", _with()
+    "mcp",
+    "serve the store to an assistant as MCP tools over stdin/stdout, or streamable HTTP with --http "
+    "(creates the store if missing)",
+    _with(
+        lambda p: p.add_argument(
+            "--http",
+            action="store_true",
+            help="serve over streamable HTTP at http://HOST:PORT/mcp instead of stdio; it has NO authentication: "
+            "keep it on loopback, never expose it beyond this machine",
+        ),
+        lambda p: p.add_argument(
+            "--host", default="127.0.0.1", help="address to bind with --http (default: 127.0.0.1, loopback only)"
+        ),
+        lambda p: p.add_argument(
+            "--port", type=int, default=8765, help="port to bind with --http (default: 8765; 0 takes a free one)"
+        ),
+    ),
 )
 def cmd_mcp(args: argparse.Namespace) -> Any:
-    from .mcp import serve  # the MCP SDK loads only for this command
+    from .mcp import serve, serve_http  # the MCP SDK loads only for this command
 
     with _open(args, create=True) as db:
-        serve(db)
+        if args.http:
+            serve_http(db, host=args.host, port=args.port)
+        else:
+            serve(db)
 
 
 @command(

@@ -1,4 +1,4 @@
-"""``worlddb mcp DB``: the store as an MCP server over stdio, for an assistant to call as tools.
+"""``worlddb mcp DB``: the store as an MCP server over stdio (or streamable HTTP), for an assistant to call as tools.
 
 A thin front end, like the CLI: ``MemoryTools`` maps each tool onto one facade call and returns
 plain JSON; the facade does every check. A ``WorldDBError`` becomes an MCP tool error carrying its
@@ -6,7 +6,9 @@ message (what happened and what to do, naming tools rather than CLI commands); n
 expected to escape, and the hostile-input tests call the tools through the SDK's own dispatcher to
 hold that. An argument a tool does not take is refused, not ignored: a model that misspells one
 should hear so. Tool calls are serialised on one lock: the SDK runs synchronous tools on worker
-threads, and one store handle is not shared between concurrent transactions.
+threads, and one store handle is not shared between concurrent transactions. Over HTTP every client's
+session reaches the same server, so the same handle and the same lock: concurrent clients queue, one
+call at a time. The HTTP transport has no authentication; it binds to loopback by default.
 
 Two families of tools sit side by side: the short names (``remember``, ``recall``, ...) and the
 WorldDB paper's ``memory_*`` surface, named apart from Mem0's so both servers fit in one client.
@@ -20,6 +22,7 @@ import threading
 from collections.abc import Callable
 from functools import wraps
 from importlib import metadata
+from types import FrameType
 from typing import Annotated, Any
 
 from pydantic import Field
@@ -452,6 +455,65 @@ def build_server(db: WorldDB) -> Any:
     return server
 
 
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+HTTP_PATH = "/mcp"
+
+
 def serve(db: WorldDB) -> None:
     """Answer MCP requests on stdin/stdout with ``db`` until the client leaves."""
     build_server(db).run()
+
+
+def serve_http(db: WorldDB, host: str = "127.0.0.1", port: int = 8765) -> None:
+    """Answer MCP requests over streamable HTTP at ``http://host:port/mcp`` until SIGINT or SIGTERM.
+
+    Every client shares one server, so one store handle and one lock (``build_server``). There is no
+    authentication: anyone who reaches the port reads and writes the store. The SDK's DNS-rebinding
+    check guards a loopback host. ``port`` 0 takes a free port; the address served is announced on stderr
+    (stdout stays quiet, as it must for stdio) once the socket listens.
+    """
+    import signal
+    import socket
+    import sys
+
+    import uvicorn  # the MCP SDK's own HTTP server
+
+    server = build_server(db)
+    try:
+        app = server.streamable_http_app(host=host)
+    except TypeError:  # mcp 1.x: the host lives in the server's settings
+        server.settings.host = host
+        app = server.streamable_http_app()
+    if not 0 <= port <= 65535:
+        raise InvalidInput(f"port must be 0 to 65535 (0 takes a free one), got {port}")
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(socket.getaddrinfo(host, port, family, socket.SOCK_STREAM)[0][4])
+        sock.listen(128)
+    except OSError as exc:
+        sock.close()
+        raise InvalidInput(f"cannot serve on {host}:{port}: {exc.strerror or exc}; pick another --port") from None
+    bound = sock.getsockname()[1]
+    shown = f"[{host}]" if ":" in host else host
+    if host not in LOOPBACK:
+        print(
+            f"worlddb: warning: {host} is not a loopback address and this server has no authentication; "
+            "anyone who reaches it can read and change the store",
+            file=sys.stderr,
+        )
+    print(f"worlddb: serving {db.path} over MCP at http://{shown}:{bound}{HTTP_PATH}", file=sys.stderr, flush=True)
+    config = uvicorn.Config(app, log_level="warning", access_log=False, timeout_graceful_shutdown=5)
+
+    def leave(signum: int, frame: FrameType | None) -> None:
+        raise SystemExit(0)  # uvicorn re-raises the signal it shut down on: end quietly, the store closed
+
+    main = threading.current_thread() is threading.main_thread()  # only there may signals be handled
+    previous = {sig: signal.signal(sig, leave) for sig in (signal.SIGINT, signal.SIGTERM)} if main else {}
+    try:
+        with sock:
+            uvicorn.Server(config).run(sockets=[sock])
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

@@ -1,0 +1,152 @@
+"""`worlddb mcp DB --http`: the same tools over the SDK's streamable HTTP transport, on loopback."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import worlddb_lite
+from worlddb_lite import WorldDB
+from worlddb_lite.mcp import TOOL_NAMES, version
+
+try:  # mcp 2.x names it streamable_http_client; 1.x streamablehttp_client
+    from mcp.client.streamable_http import streamable_http_client as http_client
+except ImportError:  # pragma: no cover - depends on the SDK installed
+    try:
+        from mcp.client.streamable_http import streamablehttp_client as http_client  # type: ignore[no-redef]
+    except ImportError:
+        pytest.skip("the installed MCP SDK has no streamable HTTP client", allow_module_level=True)
+
+from mcp import ClientSession
+
+CLI = [sys.executable, "-c", "from worlddb_lite.cli import main; raise SystemExit(main())", "mcp"]
+ADDRESS = re.compile(r"serving .* at (http://\S+)")
+
+
+def start(path: Path, log: Path, *extra: str) -> tuple[subprocess.Popen[bytes], str]:
+    """`worlddb mcp PATH --http --port 0` in a child process; its URL, read from the line it announces."""
+    with log.open("wb") as err:
+        child = subprocess.Popen([*CLI, str(path), "--http", "--port", "0", *extra], stderr=err)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        found = ADDRESS.search(log.read_text("utf-8", "replace"))
+        if found:
+            return child, found.group(1)
+        if child.poll() is not None:
+            break
+        time.sleep(0.05)
+    child.kill()
+    child.wait(10)
+    raise AssertionError(f"the server did not start:\n{log.read_text('utf-8', 'replace')}")
+
+
+def stop(child: subprocess.Popen[bytes]) -> int:
+    if child.poll() is None:
+        child.terminate()
+        try:
+            return child.wait(15)
+        except subprocess.TimeoutExpired:
+            child.kill()
+    return child.wait(10)
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[tuple[Path, str, subprocess.Popen[bytes]]]:
+    path = tmp_path / "http.db"
+    child, url = start(path, tmp_path / "server.log")
+    try:
+        yield path, url, child
+    finally:
+        stop(child)
+
+
+def is_error(result: Any) -> bool:
+    return bool(getattr(result, "is_error", getattr(result, "isError", False)))
+
+
+def test_the_server_answers_over_http(server: tuple[Path, str, subprocess.Popen[bytes]]) -> None:
+    path, url, child = server
+    assert url.startswith("http://127.0.0.1:") and url.endswith("/mcp")
+
+    async def talk() -> dict[str, Any]:
+        async with http_client(url) as (read, write, *_), ClientSession(read, write) as session:
+            hello = await session.initialize()
+            info = getattr(hello, "server_info", None) or hello.serverInfo
+            names = [t.name for t in (await session.list_tools()).tools]
+            written = await session.call_tool("memory_write", {"text": "the spare key is under the blue pot"})
+            found = await session.call_tool("memory_recall", {"query": "where is the spare key?", "k": 1})
+            bad = await session.call_tool("memory_recall", {"query": "key", "k": "many"})
+            unknown = await session.call_tool("memory_read", {"id": "nope"})
+            after = await session.call_tool("memory_list_scopes", {})
+            return {
+                "version": info.version,
+                "names": names,
+                "written": written,
+                "found": found,
+                "bad": bad,
+                "unknown": unknown,
+                "after": after,
+            }
+
+    got = asyncio.run(talk())
+    assert got["version"] == version() == worlddb_lite.__version__
+    assert set(got["names"]) == set(TOOL_NAMES)
+    assert not is_error(got["written"]) and not is_error(got["found"])
+    memory = got["written"].structured_content["ids"]["default"]
+    hits = got["found"].structured_content["hits"]
+    assert hits[0]["id"] == memory and "blue pot" in hits[0]["content"]
+    assert is_error(got["bad"]) and "k" in got["bad"].content[0].text
+    assert is_error(got["unknown"]) and "InvalidId" in got["unknown"].content[0].text
+    assert not is_error(got["after"]) and "default" in got["after"].content[0].text  # the server lives on
+    assert stop(child) == 0  # SIGTERM ends it quietly, the store closed
+    with WorldDB(path) as db:
+        assert db.read(memory).content == "the spare key is under the blue pot" and db.verify().ok
+
+
+def test_concurrent_http_clients_share_one_store_safely(server: tuple[Path, str, subprocess.Popen[bytes]]) -> None:
+    path, url, child = server
+
+    async def client(n: int) -> list[str]:
+        ids = []
+        async with http_client(url) as (read, write, *_), ClientSession(read, write) as session:
+            await session.initialize()
+            for i in range(5):
+                result = await session.call_tool("memory_write", {"text": f"client {n} note {i}", "scope": "load"})
+                assert not is_error(result), result.content[0].text
+                ids.append(result.structured_content["ids"]["load"])
+        return ids
+
+    async def many() -> list[list[str]]:
+        return await asyncio.gather(*(client(n) for n in range(4)))
+
+    ids = [memory for batch in asyncio.run(many()) for memory in batch]
+    assert len(set(ids)) == 20
+    assert stop(child) == 0
+    with WorldDB(path) as db:
+        assert {n.id for n in db.list_memories("load", type="Memory", limit=1000).nodes} == set(ids)
+        assert db.verify().ok
+
+
+def test_a_port_in_use_is_refused_with_a_message(
+    server: tuple[Path, str, subprocess.Popen[bytes]], tmp_path: Path
+) -> None:
+    _, url, _ = server
+    port = url.rsplit(":", 1)[1].split("/")[0]
+    done = subprocess.run(
+        [*CLI, str(tmp_path / "other.db"), "--http", "--port", port], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2 and "pick another --port" in done.stderr
+
+
+def test_the_help_says_it_has_no_authentication() -> None:
+    done = subprocess.run([*CLI, "--help"], capture_output=True, text=True, timeout=60)
+    text = " ".join(done.stdout.split())  # argparse wraps the lines
+    assert done.returncode == 0 and "NO authentication" in text and "127.0.0.1" in text
