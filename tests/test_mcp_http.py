@@ -149,4 +149,56 @@ def test_a_port_in_use_is_refused_with_a_message(
 def test_the_help_says_it_has_no_authentication() -> None:
     done = subprocess.run([*CLI, "--help"], capture_output=True, text=True, timeout=60)
     text = " ".join(done.stdout.split())  # argparse wraps the lines
-    assert done.returncode == 0 and "NO authentication" in text and "127.0.0.1" in text
+    assert done.returncode == 0 and "NO authentication" in text and "127.0.0.1" in text and "--token-file" in text
+
+
+def _client_with(url: str, token: str) -> Any:
+    """The SDK's HTTP client sending a bearer token (2.x takes an httpx client, 1.x takes headers)."""
+    import inspect
+
+    headers = {"Authorization": f"Bearer {token}"}
+    if "headers" in inspect.signature(http_client).parameters:
+        return http_client(url, headers=headers)  # type: ignore[call-arg]
+    import httpx2  # type: ignore[import-not-found]
+
+    return http_client(url, http_client=httpx2.AsyncClient(headers=headers, follow_redirects=True))
+
+
+def test_a_token_guards_every_request(tmp_path: Path) -> None:
+    import urllib.error
+    import urllib.request
+
+    secret = tmp_path / "token"
+    secret.write_text("s3cret-token-for-tests\n", encoding="utf-8")
+    child, url = start(tmp_path / "t.db", tmp_path / "t.log", "--token-file", str(secret))
+    try:
+        for header in ({}, {"Authorization": "Bearer wrong"}):
+            request = urllib.request.Request(url, data=b"{}", headers={"Content-Type": "application/json", **header})
+            with pytest.raises(urllib.error.HTTPError) as refused:
+                urllib.request.urlopen(request, timeout=10)
+            assert refused.value.code == 401
+
+        async def talk() -> Any:
+            async with (
+                _client_with(url, "s3cret-token-for-tests") as (read, write, *_),
+                ClientSession(read, write) as session,
+            ):
+                await session.initialize()
+                return await session.call_tool("memory_write", {"text": "a note behind a token"})
+
+        assert not is_error(asyncio.run(talk()))
+    finally:
+        assert stop(child) == 0
+    with WorldDB(tmp_path / "t.db") as db:
+        assert [n.content for n in db.nodes(type="Memory")] == ["a note behind a token"]  # the refused wrote nothing
+
+
+def test_a_host_beyond_loopback_needs_a_token_and_nothing_is_created(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [*CLI, str(tmp_path / "open.db"), "--http", "--host", "0.0.0.0", "--port", "0"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2 and "--token-file" in done.stderr
+    assert not (tmp_path / "open.db").exists()

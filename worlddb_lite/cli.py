@@ -12,6 +12,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, NoReturn
 
 from . import (
@@ -517,8 +518,8 @@ def cmd_checkpoint(args: argparse.Namespace) -> Any:
         lambda p: p.add_argument(
             "--http",
             action="store_true",
-            help="serve over streamable HTTP at http://HOST:PORT/mcp instead of stdio; it has NO authentication: "
-            "keep it on loopback, never expose it beyond this machine",
+            help="serve over streamable HTTP at http://HOST:PORT/mcp instead of stdio; without --token-file it has "
+            "NO authentication and serves loopback only",
         ),
         lambda p: p.add_argument(
             "--host", default="127.0.0.1", help="address to bind with --http (default: 127.0.0.1, loopback only)"
@@ -526,14 +527,27 @@ def cmd_checkpoint(args: argparse.Namespace) -> Any:
         lambda p: p.add_argument(
             "--port", type=int, default=8765, help="port to bind with --http (default: 8765; 0 takes a free one)"
         ),
+        lambda p: p.add_argument(
+            "--token-file",
+            help="with --http: a file holding a secret every request must send as 'Authorization: Bearer SECRET' "
+            "(default: none, loopback only)",
+        ),
     ),
 )
 def cmd_mcp(args: argparse.Namespace) -> Any:
-    from .mcp import serve, serve_http  # the MCP SDK loads only for this command
+    from .mcp import check_http, serve, serve_http  # the MCP SDK loads only for this command
 
+    token = None
+    if args.token_file is not None:
+        try:
+            token = Path(args.token_file).read_text("utf-8").strip()
+        except (OSError, UnicodeError) as exc:
+            raise InvalidInput(f"cannot read the token file {args.token_file}: {exc}") from None
+    if args.http:
+        check_http(args.host, token)  # before the store is opened (or created)
     with _open(args, create=True) as db:
         if args.http:
-            serve_http(db, host=args.host, port=args.port)
+            serve_http(db, host=args.host, port=args.port, token=token)
         else:
             serve(db)
 

@@ -464,13 +464,45 @@ def serve(db: WorldDB) -> None:
     build_server(db).run()
 
 
-def serve_http(db: WorldDB, host: str = "127.0.0.1", port: int = 8765) -> None:
+def check_http(host: str, token: str | None) -> None:
+    """Refuse an empty token, and a host beyond loopback without one (before any store is opened)."""
+    if token is not None and not token.strip():
+        raise InvalidInput("the token is empty; put a long random secret in the token file")
+    if host not in LOOPBACK and token is None:
+        raise InvalidInput(
+            f"refusing to serve on {host}, which is not a loopback address, without a token: anyone who reaches "
+            "it could read and change the store. Give --token-file FILE, or keep --host 127.0.0.1"
+        )
+
+
+def _bearer(app: Any, token: str) -> Any:
+    """``app`` behind a bearer token: an HTTP request without ``Authorization: Bearer <token>`` gets 401."""
+    import hmac
+
+    expected = f"Bearer {token}".encode()
+
+    async def guarded(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope.get("type") == "http":
+            given = dict(scope.get("headers") or ()).get(b"authorization", b"")
+            if not hmac.compare_digest(given, expected):  # the same time whatever the guess
+                body = b'{"error": "missing or wrong bearer token"}'
+                headers = [(b"content-type", b"application/json"), (b"www-authenticate", b"Bearer")]
+                await send({"type": "http.response.start", "status": 401, "headers": headers})
+                await send({"type": "http.response.body", "body": body})
+                return
+        await app(scope, receive, send)
+
+    return guarded
+
+
+def serve_http(db: WorldDB, host: str = "127.0.0.1", port: int = 8765, token: str | None = None) -> None:
     """Answer MCP requests over streamable HTTP at ``http://host:port/mcp`` until SIGINT or SIGTERM.
 
-    Every client shares one server, so one store handle and one lock (``build_server``). There is no
-    authentication: anyone who reaches the port reads and writes the store. The SDK's DNS-rebinding
-    check guards a loopback host. ``port`` 0 takes a free port; the address served is announced on stderr
-    (stdout stays quiet, as it must for stdio) once the socket listens.
+    Every client shares one server, so one store handle and one lock (``build_server``). With a
+    ``token``, every request must carry ``Authorization: Bearer <token>`` (else 401, and nothing runs);
+    without one, anyone who reaches the port reads and writes the store, so a host that is not loopback
+    is refused. The SDK's DNS-rebinding check guards a loopback host. ``port`` 0 takes a free port; the
+    address served is announced on stderr (stdout stays quiet, as it must for stdio) once the socket listens.
     """
     import signal
     import socket
@@ -486,6 +518,9 @@ def serve_http(db: WorldDB, host: str = "127.0.0.1", port: int = 8765) -> None:
         app = server.streamable_http_app()
     if not 0 <= port <= 65535:
         raise InvalidInput(f"port must be 0 to 65535 (0 takes a free one), got {port}")
+    check_http(host, token)
+    if token is not None:
+        app = _bearer(app, token.strip())
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -497,12 +532,6 @@ def serve_http(db: WorldDB, host: str = "127.0.0.1", port: int = 8765) -> None:
         raise InvalidInput(f"cannot serve on {host}:{port}: {exc.strerror or exc}; pick another --port") from None
     bound = sock.getsockname()[1]
     shown = f"[{host}]" if ":" in host else host
-    if host not in LOOPBACK:
-        print(
-            f"worlddb: warning: {host} is not a loopback address and this server has no authentication; "
-            "anyone who reaches it can read and change the store",
-            file=sys.stderr,
-        )
     print(f"worlddb: serving {db.path} over MCP at http://{shown}:{bound}{HTTP_PATH}", file=sys.stderr, flush=True)
     config = uvicorn.Config(app, log_level="warning", access_log=False, timeout_graceful_shutdown=5)
 
