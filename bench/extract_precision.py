@@ -33,6 +33,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+from common import emit, progress  # noqa: E402
 
 from worlddb_lite import RuleExtractor, load_conversations  # noqa: E402
 from worlddb_lite.text.dates import parse_time  # noqa: E402
@@ -46,10 +48,6 @@ FIELDS = ("key", "dataset", "conversation", "turn_id", "speaker", "text", "subje
 
 class BenchError(Exception):
     """A missing or unreadable input: reported as one line, exit code 2."""
-
-
-def progress(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
 
 
 def fact_key(dataset: str, conversation: str, turn_id: str, slot: str, value: str) -> str:
@@ -209,14 +207,6 @@ def produced_on(labels: list[dict[str, Any]], extractor: RuleExtractor) -> dict[
         said_at = r.get("said_at") or FALLBACK_TIME
         out[t] = {fact_key(*t, slot, value) for _, slot, value in facts_of(extractor, r["text"], r["speaker"], said_at)}
     return out
-
-
-def emit(result: dict[str, Any], out: str | None) -> None:
-    text = json.dumps(result, indent=2)
-    print(text)
-    if out:
-        Path(out).parent.mkdir(parents=True, exist_ok=True)
-        Path(out).write_text(text + "\n")
 
 
 def main(argv: list[str] | None = None) -> int:

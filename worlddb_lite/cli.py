@@ -120,10 +120,15 @@ def cmd_write(args: argparse.Namespace) -> Any:
             type=args.type,
             name=args.name,
             valid_at=args.valid_at,
-            extractor=None if args.verbatim else DEFAULT_EXTRACTOR,
+            extractor=_extractor(args),
             deferred=args.deferred,
             speaker=args.speaker,
         )
+
+
+def _extractor(args: argparse.Namespace) -> Any:
+    """What reads a memory's text: the default write path's extractor, or none with --verbatim."""
+    return None if args.verbatim else DEFAULT_EXTRACTOR
 
 
 def _text_of(argument: str) -> str:
@@ -185,7 +190,7 @@ def cmd_read(args: argparse.Namespace) -> Any:
 )
 def cmd_amend(args: argparse.Namespace) -> Any:
     with _open(args) as db:
-        extractor = None if args.verbatim else DEFAULT_EXTRACTOR
+        extractor = _extractor(args)
         return db.amend(args.id, _text_of(args.text), valid_at=args.valid_at, speaker=args.speaker, extractor=extractor)
 
 

@@ -72,6 +72,7 @@ Superseded = Annotated[
     bool, Field(description="also return versions a newer one replaced, marked with superseded_by (history)")
 ]
 Speaker = Annotated[str | None, Field(description="who says it (default: the scope's person)")]
+AmendSpeaker = Annotated[str | None, Field(description="who says it (default: whom the old version spoke for)")]
 Verbatim = Annotated[
     bool, Field(description="keep the text alone: learn no facts from it, replace nothing (default: learn)")
 ]
@@ -105,6 +106,11 @@ def _hit(hit: Hit) -> dict[str, Any]:
     return {**_compact(hit.node, hit.turns), "score": round(hit.score, 6), "why": why}
 
 
+def _extractor(verbatim: bool) -> Any:
+    """What reads a memory's text: the default write path's extractor, or none for the text alone."""
+    return None if verbatim else DEFAULT_EXTRACTOR
+
+
 class MemoryTools:
     """The tools, each one facade call over an open store; results are JSON-ready."""
 
@@ -124,7 +130,7 @@ class MemoryTools:
         The text is kept verbatim and its facts are learned at once ("I moved to Porto" replaces where the
         person lived). ``speaker``: who says it (default: the scope's person). ``verbatim``: keep the text alone.
         """
-        extractor = None if verbatim else DEFAULT_EXTRACTOR
+        extractor = _extractor(verbatim)
         return {"id": self.db.write(text, scope=scope, valid_at=valid_at, speaker=speaker, extractor=extractor)}
 
     def add_turn(
@@ -195,9 +201,7 @@ class MemoryTools:
         id: Ref,
         text: Text,
         valid_at: ValidAt = None,
-        speaker: Annotated[
-            str | None, Field(description="who says it (default: whom the old version spoke for)")
-        ] = None,
+        speaker: AmendSpeaker = None,
         verbatim: Verbatim = False,
     ) -> dict[str, str]:
         """Write a new version of a memory; the old one is closed, not lost. Returns the new id.
@@ -205,7 +209,7 @@ class MemoryTools:
         Read as ``remember`` reads a note: a value it changes replaces the old one. ``speaker``: who says it
         (default: whom the old version spoke for). ``verbatim``: keep the new text alone.
         """
-        extractor = None if verbatim else DEFAULT_EXTRACTOR
+        extractor = _extractor(verbatim)
         return {"id": self.db.amend(id, text, valid_at=valid_at, speaker=speaker, extractor=extractor)}
 
     def retire(self, id: Ref, at: At = None) -> dict[str, str]:  # noqa: A002
@@ -251,7 +255,7 @@ class MemoryTools:
         names = [scope] if isinstance(scope, str) else list(dict.fromkeys(scope))
         if not names or len(names) > MAX_SCOPES:
             raise InvalidInput(f"scope must name 1 to {MAX_SCOPES} scopes, got {len(names)}; nothing was written")
-        extractor = None if verbatim else DEFAULT_EXTRACTOR
+        extractor = _extractor(verbatim)
         with self.db.batch():
             ids = {
                 name: self.db.write(text, scope=name, valid_at=valid_at, speaker=speaker, extractor=extractor)
@@ -307,14 +311,12 @@ class MemoryTools:
         id: Ref,
         text: Text,
         valid_at: ValidAt = None,
-        speaker: Annotated[
-            str | None, Field(description="who says it (default: whom the old version spoke for)")
-        ] = None,
+        speaker: AmendSpeaker = None,
         verbatim: Verbatim = False,
     ) -> dict[str, str]:
         """Write a new memory that supersedes one that changed; the old one stays, closed, as history."""
         old = self.db.read(id).id
-        extractor = None if verbatim else DEFAULT_EXTRACTOR
+        extractor = _extractor(verbatim)
         new = self.db.amend(old, text, valid_at=valid_at, speaker=speaker, extractor=extractor)
         return {"id": new, "supersedes": old}
 

@@ -197,7 +197,10 @@ def answer_first(found: Found, fused: list[int]) -> tuple[list[int], set[int]]:
     (``lanes.standing_lanes``); offered, it goes with the answer, not in its place. Lower down it
     keeps its rank. One the query's own lanes put first is an answer like any other.
     """
-    standing = {nid for lane in STANDING_LANES for nid in found.lanes.get(lane, ())} - {leader(found)}
+    standing = {nid for lane in STANDING_LANES for nid in found.lanes.get(lane, ())}
+    if not fused or fused[0] not in standing:
+        return fused, set()  # the common case: no second fusion
+    standing.discard(leader(found))
     answer = next((i for i, nid in enumerate(fused) if nid not in standing), None)
     if not answer:  # the first is an answer already, or there is none to go below
         return fused, set()

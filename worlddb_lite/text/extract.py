@@ -753,10 +753,10 @@ def _object(text: str, cue: int, start: int, cut: re.Pattern[str]) -> str | None
 def _scan(text: str, me: str, when: str | None) -> tuple[tuple[EntityMention, ...], tuple[FactMention, ...]]:
     """The entities and facts of one turn (``when``: the date first-person facts became true)."""
     facts: list[FactMention] = []
-    by_name = _by_name(me)
-    for slot, functional, pattern in (*_FIRST_PERSON, *by_name):
+    patterns = [(rule, False) for rule in _FIRST_PERSON] + [(rule, True) for rule in _by_name(me)]
+    for (slot, functional, pattern), by_name in patterns:
         for found in pattern.finditer(text):
-            if (slot, functional, pattern) in by_name and not _named_alone(text, found.start()):
+            if by_name and not _named_alone(text, found.start()):
                 continue
             value = found.group("value").strip()
             if slot in _SLOT_KINDS:  # "I work at The Home Depot.": the organisation "Home Depot"
