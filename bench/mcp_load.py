@@ -104,7 +104,7 @@ async def client(url: str, n: int, deadline: float, out: dict[str, Any]) -> None
                 if failed(result):
                     out["errors"].append(f"{tool}: {result.content[0].text[:200]}")
                 elif tool == "memory_write":
-                    out["written"].setdefault(scope, []).append(result.structured_content["ids"][scope])
+                    out["written"].setdefault(scope, []).append(result.structured_content["id"])
             i += 1
 
 

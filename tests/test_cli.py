@@ -322,7 +322,8 @@ def test_every_option_that_takes_a_value_names_its_default() -> None:
         for action in command._actions:
             if not action.option_strings or action.nargs == 0 or action.required:
                 continue  # positionals, flags (off unless given) and required options have no default to name
-            assert isinstance(action, argparse._StoreAction) and "default" in (action.help or ""), (name, action.dest)
+            kinds = (argparse._StoreAction, argparse._AppendAction)  # a value, or one per repeat
+            assert isinstance(action, kinds) and "default" in (action.help or ""), (name, action.dest)
 
 
 def test_list_pages_through_a_scope(store: dict[str, str], capsys: pytest.CaptureFixture[str]) -> None:

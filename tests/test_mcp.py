@@ -140,10 +140,16 @@ def test_every_parameter_is_described_and_results_are_compact(served: tuple[Worl
 
 def test_the_papers_tools_round_trip(served: tuple[WorldDB, Any]) -> None:
     db, server = served
-    ids = call(
+    written = call(
         server, "memory_write", {"text": "I live in Lisbon", "scope": ["ana", "bo", "ana"], "valid_at": "2024-01-01"}
-    )["ids"]
-    assert set(ids) == {"ana", "bo"} and ids["ana"] != ids["bo"]
+    )
+    assert db.read(written["id"]).parent == db.scope("ana")  # one memory both scopes hold, ana's
+    ids = {"ana": written["id"]}
+    assert [h["id"] for h in call(server, "memory_recall", {"query": "Lisbon", "scope": "bo"})["hits"]] == [ids["ana"]]
+    call(server, "memory_write", {"text": "keep answers short", "scope": "agent:helper"})
+    agents = call(server, "memory_list_scopes", {"kind": "agent"})["scopes"]
+    assert [(s["name"], s["kind"]) for s in agents] == [("agent:helper", "agent")]
+    assert call(server, "memory_purge_scope", {"scope": "agent:helper", "confirm": "agent:helper"})["erased"] >= 1
     db.add_turn("My sister Emma lives in Oslo", scope="ana", speaker="ana", at="2024-03-01")
     hits = call(server, "memory_recall", {"query": "where does Emma live", "scope": "ana", "k": 2})["hits"]
     turn = next(h for h in hits if h["type"] == "Turn")
@@ -172,7 +178,7 @@ def test_the_papers_tools_round_trip(served: tuple[WorldDB, Any]) -> None:
 
 def test_the_papers_tools_refuse_bad_input_with_a_tool_error_and_change_nothing(served: tuple[WorldDB, Any]) -> None:
     db, server = served
-    known = call(server, "memory_write", {"text": "kept", "scope": "ana"})["ids"]["ana"]
+    known = call(server, "memory_write", {"text": "kept", "scope": "ana"})["id"]
     before = table_digest(db)
     for name, arguments, reason in [
         ("memory_write", {"text": "x", "scope": []}, "1 to 100 scopes"),
@@ -194,7 +200,10 @@ def test_the_papers_tools_refuse_bad_input_with_a_tool_error_and_change_nothing(
         ("memory_purge_scope", {"scope": "ana", "confirm": "ANA"}, "repeat the scope's name"),
         ("memory_purge_scope", {"scope": "nobody", "confirm": "nobody"}, "NotFound"),
         ("memory_list", {"scope": "ana", "limt": 5}, "takes no argument 'limt'"),
-        ("memory_list_scopes", {"kind": "user"}, "takes no argument"),
+        ("memory_list_scopes", {"kinds": "user"}, "takes no argument"),
+        ("memory_list_scopes", {"kind": "robot"}, "kind"),
+        ("memory_write", {"text": "x", "scope": "run:"}, "names a kind but no scope"),
+        ("memory_recall", {"query": "kept", "scope": ["ana", "agent:nobody"]}, "NotFound"),
         ("remember", {"text": "x", "scopes": ["a"]}, "takes no argument"),
     ]:
         with pytest.raises(ToolError, match=reason) as info:
@@ -294,10 +303,7 @@ def test_the_server_answers_over_stdio(tmp_path: Path) -> None:
             found = await session.call_tool("recall", {"query": "where is the spare key", "scope": "home"})
             written = await session.call_tool("memory_write", {"text": "the bike lock code is 2580", "scope": "home"})
             recalled = await session.call_tool("memory_recall", {"query": "bike lock code", "scope": "home", "k": 1})
-            assert (
-                json.loads(recalled.content[0].text)["hits"][0]["id"]
-                == json.loads(written.content[0].text)["ids"]["home"]
-            )
+            assert json.loads(recalled.content[0].text)["hits"][0]["id"] == json.loads(written.content[0].text)["id"]
             refused = await session.call_tool("read", {"id": "nope"})
             return names, found.content[0].text, bool(getattr(refused, "is_error", getattr(refused, "isError", False)))
 

@@ -100,7 +100,7 @@ def test_the_server_answers_over_http(server: tuple[Path, str, subprocess.Popen[
     assert got["version"] == version() == worlddb_lite.__version__
     assert set(got["names"]) == set(TOOL_NAMES)
     assert not is_error(got["written"]) and not is_error(got["found"])
-    memory = got["written"].structured_content["ids"]["default"]
+    memory = got["written"].structured_content["id"]
     hits = got["found"].structured_content["hits"]
     assert hits[0]["id"] == memory and "blue pot" in hits[0]["content"]
     assert is_error(got["bad"]) and "k" in got["bad"].content[0].text
@@ -121,7 +121,7 @@ def test_concurrent_http_clients_share_one_store_safely(server: tuple[Path, str,
             for i in range(5):
                 result = await session.call_tool("memory_write", {"text": f"client {n} note {i}", "scope": "load"})
                 assert not is_error(result), result.content[0].text
-                ids.append(result.structured_content["ids"]["load"])
+                ids.append(result.structured_content["id"])
         return ids
 
     async def many() -> list[list[str]]:

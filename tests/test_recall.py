@@ -785,11 +785,11 @@ def test_the_in_memory_containment_check_agrees_with_the_sql_walk(ana: WorldDB) 
     every = [int(r[0]) for r in ana._conn.execute("select nid from node order by nid")]
     for scope in ("ana", "bob"):
         view = ana._reader.view(None, None, False, world=ana._reader.scope_id(scope))
-        assert view.world is not None
+        assert len(view.worlds) == 1
         sql = queries.inside(
             ana._conn,
             every,
-            view.world,
+            view.worlds,
             view.valid,
             view.belief,
             memberships=view.memberships,

@@ -46,6 +46,7 @@ from .types import (
     Page,
     Reason,
     Recall,
+    ScopeRef,
     Subgraph,
     VerifyReport,
 )
@@ -119,6 +120,7 @@ __all__ = [
     "QuerySpec",
     "Reason",
     "Recall",
+    "ScopeRef",
     "Resolution",
     "Resolved",
     "ResolverConfig",

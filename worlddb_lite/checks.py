@@ -9,6 +9,7 @@ from enum import Enum
 from typing import Any, TypeVar
 
 from .errors import InvalidInput
+from .types import SCOPE_KINDS, ScopeRef
 
 
 def names(value: object, field: str, example: str) -> Sequence[str] | None:
@@ -104,6 +105,42 @@ def required_text(value: object, field: str) -> str:
     checked = text(value, field, required=True)
     assert checked is not None
     return checked
+
+
+def scope_ref(value: object, field: str = "scope") -> ScopeRef:
+    """A scope's name, ``kind:name`` for an agent, app or run (``agent:planner``); a bare name is a user's.
+
+    A user whose name starts with a kind and a colon is written ``user:run:1``.
+    """
+    named = required_text(value, field)
+    kind, colon, rest = named.partition(":")
+    if colon and kind in SCOPE_KINDS:
+        if not rest.strip():
+            raise InvalidInput(f"{field} {named!r} names a kind but no scope; write {kind}:NAME")
+        return ScopeRef(kind, rest)
+    return ScopeRef("user", named)
+
+
+MAX_SCOPES = 100  # scopes one write names: their links land in the write's one transaction
+
+
+def scope_refs(value: object, field: str = "scope") -> tuple[ScopeRef, ...]:
+    """One scope name, or a list of 1 to ``MAX_SCOPES`` (repeats dropped, first kept first)."""
+    if isinstance(value, (str, bytes)):
+        return (scope_ref(value, field),)
+    if not isinstance(value, Sequence):
+        raise InvalidInput(f"{field} must be a scope's name or a list of names, got {type(value).__name__}")
+    refs = tuple(dict.fromkeys(scope_ref(item, field) for item in value))
+    if not 1 <= len(refs) <= MAX_SCOPES:
+        raise InvalidInput(f"{field} must name 1 to {MAX_SCOPES} scopes, got {len(refs)}")
+    return refs
+
+
+def scope_kind(value: object) -> str | None:
+    """A kind to filter scopes by (None: every kind)."""
+    if value is None or value in SCOPE_KINDS:
+        return value
+    raise InvalidInput(f"kind must be one of {', '.join(SCOPE_KINDS)}, got {value!r}")
 
 
 def props(value: object) -> Mapping[str, Any] | None:

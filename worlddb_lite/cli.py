@@ -24,13 +24,14 @@ from . import (
     __version__,
     load_conversations,
 )
-from .db import DEFAULT_BUDGET, DEFAULT_EXTRACTOR, WorldDB
+from .db import DEFAULT_BUDGET, DEFAULT_EXTRACTOR, DEFAULT_SCOPE, WorldDB
 from .errors import InvalidInput, WorldDBError
-from .types import Node, Page, plain
+from .types import SCOPE_KINDS, Node, Page, plain, scope_record
 
 DEFAULT_THRESHOLD = EncodingGate().threshold
 
 Handler = Callable[[argparse.Namespace], Any]
+SCOPE_HELP = "a user's name, or agent:NAME, app:NAME, run:NAME (see `worlddb scopes`)"
 COMMANDS: dict[str, tuple[str, Handler, Callable[[argparse.ArgumentParser], None]]] = {}
 
 
@@ -97,7 +98,12 @@ def cmd_init(args: argparse.Namespace) -> Any:
     "remember a note (text, or - to read it from stdin): stored verbatim, its facts learned; prints its id",
     _with(
         lambda p: p.add_argument("text", help="the memory, verbatim; - reads it from standard input"),
-        lambda p: p.add_argument("--scope", default="default", help="scope world to write into (default: default)"),
+        lambda p: p.add_argument(
+            "--scope",
+            action="append",
+            help=f"the scope to write into: {SCOPE_HELP}; repeat it for one memory several scopes hold, the first "
+            "owning it (default: default)",
+        ),
         lambda p: p.add_argument("--type", default="Memory", help="node type (default: Memory, a note)"),
         lambda p: p.add_argument("--name", help="optional name of the node (default: none)"),
         lambda p: p.add_argument("--valid-at", help="when it became true (ISO-8601; default: now)"),
@@ -116,7 +122,7 @@ def cmd_write(args: argparse.Namespace) -> Any:
     with _open(args, create=True) as db:
         return db.write(
             _text_of(args.text),
-            scope=args.scope,
+            scope=args.scope or DEFAULT_SCOPE,
             type=args.type,
             name=args.name,
             valid_at=args.valid_at,
@@ -142,7 +148,7 @@ def _text_of(argument: str) -> str:
     _with(
         lambda p: p.add_argument("text", help="what was said, verbatim; - reads it from standard input"),
         lambda p: p.add_argument(
-            "--scope", default="default", help="scope world of the conversation (default: default)"
+            "--scope", default="default", help=f"the conversation's scope: {SCOPE_HELP} (default: default)"
         ),
         lambda p: p.add_argument(
             "--session", help="session to append to (default: the scope's latest, or a new one after 30 minutes)"
@@ -234,7 +240,11 @@ def cmd_link(args: argparse.Namespace) -> Any:
     _with(
         lambda p: p.add_argument("query", help="free text"),
         lambda p: p.add_argument("--k", type=int, default=10, help="how many hits (default 10)"),
-        lambda p: p.add_argument("--scope", help="only memories inside this scope (a name; default: the whole store)"),
+        lambda p: p.add_argument(
+            "--scope",
+            action="append",
+            help=f"only memories inside this scope: {SCOPE_HELP}; repeat it for several (default: the whole store)",
+        ),
         lambda p: p.add_argument("--as-of", help="search what was true at this time (ISO-8601; default: now)"),
     ),
 )
@@ -248,7 +258,7 @@ def cmd_search(args: argparse.Namespace) -> Any:
     "list",
     "list the memories of a scope in the order written, a page at a time (next page: --cursor)",
     _with(
-        lambda p: p.add_argument("--scope", required=True, help="the scope to list (a name; see `worlddb scopes`)"),
+        lambda p: p.add_argument("--scope", required=True, help=f"the scope to list: {SCOPE_HELP}"),
         lambda p: p.add_argument(
             "--type", help="only nodes of this type: Memory, Turn, Fact, Entity, Session (default: every type)"
         ),
@@ -271,13 +281,20 @@ def cmd_list(args: argparse.Namespace) -> Any:
     return page
 
 
-@command("scopes", "list the store's scopes, oldest first, with their ids", _with())
+@command(
+    "scopes",
+    "list the store's scopes, oldest first, with their kinds and ids",
+    _with(
+        lambda p: p.add_argument("--kind", choices=SCOPE_KINDS, help="only scopes of this kind (default: every kind)")
+    ),
+)
 def cmd_scopes(args: argparse.Namespace) -> Any:
     with _open(args) as db:
-        found = db.scopes()
+        found = [scope_record(n) for n in db.scopes(kind=args.kind)]
     if args.json:
-        return [{"name": n.name, "id": n.id, "created_at": n.created_at} for n in found]
-    return "\n".join(f"{n.id[:12]}  {n.created_at[:10]}  {n.name}" for n in found) or "no scopes yet"
+        return found
+    rows = [f"{s['id'][:12]}  {s['created_at'][:10]}  {s['kind']:<5}  {s['name']}" for s in found]
+    return "\n".join(rows) or "no scopes yet"
 
 
 @command(
@@ -285,7 +302,11 @@ def cmd_scopes(args: argparse.Namespace) -> Any:
     "hybrid recall: BM25, vectors and the entity graph fused (RRF), with why each hit came",
     _with(
         lambda p: p.add_argument("query", help="free text"),
-        lambda p: p.add_argument("--scope", help="only memories inside this scope (a name; default: the whole store)"),
+        lambda p: p.add_argument(
+            "--scope",
+            action="append",
+            help=f"only memories inside this scope: {SCOPE_HELP}; repeat it for several (default: the whole store)",
+        ),
         lambda p: p.add_argument("--k", type=int, default=10, help="how many hits (default 10)"),
         lambda p: p.add_argument("--as-of", help="recall as things were true at this time (ISO-8601; default: now)"),
         lambda p: p.add_argument(

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from . import checks
-from .checks import file_name
+from .checks import MAX_SCOPES, file_name
 from .edges import EdgeRegistry, EdgeType
 from .errors import IntegrityViolation, InvalidInput, NotFound
 from .models.embed import Embedder, token_table
@@ -73,7 +73,7 @@ if TYPE_CHECKING:
 COMPOSE_KINDS = ("attention", "mean")  # v2 (default) and v1 composed world embeddings
 _DEFAULT = object()
 
-__all__ = ["DEFAULT_BUDGET", "DEFAULT_EXTRACTOR", "DEFAULT_SCOPE", "Extractor", "WorldDB"]
+__all__ = ["DEFAULT_BUDGET", "DEFAULT_EXTRACTOR", "DEFAULT_SCOPE", "MAX_SCOPES", "Extractor", "WorldDB"]
 
 
 class WorldDB:
@@ -255,8 +255,11 @@ class WorldDB:
         return self._writer.world(name, parent=parent, type=type)
 
     def scope(self, name: str) -> str:
-        """Get or create a Scope world (a user, agent, app or run) by name."""
-        return self._writer.world(name, type="Scope")
+        """Get or create a Scope world by name: ``ana`` (a user), ``agent:planner``, ``app:notes``, ``run:42``.
+
+        Its id depends on its kind and name alone, so every store names the same scope with the same id.
+        """
+        return self._writer.scope(name)
 
     @property
     def root_id(self) -> str:
@@ -269,7 +272,7 @@ class WorldDB:
         self,
         text: str | bytes,
         *,
-        scope: str = DEFAULT_SCOPE,
+        scope: str | Sequence[str] = DEFAULT_SCOPE,
         world: str | None = None,
         type: str = "Memory",
         name: str | None = None,
@@ -285,6 +288,10 @@ class WorldDB:
         deferred: bool = False,
     ) -> str:
         """Store ``text`` verbatim in ``world`` (or in the Scope called ``scope``); return its id.
+
+        A scope is a user (``ana``), an agent (``agent:planner``), an app (``app:notes``) or a run
+        (``run:42``). A list of scopes writes one memory that each of them holds: it lives in the first
+        and the others hold it through ``contains`` edges (recall in any of them finds it).
 
         With an ``extractor`` (e.g. ``RuleExtractor()``), a note (type ``Memory``) in a Scope then goes
         through System 2 in the same transaction, as a conversation's turn does: its entities and facts
@@ -462,15 +469,18 @@ class WorldDB:
         """Close the validity of every memory of a scope (the Scope called ``scope``) that is true now; their ids.
 
         Memories are the nodes that say something (notes, turns, facts); the entities they name and the
-        sessions holding them stay open. One transaction: a memory that cannot be closed at ``at`` (it starts
-        later) refuses the whole call. Everything stays readable as history (``as_of``); the scope stays, to
-        be written into again.
+        sessions holding them stay open. A memory the scope shares with another (written to several
+        scopes) stays true for the scope it lives in: only this scope's ``contains`` edge to it closes.
+        One transaction: a memory that cannot be closed at ``at`` (it starts later) refuses the whole
+        call. Everything stays readable as history (``as_of``); the scope stays, to be written into again.
         """
         when = parse_time(at, field="at") if at is not None else None
         with self._txn() as txn:
-            nids = self._reader.current_in(scope)
+            nids, held = self._reader.current_in(scope)
             for nid in nids:
                 txn.close(nid, when, retire=True)
+            for eid in held:
+                txn.close_edge(eid, when)
             return [self._store.header(nid).id.hex() for nid in nids]
 
     def link(
@@ -675,9 +685,12 @@ class WorldDB:
         """
         return self._reader.page(scope, type=type, include_retired=include_retired, limit=limit, cursor=cursor)
 
-    def scopes(self) -> list[Node]:
-        """Every scope of the store (Scope worlds: their ``name``, ``id`` and ``created_at``), oldest first."""
-        return self._reader.scopes()
+    def scopes(self, kind: str | None = None) -> list[Node]:
+        """Every scope of the store, or of one ``kind`` (user, agent, app, run), oldest first.
+
+        Scope worlds: their ``name``, ``id``, ``created_at`` and kind (``scope_kind(node)``).
+        """
+        return self._reader.scopes(checks.scope_kind(kind))
 
     def neighbours(
         self,
@@ -704,7 +717,7 @@ class WorldDB:
         text: str,
         *,
         k: int = 10,
-        scope: str | None = None,
+        scope: str | Sequence[str] | None = None,
         as_of: TimeLike | None = None,
         known_as_of: TimeLike | None = None,
         include_superseded: bool = False,
@@ -712,7 +725,7 @@ class WorldDB:
         """BM25 over names and contents (FTS5); best first, with the BM25 score (higher is better).
 
         A turn also matches on its neighbours' words, weighed lower (``node_fts.context``). ``scope`` (a
-        Scope's name) keeps what lies inside it.
+        Scope's name, or a list of them) keeps what lies inside it (inside any of them).
         """
         return self._reader.search(
             text, k=k, scope=scope, as_of=as_of, known_as_of=known_as_of, include_superseded=include_superseded
@@ -748,7 +761,7 @@ class WorldDB:
         self,
         query: str,
         *,
-        scope: str | None = None,
+        scope: str | Sequence[str] | None = None,
         world: str | None = None,
         k: int = 10,
         as_of: TimeLike | None = None,
@@ -759,8 +772,9 @@ class WorldDB:
     ) -> Recall:
         """Hybrid recall: BM25, vector, entity-graph, time and standing lanes fused by RRF (k = 60), best first.
 
-        ``scope`` (a Scope's name) or ``world`` (any world's id) confines the recall to what lies
-        inside it. Superseded facts are hidden unless ``include_superseded`` (then they carry
+        ``scope`` (a Scope's name: ``ana``, ``agent:planner``; or a list of them) or ``world`` (any world's
+        id) confines the recall to what lies inside it (inside any of the scopes listed, by parents or
+        ``contains`` edges). Superseded facts are hidden unless ``include_superseded`` (then they carry
         ``superseded_by``). ``late`` re-ranks the lanes' finds token by token with the embedder's
         token table (``retrieval/late.py``; False saves its few milliseconds). A ``reranker``
         re-scores the fused head. Each hit says why it came.

@@ -23,14 +23,14 @@ from collections.abc import Callable
 from functools import wraps
 from importlib import metadata
 from types import FrameType
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
 from . import __version__
-from .db import DEFAULT_BUDGET, DEFAULT_EXTRACTOR, DEFAULT_SCOPE, WorldDB
+from .db import DEFAULT_BUDGET, DEFAULT_EXTRACTOR, DEFAULT_SCOPE, MAX_SCOPES, WorldDB
 from .errors import InvalidInput, WorldDBError
-from .types import Hit, Node, plain
+from .types import Hit, Node, plain, scope_record
 
 INSTRUCTIONS = (
     "Long-term memory of one person, kept in one local SQLite file. `memory_write` (or `remember`) what is "
@@ -39,15 +39,19 @@ INSTRUCTIONS = (
     "that stopped being true, `memory_list` and `memory_list_scopes` to see what is kept, `purge` one the "
     "person wants erased for good."
 )
-MAX_SCOPES = 100  # scopes one memory_write names: one transaction, kept short
 
 # the tools' parameters, described for the model that calls them
 Text = Annotated[str, Field(description="the memory, verbatim (at most 500,000 characters)")]
-ScopeName = Annotated[
-    str, Field(description="a scope's name: one per person, agent or project (see memory_list_scopes)")
-]
+SCOPE_NAMES = (
+    "a user's name (ana), or agent:NAME, app:NAME or run:NAME for an agent, an app or one run (see memory_list_scopes)"
+)
+ScopeName = Annotated[str, Field(description=f"a scope: {SCOPE_NAMES}")]
 ScopeFilter = Annotated[
-    str | None, Field(description="only what lies inside this scope (a name); leave out for the whole store")
+    str | list[str] | None,
+    Field(
+        description=f"only what lies inside this scope, or inside any of a list of scopes: {SCOPE_NAMES}; "
+        "leave out for the whole store"
+    ),
 ]
 Ref = Annotated[
     str, Field(description="a memory's id: its 64 hex characters, or a unique prefix of at least 8 of them")
@@ -241,27 +245,22 @@ class MemoryTools:
         text: Text,
         scope: Annotated[
             str | list[str],
-            Field(description="the scope to write into, or a list of scopes that each get the memory (up to 100)"),
+            Field(
+                description=f"the scope to write into, or a list of up to {MAX_SCOPES} that all hold the one "
+                f"memory (the first owns it and learns its facts): {SCOPE_NAMES}"
+            ),
         ] = DEFAULT_SCOPE,
         valid_at: ValidAt = None,
         speaker: Speaker = None,
         verbatim: Verbatim = False,
     ) -> dict[str, Any]:
-        """Remember a text in one or more scopes, verbatim, its facts learned; returns its id in each scope.
+        """Remember a text in one or more scopes, verbatim, its facts learned; returns its id.
 
-        "I moved to Porto" replaces where the person lived. Several scopes are written in one transaction:
-        all or none.
+        "I moved to Porto" replaces where the person lived. A list of scopes stores one memory that each of
+        them holds (a recall in any finds it), in one transaction.
         """
-        names = [scope] if isinstance(scope, str) else list(dict.fromkeys(scope))
-        if not names or len(names) > MAX_SCOPES:
-            raise InvalidInput(f"scope must name 1 to {MAX_SCOPES} scopes, got {len(names)}; nothing was written")
         extractor = _extractor(verbatim)
-        with self.db.batch():
-            ids = {
-                name: self.db.write(text, scope=name, valid_at=valid_at, speaker=speaker, extractor=extractor)
-                for name in names
-            }
-        return {"ids": ids}
+        return {"id": self.db.write(text, scope=scope, valid_at=valid_at, speaker=speaker, extractor=extractor)}
 
     def memory_recall(
         self,
@@ -346,9 +345,18 @@ class MemoryTools:
         report = self.db.purge_scope(scope)
         return {"purged_scope": scope, "erased": len(report["purged"]), "checkpoint": plain(report["checkpoint"])}
 
-    def memory_list_scopes(self) -> dict[str, Any]:
-        """Every scope of the store, oldest first, with its id and when it was created."""
-        return {"scopes": [{"name": n.name, "id": n.id, "created_at": n.created_at} for n in self.db.scopes()]}
+    def memory_list_scopes(
+        self,
+        kind: Annotated[
+            Literal["user", "agent", "app", "run"] | None,
+            Field(description="only scopes of this kind; leave out for every kind"),
+        ] = None,
+    ) -> dict[str, Any]:
+        """Every scope of the store (of one kind if asked), oldest first.
+
+        Each with the name to pass as ``scope``, its kind, its id and when it was created.
+        """
+        return {"scopes": [scope_record(n) for n in self.db.scopes(kind=kind)]}
 
 
 TOOL_NAMES = (

@@ -114,6 +114,43 @@ class Subgraph:
     edges: tuple[Edge, ...] = ()
 
 
+SCOPE_KINDS = ("user", "agent", "app", "run")  # whom a scope belongs to: the paper's user_id, agent_id, app_id, run_id
+
+
+@dataclass(frozen=True, slots=True)
+class ScopeRef:
+    """A scope named with its kind: ``agent:planner``; a bare name (``ana``) is a user's.
+
+    A user's Scope node holds no kind, as every scope written before kinds existed, so those keep
+    their ids; another kind is in the node's props, so ``run:42`` and the user ``42`` are two scopes.
+    """
+
+    kind: str
+    name: str
+
+    @classmethod
+    def of(cls, scope: Node) -> ScopeRef:
+        """The scope a Scope node is (a node written before kinds existed is a user's)."""
+        return cls(str(scope.props.get("kind", "user")), scope.name or "")
+
+    @property
+    def props(self) -> dict[str, str]:
+        """The Scope node's props: what, with its name, fixes its id."""
+        return {} if self.kind == "user" else {"kind": self.kind}
+
+    def __str__(self) -> str:
+        """The spelling that names this scope again (a user called ``run:1`` is ``user:run:1``)."""
+        if self.kind == "user" and self.name.partition(":")[0] not in SCOPE_KINDS:
+            return self.name
+        return f"{self.kind}:{self.name}"
+
+
+def scope_record(scope: Node) -> dict[str, str]:
+    """A Scope node as listed (CLI ``scopes --json``, MCP ``memory_list_scopes``): ``name`` names it again."""
+    ref = ScopeRef.of(scope)
+    return {"name": str(ref), "kind": ref.kind, "id": scope.id, "created_at": scope.created_at}
+
+
 @dataclass(frozen=True, slots=True)
 class Page:
     """One page of a listing: its nodes, and the cursor that asks for the next page (None: the last)."""

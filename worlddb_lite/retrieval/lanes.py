@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..store import queries, traverse
+from ..store.ivf import IvfIndex
 from ..text.dates import named_periods
 from ..text.names import normalise_alias
 from ..text.stopwords import STOPWORDS
@@ -137,12 +138,29 @@ def nearest(view: ReadView, vector: np.ndarray, k: int, types: Sequence[str] | N
     links = view.links()
     fetch = with_margin(k)
     while True:  # superseded or not-yet-valid hits drop out: ask for more until k remain
-        hits = index.search(vector, fetch, world=view.world, types=types, links=links)
+        hits = _search(index, view.worlds, vector, fetch, types, links)
         shown = view.visible([nid for nid, _ in hits])
         kept = [(nid, score) for nid, score in hits if nid in shown]
         if len(kept) >= k or len(hits) < fetch:
             return kept[:k]
         fetch *= 4
+
+
+def _search(
+    index: IvfIndex,
+    worlds: tuple[int, ...],
+    vector: np.ndarray,
+    k: int,
+    types: Sequence[str] | None,
+    links: np.ndarray | None,
+) -> list[tuple[int, float]]:
+    """The index's ``k`` best inside any of ``worlds`` (all: none given): each world's best, merged."""
+    if len(worlds) <= 1:
+        return index.search(vector, k, world=worlds[0] if worlds else None, types=types, links=links)
+    best: dict[int, float] = {}
+    for world in worlds:
+        best.update(index.search(vector, k, world=world, types=types, links=links))
+    return sorted(best.items(), key=lambda hit: (-hit[1], hit[0]))[:k]
 
 
 def vector_lane(view: ReadView, vector: np.ndarray, depth: int) -> list[int]:
@@ -280,7 +298,7 @@ class _Reached:
             self.paths.setdefault(source, EntityPath(entity, self.entities[entity], eid))
             self.named.setdefault(source, set()).add(self.entities[entity])
         nids = sorted(n for n, (kind, _) in zip(new, self.view.kinds(new), strict=True) if kind in GRAPH_TYPES)
-        nids = self.view.inside(nids) if self.view.world is not None else nids
+        nids = self.view.inside(nids) if self.view.worlds else nids
         self.kept += nids
         if self.vector is not None:
             self.score.update(self.view.index().cosines(nids, self.vector))
@@ -308,7 +326,7 @@ def time_lane(
     for start, end in named_periods(query, view.valid):
         dated = queries.valid_between(view.conn, start, end, TIME_READ + 1)  # the index alone: cheap
         dated = [n for n, (kind, _) in zip(dated, view.kinds(dated), strict=True) if kind in TEXT_TYPES]
-        held = len(view.below(dated)) if view.world is not None else len(dated)  # by parents, in memory
+        held = len(view.below(dated)) if view.worlds else len(dated)  # by parents, in memory
         if len(dated) > TIME_READ or held > TIME_FANOUT:
             dated = queries.valid_between(view.conn, start, end, len(candidates), among=candidates)
         found.extend(dated)
@@ -349,7 +367,7 @@ def standing_lanes(
     ranked: dict[str, list[int]] = {}  # kind -> its statements with a vector, closest first
     for kind in kinds:
         nids = queries.alias_nids(view.conn, normalise_alias(kind))  # every scope's: few per scope, many in all
-        if view.world is not None:  # the read's own, by their parents (facts.py writes them into the scope)
+        if view.worlds:  # the read's own, by their parents (facts.py writes them into the scope)
             nids = sorted(view.below(nids))
         score = view.index().cosines(nids, vector)
         ranked[kind] = [nid for _, _, nid in sorted((-cosine, -nid, nid) for nid, cosine in score.items())]

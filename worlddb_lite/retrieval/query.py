@@ -250,7 +250,7 @@ def _expand(view: ReadView, op: Expand, result: _Result) -> None:
             )
         ]
         fresh = sorted({far for _, _, far, _ in rows if far not in seen})
-        allowed = set(view.inside(fresh)) if view.world is not None else set(fresh)
+        allowed = set(view.inside(fresh)) if view.worlds else set(fresh)
         frontier = []
         for eid, _, far, edge_type in rows:
             if far not in seen and (far in allowed or edge_type == CROSSES_WORLDS):

@@ -26,7 +26,7 @@ from ..store.rows import EdgeRow, NodeRow, Store, believed_sql, visible_sql
 from ..store.side_reader import SideReader
 from ..store.vector_index import VectorLane
 from ..text.dates import TimeLike, parse_time
-from ..types import Direction, Identity, MergeProposal, MergeStatus, Node, Page, Recall, Subgraph
+from ..types import Direction, Identity, MergeProposal, MergeStatus, Node, Page, Recall, ScopeRef, Subgraph
 from . import blas, lanes
 from .query import QuerySpec, execute
 from .query import check as check_query
@@ -75,12 +75,18 @@ class Reader:
         return self.registry.rules(include_superseded=include_superseded)
 
     def view(
-        self, as_of: TimeLike | None, known_as_of: TimeLike | None, include_superseded: bool, *, world: str | None
+        self,
+        as_of: TimeLike | None,
+        known_as_of: TimeLike | None,
+        include_superseded: bool,
+        *,
+        world: str | Sequence[str] | None,
     ) -> ReadView:
-        """What one read sees: its times, its world (None or the root: everything) and its indexes."""
+        """What one read sees: its times, its world or worlds (None or the root: everything) and its indexes."""
         valid, belief = self.times(as_of, known_as_of)
         rules = self.rules(include_superseded)
-        inside = self.store.resolve(world) if world is not None else None
+        named = [] if world is None else [world] if isinstance(world, str) else list(world)
+        inside = tuple(dict.fromkeys(self.store.resolve(w) for w in named))
         embedder, dim = self.embedder, self.dim
         embed = None if embedder is None else (lambda text: embed_checked(embedder, [text], dim)[0])
         return ReadView(
@@ -93,7 +99,7 @@ class Reader:
             include_superseded=include_superseded,
             memberships=tuple(sorted(rules.membership)),
             annotate=frozenset(rules.annotate),
-            world=None if inside == self.root_nid else inside,
+            worlds=() if self.root_nid in inside else inside,
             tokens=token_table(embedder),  # a static model's: the late stage
             side=self.side if self.conn.getautocommit() else None,  # inside a write it would miss the uncommitted
         )
@@ -109,9 +115,9 @@ class Reader:
 
     def existing_scope(self, name: object) -> int | None:
         """The Scope called ``name`` (its id depends on its name alone), or None: reads never create one."""
-        checked = checks.required_text(name, "scope")
+        ref = checks.scope_ref(name)
         root_hex = self.store.header(self.root_nid).id.hex()
-        return self.store.nid_of(node_id(node_body("Scope", root_hex, checked, None, None, None)))
+        return self.store.nid_of(node_id(node_body("Scope", root_hex, ref.name, None, ref.props, None)))
 
     def scope_id(self, name: str) -> str:
         """The id of the Scope called ``name``, which must exist (a recall never creates one)."""
@@ -140,11 +146,12 @@ class Reader:
         )
         return bool(found)
 
-    def scopes(self) -> list[Node]:
-        """Every Scope world under the root, oldest first (a purged one has lost its name and is not listed)."""
+    def scopes(self, kind: str | None = None) -> list[Node]:
+        """Every Scope world under the root (of ``kind`` if given), oldest first (a purged one has lost its name)."""
         self.settle(indexes=False)
         with translate():
-            return self.store.load_nodes(queries.scopes(self.conn, self.root_nid))
+            found = self.store.load_nodes(queries.scopes(self.conn, self.root_nid))
+        return [node for node in found if kind is None or ScopeRef.of(node).kind == kind]
 
     def page(self, scope: str, *, type: str | None, include_retired: bool, limit: int, cursor: str | None) -> Page:
         """The nodes inside a scope in the order written, ``limit`` at a time from after ``cursor``."""
@@ -170,31 +177,37 @@ class Reader:
             nodes = self.store.load_nodes(nids[:limit], rules.annotate)
         return Page(tuple(nodes), nodes[-1].id if len(nids) > limit else None)
 
-    def current_in(self, scope: str) -> list[int]:
-        """Every memory inside a scope that is true now and not retired yet (what ``retire_all`` closes).
+    def current_in(self, scope: str) -> tuple[list[int], list[int]]:
+        """What ``retire_all`` closes: the scope's own memories true now, and its current ``contains`` edges.
 
-        Memories: what says something (notes, turns, facts). Not the entities they name, which stay who
-        they are, nor the worlds holding them (sessions): closing those would say nothing more.
+        Memories: what says something (notes, turns, facts) and lives in the scope by its parents. Not
+        the entities they name, which stay who they are, nor the worlds holding them (sessions): closing
+        those would say nothing more. A memory another scope owns and this one holds through a
+        ``contains`` edge stays true for its owner: the edge closes, so it leaves this scope alone.
         """
-        rules = self.rules(False)
         valid, belief = self.times(None, None)
         with translate():
+            world = self.named_scope(scope)
             nids = queries.descendants(
                 self.conn,
-                self.named_scope(scope),
+                world,
                 valid,
                 belief,
-                memberships=sorted(rules.membership),
+                memberships=(),
                 node_type=None,
                 include_superseded=False,
                 limit=-1,  # SQLite's "no limit": a retirement covers the whole scope
             )
             nodes = self.store.load_nodes(nids)
-            return [
+            held = queries.linked(
+                self.conn, ("contains",), [world], None, valid, belief, towards=False, include_superseded=False
+            )
+            owned = [
                 nid
                 for nid, node in zip(nids, nodes, strict=True)
                 if not node.retired and node.type != "Entity" and node.members == 0
             ]
+            return owned, [eid for eid, _, _, _ in held]
 
     def _after(self, cursor: object) -> int:
         """The nid a page starts after: 0 for the first page, else the node the cursor names."""
@@ -304,7 +317,7 @@ class Reader:
         text: str,
         *,
         k: int,
-        scope: str | None,
+        scope: str | Sequence[str] | None,
         as_of: TimeLike | None,
         known_as_of: TimeLike | None,
         include_superseded: bool,
@@ -316,7 +329,7 @@ class Reader:
         valid, belief = self.times(as_of, known_as_of)
         rules = self.rules(include_superseded)
         with translate():
-            world = self.named_scope(scope) if scope is not None else None
+            worlds = [self.named_scope(str(ref)) for ref in checks.scope_refs(scope)] if scope is not None else []
             if not query:
                 return []
             hits = queries.bm25(
@@ -326,7 +339,7 @@ class Reader:
                 belief,
                 k=k,
                 include_superseded=include_superseded,
-                world=world,
+                worlds=worlds,
                 memberships=sorted(rules.membership),
             )
             nodes = self.store.load_nodes([nid for nid, _ in hits], rules.annotate)
@@ -363,7 +376,7 @@ class Reader:
         self,
         query: str,
         *,
-        scope: str | None,
+        scope: str | Sequence[str] | None,
         world: str | None,
         k: int,
         as_of: TimeLike | None,
@@ -385,7 +398,7 @@ class Reader:
         if not isinstance(late, bool):
             raise InvalidInput(f"late must be True or False, got {late!r}")
         with translate():
-            inside = self.scope_id(scope) if scope is not None else world
+            inside = [self.scope_id(str(ref)) for ref in checks.scope_refs(scope)] if scope is not None else world
             view = self.view(as_of, known_as_of, include_superseded, world=inside)
             with blas.one_thread():
                 hits = hybrid_recall(view, text, k=k, reranker=reranker, late=late)

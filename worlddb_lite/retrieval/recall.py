@@ -330,11 +330,11 @@ def _turns(view: ReadView, nodes: Sequence[Node], nids: Sequence[int]) -> dict[i
         rows = queries.linked(
             view.conn, (edge_type,), sources, ("Turn",), view.valid, view.belief, towards=False, include_superseded=True
         )
-        if view.world is not None and edge_type != "refers_to":  # only refers_to may point out of the world
+        if view.worlds and edge_type != "refers_to":  # only refers_to may point out of the world
             within = queries.inside(
                 view.conn,
                 [turn for _, _, turn, _ in rows],
-                view.world,
+                view.worlds,
                 view.valid,
                 view.belief,
                 memberships=view.memberships,

@@ -1,4 +1,4 @@
-"""What one read sees: the store, the moment it reads at, and the world it is confined to."""
+"""What one read sees: the store, the moment it reads at, and the worlds it is confined to."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class ReadView:
-    """A read's context: valid/belief time, whether closed versions count, and its world."""
+    """A read's context: valid/belief time, whether closed versions count, and its worlds."""
 
     conn: apsw.Connection
     store: Store
@@ -32,7 +32,7 @@ class ReadView:
     include_superseded: bool
     memberships: tuple[str, ...]  # edge types that put a node inside a world besides its parent (contains, ...)
     annotate: frozenset[str]  # edge types shown on returned nodes (superseded_by, contradicted_by)
-    world: int | None  # containment: only nodes inside this world; None for the whole store
+    worlds: tuple[int, ...]  # containment: only nodes inside one of these worlds; () for the whole store
     tokens: Callable[[], TokenVectors] | None = None  # the embedder's token table (None: it has none)
     side: SideReader | None = None  # a second connection for SQL run beside the read's other work (None: run here)
     # node -> visible at this read's times, for the read's length: its lanes find many of the same
@@ -76,7 +76,7 @@ class ReadView:
         if not nids:
             return []
         shown = self.visible(nids)
-        if self.world is not None:
+        if self.worlds:
             candidates = [n for n in nids if n in shown]
             below = self.below(candidates)
             rest = [n for n in candidates if n not in below]
@@ -84,7 +84,7 @@ class ReadView:
                 below |= queries.inside(
                     self.conn,
                     rest,
-                    self.world,
+                    self.worlds,
                     self.valid,
                     self.belief,
                     memberships=self.memberships,
@@ -126,7 +126,7 @@ class ReadView:
         memory answers for nearly every node a lane finds; the rest (nodes without a vector, or
         inside only through a membership edge) go to ``queries.inside``, the SQL walk.
         """
-        if self.world is None or not nids:
+        if not self.worlds or not nids:
             return set()
         index = self.index()
         parent = index.parent
@@ -134,14 +134,17 @@ class ReadView:
         known = (ids >= 0) & (ids < parent.shape[0])
         ids = ids[known]
         ids = ids[parent[ids] >= 0]
-        return set(ids[index.under(ids, self.world)].tolist())
+        under = np.zeros(ids.shape[0], dtype=bool)
+        for world in self.worlds:
+            under |= index.under(ids, world)
+        return set(ids[under].tolist())
 
     def nodes(self, nids: Sequence[int]) -> list[Node]:
         return self.store.load_nodes(list(nids), self.annotate)
 
     def links(self) -> np.ndarray | None:
         """(src, dst) membership edges for the vector index's world filter (None: no world)."""
-        if self.world is None:
+        if not self.worlds:
             return None
         found = queries.membership_links(
             self.conn, self.memberships, self.valid, self.belief, include_superseded=self.include_superseded

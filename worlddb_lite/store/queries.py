@@ -86,13 +86,13 @@ def rank_function() -> str:
 def bm25_sql(include_superseded: bool, memberships: int | None = None) -> str:
     """FTS5 match ?3 ranked by ?5 (``rank_function``), visible at (?1, ?2), best ?4 first.
 
-    With ``memberships`` (a count), only nodes inside world ?6, through parents and the membership
-    edge types bound from ?7 on (a search within a scope).
+    With ``memberships`` (a count), only nodes inside a world of the JSON list ?6, through parents and
+    the membership edge types bound from ?7 on (a search within scopes).
     """
     within = ""
     if memberships is not None:
         within = (
-            "and f.rowid in (with recursive inside(nid) as (select ?6 union "
+            "and f.rowid in (with recursive inside(nid) as (select value from json_each(?6) union "
             "select n.nid from node as n join inside on n.parent = inside.nid union "
             f"select e.dst from edge as e join inside on e.src = inside.nid where e.type in ({_marks(memberships, 7)}) "
             f"and {predicate(include_superseded, 'e')}) select nid from inside) "
@@ -112,14 +112,14 @@ def bm25(
     *,
     k: int,
     include_superseded: bool,
-    world: int | None = None,
+    worlds: Sequence[int] = (),
     memberships: Sequence[str] = (),
 ) -> list[tuple[int, float]]:
-    """(nid, BM25 score, higher is better) for an FTS5 query, within ``world`` if given."""
+    """(nid, BM25 score, higher is better) for an FTS5 query, within ``worlds`` if any are given."""
     params: list[object] = [valid, belief, query, k, rank_function()]
-    if world is not None:
-        params += [world, *memberships]
-    sql = bm25_sql(include_superseded, len(memberships) if world is not None else None)
+    if worlds:
+        params += [json.dumps(list(worlds)), *memberships]
+    sql = bm25_sql(include_superseded, len(memberships) if worlds else None)
     rows = conn.execute(sql, params)
     return [(as_int(nid), as_float(score)) for nid, score in rows]
 
@@ -370,31 +370,32 @@ def fts_ranked(conn: apsw.Connection, query: str, limit: int) -> list[tuple[int,
 
 
 def inside_sql(memberships: int, include_superseded: bool) -> str:
-    """Which nids of the JSON list ?3 lie inside world ?4: walk up parents and membership edges."""
+    """Which nids of the JSON list ?3 lie inside a world of the JSON list ?4: walk up parents and membership edges."""
     return (
         "with recursive up(start, nid) as (select value, value from json_each(?3) union "
         "select up.start, n.parent from up join node as n on n.nid = up.nid where n.parent is not null union "
         f"select up.start, e.src from up join edge as e on e.dst = up.nid where e.type in ({_marks(memberships, 5)}) "
         f"and {predicate(include_superseded, 'e')}) "
-        "select distinct start from up where nid = ?4"
+        "select distinct start from up where nid in (select value from json_each(?4))"
     )
 
 
 def inside(
     conn: apsw.Connection,
     nids: Sequence[int],
-    world: int,
+    world: int | Sequence[int],
     valid: str,
     belief: str,
     *,
     memberships: Sequence[str],
     include_superseded: bool,
 ) -> set[int]:
-    """The subset of ``nids`` that lie inside ``world`` (through parents and membership edges)."""
+    """The subset of ``nids`` that lie inside ``world`` (or any of several; through parents and membership edges)."""
     if not nids:
         return set()
+    worlds = json.dumps([world] if isinstance(world, int) else list(world))
     sql = inside_sql(len(memberships), include_superseded)
-    return {as_int(r[0]) for r in conn.execute(sql, (valid, belief, json.dumps(list(nids)), world, *memberships))}
+    return {as_int(r[0]) for r in conn.execute(sql, (valid, belief, json.dumps(list(nids)), worlds, *memberships))}
 
 
 def nids_by_alias(conn: apsw.Connection, norms: Sequence[str], node_type: str) -> list[tuple[int, str]]:

@@ -103,7 +103,7 @@ def check_conversation(conversation: object, *, now: str | None = None) -> Conve
     if isinstance(conversation.scopes, (str, bytes, Mapping)) or not isinstance(conversation.scopes, Iterable):
         raise InvalidInput(f"{label}: scopes must be a list of scope names")
     for scope in conversation.scopes:
-        checks.required_text(scope, f"{label}: scope")
+        checks.scope_ref(scope, f"{label}: scope")
     if isinstance(conversation.sessions, (str, bytes, Mapping)) or not isinstance(conversation.sessions, Iterable):
         raise InvalidInput(f"{label}: sessions must be a list of SessionIn")
     for session in conversation.sessions:
@@ -220,7 +220,7 @@ def ingest(
     counts = IngestStats()
     speaker_entities: dict[str, str] = {}  # speaker -> person entity, resolved once per conversation
     with writer.transaction():
-        home, *shared = [writer.world(name, type="Scope") for name in conversation.scopes]
+        home, *shared = [writer.scope(name) for name in conversation.scopes]
         for session in conversation.sessions:
             world = writer.world(f"{conversation.conversation_id} / {session.session_id}", parent=home, type="Session")
             for other in shared:

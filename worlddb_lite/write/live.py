@@ -51,7 +51,7 @@ def add_turn(
     gap: dt.timedelta = SESSION_GAP,
 ) -> str:
     """Append one turn to a session of ``scope`` (see the module); its id."""
-    home_name = checks.required_text(scope, "scope")
+    home_name = str(checks.scope_ref(scope))  # one spelling per scope: "ana" and "user:ana" are one
     said_by = checks.text(speaker, "speaker", required=False)
     named = checks.text(session, "session", required=False)
     if named is not None and not named.strip():
@@ -65,7 +65,7 @@ def add_turn(
     if when > now:
         raise InvalidInput(f"the turn is dated {when}, after now ({now}); a memory cannot be from the future")
     with writer.transaction():
-        home = writer.world(home_name, type="Scope")
+        home = writer.scope(home_name)
         with translate():
             name = named or _current_session(writer, home, home_name, when, gap)
         world = writer.world(f"{home_name} / {name}", parent=home, type="Session")

@@ -17,12 +17,14 @@ from ..errors import InvalidInput
 from ..store import queries
 from ..text.dates import TimeLike
 from ..text.extract import Extractor, check_extractor
+from ..types import Node
 from .facts import understand
 from .queue import enqueue
-from .writer import Writer
+from .writer import DEFAULT_SCOPE, Writer
 
 NOTE_TYPE = "Memory"  # what a note is; other node types are stored as given (System 1 only)
 SPEAKER = "speaker"  # the prop naming whom a note speaks for, when not the scope's person
+PERSON_KINDS = ("user", "agent")  # scope kinds that are someone a note can speak for
 
 
 def write_note(
@@ -37,12 +39,21 @@ def write_note(
     """Write ``text`` (``Writer.write``'s fields), then System 2 on it if it is a note in a Scope; its id.
 
     A named speaker is kept in the note's props (``speaker``), so a later version speaks for them too.
+    ``scope`` may name several scopes: the note lives in the first (its parent, where its facts are
+    learned) and each other one holds it through a ``contains`` edge, so it is one memory in all of them.
     """
     who = _checked(extractor, deferred, speaker)
     if who and fields.get("type", NOTE_TYPE) == NOTE_TYPE:
         fields["props"] = {**(checks.props(fields.get("props")) or {}), SPEAKER: who}
+    home, *others = checks.scope_refs(fields.get("scope", DEFAULT_SCOPE))
+    if others and fields.get("world") is not None:
+        raise InvalidInput("give several scopes or a world, not both")
+    fields["scope"] = str(home)
     with writer.transaction():
         note = writer.write(text, **fields)
+        since = writer.read(note).valid_at  # in every scope since it holds: an as_of read finds it in each
+        for other in others:
+            writer.link(writer.scope(str(other)), note, "contains", valid_at=since)
         _learn(writer, note, extractor=extractor, deferred=deferred, speaker=who)
         return note
 
@@ -72,7 +83,11 @@ def amend_note(
         extra = {**(extra or {}), SPEAKER: who}
     with writer.transaction() as txn:
         old = writer.store.resolve(ref)
+        holders = _holders(writer, old)
         new = writer.amend(ref, text, valid_at=valid_at, props=extra)
+        since = writer.read(new).valid_at
+        for holder in holders:  # the new version belongs where the old one did
+            writer.link(holder, new, "contains", valid_at=since)
         if not _learn(writer, new, extractor=extractor, deferred=deferred, speaker=who) or deferred:
             return new
         writer.settle(indexes=False)  # the edges written above are read below
@@ -82,11 +97,25 @@ def amend_note(
         return new
 
 
+def _holders(writer: Writer, note: int) -> list[str]:
+    """The scopes that hold ``note`` through a ``contains`` edge now (besides its parent); their ids."""
+    now = writer.clock()
+    rows = queries.linked(
+        writer.conn, ("contains",), [note], ("Scope",), now, now, towards=True, include_superseded=False
+    )
+    return [writer.store.header(scope).id.hex() for _, _, scope, _ in rows]
+
+
 def _checked(extractor: Extractor | None, deferred: object, speaker: object) -> str | None:
     check_extractor(extractor)
     if not isinstance(deferred, bool):
         raise InvalidInput(f"deferred must be True or False, got {deferred!r}")
     return (checks.text(speaker, "speaker", required=False) or "").strip() or None
+
+
+def _person(scope: Node) -> str | None:
+    """Whom a note in ``scope`` speaks for unless it names a speaker: a user or an agent, not an app or a run."""
+    return scope.name if scope.props.get("kind", "user") in PERSON_KINDS else None
 
 
 def _learn(writer: Writer, note: str, *, extractor: Extractor | None, deferred: bool, speaker: str | None) -> bool:
@@ -99,7 +128,7 @@ def _learn(writer: Writer, note: str, *, extractor: Extractor | None, deferred: 
     home = writer.read(node.parent)
     if home.type != "Scope":
         return False  # a note inside another world has no person to speak for
-    said_by = speaker or str(node.props.get(SPEAKER) or "").strip() or home.name
+    said_by = speaker or str(node.props.get(SPEAKER) or "").strip() or _person(home)
     if deferred:
         enqueue(writer, note, home.id, node.valid_at, None, said_by)
         return True

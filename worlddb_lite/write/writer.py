@@ -103,9 +103,15 @@ class Writer:
             return self.store.header(nid).id.hex()
 
     def scope_nid(self, txn: Transaction, scope: object) -> int:
-        """The Scope world called ``scope``, created inside ``txn`` if need be."""
-        nid, _ = txn.add_node(type_="Scope", parent=self.root, name=checks.required_text(scope, "scope"), timeless=True)
+        """The Scope world called ``scope`` (``checks.scope_ref``), created inside ``txn`` if need be."""
+        ref = checks.scope_ref(scope)
+        nid, _ = txn.add_node(type_="Scope", parent=self.root, name=ref.name, props=ref.props, timeless=True)
         return nid
+
+    def scope(self, scope: object) -> str:
+        """Get or create the Scope world called ``scope``; its id."""
+        with self.transaction() as txn:
+            return self.store.header(self.scope_nid(txn, scope)).id.hex()
 
     # ---- memories -----------------------------------------------------------------
 
