@@ -18,6 +18,7 @@ import ast
 import contextlib
 import datetime as dt
 import io
+import json
 import os
 import re
 import shutil
@@ -363,6 +364,23 @@ def _backup(dest: Any, overwrite: Any, verify: Any) -> Call:
     return f"backup({dest!r:.200}, overwrite={overwrite!r}, verify={verify!r})", run
 
 
+def _export(scope: Any) -> Call:
+    def run(db: WorldDB, folder: str) -> Any:
+        return list(db.export(scope))
+
+    return f"export({scope!r:.200})", run
+
+
+def _import(lines: Any, exported: bool) -> Call:
+    def run(db: WorldDB, folder: str) -> Any:
+        if exported:  # the store's own export, then the hostile lines after it
+            own = [json.dumps(record) for record in db.export()]
+            return db.import_records(own + (list(lines) if isinstance(lines, list) else []))
+        return db.import_records(lines)
+
+    return f"import_records({lines!r:.200}, exported={exported})", run
+
+
 def _reopen(path: Any, dim: Any, compose: Any, create: Any) -> Call:
     def run(db: WorldDB, folder: str) -> Any:
         with WorldDB(path, embedder=FakeEmbedder(), dim=dim, compose=compose, create=create):
@@ -497,6 +515,16 @@ CALLS: dict[str, st.SearchStrategy[Call]] = {
     "configure_resolver": call("configure_resolver", anything, tiebreaker=anything),
     "backup": st.builds(
         _backup, maybe(st.sampled_from(["copy.db", "sub/dir/copy.db", "store.db"])), anything, anything
+    ),
+    "export": st.builds(_export, st.one_of(st.none(), scopes, anything)),
+    "import_records": st.builds(
+        _import,
+        st.one_of(
+            anything,
+            st.sampled_from(["store.db", "missing.jsonl", "bad\x00name", "."]),
+            st.lists(st.one_of(strings, anything), max_size=4),
+        ),
+        st.booleans(),
     ),
     "WorldDB": st.builds(
         _reopen,

@@ -537,6 +537,49 @@ def cmd_checkpoint(args: argparse.Namespace) -> Any:
 
 
 @command(
+    "export",
+    "write the store (or one scope) as JSON lines: nodes, edges, validity and roots; stdout unless -o",
+    _with(
+        lambda p: p.add_argument(
+            "--scope", help="export only the Scope called SCOPE and what it holds (default: the whole store)"
+        ),
+        lambda p: p.add_argument("-o", "--output", help="write to this file (default: standard output)"),
+    ),
+)
+def cmd_export(args: argparse.Namespace) -> Any:
+    with _open(args) as db:
+        records = db.export(args.scope)
+        if args.output:
+            count = 0
+            with open(args.output, "w", encoding="utf-8") as out:
+                for record in records:
+                    out.write(json.dumps(record, ensure_ascii=False) + "\n")
+                    count += 1
+            return {"path": args.output, "records": count, "scope": args.scope or "(whole store)"}
+        try:
+            for record in records:
+                sys.stdout.write(json.dumps(record, ensure_ascii=False) + "\n")
+            sys.stdout.flush()
+        except BrokenPipeError:  # `worlddb export DB | head`: the reader took what it wanted
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        finally:
+            records.close()  # ends its read snapshot while the store is still open
+        return None
+
+
+@command(
+    "import",
+    "rebuild what an export holds (same ids and roots); checked whole before anything is written; idempotent",
+    _with(lambda p: p.add_argument("file", help="the .jsonl file `worlddb export` wrote; - reads standard input")),
+)
+def cmd_import(args: argparse.Namespace) -> Any:
+    with _open(args, create=True) as db:
+        if args.file == "-":
+            return db.import_records(sys.stdin)
+        return db.import_records(args.file)
+
+
+@command(
     "mcp",
     "serve the store to an assistant as MCP tools over stdin/stdout, or streamable HTTP with --http "
     "(creates the store if missing)",

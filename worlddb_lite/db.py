@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import os
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,7 +27,7 @@ from .checks import MAX_SCOPES, file_name
 from .edges import EdgeRegistry, EdgeType
 from .errors import IntegrityViolation, InvalidInput, NotFound
 from .models.embed import Embedder, token_table
-from .ops import maintenance, purge, reembed
+from .ops import maintenance, purge, reembed, transfer
 from .ops.verify import root_history_divergences, verify_store
 from .retrieval.context import DEFAULT_BUDGET, Context, assemble
 from .retrieval.query import QuerySpec
@@ -845,6 +845,37 @@ class WorldDB:
         with connection.translate():  # a purge's wipe left pending is finished on the way
             finished = maintenance.finish_wipe(self._conn, self._store, wait=True)
         return finished if finished is not None else maintenance.checkpoint(self._conn)
+
+    def export(self, scope: str | None = None) -> Generator[dict[str, Any], None, None]:
+        """The store (or the Scope called ``scope`` and what it holds) as records for JSON lines.
+
+        A header (format, version, this store's root id, each exported world's root, the embedder),
+        then nodes, edges, aliases, merge proposals and waiting extractions; ``import_records``
+        rebuilds them in another store. A purged node comes as a tombstone, without its text.
+        The records are read from one snapshot: finish iterating before writing to this store.
+        """
+        self._settle()
+        yield from transfer.export_records(self._reconciler, self._root, scope)
+
+    def import_records(self, lines: Iterable[str] | str | os.PathLike[str]) -> dict[str, Any]:
+        """Import an export (its lines, or the path of a .jsonl file); a summary of what was written.
+
+        The whole file is checked first (ids against bodies, references, the header): a fault raises
+        ``InvalidInput`` naming its line and nothing is written. Then everything lands in one
+        transaction; importing the same file again changes nothing. ``worlds`` compares each exported
+        world's root with its root here: they agree unless this store held other members in it.
+        """
+        if isinstance(lines, (str, os.PathLike)):
+            try:
+                handle = open(lines, encoding="utf-8")  # noqa: SIM115 (closed below; open's errors are worded here)
+            except (OSError, ValueError) as exc:  # ValueError: a NUL in the name
+                why = getattr(exc, "strerror", None) or exc
+                raise InvalidInput(
+                    f"cannot read {os.fspath(lines)!r:.200}: {why}; give the file export wrote"
+                ) from None
+            with handle:
+                return transfer.import_records(self._reconciler, self._root, handle)
+        return transfer.import_records(self._reconciler, self._root, lines)
 
     def purge(self, ref: str, *, scope: str | None = None) -> dict[str, Any]:
         """Erase a memory's content for good: blob, full-text row, vector, aliases (right to be forgotten).

@@ -14,6 +14,7 @@ only the last root each world logged at that time is checked, as only it is name
 
 from __future__ import annotations
 
+import bisect
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -105,9 +106,32 @@ def replay(
     ):
         changed[at].append((kind, ref, (invalid_at, closed_at, expired_at, int(retired or 0))))
     logged: dict[str, dict[int, tuple[bytes, int]]] = defaultdict(dict)  # time -> world -> last (root, size)
+    grew: dict[int, tuple[list[int], list[str]]] = defaultdict(lambda: ([], []))  # world -> (sizes, times) logged
     for w, root, size, at in conn.execute("select world, root, size, at from root_log order by lid"):
         if world is None or w == world:
             logged[at][w] = (bytes(root), size)
+        grew[w][0].append(size)
+        grew[w][1].append(at)
+
+    # A member enters its world's tree when it was created, or, if later, at the first logged root of that
+    # world whose tree holds its slot: an import (ops/transfer.py) adopts members dated by their source,
+    # before commits this store logged without them. Sizes only grow, so the first such root is a bisection.
+    entering: dict[str, list[tuple[str, int]]] = defaultdict(list)
+    outside: set[tuple[str, int]] = set()
+
+    def enters(kind: str, ref: int, holder: int | None, slot: int | None, created_at: str) -> None:
+        if holder is None or slot is None or holder not in grew:
+            return
+        sizes, at = grew[holder]
+        first = bisect.bisect_right(sizes, slot)
+        if first < len(at) and at[first] > created_at:
+            entering[at[first]].append((kind, ref))
+            outside.add((kind, ref))
+
+    for nid, (_, parent, slot, _, created_at) in nodes.items():
+        enters("node", nid, parent, slot, created_at)
+    for eid, (_, edge_world, slot, _, created_at) in edges.items():
+        enters("edge", eid, edge_world, slot, created_at)
 
     state: dict[tuple[str, int], tuple[str | None, str | None, str | None, int]] = {}
     trees: dict[int, _Tree] = defaultdict(_Tree)
@@ -132,18 +156,21 @@ def replay(
         """A node's root must be recomputed; an edge's leaf is rehashed into its world's tree."""
         if kind == "node":
             dirty.add(ref)
-        else:
+        elif (kind, ref) not in outside:
             _, edge_world, slot, _, _ = edges[ref]
             trees[edge_world].set(slot, edge_leaf_now(ref))
             dirty.add(edge_world)
 
-    times = sorted(set(created) | set(changed) | set(logged))
+    times = sorted(set(created) | set(changed) | set(logged) | set(entering))
     checked, out = 0, []
     for step, at in enumerate(times):
         for kind, ref in created.get(at, ()):
             touch(kind, ref)
         for kind, ref, values in changed.get(at, ()):
             state[(kind, ref)] = values
+            touch(kind, ref)
+        for kind, ref in entering.get(at, ()):
+            outside.discard((kind, ref))
             touch(kind, ref)
         # every ancestor of a change changes too; deepest first, as a child's root is a leaf of its parent
         for nid in list(dirty):
@@ -154,7 +181,7 @@ def replay(
         for nid in sorted(dirty, key=lambda n: -depth[n]):
             roots[nid] = node_root(nid)
             _, parent, slot, _, _ = nodes[nid]
-            if parent is not None and slot is not None:
+            if parent is not None and slot is not None and ("node", nid) not in outside:
                 trees[parent].set(slot, roots[nid])
         dirty.clear()
         for w, (root, size) in logged.get(at, {}).items():

@@ -94,6 +94,45 @@ class EdgeSpec(NamedTuple):
     tier: str | None = None
 
 
+class AdoptedNode(NamedTuple):
+    """A node exported by another store (``adopt_node``): its row, its projection and its state history.
+
+    ``changes`` are the source's state_log entries (at, invalid_at, closed_at, expired_at, retired), oldest
+    first; ``fts`` the full-text row (name, content, context), None for a node without text.
+    """
+
+    id: bytes
+    type: str
+    parent: int
+    body: str | None
+    valid_at: str
+    created_at: str
+    invalid_at: str | None = None
+    closed_at: str | None = None
+    expired_at: str | None = None
+    retired: bool = False
+    salience: float = 0.0
+    changes: Sequence[tuple[str, str | None, str | None, str | None, int]] = ()
+    fts: tuple[str, str, str | None] | None = None
+    vector: Any = None
+    roots: Sequence[tuple[str, bytes, int]] = ()  # the source's root history (at, root, size), for a whole world
+
+
+class AdoptedEdge(NamedTuple):
+    """An edge exported by another store (``adopt_edge``); ``changes`` are its closes (invalid_at, closed_at)."""
+
+    id: bytes
+    type: str
+    src: int
+    dst: int
+    props: str  # canonical JSON
+    valid_at: str
+    created_at: str
+    invalid_at: str | None = None
+    closed_at: str | None = None
+    changes: Sequence[tuple[str, str]] = ()
+
+
 @dataclass(frozen=True, slots=True)
 class EdgeResult:
     """What linking did: the edge row written (if any) and the proposal staged (if any)."""
@@ -501,6 +540,153 @@ class Transaction:
             raise InvalidInput("an alias must be non-empty text")
         with self._writing():
             self.store.insert_alias(nid, alias.strip(), normalise_alias(alias), source, self.now)
+
+    # ---- adoption: rows another store already decided (ops/transfer.py, import) -------
+    # An imported row carries its source's belief times and state history, so roots recompute to the
+    # source's. Edge handlers do not run again: they ran in the source, whose decisions (closes,
+    # proposals) the rows and states carry; running them here would decide twice, at this clock.
+
+    def not_before(self, at: str) -> None:
+        """Date this transaction no earlier than ``at`` (rows adopted from a store whose clock ran ahead).
+
+        Its commit must follow every belief time it writes, or the history replay would meet them after
+        the roots it logged; later commits follow it (``Reconciler.now``).
+        """
+        if at > self.now:
+            self.now = at
+
+    def adopt_node(self, row: AdoptedNode) -> tuple[int, bool]:
+        """Write an exported node in the next slot of its parent, replaying its state history; (nid, created).
+
+        A node this store holds already keeps its slot and only tightens (``tighten_node``).
+        """
+        known = self.store.nid_of(row.id)
+        if known is not None:
+            self.tighten_node(known, row.invalid_at, row.closed_at, row.expired_at, row.retired)
+            return known, False
+        parent = self.store.header(row.parent)
+        with self._writing():
+            nid = self.store.max_nid() + 1
+            slot = self._next_slot(parent.nid)
+            depth = parent.depth + 1
+            root = world_root(
+                row.id, node_state_bytes(row.valid_at, None, None, row.created_at, None, 0), EMPTY_TREE, 0
+            )
+            self.store.insert_nodes(
+                [(nid, row.id, row.type, parent.nid, slot, depth, row.body)],
+                [(nid, row.valid_at, row.created_at, float(row.salience), root)],
+                [],
+            )
+            for at, invalid_at, closed_at, expired_at, retired in row.changes:
+                self.store.close_node(
+                    nid, invalid_at=invalid_at, closed_at=closed_at, expired_at=expired_at, retired=retired, at=at
+                )
+            self.store.log_roots((nid, logged, size, at) for at, logged, size in row.roots)
+            if row.fts is not None:
+                self.pending_text.append((nid, *row.fts))
+                if row.vector is not None:
+                    self.pending_vectors.append((nid, self.r.check_vector(row.vector)))
+            self.store.cache_header(Header(nid, row.id, row.type, parent.nid, depth, slot))
+            self.new_nodes.append(nid)
+            self.roots[nid] = root
+            self.restate.add(nid)
+            self._mark(parent.nid, slot, ("n", nid))
+        return nid, True
+
+    def tighten_node(
+        self, nid: int, invalid_at: str | None, closed_at: str | None, expired_at: str | None, retired: bool
+    ) -> bool:
+        """Apply another store's closes to a node where they are tighter (never re-opens); whether it changed."""
+        row = self.store.node_row(nid)
+        new_invalid, new_closed = row.invalid_at, row.closed_at
+        if invalid_at is not None and (new_invalid is None or invalid_at < new_invalid):
+            new_invalid, new_closed = invalid_at, closed_at or self.now
+        new_expired = row.expired_at or expired_at
+        new_retired = int(bool(row.retired) or retired)
+        if (new_invalid, new_expired, new_retired) == (row.invalid_at, row.expired_at, row.retired):
+            return False
+        with self._writing():
+            self.store.close_node(
+                nid,
+                invalid_at=new_invalid,
+                closed_at=new_closed,
+                expired_at=new_expired,
+                retired=new_retired,
+                at=self.now,
+            )
+            self.views.pop(nid, None)
+            self.restate.add(nid)
+        return True
+
+    def adopt_edge(self, row: AdoptedEdge) -> tuple[int, bool]:
+        """Write an exported edge in the next slot of the lowest world of its ends, replaying its closes."""
+        self.write_pending()
+        known = self.store.edge_exists(row.id)
+        if known is not None:
+            edge = self.store.edge_row(known)
+            if row.invalid_at is not None and (edge.invalid_at is None or row.invalid_at < edge.invalid_at):
+                with self._writing():
+                    self.store.close_edge(known, row.invalid_at, row.closed_at or self.now)
+                    self.edge_leaves.pop(known, None)
+                    self._mark(edge.world, edge.slot, ("e", known))
+            return known, False
+        if row.type not in DEFAULT_NAMES:
+            if not TYPE_NAME.match(row.type):
+                raise InvalidInput(f"edge type {row.type!r} must start with a letter and use letters, digits or _")
+            self.store.record_edge_type(row.type)
+        with self._writing():
+            world = self.lowest_common_world(row.src, row.dst)
+            slot = self._next_slot(world)
+            if self.next_eid is None:
+                self.next_eid = self.store.max_eid() + 1
+            eid, self.next_eid = self.next_eid, self.next_eid + 1
+            self.store.insert_edges(
+                [(eid, row.id, row.type, row.src, row.dst, world, slot, row.props, row.valid_at, row.created_at)]
+            )
+            invalid_at = closed_at = None
+            for invalid_at, closed_at in row.changes:
+                self.store.close_edge(eid, invalid_at, closed_at)
+            self.edge_leaves[eid] = edge_leaf(
+                row.id, state_bytes(row.valid_at, invalid_at, closed_at, row.created_at, None)
+            )
+            self._mark(world, slot, ("e", eid))
+        return eid, True
+
+    def adopt_alias(self, nid: int, alias: str, source: str | None, at: str) -> None:
+        """Record an exported alias with its own time (idempotent)."""
+        with self._writing():
+            self.store.insert_alias(nid, alias, normalise_alias(alias), source, at)
+
+    def adopt_proposal(
+        self,
+        a: int,
+        b: int,
+        status: MergeStatus,
+        score: float | None,
+        tier: str | None,
+        reason: str,
+        at: str,
+        decided_at: str | None,
+    ) -> str:
+        """Stage an exported merge proposal, or carry its decision to a pending one here.
+
+        Returns what happened: ``added``, ``decided``, ``existing`` or ``conflict`` (decided otherwise here:
+        decisions are final, so this store's stays).
+        """
+        found = self.store.proposal(a, b)
+        with self._writing():
+            if found is None:
+                pid = self.store.insert_proposal(min(a, b), max(a, b), score, tier, reason, at)
+                if status is not MergeStatus.PENDING:
+                    self.store.decide_proposal(pid, status, decided_at or self.now)
+                return "added"
+            pid, held = found
+            if held is status or status is MergeStatus.PENDING:
+                return "existing"
+            if held is not MergeStatus.PENDING:
+                return "conflict"
+            self.store.decide_proposal(pid, status, decided_at or self.now)
+            return "decided"
 
     # ---- Merkle propagation ---------------------------------------------------------
 

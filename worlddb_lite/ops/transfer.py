@@ -1,0 +1,625 @@
+"""Export a store (or one scope) as JSON lines, and import such a file into a store.
+
+>>> lines = list(export_records(reconciler, root, scope="ana"))    # doctest: +SKIP
+>>> import_records(other_reconciler, other_root, map(json.dumps, lines))    # doctest: +SKIP
+
+The file is the portable backup and the migration path between stores: one header record, then
+every node (its canonical body exactly as stored, so the receiver recomputes its id, and its
+projection with the state history behind it), edge, alias, merge proposal and waiting extraction
+that rebuilds the worlds exported. docs/cli.md shows the format; docs/decisions.md (2026-11-25)
+says why it has this shape.
+
+An import checks the whole file before it writes anything, then writes it in one transaction
+through the reconciler's ``adopt_*`` methods: members land in their worlds' trees in the order
+they held there, with their source's belief times, so a world imported into a store that did not
+hold it recomputes to the root the header names. Importing the same file again changes nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.metadata
+import json
+import re
+from collections import deque
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .. import checks
+from ..errors import InvalidInput, NotFound
+from ..models.embed import embed_checked, embedding_text
+from ..store import transfer_rows
+from ..store.connection import translate
+from ..store.hashing import canonical_json, edge_body, edge_id, node_id
+from ..store.rows import EdgeRow, NodeRow
+from ..types import MergeStatus
+from ..write.reconciler import AdoptedEdge, AdoptedNode, Reconciler, Transaction
+
+FORMAT = "worlddb-export"
+VERSION = 1
+KINDS = ("node", "edge", "alias", "proposal", "queued")
+EMBED_BATCH = 512
+_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?Z$")
+
+
+def _package_version() -> str:
+    try:
+        return importlib.metadata.version("worlddb_lite")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
+# ---- export ---------------------------------------------------------------------------------
+
+
+def _scope_tops(r: Reconciler, root: int, scope: str) -> list[int]:
+    """The Scope worlds ``scope`` names: by name (``kind:name`` for another kind than a user), or by id."""
+    ref = checks.scope_ref(scope)
+    named = transfer_rows.scopes_named(r.conn, root, ref.name)
+    found = [nid for nid, props in named if (json.loads(props) or {}).get("kind", "user") == ref.kind]
+    if not found and _HEX64.match(scope.lower()):
+        nid = r.store.nid_of(bytes.fromhex(scope.lower()))
+        if nid is not None and r.store.header(nid).parent == root:
+            found = [nid]
+    if not found:
+        raise NotFound(f"no scope called {scope!r} in this store; list them with `worlddb scopes`")
+    return found
+
+
+def _chosen(r: Reconciler, root: int, scope: str | None) -> tuple[list[int], set[int], set[int]]:
+    """(the worlds whose roots the header names, every node exported, the nodes exported whole).
+
+    A scope's export holds its subtree, what its members hold through membership edges (``contains``),
+    with their subtrees, and the worlds above those (their bare records, so parents resolve).
+    """
+    conn = r.conn
+    if scope is None:
+        everything = transfer_rows.all_nids(conn) - {root}
+        tops = [nid for nid in sorted(everything) if r.store.header(nid).parent == root]
+        return tops, everything, everything
+    tops = _scope_tops(r, root, scope)
+    whole = transfer_rows.subtree(conn, tops)
+    chosen = set(whole)
+    membership = sorted(r.registry.rules().membership)
+    frontier = set(whole)
+    while frontier:
+        reached = transfer_rows.members_by_edge(conn, sorted(frontier), membership) - chosen
+        frontier = transfer_rows.subtree(conn, sorted(reached)) - chosen if reached else set()
+        chosen |= frontier
+    chosen |= transfer_rows.ancestors(conn, sorted(chosen - whole)) - {root}
+    return tops, chosen, whole
+
+
+def _derived_fts(body: str | None) -> tuple[str, str, str | None] | None:
+    """The full-text row a plain write of this body gets (the export leaves it out when it is that)."""
+    if body is None:
+        return None
+    said = json.loads(body)
+    name, content = said.get("name"), said.get("content")
+    if not embedding_text(name, content):
+        return None
+    return (name or "", content or "", None)
+
+
+def _node_record(
+    r: Reconciler,
+    row: NodeRow,
+    changes: list[tuple[Any, ...]],
+    roots: list[tuple[str, bytes, int]] | None,
+) -> dict[str, Any]:
+    conn, store = r.conn, r.store
+    assert row.parent is not None
+    record: dict[str, Any] = {
+        "kind": "node",
+        "id": row.id.hex(),
+        "type": row.type,
+        "parent": store.header(row.parent).id.hex(),
+        "slot": row.slot,
+        "body": row.body,
+        "valid_at": row.valid_at,
+        "invalid_at": row.invalid_at,
+        "closed_at": row.closed_at,
+        "created_at": row.created_at,
+        "expired_at": row.expired_at,
+        "retired": bool(row.retired),
+        "salience": row.salience,
+        "changes": [[at, inv, closed, exp, bool(ret)] for at, inv, closed, exp, ret in changes],
+    }
+    if row.body is None:  # a tombstone: the hash and the purge's time, never the text
+        record["purged_at"] = transfer_rows.purged_at(conn, row.id)
+    else:
+        fts = transfer_rows.fts_row(conn, row.nid)
+        if fts != _derived_fts(row.body):
+            record["fts"] = None if fts is None else list(fts)
+    if roots:
+        record["roots"] = [[at, root.hex(), size] for at, root, size in roots]
+    return record
+
+
+def _edge_record(r: Reconciler, row: EdgeRow, changes: list[tuple[Any, ...]]) -> dict[str, Any]:
+    header = r.store.header
+    return {
+        "kind": "edge",
+        "id": row.id.hex(),
+        "type": row.type,
+        "src": header(row.src).id.hex(),
+        "dst": header(row.dst).id.hex(),
+        "world": header(row.world).id.hex(),
+        "slot": row.slot,
+        "props": json.loads(row.props),
+        "valid_at": row.valid_at,
+        "invalid_at": row.invalid_at,
+        "closed_at": row.closed_at,
+        "created_at": row.created_at,
+        "expired_at": row.expired_at,
+        "changes": [[at, inv, closed] for at, inv, closed, _exp, _ret in changes],
+    }
+
+
+def export_records(r: Reconciler, root: int, scope: str | None = None) -> Iterator[dict[str, Any]]:
+    """The records of a whole store (``scope`` None) or of one scope: a header, then nodes, edges and the rest.
+
+    Reads one snapshot (a read transaction of its own unless a write is open on this connection).
+    """
+    conn, store = r.conn, r.store
+    with contextlib.ExitStack() as stack:
+        if conn.getautocommit():
+            with translate():
+                conn.execute("begin")
+            stack.callback(lambda: conn.execute("commit") if not conn.getautocommit() else None)
+        with translate():
+            tops, chosen, whole = _chosen(r, root, scope)
+            meta = store.meta_values(["embedder_id", "embedder_dim"])
+            yield {
+                "kind": "header",
+                "format": FORMAT,
+                "version": VERSION,
+                "package": _package_version(),
+                "store_root": store.header(root).id.hex(),
+                "scope": scope,
+                "worlds": {store.header(t).id.hex(): store.root_of(t).hex() for t in tops},
+                "embedder": meta.get("embedder_id"),
+                "dim": int(meta.get("embedder_dim", r.dim)),
+                "exported_at": r.now(),
+            }
+            node_changes = transfer_rows.state_changes(conn, "node")
+            logged = transfer_rows.logged_roots(conn, whole)
+            for row in store.iter_node_rows("where n.parent is not null order by n.depth, n.nid", ()):
+                if row.nid in chosen:
+                    yield _node_record(r, row, node_changes.get(row.nid, []), logged.get(row.nid))
+            edge_changes = transfer_rows.state_changes(conn, "edge")
+            for eid in list(transfer_rows.edges_within(conn, chosen)):
+                yield _edge_record(r, store.edge_row(eid), edge_changes.get(eid, []))
+            for nid, alias, _norm, source, created_at in list(transfer_rows.aliases_of(conn, chosen)):
+                yield {
+                    "kind": "alias",
+                    "node": store.header(nid).id.hex(),
+                    "alias": alias,
+                    "source": source,
+                    "created_at": created_at,
+                }
+            for a, b, status, score, tier, reason, proposed_at, decided_at in list(
+                transfer_rows.proposals_within(conn, chosen)
+            ):
+                yield {
+                    "kind": "proposal",
+                    "a": store.header(a).id.hex(),
+                    "b": store.header(b).id.hex(),
+                    "status": status,
+                    "score": score,
+                    "tier": tier,
+                    "reason": reason,
+                    "proposed_at": proposed_at,
+                    "decided_at": decided_at,
+                }
+            for turn, in_scope, said_at, said_in, speaker, enqueued_at in list(
+                transfer_rows.queued_within(conn, chosen)
+            ):
+                yield {
+                    "kind": "queued",
+                    "turn": store.header(turn).id.hex(),
+                    "scope": store.header(in_scope).id.hex(),
+                    "said_at": said_at,
+                    "said_in": said_in,
+                    "speaker": speaker,
+                    "enqueued_at": enqueued_at,
+                }
+
+
+# ---- checking a file ------------------------------------------------------------------------
+
+
+@dataclass
+class _Parsed:
+    header: dict[str, Any]
+    nodes: dict[str, tuple[int, dict[str, Any]]] = field(default_factory=dict)  # hex -> (line, record)
+    edges: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
+    others: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
+
+
+def _bad(line: int, what: str) -> InvalidInput:
+    return InvalidInput(f"line {line}: {what}; nothing was imported")
+
+
+def _field(record: Mapping[str, Any], line: int, name: str, kind: str, *, optional: bool = False) -> Any:
+    """A checked field: ``hex`` (an id), ``time``, ``text``, ``int``, ``bool``, ``number`` or ``dict``."""
+    value = record.get(name)
+    if value is None:
+        if optional:
+            return None
+        raise _bad(line, f"field {name!r} is missing")
+    ok = {
+        "hex": lambda v: isinstance(v, str) and _HEX64.match(v) is not None,
+        "time": lambda v: isinstance(v, str) and _TIME.match(v) is not None,
+        "text": lambda v: isinstance(v, str),
+        "int": lambda v: type(v) is int and v >= 0,
+        "bool": lambda v: type(v) is bool,
+        "number": lambda v: type(v) in (int, float),
+        "dict": lambda v: isinstance(v, dict),
+    }[kind](value)
+    if not ok:
+        raise _bad(line, f"field {name!r} is not {'an id (64 hex characters)' if kind == 'hex' else 'a ' + kind}")
+    return value
+
+
+def _check_node(record: dict[str, Any], line: int) -> None:
+    raw = _field(record, line, "id", "hex")
+    _field(record, line, "type", "text")
+    parent = _field(record, line, "parent", "hex")
+    _field(record, line, "slot", "int")
+    for name in ("valid_at", "created_at"):
+        _field(record, line, name, "time")
+    for name in ("invalid_at", "closed_at", "expired_at"):
+        _field(record, line, name, "time", optional=True)
+    _field(record, line, "retired", "bool")
+    _field(record, line, "salience", "number")
+    body = record.get("body")
+    if body is None:
+        _field(record, line, "purged_at", "time")
+    else:
+        if not isinstance(body, str):
+            raise _bad(line, "field 'body' is not text (the canonical JSON the node's id hashes)")
+        if node_id(body).hex() != raw:
+            raw_short = raw[:16]
+            raise _bad(line, f"field 'body' does not hash to the node's id {raw_short}… (changed after export?)")
+        said = json.loads(body)
+        if said.get("type") != record["type"] or said.get("parent") != parent:
+            raise _bad(line, "fields 'type' and 'parent' disagree with the body")
+    changes = record.get("changes", [])
+    if not isinstance(changes, list) or not all(isinstance(c, list) and len(c) == 5 for c in changes):
+        raise _bad(line, "field 'changes' is not a list of [at, invalid_at, closed_at, expired_at, retired]")
+    if not all(isinstance(c[0], str) and _TIME.match(c[0]) for c in changes):
+        raise _bad(line, "field 'changes' holds an entry whose time is not a time")
+    last = changes[-1][1:] if changes else [None, None, None, False]
+    if [last[0], last[1], last[2], bool(last[3])] != [
+        record.get("invalid_at"),
+        record.get("closed_at"),
+        record.get("expired_at"),
+        record["retired"],
+    ]:
+        raise _bad(line, "field 'changes' does not end at the node's state")
+    fts = record.get("fts")
+    if fts is not None and not (isinstance(fts, list) and len(fts) == 3 and isinstance(fts[1], str)):
+        raise _bad(line, "field 'fts' is not [name, content, context]")
+    if body is None and "fts" in record and fts is not None:
+        raise _bad(line, "a purged node carries no text (field 'fts')")
+    roots = record.get("roots", [])
+    if not isinstance(roots, list) or not all(
+        isinstance(x, list) and len(x) == 3 and isinstance(x[1], str) and _HEX64.match(x[1]) for x in roots
+    ):
+        raise _bad(line, "field 'roots' is not a list of [at, root, size]")
+    if not all(isinstance(x[0], str) and _TIME.match(x[0]) and type(x[2]) is int for x in roots):
+        raise _bad(line, "field 'roots' holds an entry whose time or size is wrong")
+
+
+def _check_edge(record: dict[str, Any], line: int) -> None:
+    raw = _field(record, line, "id", "hex")
+    edge_type = _field(record, line, "type", "text")
+    src, dst = _field(record, line, "src", "hex"), _field(record, line, "dst", "hex")
+    _field(record, line, "world", "hex")
+    _field(record, line, "slot", "int")
+    props = _field(record, line, "props", "dict")
+    valid_at = _field(record, line, "valid_at", "time")
+    _field(record, line, "created_at", "time")
+    for name in ("invalid_at", "closed_at"):
+        _field(record, line, name, "time", optional=True)
+    if record.get("expired_at") is not None:
+        raise _bad(line, "field 'expired_at' of an edge is set; edges are closed, never retracted")
+    if edge_id(edge_body(edge_type, src, dst, valid_at, canonical_json(props))).hex() != raw:
+        raise _bad(line, f"edge {raw[:16]}… does not hash to its id (its type, ends, props or valid_at changed)")
+    changes = record.get("changes", [])
+    if not isinstance(changes, list) or not all(isinstance(c, list) and len(c) == 3 for c in changes):
+        raise _bad(line, "field 'changes' is not a list of [at, invalid_at, closed_at]")
+    if not all(isinstance(c[0], str) and _TIME.match(c[0]) for c in changes):
+        raise _bad(line, "field 'changes' holds an entry whose time is not a time")
+    last = changes[-1][1:] if changes else [None, None]
+    if last != [record.get("invalid_at"), record.get("closed_at")]:
+        raise _bad(line, "field 'changes' does not end at the edge's state")
+
+
+def _check_other(record: dict[str, Any], line: int) -> None:
+    kind = record["kind"]
+    if kind == "alias":
+        _field(record, line, "node", "hex")
+        _field(record, line, "alias", "text")
+        _field(record, line, "created_at", "time")
+    elif kind == "proposal":
+        _field(record, line, "a", "hex")
+        _field(record, line, "b", "hex")
+        if record.get("status") not in {s.value for s in MergeStatus}:
+            raise _bad(line, "field 'status' is not pending, accepted or rejected")
+        _field(record, line, "proposed_at", "time")
+    else:
+        _field(record, line, "turn", "hex")
+        _field(record, line, "scope", "hex")
+        _field(record, line, "said_at", "time")
+        _field(record, line, "enqueued_at", "time")
+
+
+def parse(lines: Iterable[str]) -> _Parsed:
+    """Every line parsed and checked on its own (ids against bodies, fields, the header)."""
+    parsed: _Parsed | None = None
+    try:
+        parsed = _parse_lines(lines)
+    except UnicodeDecodeError:
+        raise InvalidInput("the file is not UTF-8 text, as an export is; nothing was imported") from None
+    if parsed is None:
+        raise InvalidInput(f"the file is empty: an export starts with a {FORMAT} header line; nothing was imported")
+    return parsed
+
+
+def _parse_lines(lines: Iterable[str]) -> _Parsed | None:
+    parsed: _Parsed | None = None
+    if isinstance(lines, (str, bytes, Mapping)) or not isinstance(lines, Iterable):
+        raise InvalidInput("give the lines of an export (a list of text, or an open file); nothing was imported")
+    for line, text in enumerate(lines, start=1):
+        if not isinstance(text, str):
+            raise _bad(line, f"a line is text, got {type(text).__name__}")
+        if not text.strip():
+            continue
+        try:
+            record = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise _bad(line, f"not JSON ({exc.msg}; a truncated file?)") from None
+        if not isinstance(record, dict):
+            raise _bad(line, "not a JSON object")
+        if parsed is None:
+            if record.get("kind") != "header" or record.get("format") != FORMAT:
+                raise _bad(line, f"the file does not start with a {FORMAT} header (field 'format')")
+            if record.get("version") != VERSION:
+                raise _bad(line, f"field 'version' is {record.get('version')!r}; this worlddb reads version {VERSION}")
+            _field(record, line, "store_root", "hex")
+            if not isinstance(record.get("worlds"), dict):
+                raise _bad(line, "field 'worlds' is not a mapping of world ids to roots")
+            parsed = _Parsed(record)
+            continue
+        kind = record.get("kind")
+        if kind == "node":
+            _check_node(record, line)
+            if record["id"] in parsed.nodes:
+                raise _bad(line, f"node {record['id'][:16]}… appears twice (field 'id')")
+            parsed.nodes[record["id"]] = (line, record)
+        elif kind == "edge":
+            _check_edge(record, line)
+            parsed.edges.append((line, record))
+        elif kind in KINDS:
+            _check_other(record, line)
+            parsed.others.append((line, record))
+        else:
+            raise _bad(line, f"field 'kind' is {kind!r}, not one of {', '.join(KINDS)}")
+    return parsed
+
+
+def _references(parsed: _Parsed) -> Iterator[tuple[int, str, str]]:
+    """(line, field, id) of every node id a record names."""
+    for line, record in parsed.nodes.values():
+        yield line, "parent", record["parent"]
+    for line, record in parsed.edges:
+        yield line, "src", record["src"]
+        yield line, "dst", record["dst"]
+    for line, record in parsed.others:
+        for name in ("node", "a", "b", "turn", "scope"):
+            if name in record:
+                yield line, name, record[name]
+
+
+# ---- import ---------------------------------------------------------------------------------
+
+
+@dataclass
+class _Counts:
+    added: int = 0
+    existing: int = 0
+    tightened: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return {"added": self.added, "existing": self.existing, "tightened": self.tightened}
+
+
+def _adopted_node(record: dict[str, Any], parent: int, vector: Any) -> AdoptedNode:
+    fts = record["fts"] if "fts" in record else _derived_fts(record["body"])
+    return AdoptedNode(
+        id=bytes.fromhex(record["id"]),
+        type=record["type"],
+        parent=parent,
+        body=record["body"],
+        valid_at=record["valid_at"],
+        created_at=record["created_at"],
+        invalid_at=record.get("invalid_at"),
+        closed_at=record.get("closed_at"),
+        expired_at=record.get("expired_at"),
+        retired=record["retired"],
+        salience=float(record["salience"]),
+        changes=[(at, inv, closed, exp, int(bool(ret))) for at, inv, closed, exp, ret in record.get("changes", [])],
+        fts=None if fts is None else (str(fts[0] or ""), str(fts[1]), fts[2]),
+        vector=vector,
+        roots=[(at, bytes.fromhex(root), int(size)) for at, root, size in record.get("roots", [])],
+    )
+
+
+def _vectors(r: Reconciler, parsed: _Parsed, new: set[str]) -> dict[str, Any]:
+    """The new nodes' vectors under this store's embedder (none without one), in batches."""
+    if r.embedder is None:
+        return {}
+    texts: list[tuple[str, str]] = []
+    for hex_id in new:
+        record = parsed.nodes[hex_id][1]
+        fts = _adopted_node(record, 0, None).fts
+        text = "" if fts is None else embedding_text(json.loads(record["body"]).get("name"), fts[1])
+        if text:
+            texts.append((hex_id, text))
+    out: dict[str, Any] = {}
+    for start in range(0, len(texts), EMBED_BATCH):
+        chunk = texts[start : start + EMBED_BATCH]
+        for (hex_id, _), vector in zip(chunk, embed_checked(r.embedder, [t for _, t in chunk], r.dim), strict=True):
+            out[hex_id] = vector
+    return out
+
+
+def _adopt_members(txn: Transaction, parsed: _Parsed, nids: dict[str, int], vectors: dict[str, Any]) -> dict[str, Any]:
+    """Nodes and edges in each world's slot order, each once what it names is written (a merge of queues)."""
+    nodes, edges = _Counts(), _Counts()
+    queues: dict[str, deque[tuple[int, str, dict[str, Any]]]] = {}
+    items = [(line, "n", rec) for line, rec in parsed.nodes.values()] + [(line, "e", rec) for line, rec in parsed.edges]
+    for line, kind, rec in sorted(items, key=lambda item: item[2]["slot"]):
+        queues.setdefault(rec["parent"] if kind == "n" else rec["world"], deque()).append((line, kind, rec))
+    waiting: dict[str, list[str]] = {}
+    stack = list(queues)
+    while stack:
+        world = stack.pop()
+        queue = queues[world]
+        while queue:
+            _, kind, rec = queue[0]
+            needs = [rec["parent"]] if kind == "n" else [rec["src"], rec["dst"]]
+            missing = next((n for n in needs if n not in nids), None)
+            if missing is not None:
+                waiting.setdefault(missing, []).append(world)
+                break
+            queue.popleft()
+            if kind == "n":
+                before = txn.store.nid_of(bytes.fromhex(rec["id"]))
+                adopted = _adopted_node(rec, nids[rec["parent"]], vectors.get(rec["id"]))
+                if before is not None:
+                    changed = txn.tighten_node(
+                        before, adopted.invalid_at, adopted.closed_at, adopted.expired_at, adopted.retired
+                    )
+                    nodes.tightened += changed
+                    nodes.existing += 1
+                    nids[rec["id"]] = before
+                else:
+                    nid, _ = txn.adopt_node(adopted)
+                    if rec.get("body") is None:
+                        transfer_rows.add_tombstone(txn.store.conn, adopted.id, rec["purged_at"])
+                    nodes.added += 1
+                    nids[rec["id"]] = nid
+                stack.extend(waiting.pop(rec["id"], []))
+            else:
+                edge = AdoptedEdge(
+                    id=bytes.fromhex(rec["id"]),
+                    type=rec["type"],
+                    src=nids[rec["src"]],
+                    dst=nids[rec["dst"]],
+                    props=canonical_json(rec["props"]),
+                    valid_at=rec["valid_at"],
+                    created_at=rec["created_at"],
+                    invalid_at=rec.get("invalid_at"),
+                    closed_at=rec.get("closed_at"),
+                    changes=[(inv, closed) for _at, inv, closed in rec.get("changes", [])],
+                )
+                known = txn.store.edge_exists(edge.id)
+                txn.adopt_edge(edge)
+                if known is None:
+                    edges.added += 1
+                else:
+                    edges.existing += 1
+    stuck = next((q[0] for q in queues.values() if q), None)
+    if stuck is not None:
+        line, _, rec = stuck
+        raise _bad(line, f"{rec['kind']} {rec['id'][:16]}… waits on a node that sits in a cycle of parents")
+    return {"nodes": nodes.as_dict(), "edges": {"added": edges.added, "existing": edges.existing}}
+
+
+def _latest(parsed: _Parsed) -> str:
+    """The latest belief time the file writes (creations, closes, logged roots)."""
+    times = [""]
+    for _, rec in parsed.nodes.values():
+        times += [rec["created_at"], rec.get("closed_at") or "", rec.get("expired_at") or ""]
+        times += [c[0] for c in rec.get("changes", [])] + [x[0] for x in rec.get("roots", [])]
+    for _, rec in parsed.edges:
+        times += [rec["created_at"], rec.get("closed_at") or ""]
+    return max(times)
+
+
+def import_records(r: Reconciler, root: int, lines: Iterable[str]) -> dict[str, Any]:
+    """Check every line, then write the whole file in one transaction; a summary of what it did.
+
+    Raises ``InvalidInput`` naming the line and the field of the first fault, before anything is written.
+    """
+    parsed = parse(lines)
+    store = r.store
+    header = parsed.header
+    with translate():
+        root_hex = store.header(root).id.hex()
+        if header["store_root"] != root_hex:
+            raise _bad(1, "field 'store_root' names another root than this store's; it is not a worlddb export")
+        for hex_id in header["worlds"]:
+            if hex_id not in parsed.nodes:
+                raise _bad(1, f"field 'worlds' names {hex_id[:16]}…, which the file does not hold")
+        outside = {ref for _, _, ref in _references(parsed) if ref not in parsed.nodes}
+        found = store.nids_of([bytes.fromhex(h) for h in sorted(outside)])
+        nids = {raw.hex(): nid for raw, nid in found.items()}
+        nids[root_hex] = root
+        for line, name, ref in _references(parsed):
+            if ref not in parsed.nodes and ref not in nids:
+                raise _bad(line, f"field {name!r} names {ref[:16]}…, which neither the file nor this store holds")
+        held = store.nids_of([bytes.fromhex(h) for h in parsed.nodes])
+        new = {h for h in parsed.nodes if bytes.fromhex(h) not in held and parsed.nodes[h][1]["body"] is not None}
+    vectors = _vectors(r, parsed, new)
+    summary: dict[str, Any] = {}
+    aliases = 0
+    proposals: dict[str, int] = {}
+    with r.transaction() as txn:
+        txn.not_before(_latest(parsed))
+        summary.update(_adopt_members(txn, parsed, nids, vectors))
+        for _, rec in parsed.others:
+            if rec["kind"] == "alias":
+                before = store.aliases(nids[rec["node"]])
+                txn.adopt_alias(nids[rec["node"]], rec["alias"], rec.get("source"), rec["created_at"])
+                aliases += len(store.aliases(nids[rec["node"]])) - len(before)
+            elif rec["kind"] == "proposal":
+                outcome = txn.adopt_proposal(
+                    nids[rec["a"]],
+                    nids[rec["b"]],
+                    MergeStatus(rec["status"]),
+                    rec.get("score"),
+                    rec.get("tier"),
+                    str(rec.get("reason") or ""),
+                    rec["proposed_at"],
+                    rec.get("decided_at"),
+                )
+                proposals[outcome] = proposals.get(outcome, 0) + 1
+            else:
+                transfer_rows.queue_turn(
+                    store.conn,
+                    (
+                        nids[rec["turn"]],
+                        nids[rec["scope"]],
+                        rec["said_at"],
+                        rec.get("said_in"),
+                        rec.get("speaker"),
+                        rec["enqueued_at"],
+                    ),
+                )
+    with translate():
+        worlds = []
+        for hex_id, exported in header["worlds"].items():
+            now = store.root_of(store.resolve(hex_id)).hex()
+            worlds.append({"id": hex_id, "exported_root": exported, "root": now, "same": now == exported})
+    summary["aliases_added"] = aliases
+    summary["proposals"] = proposals
+    summary["worlds"] = worlds
+    summary["roots_agree"] = all(w["same"] for w in worlds)
+    summary["scope"] = header.get("scope")
+    return summary
