@@ -184,6 +184,10 @@ CASES: list[tuple[str, str, EndView, EndView, FakeCtx, Sequence[object] | type[E
         for name in ("refers_to", "contradicts", "implies", "derived_from", "instance_of", "causes")
     ],
     ("contradicts-closed-side-ok", "contradicts", end(1, invalid=T2), end(2), FakeCtx(), []),
+    # duplicates: a restatement of a memory of the same type
+    ("duplicates-ok", "duplicates", end(1), end(2), FakeCtx(), []),
+    ("duplicates-self-loop", "duplicates", end(1), end(1), FakeCtx(), EdgeRefused),
+    ("duplicates-other-type", "duplicates", end(1, type_="Fact"), end(2), FakeCtx(), EdgeRefused),
 ]
 
 
@@ -232,6 +236,7 @@ def test_same_as_reason_comes_from_props() -> None:
         ("subtype_of", False),
         ("causes", False),
         ("precedes", False),
+        ("duplicates", False),
     ],
 )
 def test_on_delete(type_: str, refuses: bool) -> None:
@@ -262,7 +267,7 @@ def test_query_rules_folded_from_every_type() -> None:
     assert EdgeRegistry().rules(include_superseded=True).include_superseded is True
 
 
-def test_registry_knows_the_eleven_defaults() -> None:
+def test_registry_knows_the_twelve_defaults() -> None:
     assert EdgeRegistry().names() == tuple(
         sorted(
             [
@@ -277,6 +282,7 @@ def test_registry_knows_the_eleven_defaults() -> None:
                 "subtype_of",
                 "causes",
                 "precedes",
+                "duplicates",
             ]
         )
     )

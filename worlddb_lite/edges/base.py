@@ -113,7 +113,11 @@ class EdgeContext(Protocol):
 
 @runtime_checkable
 class EdgeType(Protocol):
-    """An edge type: a name and three handlers."""
+    """An edge type: a name and three handlers.
+
+    An optional ``functional`` attribute (``BaseEdgeType`` has it, False) says the type holds one
+    current dst per src; the consolidator's contradiction sweep reads it with ``is_functional``.
+    """
 
     name: str
 
@@ -130,6 +134,11 @@ class EdgeType(Protocol):
         ...
 
 
+def is_functional(edge_type: EdgeType) -> bool:
+    """True if the type says it holds one current dst per src (``functional = True``)."""
+    return getattr(edge_type, "functional", False) is True
+
+
 class BaseEdgeType:
     """Sensible defaults: no self-loops, no side effects, no query change.
 
@@ -144,10 +153,16 @@ class BaseEdgeType:
                 return []
 
         db.register_edge_type(Mentors())
+
+    Set ``functional = True`` on a type that holds one current dst per src ("lives_in"): the
+    consolidator flags a src with several current ones (``ops/sweep.py``).
     """
 
     name: str = ""
     allow_self_loop: bool = False
+    # One current dst per src (a person lives in one city): the consolidator's sweep
+    # (ops/sweep.py) flags the dsts of a src holding several with contradicts edges.
+    functional: bool = False
 
     def on_insert(self, edge: EdgeDraft, ctx: EdgeContext) -> Sequence[Decision]:
         """Refuse self-loops unless the type allows them."""

@@ -1,4 +1,4 @@
-"""The eleven default edge types. Each handler is a few lines and table-tested."""
+"""The twelve default edge types. Each handler is a few lines and table-tested."""
 
 from __future__ import annotations
 
@@ -159,6 +159,25 @@ class Precedes(Acyclic):
     name = "precedes"
 
 
+class Duplicates(BaseEdgeType):
+    """src restates dst (the earlier memory, the one kept): both stay; recall returns one of them.
+
+    The consolidator's dedup writes it (ops/dedup.py) between memories of one type and scope;
+    closing it undoes the link, and dedup does not link that pair again.
+    """
+
+    name = "duplicates"
+
+    def on_insert(self, edge: EdgeDraft, ctx: EdgeContext) -> Sequence[Decision]:
+        super().on_insert(edge, ctx)
+        if edge.src.type != edge.dst.type:
+            raise EdgeRefused(
+                f"a {edge.src.type} cannot restate a {edge.dst.type}: duplicates links two memories of one type; "
+                "use refers_to or derived_from"
+            )
+        return []
+
+
 DEFAULT_EDGE_TYPES: tuple[BaseEdgeType, ...] = (
     Contains(),
     RefersTo(),
@@ -171,4 +190,5 @@ DEFAULT_EDGE_TYPES: tuple[BaseEdgeType, ...] = (
     SubtypeOf(),
     Causes(),
     Precedes(),
+    Duplicates(),
 )

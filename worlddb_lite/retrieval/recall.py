@@ -158,7 +158,7 @@ def order(
     fused, later = ranked.nids, {nid: list(reasons) for nid, reasons in ranked.moved.items()}
     if reranker is not None and fused:
         fused = _rerank(view, reranker, query, fused, rerank_depth, later)  # adds its ranks to ``later``
-    top = fused[:k]
+    top = one_of_duplicates(view, fused, k)
     nodes = view.nodes(top)
     turns = _turns(view, nodes, top)
     for nid, reasons in ranked.priors(top, [node.type for node in nodes]).items():  # every score change shows
@@ -168,6 +168,46 @@ def order(
         Hit(node, ranked.score[nid], turns[nid], (*_lane_reasons(view, nid, ranks, found.paths), *later.get(nid, ())))
         for node, nid in zip(nodes, top, strict=True)
     ]
+
+
+def one_of_duplicates(view: ReadView, fused: list[int], k: int) -> list[int]:
+    """The first ``k`` of ``fused`` without a hit that a hit ranked above it restates or is restated by.
+
+    The consolidator links near-duplicate memories with ``duplicates`` (ops/dedup.py) instead of
+    deleting them; a group linked that way returns once, as its best-ranked member. Without such
+    links (no dedup ran) this is ``fused[:k]``: one indexed probe of the edge table.
+    """
+    window = fused[: k + HEAD_DEPTH]  # the dropped are replaced from below, up to this depth
+    rows = queries.linked(
+        view.conn,
+        ("duplicates",),
+        window,
+        None,
+        view.valid,
+        view.belief,
+        towards=False,
+        include_superseded=False,  # a link closed since (or made after an as_of read) counts for nothing
+        far=window,
+    )
+    if not rows:
+        return fused[:k]
+    group = {nid: nid for nid in window}  # union-find over the links: one hit per connected group
+
+    def root(nid: int) -> int:
+        while group[nid] != nid:
+            group[nid] = group[group[nid]]
+            nid = group[nid]
+        return nid
+
+    for _, src, dst, _ in rows:
+        group[root(src)] = root(dst)
+    seen: set[int] = set()
+    kept = []
+    for nid in window:
+        if root(nid) not in seen:
+            seen.add(root(nid))
+            kept.append(nid)
+    return kept[:k]
 
 
 def turns_in_their_places(

@@ -1,0 +1,102 @@
+"""The contradiction sweep: several current values where one is allowed get ``contradicts`` edges.
+
+Two places say "one value at a time":
+
+* an edge type registered with ``functional = True`` (``edges.BaseEdgeType``): a src with
+  current edges of that type to several dsts has its dsts flagged pairwise;
+* a fact on a functional slot (``write/facts.py``: "lives in", "works at", "job title"): two
+  current facts of one subject's slot, in one scope, with different values of the same kind. The
+  write path supersedes or contradicts a value it sees arrive, so these are values that came by
+  other paths: an import from another device, a fact written by hand, a queue drained out of order.
+
+Nothing else is flagged: a slot of many values ("visited") never, a superseded value never (it is
+no longer current). Each flag is an ordinary edge through the ``contradicts`` handler, from the
+later value (valid time, then written order) to the earlier, with ``{"sweep": <type or slot>}``;
+a pair already linked by ``contradicts`` either way is left alone, so a rerun adds nothing.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import defaultdict
+from collections.abc import Iterable
+from typing import NamedTuple
+
+from ..edges.base import is_functional
+from ..store import graph_rows
+from ..store.connection import translate
+from ..text.extract import value_kind
+from ..write.writer import Writer
+from .batches import BATCH, Link, Progress, check_options, write_links
+
+CONTRADICTS = "contradicts"
+
+
+def sweep(writer: Writer, *, dry_run: bool = False, progress: Progress | None = None, batch: int = BATCH) -> int:
+    """Flag the conflicts on functional edge types and fact slots; how many edges (would be, with ``dry_run``).
+
+    ``progress(done, total)`` runs after each committed batch of ``batch`` edges.
+    """
+    size = check_options(dry_run, batch)
+    return write_links(writer, conflicts(writer), dry_run=dry_run, progress=progress, batch=size)
+
+
+def conflicts(writer: Writer) -> list[Link]:
+    """The ``contradicts`` edges the sweep would write, edge types first, then facts."""
+    writer.settle(indexes=False)
+    registry = writer.reconciler.registry
+    with translate():
+        flagged = {frozenset(pair) for pair in graph_rows.linked_pairs(writer.conn, CONTRADICTS)}
+        found: list[Link] = []
+        for name in registry.names():
+            if is_functional(registry.get(name)):
+                found.extend(_pairs(_functional_edges(writer, name), flagged))
+        found.extend(_pairs(_functional_facts(writer), flagged))
+    return found
+
+
+class Claim(NamedTuple):
+    """One value in a group that allows one, ordered by ``order``."""
+
+    order: tuple[str, int]
+    nid: int
+    value: tuple[str, str]  # (value casefolded, value_kind) of a fact; ("#<nid>", "node") of an edge's dst
+    label: str  # the edge type or the slot, kept in the flag's props
+
+
+def _functional_edges(writer: Writer, edge_type: str) -> list[list[Claim]]:
+    """The dsts of each src holding several current edges of ``edge_type``, in written order."""
+    dsts: dict[int, dict[int, None]] = defaultdict(dict)
+    for src, dst in graph_rows.current_pairs(writer.conn, edge_type):
+        dsts[src][dst] = None
+    return [
+        [Claim(("", d), d, (f"#{d}", "node"), edge_type) for d in sorted(ends)]
+        for _, ends in sorted(dsts.items())
+        if len(ends) > 1
+    ]
+
+
+def _functional_facts(writer: Writer) -> list[list[Claim]]:
+    """The current facts of each (world, subject, slot) holding several values, by valid time then written order."""
+    groups: dict[tuple[int, str, str], list[Claim]] = defaultdict(list)
+    for nid, world, subject, slot, value, valid_at in graph_rows.current_facts(writer.conn):
+        claim = Claim((valid_at, nid), nid, (value.strip().casefold(), value_kind(value)), slot)
+        groups[(world, subject.casefold(), slot.casefold())].append(claim)
+    return [facts for _, facts in sorted(groups.items()) if len({c.value for c in facts}) > 1]
+
+
+def _pairs(groups: Iterable[list[Claim]], flagged: set[frozenset[int]]) -> list[Link]:
+    """Later -> earlier ``contradicts`` for each conflicting pair of a group not flagged yet (``flagged`` grows).
+
+    Two values conflict when they differ and, for facts, are of one kind: "3 deadlines" is no value
+    of "deadline: April 25" (the write path's rule, ``write/facts.py``).
+    """
+    out: list[Link] = []
+    for group in groups:
+        for a, b in itertools.combinations(sorted(group), 2):  # a is the earlier of the two
+            pair = frozenset((a.nid, b.nid))
+            if pair in flagged or a.value[0] == b.value[0] or a.value[1] != b.value[1]:
+                continue
+            flagged.add(pair)
+            out.append((b.nid, a.nid, CONTRADICTS, {"sweep": a.label}))
+    return out
