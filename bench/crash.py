@@ -124,7 +124,7 @@ def _child(mode: str, path: str, fd: int, seed: int) -> None:
             ack(f"p {ref} {secret}")
             i += 1
     else:
-        while db.consolidate(DEFAULT_EXTRACTOR, limit=1):
+        while db.consolidate(DEFAULT_EXTRACTOR, only="queue", limit=1).queue:
             i += 1
             ack(f"d {i}")
         ack("empty")

@@ -819,5 +819,5 @@ def test_consolidate_inside_a_batch_joins_it(db: WorldDB) -> None:
     talk = ConversationIn("c", ["me"], [SessionIn("1", "2024-01-01", [TurnIn("I live in Austin", "me")])])
     db.ingest(talk, deferred=True)
     with db.batch():
-        assert db.consolidate(RuleExtractor()) == 1
+        assert db.consolidate(RuleExtractor()).queue == 1
     assert db.queued() == 0 and [n.content for n in db.nodes(type="Fact")] == ["me lives in: Austin"]

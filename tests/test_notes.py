@@ -43,7 +43,7 @@ def test_deferred_queues_the_same_work_for_consolidate(db: WorldDB, tmp_path) ->
                 "I moved to Porto", scope="ana", valid_at="2024-05-01", extractor=RuleExtractor(), deferred=deferred
             )
         assert db.queued() == 2 and _facts(db, "ana") == []
-        assert db.consolidate(RuleExtractor()) == 2 and db.queued() == 0
+        assert db.consolidate(RuleExtractor()).queue == 2 and db.queued() == 0
         assert _facts(db, "ana") == _facts(other, "ana") == ["ana lives in: Porto"]
     finally:
         other.close()

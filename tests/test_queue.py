@@ -49,9 +49,10 @@ def test_deferred_ingest_queues_turns_and_a_drain_writes_the_same_facts(tmp_path
         deferred.ingest(_moves(5), deferred=True)  # the same conversation again queues nothing new
         assert deferred.queued() == 5
         seen: list[tuple[int, int]] = []
-        assert deferred.consolidate(RuleExtractor(), progress=lambda d, t: seen.append((d, t))) == 5
+        progress = lambda step, d, t: seen.append((d, t))  # noqa: E731
+        assert deferred.consolidate(RuleExtractor(), only="queue", progress=progress).queue == 5
         assert seen[-1] == (5, 5) and deferred.queued() == 0
-        assert deferred.consolidate(RuleExtractor()) == 0
+        assert deferred.consolidate(RuleExtractor()).queue == 0
 
         def facts(db: WorldDB) -> list[tuple[str | None, str | None]]:
             return sorted(
@@ -78,7 +79,7 @@ SLOW_DRAIN = textwrap.dedent("""
             return super().extract(text, **kw)
 
     db = WorldDB({path!r}, embedder=FakeEmbedder())
-    db.consolidate(Slow(), progress=lambda done, total: print(done, flush=True))
+    db.consolidate(Slow(), only="queue", progress=lambda step, done, total: print(done, flush=True))
 """)
 
 
@@ -98,7 +99,7 @@ def test_a_drain_killed_mid_queue_loses_nothing_and_repeats_nothing(tmp_path: Pa
     with WorldDB(path, embedder=FakeEmbedder()) as db:
         left = db.queued()
         assert 0 < left < 40  # some done, some not
-        assert db.consolidate(RuleExtractor()) == left
+        assert db.consolidate(RuleExtractor()).queue == left
         facts = db.nodes(world=db.scope("me"), type="Fact", include_superseded=True)
         assert len(facts) == 40  # one fact per turn: none lost, none written twice
         turns = {n.id for n in db.nodes(world=db.scope("me"), type="Turn")}
@@ -121,7 +122,7 @@ def test_the_cli_ingests_deferred_and_consolidates(tmp_path: Path, capsys: pytes
     assert main(["consolidate", store, "--limit", "1", "--json"]) == 0
     assert '"pending": 1' in capsys.readouterr().out
     assert main(["consolidate", store]) == 0
-    assert "consolidating" in capsys.readouterr().err
+    assert "queue [" in capsys.readouterr().err  # a progress bar per step
     with WorldDB(store) as db:
         assert [n.content for n in db.nodes(world=db.scope("me"), type="Fact")] == ["user lives in: Denver"]
 
@@ -170,7 +171,7 @@ def test_a_turn_purged_while_a_drain_waits_to_write_is_not_extracted(tmp_path: P
 
     db._writer.transaction = purge_first  # type: ignore[method-assign,assignment]
     try:
-        assert db.consolidate(RuleExtractor()) == 0
+        assert db.consolidate(RuleExtractor()).queue == 0
     finally:
         db._writer.transaction = real  # type: ignore[method-assign]
     assert purges and db.queued() == 0

@@ -14,7 +14,11 @@ from .db import Extractor, WorldDB
 
 
 class Consolidator:
-    """Drains the queue of a store file, then re-resolves identities, every ``interval`` seconds."""
+    """Drains the queue of a store file, then re-resolves identities, every ``interval`` seconds.
+
+    With ``summaries``, each pass also writes the summaries, timelines and profiles of worlds that have
+    been quiet for an hour and changed since theirs (``WorldDB.consolidate``).
+    """
 
     def __init__(
         self,
@@ -22,12 +26,15 @@ class Consolidator:
         extractor: Extractor,
         *,
         interval: float = 1.0,
+        summaries: bool = False,
         open_store: Callable[[str], WorldDB] | None = None,
     ) -> None:
         self.path = path
         self.extractor = extractor
         self.interval = interval
         self.processed = 0
+        self.summarised = 0  # summaries, timelines and profiles written
+        self.summaries = summaries
         self.proposed = 0  # same_as proposals its re-resolution staged
         self.error: BaseException | None = None
         self._open = open_store
@@ -48,10 +55,15 @@ class Consolidator:
             db = self._open(self.path) if self._open is not None else WorldDB(self.path, create=False)
             try:
                 while not self._stop.is_set():
-                    while not self._stop.is_set() and db.consolidate(self.extractor, limit=1, recluster=False):
+                    while (
+                        not self._stop.is_set()
+                        and db.consolidate(self.extractor, only="queue", limit=1, recluster=False).queue
+                    ):
                         self.processed += 1
                     if not self._stop.is_set():
                         self.proposed += db.recluster()  # also what inline ingests wrote meanwhile
+                    if self.summaries and not self._stop.is_set():  # quiet worlds only (min_age): cheap when none
+                        self.summarised += sum(db.consolidate(only=("summaries", "timelines")).done.values())
                     self._stop.wait(self.interval)
             finally:
                 db.close()

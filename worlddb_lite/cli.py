@@ -7,6 +7,7 @@ one-line messages (exit code 2) in one place, ``main``.
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
 import os
 import sys
@@ -24,7 +25,7 @@ from . import (
     __version__,
     load_conversations,
 )
-from .db import DEFAULT_BUDGET, DEFAULT_EXTRACTOR, DEFAULT_SCOPE, WorldDB
+from .db import CONSOLIDATION_STEPS, DEFAULT_BUDGET, DEFAULT_EXTRACTOR, DEFAULT_MIN_AGE, DEFAULT_SCOPE, WorldDB
 from .errors import InvalidInput, WorldDBError
 from .types import SCOPE_KINDS, Node, Page, plain, scope_record
 
@@ -486,15 +487,44 @@ def cmd_ingest(args: argparse.Namespace) -> Any:
 
 @command(
     "consolidate",
-    "run the extractor over queued turns, each in its own transaction",
+    "the store's sleep cycle: queued extraction, summaries and timelines, profiles; idempotent, resumable",
     _with(
-        lambda p: p.add_argument("--limit", type=int, help="stop after this many turns (default: every queued turn)")
+        lambda p: p.add_argument(
+            "--only",
+            action="append",
+            choices=CONSOLIDATION_STEPS,
+            help="run only this step (repeatable; default: every step, in order)",
+        ),
+        lambda p: p.add_argument(
+            "--dry-run", action="store_true", help="count what each step would write, and write nothing"
+        ),
+        lambda p: p.add_argument(
+            "--min-age",
+            type=float,
+            default=DEFAULT_MIN_AGE.total_seconds() / 60,
+            help="summarise only worlds unchanged for this many minutes "
+            f"(default {DEFAULT_MIN_AGE.total_seconds() / 60:g})",
+        ),
+        lambda p: p.add_argument("--limit", type=int, help="stop after this many queued turns (default: every one)"),
     ),
 )
 def cmd_consolidate(args: argparse.Namespace) -> Any:
+    if args.min_age < 0:
+        raise InvalidInput(f"--min-age is {args.min_age:g} minutes; give 0 or more")
+    bars: dict[str, Callable[[int, int], None]] = {}
+
+    def progress(step: str, done: int, total: int) -> None:
+        bars.setdefault(step, _progress_bar(step))(done, total)
+
     with _open(args) as db:
-        done = db.consolidate(limit=args.limit, progress=None if args.json else _progress_bar("consolidating"))
-        return {"processed": done, "pending": db.queued()}
+        report = db.consolidate(
+            only=args.only,
+            dry_run=args.dry_run,
+            min_age=dt.timedelta(minutes=args.min_age),
+            limit=args.limit,
+            progress=None if args.json else progress,
+        )
+        return {**report.done, "dry_run": report.dry_run, "pending": db.queued()}
 
 
 def _progress_bar(label: str) -> Callable[[int, int], None]:

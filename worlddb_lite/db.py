@@ -14,6 +14,7 @@ operations to ``ops``. It holds no SQL and no write or read logic of its own.
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import os
 import uuid
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
@@ -27,7 +28,10 @@ from .checks import MAX_SCOPES, file_name
 from .edges import EdgeRegistry, EdgeType
 from .errors import IntegrityViolation, InvalidInput, NotFound
 from .models.embed import Embedder, token_table
-from .ops import maintenance, purge, reembed, transfer
+from .ops import consolidation, maintenance, purge, reembed, transfer
+from .ops.consolidation import DEFAULT_MIN_AGE, Consolidation
+from .ops.consolidation import STEPS as CONSOLIDATION_STEPS
+from .ops.summaries import ExtractiveSummarizer, Summarizer
 from .ops.verify import root_history_divergences, verify_store
 from .retrieval.context import DEFAULT_BUDGET, Context, assemble
 from .retrieval.query import QuerySpec
@@ -73,7 +77,17 @@ if TYPE_CHECKING:
 COMPOSE_KINDS = ("attention", "mean")  # v2 (default) and v1 composed world embeddings
 _DEFAULT = object()
 
-__all__ = ["DEFAULT_BUDGET", "DEFAULT_EXTRACTOR", "DEFAULT_SCOPE", "MAX_SCOPES", "Extractor", "WorldDB"]
+__all__ = [
+    "CONSOLIDATION_STEPS",
+    "DEFAULT_BUDGET",
+    "DEFAULT_EXTRACTOR",
+    "DEFAULT_MIN_AGE",
+    "DEFAULT_SCOPE",
+    "MAX_SCOPES",
+    "Consolidation",
+    "Extractor",
+    "WorldDB",
+]
 
 
 class WorldDB:
@@ -407,20 +421,42 @@ class WorldDB:
         self,
         extractor: Extractor = DEFAULT_EXTRACTOR,
         *,
+        only: str | Sequence[str] | None = None,
+        dry_run: bool = False,
+        min_age: dt.timedelta = DEFAULT_MIN_AGE,
+        summarizer: Summarizer | None = None,
         limit: int | None = None,
-        progress: Callable[[int, int], None] | None = None,
+        progress: Callable[[str, int, int], None] | None = None,
         recluster: bool = True,
-    ) -> int:
-        """Run the extractor over queued turns, oldest first, each in its own transaction; how many.
+    ) -> Consolidation:
+        """The store's sleep cycle: the steps ``only`` names (default all, in order), each idempotent.
 
-        Then, if any was processed and ``recluster``, re-resolve the identities near what they wrote.
+        ``queue``: the extractor over deferred turns and notes (at most ``limit``), then re-resolving
+        identities near what they wrote if ``recluster``. ``summaries``: a Summary of each session of
+        six turns or more and a timeline of each scope, ``derived_from`` what they quote, written by
+        ``summarizer`` (default ``ExtractiveSummarizer()``, no model). ``timelines``: each subject's
+        profile and history from its facts. Only worlds quiet for ``min_age`` are summarised, and only
+        when they changed since their summary. Work commits in batches: a kill keeps what was done and
+        a rerun finishes. ``dry_run`` counts what would be written and writes nothing. ``progress`` gets
+        (step, done, total). Returns what each step did.
         """
         check_extractor(extractor, optional=False)
         if limit is not None:
             checks.whole(limit, "limit")
-        if not isinstance(recluster, bool):
-            raise InvalidInput(f"recluster must be True or False, got {recluster!r}")
-        return queue.drain(self._writer, extractor, limit=limit, progress=progress, recluster=recluster)
+        for flag, value in (("recluster", recluster), ("dry_run", dry_run)):
+            if not isinstance(value, bool):
+                raise InvalidInput(f"{flag} must be True or False, got {value!r}")
+        return consolidation.run(
+            self._writer,
+            extractor,
+            only=only,
+            dry_run=dry_run,
+            min_age=min_age,
+            summarizer=summarizer if summarizer is not None else ExtractiveSummarizer(),
+            limit=limit,
+            recluster=recluster,
+            progress=progress,
+        )
 
     def queued(self) -> int:
         """How many turns wait in the extraction queue."""
@@ -791,10 +827,24 @@ class WorldDB:
             late=late,
         )
 
-    def context(self, query: str, *, budget: int = DEFAULT_BUDGET, k: int = 30, **options: Any) -> Context:
-        """``recall`` (same options), assembled into a token-budgeted, provenance-tagged context text."""
+    def context(
+        self,
+        query: str,
+        *,
+        budget: int = DEFAULT_BUDGET,
+        k: int = 30,
+        prefer_summaries: bool = True,
+        **options: Any,
+    ) -> Context:
+        """``recall`` (same options), assembled into a token-budgeted, provenance-tagged context text.
+
+        ``prefer_summaries``: a summary (``consolidate``) stands for its turns, which are not repeated
+        after it; False gives the details instead of the summaries.
+        """
         budget = checks.whole(budget, "budget", least=1, most=1_000_000)  # refused before a recall is spent on it
-        return assemble(self.recall(query, k=k, **options), budget=budget)
+        if not isinstance(prefer_summaries, bool):
+            raise InvalidInput(f"prefer_summaries must be True or False, got {prefer_summaries!r}")
+        return assemble(self.recall(query, k=k, **options), budget=budget, prefer_summaries=prefer_summaries)
 
     def query(self, spec: QuerySpec) -> Subgraph:
         """Run a declarative query: a start set and a pipeline of operators, into a Subgraph."""

@@ -93,13 +93,21 @@ def line(number: int, hit: Hit) -> str:
     return f"[{number}] {when} · {what}: {text}{note} <{why}{sources}; id {node.id[:12]}>"
 
 
-def assemble(recall: Recall, *, budget: int = DEFAULT_BUDGET) -> Context:
-    """The hits of ``recall`` as numbered lines, in rank order, within ``budget`` tokens."""
+def assemble(recall: Recall, *, budget: int = DEFAULT_BUDGET, prefer_summaries: bool = True) -> Context:
+    """The hits of ``recall`` as numbered lines, in rank order, within ``budget`` tokens.
+
+    ``prefer_summaries``: a turn a summary already placed stands for is not repeated below it, so the
+    budget goes to what the summary does not say; False leaves summaries out and gives the details
+    (descending from a summary on demand).
+    """
     header = f"Memories recalled for: {' '.join(recall.query.split())[:200]} (as of {recall.as_of[:10]})"
     used = estimate_tokens(header)
     items: list[ContextItem] = []
     left_out = 0
+    covered: set[str] = set()  # turns a placed summary stands for
     for hit in recall.hits:
+        if (hit.node.type == "Summary" and not prefer_summaries) or hit.node.id in covered:
+            continue
         text = line(len(items) + 1, hit)
         cost = estimate_tokens(text) + 1  # the line break
         if used + cost > budget:
@@ -107,5 +115,7 @@ def assemble(recall: Recall, *, budget: int = DEFAULT_BUDGET) -> Context:
             continue
         used += cost
         items.append(ContextItem(hit.node.id, status(hit), text, cost))
+        if hit.node.type == "Summary":
+            covered.update(turn.id for turn in hit.turns)
     body = "\n".join([header, *(item.text for item in items)])
     return Context(body, tuple(items), used, budget, left_out)

@@ -160,7 +160,7 @@ def order(
         fused = _rerank(view, reranker, query, fused, rerank_depth, later)  # adds its ranks to ``later``
     top = one_of_duplicates(view, fused, k)
     nodes = view.nodes(top)
-    turns = _turns(view, nodes, top)
+    turns = _turns(view, nodes, top, ranked.score)
     for nid, reasons in ranked.priors(top, [node.type for node in nodes]).items():  # every score change shows
         later[nid] = [*reasons, *later.get(nid, ())]
     ranks = {lane: {nid: place for place, nid in enumerate(ranking, start=1)} for lane, ranking in found.lanes.items()}
@@ -252,6 +252,8 @@ def session_prior(view: ReadView, ranked: list[tuple[int, float]], weight: float
 
     A note or fact (``SIBLING_KINDS``) gains the same from the notes and facts of its own world: the
     prior reads every memory in its world, so a session's turns no longer bury a note that leads the lanes.
+    A summary (``consolidate``) gains nothing: it competes on what the lanes say of it (every prior
+    tried for summaries cost LoCoMo recall@10 0.01 to 0.02: docs/decisions.md).
 
     A turn is read in its conversation: the session where the best evidence lies is the likeliest
     home of the rest of it (session recall ran ahead of turn recall). The session's best turn
@@ -362,8 +364,14 @@ def _rerank(
     return [head[i] for i in order] + fused[depth:]
 
 
-def _turns(view: ReadView, nodes: Sequence[Node], nids: Sequence[int]) -> dict[int, tuple[Node, ...]]:
-    """The turns each hit stands for: a turn itself; a fact or summary the turns it came from."""
+def _turns(
+    view: ReadView, nodes: Sequence[Node], nids: Sequence[int], score: Mapping[int, float] | None = None
+) -> dict[int, tuple[Node, ...]]:
+    """The turns each hit stands for: a turn itself; a fact or summary the turns it came from.
+
+    With ``score`` (the recall's fused scores), a summary's turns come best first: those the recall
+    ranked too, by their scores, then the rest as written.
+    """
     found: dict[int, list[int]] = {nid: [nid] for nid, node in zip(nids, nodes, strict=True) if node.type == "Turn"}
     for edge_type in sorted(set(SOURCE_EDGES.values())):
         sources = [nid for nid, node in zip(nids, nodes, strict=True) if SOURCE_EDGES.get(node.type) == edge_type]
@@ -383,6 +391,10 @@ def _turns(view: ReadView, nodes: Sequence[Node], nids: Sequence[int]) -> dict[i
             rows = [row for row in rows if row[2] in within]
         for _, src, turn, _ in rows:
             found.setdefault(src, []).append(turn)
+    summaries = {nid for nid, node in zip(nids, nodes, strict=True) if node.type == "Summary"}
+    for src, turns in found.items():
+        if src in summaries and score is not None:  # sorted is stable: the unranked stay as written, after
+            found[src] = sorted(turns, key=lambda t: (t not in score, -score.get(t, 0.0)))
     loaded = dict(zip(nids, nodes, strict=True))  # a turn hit is its own turn: loaded once
     wanted = sorted({t for ts in found.values() for t in ts} - set(loaded))
     loaded.update(zip(wanted, view.nodes(wanted), strict=True))

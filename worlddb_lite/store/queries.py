@@ -584,3 +584,104 @@ def latest_session(conn: apsw.Connection, scope: int) -> tuple[str, str] | None:
 def set_word_context(conn: apsw.Connection, rows: Sequence[tuple[str, int]]) -> None:
     """Rewrite the words-only context column of full-text rows: (context, nid) pairs."""
     conn.executemany("update node_fts set context = ? where rowid = ?", rows)
+
+
+# ---- the consolidator's reads (ops/summaries.py, ops/timelines.py) ----------------------------
+
+
+def quiet_worlds(conn: apsw.Connection, node_type: str, older_than: str) -> list[tuple[int, str, str]]:
+    """(nid, name, its root's last change) of the worlds of ``node_type`` unchanged since ``older_than``."""
+    sql = (
+        "select n.nid, json_extract(n.body, '$.name'), max(r.at) from node as n join root_log as r on r.world = n.nid "
+        "where n.type = ? and n.body is not null group by n.nid having max(r.at) <= ? order by n.nid"
+    )
+    return [(as_int(nid), str(name), str(at)) for nid, name, at in conn.execute(sql, (node_type, older_than))]
+
+
+def current_summary(
+    conn: apsw.Connection, world: int, kind: str, *, part: int | None = None, of: str | None = None
+) -> tuple[int, str, int] | None:
+    """(nid, written at, items covered) of the current summary of ``kind`` (``part``, ``of``) inside ``world``."""
+    row = conn.execute(
+        "select n.nid, s.created_at, coalesce(json_extract(n.body, '$.props.items'), 0) from node as n "
+        "join node_state as s on s.nid = n.nid where n.parent = ?1 and n.type = 'Summary' "
+        "and json_extract(n.body, '$.props.summary') = ?2 "
+        "and (?3 is null or json_extract(n.body, '$.props.part') = ?3) "
+        "and (?4 is null or json_extract(n.body, '$.props.of') = ?4) "
+        "and s.invalid_at is null and s.expired_at is null and s.retired = 0 order by n.nid desc limit 1",
+        (world, kind, part, of),
+    ).fetchone()
+    return None if row is None else (as_int(row[0]), str(row[1]), as_int(row[2]))
+
+
+def world_items(conn: apsw.Connection, world: int) -> list[tuple[int, str, str, str | None, int]]:
+    """(nid, text, valid time, speaker, facts learned from it) of a world's current turns and notes, in slot order."""
+    rows = conn.execute(
+        "select n.nid, json_extract(n.body, '$.content'), s.valid_at, json_extract(n.body, '$.props.speaker'), "
+        "(select count(*) from edge as e join node as f on f.nid = e.src "
+        "where e.dst = n.nid and e.type = 'refers_to' and f.type = 'Fact') "
+        "from node as n join node_state as s on s.nid = n.nid "
+        "where n.parent = ? and n.type in ('Turn', 'Memory') and n.body is not null "
+        "and s.invalid_at is null and s.expired_at is null and s.retired = 0 order by n.slot",
+        (world,),
+    )
+    return [
+        (as_int(nid), str(text), str(at), None if who is None else str(who), as_int(facts))
+        for nid, text, at, who, facts in rows
+        if text
+    ]
+
+
+def scope_sessions(conn: apsw.Connection, scope: int) -> list[tuple[int, str, str]]:
+    """(nid, name, its root's last change) of a scope's sessions, in the order their first turns were said."""
+    rows = conn.execute(
+        "select w.nid, json_extract(w.body, '$.name'), "
+        "(select max(r.at) from root_log as r where r.world = w.nid), "
+        "(select min(s.valid_at) from node as t join node_state as s on s.nid = t.nid "
+        "where t.parent = w.nid and t.type = 'Turn') as began "
+        "from node as w where w.parent = ? and w.type = 'Session' and w.body is not null order by began, w.nid",
+        (scope,),
+    )
+    return [(as_int(nid), str(name), str(at)) for nid, name, at, began in rows if began is not None and at is not None]
+
+
+def scope_facts(conn: apsw.Connection, scope: int) -> list[tuple[int, str, str, str, str, str | None, str]]:
+    """(nid, subject, slot, value, valid from, valid until, last change) of a scope's believed facts, oldest first."""
+    rows = conn.execute(
+        "select n.nid, json_extract(n.body, '$.props.subject'), json_extract(n.body, '$.props.slot'), "
+        "json_extract(n.body, '$.props.value'), s.valid_at, s.invalid_at, max(s.created_at, coalesce(s.closed_at, '')) "
+        "from node as n join node_state as s on s.nid = n.nid where n.parent = ? and n.type = 'Fact' "
+        "and n.body is not null and s.expired_at is null and s.retired = 0 order by s.valid_at, n.nid",
+        (scope,),
+    )
+    return [
+        (as_int(nid), str(subject), str(slot), str(value), str(start), None if end is None else str(end), str(changed))
+        for nid, subject, slot, value, start, end, changed in rows
+        if subject and slot and value is not None
+    ]
+
+
+def fact_sources(conn: apsw.Connection, facts: Sequence[int]) -> list[int]:
+    """The turns and notes ``facts`` were learned from (their ``refers_to`` edges), in nid order."""
+    return [
+        as_int(r[0])
+        for r in conn.execute(
+            "select distinct e.dst from edge as e join node as t on t.nid = e.dst "
+            "where e.src in (select value from json_each(?)) and e.type = 'refers_to' "
+            "and t.type in ('Turn', 'Memory') and t.body is not null order by e.dst",
+            (json.dumps(list(facts)),),
+        )
+    ]
+
+
+def shared_entities(conn: apsw.Connection, facts: Sequence[int]) -> list[int]:
+    """The entities every one of ``facts`` refers to (their subject, when they share one), in nid order."""
+    return [
+        as_int(r[0])
+        for r in conn.execute(
+            "select e.dst from edge as e join node as n on n.nid = e.dst "
+            "where e.src in (select value from json_each(?1)) and e.type = 'refers_to' and n.type = 'Entity' "
+            "group by e.dst having count(distinct e.src) = json_array_length(?1) order by e.dst",
+            (json.dumps(sorted(set(facts))),),
+        )
+    ]

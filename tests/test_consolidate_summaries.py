@@ -1,0 +1,200 @@
+"""The consolidator's summaries, timelines, profiles and histories: written once, refreshed when their world changes."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import FakeClock, FakeEmbedder, table_digest
+from worlddb_lite import ConversationIn, InvalidInput, SessionIn, TurnIn, WorldDB
+from worlddb_lite.cli import main
+from worlddb_lite.ops import consolidation
+from worlddb_lite.ops.summaries import Drafted, SummaryItem
+
+NOW = dt.timedelta(0)
+LINES = [
+    ("ana", "I moved to Porto last spring with my sister Rita."),
+    ("assistant", "That sounds great! How is Porto treating you?"),
+    ("ana", "Porto is lovely, we found a flat near the river in Ribeira."),
+    ("assistant", "Nice. Any plans for the summer?"),
+    ("ana", "I start a new job at Farfetch on Monday as a designer."),
+    ("assistant", "Congratulations on the new job!"),
+    ("ana", "Rita is studying medicine at the University of Porto."),
+    ("assistant", "She must be busy with her studies."),
+]
+
+
+def conversation(name: str = "c1") -> ConversationIn:
+    long = SessionIn("s1", "2024-05-01", [TurnIn(text, who) for who, text in LINES])
+    short = SessionIn(
+        "s2", "2024-06-01", [TurnIn("I adopted a kitten called Miso.", "ana"), TurnIn("Cute!", "assistant")]
+    )
+    return ConversationIn(name, ["ana"], [long, short])
+
+
+def summaries(db: WorldDB, kind: str | None = None) -> list[str]:
+    return [n.content or "" for n in db.nodes(type="Summary") if kind is None or n.props.get("summary") == kind]
+
+
+@pytest.fixture
+def ana(db: WorldDB) -> WorldDB:
+    db.ingest(conversation())
+    db.write("I live in Lisbon", scope="ana", valid_at="2023-01-01")
+    db.write("I moved to Braga", scope="ana", valid_at="2024-09-01")
+    return db
+
+
+def test_a_long_session_gets_a_summary_derived_from_the_turns_it_quotes(ana: WorldDB) -> None:
+    report = ana.consolidate(min_age=NOW)
+    assert report["summaries"] == 2 and report["timelines"] == 2  # s1 and the scope's timeline; profile, history
+    (summary,) = [n for n in ana.nodes(type="Summary") if n.props["summary"] == "session"]
+    session = ana.read(summary.parent or "")
+    assert session.type == "Session" and session.name == "c1 / s1"  # inside the world it summarises
+    quoted = {n.id for n in ana.neighbours(summary.id, types=["derived_from"]).nodes} - {summary.id}
+    assert quoted and all(ana.read(t).content in summary.content for t in quoted)  # type: ignore[operator]
+    assert "[2024-05-01] ana: I moved to Porto" in (summary.content or "")
+    (timeline,) = summaries(ana, "timeline")
+    assert timeline.splitlines()[1:] == [
+        "[2024-05-01] ana: I moved to Porto last spring with my sister Rita.",
+        "[2024-06-01] ana: I adopted a kitten called Miso.",
+    ]  # the short session has no summary of its own: the timeline covers it
+
+
+def test_profiles_and_histories_say_what_holds_and_what_changed_when(ana: WorldDB) -> None:
+    ana.consolidate(min_age=NOW)
+    (profile,) = summaries(ana, "profile")
+    (history,) = summaries(ana, "history")
+    assert "lives in: Braga (since 2024-09-01)" in profile and "Lisbon" not in profile
+    assert history.splitlines()[1:] == [
+        "[2023-01-01] lives in: Lisbon (until 2024-05-01)",
+        "[2024-05-01] lives in: Porto (until 2024-09-01)",
+        "[2024-09-01] lives in: Braga (current)",
+    ]
+    hits = ana.recall("the history of ana", k=30).hits  # summaries compete in recall, on their lanes alone
+    (found,) = [h for h in hits if h.node.props.get("summary") == "history"]
+    assert ("text", 1) in [(r.lane, r.rank) for r in found.why] and "entity" in [r.lane for r in found.why]
+
+
+def test_a_second_run_changes_nothing_and_a_dry_run_writes_nothing(ana: WorldDB) -> None:
+    before = table_digest(ana)
+    dry = ana.consolidate(min_age=NOW, dry_run=True)
+    assert dry.dry_run and dry["summaries"] == 2 and dry["timelines"] == 2 and table_digest(ana) == before
+    ana.consolidate(min_age=NOW)
+    after = table_digest(ana)
+    again = ana.consolidate(min_age=NOW)
+    assert set(again.done.values()) == {0} and table_digest(ana) == after
+
+
+def test_a_summary_is_refreshed_when_and_only_when_its_world_changed(ana: WorldDB) -> None:
+    ana.consolidate(min_age=NOW)
+    ana.ingest(ConversationIn("c2", ["bo"], [SessionIn("s1", "2024-07-01", [TurnIn(t, w) for w, t in LINES])]))
+    first = {n.id for n in ana.nodes(type="Summary", world=ana.scope("ana"))}
+    assert ana.consolidate(min_age=NOW)["summaries"] == 2  # bo's session and timeline; ana's untouched
+    assert {n.id for n in ana.nodes(type="Summary", world=ana.scope("ana"))} == first
+    session = next(n for n in ana.nodes(type="Session", world=ana.scope("ana")) if n.name == "c1 / s1")
+    said = "Rita also plays the cello in an orchestra."
+    ana.write(
+        said, world=session.id, type="Turn", name="ana", valid_at="2024-05-01T12:00:00Z", props={"speaker": "ana"}
+    )
+    old = next(n for n in ana.nodes(type="Summary") if n.props["summary"] == "session" and n.id in first)
+    assert ana.consolidate(min_age=NOW)["summaries"] == 2  # that session, and the timeline part holding it
+    closed = ana.read(old.id)
+    assert not closed.is_current and closed.superseded_by  # the old version stays, superseded
+    assert ana.read(closed.superseded_by[0]).props["items"] == len(LINES) + 1  # it covers the new turn
+
+
+def test_a_world_written_lately_waits_for_min_age(db: WorldDB, clock: FakeClock) -> None:
+    db.ingest(conversation())
+    assert db.consolidate(min_age=dt.timedelta(hours=1))["summaries"] == 0
+    clock.advance(dt.timedelta(hours=2))
+    assert db.consolidate(min_age=dt.timedelta(hours=1))["summaries"] == 2
+
+
+class Raising:
+    def summarize(self, kind: str, title: str, items: Sequence[SummaryItem]) -> Drafted:
+        raise RuntimeError("the model is down")
+
+
+class Empty:
+    def summarize(self, kind: str, title: str, items: Sequence[SummaryItem]) -> Drafted:
+        return Drafted("   ", tuple(i.id for i in items))
+
+
+@pytest.mark.parametrize("summarizer, reason", [(Raising(), "the model is down"), (Empty(), "gave no text")])
+def test_a_summariser_that_fails_leaves_the_store_as_it_was(ana: WorldDB, summarizer: object, reason: str) -> None:
+    before = table_digest(ana)
+    with pytest.raises(InvalidInput, match=reason):
+        ana.consolidate(only="summaries", min_age=NOW, summarizer=summarizer)  # type: ignore[arg-type]
+    assert table_digest(ana) == before
+
+
+def test_a_run_killed_halfway_is_finished_by_the_next(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def build(name: str) -> WorldDB:
+        db = WorldDB(str(tmp_path / name), embedder=FakeEmbedder(), clock=FakeClock())
+        for n in range(3):
+            db.ingest(conversation(f"c{n}"))
+        return db
+
+    whole, killed = build("whole.db"), build("killed.db")
+    whole.consolidate(min_age=NOW)
+    monkeypatch.setattr(consolidation, "BATCH", 1)
+
+    def kill(step: str, done: int, total: int) -> None:
+        if done == 1:
+            raise KeyboardInterrupt  # as a kill between two batches
+
+    with pytest.raises(KeyboardInterrupt):
+        killed.consolidate(min_age=NOW, progress=kill)
+    assert len(summaries(killed)) == 1  # the first batch stayed
+    killed.consolidate(min_age=NOW)
+    assert sorted(summaries(killed)) == sorted(summaries(whole))
+    assert set(killed.consolidate(min_age=NOW).done.values()) == {0}
+
+
+def test_bad_options_are_refused(ana: WorldDB) -> None:
+    for options, reason in [
+        ({"only": "dreams"}, "only must name steps"),
+        ({"only": []}, "only must name steps"),
+        ({"min_age": -NOW - dt.timedelta(seconds=1)}, "min_age"),
+        ({"min_age": 5}, "min_age"),
+        ({"summarizer": object()}, "summarize"),
+        ({"dry_run": "yes"}, "dry_run"),
+    ]:
+        with pytest.raises(InvalidInput, match=reason):
+            ana.consolidate(**options)  # type: ignore[arg-type]
+
+
+def test_the_cli_consolidates_step_by_step(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = str(tmp_path / "cli.db")
+    with WorldDB(path) as db:
+        db.ingest(conversation())
+    assert main(["consolidate", path, "--only", "summaries", "--dry-run", "--min-age", "0", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"summaries": 2, "dry_run": True, "pending": 0}
+    assert main(["consolidate", path, "--min-age", "0", "--json"]) == 0
+    done = json.loads(capsys.readouterr().out)
+    assert done["summaries"] == 2 and done["dry_run"] is False
+    assert main(["consolidate", path, "--min-age", "-1"]) == 2
+
+
+def test_context_prefers_a_summary_over_its_details_and_descends_on_demand(ana: WorldDB) -> None:
+    ana.consolidate(min_age=NOW)
+    question = "Porto Rita moved sister medicine University"
+    preferred = ana.context(question, budget=4000, scope="ana")
+    kinds = [ana.read(item.node).type for item in preferred.items]
+    assert "Summary" in kinds
+    placed: set[str] = set()
+    for item in preferred.items:
+        assert item.node not in placed  # no turn after a summary that stands for it
+        node = ana.read(item.node)
+        if node.type == "Summary":
+            sources = ana.neighbours(node.id, types=["derived_from"]).nodes
+            placed |= {n.id for n in sources if n.type == "Turn"}
+    details = ana.context(question, budget=4000, scope="ana", prefer_summaries=False)
+    assert "Summary" not in [ana.read(item.node).type for item in details.items]
+    assert {i.node for i in details.items} >= placed - {i.node for i in preferred.items}  # the details come back
+    with pytest.raises(InvalidInput, match="prefer_summaries"):
+        ana.context(question, prefer_summaries="yes")  # type: ignore[arg-type]

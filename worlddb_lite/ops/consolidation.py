@@ -1,0 +1,114 @@
+"""The consolidator's run: the store's sleep cycle, one step after another, each idempotent.
+
+Steps, in order (``STEPS``): ``queue`` (System 2 over deferred turns and notes), ``summaries``
+(sessions, then scopes' timelines: ops/summaries.py), ``timelines`` (subjects' profiles and
+histories: ops/timelines.py), ``infer`` (transitive closure of causes and subtype_of: ops/infer.py),
+``sweep`` (contradictions on functional edge types and slots: ops/sweep.py), ``dedup`` (near
+duplicates linked: ops/dedup.py). Each commits in batches, so a kill keeps the batches done and a
+rerun finishes the rest; a second run finds nothing to do. ``dry_run`` counts what a run would
+write and writes nothing.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from ..errors import InvalidInput
+from ..store import queries
+from ..text.dates import format_time
+from ..text.extract import Extractor
+from ..write import queue
+from ..write.writer import Writer
+from . import summaries, timelines
+from .dedup import dedup
+from .infer import infer
+from .sweep import sweep
+
+STEPS = ("queue", "summaries", "timelines", "infer", "sweep", "dedup")
+DEFAULT_MIN_AGE = dt.timedelta(hours=1)  # a world quiet this long is done for now: a live session is left alone
+BATCH = 200  # summaries per transaction: a kill loses at most one batch's work, which a rerun redoes
+
+Progress = Callable[[str, int, int], None]  # (step, done, total)
+
+
+@dataclass
+class Consolidation:
+    """What one run did (or, dry, would do): a count per step that ran."""
+
+    done: dict[str, int] = field(default_factory=dict)
+    dry_run: bool = False
+
+    def __getitem__(self, step: str) -> int:
+        return self.done.get(step, 0)
+
+    @property
+    def queue(self) -> int:
+        """Queued turns and notes read by System 2."""
+        return self["queue"]
+
+
+def steps(only: str | Sequence[str] | None) -> tuple[str, ...]:
+    """The steps to run, in their order; ``only`` names one or several (None: all)."""
+    if only is None:
+        return STEPS
+    named = [only] if isinstance(only, str) else list(only)
+    unknown = [s for s in named if s not in STEPS]
+    if unknown or not named:
+        raise InvalidInput(f"only must name steps among {', '.join(STEPS)}; got {named!r}")
+    return tuple(s for s in STEPS if s in named)
+
+
+def run(
+    writer: Writer,
+    extractor: Extractor,
+    *,
+    only: str | Sequence[str] | None,
+    dry_run: bool,
+    min_age: dt.timedelta,
+    summarizer: summaries.Summarizer,
+    limit: int | None,
+    recluster: bool,
+    progress: Progress | None,
+) -> Consolidation:
+    """Run the steps ``only`` names (all by default); what each did."""
+    chosen = steps(only)
+    if not isinstance(min_age, dt.timedelta) or min_age < dt.timedelta(0):
+        raise InvalidInput(f"min_age must be a datetime.timedelta of zero or more, got {min_age!r}")
+    if not isinstance(summarizer, summaries.Summarizer):
+        raise InvalidInput("summarizer must have summarize(kind, title, items) -> Drafted (ops/summaries.py)")
+    now = dt.datetime.fromisoformat(writer.clock().replace("Z", "+00:00"))
+    older_than = format_time(now - min_age)
+    report = Consolidation(dry_run=dry_run)
+    # the scopes quiet when the run began: its own summaries must not make a scope look busy halfway through
+    quiet_scopes = queries.quiet_worlds(writer.conn, "Scope", older_than)
+
+    def told(step: str) -> Callable[[int, int], None] | None:
+        return None if progress is None else (lambda done, total: progress(step, done, total))
+
+    for step in chosen:
+        if step == "queue":
+            report.done[step] = (
+                queue.pending(writer)
+                if dry_run
+                else queue.drain(writer, extractor, limit=limit, progress=told(step), recluster=recluster)
+            )
+        elif step == "summaries":  # sessions first: a timeline part reads a session after its summary is written
+            sessions = summaries.stale_sessions(writer, older_than=older_than)
+            done = summaries.summarise(writer, summarizer, sessions, dry_run=dry_run, batch=BATCH, progress=told(step))
+            parts = summaries.stale_timelines(writer, quiet_scopes)
+            done += summaries.summarise(writer, summarizer, parts, dry_run=dry_run, batch=BATCH, progress=told(step))
+            report.done[step] = done
+        elif step == "timelines":
+            drafted = timelines.stale_profiles(writer, quiet_scopes)
+            report.done[step] = summaries.store_drafted(
+                writer, drafted, dry_run=dry_run, batch=BATCH, progress=told(step)
+            )
+        elif step == "infer":
+            report.done[step] = infer(writer, dry_run=dry_run, progress=told(step))
+        elif step == "sweep":
+            report.done[step] = sweep(writer, dry_run=dry_run, progress=told(step))
+        else:
+            report.done[step] = dedup(writer, dry_run=dry_run, progress=told(step))
+    return report

@@ -1,0 +1,283 @@
+"""Summaries: the consolidator's digests of sessions and of a scope's history, derived from their turns.
+
+A ``Summarizer`` turns a world's dated items (turns and notes, with their speakers) into a text and
+the items it drew on. The default, ``ExtractiveSummarizer``, needs no model: it keeps the sentences
+that carry the world's events (the words the rest of the world repeats, names, numbers, what the
+extractor learned facts from), each with its date and speaker, in the order said. A caller may plug
+in an LLM-backed summariser with the same protocol.
+
+Two kinds are written, each a ``Summary`` node with ``derived_from`` edges to the items it used:
+
+* ``session``: one per Session world of at least ``MIN_SESSION_TURNS`` turns, inside the session;
+* ``timeline``: a scope's history, a line per session in the order they happened, in parts of
+  ``TIMELINE_PART`` sessions (a new session touches the last part only), inside the scope.
+
+A summary is rewritten only when what it covers changed: a session whose Merkle root moved since
+the summary was written (``root_log``), a timeline part whose sessions did. The new version
+supersedes the old (``amend``), so the history of summaries stays readable.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from ..errors import InvalidInput
+from ..store import queries
+from ..text.stopwords import is_function_word
+from ..text.words import words
+from ..types import is_assistant
+from ..write.writer import Writer
+
+SUMMARY_TYPE = "Summary"
+KIND = "summary"  # the prop naming a summary's kind (session, timeline, profile, history)
+OF = "of"  # the prop naming the world (or entity) a summary is of
+PART = "part"  # a timeline's part number
+MIN_SESSION_TURNS = 6  # a shorter session is its own summary: the scope's timeline covers it
+TIMELINE_PART = 16  # sessions per timeline part: one part's text stays a few hundred tokens
+SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9])")
+MIN_WORDS, MAX_WORDS = 4, 60  # a kept sentence says something and still reads as one line
+
+
+@dataclass(frozen=True)
+class SummaryItem:
+    """One memory a summary may draw on: its id, date, speaker, text and how many facts were learned from it."""
+
+    id: str
+    date: str
+    speaker: str | None
+    text: str
+    facts: int = 0
+
+
+@dataclass(frozen=True)
+class Drafted:
+    """A summariser's answer: the text, and the ids of the items it drew on (its ``derived_from``)."""
+
+    text: str
+    sources: tuple[str, ...]
+
+
+@runtime_checkable
+class Summarizer(Protocol):
+    """Turns a world's items into a summary. ``kind`` is ``session`` or ``timeline``; ``title`` names the world."""
+
+    def summarize(self, kind: str, title: str, items: Sequence[SummaryItem]) -> Drafted: ...
+
+
+class ExtractiveSummarizer:
+    """The sentences that carry a world's events, dated and attributed, in the order said; no model.
+
+    A sentence scores by the content words it shares with the other items of the world (what the
+    world is about), with a bonus for names and numbers, for an item facts were learned from, and for
+    the person rather than the assistant. A session keeps a sentence per ``turns_per_line`` turns (2 to
+    ``per_session``, at most one per item); a timeline keeps each session's best one.
+    """
+
+    def __init__(self, per_session: int = 8, turns_per_line: int = 4) -> None:
+        self.per_session = per_session
+        self.turns_per_line = turns_per_line
+
+    def summarize(self, kind: str, title: str, items: Sequence[SummaryItem]) -> Drafted:
+        if kind == "timeline":  # items are already one per session: the best sentence of each
+            picked = [(item, _best(item, items)) for item in items]
+        else:
+            scored = [(score, i, sentence) for i, item in enumerate(items) for score, sentence in _scored(item, items)]
+            best: dict[int, tuple[float, str]] = {}
+            keep = max(2, min(self.per_session, round(len(items) / self.turns_per_line)))
+            for score, i, sentence in sorted(scored, key=lambda s: (-s[0], s[1])):
+                if i not in best and len(best) < keep:
+                    best[i] = (score, sentence)
+            picked = [(items[i], best[i][1]) for i in sorted(best)]
+        lines = [f"[{item.date[:10]}] {item.speaker or 'someone'}: {sentence}" for item, sentence in picked if sentence]
+        heading = f"{'Timeline' if kind == 'timeline' else 'Summary'} of {title}"
+        return Drafted("\n".join([heading, *lines]), tuple(item.id for item, sentence in picked if sentence))
+
+
+def _content(text: str) -> set[str]:
+    return {w.lower() for w in words(text) if len(w) > 2 and not is_function_word(w.lower())}
+
+
+def _scored(item: SummaryItem, items: Sequence[SummaryItem]) -> list[tuple[float, str]]:
+    """(score, sentence) of each sentence of ``item`` long enough to stand alone."""
+    others: set[str] = set()
+    for other in items:
+        if other is not item:
+            others |= _content(other.text)
+    out = []
+    for sentence in SENTENCE.split(" ".join(item.text.split())):
+        said = words(sentence)
+        if not MIN_WORDS <= len(said) <= MAX_WORDS:
+            continue
+        shared = len(_content(sentence) & others)
+        names = sum(1 for w in said[1:] if w[:1].isupper() or w[:1].isdigit())
+        score = (
+            shared + 0.5 * min(names, 4) + (1.0 if item.facts else 0.0) + (0.0 if is_assistant(item.speaker) else 1.0)
+        )
+        out.append((score / (1.0 + len(said) / 40.0), sentence))
+    return out
+
+
+def _best(item: SummaryItem, items: Sequence[SummaryItem]) -> str:
+    scored = _scored(item, items)
+    if not scored:
+        return " ".join(item.text.split()[:MAX_WORDS])
+    return max(scored, key=lambda s: s[0])[1]
+
+
+@dataclass
+class Pending:
+    """A summary to write: where, of what kind, what it covers, and the one it replaces."""
+
+    world: int
+    kind: str
+    title: str
+    items: list[SummaryItem]
+    of: str  # what it is of: a world's id, or an entity's name (profiles)
+    part: int | None = None
+    old: int | None = None
+    also: tuple[str, ...] = ()  # further ids it may derive from (the turns a profile's facts came from)
+    about: tuple[str, ...] = ()  # entities it is about (``refers_to``): the entity lane reaches it as their facts
+
+
+def stale_sessions(writer: Writer, *, older_than: str) -> list[Pending]:
+    """Sessions of ``MIN_SESSION_TURNS`` turns or more, quiet since ``older_than``, with no summary newer than them."""
+    conn = writer.conn
+    out = []
+    for session, name, changed in queries.quiet_worlds(conn, "Session", older_than):
+        old = queries.current_summary(conn, session, "session")
+        if old is not None and changed <= old[1]:
+            continue  # nothing in the session moved since its summary was written
+        items = _items(writer, queries.world_items(conn, session))
+        if len(items) >= MIN_SESSION_TURNS:
+            of = writer.store.header(session).id.hex()
+            out.append(Pending(session, "session", name, items, of, None, old[0] if old else None))
+    return out
+
+
+def stale_timelines(writer: Writer, scopes: Sequence[tuple[int, str, str]]) -> list[Pending]:
+    """Timeline parts of ``scopes`` (``queries.quiet_worlds``) whose sessions changed since the part was written."""
+    conn = writer.conn
+    out = []
+    for scope, name, _ in scopes:
+        sessions = queries.scope_sessions(conn, scope)  # (session, name, last change), in the order they happened
+        for part, start in enumerate(range(0, len(sessions), TIMELINE_PART)):
+            chunk = sessions[start : start + TIMELINE_PART]
+            old = queries.current_summary(conn, scope, "timeline", part=part)
+            if old is not None and max(changed for _, _, changed in chunk) <= old[1] and old[2] == len(chunk):
+                continue
+            firsts = [_items(writer, queries.world_items(conn, s)) for s, _, _ in chunk]
+            items = [_session_item(found) for found in firsts if found]
+            if items:
+                of = writer.store.header(scope).id.hex()
+                out.append(Pending(scope, "timeline", name, items, of, part, old[0] if old else None))
+    return out
+
+
+def _items(writer: Writer, rows: Sequence[tuple[int, str, str, str | None, int]]) -> list[SummaryItem]:
+    return [
+        SummaryItem(writer.store.header(nid).id.hex(), date, speaker, text, facts)
+        for nid, text, date, speaker, facts in rows
+    ]
+
+
+def _session_item(items: Sequence[SummaryItem]) -> SummaryItem:
+    """A session as one timeline item: its person's first turn (what they brought up), else its first."""
+    return next((item for item in items if not is_assistant(item.speaker)), items[0])
+
+
+def draft(pending: Pending, summarizer: Summarizer) -> Drafted:
+    """The summariser's text for ``pending``; one that fails or says nothing raises (nothing is written)."""
+    try:
+        drafted = summarizer.summarize(pending.kind, pending.title, pending.items)
+    except Exception as exc:
+        raise InvalidInput(
+            f"the summariser failed on {pending.kind} {pending.title!r}: {type(exc).__name__}: {exc}; "
+            "nothing of this batch was written"
+        ) from exc
+    if not isinstance(drafted, Drafted) or not isinstance(drafted.text, str) or not drafted.text.strip():
+        raise InvalidInput(
+            f"the summariser gave no text for {pending.kind} {pending.title!r}; nothing of this batch was written"
+        )
+    return drafted
+
+
+def store_summary(writer: Writer, pending: Pending, drafted: Drafted, now: str) -> str:
+    """Write one summary, replacing the old one (``amend``), with ``derived_from`` its sources; its id."""
+    dates = {item.id: item.date for item in pending.items}
+    allowed = set(dates) | set(pending.also)
+    sources = [s for s in dict.fromkeys(drafted.sources) if s in allowed] or list(dates)
+    valid = max(dates.get(s, "") for s in sources) or max(dates.values())
+    props: dict[str, object] = {KIND: pending.kind, OF: pending.of, "items": len(pending.items)}
+    if pending.part is not None:
+        props[PART] = pending.part
+    if pending.old is not None:
+        old_valid = writer.store.node_row(pending.old).valid_at
+        new = writer.amend(
+            writer.store.header(pending.old).id.hex(),
+            drafted.text,
+            valid_at=valid if valid > old_valid else now,
+            props=props,
+        )
+    else:
+        new = writer.write(
+            drafted.text,
+            world=writer.store.header(pending.world).id.hex(),
+            type=SUMMARY_TYPE,
+            name=f"{pending.kind} of {pending.title}",
+            valid_at=valid,
+            props=props,
+        )
+    since = writer.read(new).valid_at
+    edges = [(new, source, "derived_from") for source in sources] + [(new, e, "refers_to") for e in pending.about]
+    writer.link_many(edges, valid_at=since)
+    return new
+
+
+def summarise(
+    writer: Writer,
+    summarizer: Summarizer,
+    pending: Sequence[Pending],
+    *,
+    dry_run: bool,
+    batch: int,
+    progress: Callable[[int, int], None] | None,
+) -> int:
+    """Draft and write ``pending`` summaries, ``batch`` to a transaction; how many."""
+    return _batches(writer, pending, lambda item: draft(item, summarizer), dry_run, batch, progress)
+
+
+def store_drafted(
+    writer: Writer,
+    drafted: Sequence[tuple[Pending, Drafted]],
+    *,
+    dry_run: bool,
+    batch: int,
+    progress: Callable[[int, int], None] | None,
+) -> int:
+    """Write summaries drafted already (profiles, histories), ``batch`` to a transaction; how many."""
+    texts = {id(p): d for p, d in drafted}
+    return _batches(writer, [p for p, _ in drafted], lambda item: texts[id(item)], dry_run, batch, progress)
+
+
+def _batches(
+    writer: Writer,
+    pending: Sequence[Pending],
+    text_of: Callable[[Pending], Drafted],
+    dry_run: bool,
+    batch: int,
+    progress: Callable[[int, int], None] | None,
+) -> int:
+    """Write ``pending`` a batch to a transaction (a kill keeps the batches done, a rerun writes the rest)."""
+    if dry_run:
+        return len(pending)
+    for start in range(0, len(pending), batch):
+        with writer.transaction():
+            now = writer.clock()
+            for item in pending[start : start + batch]:
+                store_summary(writer, item, text_of(item), now)
+        if progress is not None:
+            progress(min(start + batch, len(pending)), len(pending))
+    return len(pending)
