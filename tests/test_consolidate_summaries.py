@@ -198,3 +198,47 @@ def test_context_prefers_a_summary_over_its_details_and_descends_on_demand(ana: 
     assert {i.node for i in details.items} >= placed - {i.node for i in preferred.items}  # the details come back
     with pytest.raises(InvalidInput, match="prefer_summaries"):
         ana.context(question, prefer_summaries="yes")  # type: ignore[arg-type]
+
+
+def test_a_full_run_twice_writes_nothing_even_after_dedup_linked_turns(tmp_path: Path) -> None:
+    # review: dedup's edges between a session's turns moved its root, and the next run rewrote its summary
+    lines = [*LINES[:6], ("ana", "I start a new job at Farfetch on Monday as a designer!"), ("assistant", "Great.")]
+    with WorldDB(str(tmp_path / "twice.db")) as db:  # the bundled model: dedup needs real vectors
+        db.ingest(ConversationIn("c1", ["ana"], [SessionIn("s1", "2024-05-01", [TurnIn(t, w) for w, t in lines])]))
+        first = db.consolidate(min_age=NOW)
+        assert first["summaries"] >= 1 and first["dedup"] >= 1
+        assert set(db.consolidate(min_age=NOW).done.values()) == {0}
+
+
+def test_a_profile_goes_when_its_facts_no_longer_hold(ana: WorldDB) -> None:
+    ana.consolidate(min_age=NOW)
+    for fact in ana.nodes(type="Fact", world=ana.scope("ana")):
+        if fact.is_current:
+            ana.retire(fact.id)
+    assert ana.consolidate(only="timelines", min_age=NOW)["timelines"] == 2  # the profile goes, the history changes
+    assert summaries(ana, "profile") == []  # nothing holds now
+    (history,) = summaries(ana, "history")
+    assert "Braga" not in history and "Lisbon (until 2024-05-01)" in history  # the closed values stay history
+
+
+def test_a_session_summary_goes_when_too_few_of_its_turns_hold(ana: WorldDB) -> None:
+    ana.consolidate(min_age=NOW)
+    session = next(n for n in ana.nodes(type="Session", world=ana.scope("ana")) if n.name == "c1 / s1")
+    for turn in ana.nodes(type="Turn", world=session.id)[:4]:
+        ana.retire(turn.id)
+    ana.consolidate(only="summaries", min_age=NOW)
+    assert summaries(ana, "session") == []  # a retired turn is quoted by no current summary
+
+
+def test_bad_min_ages_and_outputs_are_one_line_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = str(tmp_path / "e.db")
+    with WorldDB(path) as db:
+        db.write("something to export", scope="ana")
+        with pytest.raises(InvalidInput, match="min_age"):
+            db.consolidate(min_age=dt.timedelta(days=999_999))
+    for value in ("nan", "inf", "1e300", "-1"):
+        assert main(["consolidate", path, "--min-age", value]) == 2
+        assert "Traceback" not in capsys.readouterr().err
+    target = tmp_path / "missing" / "x.jsonl"
+    assert main(["export", path, "-o", str(target)]) == 2
+    assert "cannot write" in capsys.readouterr().err and not list(tmp_path.glob("missing*"))

@@ -140,3 +140,12 @@ def test_the_cli_writes_to_several_scopes_and_lists_them_by_kind(
     assert "agent  agent:home" in capsys.readouterr().out
     assert main(["search", path, "boiler", "--scope", "ana", "--scope", "agent:home", "--json"]) == 0
     assert [hit["node"]["id"] for hit in json.loads(capsys.readouterr().out)] == [note]
+
+
+def test_writing_a_shared_memory_again_after_one_scope_let_it_go(db: WorldDB) -> None:
+    # review: the contains edge retire_all closed was written again with the same valid time, and refused
+    note = db.write("the key is under the pot", scope=["ana", "run:7"], valid_at="2024-01-01")
+    db.retire_all("run:7")
+    assert contents(db, "key pot", "run:7") == []
+    assert db.write("the key is under the pot", scope=["ana", "run:7"], valid_at="2024-01-01") == note
+    assert contents(db, "key pot", "run:7") == ["the key is under the pot"]  # held again, from now on

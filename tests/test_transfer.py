@@ -197,6 +197,25 @@ def test_bad_files_are_refused_whole(source: WorldDB, tmp_path: Path) -> None:
         _refused(copy, [], "empty")
 
 
+def test_every_field_that_reaches_sql_is_checked_first(tmp_path: Path) -> None:
+    # review: alias.source, a proposal's score/tier/decided_at and queued work's speaker/said_in went unchecked
+    with _open(tmp_path / "queued.db") as db:
+        db.write("My sister Rita lives in Porto", scope="ana", extractor=RuleExtractor())
+        db.write("I moved to Braga", scope="ana", deferred=True)
+        a, b = (db.write(n, scope="ana", type="Entity", name=n) for n in ("Dana", "Dana S."))
+        db.add_alias(a, "my manager", source="a note")
+        db.link(a, b, "same_as")
+        lines = _lines(db)
+    records = [json.loads(line) for line in lines]
+    cases = [("alias", "source", []), ("proposal", "score", "high"), ("proposal", "tier", 3)]
+    cases += [("proposal", "decided_at", "soon"), ("queued", "speaker", 5), ("queued", "said_in", {})]
+    with _open(tmp_path / "copy.db", LATER) as copy:
+        for kind, field, value in cases:
+            at = next(i for i, r in enumerate(records) if r["kind"] == kind)
+            bad = [*lines[:at], json.dumps({**records[at], field: value}), *lines[at + 1 :]]
+            _refused(copy, bad, f"line {at + 1}", field)
+
+
 def test_cli_round_trip_with_stdin(tmp_path: Path, monkeypatch: Any, capsys: Any) -> None:
     path = str(tmp_path / "source.db")
     with WorldDB(path) as db:  # the bundled model, which the CLI opens stores with

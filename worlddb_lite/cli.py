@@ -7,6 +7,7 @@ one-line messages (exit code 2) in one place, ``main``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import json
 import os
@@ -485,6 +486,9 @@ def cmd_ingest(args: argparse.Namespace) -> Any:
     return out
 
 
+MAX_MIN_AGE_MINUTES = 100 * 366 * 24 * 60.0  # a century: anything longer means "nothing is old enough"
+
+
 @command(
     "consolidate",
     "the store's sleep cycle: queued extraction, summaries and timelines, profiles; idempotent, resumable",
@@ -509,8 +513,8 @@ def cmd_ingest(args: argparse.Namespace) -> Any:
     ),
 )
 def cmd_consolidate(args: argparse.Namespace) -> Any:
-    if args.min_age < 0:
-        raise InvalidInput(f"--min-age is {args.min_age:g} minutes; give 0 or more")
+    if not 0 <= args.min_age <= MAX_MIN_AGE_MINUTES:  # also refuses nan and inf
+        raise InvalidInput(f"--min-age is {args.min_age:g} minutes; give 0 to {MAX_MIN_AGE_MINUTES:g}")
     bars: dict[str, Callable[[int, int], None]] = {}
 
     def progress(step: str, done: int, total: int) -> None:
@@ -581,10 +585,19 @@ def cmd_export(args: argparse.Namespace) -> Any:
         records = db.export(args.scope)
         if args.output:
             count = 0
-            with open(args.output, "w", encoding="utf-8") as out:
-                for record in records:
-                    out.write(json.dumps(record, ensure_ascii=False) + "\n")
-                    count += 1
+            partial = f"{args.output}.partial"  # renamed once whole: a failed export leaves no half file
+            try:
+                with open(partial, "w", encoding="utf-8") as out:
+                    for record in records:
+                        out.write(json.dumps(record, ensure_ascii=False) + "\n")
+                        count += 1
+                os.replace(partial, args.output)
+            except OSError as exc:
+                with contextlib.suppress(OSError):
+                    os.remove(partial)
+                raise InvalidInput(
+                    f"cannot write {args.output!r}: {exc.strerror}; give a path in a folder you can write to"
+                ) from None
             return {"path": args.output, "records": count, "scope": args.scope or "(whole store)"}
         try:
             for record in records:

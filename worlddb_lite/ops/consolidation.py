@@ -79,7 +79,10 @@ def run(
     if not isinstance(summarizer, summaries.Summarizer):
         raise InvalidInput("summarizer must have summarize(kind, title, items) -> Drafted (ops/summaries.py)")
     now = dt.datetime.fromisoformat(writer.clock().replace("Z", "+00:00"))
-    older_than = format_time(now - min_age)
+    try:
+        older_than = format_time(now - min_age)
+    except OverflowError:
+        raise InvalidInput(f"min_age {min_age} reaches before the year 1; give a shorter one") from None
     report = Consolidation(dry_run=dry_run)
     # the scopes quiet when the run began: its own summaries must not make a scope look busy halfway through
     quiet_scopes = queries.quiet_worlds(writer.conn, "Scope", older_than)

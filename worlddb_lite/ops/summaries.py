@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from ..errors import InvalidInput
 from ..store import queries
@@ -146,14 +146,16 @@ def stale_sessions(writer: Writer, *, older_than: str) -> list[Pending]:
     """Sessions of ``MIN_SESSION_TURNS`` turns or more, quiet since ``older_than``, with no summary newer than them."""
     conn = writer.conn
     out = []
-    for session, name, changed in queries.quiet_worlds(conn, "Session", older_than):
+    for session, name, _ in queries.quiet_worlds(conn, "Session", older_than):
         old = queries.current_summary(conn, session, "session")
-        if old is not None and changed <= old[1]:
-            continue  # nothing in the session moved since its summary was written
+        if old is not None and (queries.items_changed(conn, [session]) or "") <= old[1]:
+            continue  # no turn or note of the session was written, closed or retired since its summary
         items = _items(writer, queries.world_items(conn, session))
+        of = writer.store.header(session).id.hex()
         if len(items) >= MIN_SESSION_TURNS:
-            of = writer.store.header(session).id.hex()
             out.append(Pending(session, "session", name, items, of, None, old[0] if old else None))
+        elif old is not None:  # too little of it holds now: its summary goes
+            out.append(Pending(session, "session", name, [], of, None, old[0]))
     return out
 
 
@@ -162,16 +164,17 @@ def stale_timelines(writer: Writer, scopes: Sequence[tuple[int, str, str]]) -> l
     conn = writer.conn
     out = []
     for scope, name, _ in scopes:
-        sessions = queries.scope_sessions(conn, scope)  # (session, name, last change), in the order they happened
+        sessions = queries.scope_sessions(conn, scope)  # (session, name), in the order they happened
         for part, start in enumerate(range(0, len(sessions), TIMELINE_PART)):
             chunk = sessions[start : start + TIMELINE_PART]
             old = queries.current_summary(conn, scope, "timeline", part=part)
-            if old is not None and max(changed for _, _, changed in chunk) <= old[1] and old[2] == len(chunk):
+            changed = queries.items_changed(conn, [s for s, _ in chunk]) or ""
+            if old is not None and changed <= old[1] and old[2] == len(chunk):
                 continue
-            firsts = [_items(writer, queries.world_items(conn, s)) for s, _, _ in chunk]
+            firsts = [_items(writer, queries.world_items(conn, s)) for s, _ in chunk]
             items = [_session_item(found) for found in firsts if found]
-            if items:
-                of = writer.store.header(scope).id.hex()
+            of = writer.store.header(scope).id.hex()
+            if items or old is not None:  # no items left: the old part goes
                 out.append(Pending(scope, "timeline", name, items, of, part, old[0] if old else None))
     return out
 
@@ -204,8 +207,15 @@ def draft(pending: Pending, summarizer: Summarizer) -> Drafted:
     return drafted
 
 
-def store_summary(writer: Writer, pending: Pending, drafted: Drafted, now: str) -> str:
-    """Write one summary, replacing the old one (``amend``), with ``derived_from`` its sources; its id."""
+def store_summary(writer: Writer, txn: Any, pending: Pending, drafted: Drafted, now: str) -> str | None:
+    """Write one summary, replacing the old one (``amend``), with ``derived_from`` its sources; its id.
+
+    A pending summary with no items left retires the old one instead (None).
+    """
+    if not pending.items:
+        assert pending.old is not None
+        txn.close(pending.old, now, retire=True)
+        return None
     dates = {item.id: item.date for item in pending.items}
     allowed = set(dates) | set(pending.also)
     sources = [s for s in dict.fromkeys(drafted.sources) if s in allowed] or list(dates)
@@ -258,7 +268,7 @@ def store_drafted(
     progress: Callable[[int, int], None] | None,
 ) -> int:
     """Write summaries drafted already (profiles, histories), ``batch`` to a transaction; how many."""
-    texts = {id(p): d for p, d in drafted}
+    texts = {id(p): d for p, d in drafted}  # a retirement (no items) carries an empty draft
     return _batches(writer, [p for p, _ in drafted], lambda item: texts[id(item)], dry_run, batch, progress)
 
 
@@ -270,14 +280,19 @@ def _batches(
     batch: int,
     progress: Callable[[int, int], None] | None,
 ) -> int:
-    """Write ``pending`` a batch to a transaction (a kill keeps the batches done, a rerun writes the rest)."""
-    if dry_run:
-        return len(pending)
+    """Write ``pending`` a batch to a transaction (a kill keeps the batches done, a rerun writes the rest).
+
+    How many were written (or retired).
+    """
+    written = 0
     for start in range(0, len(pending), batch):
-        with writer.transaction():
+        with writer.transaction() as txn:
             now = writer.clock()
             for item in pending[start : start + batch]:
-                store_summary(writer, item, text_of(item), now)
+                drafted = text_of(item) if item.items else Drafted("", ())
+                written += 1
+                if not dry_run:
+                    store_summary(writer, txn, item, drafted, now)
         if progress is not None:
             progress(min(start + batch, len(pending)), len(pending))
-    return len(pending)
+    return written

@@ -21,6 +21,7 @@ from ..write.writer import Writer
 from .summaries import Drafted, Pending, SummaryItem
 
 MIN_FACTS = 2  # one fact is its own profile
+KINDS = ("profile", "history")
 
 
 def stale_profiles(writer: Writer, scopes: Sequence[tuple[int, str, str]]) -> list[tuple[Pending, Drafted]]:
@@ -31,8 +32,14 @@ def stale_profiles(writer: Writer, scopes: Sequence[tuple[int, str, str]]) -> li
         by_subject: dict[str, list[tuple[int, str, str, str, str, str | None, str]]] = defaultdict(list)
         for row in queries.scope_facts(conn, scope):
             by_subject[row[1].lower()].append(row)
-        for subject, facts in sorted(by_subject.items()):
-            if len(facts) < MIN_FACTS:
+        summarised = set(queries.summarised_subjects(conn, scope, KINDS))
+        for subject in sorted(set(by_subject) | summarised):
+            facts = by_subject.get(subject, [])
+            if len(facts) < MIN_FACTS:  # too few facts hold now: what was written of the subject goes
+                for kind in KINDS:
+                    old = queries.current_summary(conn, scope, kind, of=subject)
+                    if old is not None:
+                        out.append((Pending(scope, kind, subject, [], subject, None, old[0]), Drafted("", ())))
                 continue
             changed = max(row[6] for row in facts)
             turns = tuple(writer.store.header(n).id.hex() for n in queries.fact_sources(conn, [r[0] for r in facts]))
@@ -45,8 +52,12 @@ def stale_profiles(writer: Writer, scopes: Sequence[tuple[int, str, str]]) -> li
                 ("history", every, _history(name, facts)),
             ):
                 old = queries.current_summary(conn, scope, kind, of=subject)
-                if not items or (old is not None and changed <= old[1] and old[2] == len(items)):
-                    continue  # nothing holds now, or nothing changed since it was written
+                if old is not None and changed <= old[1] and old[2] == len(items):
+                    continue  # nothing changed since it was written
+                if not items:  # nothing holds now (a profile): the old one goes, if any
+                    if old is not None:
+                        out.append((Pending(scope, kind, name, [], subject, None, old[0]), Drafted("", ())))
+                    continue
                 pending = Pending(scope, kind, name, items, subject, None, old[0] if old else None, turns, about)
                 out.append((pending, Drafted(text, tuple(i.id for i in items) + turns)))
     return out

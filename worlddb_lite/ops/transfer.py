@@ -345,17 +345,24 @@ def _check_other(record: dict[str, Any], line: int) -> None:
         _field(record, line, "node", "hex")
         _field(record, line, "alias", "text")
         _field(record, line, "created_at", "time")
+        _field(record, line, "source", "text", optional=True)
     elif kind == "proposal":
         _field(record, line, "a", "hex")
         _field(record, line, "b", "hex")
         if record.get("status") not in {s.value for s in MergeStatus}:
             raise _bad(line, "field 'status' is not pending, accepted or rejected")
         _field(record, line, "proposed_at", "time")
+        _field(record, line, "decided_at", "time", optional=True)
+        _field(record, line, "score", "number", optional=True)
+        _field(record, line, "tier", "text", optional=True)
+        _field(record, line, "reason", "text", optional=True)
     else:
         _field(record, line, "turn", "hex")
         _field(record, line, "scope", "hex")
         _field(record, line, "said_at", "time")
         _field(record, line, "enqueued_at", "time")
+        _field(record, line, "said_in", "text", optional=True)
+        _field(record, line, "speaker", "text", optional=True)
 
 
 def parse(lines: Iterable[str]) -> _Parsed:

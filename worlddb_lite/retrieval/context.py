@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from ..types import Hit, Recall
 
 DEFAULT_BUDGET = 2000  # tokens
+SUMMARY_SHARE = 0.5  # of a context's budget the summaries among its hits may take first (bench/recall.py)
 
 
 def estimate_tokens(text: str) -> int:
@@ -96,15 +97,24 @@ def line(number: int, hit: Hit) -> str:
 def assemble(recall: Recall, *, budget: int = DEFAULT_BUDGET, prefer_summaries: bool = True) -> Context:
     """The hits of ``recall`` as numbered lines, in rank order, within ``budget`` tokens.
 
-    ``prefer_summaries``: a turn a summary already placed stands for is not repeated below it, so the
-    budget goes to what the summary does not say; False leaves summaries out and gives the details
-    (descending from a summary on demand).
+    ``prefer_summaries``: the summaries among the hits come first, in rank order, within
+    ``SUMMARY_SHARE`` of the budget (the overview before the details), and a turn a placed summary
+    stands for is not repeated, so the rest goes to what the summaries do not say. False leaves
+    summaries out and gives the details (descending from a summary on demand).
     """
     header = f"Memories recalled for: {' '.join(recall.query.split())[:200]} (as of {recall.as_of[:10]})"
     used = estimate_tokens(header)
     items: list[ContextItem] = []
     left_out = 0
-    covered: set[str] = set()  # turns a placed summary stands for
+    covered: set[str] = set()  # turns a placed summary stands for, and the summaries placed
+    summaries = [hit for hit in recall.hits if hit.node.type == "Summary"] if prefer_summaries else []
+    for hit in summaries:
+        text = line(len(items) + 1, hit)
+        cost = estimate_tokens(text) + 1
+        if used + cost <= budget * SUMMARY_SHARE:
+            used += cost
+            items.append(ContextItem(hit.node.id, status(hit), text, cost))
+            covered.update([hit.node.id, *(turn.id for turn in hit.turns)])
     for hit in recall.hits:
         if (hit.node.type == "Summary" and not prefer_summaries) or hit.node.id in covered:
             continue

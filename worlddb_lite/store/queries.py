@@ -632,17 +632,32 @@ def world_items(conn: apsw.Connection, world: int) -> list[tuple[int, str, str, 
     ]
 
 
-def scope_sessions(conn: apsw.Connection, scope: int) -> list[tuple[int, str, str]]:
-    """(nid, name, its root's last change) of a scope's sessions, in the order their first turns were said."""
+def scope_sessions(conn: apsw.Connection, scope: int) -> list[tuple[int, str]]:
+    """(nid, name) of a scope's sessions, in the order their first turns were said."""
     rows = conn.execute(
         "select w.nid, json_extract(w.body, '$.name'), "
-        "(select max(r.at) from root_log as r where r.world = w.nid), "
         "(select min(s.valid_at) from node as t join node_state as s on s.nid = t.nid "
         "where t.parent = w.nid and t.type = 'Turn') as began "
         "from node as w where w.parent = ? and w.type = 'Session' and w.body is not null order by began, w.nid",
         (scope,),
     )
-    return [(as_int(nid), str(name), str(at)) for nid, name, at, began in rows if began is not None and at is not None]
+    return [(as_int(nid), str(name)) for nid, name, began in rows if began is not None]
+
+
+def items_changed(conn: apsw.Connection, worlds: Sequence[int]) -> str | None:
+    """When a turn or note of ``worlds`` was last written, closed, retired or purged (None: they hold none).
+
+    What a summary of them depends on; edges between them (a ``duplicates`` link) are not.
+    """
+    row = conn.execute(
+        "with items(nid, at) as (select n.nid, s.created_at from node as n join node_state as s on s.nid = n.nid "
+        "where n.parent in (select value from json_each(?1)) and n.type in ('Turn', 'Memory')) "
+        "select max(t) from (select at as t from items union all select l.at from state_log as l "
+        "join items as i on i.nid = l.ref where l.kind = 'node' union all select tb.purged_at from tombstone as tb "
+        "join node as n on n.id = tb.id join items as i on i.nid = n.nid)",
+        (json.dumps(list(worlds)),),
+    ).fetchone()
+    return None if row is None or row[0] is None else str(row[0])
 
 
 def scope_facts(conn: apsw.Connection, scope: int) -> list[tuple[int, str, str, str, str, str | None, str]]:
@@ -684,4 +699,24 @@ def shared_entities(conn: apsw.Connection, facts: Sequence[int]) -> list[int]:
             "group by e.dst having count(distinct e.src) = json_array_length(?1) order by e.dst",
             (json.dumps(sorted(set(facts))),),
         )
+    ]
+
+
+def ever_linked(conn: apsw.Connection, edge_type: str, src: int, dst: int) -> bool:
+    """Whether an edge of ``edge_type`` from ``src`` to ``dst`` was ever written (closed ones too)."""
+    row = conn.execute("select 1 from edge where type = ? and src = ? and dst = ? limit 1", (edge_type, src, dst))
+    return row.fetchone() is not None
+
+
+def summarised_subjects(conn: apsw.Connection, scope: int, kinds: Sequence[str]) -> list[str]:
+    """The subjects (``of``) of a scope's current summaries of ``kinds`` (profiles, histories)."""
+    return [
+        str(r[0])
+        for r in conn.execute(
+            "select distinct json_extract(n.body, '$.props.of') from node as n join node_state as s on s.nid = n.nid "
+            "where n.parent = ?1 and n.type = 'Summary' and json_extract(n.body, '$.props.summary') in "
+            "(select value from json_each(?2)) and s.invalid_at is null and s.expired_at is null and s.retired = 0",
+            (scope, json.dumps(list(kinds))),
+        )
+        if r[0] is not None
     ]

@@ -52,8 +52,12 @@ def write_note(
     with writer.transaction():
         note = writer.write(text, **fields)
         since = writer.read(note).valid_at  # in every scope since it holds: an as_of read finds it in each
+        nid = writer.store.resolve(note)
         for other in others:
-            writer.link(writer.scope(str(other)), note, "contains", valid_at=since)
+            holder = writer.scope(str(other))
+            # a scope that once held it and let it go (retire_all) holds it again from now on
+            again = queries.ever_linked(writer.conn, "contains", writer.store.resolve(holder), nid)
+            writer.link(holder, note, "contains", valid_at=writer.clock() if again else since)
         _learn(writer, note, extractor=extractor, deferred=deferred, speaker=who)
         return note
 
