@@ -242,3 +242,31 @@ def test_bad_min_ages_and_outputs_are_one_line_errors(tmp_path: Path, capsys: py
     target = tmp_path / "missing" / "x.jsonl"
     assert main(["export", path, "-o", str(target)]) == 2
     assert "cannot write" in capsys.readouterr().err and not list(tmp_path.glob("missing*"))
+
+
+def test_a_background_consolidator_also_summarises_quiet_worlds(tmp_path: Path) -> None:
+    import time
+
+    from worlddb_lite import Consolidator, RuleExtractor
+
+    path = str(tmp_path / "bg.db")
+    with WorldDB(path, embedder=FakeEmbedder(), clock=FakeClock()) as db:
+        db.ingest(conversation())
+    later = FakeClock(dt.datetime(2030, 1, 1, tzinfo=dt.UTC))  # the worlds have been quiet for years
+
+    worker = Consolidator(
+        path,
+        RuleExtractor(),
+        interval=0.01,
+        summaries=True,
+        open_store=lambda p: WorldDB(p, embedder=FakeEmbedder(), clock=later),
+    ).start()
+    try:
+        deadline = time.monotonic() + 30
+        while worker.summarised < 2 and worker.error is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+    finally:
+        worker.stop()
+    assert worker.error is None and worker.summarised == 2  # the session and the timeline, once
+    with WorldDB(path, embedder=FakeEmbedder()) as db:
+        assert len(summaries(db, "session")) == 1 and len(summaries(db, "timeline")) == 1
