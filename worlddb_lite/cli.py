@@ -323,7 +323,8 @@ def cmd_scopes(args: argparse.Namespace) -> Any:
         lambda p: p.add_argument(
             "--rerank",
             metavar="FOLDER",
-            help="rerank with the ONNX cross-encoder in FOLDER (model.onnx + tokenizer.json; default: no reranker)",
+            help="rerank with the ONNX cross-encoder in FOLDER (model.onnx + tokenizer.json; default: no reranker); "
+            "needs the rerank extra: pip install 'worlddb_lite[rerank]'",
         ),
         lambda p: p.add_argument(
             "--no-late",

@@ -101,5 +101,9 @@ class RerankerError(WorldDBError, RuntimeError):
     """A cross-encoder folder cannot be loaded, or the model returned unusable scores."""
 
 
+class MissingExtra(WorldDBError, ImportError):
+    """An optional part was asked for but its packages are not installed; the message names the pip extra."""
+
+
 class TiebreakerError(WorldDBError, RuntimeError):
     """The resolver's tiebreaker raised or chose something it was not offered; nothing was written."""

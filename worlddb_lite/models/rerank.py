@@ -6,6 +6,10 @@ cross-encoder weights ship with the package (none can be had offline); a user na
 holding ``model.onnx`` and ``tokenizer.json``, e.g. cross-encoder/ms-marco-MiniLM-L-6-v2
 exported with ``torch.onnx.export`` on a machine with a model hub.
 
+The runtime (onnxruntime, tokenizers) is the ``rerank`` extra, not part of the default install:
+``pip install 'worlddb_lite[rerank]'``. It is imported only when a runner is built, and a runner
+built without it raises ``MissingExtra`` naming that command.
+
 A bi-encoder (a sentence-transformers model such as all-MiniLM-L6-v2, exported to ONNX with
 its ``last_hidden_state`` output) embeds the query and each passage alone, mean-pools the token
 vectors and scores by cosine. It is weaker than a cross-encoder but its passage vectors do not
@@ -15,6 +19,7 @@ passages came in (recall's fused order) with the re-scorer's order by RRF instea
 
 from __future__ import annotations
 
+import importlib
 from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
@@ -23,10 +28,11 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from ..checks import number, whole
-from ..errors import InvalidInput, RerankerError
+from ..errors import InvalidInput, MissingExtra, RerankerError
 from .embed import _digest, is_folder
 
 _KNOWN_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+RERANK_EXTRA = "pip install 'worlddb_lite[rerank]'"
 _EXPORT_HINT = (
     "a cross-encoder folder must hold model.onnx and tokenizer.json; to make one, export e.g. "
     "cross-encoder/ms-marco-MiniLM-L-6-v2 on a machine with a model hub (torch.onnx.export with inputs "
@@ -64,6 +70,7 @@ class _OnnxTextModel:
                 "max_length must be >= 4, batch_size >= 1 and threads >= 1 or None "
                 f"(got {max_length}, {batch_size}, {threads})"
             )
+        _require_runtime(self.kind)  # before the folder checks: without the extra no folder would do
         self.folder = Path(folder)
         model, vocab = self.folder / "model.onnx", self.folder / "tokenizer.json"
         if not is_folder(self.folder):
@@ -292,6 +299,21 @@ class RankFusion:
         return fused
 
 
+def _require_runtime(kind: str) -> None:
+    """Raise ``MissingExtra`` naming the ``rerank`` extra when onnxruntime or tokenizers cannot be imported."""
+    missing = []
+    for module in ("onnxruntime", "tokenizers"):  # deferred: importing onnxruntime costs ~0.2 s
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            missing.append(module)
+    if missing:
+        raise MissingExtra(
+            f"the ONNX {kind} needs onnxruntime and tokenizers, and {' and '.join(missing)} "
+            f"{'is' if len(missing) == 1 else 'are'} not installed; they are the rerank extra: {RERANK_EXTRA}"
+        )
+
+
 def _load_tokenizer(path: Path) -> Any:
     from tokenizers import Tokenizer
 
@@ -309,7 +331,7 @@ def _load_tokenizer(path: Path) -> Any:
 
 
 def _load_session(path: Path, threads: int | None) -> Any:
-    import onnxruntime as ort  # deferred: importing onnxruntime costs ~0.2 s
+    import onnxruntime as ort  # deferred, and checked by _require_runtime
 
     options = ort.SessionOptions()
     if threads is not None:
