@@ -270,3 +270,18 @@ def test_a_background_consolidator_also_summarises_quiet_worlds(tmp_path: Path) 
     assert worker.error is None and worker.summarised == 2  # the session and the timeline, once
     with WorldDB(path, embedder=FakeEmbedder()) as db:
         assert len(summaries(db, "session")) == 1 and len(summaries(db, "timeline")) == 1
+
+
+def test_a_scope_talked_to_every_hour_still_gets_the_timeline_of_its_quiet_sessions(
+    db: WorldDB, clock: FakeClock
+) -> None:
+    db.ingest(conversation())
+    clock.advance(dt.timedelta(hours=2))
+    db.add_turn("Today I am painting the new flat", scope="ana", speaker="ana")  # a session going on now
+    report = db.consolidate(min_age=dt.timedelta(hours=1))
+    assert report["summaries"] == 2  # the old long session, and a timeline of the quiet ones
+    (timeline,) = summaries(db, "timeline")
+    assert "painting" not in timeline and "Miso" in timeline
+    clock.advance(dt.timedelta(hours=2))
+    assert db.consolidate(min_age=dt.timedelta(hours=1))["summaries"] == 1  # now it is done: the part grows
+    assert "painting" in summaries(db, "timeline")[0]

@@ -84,8 +84,7 @@ def run(
     except OverflowError:
         raise InvalidInput(f"min_age {min_age} reaches before the year 1; give a shorter one") from None
     report = Consolidation(dry_run=dry_run)
-    # the scopes quiet when the run began: its own summaries must not make a scope look busy halfway through
-    quiet_scopes = queries.quiet_worlds(writer.conn, "Scope", older_than)
+    scopes = queries.worlds_of_type(writer.conn, "Scope")
 
     def told(step: str) -> Callable[[int, int], None] | None:
         return None if progress is None else (lambda done, total: progress(step, done, total))
@@ -100,11 +99,11 @@ def run(
         elif step == "summaries":  # sessions first: a timeline part reads a session after its summary is written
             sessions = summaries.stale_sessions(writer, older_than=older_than)
             done = summaries.summarise(writer, summarizer, sessions, dry_run=dry_run, batch=BATCH, progress=told(step))
-            parts = summaries.stale_timelines(writer, quiet_scopes)
+            parts = summaries.stale_timelines(writer, scopes, older_than=older_than)
             done += summaries.summarise(writer, summarizer, parts, dry_run=dry_run, batch=BATCH, progress=told(step))
             report.done[step] = done
         elif step == "timelines":
-            drafted = timelines.stale_profiles(writer, quiet_scopes)
+            drafted = timelines.stale_profiles(writer, scopes, older_than=older_than)
             report.done[step] = summaries.store_drafted(
                 writer, drafted, dry_run=dry_run, batch=BATCH, progress=told(step)
             )

@@ -12,9 +12,10 @@ Two kinds are written, each a ``Summary`` node with ``derived_from`` edges to th
 * ``timeline``: a scope's history, a line per session in the order they happened, in parts of
   ``TIMELINE_PART`` sessions (a new session touches the last part only), inside the scope.
 
-A summary is rewritten only when what it covers changed: a session whose Merkle root moved since
-the summary was written (``root_log``), a timeline part whose sessions did. The new version
-supersedes the old (``amend``), so the history of summaries stays readable.
+A summary is rewritten only when what it covers changed: a turn or note of the session (of a
+timeline part's sessions) written, closed, retired or purged since the summary was written
+(``queries.items_changed``; a link between them is no change). The new version supersedes the old
+(``amend``), so the history of summaries stays readable; one whose world no longer qualifies is retired.
 """
 
 from __future__ import annotations
@@ -143,12 +144,19 @@ class Pending:
 
 
 def stale_sessions(writer: Writer, *, older_than: str) -> list[Pending]:
-    """Sessions of ``MIN_SESSION_TURNS`` turns or more, quiet since ``older_than``, with no summary newer than them."""
+    """Sessions of ``MIN_SESSION_TURNS`` turns or more, quiet since ``older_than``, with no summary newer than them.
+
+    Quiet: none of its turns was written, closed or retired since then (a session still going on
+    waits); what else happens in the store (a link between its turns, a summary) does not count.
+    """
     conn = writer.conn
     out = []
-    for session, name, _ in queries.quiet_worlds(conn, "Session", older_than):
+    for session, name in queries.worlds_of_type(conn, "Session"):
+        changed = queries.items_changed(conn, [session])
+        if changed is None or changed > older_than:
+            continue  # nothing to summarise, or still going on
         old = queries.current_summary(conn, session, "session")
-        if old is not None and (queries.items_changed(conn, [session]) or "") <= old[1]:
+        if old is not None and changed <= old[1]:
             continue  # no turn or note of the session was written, closed or retired since its summary
         items = _items(writer, queries.world_items(conn, session))
         of = writer.store.header(session).id.hex()
@@ -159,12 +167,19 @@ def stale_sessions(writer: Writer, *, older_than: str) -> list[Pending]:
     return out
 
 
-def stale_timelines(writer: Writer, scopes: Sequence[tuple[int, str, str]]) -> list[Pending]:
-    """Timeline parts of ``scopes`` (``queries.quiet_worlds``) whose sessions changed since the part was written."""
+def stale_timelines(writer: Writer, scopes: Sequence[tuple[int, str]], *, older_than: str) -> list[Pending]:
+    """Timeline parts of ``scopes`` whose sessions changed since the part was written.
+
+    A part covers sessions quiet since ``older_than`` (the one going on joins when it is done).
+    """
     conn = writer.conn
     out = []
-    for scope, name, _ in scopes:
-        sessions = queries.scope_sessions(conn, scope)  # (session, name), in the order they happened
+    for scope, name in scopes:
+        sessions = [  # (session, name), in the order they happened
+            (s, n)
+            for s, n in queries.scope_sessions(conn, scope)
+            if (queries.items_changed(conn, [s]) or "") <= older_than
+        ]
         for part, start in enumerate(range(0, len(sessions), TIMELINE_PART)):
             chunk = sessions[start : start + TIMELINE_PART]
             old = queries.current_summary(conn, scope, "timeline", part=part)

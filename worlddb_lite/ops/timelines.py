@@ -24,17 +24,24 @@ MIN_FACTS = 2  # one fact is its own profile
 KINDS = ("profile", "history")
 
 
-def stale_profiles(writer: Writer, scopes: Sequence[tuple[int, str, str]]) -> list[tuple[Pending, Drafted]]:
-    """The profiles and histories to (re)write in ``scopes``, drafted: subjects whose facts changed since theirs."""
+def stale_profiles(
+    writer: Writer, scopes: Sequence[tuple[int, str]], *, older_than: str
+) -> list[tuple[Pending, Drafted]]:
+    """The profiles and histories to (re)write in ``scopes``, drafted: subjects whose facts changed since theirs.
+
+    Only subjects none of whose facts changed after ``older_than`` (a conversation about them still going on waits).
+    """
     conn = writer.conn
     out = []
-    for scope, _, _ in scopes:
+    for scope, _ in scopes:
         by_subject: dict[str, list[tuple[int, str, str, str, str, str | None, str]]] = defaultdict(list)
         for row in queries.scope_facts(conn, scope):
             by_subject[row[1].lower()].append(row)
         summarised = set(queries.summarised_subjects(conn, scope, KINDS))
         for subject in sorted(set(by_subject) | summarised):
             facts = by_subject.get(subject, [])
+            if facts and max(row[6] for row in facts) > older_than:
+                continue  # still being talked about: later
             if len(facts) < MIN_FACTS:  # too few facts hold now: what was written of the subject goes
                 for kind in KINDS:
                     old = queries.current_summary(conn, scope, kind, of=subject)

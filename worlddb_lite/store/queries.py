@@ -589,13 +589,10 @@ def set_word_context(conn: apsw.Connection, rows: Sequence[tuple[str, int]]) -> 
 # ---- the consolidator's reads (ops/summaries.py, ops/timelines.py) ----------------------------
 
 
-def quiet_worlds(conn: apsw.Connection, node_type: str, older_than: str) -> list[tuple[int, str, str]]:
-    """(nid, name, its root's last change) of the worlds of ``node_type`` unchanged since ``older_than``."""
-    sql = (
-        "select n.nid, json_extract(n.body, '$.name'), max(r.at) from node as n join root_log as r on r.world = n.nid "
-        "where n.type = ? and n.body is not null group by n.nid having max(r.at) <= ? order by n.nid"
-    )
-    return [(as_int(nid), str(name), str(at)) for nid, name, at in conn.execute(sql, (node_type, older_than))]
+def worlds_of_type(conn: apsw.Connection, node_type: str) -> list[tuple[int, str]]:
+    """(nid, name) of the worlds of ``node_type`` that still have their name (not purged), oldest first."""
+    sql = "select nid, json_extract(body, '$.name') from node where type = ? and body is not null order by nid"
+    return [(as_int(nid), str(name)) for nid, name in conn.execute(sql, (node_type,))]
 
 
 def current_summary(
