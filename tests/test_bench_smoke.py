@@ -530,3 +530,34 @@ def test_consolidate_bench_smoke(tmp_path):
     assert queries["summary_first"]["latency"]["n"] == queries["full_detail"]["latency"]["n"] == 4
     assert queries["detail_reachable"] == {**queries["detail_reachable"], "topics_checked": 4, "all_equal": True}
     assert result["build"]["derived_from_edges"] == 200 and result["build"]["summaries"] == 4
+
+
+def test_footprint_smoke(tmp_path):
+    """bench/footprint.py --sizes 300: builds through recall_scale, measures cold starts, RSS, bytes per table."""
+    if not (BENCH.parent.parent / "shared" / "data" / "locomo" / "locomo10.json").is_file():
+        pytest.skip("the store is built from ../shared/data/locomo (bench/recall_scale.py)")
+    out, stores = tmp_path / "footprint.json", tmp_path / "stores"
+    args = [sys.executable, str(BENCH / "footprint.py"), "--sizes", "300", "--store-dir", str(stores)]
+    args += ["--queries", "10", "--runs", "1", "--rerank-queries", "2", "--no-heap", "--no-install-size"]
+    done = subprocess.run([*args, "--json", str(out)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(out.read_text())
+    size = result["sizes"]["300"]
+    assert not size["build"]["cached"] and size["build"]["memories"] == 300 and size["build"]["memories_per_s"] > 0
+    assert size["file"]["bytes_per_memory"] > 0 and "node" in size["file"]["tables_mb"]
+    assert size["file"]["column_bytes_mb"] and size["file"]["objects"][0]["bytes"] > 0
+    assert size["cold_start"]["in_process"]["launch_to_first_recall_s"] > 0 and size["cold_start"]["in_process"]["hits"]
+    assert size["cold_start"]["cli"]["wall_s"] > 0 and size["cold_start"]["cli"]["hits"]
+    recall = size["recall"]
+    assert recall["recalls"] == 11 and recall["latency_after_first"]["n"] == 10 and recall["peak_rss_mb"] > 0
+    assert recall["ivf"]["rows"] > 300 and any(".matrix" in name for name in recall["arrays_mb"])
+    rerank = size["reranker"]
+    if isinstance(rerank, str):  # no onnx / onnxruntime here: said so, not faked
+        assert rerank.startswith("unavailable")
+    else:
+        assert rerank["status"].startswith("unavailable") and rerank["stand_in"]["recall"]["recalls"] == 3
+    assert "100k" not in result["targets"]
+    again = subprocess.run([*args, "--no-reranker"], capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr[-2000:]
+    second = json.loads(again.stdout)
+    assert second["sizes"]["300"]["build"]["cached"] and second["sizes"]["300"]["reranker"] == "skipped: --no-reranker"
