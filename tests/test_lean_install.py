@@ -1,12 +1,15 @@
-"""The default install is lean: the reranker's runtime (onnxruntime, tokenizers) is the ``rerank`` extra.
+"""The default install is lean: the reranker's runtime (onnxruntime) is the ``rerank`` extra, the MCP server's
+SDK the ``mcp`` extra, and model2vec (for hub names only: folders load natively) the ``hub`` extra.
 
 Each check runs a fresh Python in which those packages are made unimportable (``sys.modules[name] = None``),
 so it proves what a default install can do: import the package, open a store, write, recall, and get
-an error that names ``pip install 'worlddb_lite[rerank]'`` when a reranker is asked for.
+an error that names the extra (``pip install 'worlddb_lite[rerank]'``, ``[mcp]``, ``[hub]``) when that
+part is asked for.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -14,9 +17,13 @@ import textwrap
 import tomllib
 from pathlib import Path
 
+import numpy as np
+
 ROOT = Path(__file__).resolve().parent.parent
 EXTRA = "pip install 'worlddb_lite[rerank]'"
 RUNTIME = ("onnxruntime", "tokenizers")
+MCP_EXTRA = "pip install 'worlddb_lite[mcp]'"
+HUB_EXTRA = "pip install 'worlddb_lite[hub]'"
 
 
 def run_python(code: str, cwd: Path, *, block: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
@@ -37,17 +44,22 @@ def test_the_rerank_runtime_is_an_extra_not_a_dependency():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))["project"]
     default = " ".join(project["dependencies"])
     rerank = " ".join(project["optional-dependencies"]["rerank"])
-    for name in RUNTIME:
-        assert name not in default, f"{name} is a default dependency; it belongs to the rerank extra"
+    assert "onnxruntime" not in default, "onnxruntime is a default dependency; it belongs to the rerank extra"
+    for name in RUNTIME:  # tokenizers is a default dependency too now: the bundled embedder's tokenizer
         assert name in rerank
-    assert "worlddb_lite[rerank]" in project["optional-dependencies"]["test"]  # the rerank tests run with the tests
+    extras = project["optional-dependencies"]
+    for name, extra in (("mcp", "mcp"), ("model2vec", "hub")):
+        assert name not in default, f"{name} is a default dependency; it belongs to the {extra} extra"
+        assert any(dep.startswith(name) for dep in extras[extra])
+    assert "worlddb_lite[rerank,mcp,hub]" in extras["test"]  # the rerank, MCP and parity tests run with the tests
 
 
 def test_importing_the_package_imports_no_rerank_runtime(tmp_path):
     done = run_python(
         """
         import worlddb_lite, worlddb_lite.cli, worlddb_lite.models.rerank
-        loaded = sorted({m.split(".")[0] for m in sys.modules} & {"onnxruntime", "tokenizers", "onnx"})
+        optional = {"onnxruntime", "tokenizers", "onnx", "mcp", "pydantic", "model2vec", "huggingface_hub"}
+        loaded = sorted({m.split(".")[0] for m in sys.modules} & optional)
         assert not loaded, loaded
         """,
         tmp_path,
@@ -131,3 +143,57 @@ def test_the_bench_scripts_helpers(monkeypatch):
         "only_through_it": ["b"],
     }
     assert rows[1]["only_through_it_mb"] == 1.0
+
+
+def test_write_recall_and_the_mcp_error_without_mcp_and_model2vec(tmp_path):
+    texts = ["I moved to Porto in May", "where did I move?", "", "🙂", "word " * 700]
+    done = run_python(
+        f"""
+        import contextlib, io, json
+        from worlddb_lite import MissingExtra, StaticEmbedder, WorldDB
+        from worlddb_lite.cli import main
+
+        with WorldDB("lean.db") as db:
+            db.write("I moved to Porto in May", scope="me")
+            hit = db.recall("where did I move?", scope="me", k=1).hits[0]
+            assert "Porto" in hit.node.content, hit.node.content
+        print("VECTORS:", json.dumps(StaticEmbedder().embed({texts!r}).tolist()))
+        try:
+            StaticEmbedder("minishlab/potion-base-8M")
+        except MissingExtra as exc:
+            print("HUB:", exc)
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+            code = main(["mcp", "served.db"])
+        assert code == 2, code
+        print("MCP:", err.getvalue().strip())
+        import os
+        assert not os.path.exists("served.db")  # refused before the store was created
+        present = {{m.split(".")[0] for m, module in sys.modules.items() if module is not None}}
+        loaded = sorted(present & {{"mcp", "model2vec", "huggingface_hub"}})
+        assert not loaded, loaded
+        """,
+        tmp_path,
+        block=("mcp", "model2vec"),
+    )
+    assert done.returncode == 0, done.stderr
+    said = {line.split(":", 1)[0]: line.split(":", 1)[1].strip() for line in done.stdout.splitlines() if ":" in line}
+    assert HUB_EXTRA in said["HUB"]
+    assert said["MCP"].startswith("worlddb mcp:") and MCP_EXTRA in said["MCP"] and "\n" not in said["MCP"]
+    lean = np.asarray(json.loads(said["VECTORS"]), dtype=np.float32)
+    try:  # the same vectors as model2vec's, where it is installed (the test extra brings it)
+        from model2vec import StaticModel
+
+        from worlddb_lite.models.embed import bundled_model_path
+
+        reference = np.asarray(StaticModel.from_pretrained(str(bundled_model_path())).encode(texts), np.float32)
+        norms = np.linalg.norm(reference, axis=1)
+        assert norms[2] == 0 and norms[3] == 0  # no known token: the embedder's fallback fills these rows
+        keep = [0, 1, 4]
+        reference = reference[keep] / norms[keep, None]
+        lean = lean[keep]
+    except ImportError:
+        from worlddb_lite import StaticEmbedder
+
+        reference = StaticEmbedder().embed(texts)
+    assert np.abs(lean - reference).max() <= 1e-6

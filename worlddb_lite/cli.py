@@ -27,8 +27,10 @@ from . import (
     load_conversations,
 )
 from .db import CONSOLIDATION_STEPS, DEFAULT_BUDGET, DEFAULT_EXTRACTOR, DEFAULT_MIN_AGE, DEFAULT_SCOPE, WorldDB
-from .errors import InvalidInput, WorldDBError
+from .errors import InvalidInput, MissingExtra, WorldDBError
 from .types import SCOPE_KINDS, Node, Page, plain, scope_record
+
+MCP_EXTRA = "pip install 'worlddb_lite[mcp]'"  # the MCP server's SDK is not in the default install
 
 DEFAULT_THRESHOLD = EncodingGate().threshold
 
@@ -648,7 +650,16 @@ def cmd_import(args: argparse.Namespace) -> Any:
     ),
 )
 def cmd_mcp(args: argparse.Namespace) -> Any:
-    from .mcp import check_http, serve, serve_http  # the MCP SDK loads only for this command
+    try:  # the MCP SDK loads only for this command, and only the mcp extra installs it
+        import mcp  # noqa: F401
+        import pydantic  # noqa: F401
+
+        from .mcp import check_http, serve, serve_http
+    except ImportError as exc:
+        raise MissingExtra(
+            f"the MCP server needs the mcp package, and {exc.name or 'it'} is not installed; "
+            f"it is the mcp extra: {MCP_EXTRA}"
+        ) from None
 
     token = None
     if args.token_file is not None:

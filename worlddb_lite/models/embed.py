@@ -2,8 +2,10 @@
 
 The bundled model is all-MiniLM-L6-v2 distilled to a 256-d static model (see
 ``models/minilm-l6-static-256/README.md`` for provenance, licence and rebuild).
-It needs no torch and no network. Any other model2vec model can be named by folder,
-or by hub name (``org/name``) where a hub is reachable.
+It needs no torch and no network, and no model2vec either: a model2vec folder is read with safetensors
+and tokenizers (``NativeStaticModel``, model2vec's ``encode`` reproduced exactly). Any other model2vec
+model can be named by folder, or by hub name (``org/name``) where a hub is reachable and the ``hub``
+extra (model2vec itself) is installed.
 """
 
 from __future__ import annotations
@@ -21,10 +23,11 @@ from typing import Any, Protocol, runtime_checkable
 import blake3
 import numpy as np
 
-from ..errors import EmbedderError, InvalidInput
+from ..errors import EmbedderError, InvalidInput, MissingExtra
 
 BUNDLED_MODEL = "minilm-l6-static-256"
 _HUB_NAME = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+HUB_EXTRA = "pip install 'worlddb_lite[hub]'"
 
 
 @runtime_checkable
@@ -244,18 +247,21 @@ def _shared_token_table(folder: str, model_id: str) -> TokenVectors:
     return TokenVectors(_shared_model(folder, model_id))
 
 
-def _load_folder(folder: Path | None) -> Any:
-    from model2vec import StaticModel  # deferred: importing and loading take ~0.5 s
-
+def _load_folder(folder: Path) -> Any:
     try:
-        return StaticModel.from_pretrained(str(folder))
-    except Exception as exc:  # model2vec raises a variety of errors for a damaged folder
+        return NativeStaticModel(folder)
+    except Exception as exc:  # safetensors and tokenizers raise a variety of errors for a damaged folder
         raise InvalidInput(f"cannot load the model2vec model at {folder}: {exc}") from None
 
 
 def _from_hub(name: str) -> Any:
-    from model2vec import StaticModel
-
+    try:
+        from model2vec import StaticModel  # the hub extra: downloading needs model2vec and huggingface_hub
+    except ImportError:
+        raise MissingExtra(
+            f"loading model2vec model {name!r} from the Hugging Face hub needs model2vec, which is not installed; "
+            f"it is the hub extra: {HUB_EXTRA} (or download the model elsewhere and give its folder)"
+        ) from None
     try:
         return StaticModel.from_pretrained(name)
     except Exception as exc:  # offline hubs fail with several error types
@@ -263,6 +269,117 @@ def _from_hub(name: str) -> Any:
             f"cannot load model2vec model {name!r} from the Hugging Face hub ({type(exc).__name__}); "
             "if this machine is offline, download it elsewhere and give its folder instead"
         ) from None
+
+
+_DEFAULT_MAX_LENGTH = 512  # model2vec's, when a config names none
+_BATCH = 1024  # model2vec's encode batch size: rows are averaged in buckets within a batch
+
+
+class NativeStaticModel:
+    """A model2vec model folder loaded with safetensors and tokenizers alone: model2vec's ``encode``, reproduced.
+
+    It follows ``model2vec.StaticModel`` 0.10 (``from_pretrained`` of a folder, then ``encode`` with its
+    defaults) step by step, so its vectors are model2vec's bit for bit (tests/test_native_embed.py): each
+    text cut to ``max_length`` times the vocabulary's median token length in characters, tokenized without
+    special tokens and truncated to ``max_length`` tokens, the unknown token dropped, its token rows
+    averaged in the table's own dtype (weighted and remapped where a quantized model has ``weights`` and
+    ``mapping``), then L2-normalised when the config says ``normalize``. A text with no known token is a
+    zero row. The attributes ``embedding``, ``weights``, ``token_mapping`` and ``tokenizer`` are
+    model2vec's names too, which ``TokenVectors`` reads.
+    """
+
+    def __init__(self, folder: Path) -> None:
+        from safetensors.numpy import load_file  # deferred: loading takes ~0.1 s, read-only commands skip it
+        from tokenizers import Tokenizer
+
+        if (folder / "config.json").is_file():  # model2vec's own layout
+            config_path, tensor_name = folder / "config.json", "embeddings"
+        else:  # a sentence-transformers StaticEmbedding saved beside its config
+            config_path, tensor_name = folder / "config_sentence_transformers.json", "embedding.weight"
+        tensors = load_file(str(folder / "model.safetensors"))
+        self.embedding: np.ndarray = tensors[tensor_name]
+        self.weights: np.ndarray | None = tensors.get("weights")
+        self.token_mapping: np.ndarray | None = tensors.get("mapping")
+        config = json.loads(config_path.read_text("utf-8"))
+        tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+        padding = tokenizer.padding
+        if padding is not None:  # model2vec keeps the pad token but never pads
+            tokenizer.enable_padding(
+                pad_id=padding["pad_id"], pad_token=padding["pad_token"], pad_type_id=padding["pad_type_id"], length=0
+            )
+        vocabulary = tokenizer.get_vocab()
+        if self.token_mapping is None and len(self.embedding) != len(vocabulary):
+            raise ValueError(f"{len(vocabulary)} tokens but {len(self.embedding)} vectors, and no token mapping")
+        self.median_token_length = int(np.median([len(token) for token in vocabulary]))
+        self.normalize = bool(config.get("normalize", False))
+        self.max_length: int | None = config.get("max_length", _DEFAULT_MAX_LENGTH)
+        if self.max_length is None:
+            tokenizer.no_truncation()
+        else:
+            tokenizer.enable_truncation(self.max_length)
+        self.tokenizer = tokenizer
+        self.unk_token_id = _unknown_token_id(tokenizer)
+
+    @property
+    def dim(self) -> int:
+        return int(self.embedding.shape[1])
+
+    def tokenize(self, texts: Sequence[str]) -> list[list[int]]:
+        """Each text's token ids: no special tokens, the unknown token dropped (as model2vec does)."""
+        encode = getattr(self.tokenizer, "encode_batch_fast", self.tokenizer.encode_batch)  # fast: no offsets
+        ids = [encoding.ids for encoding in encode(list(texts), add_special_tokens=False)]
+        if self.unk_token_id is not None:
+            ids = [[token for token in row if token != self.unk_token_id] for row in ids]
+        return ids
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        """An (n, dim) array in the table's dtype: ``StaticModel.encode(texts)`` with its defaults."""
+        texts = list(texts)
+        if self.max_length is not None:
+            cut = self.max_length * self.median_token_length
+            texts = [text[:cut] for text in texts]
+        if not texts:
+            return np.zeros(
+                (0, self.dim), dtype=np.float32 if self.embedding.dtype == np.int8 else self.embedding.dtype
+            )
+        return np.concatenate([self._encode_batch(texts[at : at + _BATCH]) for at in range(0, len(texts), _BATCH)])
+
+    def _encode_batch(self, texts: Sequence[str]) -> np.ndarray:
+        ids = self.tokenize(texts)
+        dtype = np.dtype(np.float32) if self.embedding.dtype == np.int8 else self.embedding.dtype
+        out = np.zeros((len(ids), self.dim), dtype=dtype)
+        if self.token_mapping is None and self.weights is None:
+            buckets: dict[int, list[int]] = {}
+            for row, id_list in enumerate(ids):
+                if id_list:
+                    buckets.setdefault(len(id_list), []).append(row)
+            for rows in buckets.values():
+                id_matrix = np.array([ids[row] for row in rows], dtype=np.int64)
+                out[rows] = self.embedding[id_matrix].mean(axis=1)
+        else:
+            for row, id_list in enumerate(ids):
+                if id_list:
+                    remapped = id_list if self.token_mapping is None else self.token_mapping[id_list]
+                    emb = self.embedding[remapped]
+                    if self.weights is not None:
+                        emb = emb * self.weights[id_list][:, None]
+                    out[row] = emb.mean(axis=0)
+        if self.normalize:
+            out32 = out.astype(np.float32)
+            norm = np.linalg.norm(out32, axis=1, keepdims=True) + 1e-32
+            normalised: np.ndarray = (out32 / norm).astype(out.dtype)
+            return normalised
+        return out
+
+
+def _unknown_token_id(tokenizer: Any) -> int | None:
+    """The id of the tokenizer's unknown token, or None (model2vec's rule: the model's, else a unigram's unk_id)."""
+    model = tokenizer.model
+    if hasattr(model, "unk_token"):  # WordPiece, BPE, WordLevel
+        token = model.unk_token
+        return None if token is None else tokenizer.token_to_id(token)
+    unk: int | None = json.loads(tokenizer.to_str())["model"].get("unk_id")  # Unigram
+    return unk
 
 
 def _digest(weights: Path) -> str:
