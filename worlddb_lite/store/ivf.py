@@ -20,6 +20,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
+LOAD_CHUNK = 16384  # rows copied into the index at a time when it loads: bounds the copy's extra memory
 BIG_SCOPE = 8192  # a scope with more rows than this gets cells of its own
 ROW_BUDGET = 1.5  # a probe scans up to 1.5x the rows nprobe average partitions hold (see _scan)
 GATHER_COST = 3.0  # scoring a row gathered from anywhere costs ~3 rows scanned in a block (bench/lane.py)
@@ -87,7 +88,8 @@ class IvfIndex:
         """
         kept = parents >= 0
         codes = np.array([self._code(t) for t, keep in zip(types, kept.tolist(), strict=True) if keep], dtype=np.int64)
-        nids, parts, vectors, parents = nids[kept], parts[kept].astype(np.int64), vectors[kept], parents[kept]
+        rows = np.flatnonzero(kept)  # the vectors stay where they are: a masked copy was a second matrix
+        nids, parents, parts = nids[kept], parents[kept], parts[kept].astype(np.int64)
         names, seq = self.type_names, self.seq
         self.__init__(self.dim, self.centroids)  # type: ignore[misc]
         self.type_names, self.seq = names, seq
@@ -134,7 +136,8 @@ class IvfIndex:
         offsets = np.arange(len(nids)) - np.repeat(np.concatenate(([0], np.cumsum(counts)[:-1])), counts)
         positions = np.empty(len(nids), dtype=np.int64)
         positions[order] = starts[cells[order]] + offsets
-        self.matrix[positions] = vectors
+        for lo in range(0, len(rows), LOAD_CHUNK):  # a chunk's gathered copy at a time, not all of them
+            self.matrix[positions[lo : lo + LOAD_CHUNK]] = vectors[rows[lo : lo + LOAD_CHUNK]]
         self.row_nid[positions] = nids
         self.used, self.size = total, len(nids)
         self.p_rows = np.bincount(parts, minlength=self.nlist).astype(np.int64)

@@ -115,11 +115,17 @@ class VectorTable:
     def everything(
         self, dim: int, since: int = 0
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[str]]:
-        """(nids, parts, seqs, vectors, parents, types) of the rows changed after ``since`` (all: 0)."""
+        """(nids, parts, seqs, vectors, parents, types) of the rows changed after ``since`` (all: 0).
+
+        The vectors are read into one preallocated matrix, a row at a time: a list of the rows' bytes
+        and their joined copy held ~2x the matrix at once, the peak of a process's memory at 100k
+        memories (bench/footprint.py). One read transaction keeps the count and the rows the same.
+        """
+        row = self.conn.execute("select count(*) from node_vec where seq > ?", (since,)).fetchone()
+        matrix = np.empty((as_int(row[0]) if row else 0, dim), dtype=np.float32)
         nids: list[int] = []
         parts: list[int] = []
         seqs: list[int] = []
-        blobs: list[bytes] = []
         parents: list[int] = []
         types: list[str] = []
         for nid, part, seq, blob, parent, type_ in self.conn.execute(
@@ -127,17 +133,19 @@ class VectorTable:
             "join node as n on n.nid = v.nid where v.seq > ?",
             (since,),
         ):
+            if len(nids) == matrix.shape[0]:  # a row written since the count (outside a read transaction)
+                matrix = np.concatenate([matrix, np.empty((max(16, len(nids) // 4), dim), dtype=np.float32)])
+            matrix[len(nids)] = np.frombuffer(as_bytes(blob), dtype=np.float32)
             nids.append(nid)
             parts.append(part)
             seqs.append(seq)
-            blobs.append(blob)
             parents.append(-1 if parent is None else parent)
             types.append(type_)
         return (
             np.array(nids, dtype=np.int64),
             np.array(parts, dtype=np.int32),
             np.array(seqs, dtype=np.int64),
-            np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(-1, dim).copy(),
+            matrix[: len(nids)],
             np.array(parents, dtype=np.int64),
             types,
         )
