@@ -97,9 +97,10 @@ def run(
                 else queue.drain(writer, extractor, limit=limit, progress=told(step), recluster=recluster)
             )
         elif step == "summaries":  # sessions first: a timeline part reads a session after its summary is written
-            sessions = summaries.stale_sessions(writer, older_than=older_than)
+            changed_at = queries.items_changed(writer.conn)  # after the queue step; summaries are no items
+            sessions = summaries.stale_sessions(writer, changed_at, older_than=older_than)
             done = summaries.summarise(writer, summarizer, sessions, dry_run=dry_run, batch=BATCH, progress=told(step))
-            parts = summaries.stale_timelines(writer, scopes, older_than=older_than)
+            parts = summaries.stale_timelines(writer, scopes, changed_at, older_than=older_than)
             done += summaries.summarise(writer, summarizer, parts, dry_run=dry_run, batch=BATCH, progress=told(step))
             report.done[step] = done
         elif step == "timelines":

@@ -14,14 +14,14 @@ Two kinds are written, each a ``Summary`` node with ``derived_from`` edges to th
 
 A summary is rewritten only when what it covers changed: a turn or note of the session (of a
 timeline part's sessions) written, closed, retired or purged since the summary was written
-(``queries.items_changed``; a link between them is no change). The new version supersedes the old
+(``queries.items_changed``, read once a run; a link between them is no change). The new version supersedes the old
 (``amend``), so the history of summaries stays readable; one whose world no longer qualifies is retired.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -143,16 +143,17 @@ class Pending:
     about: tuple[str, ...] = ()  # entities it is about (``refers_to``): the entity lane reaches it as their facts
 
 
-def stale_sessions(writer: Writer, *, older_than: str) -> list[Pending]:
+def stale_sessions(writer: Writer, changed_at: Mapping[int, str], *, older_than: str) -> list[Pending]:
     """Sessions of ``MIN_SESSION_TURNS`` turns or more, quiet since ``older_than``, with no summary newer than them.
 
     Quiet: none of its turns was written, closed or retired since then (a session still going on
     waits); what else happens in the store (a link between its turns, a summary) does not count.
+    ``changed_at``: ``queries.items_changed``.
     """
     conn = writer.conn
     out = []
     for session, name in queries.worlds_of_type(conn, "Session"):
-        changed = queries.items_changed(conn, [session])
+        changed = changed_at.get(session)
         if changed is None or changed > older_than:
             continue  # nothing to summarise, or still going on
         old = queries.current_summary(conn, session, "session")
@@ -167,7 +168,9 @@ def stale_sessions(writer: Writer, *, older_than: str) -> list[Pending]:
     return out
 
 
-def stale_timelines(writer: Writer, scopes: Sequence[tuple[int, str]], *, older_than: str) -> list[Pending]:
+def stale_timelines(
+    writer: Writer, scopes: Sequence[tuple[int, str]], changed_at: Mapping[int, str], *, older_than: str
+) -> list[Pending]:
     """Timeline parts of ``scopes`` whose sessions changed since the part was written.
 
     A part covers sessions quiet since ``older_than`` (the one going on joins when it is done).
@@ -176,14 +179,12 @@ def stale_timelines(writer: Writer, scopes: Sequence[tuple[int, str]], *, older_
     out = []
     for scope, name in scopes:
         sessions = [  # (session, name), in the order they happened
-            (s, n)
-            for s, n in queries.scope_sessions(conn, scope)
-            if (queries.items_changed(conn, [s]) or "") <= older_than
+            (s, n) for s, n in queries.scope_sessions(conn, scope) if changed_at.get(s, "") <= older_than
         ]
         for part, start in enumerate(range(0, len(sessions), TIMELINE_PART)):
             chunk = sessions[start : start + TIMELINE_PART]
             old = queries.current_summary(conn, scope, "timeline", part=part)
-            changed = queries.items_changed(conn, [s for s, _ in chunk]) or ""
+            changed = max(changed_at.get(s, "") for s, _ in chunk)
             if old is not None and changed <= old[1] and old[2] == len(chunk):
                 continue
             firsts = [_items(writer, queries.world_items(conn, s)) for s, _ in chunk]
@@ -299,15 +300,13 @@ def _batches(
 
     How many were written (or retired).
     """
-    written = 0
+    if dry_run:
+        return len(pending)
     for start in range(0, len(pending), batch):
         with writer.transaction() as txn:
             now = writer.clock()
             for item in pending[start : start + batch]:
-                drafted = text_of(item) if item.items else Drafted("", ())
-                written += 1
-                if not dry_run:
-                    store_summary(writer, txn, item, drafted, now)
+                store_summary(writer, txn, item, text_of(item) if item.items else Drafted("", ()), now)
         if progress is not None:
             progress(min(start + batch, len(pending)), len(pending))
-    return written
+    return len(pending)

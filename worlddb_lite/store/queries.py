@@ -641,20 +641,20 @@ def scope_sessions(conn: apsw.Connection, scope: int) -> list[tuple[int, str]]:
     return [(as_int(nid), str(name)) for nid, name, began in rows if began is not None]
 
 
-def items_changed(conn: apsw.Connection, worlds: Sequence[int]) -> str | None:
-    """When a turn or note of ``worlds`` was last written, closed, retired or purged (None: they hold none).
+def items_changed(conn: apsw.Connection) -> dict[int, str]:
+    """World nid -> when a turn or note in it was last written, closed, retired or purged (one read for all).
 
     What a summary of them depends on; edges between them (a ``duplicates`` link) are not.
     """
-    row = conn.execute(
-        "with items(nid, at) as (select n.nid, s.created_at from node as n join node_state as s on s.nid = n.nid "
-        "where n.parent in (select value from json_each(?1)) and n.type in ('Turn', 'Memory')) "
-        "select max(t) from (select at as t from items union all select l.at from state_log as l "
-        "join items as i on i.nid = l.ref where l.kind = 'node' union all select tb.purged_at from tombstone as tb "
-        "join node as n on n.id = tb.id join items as i on i.nid = n.nid)",
-        (json.dumps(list(worlds)),),
-    ).fetchone()
-    return None if row is None or row[0] is None else str(row[0])
+    rows = conn.execute(
+        "with items(nid, world, at) as (select n.nid, n.parent, s.created_at from node as n "
+        "join node_state as s on s.nid = n.nid where n.type in ('Turn', 'Memory') and n.parent is not null) "
+        "select world, max(t) from (select world, at as t from items union all select i.world, l.at "
+        "from state_log as l join items as i on i.nid = l.ref where l.kind = 'node' union all "
+        "select i.world, tb.purged_at from tombstone as tb join node as n on n.id = tb.id "
+        "join items as i on i.nid = n.nid) group by world"
+    )
+    return {as_int(world): str(at) for world, at in rows}
 
 
 def scope_facts(conn: apsw.Connection, scope: int) -> list[tuple[int, str, str, str, str, str | None, str]]:
