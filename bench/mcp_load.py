@@ -49,10 +49,13 @@ PLACES = "Lisbon Porto Oslo Austin Denver Kyoto Lima Accra Quito Riga".split()
 THINGS = "piano violin chess coffee bicycle garden recipe museum letter train".split()
 
 
-def start_server(path: str, log: Path) -> tuple[subprocess.Popen[bytes], str]:
-    """`worlddb mcp PATH --http --port 0`; its URL, from the line it announces on stderr."""
+def start_server(path: str | Path, log: Path, *extra: str) -> tuple[subprocess.Popen[bytes], str]:
+    """`worlddb mcp PATH --http --port 0 [extra]` in a child process; its URL, from the line it announces.
+
+    Also what tests/test_mcp_http.py and tests/test_mcp_transports.py start their servers with.
+    """
     with log.open("wb") as err:
-        child = subprocess.Popen([*CLI, path, "--http", "--port", "0"], stderr=err)
+        child = subprocess.Popen([*CLI, str(path), "--http", "--port", "0", *extra], stderr=err)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         found = ADDRESS.search(log.read_text("utf-8", "replace"))
@@ -62,16 +65,19 @@ def start_server(path: str, log: Path) -> tuple[subprocess.Popen[bytes], str]:
             break
         time.sleep(0.05)
     child.kill()
-    raise SystemExit(f"the server did not start:\n{log.read_text('utf-8', 'replace')}")
+    child.wait(10)
+    raise RuntimeError(f"the server did not start:\n{log.read_text('utf-8', 'replace')}")
 
 
 def stop_server(child: subprocess.Popen[bytes]) -> int:
-    child.terminate()
-    try:
-        return child.wait(30)
-    except subprocess.TimeoutExpired:
-        child.kill()
-        return child.wait(10)
+    """SIGTERM (SIGKILL if it does not end within 30 s); its exit code."""
+    if child.poll() is None:
+        child.terminate()
+        try:
+            return child.wait(30)
+        except subprocess.TimeoutExpired:
+            child.kill()
+    return child.wait(10)
 
 
 def failed(result: Any) -> bool:

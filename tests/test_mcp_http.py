@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import re
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,49 +25,19 @@ except ImportError:  # pragma: no cover - depends on the SDK installed
 
 from mcp import ClientSession
 
-CLI = [sys.executable, "-c", "from worlddb_lite.cli import main; raise SystemExit(main())", "mcp"]
-ADDRESS = re.compile(r"serving .* at (http://\S+)")
-
-
-def start(path: Path, log: Path, *extra: str) -> tuple[subprocess.Popen[bytes], str]:
-    """`worlddb mcp PATH --http --port 0` in a child process; its URL, read from the line it announces."""
-    with log.open("wb") as err:
-        child = subprocess.Popen([*CLI, str(path), "--http", "--port", "0", *extra], stderr=err)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        found = ADDRESS.search(log.read_text("utf-8", "replace"))
-        if found:
-            return child, found.group(1)
-        if child.poll() is not None:
-            break
-        time.sleep(0.05)
-    child.kill()
-    child.wait(10)
-    raise AssertionError(f"the server did not start:\n{log.read_text('utf-8', 'replace')}")
-
-
-def stop(child: subprocess.Popen[bytes]) -> int:
-    if child.poll() is None:
-        child.terminate()
-        try:
-            return child.wait(15)
-        except subprocess.TimeoutExpired:
-            child.kill()
-    return child.wait(10)
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+from mcp_load import CLI, start_server, stop_server  # noqa: E402  (one launcher for the bench and the tests)
+from mcp_load import failed as is_error  # noqa: E402
 
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[tuple[Path, str, subprocess.Popen[bytes]]]:
     path = tmp_path / "http.db"
-    child, url = start(path, tmp_path / "server.log")
+    child, url = start_server(path, tmp_path / "server.log")
     try:
         yield path, url, child
     finally:
-        stop(child)
-
-
-def is_error(result: Any) -> bool:
-    return bool(getattr(result, "is_error", getattr(result, "isError", False)))
+        stop_server(child)
 
 
 def test_the_server_answers_over_http(server: tuple[Path, str, subprocess.Popen[bytes]]) -> None:
@@ -106,7 +74,7 @@ def test_the_server_answers_over_http(server: tuple[Path, str, subprocess.Popen[
     assert is_error(got["bad"]) and "k" in got["bad"].content[0].text
     assert is_error(got["unknown"]) and "InvalidId" in got["unknown"].content[0].text
     assert not is_error(got["after"]) and "default" in got["after"].content[0].text  # the server lives on
-    assert stop(child) == 0  # SIGTERM ends it quietly, the store closed
+    assert stop_server(child) == 0  # SIGTERM ends it quietly, the store closed
     with WorldDB(path) as db:
         assert db.read(memory).content == "the spare key is under the blue pot" and db.verify().ok
 
@@ -129,7 +97,7 @@ def test_concurrent_http_clients_share_one_store_safely(server: tuple[Path, str,
 
     ids = [memory for batch in asyncio.run(many()) for memory in batch]
     assert len(set(ids)) == 20
-    assert stop(child) == 0
+    assert stop_server(child) == 0
     with WorldDB(path) as db:
         assert {n.id for n in db.list_memories("load", type="Memory", limit=1000).nodes} == set(ids)
         assert db.verify().ok
@@ -170,7 +138,7 @@ def test_a_token_guards_every_request(tmp_path: Path) -> None:
 
     secret = tmp_path / "token"
     secret.write_text("s3cret-token-for-tests\n", encoding="utf-8")
-    child, url = start(tmp_path / "t.db", tmp_path / "t.log", "--token-file", str(secret))
+    child, url = start_server(tmp_path / "t.db", tmp_path / "t.log", "--token-file", str(secret))
     try:
         for header in ({}, {"Authorization": "Bearer wrong"}):
             request = urllib.request.Request(url, data=b"{}", headers={"Content-Type": "application/json", **header})
@@ -188,7 +156,7 @@ def test_a_token_guards_every_request(tmp_path: Path) -> None:
 
         assert not is_error(asyncio.run(talk()))
     finally:
-        assert stop(child) == 0
+        assert stop_server(child) == 0
     with WorldDB(tmp_path / "t.db") as db:
         assert [n.content for n in db.nodes(type="Memory")] == ["a note behind a token"]  # the refused wrote nothing
 

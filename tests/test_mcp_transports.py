@@ -18,7 +18,7 @@ import pytest
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from tests.test_mcp_http import CLI, http_client, is_error, start, stop
+from tests.test_mcp_http import CLI, http_client, is_error, start_server, stop_server
 from worlddb_lite.mcp import TOOL_NAMES
 
 Script = list[tuple[str, Callable[[dict[str, Any]], dict[str, Any]], Callable[[Any, dict[str, Any]], None]]]
@@ -80,13 +80,13 @@ async def session(transport: str, path: Path, tmp_path: Path) -> AsyncIterator[C
             await opened.initialize()
             yield opened
         return
-    child, url = start(path, tmp_path / "server.log")
+    child, url = start_server(path, tmp_path / "server.log")
     try:
         async with http_client(url) as (read, write, *_), ClientSession(read, write) as opened:
             await opened.initialize()
             yield opened
     finally:
-        stop(child)
+        stop_server(child)
 
 
 @pytest.mark.parametrize("transport", ["stdio", "http"])
