@@ -12,10 +12,12 @@ import pytest
 BENCH = Path(__file__).resolve().parent.parent / "bench"
 
 
-def run(script: str, *args: str, tmp_path: Path) -> dict:
+def run(script: str, *args: str, tmp_path: Path, store: bool = True) -> dict:
+    """``bench/<script> args --json OUT`` (with ``store``, also ``--path`` a store of its own); the JSON it wrote."""
     out = tmp_path / "result.json"
+    place = ["--path", str(tmp_path / "bench.db")] if store else []
     done = subprocess.run(
-        [sys.executable, str(BENCH / script), *args, "--path", str(tmp_path / "bench.db"), "--json", str(out)],
+        [sys.executable, str(BENCH / script), *args, *place, "--json", str(out)],
         capture_output=True,
         text=True,
         timeout=300,
@@ -504,26 +506,7 @@ def test_write_cost_smoke(tmp_path):
 
 def test_consolidate_bench_smoke(tmp_path):
     """bench/consolidate.py: a Summary per topic collapses its notes, and its derived_from edges reach them all."""
-    out = tmp_path / "consolidate.json"
-    done = subprocess.run(
-        [
-            sys.executable,
-            str(BENCH / "consolidate.py"),
-            "--facts",
-            "200",
-            "--topics",
-            "4",
-            "--runs",
-            "1",
-            "--json",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    result = json.loads(out.read_text())
+    result = run("consolidate.py", "--facts", "200", "--topics", "4", "--runs", "1", tmp_path=tmp_path, store=False)
     queries = result["queries"]
     assert queries["summary_first"]["nodes_mean"] == 1 and queries["full_detail"]["nodes_mean"] == 50
     assert queries["full_detail"]["tokens_mean"] > 10 * queries["summary_first"]["tokens_mean"]
@@ -536,12 +519,9 @@ def test_footprint_smoke(tmp_path):
     """bench/footprint.py --sizes 300: builds through recall_scale, measures cold starts, RSS, bytes per table."""
     if not (BENCH.parent.parent / "shared" / "data" / "locomo" / "locomo10.json").is_file():
         pytest.skip("the store is built from ../shared/data/locomo (bench/recall_scale.py)")
-    out, stores = tmp_path / "footprint.json", tmp_path / "stores"
-    args = [sys.executable, str(BENCH / "footprint.py"), "--sizes", "300", "--store-dir", str(stores)]
+    args = ["--sizes", "300", "--store-dir", str(tmp_path / "stores")]
     args += ["--queries", "10", "--runs", "1", "--rerank-queries", "2", "--no-heap", "--no-install-size"]
-    done = subprocess.run([*args, "--json", str(out)], capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
-    result = json.loads(out.read_text())
+    result = run("footprint.py", *args, tmp_path=tmp_path, store=False)
     size = result["sizes"]["300"]
     assert not size["build"]["cached"] and size["build"]["memories"] == 300 and size["build"]["memories_per_s"] > 0
     assert size["file"]["bytes_per_memory"] > 0 and "node" in size["file"]["tables_mb"]
@@ -557,7 +537,12 @@ def test_footprint_smoke(tmp_path):
     else:
         assert rerank["status"].startswith("unavailable") and rerank["stand_in"]["recall"]["recalls"] == 3
     assert "100k" not in result["targets"]
-    again = subprocess.run([*args, "--no-reranker"], capture_output=True, text=True, timeout=300)
+    again = subprocess.run(
+        [sys.executable, str(BENCH / "footprint.py"), *args, "--no-reranker"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert again.returncode == 0, again.stderr[-2000:]
     second = json.loads(again.stdout)
     assert second["sizes"]["300"]["build"]["cached"] and second["sizes"]["300"]["reranker"] == "skipped: --no-reranker"
