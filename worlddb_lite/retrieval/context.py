@@ -106,26 +106,29 @@ def assemble(recall: Recall, *, budget: int = DEFAULT_BUDGET, prefer_summaries: 
     used = estimate_tokens(header)
     items: list[ContextItem] = []
     left_out = 0
-    covered: set[str] = set()  # turns a placed summary stands for, and the summaries placed
-    summaries = [hit for hit in recall.hits if hit.node.type == "Summary"] if prefer_summaries else []
-    for hit in summaries:
-        text = line(len(items) + 1, hit)
-        cost = estimate_tokens(text) + 1
-        if used + cost <= budget * SUMMARY_SHARE:
-            used += cost
-            items.append(ContextItem(hit.node.id, status(hit), text, cost))
-            covered.update([hit.node.id, *(turn.id for turn in hit.turns)])
-    for hit in recall.hits:
-        if (hit.node.type == "Summary" and not prefer_summaries) or hit.node.id in covered:
-            continue
+    covered: set[str] = set()  # the summaries placed, and the turns they stand for
+
+    def place(hit: Hit, limit: float) -> bool:
+        """Add ``hit``'s line if the tokens used stay within ``limit``; whether it was."""
+        nonlocal used
         text = line(len(items) + 1, hit)
         cost = estimate_tokens(text) + 1  # the line break
-        if used + cost > budget:
-            left_out += 1
-            continue
+        if used + cost > limit:
+            return False
         used += cost
         items.append(ContextItem(hit.node.id, status(hit), text, cost))
         if hit.node.type == "Summary":
-            covered.update(turn.id for turn in hit.turns)
+            covered.update([hit.node.id, *(turn.id for turn in hit.turns)])
+        return True
+
+    if prefer_summaries:
+        for hit in recall.hits:
+            if hit.node.type == "Summary":
+                place(hit, budget * SUMMARY_SHARE)
+    for hit in recall.hits:
+        if (hit.node.type == "Summary" and not prefer_summaries) or hit.node.id in covered:
+            continue
+        if not place(hit, budget):
+            left_out += 1
     body = "\n".join([header, *(item.text for item in items)])
     return Context(body, tuple(items), used, budget, left_out)
