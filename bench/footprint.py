@@ -408,7 +408,7 @@ def store_queries(path: Path, count: int, seed: int) -> list[str]:
         rng = random.Random(seed)
         out: list[str] = []
         for nid in rng.sample(nids, min(len(nids), count * 3)):
-            row = conn.execute("select content from node_fts where rowid = ?", (nid,)).fetchone()
+            row = conn.execute("select content from node_text where nid = ?", (nid,)).fetchone()
             words = WORDS.findall(row[0] if row and row[0] else "")
             if len(words) < QUERY_WORDS:
                 continue

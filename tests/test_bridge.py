@@ -127,7 +127,7 @@ def test_the_word_window_indexes_turns_around_for_their_words_alone(tmp_path: Pa
         found = _found(wide, "pottery")
         assert sorted(found[:2]) == sorted(talk[:2]) and sorted(found[2:]) == sorted(talk[2:5])  # 4 turns back at most
         assert sorted(_found(narrow, "pottery")) == sorted(talk[:2])
-        rows = dict(wide._conn.execute("select content, context from node_fts where content like 'Lovely.%'"))
+        rows = dict(wide._conn.execute("select content, context from node_text where content like 'Lovely.%'"))
         assert rows == {
             "Lovely.\nme: Yes, and I made a bowl!": (
                 "me: Did you go to the pottery class on Sunday?\nme: Thanks!\nme: What glaze?"

@@ -173,7 +173,10 @@ def test_verify_exits_1_on_a_tampered_store(
     conn = connection.connect(store["path"])
     with conn:
         if tamper == "fts":
-            conn.execute("delete from node_fts where rowid = (select max(rowid) from node_fts)")
+            conn.execute(  # node_fts is contentless: a row goes by 'delete' with the values it was indexed with
+                "insert into node_fts (node_fts, rowid, name, content, context) select 'delete', nid, name, content, "
+                "context from node_text where nid = (select max(nid) from node_text)"
+            )
         elif tamper == "root":
             conn.execute("insert into reconciler_session (holder) values ('reconciler')")
             conn.execute("update node_state set root = zeroblob(32) where nid = 1")

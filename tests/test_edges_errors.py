@@ -308,7 +308,7 @@ def test_deeply_nested_props_are_invalid_input_and_write_nothing(db: WorldDB) ->
 def _fts_nid(path: str, text: str) -> int:
     conn = apsw.Connection(path)
     try:
-        rows = conn.execute("select rowid from node_fts where content like ?", (text + "%",)).fetchall()
+        rows = conn.execute("select nid from node_text where content like ?", (text + "%",)).fetchall()
     finally:
         conn.close()
     assert len(rows) == 1, rows
@@ -352,31 +352,62 @@ def test_a_clean_store_with_windows_and_live_turns_verifies_clean(tmp_path: Path
             assert report.ok, report.violations
 
 
-FORGED = {  # column, forged value, whether plain verify finds it (or only --deep)
-    "context": ("context", "injected words", False),
-    "content-extra": ("content", "Love it. She works at the harbour museum.\ninjected words", False),
-    "content-replaced": ("content", "Hate it. injected words", True),
-    "name": ("name", "Mallory", True),
+def _reindex(conn: apsw.Connection, nid: int, **forged: str) -> None:
+    """Rewrite a full-text row around the engine: node_fts is contentless, so FTS5's 'delete' command with
+    the values it was indexed with (node_text), then an insert with some of them ``forged``."""
+    name, content, context = conn.execute(
+        "select name, content, context from node_text where nid = ?", (nid,)
+    ).fetchone()
+    conn.execute(
+        "insert into node_fts (node_fts, rowid, name, content, context) values ('delete', ?, ?, ?, ?)",
+        (nid, name, content, context),
+    )
+    row = {"name": name, "content": content, "context": context, **forged}
+    conn.execute(
+        "insert into node_fts (rowid, name, content, context) values (?, ?, ?, ?)",
+        (nid, row["name"], row["content"], row["context"]),
+    )
+
+
+Forge = Callable[[apsw.Connection, int], object]
+FORGED: dict[str, tuple[Forge, str]] = {  # how, what verify --deep names (plain verify finds none of them)
+    # index_text holds what a row adds to its node's blob
+    "context": (
+        lambda c, n: c.execute("update index_text set context = 'injected words' where nid = ?", (n,)),
+        "neighbours",
+    ),
+    "added": (
+        lambda c, n: c.execute("update index_text set added = 'injected words' where nid = ?", (n,)),
+        "neighbours",
+    ),
+    "index-context": (lambda c, n: _reindex(c, n, context="injected words"), "around the engine"),
+    "index-content-replaced": (lambda c, n: _reindex(c, n, content="Hate it. injected words"), "around the engine"),
+    "index-name": (lambda c, n: _reindex(c, n, name="Mallory"), "around the engine"),
 }
 
 
 @pytest.mark.parametrize("case", list(FORGED))
 def test_verify_finds_words_injected_into_a_full_text_row(case: str, tmp_path: Path, clock: FakeClock) -> None:
-    column, value, plain = FORGED[case]
+    forge, says = FORGED[case]
     path = str(tmp_path / "forged.db")
     _conversation_store(path, clock)
-    _raw(path, f"update node_fts set {column} = ? where rowid = ?", (value, _fts_nid(path, "Love it. She works")))
+    nid = _fts_nid(path, "Love it. She works")
+    conn = apsw.Connection(path)
+    try:
+        forge(conn, nid)
+    finally:
+        conn.close()
     with WorldDB(path, embedder=FakeEmbedder(), clock=clock) as db:
         found = [v for v in db.verify(deep=True).violations if v.invariant == "7-indexes"]
-        assert found
-        assert db.verify().ok is not plain
-    if not plain:
-        assert "injected" in found[0].detail and "neighbours" in found[0].detail
+        assert found and db.verify().ok
+    assert any(says in v.detail for v in found), found
+    if says == "neighbours":
+        assert "injected" in found[0].detail
 
 
 def test_cli_verify_deep_reports_injected_context(cli_copy: str, capsys: pytest.CaptureFixture[str]) -> None:
     nid = _fts_nid(cli_copy, "memory number 7:")
-    _raw(cli_copy, "update node_fts set context = 'injected words' where rowid = ?", (nid,))
+    _raw(cli_copy, "insert or replace into index_text (nid, added, context) values (?, null, 'injected words')", (nid,))
     code, out, _ = run(capsys, "verify", cli_copy, "--deep")
     assert code == 1 and "injected" in out, out
 
@@ -385,7 +416,12 @@ def test_verify_reports_full_text_rows_of_missing_nodes(tmp_path: Path, clock: F
     path = str(tmp_path / "rows.db")
     _conversation_store(path, clock)
     _raw(path, "insert into node_fts (rowid, name, content, context) values (99999, '', 'ghost', null)", ())
-    _raw(path, "delete from node_fts where rowid = ?", (_fts_nid(path, "Sounds lovely"),))
+    _raw(
+        path,
+        "insert into node_fts (node_fts, rowid, name, content, context) "
+        "select 'delete', nid, name, content, context from node_text where nid = ?",
+        (_fts_nid(path, "Sounds lovely"),),
+    )
     with WorldDB(path, embedder=FakeEmbedder(), clock=clock) as db:
         details = " | ".join(v.detail for v in db.verify().violations)
     assert "full-text row 99999 belongs to no node" in details and "has text but no full-text row" in details

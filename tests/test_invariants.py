@@ -411,7 +411,7 @@ def test_7_fts_and_vector_rows_match_nodes(db: WorldDB) -> None:
     texts = _text_nids(db)
     fts = {int(r[0]) for r in db._conn.execute("select rowid from node_fts")}
     assert texts == fts
-    for nid, name, content in db._conn.execute("select rowid, name, content from node_fts"):
+    for nid, name, content in db._conn.execute("select nid, name, content from node_text"):
         record = json.loads(db._conn.execute("select body from node where nid = ?", (nid,)).fetchone()[0])
         assert name == (record.get("name") or "") and content == (record.get("content") or "")
     expected = _expected_vectors(db)

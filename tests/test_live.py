@@ -32,7 +32,7 @@ def _stores(tmp_path: Path) -> tuple[WorldDB, WorldDB]:
 
 def _index(db: WorldDB) -> dict[str, object]:
     rows = db._conn.execute(
-        "select n.id, f.name, f.content, f.context from node_fts as f join node as n on n.nid = f.rowid order by n.id"
+        "select n.id, f.name, f.content, f.context from node_text as f join node as n on n.nid = f.nid order by n.id"
     ).fetchall()
     vectors = db._conn.execute(
         "select n.id, v.embedding from node_vec as v join node as n on n.nid = v.nid "
@@ -80,7 +80,7 @@ def test_the_latest_turn_context_is_rewritten_as_turns_arrive(db: WorldDB) -> No
         "Did you go to the pottery class on Sunday?", scope="me", speaker="me", at="2024-01-02T10:00:00Z"
     )
     nid = db._store.resolve(first)
-    context = lambda: db._conn.execute("select context from node_fts where rowid = ?", (nid,)).fetchone()[0]  # noqa: E731
+    context = lambda: db._conn.execute("select context from node_text where nid = ?", (nid,)).fetchone()[0]  # noqa: E731
     assert context() is None
     db.add_turn("Yes, and I made a bowl!", scope="me", speaker="me", at="2024-01-02T10:01:00Z")
     assert context() == "me: Yes, and I made a bowl!"
@@ -95,7 +95,7 @@ def test_a_purged_turn_is_a_wall_no_words_cross(db: WorldDB) -> None:
     db.purge(secret)
     after = db.add_turn("ok, noted", scope="me", speaker="me", at="2024-01-02T10:02:00Z")
     row = db._conn.execute(
-        "select content, context from node_fts where rowid = ?", (db._store.resolve(after),)
+        "select content, context from node_text where nid = ?", (db._store.resolve(after),)
     ).fetchone()
     assert "4471" not in repr(row) and "9902" not in repr(row)
 

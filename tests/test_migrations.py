@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import shutil
+import unicodedata
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ import pytest
 
 from worlddb_lite import SchemaTooNew, SchemaTooOld, WorldDB
 from worlddb_lite.cli import main
-from worlddb_lite.store import connection, migrations
+from worlddb_lite.store import connection, migrations, queries
 from worlddb_lite.write.conversation import ConversationIn, SessionIn, TurnIn
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -138,7 +139,7 @@ def test_the_migrated_full_text_index_stems_and_recall_works(old_store: Path) ->
         db.close()
 
 
-WITH_CONTEXT = "select substr(content, 1, 16), context from node_fts where context is not null"
+WITH_CONTEXT = "select substr(content, 1, 16), context from node_text where context is not null"
 
 
 def test_the_migration_indexes_old_turns_with_their_neighbours_words(old_store: Path, tmp_path: Path) -> None:
@@ -192,18 +193,73 @@ def test_the_context_fill_stops_at_a_purged_turn_and_skips_amended_versions(tmp_
         )
         db.purge(ids[2])
         newer = db.amend(ids[4], "We leave on Saturday.")
+    as_version_6(path)
     conn = apsw.Connection(str(path))  # as version 5 left it: no context anywhere
     conn.execute("update node_fts set context = null; pragma user_version = 5")
     conn.close()
     with WorldDB(path) as db:
         assert db.migrated_from == 5
-        rows = dict(db._conn.execute("select rowid, context from node_fts"))
+        rows = dict(db._conn.execute("select nid, context from node_text"))
         context = {node: rows.get(db._store.resolve(node)) for node in [*ids, newer]}
         assert not any("4417" in (text or "") for text in context.values())
         assert context[ids[0]] == "me: I booked the ferry."  # the turn after; the purged one is a wall
         assert context[ids[3]] == "me: We leave on Friday."  # nothing from before the wall
         assert context[newer] is None  # an amended version was never said among the others
         assert db.verify(deep=True).ok
+
+
+def as_version_6(path: Path) -> None:
+    """Give a store version 6's layout: node_fts with its own copy of each row's text, no index_text."""
+    conn = apsw.Connection(str(path))
+    try:
+        with conn:
+            conn.execute(migrations.V6_FTS.replace("node_fts", "node_fts_v6", 1))
+            conn.execute("insert into node_fts_v6 (rowid, name, content, context) select * from node_text")
+            conn.execute("drop view node_text; drop table node_fts; drop table index_text")
+            conn.execute("alter table node_fts_v6 rename to node_fts; pragma user_version = 6")
+            conn.execute("update meta set value = '6' where key = 'schema_version'")
+    finally:
+        conn.close()
+
+
+V6_FIXTURE = FIXTURES / "store-v6.db"  # written by b85144a with tests/fixtures/make_store_v6.py
+QUERIES = ["Austin", "marathon running", "tea coffee", "Emma birthday", "hotel fjord", "Denver", "Zoe", "luck"]
+
+
+def ranked(conn: apsw.Connection) -> dict[str, list[tuple[int, float]]]:
+    """The full-text index's BM25 ranking (as recall asks for it) of a few queries."""
+    return {q: queries.fts_ranked(conn, q, 20) for q in QUERIES}
+
+
+def test_version_6_lifts_to_a_contentless_index_that_ranks_as_before(tmp_path: Path) -> None:
+    path = tmp_path / "v6.db"
+    shutil.copyfile(V6_FIXTURE, path)
+    old = apsw.Connection(str(path))
+    rows = old.execute("select rowid, name, content, context from node_fts order by rowid").fetchall()
+    before, root = ranked(old), old.execute("select root from node_state where nid = 1").fetchall()[0][0]
+    old.close()
+    with WorldDB(path) as db:
+        assert db.migrated_from == 6 and db.root() == bytes(root).hex()
+        conn = db._conn
+        assert (
+            conn.execute("select sql from sqlite_schema where name = 'node_fts'").fetchall()[0][0].count("content = ''")
+        )
+        assert not conn.execute("select count(*) from sqlite_schema where name = 'node_fts_content'").fetchall()[0][0]
+        lifted = conn.execute("select nid, name, content, context from node_text order by nid").fetchall()
+        # every row reads back as it was indexed; the one text that was not NFC reads back as its blob holds it
+        assert lifted == [(n, a, unicodedata.normalize("NFC", b), c) for n, a, b, c in rows]
+        assert any(unicodedata.normalize("NFC", b) != b for _, _, b, _ in rows)
+        assert conn.execute("select count(*) from index_text").fetchall()[0][0] == sum(
+            1 for _, _, b, c in rows if c is not None or "\n" in b
+        )
+        assert ranked(conn) == before
+        assert db.verify(deep=True).ok
+        # a purge after the lift erases the text from the index too
+        note = next(node.id for node, _ in db.search("fjord"))
+        db.purge(note)
+        assert db.search("fjord") == [] and db.verify(deep=True).ok
+    db_bytes = path.read_bytes() + (tmp_path / "v6.db-wal").read_bytes() if (tmp_path / "v6.db-wal").exists() else b""
+    assert b"fjord" not in path.read_bytes() and b"fjord" not in db_bytes
 
 
 def test_a_failed_migration_leaves_the_old_file_as_it_was(old_store: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -137,14 +137,14 @@ def test_purging_a_turn_erases_the_facts_extracted_from_it_and_the_context_that_
     secret_turn, reply, later = db.ingest(conv)
     facts = [n for n in db.nodes(type="Fact") if SECRET in (n.content or "")]
     assert facts, "the rule extractor should have found the workplace"
-    quoted = db._conn.execute("select content from node_fts where rowid = ?", (db._store.resolve(reply),)).fetchone()
+    quoted = db._conn.execute("select content from node_text where nid = ?", (db._store.resolve(reply),)).fetchone()
     assert SECRET in quoted[0]  # the reply is indexed with the turn before it
-    further = db._conn.execute("select context from node_fts where rowid = ?", (db._store.resolve(later),)).fetchone()
+    further = db._conn.execute("select context from node_text where nid = ?", (db._store.resolve(later),)).fetchone()
     assert SECRET in further[0]  # and the turn after that for its words (conversation.DEFAULT_WORD_WINDOW)
     result = db.purge(secret_turn)
     assert {f.id for f in facts} <= set(result["purged"]) and not {reply, later} & set(result["purged"])
     assert db.read(reply).content == "That sounds great"
-    rows = db._conn.execute("select name, content, context from node_fts").fetchall()
+    rows = db._conn.execute("select name, content, context from node_text").fetchall()
     assert rows and not any(SECRET.lower() in str(r).lower() for r in rows)
     report = db.verify(deep=True)
     assert report.ok, report.violations
@@ -170,9 +170,9 @@ def test_purging_a_turn_erases_the_names_the_context_bridge_took_from_it(file_db
         ],
     )
     told, answer, later = db.ingest(conv, bridge=True)
-    indexed = dict(db._conn.execute("select rowid, content from node_fts").fetchall())
+    indexed = dict(db._conn.execute("select nid, content from node_text").fetchall())
     assert name in indexed[db._store.resolve(later)]  # bridged: the windows of whole turns stop at the assistant
-    assert name not in str(db._conn.execute("select context from node_fts").fetchall())
+    assert name not in str(db._conn.execute("select context from node_text").fetchall())
     db.purge(told)
     assert db.read(later).content == "He said my results look fine" and db.read(answer).content is not None
     assert name.split()[1].lower().encode() not in _raw(file_db_path)
@@ -245,7 +245,7 @@ def test_a_session_ingested_again_with_more_turns_takes_no_words_from_a_purged_t
     )
     assert again[:3] == ids and db.read(ids[1]).purged
     rows = db._conn.execute(
-        "select content, context from node_fts where rowid = ?", (db._store.resolve(again[3]),)
+        "select content, context from node_text where nid = ?", (db._store.resolve(again[3]),)
     ).fetchone()
     assert "ok" in str(rows)  # the new turn still takes the words on its side of the wall
     assert db.search("Quillonzorb") == [] and db.search("48213") == []
@@ -259,7 +259,7 @@ def test_a_purge_reads_each_parents_children_once_however_many_it_erases(db: Wor
     reads_of_children: list[str] = []
 
     def trace(_cursor: object, sql: str, _bindings: object) -> bool:
-        if "where n.parent = ?" in sql and "node_fts" in sql:
+        if "where n.parent = ?" in sql and "index_text" in sql:
             reads_of_children.append(sql)
         return True
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+import unicodedata
 from pathlib import Path
 
 import apsw
@@ -13,6 +14,7 @@ import pytest
 from worlddb_lite import WorldDB
 from worlddb_lite.ops.verify import REQUIRED_TRIGGERS
 from worlddb_lite.store import connection
+from worlddb_lite.write.conversation import ConversationIn, SessionIn, TurnIn
 
 from .conftest import FakeEmbedder
 
@@ -20,7 +22,15 @@ SQLITE3 = shutil.which("sqlite3")
 needs_shell = pytest.mark.skipif(
     SQLITE3 is None, reason="the sqlite3 shell binary is not installed (apt-get install sqlite3)"
 )
-VIEWS = ("current_node", "node_history", "open_contradiction", "pending_merge", "world_tree", "current_edge")
+VIEWS = (
+    "current_node",
+    "node_history",
+    "open_contradiction",
+    "pending_merge",
+    "world_tree",
+    "current_edge",
+    "node_text",
+)
 
 
 def test_the_schema_needs_no_extension_table() -> None:
@@ -149,3 +159,35 @@ def test_the_wal_is_folded_in_large_steps_and_fully_on_close(tmp_path: Path) -> 
     db.close()
     wal = Path(str(path) + "-wal")
     assert not wal.exists() or wal.stat().st_size == 0  # a copy of the closed file is the whole store
+
+
+def test_the_full_text_index_keeps_no_copy_of_the_text(tmp_path: Path) -> None:
+    """node_fts is contentless: a text is in the file once (its blob), and node_text reads it back as indexed."""
+    path = tmp_path / "once.db"
+    said = "Quorbly Zanthic Muffle met Zoe\u0308 at the cafe"  # not NFC: the blob holds it NFC
+    with WorldDB(path, embedder=FakeEmbedder()) as db:
+        note = db.write(said, scope="s")
+        turns = db.ingest(
+            ConversationIn(
+                "c",
+                ["s"],
+                [SessionIn("1", "2024-03-01", [TurnIn("Vintrel Oxbow skates", "ana"), TurnIn("Nice!", "ana")])],
+            )
+        )
+        nid, reply = db._store.resolve(note), db._store.resolve(turns[1])
+        conn = db._conn
+        assert not conn.execute("select count(*) from sqlite_schema where name = 'node_fts_content'").fetchone()[0]
+        assert conn.execute("select content from node_text where nid = ?", (nid,)).fetchone()[
+            0
+        ] == unicodedata.normalize("NFC", said)
+        # the reply is indexed with the turn before it: index_text holds that, node_text puts it back
+        assert (
+            conn.execute("select added from index_text where nid = ?", (reply,)).fetchone()[0]
+            == "ana: Vintrel Oxbow skates"
+        )
+        assert conn.execute("select content from node_text where nid = ?", (reply,)).fetchone()[0] == (
+            "Nice!\nana: Vintrel Oxbow skates"
+        )
+        assert [n.id for n, _ in db.search("Zoë")] == [note] and db.verify(deep=True).ok
+        db.checkpoint()
+    assert path.read_bytes().count(b"Quorbly Zanthic Muffle") == 1

@@ -43,7 +43,7 @@ def _index(db: WorldDB) -> dict[int, bytes]:
 
 
 def _fts(db: WorldDB) -> dict[int, tuple[str, str]]:
-    return {int(n): (a, b) for n, a, b in db._conn.execute("select rowid, name, content from node_fts")}
+    return {int(n): (a, b) for n, a, b in db._conn.execute("select nid, name, content from node_text")}
 
 
 def test_a_text_is_read_as_its_content_tokens_in_order_and_cut(tokens: TokenVectors) -> None:
@@ -146,7 +146,7 @@ def test_a_purge_takes_the_token_row_and_rewrites_the_neighbours_that_quoted_it(
 ) -> None:
     with WorldDB(str(tmp_path / "t.db"), embedder=model) as db:
         _chat(db, "Zorblatquux is the name of my pet lizard", "He eats crickets every morning")
-        secret = db._conn.execute("select rowid from node_fts where content like 'Zorblatquux%'").fetchall()[0][0]
+        secret = db._conn.execute("select nid from node_text where content like 'Zorblatquux%'").fetchall()[0][0]
         ref = bytes(db._conn.execute("select id from node where nid = ?", (secret,)).fetchall()[0][0]).hex()
         db.purge(ref, scope="ana")
         index, fts = _index(db), _fts(db)

@@ -96,6 +96,11 @@ def _violations(path: str) -> list[tuple[str, str]]:
 
 
 Tamper = Callable[[str, dict[str, str]], None]
+# node_fts is contentless: a row goes by FTS5's 'delete' command with the values it was indexed with
+FTS_DELETE = (
+    "insert into node_fts (node_fts, rowid, name, content, context) "
+    "select 'delete', nid, name, content, context from node_text where nid = ?"
+)
 
 TAMPERING: dict[str, tuple[Tamper, str, str]] = {
     "node-root-changed": (
@@ -109,7 +114,7 @@ TAMPERING: dict[str, tuple[Tamper, str, str]] = {
         "does not recompute",
     ),
     "fts-row-deleted": (
-        lambda p, i: _tamper(p, "delete from node_fts where rowid = ?", (_nid(p, i["c"]),)),
+        lambda p, i: _tamper(p, FTS_DELETE, (_nid(p, i["c"]),)),
         "7-indexes",
         "no full-text row",
     ),
@@ -290,7 +295,7 @@ def test_tampering_is_seen_by_a_store_that_was_open_all_along(store: tuple[str, 
     path, ids = store
     with WorldDB(path, embedder=FakeEmbedder()) as db:
         assert db.verify().ok
-        _tamper(path, "delete from node_fts where rowid = ?", (_nid(path, ids["b"]),))
+        _tamper(path, FTS_DELETE, (_nid(path, ids["b"]),))
         assert not db.verify().ok
 
 

@@ -102,8 +102,8 @@ def erase(txn: Transaction, conn: apsw.Connection, nids: Iterable[int]) -> list[
         header = store.header(nid)
         if erasure.unexpired(conn, nid):
             txn.close(nid, expire=True)  # no longer believed from now on: the root covers the change
+        txn.store.unindex_texts([nid])  # first: its index rows are removed by the text the blob holds
         erasure.erase_blob(conn, nid)
-        txn.store.unindex_texts([nid])
         erasure.erase_records(conn, nid, header.id, txn.now)
         ids.append(header.id.hex())
     erasure.drop_aliases(conn, learned)
@@ -134,8 +134,7 @@ def _quoting(conn: apsw.Connection, nids: list[int]) -> set[int]:
     for parent, said in texts.items():
         probes = [text[:PROBE_CHARS] for text in said]  # contexts clip long turns; their start is quoted
         terms = set().union(*(_bridgeable(text) for text in said))
-        for sibling, own, indexed, context in erasure.widened_members(conn, parent):
-            added = indexed[len(own) :] if indexed.startswith(own) else indexed
+        for sibling, added, context in erasure.widened_members(conn, parent):
             if sibling not in purged and (
                 any(p in added or p in context for p in probes) or any(term in added for term in terms)
             ):
@@ -185,7 +184,7 @@ def _reindex_alone(txn: Transaction, conn: apsw.Connection, nids: list[int]) -> 
     for nid in nids:
         name, content, members = erasure.own_text(conn, nid)
         txn.store.unindex_texts([nid])
-        txn.store.index_texts([(nid, name or "", content or "", None)], txn.r.tokens())
+        txn.store.index_texts([(nid, name or "", content or "", None, None)], txn.r.tokens())
         text = embedding_text(name, content)
         if embedder is None or members or not text:
             continue  # caller-supplied vectors (no text in them) and worlds keep theirs

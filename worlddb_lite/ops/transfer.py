@@ -31,8 +31,8 @@ from ..errors import InvalidInput, NotFound
 from ..models.embed import embed_checked, embedding_text
 from ..store import transfer_rows
 from ..store.connection import translate
-from ..store.hashing import canonical_json, edge_body, edge_id, node_id
-from ..store.rows import EdgeRow, NodeRow
+from ..store.hashing import canonical_json, edge_body, edge_id, nfc, node_id
+from ..store.rows import EdgeRow, NodeRow, added_text
 from ..types import MergeStatus
 from ..write.reconciler import AdoptedEdge, AdoptedNode, Reconciler, Transaction
 
@@ -305,6 +305,13 @@ def _check_node(record: dict[str, Any], line: int) -> None:
         raise _bad(line, "field 'fts' is not [name, content, context]")
     if body is None and "fts" in record and fts is not None:
         raise _bad(line, "a purged node carries no text (field 'fts')")
+    if fts is not None and not (fts[2] is None or isinstance(fts[2], str)):
+        raise _bad(line, "field 'fts' has a context that is neither text nor null")
+    if fts is not None and isinstance(body, str):
+        try:
+            added_text(str(json.loads(body).get("content") or ""), nfc(fts[1]))
+        except ValueError:
+            raise _bad(line, "field 'fts' does not begin with the node's own content") from None
     roots = record.get("roots", [])
     if not isinstance(roots, list) or not all(
         isinstance(x, list) and len(x) == 3 and isinstance(x[1], str) and _HEX64.match(x[1]) for x in roots

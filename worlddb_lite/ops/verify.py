@@ -146,7 +146,11 @@ def verify_store(
         bad("7-indexes", f"node {nodes[nid].id.hex()[:16]} has text but no full-text row")
     for nid in sorted(fts - texts)[:20]:
         bad("7-indexes", f"full-text row {nid} belongs to no node with text")
+    for nid in sorted(integrity.index_text_nids(conn) - fts)[:20]:
+        bad("7-indexes", f"index_text row {nid} belongs to no full-text row")
     _check_fts_rows(conn, nodes, deep, bad)
+    if deep:
+        _check_fts_index(conn, nodes, bad)
     vec = _check_vectors(conn, nodes, texts, embeds_every_text, deep, bad)
     token_rows = _check_tokens(conn, fts, tokens, deep, bad)
     node_count = len(nodes)
@@ -170,9 +174,10 @@ def verify_store(
 def _check_fts_rows(
     conn: apsw.Connection, nodes: dict[int, NodeRow], deep: bool, bad: Callable[[str, str], None]
 ) -> None:
-    """Each full-text row holds its node's name and text; deep: whatever more it holds, its neighbours said.
+    """What index_text adds to a full-text row sits on a node with text; deep: its neighbours said it.
 
-    The write path indexes a turn with the turns around it (windows, the context bridge) and a fact
+    A row's name and content are its node's blob's (node_fts is contentless: node_text reads them
+    back). The write path indexes a turn with the turns around it (windows, the context bridge) and a fact
     with the text around it in the memory it came from, none of which its blob keeps; rebuilding
     those exactly needs the write's options (window sizes, the bridge, purged walls). So the
     deep check asks less but enough to catch an index written around the engine: every word added
@@ -182,17 +187,16 @@ def _check_fts_rows(
     wrong = 0
     world: int | None = None
     vocabulary: _Words | None = None
-    for nid, parent, name, content, f_name, f_content, f_context in integrity.indexed_texts(conn):
+    for nid, parent, _, content, added, f_context in integrity.indexed_texts(conn):
         label = nodes[nid].id.hex()[:16] if nid in nodes else str(nid)
-        own, indexed = _nfc(content), _nfc(f_content)
-        if _nfc(name) != _nfc(f_name) or not indexed.startswith(own):
-            bad("7-indexes", f"full-text row of {label} does not hold its node's name and text")
+        if added is not None and not content:
+            bad("7-indexes", f"full-text row of {label} adds text to a node that has none (index_text)")
             wrong += 1
-        elif deep and (indexed != own or f_context):
+        elif deep and (added is not None or f_context):
             if vocabulary is None or world != parent:
                 world = parent
                 vocabulary = _Words(integrity.member_texts(conn, parent) if parent is not None else ())
-            extra = _Words.of(indexed[len(own) :] + "\n" + f_context)
+            extra = _Words.of((added or "") + "\n" + f_context)
             unsaid = [w for w in extra if not vocabulary.has(w)]
             if unsaid:
                 linked = _Words(integrity.linked_texts(conn, nid))
@@ -208,6 +212,27 @@ def _check_fts_rows(
                 wrong += 1
         if wrong >= 20:
             return
+
+
+def _check_fts_index(conn: apsw.Connection, nodes: dict[int, NodeRow], bad: Callable[[str, str], None]) -> None:
+    """The full-text index holds each row's text as node_text reads it back, and nothing else (deep).
+
+    node_fts is contentless, so a row's words can only be checked by indexing its text again.
+    """
+    rows, terms = integrity.fts_differences(conn)
+    for nid in rows:
+        label = nodes[nid].id.hex()[:16] if nid in nodes else str(nid)
+        bad(
+            "7-indexes",
+            f"the full-text index's row of {label} is not its text (node_text): it was written around the "
+            "engine, so search finds the memory by other words; restore the store from a backup",
+        )
+    if terms:
+        bad(
+            "7-indexes",
+            f"the full-text index counts words its rows' texts do not say as often ({', '.join(terms[:5])}): "
+            "it was written around the engine; restore the store from a backup",
+        )
 
 
 def _nfc(text: str) -> str:

@@ -28,8 +28,9 @@ from ..errors import (
     WorldDBError,
 )
 
-SCHEMA_VERSION = 6  # 2: porter stems in node_fts, index edge_type; 3: append-only history; 4: index
-# node_state_valid; 5: the token index node_tokens; 6: node_fts's context column (migrations.py)
+SCHEMA_VERSION = 7  # 2: porter stems in node_fts, index edge_type; 3: append-only history; 4: index
+# node_state_valid; 5: the token index node_tokens; 6: node_fts's context column; 7: node_fts contentless,
+# its text read from the blobs and index_text (migrations.py)
 BUSY_TIMEOUT_MS = 5_000
 WAL_CHECKPOINT_PAGES = 10_000
 T = TypeVar("T")

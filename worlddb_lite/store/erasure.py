@@ -79,18 +79,16 @@ def contents_by_parent(conn: apsw.Connection, nids: Sequence[int]) -> list[tuple
     ]
 
 
-def widened_members(conn: apsw.Connection, world: int) -> list[tuple[int, str, str, str]]:
-    """(nid, own content, indexed content, context) of the members of ``world`` indexed with more than their own text.
+def widened_members(conn: apsw.Connection, world: int) -> list[tuple[int, str, str]]:
+    """(nid, added, context) of the members of ``world`` indexed with more than their own text (index_text).
 
-    That is a context column, or a content column longer than the blob's (a neighbour's text, a
-    bridged name); a missing text is "".
+    ``added`` was indexed after the blob's content (a neighbour's text, a bridged name), ``context``
+    for its words alone; a missing text is "".
     """
     return [
-        (as_int(nid), str(own), str(indexed or ""), str(context or ""))
-        for nid, own, indexed, context in conn.execute(
-            "select n.nid, coalesce(json_extract(n.body, '$.content'), ''), f.content, f.context from node as n "
-            "join node_fts as f on f.rowid = n.nid where n.parent = ? and (f.context is not null "
-            "or f.content != coalesce(json_extract(n.body, '$.content'), ''))",
+        (as_int(nid), str(added or ""), str(context or ""))
+        for nid, added, context in conn.execute(
+            "select n.nid, x.added, x.context from node as n join index_text as x on x.nid = n.nid where n.parent = ?",
             (world,),
         )
     ]

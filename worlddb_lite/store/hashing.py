@@ -38,6 +38,11 @@ def _clean_text(value: str, path: str) -> str:
     return value if unicodedata.is_normalized("NFC", value) else unicodedata.normalize("NFC", value)
 
 
+def nfc(text: str) -> str:
+    """``text`` as a blob holds it (NFC): what the full-text index is given, so node_text reads it back."""
+    return text if text.isascii() or unicodedata.is_normalized("NFC", text) else unicodedata.normalize("NFC", text)
+
+
 # Lists and dicts nest at most this deep in a record: deeper (or a list that holds itself) would
 # exhaust Python's recursion here and in every reader's json.loads, long before SQLite minds
 MAX_DEPTH = 64

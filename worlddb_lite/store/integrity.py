@@ -12,6 +12,8 @@ from typing import Any
 import apsw
 
 from .connection import as_int, as_text, one_row
+from .migrations import schema_statement
+from .rows import indexed_content
 
 
 def quick_check(conn: apsw.Connection) -> Iterator[str]:
@@ -41,8 +43,13 @@ def tombstone_ids(conn: apsw.Connection) -> set[bytes]:
 
 
 def fts_rowids(conn: apsw.Connection) -> set[int]:
-    """The rowid (a nid) of every full-text row."""
-    return {int(r[0]) for r in conn.execute("select rowid from node_fts")}
+    """The rowid (a nid) of every full-text row (FTS5's own row list: node_fts keeps no content)."""
+    return {int(r[0]) for r in conn.execute("select id from node_fts_docsize")}
+
+
+def index_text_nids(conn: apsw.Connection) -> set[int]:
+    """The nid of every index_text row."""
+    return {int(r[0]) for r in conn.execute("select nid from index_text")}
 
 
 def token_nids(conn: apsw.Connection) -> set[int]:
@@ -50,12 +57,21 @@ def token_nids(conn: apsw.Connection) -> set[int]:
     return {int(r[0]) for r in conn.execute("select nid from node_tokens")}
 
 
+# A full-text row's texts as node_text reads them, for a blob that may be damaged (NULL, not JSON)
+_ROW_TEXTS = (
+    "case when json_valid(n.body) then coalesce(json_extract(n.body, '$.name'), '') end, "
+    "case when json_valid(n.body) then coalesce(json_extract(n.body, '$.content'), '') end, x.added, x.context"
+)
+_ROWS = "from node_fts_docsize as d join node as n on n.nid = d.id left join index_text as x on x.nid = d.id"
+
+
 def indexed_tokens(conn: apsw.Connection) -> Iterator[tuple[int, str | None, str | None, Any]]:
     """(nid, name, content, token ids as stored) of every full-text row that has a token index row."""
-    for nid, name, content, ids in conn.execute(
-        "select f.rowid, f.name, f.content, t.ids from node_fts as f join node_tokens as t on t.nid = f.rowid"
+    for nid, name, content, added, _, ids in conn.execute(
+        f"select d.id, {_ROW_TEXTS}, t.ids {_ROWS} join node_tokens as t on t.nid = d.id"
     ):
-        yield as_int(nid), as_text(name), as_text(content), ids
+        text = None if content is None else indexed_content(str(content), as_text(added))
+        yield as_int(nid), as_text(name), text, ids
 
 
 def merkle_worlds(conn: apsw.Connection) -> set[int]:
@@ -82,21 +98,72 @@ def accepted_pairs(conn: apsw.Connection) -> set[tuple[int, int]]:
     return {(int(a), int(b)) for a, b in conn.execute("select a, b from merge_proposal where status = 'accepted'")}
 
 
-def indexed_texts(conn: apsw.Connection) -> Iterator[tuple[int, int | None, str, str, str, str, str]]:
-    """(nid, parent, own name, own content, indexed name, indexed content, context) of every full-text row.
+def indexed_texts(conn: apsw.Connection) -> Iterator[tuple[int, int | None, str, str, str | None, str]]:
+    """(nid, parent, name, content, added, context) of every full-text row, as node_text reads it back.
 
-    "Own" is what the node's blob says; a row of a node without a readable blob (purged, or not
-    JSON) is left out: the node scan and the row sets report those. Ordered by parent, so a
-    caller can read each world's members once. A missing text is "".
+    The name and content are the node's blob's; ``added`` (None: nothing) and ``context`` are what
+    index_text holds beyond them. A row of a node without a readable blob (purged, or not JSON) is
+    left out: the node scan and the row sets report those. Ordered by parent, so a caller can read
+    each world's members once. A missing text is "".
     """
-    for nid, parent, *texts in conn.execute(
-        "select n.nid, n.parent, coalesce(json_extract(n.body, '$.name'), ''), "
-        "coalesce(json_extract(n.body, '$.content'), ''), coalesce(f.name, ''), coalesce(f.content, ''), "
-        "coalesce(f.context, '') from node_fts as f join node as n on n.nid = f.rowid "
+    for nid, parent, name, content, added, context in conn.execute(
+        f"select d.id, n.parent, {_ROW_TEXTS} {_ROWS} "
         "where n.body is not null and json_valid(n.body) order by n.parent, n.nid"
     ):
-        name, content, f_name, f_content, f_context = (str(t) for t in texts)
-        yield as_int(nid), None if parent is None else as_int(parent), name, content, f_name, f_content, f_context
+        yield (
+            as_int(nid),
+            None if parent is None else as_int(parent),
+            str(name),
+            str(content),
+            as_text(added),
+            str(context or ""),
+        )
+
+
+def fts_differences(conn: apsw.Connection, limit: int = 20) -> tuple[list[int], list[str]]:
+    """Where node_fts differs from an index built afresh from node_text: (rowids, terms), ``limit`` of each.
+
+    node_fts keeps no text to compare, so the deep verify indexes every row's text again in a temp
+    table (the same definition) and compares FTS5's own per-row sizes (node_fts_docsize) and per-term
+    counts (fts5vocab, by column): a word put in the index around the engine shows in both.
+    """
+    definition = schema_statement("node_fts").replace(
+        "create virtual table node_fts", "create virtual table temp.fts_expected", 1
+    )
+    conn.execute("drop table if exists temp.fts_expected")
+    conn.execute(definition)
+    try:
+        conn.execute(
+            "insert into temp.fts_expected (rowid, name, content, context) select t.nid, t.name, t.content, t.context "
+            "from node_text as t join node as n on n.nid = t.nid where n.body is not null and json_valid(n.body)"
+        )
+        conn.execute("create virtual table temp.fts_terms_stored using fts5vocab(main, node_fts, col)")
+        conn.execute("create virtual table temp.fts_terms_expected using fts5vocab(temp, fts_expected, col)")
+        rows = [
+            as_int(r[0])
+            for r in conn.execute(
+                "select id from (select id, sz from main.node_fts_docsize except "
+                "select id, sz from temp.fts_expected_docsize) union select id from "
+                "(select id, sz from temp.fts_expected_docsize except "
+                "select id, sz from main.node_fts_docsize) order by 1 limit ?",
+                (limit,),
+            )
+        ]
+        terms = [
+            str(r[0])
+            for r in conn.execute(
+                "select term from (select term, col, doc, cnt from temp.fts_terms_stored except "
+                "select term, col, doc, cnt from temp.fts_terms_expected) union select term from "
+                "(select term, col, doc, cnt from temp.fts_terms_expected except "
+                "select term, col, doc, cnt from temp.fts_terms_stored) order by 1 limit ?",
+                (limit,),
+            )
+        ]
+        return rows, terms
+    finally:
+        conn.execute("drop table if exists temp.fts_terms_stored")
+        conn.execute("drop table if exists temp.fts_terms_expected")
+        conn.execute("drop table if exists temp.fts_expected")
 
 
 def member_texts(conn: apsw.Connection, world: int) -> Iterator[tuple[str, str]]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import re
+import unicodedata
 from collections.abc import Callable
 
 import apsw
@@ -18,12 +19,13 @@ import apsw
 from ..errors import SchemaTooNew, SchemaTooOld
 from ..text.windows import words_around
 from .connection import SCHEMA_VERSION, as_text, schema_sql, translate, user_version, with_retry
+from .rows import added_text
 
 
 def schema_statement(name: str) -> str:
     """The ``create ...`` statement of ``schema.sql`` that defines the table, index or trigger ``name``."""
     found = re.search(
-        rf"^create (?:virtual table|table|index|unique index) {re.escape(name)}\b[^;]*;"
+        rf"^create (?:virtual table|table|index|unique index|view) {re.escape(name)}\b[^;]*;"
         rf"|^create trigger {re.escape(name)}\b.*?^end;",
         schema_sql(),
         re.MULTILINE | re.DOTALL,
@@ -46,15 +48,23 @@ def _to_v2(conn: apsw.Connection) -> None:
         _rebuild_fts(conn)
 
 
+# node_fts as versions 2 to 6 defined it (its own copy of every row: content stored): frozen here, so
+# the steps that built it still build that table, which version 7 then makes contentless.
+V6_FTS = (
+    "create virtual table node_fts using fts5(name, content, context, "
+    "tokenize = 'porter unicode61 remove_diacritics 2')"
+)
+
+
 def _rebuild_fts(conn: apsw.Connection) -> None:
-    """Recreate node_fts as schema.sql defines it, keeping every row's name and content.
+    """Recreate node_fts as version 6 defined it, keeping every row's name and content.
 
     FTS5 fixes its columns and tokenizer at creation: build the new table beside the old, copy
     every row's name and content (the content holds the index-only context of versions before 6
     too; rowids kept), then take the old one's name. Only a table without the context column
     is rebuilt: the copy leaves that column out.
     """
-    conn.execute(schema_statement("node_fts").replace("node_fts", "node_fts_migrating", 1))
+    conn.execute(V6_FTS.replace("node_fts", "node_fts_migrating", 1))
     conn.execute("insert into node_fts_migrating (rowid, name, content) select rowid, name, content from node_fts")
     conn.execute("drop table node_fts")
     conn.execute("alter table node_fts_migrating rename to node_fts")
@@ -142,8 +152,61 @@ def _fill_word_context(conn: apsw.Connection) -> None:
         )
 
 
+def _to_v7(conn: apsw.Connection) -> None:
+    """Version 7: node_fts keeps no copy of its rows (contentless); index_text holds what the blobs do not.
+
+    What a row held beyond its node's blob goes to index_text: the text after the node's own
+    content and a newline (a turn's previous turn), and the context column. Then every row is
+    indexed again from node_text, as the write path indexes it from now on: the same text (BM25
+    ranks as before), but for a caller's text that was not NFC (versions before 7 indexed it as
+    given; the blob holds it NFC) and a row that did not begin with its node's text (verify
+    flagged those), which lose what they added.
+    bench/recall_scale.py's store of 100k turns (built by version 6): lifted in 44 s on a loaded machine, its
+    root unchanged; 676.5 MB, 544.4 MB after a VACUUM (the freed pages are otherwise reused by later writes).
+    """
+    conn.execute(schema_statement("index_text"))
+    own = (
+        "with n(nid, own) as (select nid, coalesce(json_extract(body, '$.content'), '') from node "
+        "where body is not null and json_valid(body)) "
+    )
+    conn.execute(
+        own + "insert into index_text (nid, added, context) "
+        "select f.rowid, case when n.own != '' and substr(f.content, 1, length(n.own) + 1) = n.own || char(10) "
+        "then nullif(substr(f.content, length(n.own) + 2), '') end, f.context "
+        "from node_fts as f join n on n.nid = f.rowid where f.context is not null or f.content != n.own"
+    )
+    odd = conn.execute(
+        own + "select f.rowid, f.content, n.own from node_fts as f join n on n.nid = f.rowid where f.content != n.own "
+        "and (n.own = '' or substr(f.content, 1, length(n.own) + 1) != n.own || char(10))"
+    ).fetchall()
+    for nid, content, text in odd:
+        try:
+            added = added_text(str(text), unicodedata.normalize("NFC", str(content or "")))
+        except ValueError:  # not its node's text: verify reported it; it is indexed by its own text now
+            added = None
+        conn.execute("update index_text set added = ? where nid = ?", (added, nid))
+    conn.execute("delete from index_text where added is null and context is null")
+    conn.execute(schema_statement("node_text"))  # over the old table's row list (node_fts_docsize) for now
+    conn.execute(schema_statement("node_fts").replace("node_fts", "node_fts_migrating", 1))
+    conn.execute(
+        "insert into node_fts_migrating (rowid, name, content, context) "
+        "select nid, name, content, context from node_text"
+    )
+    conn.execute("drop view node_text")
+    conn.execute("drop table node_fts")
+    conn.execute("alter table node_fts_migrating rename to node_fts")
+    conn.execute(schema_statement("node_text"))
+
+
 # STEPS[n] lifts a file from version n to n + 1.
-STEPS: dict[int, Callable[[apsw.Connection], None]] = {1: _to_v2, 2: _to_v3, 3: _to_v4, 4: _to_v5, 5: _to_v6}
+STEPS: dict[int, Callable[[apsw.Connection], None]] = {
+    1: _to_v2,
+    2: _to_v3,
+    3: _to_v4,
+    4: _to_v5,
+    5: _to_v6,
+    6: _to_v7,
+}
 assert all(v in STEPS for v in range(min(STEPS), SCHEMA_VERSION)), "a schema version bump needs its step"
 
 

@@ -264,7 +264,7 @@ def indexed(conn: apsw.Connection, nids: Sequence[int]) -> list[tuple[int, str |
     return [
         (as_int(nid), as_text(name), as_text(content))
         for nid, name, content in conn.execute(
-            "select rowid, name, content from node_fts where rowid in (select value from json_each(?))",
+            "select nid, name, content from node_text where nid in (select value from json_each(?))",
             (json.dumps(list(nids)),),
         )
     ]
@@ -511,7 +511,7 @@ def term_rows(conn: apsw.Connection, words: Sequence[str]) -> dict[str, int]:
 
 def text_rows(conn: apsw.Connection) -> int:
     """An upper bound on the full-text rows (the highest rowid): cheap, unlike counting them."""
-    row = conn.execute("select max(rowid) from node_fts").fetchone()
+    row = conn.execute("select max(id) from node_fts_docsize").fetchone()
     return as_int(row[0]) if row and row[0] is not None else 0
 
 
@@ -581,9 +581,30 @@ def latest_session(conn: apsw.Connection, scope: int) -> tuple[str, str] | None:
     return None if row is None else (str(row[0]), str(row[1]))
 
 
-def set_word_context(conn: apsw.Connection, rows: Sequence[tuple[str, int]]) -> None:
-    """Rewrite the words-only context column of full-text rows: (context, nid) pairs."""
-    conn.executemany("update node_fts set context = ? where rowid = ?", rows)
+def set_word_context(conn: apsw.Connection, rows: Sequence[tuple[str | None, int]]) -> None:
+    """Rewrite the words-only context column of full-text rows: (context, nid) pairs.
+
+    node_fts is contentless: the row is removed with the values it was indexed with (node_text)
+    and indexed again with the new context; index_text keeps that context.
+    """
+    for context, nid in rows:
+        row = conn.execute("select name, content, context from node_text where nid = ?", (nid,)).fetchone()
+        if row is None:
+            continue
+        name, content, old = row
+        conn.execute(
+            "insert into node_fts (node_fts, rowid, name, content, context) values ('delete', ?, ?, ?, ?)",
+            (nid, name, content, old),
+        )
+        conn.execute(
+            "insert into node_fts (rowid, name, content, context) values (?, ?, ?, ?)", (nid, name, content, context)
+        )
+        conn.execute(
+            "insert into index_text (nid, added, context) values (?2, null, ?1) "
+            "on conflict (nid) do update set context = excluded.context",
+            (context, nid),
+        )
+        conn.execute("delete from index_text where nid = ? and added is null and context is null", (nid,))
 
 
 # ---- the consolidator's reads (ops/summaries.py, ops/timelines.py) ----------------------------

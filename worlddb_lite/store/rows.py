@@ -37,6 +37,23 @@ EDGE_SELECT = (
 )
 
 
+def indexed_content(content: str, added: str | None) -> str:
+    """A full-text row's content: the node's own, then on a new line what is indexed with it (``added``)."""
+    return f"{content}\n{added}" if added and content else content
+
+
+def added_text(own: str, indexed: str) -> str | None:
+    """What an indexed content adds after the node's own content (``indexed_content``'s inverse); None: nothing.
+
+    Raises ValueError when ``indexed`` does not begin with ``own`` that way.
+    """
+    if indexed == own:
+        return None
+    if own and indexed.startswith(own + "\n"):
+        return indexed[len(own) + 1 :] or None
+    raise ValueError("the indexed text does not begin with the node's own text")
+
+
 class Header(NamedTuple):
     """The immutable part of a node the write path needs often (cached; a tuple: built per write)."""
 
@@ -446,26 +463,49 @@ class Store:
                 aliases,
             )
 
-    def index_texts(self, rows: Sequence[tuple[int, str, str, str | None]], tokens: TokenVectors | None) -> None:
-        """Add (nid, name, content, context) rows to the full-text index and, with a token table, the token index.
+    def index_texts(
+        self, rows: Sequence[tuple[int, str, str, str | None, str | None]], tokens: TokenVectors | None
+    ) -> None:
+        """Index (nid, name, content, added, context) rows: full text, index_text and, with a token table, tokens.
 
-        The content (with any context indexed beside it) is also what the vector and the token
-        index read; the context column's words are for BM25 alone (queries.fts_ranked weighs them).
+        ``name`` and ``content`` are the node's own, as its blob holds them (NFC); ``added`` is indexed
+        after the content (a neighbour's text, bridged names: what the vector and the token index read
+        too); ``context``'s words are for BM25 alone (queries.fts_ranked weighs them). node_fts keeps no
+        copy of the text: index_text keeps what the blob does not, and the view node_text reads it back.
         """
-        self.conn.executemany("insert into node_fts (rowid, name, content, context) values (?, ?, ?, ?)", rows)
-        self._index_tokens(tokens, [(nid, name, content) for nid, name, content, _ in rows])
+        full = [(nid, name, indexed_content(content, added), context) for nid, name, content, added, context in rows]
+        self.conn.executemany("insert into node_fts (rowid, name, content, context) values (?, ?, ?, ?)", full)
+        self.conn.executemany(
+            "insert or replace into index_text (nid, added, context) values (?, ?, ?)",
+            [
+                (nid, added or None, context)
+                for nid, _, content, added, context in rows
+                if (added and content) or context
+            ],
+        )
+        self._index_tokens(tokens, [(nid, name, content) for nid, name, content, _ in full])
 
     def unindex_texts(self, nids: Sequence[int]) -> None:
-        """Remove nodes' full-text and token index rows."""
+        """Remove nodes' full-text, index_text and token index rows (a node without one is skipped).
+
+        node_fts is contentless: FTS5 removes a row's terms when given the values it was indexed
+        with, which node_text reads from the blob and index_text; so this runs before a purge
+        erases the blob.
+        """
         gone = [(nid,) for nid in nids]
-        self.conn.executemany("delete from node_fts where rowid = ?", gone)
+        self.conn.executemany(
+            "insert into node_fts (node_fts, rowid, name, content, context) "
+            "select 'delete', nid, name, content, context from node_text where nid = ?",
+            gone,
+        )
+        self.conn.executemany("delete from index_text where nid = ?", gone)
         self.conn.executemany("delete from node_tokens where nid = ?", gone)
 
     def reindex_tokens(self, tokens: TokenVectors | None, batch: int = 4096) -> int:
         """Rewrite the whole token index from the full-text rows (none without a token table); rows written."""
         self.conn.execute("delete from node_tokens")
         written = 0
-        rows = self.conn.execute("select rowid, name, content from node_fts")
+        rows = self.conn.execute("select nid, name, content from node_text")
         while tokens is not None and (chunk := [(as_int(n), a, b) for n, a, b in itertools.islice(rows, batch)]):
             self._index_tokens(tokens, chunk)
             written += len(chunk)
@@ -518,7 +558,7 @@ class Store:
         """
         for nid, name, content in self.conn.execute(
             "select n.nid, json_extract(n.body, '$.name'), coalesce(f.content, json_extract(n.body, '$.content')) "
-            "from node as n left join node_fts as f on f.rowid = n.nid "
+            "from node as n left join node_text as f on f.nid = n.nid "
             "where n.body is not null order by n.depth, n.nid"
         ):
             yield as_int(nid), name, content

@@ -1,4 +1,4 @@
--- worlddb_lite schema (version 6; migrations.py lifts older files): the single source of truth for the store's layout.
+-- worlddb_lite schema (version 7; migrations.py lifts older files): the single source of truth for the store's layout.
 --
 -- One SQLite file holds an assistant's whole memory. Read it in the sqlite3 shell:
 --   select * from current_node;        what is true now
@@ -6,6 +6,8 @@
 --   select * from open_contradiction;  conflicts the store keeps on purpose
 --   select * from pending_merge;       identity merges waiting for a decision
 --   select * from world_tree;          worlds, their parents and Merkle roots
+--   select * from node_text where nid in (select rowid from node_fts where node_fts match 'tea');
+--                                      what full-text search finds, as it was indexed
 -- Ids are blake3-256 hashes; the views print them as hex. Times are UTC ISO-8601 text
 -- (2024-05-01T09:30:00.000000Z) so plain text comparison orders them.
 -- Everything but the sqlite-vec table at the end works in a stock sqlite3 shell.
@@ -402,11 +404,33 @@ create index work_queue_pending on work_queue (qid) where done_at is null;
 create unique index work_queue_turn on work_queue (turn);
 
 -- Full-text index over each node's name and content (rowid = node.nid). The content column holds
--- the node's text and any context indexed with it (a turn's previous turn): the vector and the token
+-- the node's text and any text indexed with it (a turn's previous turn): the vector and the token
 -- index read the same text. The context column holds words indexed for BM25 alone (a turn's other
 -- neighbours: conversation.ingest), weighed lower (store/queries.py, fts_ranked); null for most nodes.
-create virtual table node_fts using fts5(name, content, context,
+-- Contentless (content = ''): the index keeps no copy of the text, which the node's blob and
+-- index_text hold; read a row back through the view node_text. A row is removed by FTS5's 'delete'
+-- command with the values node_text gives (store/rows.py, unindex_texts), before its blob is erased.
+create virtual table node_fts using fts5(name, content, context, content = '',
   tokenize = 'porter unicode61 remove_diacritics 2');
+
+create table index_text (
+  -- What a full-text row holds beyond its node's blob, for the nodes indexed with more than their own text.
+  nid integer primary key references node (nid),
+  added text,  -- indexed after the node's content (full text, vector, tokens): a turn's previous turn, bridged names
+  context text  -- node_fts.context: words for BM25 alone (a turn's other neighbours)
+) strict;
+
+create view node_text as
+select
+  -- Each full-text row as it was indexed: the blob's name and content, then what index_text adds.
+  d.id as nid,
+  coalesce(json_extract(n.body, '$.name'), '') as name,
+  case when x.added is null then coalesce(json_extract(n.body, '$.content'), '')
+    else json_extract(n.body, '$.content') || char(10) || x.added end as content,
+  x.context as context
+from node_fts_docsize as d
+join node as n on n.nid = d.id
+left join index_text as x on x.nid = d.id;
 
 -- The first content tokens of each full-text row under the store's static model (store/token_index.py),
 -- for the late-interaction stage of recall. Derived like node_fts: rewritten on re-embedding, and

@@ -95,7 +95,7 @@ def logged_roots(conn: apsw.Connection, worlds: set[int]) -> dict[int, list[tupl
 
 def fts_row(conn: apsw.Connection, nid: int) -> tuple[str, str, str | None] | None:
     """A node's full-text row (name, content, context), or None."""
-    row = conn.execute("select name, content, context from node_fts where rowid = ?", (nid,)).fetchone()
+    row = conn.execute("select name, content, context from node_text where nid = ?", (nid,)).fetchone()
     return None if row is None else (str(row[0] or ""), str(row[1] or ""), None if row[2] is None else str(row[2]))
 
 

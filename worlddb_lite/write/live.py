@@ -102,7 +102,7 @@ def add_turn(
         writer.settle()  # their full-text rows exist, even if they were written in this transaction
         earlier = range(max(0, len(run) - DEFAULT_WORD_AFTER), len(run))
         with translate():
-            queries.set_word_context(writer.conn, [(words[i] or None, run[i][0]) for i in earlier])  # type: ignore[misc]
+            queries.set_word_context(writer.conn, [(words[i] or None, run[i][0]) for i in earlier])
         if is_assistant(said_by) or (extractor is None and not deferred):
             return turn
         if deferred:

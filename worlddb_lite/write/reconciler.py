@@ -12,6 +12,7 @@ after the first write poisons the batch, and it rolls back.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -39,13 +40,14 @@ from ..store.hashing import (
     edge_body,
     edge_id,
     edge_leaf,
+    nfc,
     node_body,
     node_id,
     state_bytes,
     world_root,
 )
 from ..store.merkle import MerkleWriter
-from ..store.rows import Header, Store, node_state_bytes
+from ..store.rows import Header, Store, added_text, node_state_bytes
 from ..store.vector_index import VectorLane
 from ..store.world_vectors import Composer
 from ..text.dates import Clock, check_interval
@@ -58,10 +60,35 @@ Member = tuple[str, int]  # ('n', nid) or ('e', eid)
 
 
 def _indexed(spec: NodeSpec) -> str | None:
-    """The content a node is indexed by: its own, then any context the caller adds (the bridge's)."""
+    """The content a node is embedded by: its own, then any context the caller adds (the bridge's)."""
     if not spec.index_context or not spec.content:
         return spec.content
     return f"{spec.content}\n{spec.index_context}"
+
+
+def _adopted_text_row(
+    nid: int, body: str | None, fts: tuple[str, str, str | None]
+) -> tuple[int, str, str, str | None, str | None]:
+    """The full-text row of an adopted node from its exported (name, content, context) and its blob.
+
+    The name and content are the blob's; what the exported content adds after them is kept
+    (``rows.added_text``: raises ValueError when it does not begin with the blob's content).
+    """
+    said = json.loads(body) if body is not None else {}
+    content = str(said.get("content") or "")
+    return nid, str(said.get("name") or ""), content, added_text(content, nfc(fts[1])), fts[2]
+
+
+def _text_row(nid: int, spec: NodeSpec) -> tuple[int, str, str, str | None, str | None]:
+    """The full-text row of a new node (Store.index_texts): its name and content as the blob holds them (NFC)."""
+    content = nfc(spec.content or "")
+    return (
+        nid,
+        nfc(spec.name or ""),
+        content,
+        (spec.index_context or None) if content else None,
+        spec.word_context or None,
+    )
 
 
 class NodeSpec(NamedTuple):
@@ -176,7 +203,7 @@ class Transaction:
         self.views: dict[int, EndView] = {}  # nodes' projections as this transaction left them
         # Index rows are written at commit in one executemany each: an FTS5 insert between
         # other statements flushes its pending terms every time (measured ~4x slower per write).
-        self.pending_text: list[tuple[int, str, str, str | None]] = []
+        self.pending_text: list[tuple[int, str, str, str | None, str | None]] = []
         self.pending_vectors: list[tuple[int, np.ndarray]] = []
         self.pending_edges: list[tuple[Any, ...]] = []
         self.pending_keys: dict[tuple[int, int, str], int] = {}  # edges this transaction wrote, still open
@@ -308,7 +335,7 @@ class Transaction:
                 state_rows.append((nid, valid, self.now, float(spec.salience), root))
                 alias_rows.extend((nid, a, normalise_alias(a), "write", self.now) for a in spec.aliases)
                 if text:
-                    self.pending_text.append((nid, spec.name or "", _indexed(spec) or "", spec.word_context or None))
+                    self.pending_text.append(_text_row(nid, spec))
                     if vector is not None:
                         self.pending_vectors.append((nid, vector))
                 self.store.cache_header(Header(nid, raw, spec.type, parent.nid, depth, slot))
@@ -583,7 +610,7 @@ class Transaction:
                 )
             self.store.log_roots((nid, logged, size, at) for at, logged, size in row.roots)
             if row.fts is not None:
-                self.pending_text.append((nid, *row.fts))
+                self.pending_text.append(_adopted_text_row(nid, row.body, row.fts))
                 if row.vector is not None:
                     self.pending_vectors.append((nid, self.r.check_vector(row.vector)))
             self.store.cache_header(Header(nid, row.id, row.type, parent.nid, depth, slot))
