@@ -224,10 +224,49 @@ def test_a_profile_goes_when_its_facts_no_longer_hold(ana: WorldDB) -> None:
 def test_a_session_summary_goes_when_too_few_of_its_turns_hold(ana: WorldDB) -> None:
     ana.consolidate(min_age=NOW)
     session = next(n for n in ana.nodes(type="Session", world=ana.scope("ana")) if n.name == "c1 / s1")
-    for turn in ana.nodes(type="Turn", world=session.id)[:4]:
+    for turn in ana.nodes(type="Turn", world=session.id)[:7]:
         ana.retire(turn.id)
     ana.consolidate(only="summaries", min_age=NOW)
     assert summaries(ana, "session") == []  # a retired turn is quoted by no current summary
+
+
+ANSWER = (
+    "Start with a schema for the transactions table: an id, an amount in cents, a date and a category. "
+    "Then add a route that validates the amount before it inserts a row, and return the new id. "
+    "Index the date column, because every report you described filters by month. "
+    "Finally, write a test that posts a transaction and reads it back."
+)
+
+
+def test_a_question_and_a_long_answer_get_a_summary_a_short_exchange_does_not(db: WorldDB) -> None:
+    asked = SessionIn(
+        "s1",
+        "2024-05-01",
+        [TurnIn("How should I store transactions for my budget tracker?", "ana"), TurnIn(ANSWER, "assistant")],
+    )
+    chat = SessionIn("s2", "2024-05-02", [TurnIn("Hi there!", "ana"), TurnIn("Hello Ana, how are you?", "assistant")])
+    db.ingest(ConversationIn("c1", ["ana"], [asked, chat]))
+    db.consolidate(only="summaries", min_age=NOW)
+    (summary,) = [n for n in db.nodes(type="Summary") if n.props["summary"] == "session"]
+    assert db.read(summary.parent or "").name == "c1 / s1"  # s2 says less than one summary line: its own summary
+    lines = (summary.content or "").splitlines()[1:]
+    assert len(lines) == 2 and lines[0].startswith("[2024-05-01] ana: How should I store")
+    assert lines[1].startswith("[2024-05-01] assistant: ") and len(lines[1]) < len(ANSWER)  # the answer's best sentence
+    quoted = {n.id for n in db.neighbours(summary.id, types=["derived_from"]).nodes} - {summary.id}
+    assert quoted == {t.id for t in db.nodes(type="Turn", world=summary.parent)}
+
+
+def test_turns_without_a_sentence_that_stands_alone_are_summarised_by_their_opening_words(db: WorldDB) -> None:
+    code = " ".join(f"x{i} = compute(x{i - 1}) + {i}" for i in range(1, 30))  # one 'sentence' of 100+ words
+    turns = [TurnIn("fix this please " + code, "ana"), TurnIn("here you go " + code, "assistant")]
+    db.ingest(ConversationIn("c1", ["ana"], [SessionIn("s1", "2024-05-01", turns)]))
+    db.consolidate(only="summaries", min_age=NOW)
+    (summary,) = [n for n in db.nodes(type="Summary") if n.props["summary"] == "session"]
+    lines = (summary.content or "").splitlines()[1:]
+    assert lines == [
+        "[2024-05-01] ana: " + " ".join(("fix this please " + code).split()[:60]),
+        "[2024-05-01] assistant: " + " ".join(("here you go " + code).split()[:60]),
+    ]
 
 
 def test_bad_min_ages_and_outputs_are_one_line_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

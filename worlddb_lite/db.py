@@ -433,12 +433,12 @@ class WorldDB:
 
         ``queue``: the extractor over deferred turns and notes (at most ``limit``), then re-resolving
         identities near what they wrote if ``recluster``. ``summaries``: a Summary of each session of
-        six turns or more and a timeline of each scope, ``derived_from`` what they quote, written by
-        ``summarizer`` (default ``ExtractiveSummarizer()``, no model). ``timelines``: each subject's
-        profile and history from its facts. Only worlds quiet for ``min_age`` are summarised, and only
-        when they changed since their summary. Work commits in batches: a kill keeps what was done and
-        a rerun finishes. ``dry_run`` counts what would be written and writes nothing. ``progress`` gets
-        (step, done, total). Returns what each step did.
+        two turns or more (more words than a summary line) and a timeline of each scope, ``derived_from``
+        what they quote, written by ``summarizer`` (default ``ExtractiveSummarizer()``, no model).
+        ``timelines``: each subject's profile and history from its facts. Only worlds quiet for
+        ``min_age`` are summarised, and only when they changed since their summary. Work commits in
+        batches: a kill keeps what was done and a rerun finishes. ``dry_run`` counts what would be
+        written and writes nothing. ``progress`` gets (step, done, total). Returns what each step did.
         """
         check_extractor(extractor, optional=False)
         if limit is not None:

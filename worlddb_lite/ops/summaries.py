@@ -8,7 +8,8 @@ in an LLM-backed summariser with the same protocol.
 
 Two kinds are written, each a ``Summary`` node with ``derived_from`` edges to the items it used:
 
-* ``session``: one per Session world of at least ``MIN_SESSION_TURNS`` turns, inside the session;
+* ``session``: one per Session world of at least ``MIN_SESSION_TURNS`` turns that say more than a
+  summary line holds, inside the session;
 * ``timeline``: a scope's history, a line per session in the order they happened, in parts of
   ``TIMELINE_PART`` sessions (a new session touches the last part only), inside the scope.
 
@@ -36,10 +37,12 @@ SUMMARY_TYPE = "Summary"
 KIND = "summary"  # the prop naming a summary's kind (session, timeline, profile, history)
 OF = "of"  # the prop naming the world (or entity) a summary is of
 PART = "part"  # a timeline's part number
-MIN_SESSION_TURNS = 6  # a shorter session is its own summary: the scope's timeline covers it
 TIMELINE_PART = 16  # sessions per timeline part: one part's text stays a few hundred tokens
 SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9])")
 MIN_WORDS, MAX_WORDS = 4, 60  # a kept sentence says something and still reads as one line
+# A session of one turn, or of fewer words than one summary line, is its own summary (the scope's
+# timeline covers it); a question and a long answer are worth one (bench/recall.py --consolidate).
+MIN_SESSION_TURNS, MIN_SESSION_WORDS = 2, MAX_WORDS
 
 
 @dataclass(frozen=True)
@@ -92,6 +95,8 @@ class ExtractiveSummarizer:
                 if i not in best and len(best) < keep:
                     best[i] = (score, sentence)
             picked = [(items[i], best[i][1]) for i in sorted(best)]
+            if not picked:  # no sentence stands alone (a long unpunctuated turn, code): each turn's opening words
+                picked = [(item, _opening(item)) for item in items[:keep]]
         lines = [f"[{item.date[:10]}] {item.speaker or 'someone'}: {sentence}" for item, sentence in picked if sentence]
         heading = f"{'Timeline' if kind == 'timeline' else 'Summary'} of {title}"
         return Drafted("\n".join([heading, *lines]), tuple(item.id for item, sentence in picked if sentence))
@@ -124,8 +129,12 @@ def _scored(item: SummaryItem, items: Sequence[SummaryItem]) -> list[tuple[float
 def _best(item: SummaryItem, items: Sequence[SummaryItem]) -> str:
     scored = _scored(item, items)
     if not scored:
-        return " ".join(item.text.split()[:MAX_WORDS])
+        return _opening(item)
     return max(scored, key=lambda s: s[0])[1]
+
+
+def _opening(item: SummaryItem) -> str:
+    return " ".join(item.text.split()[:MAX_WORDS])
 
 
 @dataclass
@@ -144,7 +153,9 @@ class Pending:
 
 
 def stale_sessions(writer: Writer, changed_at: Mapping[int, str], *, older_than: str) -> list[Pending]:
-    """Sessions of ``MIN_SESSION_TURNS`` turns or more, quiet since ``older_than``, with no summary newer than them.
+    """Sessions of enough turns and words, quiet since ``older_than``, with no summary newer than them.
+
+    Enough: ``MIN_SESSION_TURNS`` turns and ``MIN_SESSION_WORDS`` words.
 
     Quiet: none of its turns was written, closed or retired since then (a session still going on
     waits); what else happens in the store (a link between its turns, a summary) does not count.
@@ -161,7 +172,7 @@ def stale_sessions(writer: Writer, changed_at: Mapping[int, str], *, older_than:
             continue  # no turn or note of the session was written, closed or retired since its summary
         items = _items(writer, queries.world_items(conn, session))
         of = writer.store.header(session).id.hex()
-        if len(items) >= MIN_SESSION_TURNS:
+        if len(items) >= MIN_SESSION_TURNS and sum(len(words(item.text)) for item in items) >= MIN_SESSION_WORDS:
             out.append(Pending(session, "session", name, items, of, None, old[0] if old else None))
         elif old is not None:  # too little of it holds now: its summary goes
             out.append(Pending(session, "session", name, [], of, None, old[0]))
