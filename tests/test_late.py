@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from worlddb_lite import InvalidInput, StaticEmbedder, WorldDB
-from worlddb_lite.models.embed import TokenVectors
+from worlddb_lite.models.embed import BUNDLED_MODEL, TokenVectors, _shared_model, bundled_model_path
 from worlddb_lite.retrieval import late
 from worlddb_lite.store import queries
 from worlddb_lite.write.conversation import ConversationIn, SessionIn, TurnIn
@@ -40,8 +40,8 @@ def _texts(db: WorldDB, nids: list[int]) -> dict[int, str]:
 
 
 def test_the_token_table_has_one_unit_row_and_one_weight_per_token(tokens: TokenVectors) -> None:
-    assert tokens.unit.shape[0] == tokens.weight.shape[0] == len(tokens.vocabulary)
-    norms = np.linalg.norm(tokens.unit, axis=1)
+    assert tokens.size == tokens.weight.shape[0] == len(tokens.vocabulary)
+    norms = np.linalg.norm(tokens.unit(np.arange(tokens.size)), axis=1)
     assert np.allclose(norms[norms > 0], 1.0, atol=1e-4)
     the, campground = tokens.vocabulary["the"], tokens.vocabulary["campground"]
     assert tokens.weight[the] < tokens.weight[campground]  # the model weighs a frequent word down
@@ -132,7 +132,7 @@ def test_a_tokenizer_whose_model_alone_splits_differently_is_used_whole() -> Non
 
     table = TokenVectors(Model())
     assert table.word_ids("memory") == [7, 8]
-    assert table.weight.shape == (10,) and np.allclose(np.linalg.norm(table.unit, axis=1), 1.0)
+    assert table.weight.shape == (10,) and np.allclose(np.linalg.norm(table.unit(np.arange(10)), axis=1), 1.0)
 
 
 def test_recall_without_the_late_lane_when_asked(store: WorldDB, tmp_path: Path) -> None:
@@ -181,3 +181,16 @@ def test_an_embedder_that_is_not_a_static_model_gets_no_late_lane(tmp_path: Path
     )
     found = db.recall("camping", scope="ana", k=1)
     assert found.hits and "late" not in {r.lane for r in found.hits[0].why}
+
+
+def test_the_unit_rows_are_the_whole_table_normalised_bit_for_bit(tokens: TokenVectors) -> None:
+    # the table keeps no float32 copy: each row made on demand must equal the old whole-table division
+    model = _shared_model(str(bundled_model_path()), BUNDLED_MODEL)
+    rows = np.array(model.embedding, dtype=np.float32)
+    length = np.sqrt(np.einsum("ij,ij->i", rows, rows))
+    rows /= np.where(length > 0, length, 1.0)[:, None]
+    ids = np.arange(tokens.size)
+    assert np.array_equal(tokens.unit(ids), rows)
+    assert np.array_equal(tokens.weight, length)
+    picked = np.array([5, 2641, 7, 2641, 29524])
+    assert np.array_equal(tokens.unit(picked), rows[picked])

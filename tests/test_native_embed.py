@@ -114,7 +114,7 @@ def test_the_bundled_model_keeps_its_id_and_loads_natively() -> None:
     get_table = token_table(embedder)
     assert get_table is not None
     table = get_table()
-    assert table.unit.shape == (29525, 256) and table.word_ids("memory") == [2641]
+    assert (table.size, table.dim) == (29525, 256) and table.word_ids("memory") == [2641]
 
 
 def test_a_hub_name_without_model2vec_names_the_hub_extra(monkeypatch: pytest.MonkeyPatch) -> None:

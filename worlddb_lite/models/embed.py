@@ -194,19 +194,39 @@ class TokenVectors:
     weight where the model has one.
     """
 
+    LENGTH_CHUNK = 4096  # token rows made float32 at a time to find their lengths (bounds the copy)
+
     def __init__(self, model: Any) -> None:
-        rows = np.array(model.embedding, dtype=np.float32)  # a copy of its own: normalised in place below
+        # The unit rows are not kept: a float32 copy of the whole table was 29 MiB of a process's peak
+        # at 100k memories (bench/footprint.py), while a recall reads a few thousand rows of it. The
+        # model's own rows (float16 for the bundled model) are shared with the embedder and each unit
+        # row is made on demand by the same float32 division, so scores are bit for bit the same.
+        self._rows: np.ndarray = np.asarray(model.embedding)
         mapping = getattr(model, "token_mapping", None)  # quantized vocabularies share rows
-        if mapping is not None:
-            rows = rows[np.asarray(mapping, dtype=np.int64)]
-        length = np.sqrt(np.einsum("ij,ij->i", rows, rows))  # np.linalg.norm takes ~6x as long here
+        self._mapping = None if mapping is None else np.asarray(mapping, dtype=np.int64)
+        self.size = int(self._rows.shape[0] if self._mapping is None else self._mapping.shape[0])
+        self.dim = int(self._rows.shape[1])
+        length = np.empty(self.size, dtype=np.float32)
+        for lo in range(0, self.size, self.LENGTH_CHUNK):
+            rows = self._float_rows(np.arange(lo, min(lo + self.LENGTH_CHUNK, self.size)))
+            length[lo : lo + rows.shape[0]] = np.sqrt(np.einsum("ij,ij->i", rows, rows))  # norm: ~6x slower
         extra = getattr(model, "weights", None)
         self.weight: np.ndarray = length * (np.asarray(extra, dtype=np.float32) if extra is not None else 1.0)
-        rows /= np.where(length > 0, length, 1.0)[:, None]
-        self.unit: np.ndarray = rows
+        self._divisor = np.where(length > 0, length, 1.0).astype(np.float32)
         self.vocabulary: dict[str, int] = model.tokenizer.get_vocab()
         self._tokenizer = model.tokenizer
         self._direct = self._model_alone_agrees()
+
+    def unit(self, ids: np.ndarray) -> np.ndarray:
+        """The unit vectors (float32) of tokens ``ids``, one row each (a token without a vector: zeros)."""
+        rows = self._float_rows(ids)
+        rows /= self._divisor[ids][:, None]
+        return rows
+
+    def _float_rows(self, ids: np.ndarray) -> np.ndarray:
+        """Tokens' rows of the model's table as a new float32 array."""
+        at = ids if self._mapping is None else self._mapping[ids]
+        return np.asarray(self._rows[at], dtype=np.float32)
 
     def word_ids(self, word: str) -> list[int]:
         """The token ids of one word (a word the vocabulary lacks is split into pieces)."""
@@ -214,7 +234,7 @@ class TokenVectors:
             ids = [token.id for token in self._tokenizer.model.tokenize(word)]
         else:
             ids = self._tokenizer.encode(word, add_special_tokens=False).ids
-        return [i for i in ids if i < self.unit.shape[0]]
+        return [i for i in ids if i < self.size]
 
     def _model_alone_agrees(self) -> bool:
         """Whether the tokenizer's model alone splits a plain lower-case word as the whole pipeline does.

@@ -56,12 +56,12 @@ def late_lane(view: ReadView, tokens: TokenVectors, query: str, candidates: list
     starts = np.concatenate(([0], np.cumsum(sizes[:-1])))
     # cosines over the distinct tokens (a pool shares most of its words), then spread to every position;
     # distinct by a mark per vocabulary entry: a fifth of np.unique's sort
-    present = np.zeros(tokens.unit.shape[0], dtype=bool)
+    present = np.zeros(tokens.size, dtype=bool)
     present[flat] = True
     distinct = np.flatnonzero(present)
     position = np.zeros(present.shape[0], dtype=np.int32)
     position[distinct] = np.arange(distinct.size, dtype=np.int32)
-    cosines = (tokens.unit[asked] @ tokens.unit[distinct].T)[:, position[flat]]  # question x candidate tokens
+    cosines = (tokens.unit(asked) @ tokens.unit(distinct).T)[:, position[flat]]  # question x candidate tokens
     best = np.maximum.reduceat(cosines, starts, axis=1)  # each question token's best match, per candidate
     best = np.maximum(best, 0.0)  # an opposed token is no match, not a penalty
     weight = tokens.weight[asked]

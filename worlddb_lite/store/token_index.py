@@ -47,7 +47,7 @@ class ContentTokens:
 
     def __init__(self, tokens: TokenVectors) -> None:
         self._tokens = ref(tokens)  # weak: _CONTENT holds this only as long as the table lives
-        size = tokens.unit.shape[0]
+        size = tokens.size
         self.dtype = np.dtype("<u2") if size <= 1 << 16 else np.dtype("<i4")
         self.skip = np.zeros(size, dtype=bool)
         for piece, tid in tokens.vocabulary.items():
