@@ -10,7 +10,7 @@ import pytest
 
 from worlddb_lite import WorldDB
 from worlddb_lite.store import vector_index
-from worlddb_lite.store.ivf import IvfIndex, assign, nprobe_for, spherical_kmeans
+from worlddb_lite.store.ivf import IvfIndex, Source, assign, nprobe_for, quantize, spherical_kmeans, spread_of
 from worlddb_lite.store.vector_index import nlist_for
 
 from .conftest import FakeClock, FakeEmbedder
@@ -26,16 +26,21 @@ def _clustered(n: int, centres: int = 40, seed: int = 0) -> np.ndarray:
     return (rows / np.linalg.norm(rows, axis=1, keepdims=True)).astype(np.float32)
 
 
+def _source(vectors: np.ndarray, first: int) -> Source:
+    """The float32 rows an index re-scores from: node ``first + i`` holds ``vectors[i]``."""
+    return lambda ids: vectors[ids - first]
+
+
 def _index(
     vectors: np.ndarray, *, lists: int | None, parents: np.ndarray | None = None, types: list[str] | None = None
 ) -> IvfIndex:
     centroids = spherical_kmeans(vectors, lists) if lists else None
-    index = IvfIndex(DIM, centroids)
+    index = IvfIndex(DIM, centroids, source=_source(vectors, 1))
     nids = np.arange(1, len(vectors) + 1, dtype=np.int64)
     index.load(
         nids,
         assign(vectors, centroids),
-        vectors,
+        quantize(vectors),
         parents if parents is not None else np.zeros(len(vectors), dtype=np.int64),
         types or ["Turn"] * len(vectors),
     )
@@ -80,8 +85,9 @@ def test_many_inserts_grow_partitions_and_compact_without_losing_rows() -> None:
     vectors = _clustered(6000)
     index = _index(vectors[:100], lists=None)
     centroids = spherical_kmeans(vectors[:1000], 16)
-    index = IvfIndex(DIM, centroids)
-    index.load(np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros((0, DIM), np.float32), np.zeros(0, np.int64), [])
+    index = IvfIndex(DIM, centroids, source=_source(vectors, 1))
+    empty = quantize(np.zeros((0, DIM), np.float32))
+    index.load(np.zeros(0, np.int64), np.zeros(0, np.int32), empty, np.zeros(0, np.int64), [])
     parts = assign(vectors, centroids)
     for i, vector in enumerate(vectors):
         index.upsert(i + 1, int(parts[i]), vector, 0, "Turn")
@@ -89,7 +95,10 @@ def test_many_inserts_grow_partitions_and_compact_without_losing_rows() -> None:
     live = index.row_nid[: index.used]
     assert sorted(live[live >= 0].tolist()) == list(range(1, 6001))
     for nid in (1, 777, 6000):
-        assert np.allclose(index.matrix[index.pos[nid]], vectors[nid - 1])
+        row = int(index.pos[nid])
+        decoded = index.matrix[row] * index.scales[row, 0] * index.spread  # the codes decoded
+        assert np.linalg.norm(decoded - vectors[nid - 1]) <= index.scales[row, 1]  # within its recorded error
+        assert np.array_equal(index.vector(nid), vectors[nid - 1])
 
 
 def test_world_and_type_filters_apply_inside_the_search() -> None:
@@ -218,7 +227,9 @@ def test_a_scope_that_outgrows_the_shared_cells_gets_its_own_and_filters_stay_ex
     monkeypatch.setattr(ivf, "GATHER_COST", 1e9)  # never exact: the scans are what is tested
     vectors = _clustered(1500)
     centroids = spherical_kmeans(vectors, 8)
-    index = IvfIndex(DIM, centroids)
+    exact = np.zeros((1510, DIM), dtype=np.float32)
+    exact[[2, 3]], exact[12:1510] = vectors[:2], vectors[2:]
+    index = IvfIndex(DIM, centroids, source=lambda ids: exact[ids])
     parts = assign(vectors, centroids)
     # root 1; scopes 2 and 3; rows 10.. alternate between them, a tenth of them Facts
     index.upsert(2, int(parts[0]), vectors[0], 1, "Scope")
@@ -359,11 +370,11 @@ def test_the_packed_cell_keys_and_the_row_wise_fallback_lay_out_the_same_cells()
     parts = assign(vectors, centroids)
     types = [f"T{i % 3}" for i in range(400)]
     packed = IvfIndex(DIM, centroids)
-    packed.load(np.arange(10, 410), parts, vectors, np.full(400, 5), types)
+    packed.load(np.arange(10, 410), parts, quantize(vectors), np.full(400, 5), types)
     wide = IvfIndex(DIM, centroids)
     for i in range(4096):  # type codes past the packed key's 12 bits take the row-wise path
         wide._code(f"pad{i}")
-    wide.load(np.arange(10, 410), parts, vectors, np.full(400, 5), types)
+    wide.load(np.arange(10, 410), parts, quantize(vectors), np.full(400, 5), types)
 
     def layout(index: IvfIndex) -> list[tuple[int, str, int]]:
         names = {c: n for n, c in index.type_names.items()}
@@ -386,3 +397,61 @@ def test_the_write_that_trains_the_partitions_leaves_none_past_the_split_limit(t
         before = db._conn.execute("select value from meta where key = 'vec_splits'").fetchone()
         db.write("one more note on theme 3", scope="s")  # a single write finds no debt to pay
         assert db._conn.execute("select value from meta where key = 'vec_splits'").fetchone() == before
+
+
+def test_the_index_holds_8_bit_codes_and_answers_with_the_stored_float32_scores(tmp_path: Path) -> None:
+    db = WorldDB(str(tmp_path / "codes.db"), embedder=FakeEmbedder(), clock=FakeClock())
+    for i in range(60):
+        db.write(f"note {i} about topic {i % 7}", scope="ana")
+    lane = db._reconciler.lane
+    index = lane.index()
+    assert index.matrix.dtype == np.int8 and index.scales.dtype == np.float32
+    rows = db._conn.execute("select nid, embedding from node_vec")
+    stored = {nid: np.frombuffer(blob, dtype=np.float32) for nid, blob in rows}
+    query = next(iter(stored.values()))
+    found = index.search(query, 10)
+    held = [(nid, float(v @ query)) for nid, v in stored.items() if index.pos[nid] >= 0]
+    expected = sorted(held, key=lambda x: -x[1])
+    # the float32 scores (to the last bits of a BLAS product), not the codes' (off by up to ~0.01)
+    assert [score for _, score in found] == pytest.approx([score for _, score in expected[:10]], abs=1e-6)
+    assert all(abs(score - dict(expected)[nid]) <= 1e-6 for nid, score in found)
+    some = [n for n, _ in expected[:5]]
+    assert index.cosines([*some, some[0], 10**6], query) == pytest.approx(
+        {n: dict(expected)[n] for n in some}, abs=1e-6
+    )
+    read = lane.table.exact_rows(np.array([some[1], 10**6, some[1]]), lane.dim)
+    assert np.array_equal(read[0], stored[some[1]]) and np.isnan(read[1]).all() and np.array_equal(read[2], read[0])
+    db.close()
+
+
+def test_the_codes_error_bounds_every_score_and_the_spread_shrinks_it() -> None:
+    rng = np.random.default_rng(3)
+    vectors = _clustered(2000) * np.linspace(0.2, 3.0, DIM, dtype=np.float32)  # some dimensions far wider
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    spread = spread_of(vectors)
+    plain, spread_codes = quantize(vectors), quantize(vectors, spread)
+    assert np.median(spread_codes[1][:, 1]) < np.median(plain[1][:, 1])
+    queries = rng.standard_normal((50, DIM)).astype(np.float32)
+    queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+    for (codes, scales), by in ((plain, np.ones(DIM, dtype=np.float32)), (spread_codes, spread)):
+        coarse = (codes @ (queries * by).T) * scales[:, :1]
+        assert np.all(np.abs(coarse - vectors @ queries.T) <= scales[:, 1:])
+
+
+def test_exact_rows_read_lately_are_kept_within_a_bound_and_forgotten_when_rows_change(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(vector_index, "EXACT_ROWS_KEPT", 5)
+    db = WorldDB(str(tmp_path / "kept.db"), embedder=FakeEmbedder(), clock=FakeClock())
+    for i in range(20):
+        db.write(f"note {i}", scope="ana")
+    lane = db._reconciler.lane
+    lane.index()
+    nids = np.array(sorted(r[0] for r in db._conn.execute("select nid from node_vec"))[:12], dtype=np.int64)
+    first = lane._exact(nids)  # more than are kept: every row is still answered
+    assert np.array_equal(first, lane.table.exact_rows(nids, lane.dim)) and len(lane._rows) == 5
+    assert np.array_equal(lane._exact(nids[::-1]), first[::-1])
+    db.write("one more note", scope="ana")
+    lane.index()  # caught up: what was read may be stale
+    assert lane._rows == {}
+    db.close()

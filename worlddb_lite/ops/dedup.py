@@ -81,7 +81,7 @@ def duplicates(writer: Writer, threshold: float = THRESHOLD) -> list[Link]:
     out: list[Link] = []
     for nid in sorted(current):
         kind = names[int(index.type_code[nid])]
-        found = index.near_duplicates(index.matrix[index.pos[nid]], NEIGHBOURS, types=[kind], probes=NEAR_PROBE)
+        found = index.near_duplicates(index.vector(nid), NEIGHBOURS, types=[kind], probes=NEAR_PROBE)
         scope = index.scope_of[nid]
         near = [
             (other, score)

@@ -11,15 +11,23 @@ insert), and the matrix is compacted when moves have left more dead rows than li
 
 Every row also knows its parent and scope (its ancestor just below the root), so a small
 world's members are found by walking children, and a deep world is checked row by row.
+
+Rows are held in 8 bits (``quantize``: each dimension divided by its spread, then int8 codes
+times a per-row scale), a quarter of float32, with each row's quantization error. A search ranks
+by the codes, then re-scores exactly, from the float32 vectors a ``source`` reads (the store's
+``node_vec``), every row whose error bound leaves it a chance of the top ``k``: so it returns
+what scoring float32 rows would, at a quarter of the memory. Without a source the codes' scores
+are returned.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 
+QUANTIZE_CHUNK = 2048  # rows coded at a time
 LOAD_CHUNK = 16384  # rows copied into the index at a time when it loads: bounds the copy's extra memory
 BIG_SCOPE = 8192  # a scope with more rows than this gets cells of its own
 ROW_BUDGET = 1.5  # a probe scans up to 1.5x the rows nprobe average partitions hold (see _scan)
@@ -32,6 +40,52 @@ MAX_WIDEN = 4.0  # a broad filter probes at most 4x the partitions an unfiltered
 PROBE_SCALE = 0.8
 PROBE_POWER = 0.69
 MIN_PROBE = 8
+# float32 vectors of node ids, in their order (a row of NaN for a node without one)
+Source = Callable[[np.ndarray], np.ndarray]
+
+
+def spread_of(vectors: np.ndarray) -> np.ndarray:
+    """How widely each dimension varies over some rows (its spread over the median one's).
+
+    The model's rows put much of their length in a few dimensions (median largest component 0.45
+    at 100k memories), which sets a row's int8 step; dividing each dimension by its spread before
+    coding evens them out and the codes' error falls 2.7x (0.0165 -> 0.0060), and with it the rows
+    that must be re-scored exactly.
+    """
+    if vectors.shape[0] < 2:
+        return np.ones(vectors.shape[1], dtype=np.float32)
+    std = vectors.std(axis=0)
+    spread: np.ndarray = np.maximum(std / max(float(np.median(std)), 1e-12), 0.05).astype(np.float32)
+    return spread
+
+
+def quantize(vectors: np.ndarray, spread: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """int8 codes of float32 rows divided by ``spread`` (see ``spread_of``), and per row (scale, error).
+
+    Row ~ codes * scale * spread, off by ``error`` (the length of the difference), which bounds how
+    far a unit query's score by the codes can be from its exact score (Cauchy-Schwarz).
+    """
+    vectors = np.asarray(vectors, dtype=np.float32)
+    rows, dim = vectors.shape
+    spread = np.ones(dim, dtype=np.float32) if spread is None else spread
+    codes = np.empty((rows, dim), dtype=np.int8)
+    scales = np.empty((rows, 2), dtype=np.float32)
+    for lo in range(0, rows, QUANTIZE_CHUNK):  # in place, a chunk at a time: a few passes over cached rows
+        part = vectors[lo : lo + QUANTIZE_CHUNK]
+        work = part / spread
+        peak = np.maximum(work.max(axis=1), -work.min(axis=1))
+        scale = np.where(peak > 0, peak / 127.0, 1.0).astype(np.float32)
+        work /= scale[:, None]
+        np.rint(work, out=work)
+        codes[lo : lo + QUANTIZE_CHUNK] = work
+        work *= scale[:, None]
+        work *= spread
+        work -= part
+        error = np.sqrt(np.einsum("ij,ij->i", work, work))
+        scales[lo : lo + QUANTIZE_CHUNK, 0] = scale
+        # a hair over the float32 arithmetic's own error, so the bound holds when it is used
+        scales[lo : lo + QUANTIZE_CHUNK, 1] = error * 1.001 + 1e-5
+    return codes, scales
 
 
 def nprobe_for(nlist: int) -> int:
@@ -42,11 +96,14 @@ def nprobe_for(nlist: int) -> int:
 class IvfIndex:
     """Rows in cells of partition regions of one matrix; search probes the nearest partitions."""
 
-    def __init__(self, dim: int, centroids: np.ndarray | None) -> None:
+    def __init__(self, dim: int, centroids: np.ndarray | None, source: Source | None = None) -> None:
         self.dim = dim
         self.centroids = centroids
+        self.source = source
+        self.spread = np.ones(dim, dtype=np.float32)  # each dimension's divisor before coding (spread_of)
         self.nlist = 1 if centroids is None else int(centroids.shape[0])
-        self.matrix = np.zeros((0, dim), dtype=np.float32)
+        self.matrix = np.zeros((0, dim), dtype=np.int8)  # the rows' codes (see quantize)
+        self.scales = np.zeros((0, 2), dtype=np.float32)  # each row's (scale, error)
         self.row_nid = np.zeros(0, dtype=np.int64)  # -1: spare or dead
         self.used = 0  # matrix rows handed out (live, spare or dead)
         self.size = 0
@@ -80,19 +137,26 @@ class IvfIndex:
     # ---- building -----------------------------------------------------------------
 
     def load(
-        self, nids: np.ndarray, parts: np.ndarray, vectors: np.ndarray, parents: np.ndarray, types: Sequence[str]
+        self,
+        nids: np.ndarray,
+        parts: np.ndarray,
+        codes_scales: tuple[np.ndarray, np.ndarray],
+        parents: np.ndarray,
+        types: Sequence[str],
     ) -> None:
         """Fill the index in one go (hydration, compaction): regions laid out in partition order.
 
-        The store's root (no parent) is left out: it pools everything, so it would answer any query.
+        The rows come quantized (``quantize``). The store's root (no parent) is left out: it pools
+        everything, so it would answer any query.
         """
+        vectors, row_scales = codes_scales
         kept = parents >= 0
         codes = np.array([self._code(t) for t, keep in zip(types, kept.tolist(), strict=True) if keep], dtype=np.int64)
         rows = np.flatnonzero(kept)  # the vectors stay where they are: a masked copy was a second matrix
         nids, parents, parts = nids[kept], parents[kept], parts[kept].astype(np.int64)
-        names, seq = self.type_names, self.seq
-        self.__init__(self.dim, self.centroids)  # type: ignore[misc]
-        self.type_names, self.seq = names, seq
+        names, seq, spread = self.type_names, self.seq, self.spread
+        self.__init__(self.dim, self.centroids, self.source)  # type: ignore[misc]
+        self.type_names, self.seq, self.spread = names, seq, spread
         if not len(nids):
             return
         self._grow_ids(int(max(nids.max(), parents.max())) + 1)
@@ -130,7 +194,8 @@ class IvfIndex:
                 self.p_start[part] = starts[cells_here[0]]
                 self.p_len[part] = int(rooms[cells_here].sum())
         total = int(rooms.sum())
-        self.matrix = np.zeros((total, self.dim), dtype=np.float32)
+        self.matrix = np.zeros((total, self.dim), dtype=np.int8)
+        self.scales = np.zeros((total, 2), dtype=np.float32)
         self.row_nid = np.full(total, -1, dtype=np.int64)
         order = np.argsort(cells, kind="stable")
         offsets = np.arange(len(nids)) - np.repeat(np.concatenate(([0], np.cumsum(counts)[:-1])), counts)
@@ -138,6 +203,7 @@ class IvfIndex:
         positions[order] = starts[cells[order]] + offsets
         for lo in range(0, len(rows), LOAD_CHUNK):  # a chunk's gathered copy at a time, not all of them
             self.matrix[positions[lo : lo + LOAD_CHUNK]] = vectors[rows[lo : lo + LOAD_CHUNK]]
+        self.scales[positions] = row_scales[rows]
         self.row_nid[positions] = nids
         self.used, self.size = total, len(nids)
         self.p_rows = np.bincount(parts, minlength=self.nlist).astype(np.int64)
@@ -187,9 +253,10 @@ class IvfIndex:
         scope = int(self.scope_of[nid]) if counted else nid if self.parent[parent] < 0 else int(self.scope_of[parent])
         key = (part, code, scope if scope in self.big_scopes else -1)
         cell = self._cell(key)
+        row_code, row_scales = quantize(np.asarray(vector, dtype=np.float32).reshape(1, -1), self.spread)
         if counted:
             if self.cell[nid] == cell:
-                self.matrix[self.pos[nid]] = vector
+                self.matrix[self.pos[nid]], self.scales[self.pos[nid]] = row_code[0], row_scales[0]
                 return
             self._remove(nid)
         if self.count[cell] == self.room[cell]:
@@ -200,7 +267,7 @@ class IvfIndex:
             if self.count[cell] == self.room[cell]:
                 self._grow_partition(part, cell)
         position = self.start[cell] + self.count[cell]
-        self.matrix[position] = vector
+        self.matrix[position], self.scales[position] = row_code[0], row_scales[0]
         self.row_nid[position] = nid
         self.count[cell] += 1
         self.p_rows[part] += 1
@@ -238,7 +305,7 @@ class IvfIndex:
         last = self.start[cell] + self.count[cell] - 1
         if position != last:  # keep the cell dense: its last row takes the freed slot
             moved = int(self.row_nid[last])
-            self.matrix[position] = self.matrix[last]
+            self.matrix[position], self.scales[position] = self.matrix[last], self.scales[last]
             self.row_nid[position] = moved
             self.pos[moved] = position
         self.row_nid[last] = -1
@@ -258,6 +325,7 @@ class IvfIndex:
         for cell, room in zip(cells, rooms, strict=True):
             old, count = self.start[cell], self.count[cell]
             self.matrix[at : at + count] = self.matrix[old : old + count]
+            self.scales[at : at + count] = self.scales[old : old + count]
             moved = self.row_nid[old : old + count].copy()
             self.row_nid[old : old + count] = -1
             self.row_nid[at : at + count] = moved
@@ -275,7 +343,7 @@ class IvfIndex:
         self.load(
             nids,
             self.part[nids].copy(),
-            self.matrix[: self.used][live].copy(),
+            (self.matrix[: self.used][live], self.scales[: self.used][live]),
             self.parent[nids].copy(),
             [names[int(c)] for c in self.type_code[nids]],
         )
@@ -284,11 +352,13 @@ class IvfIndex:
         if rows <= self.matrix.shape[0]:
             return
         capacity = max(rows, 2 * self.matrix.shape[0], 1024)
-        matrix = np.zeros((capacity, self.dim), dtype=np.float32)
+        matrix = np.zeros((capacity, self.dim), dtype=np.int8)
         matrix[: self.used] = self.matrix[: self.used]
+        scales = np.zeros((capacity, 2), dtype=np.float32)
+        scales[: self.used] = self.scales[: self.used]
         row_nid = np.full(capacity, -1, dtype=np.int64)
         row_nid[: self.used] = self.row_nid[: self.used]
-        self.matrix, self.row_nid = matrix, row_nid
+        self.matrix, self.scales, self.row_nid = matrix, scales, row_nid
 
     def _grow_ids(self, needed: int) -> None:
         have = self.pos.shape[0]
@@ -414,7 +484,9 @@ class IvfIndex:
         fuller partitions in a dense region, more in a sparse one (at least a quarter of
         ``wanted``, at most twice). Filters count only the rows of the cells they scan.
         """
+        turned = self._turned(query)
         found_ids: list[np.ndarray] = []
+        found_rows: list[np.ndarray] = []  # matrix row ranges, or the kept rows of a cell
         found_scores: list[np.ndarray] = []
         whole = world is None and codes is None
         scope = None if world is None else int(self.scope_of[world])
@@ -428,7 +500,8 @@ class IvfIndex:
                 lo, length = int(self.p_start[part]), int(self.p_len[part])
                 if length:
                     found_ids.append(self.row_nid[lo : lo + length])
-                    found_scores.append(self.matrix[lo : lo + length] @ query)
+                    found_rows.append(np.arange(lo, lo + length))
+                    found_scores.append(self._coarse(lo, lo + length, turned))
                 scanned += int(self.p_rows[part])
             else:
                 for cell in self.cells_of[part]:
@@ -439,23 +512,56 @@ class IvfIndex:
                         continue
                     lo = self.start[cell]
                     ids = self.row_nid[lo : lo + count]
-                    block = self.matrix[lo : lo + count]
+                    scores = self._coarse(lo, lo + count, turned)
+                    rows = np.arange(lo, lo + count)
                     scanned += count
                     if below is not None or (scope is not None and not own):
                         keep = below[ids] if below is not None else self.scope_of[ids] == scope
-                        ids, block = ids[keep], block[keep]
+                        ids, scores, rows = ids[keep], scores[keep], rows[keep]
                     if ids.size:
                         found_ids.append(ids)
-                        found_scores.append(block @ query)
+                        found_rows.append(rows)
+                        found_scores.append(scores)
             if visited >= floor and scanned >= budget:
                 break
         if not found_ids:
             return []
         ids = np.concatenate(found_ids)
-        scores = np.concatenate(found_scores)
-        scores[ids < 0] = -np.inf
-        top = [i for i in _top(scores, k) if ids[i] >= 0]
-        return [(int(ids[i]), float(scores[i])) for i in top]
+        live = ids >= 0  # spare and dead rows drop out
+        rows = np.concatenate(found_rows)[live]
+        return self._best(ids[live], rows, np.concatenate(found_scores)[live], query, k)
+
+    def _coarse(self, lo: int, hi: int, turned: np.ndarray) -> np.ndarray:
+        """The scores of matrix rows ``lo:hi`` by their codes (within each row's error of the exact ones)."""
+        scores: np.ndarray = (self.matrix[lo:hi] @ turned) * self.scales[lo:hi, 0]
+        return scores
+
+    def _turned(self, query: np.ndarray) -> np.ndarray:
+        """The query scaled by the rows' spread, so that its product with a row's codes scores the row."""
+        turned: np.ndarray = np.asarray(query, dtype=np.float32) * self.spread
+        return turned
+
+    def _best(
+        self, ids: np.ndarray, rows: np.ndarray, coarse: np.ndarray, query: np.ndarray, k: int
+    ) -> list[tuple[int, float]]:
+        """(nid, cosine) of the ``k`` best of ``ids`` (at matrix ``rows``, scored ``coarse`` by their codes).
+
+        A row can be in the exact top ``k`` only if its score plus its error reaches the ``k``-th best
+        score minus its error; those rows are re-scored from the source, the rest never are.
+        """
+        if ids.size == 0:
+            return []
+        if self.source is None:
+            return [(int(ids[i]), float(coarse[i])) for i in _top(coarse, k)]
+        error = self.scales[rows, 1]
+        if ids.size > k:
+            floor = np.partition(coarse - error, ids.size - k)[ids.size - k]  # the k-th best lower bound
+            short = np.flatnonzero(coarse + error >= floor)
+            ids = ids[short]
+        scores = self.source(ids) @ query
+        held = ~np.isnan(scores)  # a row erased since the index read it
+        ids, scores = ids[held], scores[held]
+        return [(int(ids[i]), float(scores[i])) for i in _top(scores, k)]
 
     def _member_mask(self, world: int) -> np.ndarray:
         """A dense flag per node id: inside ``world``."""
@@ -506,8 +612,13 @@ class IvfIndex:
         ids = np.asarray(nids, dtype=np.int64)
         ids = ids[(ids >= 0) & (ids < self.pos.shape[0])]
         ids = ids[self.pos[ids] >= 0]
-        scores = np.take(self.matrix, self.pos[ids], axis=0) @ query if ids.size else np.zeros(0)
-        return dict(zip(ids.tolist(), scores.tolist(), strict=True))
+        if not ids.size:
+            return {}
+        if self.source is None:
+            scores = (np.take(self.matrix, self.pos[ids], axis=0) @ self._turned(query)) * self.scales[self.pos[ids], 0]
+        else:
+            scores = self.source(ids) @ query
+        return {nid: score for nid, score in zip(ids.tolist(), scores.tolist(), strict=True) if score == score}
 
     def exact(self, nids: np.ndarray, query: np.ndarray, k: int, codes: set[int] | None) -> list[tuple[int, float]]:
         """Exact top ``k`` among the given node ids (a gather, then one product)."""
@@ -515,8 +626,17 @@ class IvfIndex:
             nids = nids[np.isin(self.type_code[nids], list(codes))]
         if nids.size == 0:
             return []
-        scores = np.take(self.matrix, self.pos[nids], axis=0) @ query
-        return [(int(nids[i]), float(scores[i])) for i in _top(scores, k)]
+        rows = self.pos[nids]
+        coarse = (np.take(self.matrix, rows, axis=0) @ self._turned(query)) * self.scales[rows, 0]
+        return self._best(nids, rows, coarse, query, k)
+
+    def vector(self, nid: int) -> np.ndarray:
+        """A held node's vector: exact from the source, else decoded from its codes."""
+        if self.source is not None:
+            return np.asarray(self.source(np.array([nid], dtype=np.int64))[0], dtype=np.float32)
+        row = int(self.pos[nid])
+        decoded: np.ndarray = self.matrix[row] * self.scales[row, 0] * self.spread
+        return decoded
 
 
 def _top(scores: np.ndarray, k: int) -> np.ndarray:

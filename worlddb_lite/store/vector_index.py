@@ -7,7 +7,9 @@ file over k-means partitions, scanned with numpy, meets recall@10 >= 0.95 in a f
 * ``node_vec`` is an ordinary table (readable in any sqlite3 shell; sqlite-vec's
   ``vec_distance_cosine`` reads its blobs) holding each vector, its partition (nearest
   centroid in ``vec_centroid`` when written) and a change sequence number.
-* Each open store keeps an ``IvfIndex`` in memory, hydrated on the first search, and brought
+* Each open store keeps an ``IvfIndex`` in memory, its rows in 8-bit codes (a quarter of
+  float32; the best rows re-scored exactly from ``node_vec``), hydrated on the first search a
+  chunk at a time, and brought
   up to date before every search from the rows whose ``seq`` is newer than what it has seen,
   so writes from this or any other process are visible, and a rolled-back write never is.
   ``meta.vec_epoch`` changes when every vector changes at once (re-embedding, re-training):
@@ -23,12 +25,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from itertools import islice
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..errors import EmbedderMismatch
-from .ivf import IvfIndex, assign, spherical_kmeans, split_in_two
+from .ivf import IvfIndex, Source, assign, quantize, spherical_kmeans, split_in_two, spread_of
 from .vector_table import VectorTable
 
 if TYPE_CHECKING:
@@ -41,6 +44,9 @@ SAMPLE_PER_LIST = 16  # k-means trains on 16 sampled vectors per partition
 SPLIT_AT = 2.0  # a partition past 2x the size a fresh training would give splits in two (2-means)
 MIN_SPLIT_ROWS = 64
 CHUNK = 65_536
+# float32 rows kept once read for an exact re-score (4 MiB at 256-d): the standing lanes re-score the
+# same ~90 statements every recall, ~30% of the rows a recall read at 100k memories (bench/footprint.py)
+EXACT_ROWS_KEPT = 4096
 
 
 def nlist_for(rows: int) -> int:
@@ -65,6 +71,7 @@ class VectorLane:
         self.dim = dim
         self.model_id = model_id  # None: the caller supplies vectors
         self._index: IvfIndex | None = None
+        self._rows: dict[int, np.ndarray] = {}  # exact rows read lately (EXACT_ROWS_KEPT), as the index holds them
         self._epoch: str | None = None
         self._splits: str | None = None
         self._centroids: tuple[str | None, np.ndarray | None] | None = None  # (epoch, centroids) for writes
@@ -191,6 +198,7 @@ class VectorLane:
         """Drop the in-memory index and cached centroids; the next search hydrates again."""
         self._index = None
         self._centroids = None
+        self._rows.clear()
 
     def index(self) -> IvfIndex:
         """The in-memory index, current with every committed write.
@@ -214,6 +222,7 @@ class VectorLane:
         epoch, splits = state.get("vec_epoch"), state.get("vec_splits")
         if self._index is None or epoch != self._epoch:
             self._check_model(state)
+            self._rows.clear()
             self._index = self._hydrate()
             self._epoch, self._splits = epoch, splits
         else:
@@ -226,19 +235,70 @@ class VectorLane:
         return self._index
 
     def _hydrate(self) -> IvfIndex:
-        index = IvfIndex(self.dim, self.table.centroids())
-        nids, parts, seqs, matrix, parents, types = self.table.everything(self.dim)
-        index.load(nids, parts, matrix, parents, types)
-        index.seq = int(seqs.max()) if seqs.size else 0
-        return index
+        return hydrate(self.table, self.dim, self._exact)
+
+    def _exact(self, nids: np.ndarray) -> np.ndarray:
+        """The float32 rows of ``nids`` (NaN: none), those read lately from memory, the rest from node_vec."""
+        kept = self._rows
+        missing = np.array([nid for nid in dict.fromkeys(nids.tolist()) if nid not in kept], dtype=np.int64)
+        read: dict[int, np.ndarray] = {}
+        if missing.size:
+            rows = self.table.exact_rows(missing, self.dim)
+            read = {nid: row for nid, row in zip(missing.tolist(), rows, strict=True) if not np.isnan(row[0])}
+        out = np.full((len(nids), self.dim), np.nan, dtype=np.float32)
+        for i, nid in enumerate(nids.tolist()):
+            row = read.get(nid, kept.get(nid))
+            if row is not None:
+                out[i] = row
+        kept.update(read)
+        for old in list(islice(kept, max(0, len(kept) - EXACT_ROWS_KEPT))):  # the oldest first
+            del kept[old]
+        return out
 
     def _catch_up(self, index: IvfIndex) -> None:
         if self.table.max_seq() <= index.seq:
             return
-        nids, parts, seqs, matrix, parents, types = self.table.everything(self.dim, index.seq)
+        self._rows.clear()  # rows changed: what was read may be stale
+        chunks = [(n, p, s, v.copy(), a, t) for n, p, s, v, a, t in self.table.everything(self.dim, index.seq)]
+        if not chunks:
+            return
+        nids, parts, seqs, matrix, parents = (np.concatenate([c[i] for c in chunks]) for i in range(5))
+        types = [t for c in chunks for t in c[5]]
         for i in np.argsort(nids, kind="stable"):  # parents (older, lower ids) before their children
             index.upsert(int(nids[i]), int(parts[i]), matrix[i], int(parents[i]) if parents[i] >= 0 else None, types[i])
         index.seq = int(seqs.max())
+
+
+def hydrate(table: VectorTable, dim: int, source: Source | None) -> IvfIndex:
+    """A new index of every row of ``table``, read and coded a chunk at a time (no float32 copy of all).
+
+    The first chunk sets how each dimension is scaled before coding (``ivf.spread_of``).
+    """
+    index = IvfIndex(dim, table.centroids(), source=source)
+    total = table.count()
+    codes = np.empty((total, dim), dtype=np.int8)
+    scales = np.empty((total, 2), dtype=np.float32)
+    columns: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[str]]] = []
+    done = 0
+    for nids, parts, seqs, vectors, parents, types in table.everything(dim):
+        if done == 0:
+            index.spread = spread_of(vectors)
+        if done + len(nids) > codes.shape[0]:  # rows written since the count (outside a read transaction)
+            codes = np.concatenate([codes[:done], np.empty((len(nids), dim), dtype=np.int8)])
+            scales = np.concatenate([scales[:done], np.empty((len(nids), 2), dtype=np.float32)])
+        codes[done : done + len(nids)], scales[done : done + len(nids)] = quantize(vectors, index.spread)
+        columns.append((nids, parts, seqs, parents, types))
+        done += len(nids)
+    if columns:
+        index.load(
+            np.concatenate([c[0] for c in columns]),
+            np.concatenate([c[1] for c in columns]),
+            (codes[:done], scales[:done]),
+            np.concatenate([c[3] for c in columns]),
+            [t for c in columns for t in c[4]],
+        )
+        index.seq = int(max(c[2].max() for c in columns))
+    return index
 
 
 def _new_epoch() -> str:

@@ -7,6 +7,7 @@ are float32 blobs.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Iterator
 
 import apsw
@@ -113,42 +114,74 @@ class VectorTable:
         self.conn.executemany("update node_vec set part = ? where nid = ?", rows)
 
     def everything(
-        self, dim: int, since: int = 0
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[str]]:
-        """(nids, parts, seqs, vectors, parents, types) of the rows changed after ``since`` (all: 0).
+        self, dim: int, since: int = 0, chunk: int = 8192
+    ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[str]]]:
+        """(nids, parts, seqs, vectors, parents, types) of the rows changed after ``since`` (all: 0), in chunks.
 
-        The vectors are read into one preallocated matrix, a row at a time: a list of the rows' bytes
-        and their joined copy held ~2x the matrix at once, the peak of a process's memory at 100k
-        memories (bench/footprint.py). One read transaction keeps the count and the rows the same.
+        ``chunk`` rows at a time, so a reader holds one chunk of float32 vectors, never all of them
+        (all of them were the peak of a process's memory at 100k memories: bench/footprint.py).
         """
-        row = self.conn.execute("select count(*) from node_vec where seq > ?", (since,)).fetchone()
-        matrix = np.empty((as_int(row[0]) if row else 0, dim), dtype=np.float32)
+        buffer = np.empty((chunk, dim), dtype=np.float32)
         nids: list[int] = []
         parts: list[int] = []
         seqs: list[int] = []
         parents: list[int] = []
         types: list[str] = []
+
+        def cut() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[str]]:
+            out = (
+                np.array(nids, dtype=np.int64),
+                np.array(parts, dtype=np.int32),
+                np.array(seqs, dtype=np.int64),
+                buffer[: len(nids)],
+                np.array(parents, dtype=np.int64),
+                list(types),
+            )
+            for column in (nids, parts, seqs, parents, types):
+                column.clear()
+            return out
+
         for nid, part, seq, blob, parent, type_ in self.conn.execute(
             "select v.nid, v.part, v.seq, v.embedding, n.parent, n.type from node_vec as v "
             "join node as n on n.nid = v.nid where v.seq > ?",
             (since,),
         ):
-            if len(nids) == matrix.shape[0]:  # a row written since the count (outside a read transaction)
-                matrix = np.concatenate([matrix, np.empty((max(16, len(nids) // 4), dim), dtype=np.float32)])
-            matrix[len(nids)] = np.frombuffer(as_bytes(blob), dtype=np.float32)
+            if len(nids) == chunk:
+                yield cut()
+            buffer[len(nids)] = np.frombuffer(as_bytes(blob), dtype=np.float32)
             nids.append(nid)
             parts.append(part)
             seqs.append(seq)
             parents.append(-1 if parent is None else parent)
             types.append(type_)
-        return (
-            np.array(nids, dtype=np.int64),
-            np.array(parts, dtype=np.int32),
-            np.array(seqs, dtype=np.int64),
-            matrix[: len(nids)],
-            np.array(parents, dtype=np.int64),
-            types,
-        )
+        if nids:
+            yield cut()
+
+    def exact_rows(self, nids: np.ndarray, dim: int) -> np.ndarray:
+        """The float32 vectors of ``nids``, in their order (a row of NaN for a node without one).
+
+        One statement for all of them, their bytes joined once (a recall re-scores a few hundred).
+        """
+        out = np.full((len(nids), dim), np.nan, dtype=np.float32)
+        if not len(nids):
+            return out
+        found: list[int] = []
+        blobs: list[bytes] = []
+        for nid, blob in self.conn.execute(
+            "select nid, embedding from node_vec where nid in (select value from json_each(?))",
+            (json.dumps(np.unique(nids).tolist()),),
+        ):
+            found.append(nid)
+            blobs.append(as_bytes(blob))
+        if not found:
+            return out
+        held = np.array(found, dtype=np.int64)
+        order = np.argsort(held, kind="stable")
+        held, rows = held[order], np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(-1, dim)[order]
+        at = np.minimum(np.searchsorted(held, nids), held.size - 1)
+        hit = held[at] == nids
+        out[hit] = rows[at[hit]]
+        return out
 
     def clear(self) -> None:
         """Forget every vector, centroid and composition (re-embedding starts over)."""
