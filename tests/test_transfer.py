@@ -15,6 +15,7 @@ from tests.conftest import FakeClock, FakeEmbedder, row_counts, table_digest
 from worlddb_lite import WorldDB
 from worlddb_lite.cli import main
 from worlddb_lite.errors import InvalidInput
+from worlddb_lite.store.hashing import canonical_json, node_id
 from worlddb_lite.text.extract import RuleExtractor
 
 LATER = dt.datetime(2026, 6, 1, tzinfo=dt.UTC)
@@ -237,3 +238,21 @@ def test_cli_round_trip_with_stdin(tmp_path: Path, monkeypatch: Any, capsys: Any
     assert "roots_agree: true" in printed and "added=0" in printed
     assert main(["import", copy, str(tmp_path / "missing.jsonl")]) == 2
     assert "cannot read" in capsys.readouterr().err
+
+
+def test_a_body_whose_content_is_not_text_is_refused(source: WorldDB, tmp_path: Path) -> None:
+    # review: such a body, re-hashed so its id matched, was indexed from str() of the value and read back as
+    # other text, so a later purge's delete corrupted the full-text index; a non-JSON body raised a TypeError
+    lines = _lines(source)
+    at = next(i for i, line in enumerate(lines) if '"type": "Memory"' in line)
+    record = json.loads(lines[at])
+    for content in (7, [None, "x"], {"note": None}, True):
+        body = json.loads(record["body"])
+        body["content"] = content
+        text = canonical_json(body)
+        bad = {**record, "body": text, "id": node_id(text).hex()}
+        with _open(tmp_path / "copy.db", LATER) as copy:
+            _refused(copy, [*lines[:at], json.dumps(bad), *lines[at + 1 :]], f"line {at + 1}", "'content'")
+    garbled = {**record, "body": "{not json", "id": node_id("{not json").hex()}
+    with _open(tmp_path / "copy.db", LATER) as copy:
+        _refused(copy, [*lines[:at], json.dumps(garbled), *lines[at + 1 :]], f"line {at + 1}", "not JSON")

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -477,3 +480,38 @@ def test_a_clock_that_steps_back_neither_breaks_the_history_nor_hides_a_write(fi
         assert times == sorted(times)
         report = db.verify(deep=True)
         assert report.ok, report.violations
+
+
+def test_verify_reads_one_snapshot_while_another_process_writes(tmp_path: Path) -> None:
+    # review: verify read each check at whatever was committed by then, so a writer in another process
+    # made it report broken hashes, roots and indexes (and FTS5's quick_check stale blobs) on a healthy store
+    path = str(tmp_path / "busy.db")
+    with WorldDB(path, embedder=FakeEmbedder()) as db:
+        db.write_many([{"text": f"note {i} about gardening and tea number{i}", "scope": "a"} for i in range(1000)])
+    stop = tmp_path / "stop"
+    writer = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, pathlib\n"
+            f"sys.path.insert(0, {str(Path(__file__).resolve().parent.parent)!r})\n"
+            "from tests.conftest import FakeEmbedder\n"
+            "from worlddb_lite import WorldDB\n"
+            f"db = WorldDB({path!r}, embedder=FakeEmbedder())\n"
+            "i = 0\n"
+            f"while not pathlib.Path({str(stop)!r}).exists():\n"
+            "    db.write(f'concurrent note {i} word{i}', scope='a'); i += 1\n",
+        ]
+    )
+    try:
+        with WorldDB(path, embedder=FakeEmbedder()) as db:
+            deadline = time.monotonic() + 30
+            while len(db.search("concurrent", k=5)) < 5 and time.monotonic() < deadline:
+                time.sleep(0.05)  # the writer is under way
+            reports, until = [], time.monotonic() + 3
+            while time.monotonic() < until:
+                reports.append(db.verify(deep=True))
+    finally:
+        stop.touch()
+        writer.wait(timeout=60)
+    assert [v for r in reports for v in r.violations] == []

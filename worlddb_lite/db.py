@@ -992,16 +992,23 @@ class WorldDB:
         every world root in the history log, reporting the first divergence.
         """
         self._settle()
+        outside = self._conn.getautocommit()
         with connection.translate():
-            return verify_store(
-                self._conn,
-                self._store,
-                self._registry,
-                self._embedder is not None,
-                progress,
-                deep=deep,
-                tokens=token_table(self._embedder),
-            )
+            if outside:  # one read snapshot: another process's commit must not land between two checks
+                self._conn.execute("begin")
+            try:
+                return verify_store(
+                    self._conn,
+                    self._store,
+                    self._registry,
+                    self._embedder is not None,
+                    progress,
+                    deep=deep,
+                    tokens=token_table(self._embedder),
+                )
+            finally:
+                if outside and not self._conn.getautocommit():
+                    self._conn.execute("commit")
 
     def stats(self) -> dict[str, Any]:
         """Counts and facts about the store, for people and monitoring."""

@@ -284,7 +284,12 @@ def _check_node(record: dict[str, Any], line: int) -> None:
         if node_id(body).hex() != raw:
             raw_short = raw[:16]
             raise _bad(line, f"field 'body' does not hash to the node's id {raw_short}… (changed after export?)")
-        said = json.loads(body)
+        try:
+            said = json.loads(body)
+        except ValueError:
+            raise _bad(line, "field 'body' is not JSON (the canonical JSON the node's id hashes)") from None
+        if not isinstance(said, dict) or any(not isinstance(said.get(k), str | None) for k in ("name", "content")):
+            raise _bad(line, "field 'body' is not a node's JSON object with text (or null) 'name' and 'content'")
         if said.get("type") != record["type"] or said.get("parent") != parent:
             raise _bad(line, "fields 'type' and 'parent' disagree with the body")
     changes = record.get("changes", [])
