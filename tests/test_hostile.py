@@ -896,15 +896,6 @@ REVIEWED_SQL_SITES: dict[str, Counter[str]] = {
     # module integer constants in pragmas
     "store/connection.py": Counter({"configure: WAL_CHECKPOINT_PAGES": 1, "install: SCHEMA_VERSION": 1}),
     "store/side_reader.py": Counter({"_connection: CACHE_KIB": 1}),
-    # the column and join fragments of the full-text rows' texts: module constants
-    "store/integrity.py": Counter(
-        {
-            "indexed_texts: _ROWS": 1,
-            "indexed_texts: _ROW_TEXTS": 1,
-            "indexed_tokens: _ROWS": 1,
-            "indexed_tokens: _ROW_TEXTS": 1,
-        }
-    ),
     # the version constant; a regex over schema.sql, for names the code lists
     "store/migrations.py": Counter({"run: SCHEMA_VERSION": 1, "schema_statement: re.escape(name)": 2}),
     # temp table names from a literal tuple; the CREATE text's PREFIX constant; _rows gets literal where/order/

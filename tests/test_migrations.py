@@ -262,6 +262,28 @@ def test_version_6_lifts_to_a_contentless_index_that_ranks_as_before(tmp_path: P
     assert b"fjord" not in path.read_bytes() and b"fjord" not in db_bytes
 
 
+V7_FIXTURE = FIXTURES / "store-v7.db"  # written by b03a5d0 with tests/fixtures/make_store_v6.py
+
+
+def test_version_7_lifts_to_turns_quoted_by_reference(tmp_path: Path) -> None:
+    path = tmp_path / "v7.db"
+    shutil.copyfile(V7_FIXTURE, path)
+    old = apsw.Connection(str(path))
+    rows = old.execute("select nid, name, content, context from node_text order by nid").fetchall()
+    literal = old.execute("select count(*) from index_text").fetchall()[0][0]
+    before, root = ranked(old), old.execute("select root from node_state where nid = 1").fetchall()[0][0]
+    old.close()
+    with WorldDB(path) as db:
+        assert db.migrated_from == 7 and db.root() == bytes(root).hex()
+        conn = db._conn
+        assert conn.execute("select nid, name, content, context from node_text order by nid").fetchall() == rows
+        # every window of the fixture's sessions is its turns: none is kept as text any more
+        assert conn.execute(
+            "select count(*), count(added_from) + count(context_from), count(added) + count(context) from index_text"
+        ).fetchall()[0] == (literal, 7, 0)
+        assert ranked(conn) == before and db.verify(deep=True).ok
+
+
 def test_a_failed_migration_leaves_the_old_file_as_it_was(old_store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     before = raw_contents(old_store)
     real = migrations.STEPS[1]

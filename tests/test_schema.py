@@ -162,7 +162,7 @@ def test_the_wal_is_folded_in_large_steps_and_fully_on_close(tmp_path: Path) -> 
 
 
 def test_the_full_text_index_keeps_no_copy_of_the_text(tmp_path: Path) -> None:
-    """node_fts is contentless: a text is in the file once (its blob), and node_text reads it back as indexed."""
+    """node_fts is contentless and index_text lists the turns it quotes: a text is in the file once (its blob)."""
     path = tmp_path / "once.db"
     said = "Quorbly Zanthic Muffle met Zoe\u0308 at the cafe"  # not NFC: the blob holds it NFC
     with WorldDB(path, embedder=FakeEmbedder()) as db:
@@ -180,14 +180,21 @@ def test_the_full_text_index_keeps_no_copy_of_the_text(tmp_path: Path) -> None:
         assert conn.execute("select content from node_text where nid = ?", (nid,)).fetchone()[
             0
         ] == unicodedata.normalize("NFC", said)
-        # the reply is indexed with the turn before it: index_text holds that, node_text puts it back
-        assert (
-            conn.execute("select added from index_text where nid = ?", (reply,)).fetchone()[0]
-            == "ana: Vintrel Oxbow skates"
+        # the reply is indexed with the turn before it: index_text lists that turn, node_text renders it
+        first = db._store.resolve(turns[0])
+        assert conn.execute("select added, added_from from index_text where nid = ?", (reply,)).fetchone() == (
+            None,
+            f"[{first}]",
         )
         assert conn.execute("select content from node_text where nid = ?", (reply,)).fetchone()[0] == (
             "Nice!\nana: Vintrel Oxbow skates"
         )
+        # a text that is not exactly turns of the world (a bridged name, a caller's context) stays text
+        other = db.write("Tea at noon", scope="s", index_context="Quorbly Zanthic", word_context="Muffle")
+        assert conn.execute(
+            "select added, context, added_from, context_from from index_text where nid = ?", (db._store.resolve(other),)
+        ).fetchone() == ("Quorbly Zanthic", "Muffle", None, None)
         assert [n.id for n, _ in db.search("Zoë")] == [note] and db.verify(deep=True).ok
         db.checkpoint()
-    assert path.read_bytes().count(b"Quorbly Zanthic Muffle") == 1
+    data = path.read_bytes()
+    assert data.count(b"Quorbly Zanthic Muffle") == 1 and data.count(b"Vintrel Oxbow skates") == 1

@@ -42,7 +42,7 @@ import apsw
 
 from ..errors import InvalidInput, NotFound
 from ..models.embed import embed_checked, embedding_text
-from ..store import erasure
+from ..store import erasure, quoted
 from ..store.rows import Store
 from ..text.extract import forget_read_texts
 from ..write.bridge import mentions
@@ -95,8 +95,10 @@ def erase(txn: Transaction, conn: apsw.Connection, nids: Iterable[int]) -> list[
     """Erase the content of ``nids`` inside the caller's purge transaction; returns their ids."""
     store = txn.store
     nids = list(nids)
-    neighbours = _quoting(conn, nids)
+    neighbours = _quoting(conn, nids) - set(nids)
     learned = _learned_aliases(conn, nids)
+    # their index rows go first, while the turns they quote still have their text (node_text renders it)
+    txn.store.unindex_texts(sorted(neighbours))
     ids = []
     for nid in nids:
         header = store.header(nid)
@@ -108,7 +110,7 @@ def erase(txn: Transaction, conn: apsw.Connection, nids: Iterable[int]) -> list[
         ids.append(header.id.hex())
     erasure.drop_aliases(conn, learned)
     txn.r.composer.remove(nids)
-    _reindex_alone(txn, conn, sorted(neighbours - set(nids)))
+    _reindex_alone(txn, conn, sorted(neighbours))
     # open stores keep vectors in memory and catch up by change number, which a deletion has none of:
     # a new epoch makes every one of them (this one included) rebuild its index on its next search
     store.set_meta([("vec_epoch", uuid.uuid4().hex)])
@@ -127,10 +129,10 @@ def _quoting(conn: apsw.Connection, nids: list[int]) -> set[int]:
     of them is purged (a scope of 4,000 memories took 32 s when each purged node read them all).
     """
     purged = set(nids)
+    quoting: set[int] = set(quoted.quoting(conn, nids))  # index_text lists a purged turn
     texts: dict[int, list[str]] = {}  # parent -> the texts of its purged children
     for parent, content in erasure.contents_by_parent(conn, nids):
         texts.setdefault(parent, []).append(content)
-    quoting: set[int] = set()
     for parent, said in texts.items():
         probes = [text[:PROBE_CHARS] for text in said]  # contexts clip long turns; their start is quoted
         terms = set().union(*(_bridgeable(text) for text in said))

@@ -83,12 +83,13 @@ def widened_members(conn: apsw.Connection, world: int) -> list[tuple[int, str, s
     """(nid, added, context) of the members of ``world`` indexed with more than their own text (index_text).
 
     ``added`` was indexed after the blob's content (a neighbour's text, a bridged name), ``context``
-    for its words alone; a missing text is "".
+    for its words alone, both as node_text reads them (quoted turns rendered); a missing text is "".
     """
     return [
-        (as_int(nid), str(added or ""), str(context or ""))
-        for nid, added, context in conn.execute(
-            "select n.nid, x.added, x.context from node as n join index_text as x on x.nid = n.nid where n.parent = ?",
+        (as_int(nid), str(content or "")[len(str(own)) + 1 :] if content != own else "", str(context or ""))
+        for nid, own, content, context in conn.execute(
+            "select t.nid, coalesce(json_extract(n.body, '$.content'), ''), t.content, t.context from node as n "
+            "join index_text as x on x.nid = n.nid join node_text as t on t.nid = n.nid where n.parent = ?",
             (world,),
         )
     ]

@@ -13,7 +13,6 @@ import apsw
 
 from .connection import as_int, as_text, one_row
 from .migrations import schema_statement
-from .rows import indexed_content
 
 
 def quick_check(conn: apsw.Connection) -> Iterator[str]:
@@ -57,21 +56,13 @@ def token_nids(conn: apsw.Connection) -> set[int]:
     return {int(r[0]) for r in conn.execute("select nid from node_tokens")}
 
 
-# A full-text row's texts as node_text reads them, for a blob that may be damaged (NULL, not JSON)
-_ROW_TEXTS = (
-    "case when json_valid(n.body) then coalesce(json_extract(n.body, '$.name'), '') end, "
-    "case when json_valid(n.body) then coalesce(json_extract(n.body, '$.content'), '') end, x.added, x.context"
-)
-_ROWS = "from node_fts_docsize as d join node as n on n.nid = d.id left join index_text as x on x.nid = d.id"
-
-
 def indexed_tokens(conn: apsw.Connection) -> Iterator[tuple[int, str | None, str | None, Any]]:
     """(nid, name, content, token ids as stored) of every full-text row that has a token index row."""
-    for nid, name, content, added, _, ids in conn.execute(
-        f"select d.id, {_ROW_TEXTS}, t.ids {_ROWS} join node_tokens as t on t.nid = d.id"
+    for nid, name, content, ids in conn.execute(
+        "select t.nid, t.name, t.content, k.ids from node_text as t join node_tokens as k on k.nid = t.nid "
+        "join node as n on n.nid = t.nid where json_valid(n.body)"
     ):
-        text = None if content is None else indexed_content(str(content), as_text(added))
-        yield as_int(nid), as_text(name), text, ids
+        yield as_int(nid), as_text(name), as_text(content), ids
 
 
 def merkle_worlds(conn: apsw.Connection) -> set[int]:
@@ -102,20 +93,22 @@ def indexed_texts(conn: apsw.Connection) -> Iterator[tuple[int, int | None, str,
     """(nid, parent, name, content, added, context) of every full-text row, as node_text reads it back.
 
     The name and content are the node's blob's; ``added`` (None: nothing) and ``context`` are what
-    index_text holds beyond them. A row of a node without a readable blob (purged, or not JSON) is
-    left out: the node scan and the row sets report those. Ordered by parent, so a caller can read
-    each world's members once. A missing text is "".
+    index_text holds beyond them (quoted turns rendered). A row of a node without a readable blob
+    (purged, or not JSON) is left out: the node scan and the row sets report those. Ordered by
+    parent, so a caller can read each world's members once. A missing text is "".
     """
-    for nid, parent, name, content, added, context in conn.execute(
-        f"select d.id, n.parent, {_ROW_TEXTS} {_ROWS} "
+    for nid, parent, name, own, content, context in conn.execute(
+        "select t.nid, n.parent, t.name, coalesce(json_extract(n.body, '$.content'), ''), t.content, t.context "
+        "from node_text as t join node as n on n.nid = t.nid "
         "where n.body is not null and json_valid(n.body) order by n.parent, n.nid"
     ):
+        own, content = str(own), str(content or "")
         yield (
             as_int(nid),
             None if parent is None else as_int(parent),
             str(name),
-            str(content),
-            as_text(added),
+            own,
+            None if content == own else content[len(own) + 1 :],
             str(context or ""),
         )
 

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 import apsw
 
+from . import quoted
 from .connection import as_bytes, as_float, as_int, as_text, one_row
 from .rows import believed_sql, visible_sql
 
@@ -599,12 +600,19 @@ def set_word_context(conn: apsw.Connection, rows: Sequence[tuple[str | None, int
         conn.execute(
             "insert into node_fts (rowid, name, content, context) values (?, ?, ?, ?)", (nid, name, content, context)
         )
+        ((_, _, kept, _, kept_from),) = quoted.plan(conn, [(nid, None, context)])
         conn.execute(
-            "insert into index_text (nid, added, context) values (?2, null, ?1) "
-            "on conflict (nid) do update set context = excluded.context",
-            (context, nid),
+            "insert into index_text (nid, context, context_from) values (?1, ?2, ?3) "
+            "on conflict (nid) do update set context = excluded.context, context_from = excluded.context_from",
+            (nid, kept, kept_from),
         )
-        conn.execute("delete from index_text where nid = ? and added is null and context is null", (nid,))
+        if kept_from is not None and quoted.unread(conn, {nid: (content, context)}):
+            conn.execute("update index_text set context = ?, context_from = null where nid = ?", (context, nid))
+        conn.execute(
+            "delete from index_text where nid = ? and added is null and context is null "
+            "and added_from is null and context_from is null",
+            (nid,),
+        )
 
 
 # ---- the consolidator's reads (ops/summaries.py, ops/timelines.py) ----------------------------

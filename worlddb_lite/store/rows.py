@@ -19,6 +19,7 @@ import apsw
 from ..errors import AmbiguousId, InvalidId, NotFound
 from ..models.embed import TokenVectors
 from ..types import Edge, MergeProposal, MergeStatus, Node
+from . import quoted
 from .connection import as_bytes, as_int, as_text, one_row, with_retry
 from .hashing import ID_BYTES, state_bytes
 from .token_index import index_rows
@@ -475,13 +476,19 @@ class Store:
         """
         full = [(nid, name, indexed_content(content, added), context) for nid, name, content, added, context in rows]
         self.conn.executemany("insert into node_fts (rowid, name, content, context) values (?, ?, ?, ?)", full)
+        extra = [(nid, added if content else None, context) for nid, _, content, added, context in rows]
+        planned = quoted.plan(self.conn, [row for row in extra if row[1] or row[2]])
         self.conn.executemany(
-            "insert or replace into index_text (nid, added, context) values (?, ?, ?)",
-            [
-                (nid, added or None, context)
-                for nid, _, content, added, context in rows
-                if (added and content) or context
-            ],
+            "insert or replace into index_text (nid, added, context, added_from, context_from) values (?, ?, ?, ?, ?)",
+            planned,
+        )
+        # a quoted turn rendered otherwise than it was said (a text not NFC): that row keeps its text
+        by_nid = {nid: (content, context) for nid, _, content, context in full}
+        wrong = quoted.unread(self.conn, {row[0]: by_nid[row[0]] for row in planned if row[3] or row[4]})
+        literal = {nid: (added or None, context) for nid, added, context in extra}
+        self.conn.executemany(
+            "update index_text set added = ?, context = ?, added_from = null, context_from = null where nid = ?",
+            [(*literal[nid], nid) for nid in wrong],
         )
         self._index_tokens(tokens, [(nid, name, content) for nid, name, content, _ in full])
 

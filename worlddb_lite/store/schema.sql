@@ -1,4 +1,4 @@
--- worlddb_lite schema (version 7; migrations.py lifts older files): the single source of truth for the store's layout.
+-- worlddb_lite schema (version 8; migrations.py lifts older files): the single source of truth for the store's layout.
 --
 -- One SQLite file holds an assistant's whole memory. Read it in the sqlite3 shell:
 --   select * from current_node;        what is true now
@@ -415,22 +415,38 @@ create virtual table node_fts using fts5(name, content, context, content = '',
 
 create table index_text (
   -- What a full-text row holds beyond its node's blob, for the nodes indexed with more than their own text.
+  -- A text that is other turns of the same world, each "speaker: text" clipped to 1,000 characters and one
+  -- a line (a conversation's windows), is kept as the list of those turns, not their text again.
   nid integer primary key references node (nid),
   added text,  -- indexed after the node's content (full text, vector, tokens): a turn's previous turn, bridged names
-  context text  -- node_fts.context: words for BM25 alone (a turn's other neighbours)
+  context text,  -- node_fts.context: words for BM25 alone (a turn's other neighbours)
+  added_from text,  -- instead of added: a JSON list of the nids of the turns it quotes, in order
+  context_from text  -- instead of context: the same for the context
 ) strict;
 
 create view node_text as
 select
-  -- Each full-text row as it was indexed: the blob's name and content, then what index_text adds.
-  d.id as nid,
-  coalesce(json_extract(n.body, '$.name'), '') as name,
-  case when x.added is null then coalesce(json_extract(n.body, '$.content'), '')
-    else json_extract(n.body, '$.content') || char(10) || x.added end as content,
-  x.context as context
-from node_fts_docsize as d
-join node as n on n.nid = d.id
-left join index_text as x on x.nid = d.id;
+  -- Each full-text row as it was indexed: the blob's name and content, then what index_text adds
+  -- (its turns' "speaker: text", clipped, one a line, where it lists them).
+  t.nid as nid,
+  t.name as name,
+  case when t.added is null then t.own else t.own || char(10) || t.added end as content,
+  t.context as context
+from (
+  select
+    d.id as nid,
+    coalesce(json_extract(n.body, '$.name'), '') as name,
+    coalesce(json_extract(n.body, '$.content'), '') as own,
+    coalesce(x.added, (select group_concat(case when coalesce(json_extract(q.body, '$.name'), '') = '' then ''
+      else json_extract(q.body, '$.name') || ': ' end || substr(coalesce(json_extract(q.body, '$.content'), ''), 1, 1000),
+      char(10)) from json_each(x.added_from) as j join node as q on q.nid = j.value)) as added,
+    coalesce(x.context, (select group_concat(case when coalesce(json_extract(q.body, '$.name'), '') = '' then ''
+      else json_extract(q.body, '$.name') || ': ' end || substr(coalesce(json_extract(q.body, '$.content'), ''), 1, 1000),
+      char(10)) from json_each(x.context_from) as j join node as q on q.nid = j.value)) as context
+  from node_fts_docsize as d
+  join node as n on n.nid = d.id
+  left join index_text as x on x.nid = d.id
+) as t;
 
 -- The first content tokens of each full-text row under the store's static model (store/token_index.py),
 -- for the late-interaction stage of recall. Derived like node_fts: rewritten on re-embedding, and
