@@ -98,7 +98,10 @@ def configure(conn: apsw.Connection, path: str) -> None:
             conn.execute(f"pragma wal_autocheckpoint = {WAL_CHECKPOINT_PAGES}")
         conn.execute("pragma synchronous = normal")
         conn.execute("pragma foreign_keys = on")
-        conn.execute("pragma cache_size = -65536")  # 64 MiB page cache
+        # 16 MiB of page cache, not 64: a recall touches a few MiB of pages (the OS caches the file
+        # anyway), while 64 MiB filled on the first recall and stayed, a quarter of a process's peak
+        # at 100k memories (bench/footprint.py)
+        conn.execute("pragma cache_size = -16384")
         conn.execute("pragma temp_store = memory")
 
 
