@@ -151,6 +151,7 @@ def hydration(X: np.ndarray, centroids: np.ndarray) -> dict[str, Any]:
             "create table node (nid integer primary key, parent integer, type text)",
             "create table node_vec (nid integer primary key, part integer, seq integer, embedding blob)",
             "create table vec_centroid (part integer primary key, centroid blob)",
+            "create table cold_node (nid integer primary key)",  # retention's cold tier: empty
         ):
             conn.execute(sql)
         with conn:

@@ -484,6 +484,8 @@ CALLS: dict[str, st.SearchStrategy[Call]] = {
     ),
     "scopes": call("scopes"),
     "retire_all": call("retire_all", scopes, at=times),
+    "set_retention": call("set_retention", max_hot_vectors=st.one_of(st.none(), numbers), cold_below=anything),
+    "retention": call("retention"),
     "purge_scope": call("purge_scope", scopes),
     "nearest": call(
         "nearest",
@@ -940,8 +942,13 @@ REVIEWED_SQL_SITES: dict[str, Counter[str]] = {
             "membership_links: marks": 1,
             "membership_links: predicate(include_superseded, 'e')": 1,
             "visible_among: predicate(include_superseded)": 1,
+            "cold_among: marks": 1,
         }
     ),
+    # "?" placeholder lists sized by len() of module constants
+    "ops/retention.py": Counter({"score_store: marks": 1}),
+    # the hot-tier predicate, a module constant
+    "store/vector_table.py": Counter({"<module>: HOT": 2, "hot_count: HOT": 1}),
     "write/reconciler.py": Counter({"decide_merge: pid": 1}),  # an error message that says "join" (not SQL): an int
     # table aliases ("s"/"e") and the kind/key derived from them; "src"/"dst" by a bool; predicates from
     # visible_sql/believed_sql; "?" placeholder lists

@@ -216,6 +216,7 @@ def as_version_6(path: Path) -> None:
             conn.execute(migrations.V6_FTS.replace("node_fts", "node_fts_v6", 1))
             conn.execute("insert into node_fts_v6 (rowid, name, content, context) select * from node_text")
             conn.execute("drop view node_text; drop table node_fts; drop table index_text")
+            conn.execute("drop view cold_memory; drop table cold_node; drop table node_access")  # version 8's
             conn.execute("alter table node_fts_v6 rename to node_fts; pragma user_version = 6")
             conn.execute("update meta set value = '6' where key = 'schema_version'")
     finally:

@@ -334,6 +334,11 @@ def cmd_scopes(args: argparse.Namespace) -> Any:
             action="store_false",
             help="skip the token-by-token re-ranking of the lanes' finds (a few ms faster)",
         ),
+        lambda p: p.add_argument(
+            "--include-cold",
+            action="store_true",
+            help="also rank cold-tier memories (see `worlddb retention`) by their vectors",
+        ),
     ),
 )
 def cmd_recall(args: argparse.Namespace) -> Any:
@@ -344,6 +349,7 @@ def cmd_recall(args: argparse.Namespace) -> Any:
         "include_superseded": args.include_superseded,
         "reranker": reranker,
         "late": args.late,
+        "include_cold": args.include_cold,
     }
     with _open(args) as db:
         if args.context:
@@ -543,6 +549,52 @@ def _progress_bar(label: str) -> Callable[[int, int], None]:
         print(f"\r{label} [{'#' * filled}{'.' * (30 - filled)}] {done:,}/{total:,}", end=end, file=sys.stderr)
 
     return show
+
+
+def _setting(kind: Callable[[str], int | float]) -> Callable[[str], int | float | None]:
+    """An argument that is a number, or ``off``."""
+
+    def parse(text: str) -> int | float | None:
+        if text == "off":
+            return None
+        try:
+            return kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number or off") from None
+
+    return parse
+
+
+@command(
+    "retention",
+    "show or set how many memories keep their vectors in memory (the rest go to the cold tier at the next "
+    "`worlddb consolidate`); select * from cold_memory lists them",
+    _with(
+        lambda p: p.add_argument(
+            "--max-hot",
+            type=_setting(int),
+            default=False,
+            metavar="N|off",
+            help="at most N memories hot (default: as set before; off at first)",
+        ),
+        lambda p: p.add_argument(
+            "--cold-below",
+            type=_setting(float),
+            default=False,
+            metavar="SCORE|off",
+            help="memories whose retention score is under SCORE go cold (default: as set before; off at first)",
+        ),
+    ),
+)
+def cmd_retention(args: argparse.Namespace) -> Any:
+    with _open(args) as db:
+        if args.max_hot is not False or args.cold_below is not False:
+            now = db.retention()
+            db.set_retention(
+                max_hot_vectors=now["max_hot_vectors"] if args.max_hot is False else args.max_hot,
+                cold_below=now["cold_below"] if args.cold_below is False else args.cold_below,
+            )
+        return db.retention()
 
 
 @command("stats", "counts, sizes and the store's root", _with())

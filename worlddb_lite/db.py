@@ -26,9 +26,9 @@ import numpy as np
 from . import checks
 from .checks import MAX_SCOPES, file_name
 from .edges import EdgeRegistry, EdgeType
-from .errors import IntegrityViolation, InvalidInput, NotFound
+from .errors import IntegrityViolation, InvalidInput, NotFound, StoreBusy, StoreUnwritable
 from .models.embed import Embedder, token_table
-from .ops import consolidation, maintenance, purge, reembed, transfer
+from .ops import consolidation, maintenance, purge, reembed, retention, transfer
 from .ops.consolidation import DEFAULT_MIN_AGE, Consolidation
 from .ops.consolidation import STEPS as CONSOLIDATION_STEPS
 from .ops.summaries import ExtractiveSummarizer, Summarizer
@@ -37,6 +37,7 @@ from .retrieval.context import DEFAULT_BUDGET, Context, assemble
 from .retrieval.query import QuerySpec
 from .retrieval.reader import Reader
 from .store import connection, embedder_record, migrations, queries, token_index
+from .store.access_log import AccessLog
 from .store.rows import Store
 from .store.side_reader import SideReader
 from .text.dates import Clock, TimeLike, parse_time, system_clock
@@ -173,6 +174,7 @@ class WorldDB:
             side=self._side,
         )
         self._writer = Writer(self._reconciler, self._root, self._reader.nearest_in)
+        self._access = AccessLog()  # what recalls returned, written in batches for retention
         maintenance.try_finish_wipe(self._conn, self._store)
 
     # ---- opening ------------------------------------------------------------------
@@ -223,7 +225,13 @@ class WorldDB:
             db.close()
 
     def close(self) -> None:
-        """Close the file (safe to call twice), finishing a pending purge wipe first if nothing is in the way."""
+        """Close the file (safe to call twice), finishing a pending purge wipe first if nothing is in the way.
+
+        Recalls not yet written for retention are written first, if the file can be written now.
+        """
+        if self._access.pending:
+            self._flush_access()
+            self._access.pending.clear()  # what could not be written now is dropped: a second close has none
         if self._side is not None:
             self._side.close()
         maintenance.try_finish_wipe(self._conn, self._store)
@@ -446,6 +454,8 @@ class WorldDB:
         for flag, value in (("recluster", recluster), ("dry_run", dry_run)):
             if not isinstance(value, bool):
                 raise InvalidInput(f"{flag} must be True or False, got {value!r}")
+        if "retention" in consolidation.steps(only) and not dry_run:
+            self._flush_access()  # the scores read every recall so far
         return consolidation.run(
             self._writer,
             extractor,
@@ -805,6 +815,7 @@ class WorldDB:
         include_superseded: bool = False,
         reranker: Reranker | None = None,
         late: bool = True,
+        include_cold: bool = False,
     ) -> Recall:
         """Hybrid recall: BM25, vector, entity-graph, time and standing lanes fused by RRF (k = 60), best first.
 
@@ -813,9 +824,11 @@ class WorldDB:
         ``contains`` edges). Superseded facts are hidden unless ``include_superseded`` (then they carry
         ``superseded_by``). ``late`` re-ranks the lanes' finds token by token with the embedder's
         token table (``retrieval/late.py``; False saves its few milliseconds). A ``reranker``
-        re-scores the fused head. Each hit says why it came.
+        re-scores the fused head. ``include_cold``: the vector lane also ranks the cold-tier memories
+        (``set_retention``) the other lanes found by their words. Each hit says why it came; the
+        hits are remembered for retention (written in batches, not by every recall).
         """
-        return self._reader.recall(
+        found = self._reader.recall(
             query,
             scope=scope,
             world=world,
@@ -825,7 +838,36 @@ class WorldDB:
             include_superseded=include_superseded,
             reranker=reranker,
             late=late,
+            include_cold=include_cold,
         )
+        self._access.note([bytes.fromhex(hit.node.id) for hit in found.hits], self._clock())
+        if self._access.due and self._reconciler.active is None:
+            self._flush_access()
+        return found
+
+    def _flush_access(self) -> None:
+        """Write the recalls waiting for retention; a file busy or read-only keeps them for later (bounded)."""
+        try:
+            with self._txn():
+                self._access.flush(self._conn)
+        except (StoreBusy, StoreUnwritable):
+            pass
+
+    def set_retention(self, *, max_hot_vectors: int | None = None, cold_below: float | None = None) -> None:
+        """Bound the in-memory vector index (ops/retention.py); None turns a setting off (the default).
+
+        ``max_hot_vectors``: at most this many memories keep their vectors in memory, the highest
+        retention scores; ``cold_below``: a memory scoring under it goes cold. Stored in the file, so
+        every process honours them; ``consolidate`` (its ``retention`` step) moves the memories.
+        """
+        with self._txn():
+            retention.write_settings(self._conn, max_hot_vectors, cold_below)
+
+    def retention(self) -> dict[str, Any]:
+        """The retention settings and how many memories are cold (``select * from cold_memory`` lists them)."""
+        cap, below = retention.settings(self._store.meta_values(retention.SETTINGS))
+        row = self._conn.execute("select count(*) from cold_node").fetchone()
+        return {"max_hot_vectors": cap, "cold_below": below, "cold": int(row[0]) if row else 0}
 
     def context(
         self,

@@ -269,13 +269,18 @@ class MemoryTools:
         k: K = 10,
         as_of: AsOf = None,
         include_superseded: Superseded = False,
+        include_cold: Annotated[
+            bool, Field(description="also rank memories of the cold tier (out of the in-memory vector index)")
+        ] = False,
     ) -> dict[str, Any]:
         """Hybrid recall (words, meaning, the people and things named, dates), best first.
 
         Each hit says what it is, who said it (speaker), in which session, since when it holds (date) and
         why it came. Superseded versions are left out unless asked for.
         """
-        found = self.db.recall(query, scope=scope, k=k, as_of=as_of, include_superseded=include_superseded)
+        found = self.db.recall(
+            query, scope=scope, k=k, as_of=as_of, include_superseded=include_superseded, include_cold=include_cold
+        )
         return {"as_of": found.as_of, "hits": [_hit(h) for h in found.hits]}
 
     def memory_list(

@@ -21,6 +21,7 @@ import numpy as np
 
 from ..store import queries, traverse
 from ..store.ivf import IvfIndex
+from ..store.vector_table import VectorTable
 from ..text.dates import named_periods
 from ..text.names import normalise_alias
 from ..text.stopwords import STOPWORDS
@@ -166,6 +167,20 @@ def _search(
 def vector_lane(view: ReadView, vector: np.ndarray, depth: int) -> list[int]:
     """Cosine over turns, memories and summaries inside the read's world."""
     return [nid for nid, _ in nearest(view, vector, depth, TEXT_TYPES)]
+
+
+def with_cold(view: ReadView, vector: np.ndarray, ranked: list[int], found: Sequence[int], depth: int) -> list[int]:
+    """The vector lane with the cold-tier memories among ``found`` (the text lane's) placed by their cosine.
+
+    A cold memory (ops/retention.py) is out of the in-memory index, so only its words find it; its
+    vector is read from the file and scored exactly, against the hot hits' exact scores.
+    """
+    cold = queries.cold_among(view.conn, found, TEXT_TYPES)
+    if not cold:
+        return ranked
+    rows = VectorTable(view.conn).vectors_of([*ranked, *cold])
+    scored = [(nid, float(rows[nid] @ vector)) for nid in dict.fromkeys([*ranked, *cold]) if nid in rows]
+    return [nid for nid, _ in sorted(scored, key=lambda s: (-s[1], s[0]))[:depth]]
 
 
 @dataclass(frozen=True)

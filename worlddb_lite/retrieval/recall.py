@@ -21,7 +21,7 @@ from ..text.stopwords import is_function_word
 from ..text.words import words as split_words
 from ..types import Hit, Node, Reason, is_assistant
 from .fusion import LANE_WEIGHTS, rrf
-from .lanes import EntityPath, standing_lanes, start_entity_lane, start_text_lane, time_lane, vector_lane
+from .lanes import EntityPath, standing_lanes, start_entity_lane, start_text_lane, time_lane, vector_lane, with_cold
 from .late import late_lane
 from .view import ReadView
 
@@ -79,6 +79,8 @@ def gather(view: ReadView, query: str, depth: int, *, late: bool = True) -> Foun
         lanes["instruction"], lanes["preference"] = standing[INSTRUCTIONS], standing[PREFERENCES]
     entity = start_entity_lane(view, query, vector, depth)  # what needs no other lane's finds, meanwhile too
     lanes = {"text": text(), **lanes}  # first, as ever: RRF adds the lanes in order, so its float sums stay the same
+    if view.include_cold and vector is not None:
+        lanes["vector"] = with_cold(view, vector, lanes["vector"], lanes["text"], depth)
     found = [n for ranking in lanes.values() for n in ranking]
     lanes["time"] = time_lane(view, query, vector, depth, candidates=found)
     lanes["entity"], paths = entity(found)

@@ -35,6 +35,7 @@ class ReadView:
     worlds: tuple[int, ...]  # containment: only nodes inside one of these worlds; () for the whole store
     tokens: Callable[[], TokenVectors] | None = None  # the embedder's token table (None: it has none)
     side: SideReader | None = None  # a second connection for SQL run beside the read's other work (None: run here)
+    include_cold: bool = False  # the vector lane also ranks cold-tier memories the other lanes found (retention)
     # node -> visible at this read's times, for the read's length: its lanes find many of the same
     # nodes (~1,000 checked a recall at 100k memories, ~600 of them distinct)
     seen: dict[int, bool] = field(default_factory=dict, init=False, compare=False, repr=False)

@@ -162,7 +162,8 @@ def erase_blob(conn: apsw.Connection, nid: int) -> None:
 def erase_records(conn: apsw.Connection, nid: int, raw_id: bytes, at: str) -> None:
     """Erase what else names or quotes a node and leave its tombstone (its hash and the purge's time).
 
-    Its aliases go, its proposals lose their reasons and its queued extraction is marked done.
+    Its aliases go, its proposals lose their reasons, its queued extraction is marked done, and its
+    recalls and tier (retention) are forgotten.
     """
     conn.execute("delete from alias where nid = ?", (nid,))
     # a proposal's reason quotes both names ("'Sarah' ~ 'Sara'"); the decision itself stays
@@ -171,6 +172,8 @@ def erase_records(conn: apsw.Connection, nid: int, raw_id: bytes, at: str) -> No
         "update work_queue set done_at = coalesce(done_at, ?), speaker = null, said_in = null where turn = ?",
         (at, nid),
     )
+    conn.execute("delete from node_access where nid = ?", (nid,))  # when it was recalled, and its tier
+    conn.execute("delete from cold_node where nid = ?", (nid,))
     conn.execute("insert or ignore into tombstone (id, purged_at) values (?, ?)", (raw_id, at))
 
 

@@ -231,6 +231,12 @@ def _to_v8(conn: apsw.Connection) -> None:
     )
 
 
+def _to_v9(conn: apsw.Connection) -> None:
+    """Version 9: retention's tables, empty: every memory starts hot and unrecalled (ops/retention.py)."""
+    for name in ("node_access", "cold_node", "cold_memory"):
+        conn.execute(schema_statement(name))
+
+
 # STEPS[n] lifts a file from version n to n + 1.
 STEPS: dict[int, Callable[[apsw.Connection], None]] = {
     1: _to_v2,
@@ -240,6 +246,7 @@ STEPS: dict[int, Callable[[apsw.Connection], None]] = {
     5: _to_v6,
     6: _to_v7,
     7: _to_v8,
+    8: _to_v9,
 }
 assert all(v in STEPS for v in range(min(STEPS), SCHEMA_VERSION)), "a schema version bump needs its step"
 

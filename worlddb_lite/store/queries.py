@@ -746,3 +746,19 @@ def summarised_subjects(conn: apsw.Connection, scope: int, kinds: Sequence[str])
         )
         if r[0] is not None
     ]
+
+
+def cold_among(conn: apsw.Connection, nids: Sequence[int], types: Sequence[str]) -> list[int]:
+    """Those of ``nids`` (in order) of ``types`` in the cold tier: out of the in-memory vector index."""
+    if not nids:
+        return []
+    marks = ", ".join("?" for _ in types)
+    found = {
+        as_int(nid)
+        for (nid,) in conn.execute(
+            "select c.nid from cold_node as c join node as n on n.nid = c.nid "
+            f"where c.nid in (select value from json_each(?)) and n.type in ({marks})",
+            (json.dumps(list(nids)), *types),
+        )
+    }
+    return [nid for nid in nids if nid in found]

@@ -1,4 +1,4 @@
--- worlddb_lite schema (version 8; migrations.py lifts older files): the single source of truth for the store's layout.
+-- worlddb_lite schema (version 9; migrations.py lifts older files): the single source of truth for the store's layout.
 --
 -- One SQLite file holds an assistant's whole memory. Read it in the sqlite3 shell:
 --   select * from current_node;        what is true now
@@ -6,6 +6,7 @@
 --   select * from open_contradiction;  conflicts the store keeps on purpose
 --   select * from pending_merge;       identity merges waiting for a decision
 --   select * from world_tree;          worlds, their parents and Merkle roots
+--   select * from cold_memory;         memories out of the in-memory vector index, and why
 --   select * from node_text where nid in (select rowid from node_fts where node_fts match 'tea');
 --                                      what full-text search finds, as it was indexed
 -- Ids are blake3-256 hashes; the views print them as hex. Times are UTC ISO-8601 text
@@ -402,6 +403,29 @@ create table work_queue (
 ) strict;
 create index work_queue_pending on work_queue (qid) where done_at is null;
 create unique index work_queue_turn on work_queue (turn);
+
+-- Retention (ops/retention.py): which memories keep a place in the in-memory vector index. Operational
+-- like node_vec: outside the Merkle roots, written in batches by recall and by the consolidator.
+-- A memory's recent recalls: each time a recall returned it (recorded in batches, not by each read).
+create table node_access (
+  nid integer primary key references node (nid),
+  hits integer not null check (hits >= 1),  -- how many recalls returned it
+  recent text not null  -- JSON array of its last access times (UTC ISO-8601), oldest first
+) strict;
+
+-- The cold tier: memories left out of the in-memory vector index. They stay in the file, in full-text
+-- search, in verify and in exports; `recall(include_cold=True)` ranks them by their vectors too.
+create table cold_node (
+  nid integer primary key references node (nid),
+  moved_at text not null,  -- belief time the consolidator moved it
+  score real not null,  -- its retention score then
+  reason text not null  -- why: below the threshold, or beyond max_hot_vectors
+) strict;
+
+-- The cold memories and why they are cold: select * from cold_memory;
+create view cold_memory as
+select lower(hex(n.id)) as id, n.type, n.body ->> '$.content' as content, c.moved_at, c.score, c.reason
+from cold_node as c join node as n on n.nid = c.nid;
 
 -- Full-text index over each node's name and content (rowid = node.nid). The content column holds
 -- the node's text and any text indexed with it (a turn's previous turn): the vector and the token

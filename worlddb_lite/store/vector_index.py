@@ -192,6 +192,13 @@ class VectorLane:
         self.store.set_meta([("vec_trained_nid", "0"), ("vec_splits", "0"), ("vec_epoch", _new_epoch())])
         self._centroids = None
 
+    def renew(self) -> None:
+        """A new epoch (in the caller's transaction): every open store reads its index again.
+
+        For a change of which rows the index holds (memories moved between tiers: ops/retention.py).
+        """
+        self.store.set_meta([("vec_epoch", _new_epoch())])
+
     # ---- reading ------------------------------------------------------------------
 
     def forget(self) -> None:
@@ -260,13 +267,14 @@ class VectorLane:
             return
         self._rows.clear()  # rows changed: what was read may be stale
         chunks = [(n, p, s, v.copy(), a, t) for n, p, s, v, a, t in self.table.everything(self.dim, index.seq)]
-        if not chunks:
+        if not chunks:  # only cold rows changed
+            index.seq = self.table.max_seq()
             return
         nids, parts, seqs, matrix, parents = (np.concatenate([c[i] for c in chunks]) for i in range(5))
         types = [t for c in chunks for t in c[5]]
         for i in np.argsort(nids, kind="stable"):  # parents (older, lower ids) before their children
             index.upsert(int(nids[i]), int(parts[i]), matrix[i], int(parents[i]) if parents[i] >= 0 else None, types[i])
-        index.seq = int(seqs.max())
+        index.seq = self.table.max_seq()  # cold rows are left out, not missed: read in the same snapshot
 
 
 def hydrate(table: VectorTable, dim: int, source: Source | None) -> IvfIndex:
@@ -275,7 +283,7 @@ def hydrate(table: VectorTable, dim: int, source: Source | None) -> IvfIndex:
     The first chunk sets how each dimension is scaled before coding (``ivf.spread_of``).
     """
     index = IvfIndex(dim, table.centroids(), source=source)
-    total = table.count()
+    total = table.hot_count()
     codes = np.empty((total, dim), dtype=np.int8)
     scales = np.empty((total, 2), dtype=np.float32)
     columns: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[str]]] = []
@@ -297,7 +305,7 @@ def hydrate(table: VectorTable, dim: int, source: Source | None) -> IvfIndex:
             np.concatenate([c[3] for c in columns]),
             [t for c in columns for t in c[4]],
         )
-        index.seq = int(max(c[2].max() for c in columns))
+        index.seq = int(max(c[2].max() for c in columns))  # a cold row's newer seq: _catch_up reads past it
     return index
 
 

@@ -17,8 +17,9 @@ from .connection import as_bytes, as_int
 
 Pool = tuple[np.ndarray | None, np.ndarray, int]  # (anchor, running weighted sum, members pooled)
 _COLUMNS = "select v.nid, v.part, v.seq, v.embedding, n.parent, n.type from node_vec as v "
-_EVERY_ROW = _COLUMNS + "join node as n on n.nid = v.nid"
-_ROWS_SINCE = _COLUMNS + "join node as n on n.nid = v.nid where v.seq > ?"
+HOT = "v.nid not in (select nid from cold_node)"  # the rows the in-memory index holds (ops/retention.py)
+_EVERY_ROW = _COLUMNS + f"join node as n on n.nid = v.nid where {HOT}"
+_ROWS_SINCE = _COLUMNS + f"join node as n on n.nid = v.nid where v.seq > ? and {HOT}"
 
 
 def _f32(blob: object) -> np.ndarray:
@@ -69,6 +70,10 @@ class VectorTable:
 
     def count(self) -> int:
         return as_int(self.conn.execute("select count(*) from node_vec").fetchone()[0])  # type: ignore[index]
+
+    def hot_count(self) -> int:
+        """Rows the in-memory index holds: all but the cold tier's."""
+        return as_int(self.conn.execute(f"select count(*) from node_vec as v where {HOT}").fetchone()[0])  # type: ignore[index]
 
     def nids(self) -> set[int]:
         return {as_int(r[0]) for r in self.conn.execute("select nid from node_vec")}
