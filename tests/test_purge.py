@@ -444,3 +444,29 @@ def test_purging_a_note_keeps_the_facts_other_memories_still_say(tmp_path: Path)
         db.purge(google, scope="ana")
         facts = sorted(n.content or "" for n in db.nodes(type="Fact", include_superseded=True))
         assert facts == ["ana lives in: Lisbon", "ana works at: Google"]  # learned from memories still kept
+
+
+@pytest.mark.parametrize("how", ["ingest", "bridge", "live"])
+def test_a_purged_turn_given_in_decomposed_unicode_leaves_its_neighbours_rows_too(file_db_path: str, how: str) -> None:
+    # review: the blob is NFC but a neighbour's row indexed the caller's text ("Rene\u0301"), so the purge
+    # did not see its text quoted there and the secret stayed searchable and in the file
+    texts = [
+        "We met Rene\u0301 at the cafe\u0301 yesterday.",
+        "He said the garden was lovely.",
+        f"My bank code is {SECRET} and Rene\u0301 knows it.",
+        "That sounds risky, change it.",
+        "He will visit again next week.",
+    ]
+    with WorldDB(file_db_path) as db:
+        if how == "live":
+            ids = [
+                db.add_turn(t, scope="s", session="s1", speaker="AB"[i % 2], at=f"2024-05-01T10:0{i}:00Z")
+                for i, t in enumerate(texts)
+            ]
+        else:
+            turns = [TurnIn(t, speaker="AB"[i % 2]) for i, t in enumerate(texts)]
+            conversation = ConversationIn("c1", ["s"], [SessionIn("s1", "2024-05-01", turns)])
+            ids = db.ingest(conversation, bridge=how == "bridge")
+        db.purge(ids[2], scope="s")
+        assert db.search(SECRET) == [] and db.verify(deep=True).ok
+    assert SECRET.lower().encode() not in _raw(file_db_path)

@@ -43,6 +43,7 @@ import apsw
 from ..errors import InvalidInput, NotFound
 from ..models.embed import embed_checked, embedding_text
 from ..store import erasure, quoted
+from ..store.hashing import nfc
 from ..store.rows import Store
 from ..text.extract import forget_read_texts
 from ..write.bridge import mentions
@@ -136,7 +137,9 @@ def _quoting(conn: apsw.Connection, nids: list[int]) -> set[int]:
     for parent, said in texts.items():
         probes = [text[:PROBE_CHARS] for text in said]  # contexts clip long turns; their start is quoted
         terms = set().union(*(_bridgeable(text) for text in said))
-        for sibling, added, context in erasure.widened_members(conn, parent):
+        for sibling, raw_added, raw_context in erasure.widened_members(conn, parent):
+            # the blob is NFC; a neighbour's text was indexed as the caller gave it (NFD "Rene\u0301" too)
+            added, context = nfc(raw_added), nfc(raw_context)
             if sibling not in purged and (
                 any(p in added or p in context for p in probes) or any(term in added for term in terms)
             ):
