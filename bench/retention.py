@@ -69,6 +69,7 @@ def main() -> None:
         if not path.exists():
             progress(f"building {size:,} turns into {path}")
             build(path, size, args.seed)
+        WorldDB(str(path), create=False).close()  # a store of an older schema is lifted before it is read raw
         queries = store_queries(path, args.queries, args.seed)
         progress(f"{size:,}: every memory hot")
         hot = measure(path, queries, None)

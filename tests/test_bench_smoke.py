@@ -548,3 +548,14 @@ def test_footprint_smoke(tmp_path):
     assert again.returncode == 0, again.stderr[-2000:]
     second = json.loads(again.stdout)
     assert second["sizes"]["300"]["build"]["cached"] and second["sizes"]["300"]["reranker"] == "skipped: --no-reranker"
+
+
+def test_retention_smoke(tmp_path):
+    """bench/retention.py --sizes 400 --cap 100: the capped process's index holds the cap's rows, not the store's."""
+    if not (BENCH.parent.parent / "shared" / "data" / "locomo" / "locomo10.json").is_file():
+        pytest.skip("the store is built from ../shared/data/locomo (bench/recall_scale.py)")
+    args = ["--sizes", "400", "--cap", "100", "--queries", "5", "--store-dir", str(tmp_path / "stores")]
+    size = run("retention.py", *args, tmp_path=tmp_path, store=False)["sizes"]["400"]
+    hot, capped = size["all_hot"], size["capped"]
+    assert hot["tier"]["cold"] == 0 and capped["tier"]["cold"] == capped["tier"]["moved"] > 0
+    assert capped["index_rows"] < hot["index_rows"] and capped["peak_rss_mb"] > 0
