@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import time
 from pathlib import Path
 
+import apsw
 import numpy as np
 import pytest
 
@@ -165,3 +167,47 @@ def test_the_cli_shows_and_sets_retention(tmp_path: Path, capsys: pytest.Capture
     assert "not a number or off" in capsys.readouterr().err
     assert main(["retention", path, "--max-hot", "0"]) == 2  # refused by the store, which stays as it was
     assert "max_hot_vectors" in capsys.readouterr().err
+
+
+def test_recall_never_waits_for_another_writer_and_writes_its_accesses_later(tmp_path: Path) -> None:
+    # review: the batch write took the write lock through the ordinary retries, so a recall waited up to 42 s
+    path = str(tmp_path / "s.db")
+    with WorldDB(path, embedder=FakeEmbedder()) as db:
+        db.write("The spare key is under the blue pot", scope="ana")
+        other = apsw.Connection(path)
+        other.execute("begin immediate")  # another process writing
+        started = time.monotonic()
+        for _ in range(access_log.BATCH + 1):
+            db.recall("spare key", scope="ana", k=1)
+        assert time.monotonic() - started < 30 and db._access.pending  # no wait: kept for later
+        other.execute("rollback")
+        other.close()
+        for _ in range(access_log.BATCH):
+            db.recall("spare key", scope="ana", k=1)
+        written = db._conn.execute("select hits from node_access").fetchone()[0]
+        assert written >= 2 * access_log.BATCH and written + len(db._access.pending) == 2 * access_log.BATCH + 1
+
+
+def test_recall_inside_an_open_read_and_with_a_hand_edited_row_still_answers(db: WorldDB, clock: FakeClock) -> None:
+    memories(db, clock)
+    records = db.export()
+    next(records)  # a read snapshot left open by an export being iterated
+    for _ in range(access_log.BATCH // 4):
+        assert db.recall("heron", scope="ana", k=5).hits
+    list(records)
+    db.consolidate(only="retention")
+    with pytest.raises(apsw.ConstraintError):  # an unreadable list is refused by the schema
+        db._conn.execute("update node_access set recent = 'see notes'")
+    db._conn.execute("insert or replace into meta (key, value) values ('max_hot_vectors', '1e3')")
+    with pytest.raises(InvalidInput, match="unreadable"):
+        db.retention()
+    db.set_retention(max_hot_vectors=5)  # set again: readable
+    assert db.consolidate(only="retention")["retention"] == len(ANIMALS) - 5
+
+
+def test_age_counts_from_when_the_store_learned_a_memory(db: WorldDB) -> None:
+    # review: a conversation from 2023 ingested today scored ~1e-13 by its dates and went cold at once
+    for animal in ANIMALS[:4]:
+        db.write(f"I saw a {animal} by the river", scope="ana", valid_at="2023-01-01")
+    db.set_retention(cold_below=0.01)
+    assert db.consolidate(only="retention")["retention"] == 0

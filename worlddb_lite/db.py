@@ -26,7 +26,7 @@ import numpy as np
 from . import checks
 from .checks import MAX_SCOPES, file_name
 from .edges import EdgeRegistry, EdgeType
-from .errors import IntegrityViolation, InvalidInput, NotFound, StoreBusy, StoreUnwritable
+from .errors import IntegrityViolation, InvalidInput, NotFound
 from .models.embed import Embedder, token_table
 from .ops import consolidation, maintenance, purge, reembed, retention, transfer
 from .ops.consolidation import DEFAULT_MIN_AGE, Consolidation
@@ -229,9 +229,9 @@ class WorldDB:
 
         Recalls not yet written for retention are written first, if the file can be written now.
         """
-        if self._access.pending:
-            self._flush_access()
-            self._access.pending.clear()  # what could not be written now is dropped: a second close has none
+        if self._access.pending:  # if the lock is free at once; what cannot be written now is dropped
+            self._access.write_if_free(self._conn)
+            self._access.pending.clear()  # a second close has none
         if self._side is not None:
             self._side.close()
         maintenance.try_finish_wipe(self._conn, self._store)
@@ -455,7 +455,8 @@ class WorldDB:
             if not isinstance(value, bool):
                 raise InvalidInput(f"{flag} must be True or False, got {value!r}")
         if "retention" in consolidation.steps(only) and not dry_run:
-            self._flush_access()  # the scores read every recall so far
+            with self._txn():  # the scores read every recall so far (waits for the lock, as a write does)
+                self._access.write(self._conn)
         return consolidation.run(
             self._writer,
             extractor,
@@ -841,17 +842,9 @@ class WorldDB:
             include_cold=include_cold,
         )
         self._access.note([bytes.fromhex(hit.node.id) for hit in found.hits], self._clock())
-        if self._access.due and self._reconciler.active is None:
-            self._flush_access()
+        if self._access.due:  # never waits, never raises: see store/access_log.py
+            self._access.write_if_free(self._conn)
         return found
-
-    def _flush_access(self) -> None:
-        """Write the recalls waiting for retention; a file busy or read-only keeps them for later (bounded)."""
-        try:
-            with self._txn():
-                self._access.flush(self._conn)
-        except (StoreBusy, StoreUnwritable):
-            pass
 
     def set_retention(self, *, max_hot_vectors: int | None = None, cold_below: float | None = None) -> None:
         """Bound the in-memory vector index (ops/retention.py); None turns a setting off (the default).

@@ -6,7 +6,8 @@ Hydra DB's retention score (its section 2.4), with time in days:
 
 ``salience`` is what the encoding gate scored (``node_state.salience``), raised to a floor per kind
 (``FLOOR``: a note the user wrote counts for more than a turn said in passing) and for a turn or note
-facts were learned from; ``age`` runs from when the memory became true; the accesses are the times a
+facts were learned from; ``age`` runs from when the store learned it (a conversation from 2023 ingested
+today is new to it); the accesses are the times a
 recall returned it (``node_access``, its latest few), each counted at least an hour old.
 
 A memory moves to the cold tier when its score falls below the store's ``cold_below`` setting, or when
@@ -106,7 +107,7 @@ def score_store(conn: apsw.Connection, now: dt.datetime) -> Scored:
     """Every leaf memory of ``KINDS`` with a vector, scored (one read)."""
     marks = ", ".join("?" for _ in KINDS)
     rows = conn.execute(
-        "select v.nid, n.type, s.salience, s.valid_at, a.recent, c.nid is not null, "
+        "select v.nid, n.type, s.salience, s.created_at, a.recent, c.nid is not null, "
         "exists (select 1 from edge as e join node as f on f.nid = e.src "
         "where e.dst = v.nid and e.type = 'refers_to' and f.type = 'Fact') "
         "from node_vec as v join node as n on n.nid = v.nid join node_state as s on s.nid = v.nid "
@@ -119,12 +120,24 @@ def score_store(conn: apsw.Connection, now: dt.datetime) -> Scored:
         [max(as_float(r[2]), FLOOR[str(r[1])]) + (LEARNED_FROM if r[6] else 0.0) for r in rows], dtype=np.float64
     )
     age = days_since([str(r[3]) for r in rows], now)
-    accesses = [json.loads(str(r[4])) if r[4] else [] for r in rows]
+    accesses = [_times(r[4]) for r in rows]
     return Scored(
         np.array([as_int(r[0]) for r in rows], dtype=np.int64),
         scores(salience, age, accesses, now) if rows else np.zeros(0),
         np.array([bool(r[5]) for r in rows], dtype=bool),
     )
+
+
+def _times(recent: object) -> list[str]:
+    """The access times a ``node_access.recent`` holds; none when a hand-edited row is unreadable."""
+    try:
+        found = json.loads(str(recent)) if recent else []
+        if isinstance(found, list) and all(isinstance(t, str) for t in found):
+            days_since(found, dt.datetime.now(dt.UTC))  # each one a time
+            return found
+    except ValueError:
+        pass
+    return []
 
 
 def apply(conn: apsw.Connection, moves: Plan, at: str) -> None:
@@ -139,7 +152,13 @@ def apply(conn: apsw.Connection, moves: Plan, at: str) -> None:
 def settings(meta: Mapping[str, str | None]) -> tuple[int | None, float | None]:
     """The store's ``max_hot_vectors`` and ``cold_below`` from its meta rows (None: not set)."""
     cap, below = meta.get("max_hot_vectors"), meta.get("cold_below")
-    return (int(cap) if cap else None), (float(below) if below else None)
+    try:
+        return (int(cap) if cap else None), (float(below) if below else None)
+    except ValueError:
+        raise InvalidInput(
+            f"the store's retention settings are unreadable (max_hot_vectors {cap!r}, cold_below {below!r}); "
+            "set them again with set_retention or `worlddb retention`"
+        ) from None
 
 
 def write_settings(conn: apsw.Connection, max_hot_vectors: int | None, cold_below: float | None) -> None:

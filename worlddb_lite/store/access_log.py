@@ -1,10 +1,11 @@
 """Recalls remembered for retention: which memories a recall returned, and when, written in batches.
 
-A read must not become a write transaction each time, so ``AccessLog`` holds what recalls returned
-in memory and ``flush`` writes it into ``node_access`` in one statement per batch: when ``BATCH``
-accesses are pending, when the consolidator scores retention, and when the store closes. At most
-``MAX_PENDING`` wait (the oldest are dropped first): a store that cannot be written (read-only, busy
-for long) loses some accesses, which only make retention's estimate coarser.
+A read must not become a write transaction each time, nor wait for one: ``AccessLog`` holds what
+recalls returned in memory and ``write_if_free`` writes it into ``node_access`` in one statement, when
+``BATCH`` accesses are pending and at close, only if the write lock is free at once and no transaction
+is open on the connection. A store that is busy, read-only or damaged keeps them for a later try (the
+next after another batch); at most ``MAX_PENDING`` wait, the oldest dropped first, which only makes
+retention's estimate coarser. The consolidator writes them with the ordinary transaction (``write``).
 """
 
 from __future__ import annotations
@@ -14,9 +15,11 @@ from collections import deque
 
 import apsw
 
+from .connection import BUSY_TIMEOUT_MS
+
 BATCH = 256  # accesses written together (about 25 recalls of 10 hits)
 MAX_PENDING = 8192  # accesses held while the file cannot be written
-RECENT = 8  # access times kept per memory (ops/retention.py RECENT_ACCESSES)
+RECENT = 8  # access times kept per memory (ops/retention.py reads them)
 
 
 class AccessLog:
@@ -24,6 +27,7 @@ class AccessLog:
 
     def __init__(self) -> None:
         self.pending: deque[tuple[bytes, str]] = deque(maxlen=MAX_PENDING)
+        self._next = BATCH  # pending count at which the next try is made
 
     def note(self, ids: list[bytes], at: str) -> None:
         """That a recall at ``at`` returned the nodes ``ids``."""
@@ -31,13 +35,38 @@ class AccessLog:
 
     @property
     def due(self) -> bool:
-        return len(self.pending) >= BATCH
+        return len(self.pending) >= min(self._next, MAX_PENDING)
 
-    def flush(self, conn: apsw.Connection) -> int:
+    def write_if_free(self, conn: apsw.Connection) -> bool:
+        """Write the pending accesses in a transaction of their own if that needs no wait; whether it did.
+
+        Nothing is raised: a busy lock (another process writing), an open transaction (a read being
+        iterated), a read-only file or a damaged row leave the accesses pending for a later try.
+        """
+        if not self.pending or not conn.getautocommit():
+            return False
+        try:
+            conn.set_busy_timeout(0)
+            try:
+                conn.execute("begin immediate")
+            finally:
+                conn.set_busy_timeout(BUSY_TIMEOUT_MS)
+            try:
+                self.write(conn)
+                conn.execute("commit")
+            except apsw.Error:
+                conn.execute("rollback")
+                raise
+        except apsw.Error:
+            self._next = len(self.pending) + BATCH
+            return False
+        return True
+
+    def write(self, conn: apsw.Connection) -> int:
         """Write every pending access (inside the caller's write transaction); how many were written.
 
-        Each memory keeps its count of recalls and its ``RECENT`` latest times; a node purged or
-        gone since the recall is skipped.
+        Each memory keeps its count of recalls and its ``RECENT`` latest times (a list someone made
+        unreadable in the sqlite3 shell starts again); a node purged or gone since the recall is skipped.
         """
         if not self.pending:
             return 0
@@ -49,11 +78,13 @@ class AccessLog:
             "insert into node_access (nid, hits, recent) "
             "select n.nid, ?2, json(?3) from node as n where n.id = ?1 and n.body is not null "
             "on conflict (nid) do update set hits = hits + excluded.hits, "
-            "recent = (select json_group_array(value) from (select value from ("
+            "recent = case when not json_valid(node_access.recent) then excluded.recent else ("
+            "select json_group_array(value) from (select value from ("
             "select value from json_each(node_access.recent) union all select value from json_each(excluded.recent)"
-            ") order by value desc limit ?4) order by value)",
+            ") order by value desc limit ?4) order by value) end",
             [(raw, len(ats), json.dumps(sorted(ats)[-RECENT:]), RECENT) for raw, ats in times.items()],
         )
         for _ in taken:
             self.pending.popleft()
+        self._next = BATCH
         return len(taken)

@@ -410,7 +410,7 @@ create unique index work_queue_turn on work_queue (turn);
 create table node_access (
   nid integer primary key references node (nid),
   hits integer not null check (hits >= 1),  -- how many recalls returned it
-  recent text not null  -- JSON array of its last access times (UTC ISO-8601), oldest first
+  recent text not null check (json_valid(recent))  -- JSON array of its last access times (UTC ISO-8601), oldest first
 ) strict;
 
 -- The cold tier: memories left out of the in-memory vector index. They stay in the file, in full-text
