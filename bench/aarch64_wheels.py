@@ -30,6 +30,17 @@ SKIP = shutil.ignore_patterns(
 )
 
 
+def copy_checkout(dest: Path) -> None:
+    """The checkout as pip needs it, without ``SKIP`` and without ``bench/out``: benches' stores, and an
+    arm64 root ``bench/aarch64.sh`` may leave there, whose device files a copy would read forever."""
+
+    def skip(folder: str, names: list[str]) -> set[str]:
+        ignored = set(SKIP(folder, names))
+        return ignored | {"out"} if Path(folder) == ROOT / "bench" else ignored
+
+    shutil.copytree(ROOT, dest, ignore=skip)
+
+
 def pip(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "pip", "--disable-pip-version-check", *args], capture_output=True, text=True
@@ -39,7 +50,7 @@ def pip(*args: str) -> subprocess.CompletedProcess[str]:
 def resolved(extras: str, work: Path) -> list[tuple[str, str]]:
     """(name, version) of every package a fresh install of this checkout would bring, the project itself aside."""
     source = work / "src"
-    shutil.copytree(ROOT, source, ignore=SKIP)
+    copy_checkout(source)
     spec = f"{source}[{extras}]" if extras else str(source)
     report = work / "report.json"
     done = pip("install", "--dry-run", "--ignore-installed", "--quiet", "--report", str(report), spec)

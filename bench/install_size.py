@@ -20,12 +20,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from aarch64_wheels import copy_checkout  # noqa: E402
+
 TARGET_MB = 150.0
 BOOTSTRAP = {"pip", "setuptools", "wheel"}  # what the venv itself brings, not the project
-SKIP = shutil.ignore_patterns(
-    ".git", ".venv", ".ci-venv*", "venv", "build", "dist", "*.egg-info", "__pycache__", "*.db", "*.db-*", ".*_cache"
-)
 
 # Run by the new venv's python: bytes per distribution (the files its RECORD lists) and, for each direct
 # dependency of worlddb_lite, the distributions it pulls in (markers evaluated, extras followed).
@@ -86,7 +85,7 @@ def measure(extras: str, keep: bool = False) -> dict[str, object]:
     work = Path(tempfile.mkdtemp(prefix="worlddb-size-"))
     try:
         source = work / "src"
-        shutil.copytree(ROOT, source, ignore=SKIP)
+        copy_checkout(source)
         subprocess.run([sys.executable, "-m", "venv", str(work / "venv")], check=True)
         python = str(work / "venv" / "bin" / "python")
         spec = f"{source}[{extras}]" if extras else str(source)
