@@ -209,3 +209,15 @@ def test_a_re_embedding_keeps_the_context_the_first_embedding_saw(tmp_path: Path
         assert after == pytest.approx(before, abs=1e-5)  # same hashing model, same text: "Caroline" still in it
         assert store.read(second).content == PARK[1]
         assert store.verify(deep=True).ok
+
+
+def test_a_conversation_in_decomposed_unicode_is_indexed_as_its_blobs_hold_it(tmp_path: Path) -> None:
+    # review: contexts and bridged names quoted the caller's NFD text ("Rene\u0301") while the blobs hold NFC,
+    # so verify --deep reported the bridged row's words as said by nobody
+    texts = ["We met Rene\u0301 at the cafe\u0301 yesterday.", "He said the garden was lovely.", "He knows it."]
+    with WorldDB(str(tmp_path / "s.db")) as db:
+        turns = [TurnIn(t, speaker="Ana\u0301"[: 3 + i % 2]) for i, t in enumerate(texts)]
+        db.ingest(ConversationIn("c1", ["s"], [SessionIn("s1", "2024-05-01", turns)]), bridge=True)
+        report = db.verify(deep=True)
+        assert report.ok, report.violations
+        assert db.search("René") and db.search("cafe\u0301")  # either form finds it

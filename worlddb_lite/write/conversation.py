@@ -20,7 +20,7 @@ from typing import Any
 
 from .. import checks
 from ..errors import InvalidInput
-from ..store.hashing import canonical_json
+from ..store.hashing import canonical_json, nfc
 from ..text.dates import parse_time
 from ..text.extract import Extractor, RuleExtractor, check_extractor
 from ..text.windows import window as windowed
@@ -225,9 +225,9 @@ def ingest(
             world = writer.world(f"{conversation.conversation_id} / {session.session_id}", parent=home, type="Session")
             for other in shared:
                 writer.link(other, world, "contains")
-            texts = [turn.text for turn in session.turns]
+            texts = [nfc(turn.text) for turn in session.turns]  # as the blobs hold them: contexts quote these
             scores = gate.session(writer, texts, scope=home) if gate is not None else None  # before the session lands
-            speakers = [turn.speaker for turn in session.turns]
+            speakers = [nfc(turn.speaker) if turn.speaker else turn.speaker for turn in session.turns]
             records = [
                 {
                     "text": turn.text,
