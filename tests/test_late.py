@@ -194,3 +194,12 @@ def test_the_unit_rows_are_the_whole_table_normalised_bit_for_bit(tokens: TokenV
     assert np.array_equal(tokens.weight, length)
     picked = np.array([5, 2641, 7, 2641, 29524])
     assert np.array_equal(tokens.unit(picked), rows[picked])
+
+
+def test_candidates_with_the_same_best_matches_score_exactly_alike() -> None:
+    # bench/aarch64.sh: a BLAS product gave two such candidates scores a float step apart on x86-64 and
+    # equal ones on aarch64, so one store ranked them differently by machine; these values did it here
+    column = np.array([0.7306391000747681, 0.3615676462650299, 0.21433191001415253, 0.4683673679828644], np.float32)
+    best = np.repeat(column[:, None], 172, axis=1)
+    weight = np.array([0.4096890985965729, 0.4941195547580719, 0.933792769908905, 0.6373119354248047], np.float32)
+    assert len(set(late.maxsim(weight, best).tolist())) == 1

@@ -64,6 +64,17 @@ def late_lane(view: ReadView, tokens: TokenVectors, query: str, candidates: list
     cosines = (tokens.unit(asked) @ tokens.unit(distinct).T)[:, position[flat]]  # question x candidate tokens
     best = np.maximum.reduceat(cosines, starts, axis=1)  # each question token's best match, per candidate
     best = np.maximum(best, 0.0)  # an opposed token is no match, not a penalty
-    weight = tokens.weight[asked]
-    score = (weight @ best) / weight.sum()
+    score = maxsim(tokens.weight[asked], best)
     return [kept[i] for i in np.argsort(-score, kind="stable")]
+
+
+def maxsim(weight: np.ndarray, best: np.ndarray) -> np.ndarray:
+    """Each candidate's score: its best matches (question tokens x candidates), averaged by token weight.
+
+    An elementwise product summed row by row in float64, not a BLAS product: candidates with the same
+    best matches score exactly alike on every machine (x86-64's kernel put such ties a float step apart,
+    so the same store ranked them differently on aarch64: bench/aarch64.sh).
+    """
+    weights = weight.astype(np.float64)
+    out: np.ndarray = (weights[:, None] * best).sum(axis=0) / weights.sum()
+    return out
