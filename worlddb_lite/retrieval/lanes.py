@@ -164,22 +164,25 @@ def _search(
     return sorted(best.items(), key=lambda hit: (-hit[1], hit[0]))[:k]
 
 
-def vector_lane(view: ReadView, vector: np.ndarray, depth: int) -> list[int]:
-    """Cosine over turns, memories and summaries inside the read's world."""
-    return [nid for nid, _ in nearest(view, vector, depth, TEXT_TYPES)]
+def vector_lane(view: ReadView, vector: np.ndarray, depth: int) -> list[tuple[int, float]]:
+    """(nid, cosine) over turns, memories and summaries inside the read's world, best first."""
+    return nearest(view, vector, depth, TEXT_TYPES)
 
 
-def with_cold(view: ReadView, vector: np.ndarray, ranked: list[int], found: Sequence[int], depth: int) -> list[int]:
-    """The vector lane with the cold-tier memories among ``found`` (the text lane's) placed by their cosine.
+def with_cold(
+    view: ReadView, vector: np.ndarray, scored: list[tuple[int, float]], found: Sequence[int], depth: int
+) -> list[int]:
+    """The vector lane (``scored``) with the cold-tier memories among ``found`` (the text lane's) placed by cosine.
 
     A cold memory (ops/retention.py) is out of the in-memory index, so only its words find it; its
-    vector is read from the file and scored exactly, against the hot hits' exact scores.
+    vector is read from the file and scored exactly, as the index scores its hits.
     """
-    cold = queries.cold_among(view.conn, found, TEXT_TYPES)
-    if not cold:
-        return ranked
-    rows = VectorTable(view.conn).vectors_of([*ranked, *cold])
-    scored = [(nid, float(rows[nid] @ vector)) for nid in dict.fromkeys([*ranked, *cold]) if nid in rows]
+    hot = {nid for nid, _ in scored}
+    cold = [nid for nid in queries.cold_among(view.conn, found, TEXT_TYPES) if nid not in hot]
+    if cold:
+        rows = VectorTable(view.conn).exact_rows(np.array(cold, dtype=np.int64), vector.shape[0])
+        read = [(nid, float(row @ vector)) for nid, row in zip(cold, rows, strict=True) if not np.isnan(row[0])]
+        scored = scored + read
     return [nid for nid, _ in sorted(scored, key=lambda s: (-s[1], s[0]))[:depth]]
 
 

@@ -73,14 +73,16 @@ def gather(view: ReadView, query: str, depth: int, *, late: bool = True) -> Foun
     text = start_text_lane(view, query, depth)  # its search runs on the side reader while the vectors are read
     vector = view.embed(query) if view.embed is not None else None
     lanes: dict[str, list[int]] = {}
+    scored: list[tuple[int, float]] = []
     if vector is not None:
-        lanes["vector"] = vector_lane(view, vector, depth)
+        scored = vector_lane(view, vector, depth)
+        lanes["vector"] = [nid for nid, _ in scored]
         standing = standing_lanes(view, vector, (INSTRUCTIONS, PREFERENCES))
         lanes["instruction"], lanes["preference"] = standing[INSTRUCTIONS], standing[PREFERENCES]
     entity = start_entity_lane(view, query, vector, depth)  # what needs no other lane's finds, meanwhile too
     lanes = {"text": text(), **lanes}  # first, as ever: RRF adds the lanes in order, so its float sums stay the same
     if view.include_cold and vector is not None:
-        lanes["vector"] = with_cold(view, vector, lanes["vector"], lanes["text"], depth)
+        lanes["vector"] = with_cold(view, vector, scored, lanes["text"], depth)
     found = [n for ranking in lanes.values() for n in ranking]
     lanes["time"] = time_lane(view, query, vector, depth, candidates=found)
     lanes["entity"], paths = entity(found)

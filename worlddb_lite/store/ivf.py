@@ -47,10 +47,9 @@ Source = Callable[[np.ndarray], np.ndarray]
 def spread_of(vectors: np.ndarray) -> np.ndarray:
     """How widely each dimension varies over some rows (its spread over the median one's).
 
-    The model's rows put much of their length in a few dimensions (median largest component 0.45
-    at 100k memories), which sets a row's int8 step; dividing each dimension by its spread before
-    coding evens them out and the codes' error falls 2.7x (0.0165 -> 0.0060), and with it the rows
-    that must be re-scored exactly.
+    The model's rows put much of their length in a few dimensions, which sets a row's int8 step;
+    dividing each dimension by its spread before coding evens them out, so the codes err less and
+    fewer rows must be re-scored exactly (bench/footprint.py; the figures: docs/decisions.md).
     """
     if vectors.shape[0] < 2:
         return np.ones(vectors.shape[1], dtype=np.float32)

@@ -129,8 +129,8 @@ class VectorTable:
         ``chunk`` rows at a time, so a reader holds one chunk of float32 vectors, never all of them
         (all of them were the peak of a process's memory at 100k memories: bench/footprint.py). Each
         chunk's vectors are a view of one buffer that the next chunk overwrites. Every row is read in
-        table order, not through the ``seq`` index: at 100k rows the index's order made each row a
-        page read apart, twice the time (0.70 -> 0.35 s).
+        table order, not through the ``seq`` index, whose order puts each row a page read apart
+        (half the time at 100k rows: docs/decisions.md).
         """
         buffer = np.empty((chunk, dim), dtype=np.float32)
         nids: list[int] = []
