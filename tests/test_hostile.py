@@ -381,6 +381,43 @@ def _import(lines: Any, exported: bool) -> Call:
     return f"import_records({lines!r:.200}, exported={exported})", run
 
 
+def _changes(target: Any, since: Any, scope_list: Any) -> Call:
+    def run(db: WorldDB, folder: str) -> Any:
+        return db.changes(target, since=since, scopes=scope_list)
+
+    return f"changes({target!r:.200}, since={since!r:.200}, scopes={scope_list!r:.200})", run
+
+
+def _apply(source: Any, replica: bool, cut: Any) -> Call:
+    def run(db: WorldDB, folder: str) -> Any:
+        if replica:  # a replica's genuine change set, perhaps cut short or with bytes changed
+            other = os.path.join(folder, "replica.db")
+            if not os.path.exists(other):
+                db.replica(other)
+            with WorldDB(other, embedder=FakeEmbedder(), clock=FakeClock(), create=False) as peer:
+                peer.write("Bob lives in Rome", scope="me")
+                buffer = io.BytesIO()
+                peer.changes(buffer, since=db.sync_token())
+            data = buffer.getvalue()
+            if isinstance(cut, int) and cut > 0:
+                data = data[: cut % max(len(data), 1)]
+            elif isinstance(cut, str) and cut:
+                data = data.replace(data[10:12], cut.encode("utf-8", "replace")[:2], 1)
+            return db.apply_changes(data)
+        return db.apply_changes(source)
+
+    return f"apply_changes({source!r:.200}, replica={replica}, cut={cut!r:.100})", run
+
+
+def _sync(other: Any, pull: Any, push: Any, scope_list: Any) -> Call:
+    def run(db: WorldDB, folder: str) -> Any:
+        if other == "replica.db" and not os.path.exists(os.path.join(folder, other)):
+            db.replica(os.path.join(folder, other))
+        return db.sync(other, pull=pull, push=push, scopes=scope_list)
+
+    return f"sync({other!r:.200}, pull={pull!r}, push={push!r}, scopes={scope_list!r:.200})", run
+
+
 def _reopen(path: Any, dim: Any, compose: Any, create: Any) -> Call:
     def run(db: WorldDB, folder: str) -> Any:
         with WorldDB(path, embedder=FakeEmbedder(), dim=dim, compose=compose, create=create):
@@ -519,6 +556,26 @@ CALLS: dict[str, st.SearchStrategy[Call]] = {
         _backup, maybe(st.sampled_from(["copy.db", "sub/dir/copy.db", "store.db"])), anything, anything
     ),
     "export": st.builds(_export, st.one_of(st.none(), scopes, anything)),
+    "changes": st.builds(
+        _changes,
+        st.one_of(st.sampled_from(["out.bin", "sub/dir/out.bin", "store.db", ".", ""]), anything),
+        st.one_of(st.none(), strings, anything, st.just("0" * 32 + ":5")),
+        st.one_of(st.none(), st.lists(st.one_of(scopes, anything), max_size=2), anything),
+    ),
+    "apply_changes": st.builds(
+        _apply,
+        st.one_of(anything, st.binary(max_size=64), st.sampled_from(["store.db", "missing.bin", "bad\x00name"])),
+        st.booleans(),
+        st.one_of(st.none(), st.integers(min_value=0, max_value=4000), strings),
+    ),
+    "replica": call("replica", maybe(st.sampled_from(["copy.db", "sub/dir/copy.db", "store.db"])), overwrite=anything),
+    "sync": st.builds(
+        _sync,
+        st.one_of(st.sampled_from(["replica.db", "store.db", "missing.db"]), anything),
+        anything,
+        anything,
+        st.one_of(st.none(), st.lists(st.one_of(scopes, anything), max_size=2), anything),
+    ),
     "import_records": st.builds(
         _import,
         st.one_of(
@@ -612,7 +669,7 @@ def test_hostile_calls_inside_a_batch_long(batch: list[Call]) -> None:
 
 def test_every_public_method_is_attacked() -> None:
     public = {name for name in dir(WorldDB) if not name.startswith("_")}
-    no_data = {"close", "root_id", "checkpoint", "stats", "verify"}  # no argument a caller could make hostile
+    no_data = {"close", "root_id", "checkpoint", "stats", "verify", "store_id", "sync_token"}  # no argument to attack
     code = {"batch", "register_edge_type"}  # take code, not data
     elsewhere = {"reembed"}  # rewrites every vector with a model: `worlddb reembed --model` in the CLI fuzz
     assert public - no_data - code - elsewhere <= set(CALLS), sorted(public - no_data - code - elsewhere - set(CALLS))
@@ -899,7 +956,10 @@ REVIEWED_SQL_SITES: dict[str, Counter[str]] = {
     "store/connection.py": Counter({"configure: WAL_CHECKPOINT_PAGES": 1, "install: SCHEMA_VERSION": 1}),
     "store/side_reader.py": Counter({"_connection: CACHE_KIB": 1}),
     # the version constant; a regex over schema.sql, for names the code lists
-    "store/migrations.py": Counter({"run: SCHEMA_VERSION": 1, "schema_statement: re.escape(name)": 2}),
+    # _to_v10 drops and recreates triggers named in a constant tuple
+    "store/migrations.py": Counter(
+        {"run: SCHEMA_VERSION": 1, "schema_statement: re.escape(name)": 2, "_to_v10: name": 1}
+    ),
     # temp table names from a literal tuple; the CREATE text's PREFIX constant; _rows gets literal where/order/
     # source fragments from its three callers (values bound as ?1, ?2) and an int() limit
     "store/name_index.py": Counter(

@@ -208,6 +208,18 @@ def test_the_context_fill_stops_at_a_purged_turn_and_skips_amended_versions(tmp_
         assert db.verify(deep=True).ok
 
 
+# what version 10 added, taken away again (its step adds it back)
+V9_UNDO = """
+drop trigger node_blob_immutable; drop trigger edge_identity_immutable; drop table legacy_order;
+drop table change_log; drop table sync_peer; drop trigger edge_belief_final;
+drop trigger change_node; drop trigger change_node_state; drop trigger change_edge; drop trigger change_edge_state;
+drop trigger change_alias; drop trigger change_proposal; drop trigger change_proposal_decided;
+drop trigger change_tombstone;
+alter table state_log drop column entered; alter table state_log drop column created_was;
+alter table state_log drop column valid_was; alter table node drop column ord; alter table edge drop column ord;
+"""
+
+
 def as_version_6(path: Path) -> None:
     """Give a store version 6's layout: node_fts with its own copy of each row's text, no index_text."""
     conn = apsw.Connection(str(path))
@@ -217,6 +229,7 @@ def as_version_6(path: Path) -> None:
             conn.execute("insert into node_fts_v6 (rowid, name, content, context) select * from node_text")
             conn.execute("drop view node_text; drop table node_fts; drop table index_text")
             conn.execute("drop view cold_memory; drop table cold_node; drop table node_access")  # version 8's
+            conn.execute(V9_UNDO)
             conn.execute("alter table node_fts_v6 rename to node_fts; pragma user_version = 6")
             conn.execute("update meta set value = '6' where key = 'schema_version'")
     finally:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import io
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -163,7 +164,7 @@ def test_purged_text_never_leaves(source: WorldDB, tmp_path: Path) -> None:
     secret = source.write("My bank PIN is 4711", scope="alice")
     source.purge(secret)
     lines = _lines(source)
-    assert "4711" not in "\n".join(lines)
+    assert "4711" not in re.sub(r"[0-9a-f]{64}", "", "\n".join(lines))  # ids and roots are hashes: may hold it
     (tomb,) = [json.loads(x) for x in lines if secret in x and '"kind": "node"' in x]
     assert tomb["body"] is None and tomb["purged_at"]
     with _open(tmp_path / "copy.db", LATER) as copy:

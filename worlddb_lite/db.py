@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import io
 import os
 import uuid
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -28,7 +29,7 @@ from .checks import MAX_SCOPES, file_name
 from .edges import EdgeRegistry, EdgeType
 from .errors import IntegrityViolation, InvalidInput, NotFound
 from .models.embed import Embedder, token_table
-from .ops import consolidation, maintenance, purge, reembed, retention, transfer
+from .ops import consolidation, maintenance, purge, reembed, retention, sync, transfer
 from .ops.consolidation import DEFAULT_MIN_AGE, Consolidation
 from .ops.consolidation import STEPS as CONSOLIDATION_STEPS
 from .ops.summaries import ExtractiveSummarizer, Summarizer
@@ -36,7 +37,7 @@ from .ops.verify import root_history_divergences, verify_store
 from .retrieval.context import DEFAULT_BUDGET, Context, assemble
 from .retrieval.query import QuerySpec
 from .retrieval.reader import Reader
-from .store import connection, embedder_record, migrations, queries, token_index
+from .store import connection, embedder_record, migrations, queries, sync_rows, token_index
 from .store.access_log import AccessLog
 from .store.rows import Store
 from .store.side_reader import SideReader
@@ -143,6 +144,7 @@ class WorldDB:
                     ("embedder_dim", str(self.dim)),
                     ("compose", compose),
                     ("created_at", self._clock()),
+                    ("store_id", uuid.uuid4().hex),  # names this file to the replicas it syncs with (ops/sync.py)
                 ]
                 if token_table(self._embedder) is not None:
                     meta.append(("token_format", token_index.FORMAT))
@@ -961,6 +963,110 @@ class WorldDB:
             with handle:
                 return transfer.import_records(self._reconciler, self._root, handle)
         return transfer.import_records(self._reconciler, self._root, lines)
+
+    # ---- sync ---------------------------------------------------------------------
+
+    @property
+    def store_id(self) -> str:
+        """The id of this file among its replicas (copied with the file: ``replica`` gives a copy its own)."""
+        with connection.translate():
+            return sync_rows.store_id(self._conn)
+
+    def sync_token(self) -> str:
+        """What this store has seen of itself and of each replica, for another store's ``changes(since=...)``."""
+        return sync.token(self._reconciler)
+
+    def changes(
+        self,
+        target: str | os.PathLike[str] | IO[bytes],
+        *,
+        since: str | None = None,
+        scopes: Sequence[str] | None = None,
+    ) -> dict[str, Any]:
+        """Write a change set for the store whose ``sync_token()`` is ``since`` (None: everything) to ``target``.
+
+        ``scopes``: only those scopes' memories (and the worlds above them). Returns the records and bytes
+        written. The receiver applies it with ``apply_changes``.
+        """
+        self._outside_batch("changes")
+        return sync.write_changes(self._reconciler, self._root, target, token_text=since, scopes=scopes)
+
+    def apply_changes(
+        self, source: bytes | str | os.PathLike[str] | IO[bytes], *, sweep: bool = True
+    ) -> dict[str, Any]:
+        """Apply a change set from another replica (its bytes, a path or a binary file), all of it or nothing.
+
+        A damaged, altered or truncated set is refused (``InvalidInput``) before anything is written.
+        Returns what was added and merged, the proposals in conflict, the purges carried out, and whether
+        this store's roots now equal the sender's (they do unless this store holds rows the sender lacks).
+        Then, with ``sweep`` and if anything arrived, the consolidator's contradiction sweep runs
+        (``swept``: the conflicts it flagged), as two devices may each hold a current value of one slot.
+        """
+        self._outside_batch("apply_changes")
+        if not isinstance(sweep, bool):
+            raise InvalidInput(f"sweep is True or False, got {sweep!r:.40}")
+        summary, mark = sync.apply(self._reconciler, self._root, source)
+        if mark is not None:
+            with connection.translate():
+                summary["checkpoint"] = maintenance.finish_wipe(self._conn, self._store, wait=True, mark=mark)
+        arrived = summary["nodes"]["added"] + summary["nodes"]["tightened"] + summary["edges"]["added"]
+        # values of one slot learned on two devices meet only here: the consolidator's sweep flags them
+        summary["swept"] = self.consolidate(only="sweep")["sweep"] if sweep and arrived else 0
+        return summary
+
+    def sync(
+        self,
+        other: WorldDB | str | os.PathLike[str],
+        *,
+        pull: bool = True,
+        push: bool = True,
+        scopes: Sequence[str] | None = None,
+    ) -> dict[str, Any]:
+        """Exchange changes with another store file: ``pull`` its changes here, ``push`` this store's there.
+
+        Both directions (the default) leave the two with the same rows and the same roots (``converged``);
+        each direction is one transaction on its receiver. ``scopes`` limits both to those scopes.
+        """
+        self._outside_batch("sync")
+        if not isinstance(pull, bool) or not isinstance(push, bool):
+            raise InvalidInput(f"pull and push are True or False, got {pull!r:.40} and {push!r:.40}")
+        scopes = sync.scope_list(scopes)
+        if isinstance(other, WorldDB):
+            return self._sync_with(other, pull, push, scopes)
+        path = checks.file_name(other, "the other store", "give the path of another worlddb store file")
+        if path == ":memory:" or not os.path.isfile(path):
+            raise InvalidInput(f"{path!r:.200} is not a store file; give the path of another worlddb store")
+        with WorldDB(path, embedder=self._embedder, dim=self.dim, create=False) as opened:
+            return self._sync_with(opened, pull, push, scopes)
+
+    def _sync_with(self, other: WorldDB, pull: bool, push: bool, scopes: Sequence[str] | None) -> dict[str, Any]:
+        if other.store_id == self.store_id:
+            raise InvalidInput(
+                f"{other.path} has this store's own id: it is a plain copy of this file, or this file itself. "
+                "Make replicas with `worlddb replica` (WorldDB.replica), which gives the copy its own id"
+            )
+        out: dict[str, Any] = {}
+        for name, sender, receiver, wanted in (("pull", other, self, pull), ("push", self, other, push)):
+            if not wanted:
+                continue
+            buffer = io.BytesIO()
+            written = sender.changes(buffer, since=receiver.sync_token(), scopes=scopes)
+            applied = receiver.apply_changes(buffer.getvalue())
+            out[name] = {"bytes": written["bytes"], **applied}
+        if pull and push and not scopes:
+            out["converged"] = self.root() == other.root()
+        return out
+
+    def replica(self, dest: str | os.PathLike[str], *, overwrite: bool = False) -> dict[str, Any]:
+        """Copy this store to ``dest`` as a replica of its own, with a new store id.
+
+        The copy counts this store's changes as seen, so their first ``sync`` sends only what changed since.
+        """
+        self._outside_batch("replica")
+        result = maintenance.backup(self._conn, self.path, dest, overwrite=overwrite)
+        with connection.translate():
+            result["store_id"] = sync.make_replica(os.fspath(dest), self.store_id)
+        return result
 
     def purge(self, ref: str, *, scope: str | None = None) -> dict[str, Any]:
         """Erase a memory's content for good: blob, full-text row, vector, aliases (right to be forgotten).

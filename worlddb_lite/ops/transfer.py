@@ -10,8 +10,8 @@ that rebuilds the worlds exported. docs/cli.md shows the format; docs/decisions.
 says why it has this shape.
 
 An import checks the whole file before it writes anything, then writes it in one transaction
-through the reconciler's ``adopt_*`` methods: members land in their worlds' trees in the order
-they held there, with their source's belief times, so a world imported into a store that did not
+through the reconciler's ``adopt_*`` methods: members land in their worlds' trees in their
+(created_at, id) order with their source's belief times, so a world imported into a store that did not
 hold it recomputes to the root the header names. Importing the same file again changes nothing.
 """
 
@@ -54,7 +54,7 @@ def _package_version() -> str:
 # ---- export ---------------------------------------------------------------------------------
 
 
-def _scope_tops(r: Reconciler, root: int, scope: str) -> list[int]:
+def scope_tops(r: Reconciler, root: int, scope: str) -> list[int]:
     """The Scope worlds ``scope`` names: by name (``kind:name`` for another kind than a user), or by id."""
     ref = checks.scope_ref(scope)
     named = transfer_rows.scopes_named(r.conn, root, ref.name)
@@ -79,7 +79,7 @@ def _chosen(r: Reconciler, root: int, scope: str | None) -> tuple[list[int], set
         everything = transfer_rows.all_nids(conn) - {root}
         tops = [nid for nid in sorted(everything) if r.store.header(nid).parent == root]
         return tops, everything, everything
-    tops = _scope_tops(r, root, scope)
+    tops = scope_tops(r, root, scope)
     whole = transfer_rows.subtree(conn, tops)
     chosen = set(whole)
     membership = sorted(r.registry.rules().membership)
@@ -90,6 +90,11 @@ def _chosen(r: Reconciler, root: int, scope: str | None) -> tuple[list[int], set
         chosen |= frontier
     chosen |= transfer_rows.ancestors(conn, sorted(chosen - whole)) - {root}
     return tops, chosen, whole
+
+
+def chosen_nodes(r: Reconciler, root: int, scope: str) -> set[int]:
+    """Every node a scope's export holds (its subtree, what membership edges reach, the worlds above)."""
+    return _chosen(r, root, scope)[1]
 
 
 def _derived_fts(body: str | None) -> tuple[str, str, str | None] | None:
@@ -103,12 +108,13 @@ def _derived_fts(body: str | None) -> tuple[str, str, str | None] | None:
     return (name or "", content or "", None)
 
 
-def _node_record(
+def node_record(
     r: Reconciler,
     row: NodeRow,
     changes: list[tuple[Any, ...]],
     roots: list[tuple[str, bytes, int]] | None,
 ) -> dict[str, Any]:
+    """A node's record: its body as stored, its projection and state history (and logged roots, if given)."""
     conn, store = r.conn, r.store
     assert row.parent is not None
     record: dict[str, Any] = {
@@ -117,6 +123,7 @@ def _node_record(
         "type": row.type,
         "parent": store.header(row.parent).id.hex(),
         "slot": row.slot,
+        "ord": row.ord,
         "body": row.body,
         "valid_at": row.valid_at,
         "invalid_at": row.invalid_at,
@@ -138,7 +145,8 @@ def _node_record(
     return record
 
 
-def _edge_record(r: Reconciler, row: EdgeRow, changes: list[tuple[Any, ...]]) -> dict[str, Any]:
+def edge_record(r: Reconciler, row: EdgeRow, changes: list[tuple[Any, ...]]) -> dict[str, Any]:
+    """An edge's record: ends and world by id, props, projection and closes."""
     header = r.store.header
     return {
         "kind": "edge",
@@ -148,6 +156,7 @@ def _edge_record(r: Reconciler, row: EdgeRow, changes: list[tuple[Any, ...]]) ->
         "dst": header(row.dst).id.hex(),
         "world": header(row.world).id.hex(),
         "slot": row.slot,
+        "ord": row.ord,
         "props": json.loads(row.props),
         "valid_at": row.valid_at,
         "invalid_at": row.invalid_at,
@@ -188,10 +197,10 @@ def export_records(r: Reconciler, root: int, scope: str | None = None) -> Iterat
             logged = transfer_rows.logged_roots(conn, whole)
             for row in store.iter_node_rows("where n.parent is not null order by n.depth, n.nid", ()):
                 if row.nid in chosen:
-                    yield _node_record(r, row, node_changes.get(row.nid, []), logged.get(row.nid))
+                    yield node_record(r, row, node_changes.get(row.nid, []), logged.get(row.nid))
             edge_changes = transfer_rows.state_changes(conn, "edge")
             for eid in list(transfer_rows.edges_within(conn, chosen)):
-                yield _edge_record(r, store.edge_row(eid), edge_changes.get(eid, []))
+                yield edge_record(r, store.edge_row(eid), edge_changes.get(eid, []))
             for nid, alias, _norm, source, created_at in list(transfer_rows.aliases_of(conn, chosen)):
                 yield {
                     "kind": "alias",
@@ -232,7 +241,9 @@ def export_records(r: Reconciler, root: int, scope: str | None = None) -> Iterat
 
 
 @dataclass
-class _Parsed:
+class Parsed:
+    """A checked file: its header, nodes by id (with their line), edges and the other records."""
+
     header: dict[str, Any]
     nodes: dict[str, tuple[int, dict[str, Any]]] = field(default_factory=dict)  # hex -> (line, record)
     edges: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
@@ -269,6 +280,7 @@ def _check_node(record: dict[str, Any], line: int) -> None:
     _field(record, line, "type", "text")
     parent = _field(record, line, "parent", "hex")
     _field(record, line, "slot", "int")
+    _field(record, line, "ord", "int", optional=True)
     for name in ("valid_at", "created_at"):
         _field(record, line, name, "time")
     for name in ("invalid_at", "closed_at", "expired_at"):
@@ -332,6 +344,7 @@ def _check_edge(record: dict[str, Any], line: int) -> None:
     src, dst = _field(record, line, "src", "hex"), _field(record, line, "dst", "hex")
     _field(record, line, "world", "hex")
     _field(record, line, "slot", "int")
+    _field(record, line, "ord", "int", optional=True)
     props = _field(record, line, "props", "dict")
     valid_at = _field(record, line, "valid_at", "time")
     _field(record, line, "created_at", "time")
@@ -377,9 +390,9 @@ def _check_other(record: dict[str, Any], line: int) -> None:
         _field(record, line, "speaker", "text", optional=True)
 
 
-def parse(lines: Iterable[str]) -> _Parsed:
+def parse(lines: Iterable[str]) -> Parsed:
     """Every line parsed and checked on its own (ids against bodies, fields, the header)."""
-    parsed: _Parsed | None = None
+    parsed: Parsed | None = None
     try:
         parsed = _parse_lines(lines)
     except UnicodeDecodeError:
@@ -389,8 +402,8 @@ def parse(lines: Iterable[str]) -> _Parsed:
     return parsed
 
 
-def _parse_lines(lines: Iterable[str]) -> _Parsed | None:
-    parsed: _Parsed | None = None
+def _parse_lines(lines: Iterable[str]) -> Parsed | None:
+    parsed: Parsed | None = None
     if isinstance(lines, (str, bytes, Mapping)) or not isinstance(lines, Iterable):
         raise InvalidInput("give the lines of an export (a list of text, or an open file); nothing was imported")
     for line, text in enumerate(lines, start=1):
@@ -412,26 +425,31 @@ def _parse_lines(lines: Iterable[str]) -> _Parsed | None:
             _field(record, line, "store_root", "hex")
             if not isinstance(record.get("worlds"), dict):
                 raise _bad(line, "field 'worlds' is not a mapping of world ids to roots")
-            parsed = _Parsed(record)
+            parsed = Parsed(record)
             continue
-        kind = record.get("kind")
-        if kind == "node":
-            _check_node(record, line)
-            if record["id"] in parsed.nodes:
-                raise _bad(line, f"node {record['id'][:16]}… appears twice (field 'id')")
-            parsed.nodes[record["id"]] = (line, record)
-        elif kind == "edge":
-            _check_edge(record, line)
-            parsed.edges.append((line, record))
-        elif kind in KINDS:
-            _check_other(record, line)
-            parsed.others.append((line, record))
-        else:
-            raise _bad(line, f"field 'kind' is {kind!r}, not one of {', '.join(KINDS)}")
+        take(parsed, line, record)
     return parsed
 
 
-def _references(parsed: _Parsed) -> Iterator[tuple[int, str, str]]:
+def take(parsed: Parsed, line: int, record: dict[str, Any]) -> None:
+    """Check one record (a node, edge, alias, proposal or waiting extraction) and add it to ``parsed``."""
+    kind = record.get("kind")
+    if kind == "node":
+        _check_node(record, line)
+        if record["id"] in parsed.nodes:
+            raise _bad(line, f"node {record['id'][:16]}… appears twice (field 'id')")
+        parsed.nodes[record["id"]] = (line, record)
+    elif kind == "edge":
+        _check_edge(record, line)
+        parsed.edges.append((line, record))
+    elif kind in KINDS:
+        _check_other(record, line)
+        parsed.others.append((line, record))
+    else:
+        raise _bad(line, f"field 'kind' is {kind!r}, not one of {', '.join(KINDS)}")
+
+
+def _references(parsed: Parsed) -> Iterator[tuple[int, str, str]]:
     """(line, field, id) of every node id a record names."""
     for line, record in parsed.nodes.values():
         yield line, "parent", record["parent"]
@@ -475,10 +493,16 @@ def _adopted_node(record: dict[str, Any], parent: int, vector: Any) -> AdoptedNo
         fts=None if fts is None else (str(fts[0] or ""), str(fts[1]), fts[2]),
         vector=vector,
         roots=[(at, bytes.fromhex(root), int(size)) for at, root, size in record.get("roots", [])],
+        ord=_ord(record),
     )
 
 
-def _vectors(r: Reconciler, parsed: _Parsed, new: set[str]) -> dict[str, Any]:
+def _ord(record: dict[str, Any]) -> int:
+    """A member's ord; an export written before version 10 has none, and its slot keeps the source's order."""
+    return int(record["ord"]) if "ord" in record else int(record["slot"])
+
+
+def _vectors(r: Reconciler, parsed: Parsed, new: set[str]) -> dict[str, Any]:
     """The new nodes' vectors under this store's embedder (none without one), in batches."""
     if r.embedder is None:
         return {}
@@ -497,70 +521,62 @@ def _vectors(r: Reconciler, parsed: _Parsed, new: set[str]) -> dict[str, Any]:
     return out
 
 
-def _adopt_members(txn: Transaction, parsed: _Parsed, nids: dict[str, int], vectors: dict[str, Any]) -> dict[str, Any]:
-    """Nodes and edges in each world's slot order, each once what it names is written (a merge of queues)."""
+def _adopt_members(txn: Transaction, parsed: Parsed, nids: dict[str, int], vectors: dict[str, Any]) -> dict[str, Any]:
+    """Nodes, each once its parent is written, then edges; the reconciler puts each member in its place.
+
+    A world orders its members by (created_at, id) whatever order they arrive in (``Transaction.flush``),
+    so the file's order matters only for parents before children.
+    """
     nodes, edges = _Counts(), _Counts()
-    queues: dict[str, deque[tuple[int, str, dict[str, Any]]]] = {}
-    items = [(line, "n", rec) for line, rec in parsed.nodes.values()] + [(line, "e", rec) for line, rec in parsed.edges]
-    for line, kind, rec in sorted(items, key=lambda item: item[2]["slot"]):
-        queues.setdefault(rec["parent"] if kind == "n" else rec["world"], deque()).append((line, kind, rec))
-    waiting: dict[str, list[str]] = {}
-    stack = list(queues)
-    while stack:
-        world = stack.pop()
-        queue = queues[world]
-        while queue:
-            _, kind, rec = queue[0]
-            needs = [rec["parent"]] if kind == "n" else [rec["src"], rec["dst"]]
-            missing = next((n for n in needs if n not in nids), None)
-            if missing is not None:
-                waiting.setdefault(missing, []).append(world)
-                break
-            queue.popleft()
-            if kind == "n":
-                before = txn.store.nid_of(bytes.fromhex(rec["id"]))
-                adopted = _adopted_node(rec, nids[rec["parent"]], vectors.get(rec["id"]))
-                if before is not None:
-                    changed = txn.tighten_node(
-                        before, adopted.invalid_at, adopted.closed_at, adopted.expired_at, adopted.retired
-                    )
-                    nodes.tightened += changed
-                    nodes.existing += 1
-                    nids[rec["id"]] = before
-                else:
-                    nid, _ = txn.adopt_node(adopted)
-                    if rec.get("body") is None:
-                        transfer_rows.add_tombstone(txn.store.conn, adopted.id, rec["purged_at"])
-                    nodes.added += 1
-                    nids[rec["id"]] = nid
-                stack.extend(waiting.pop(rec["id"], []))
-            else:
-                edge = AdoptedEdge(
-                    id=bytes.fromhex(rec["id"]),
-                    type=rec["type"],
-                    src=nids[rec["src"]],
-                    dst=nids[rec["dst"]],
-                    props=canonical_json(rec["props"]),
-                    valid_at=rec["valid_at"],
-                    created_at=rec["created_at"],
-                    invalid_at=rec.get("invalid_at"),
-                    closed_at=rec.get("closed_at"),
-                    changes=[(inv, closed) for _at, inv, closed in rec.get("changes", [])],
-                )
-                known = txn.store.edge_exists(edge.id)
-                txn.adopt_edge(edge)
-                if known is None:
-                    edges.added += 1
-                else:
-                    edges.existing += 1
-    stuck = next((q[0] for q in queues.values() if q), None)
+    waiting: dict[str, list[tuple[int, dict[str, Any]]]] = {}
+    ready: deque[tuple[int, dict[str, Any]]] = deque()  # the file's order (the source's, for an export)
+    for line, rec in parsed.nodes.values():
+        if rec["parent"] in nids:
+            ready.append((line, rec))
+        else:
+            waiting.setdefault(rec["parent"], []).append((line, rec))
+    while ready:
+        _, rec = ready.popleft()
+        before = txn.store.nid_of(bytes.fromhex(rec["id"]))
+        adopted = _adopted_node(rec, nids[rec["parent"]], vectors.get(rec["id"]))
+        if before is not None:
+            nodes.tightened += txn.merge_node(before, adopted)
+            nodes.existing += 1
+            nids[rec["id"]] = before
+        else:
+            nid, _ = txn.adopt_node(adopted)
+            if rec.get("body") is None:
+                transfer_rows.add_tombstone(txn.store.conn, adopted.id, rec["purged_at"])
+            nodes.added += 1
+            nids[rec["id"]] = nid
+        ready.extend(waiting.pop(rec["id"], []))
+    stuck = min((item for items in waiting.values() for item in items), key=lambda item: item[0], default=None)
     if stuck is not None:
-        line, _, rec = stuck
-        raise _bad(line, f"{rec['kind']} {rec['id'][:16]}… waits on a node that sits in a cycle of parents")
+        line, rec = stuck
+        raise _bad(line, f"node {rec['id'][:16]}… waits on a node that sits in a cycle of parents")
+    for _, rec in parsed.edges:
+        edge = AdoptedEdge(
+            id=bytes.fromhex(rec["id"]),
+            type=rec["type"],
+            src=nids[rec["src"]],
+            dst=nids[rec["dst"]],
+            props=canonical_json(rec["props"]),
+            valid_at=rec["valid_at"],
+            created_at=rec["created_at"],
+            invalid_at=rec.get("invalid_at"),
+            closed_at=rec.get("closed_at"),
+            changes=[(inv, closed) for _at, inv, closed in rec.get("changes", [])],
+            ord=_ord(rec),
+        )
+        _, created = txn.adopt_edge(edge)
+        if created:
+            edges.added += 1
+        else:
+            edges.existing += 1
     return {"nodes": nodes.as_dict(), "edges": {"added": edges.added, "existing": edges.existing}}
 
 
-def _latest(parsed: _Parsed) -> str:
+def _latest(parsed: Parsed) -> str:
     """The latest belief time the file writes (creations, closes, logged roots)."""
     times = [""]
     for _, rec in parsed.nodes.values():
@@ -571,21 +587,22 @@ def _latest(parsed: _Parsed) -> str:
     return max(times)
 
 
-def import_records(r: Reconciler, root: int, lines: Iterable[str]) -> dict[str, Any]:
-    """Check every line, then write the whole file in one transaction; a summary of what it did.
+@dataclass
+class Plan:
+    """What an import needs before its transaction: the nids of the nodes named, and the new nodes' vectors."""
 
-    Raises ``InvalidInput`` naming the line and the field of the first fault, before anything is written.
-    """
-    parsed = parse(lines)
+    nids: dict[str, int]
+    vectors: dict[str, Any]
+    latest: str
+
+
+def plan(r: Reconciler, root: int, parsed: Parsed) -> Plan:
+    """Check what the records name against this store (outside any transaction) and embed the new nodes."""
     store = r.store
-    header = parsed.header
     with translate():
         root_hex = store.header(root).id.hex()
-        if header["store_root"] != root_hex:
+        if parsed.header["store_root"] != root_hex:
             raise _bad(1, "field 'store_root' names another root than this store's; it is not a worlddb export")
-        for hex_id in header["worlds"]:
-            if hex_id not in parsed.nodes:
-                raise _bad(1, f"field 'worlds' names {hex_id[:16]}…, which the file does not hold")
         outside = {ref for _, _, ref in _references(parsed) if ref not in parsed.nodes}
         found = store.nids_of([bytes.fromhex(h) for h in sorted(outside)])
         nids = {raw.hex(): nid for raw, nid in found.items()}
@@ -595,49 +612,70 @@ def import_records(r: Reconciler, root: int, lines: Iterable[str]) -> dict[str, 
                 raise _bad(line, f"field {name!r} names {ref[:16]}…, which neither the file nor this store holds")
         held = store.nids_of([bytes.fromhex(h) for h in parsed.nodes])
         new = {h for h in parsed.nodes if bytes.fromhex(h) not in held and parsed.nodes[h][1]["body"] is not None}
-    vectors = _vectors(r, parsed, new)
-    summary: dict[str, Any] = {}
+    return Plan(nids, _vectors(r, parsed, new), _latest(parsed))
+
+
+def write(txn: Transaction, parsed: Parsed, planned: Plan) -> dict[str, Any]:
+    """Adopt every record inside the caller's transaction (which ``allow_merge`` opened); a summary."""
+    store, nids = txn.store, planned.nids
+    txn.not_before(planned.latest)
+    summary: dict[str, Any] = _adopt_members(txn, parsed, nids, planned.vectors)
     aliases = 0
     proposals: dict[str, int] = {}
+    for _, rec in parsed.others:
+        if rec["kind"] == "alias":
+            before = store.aliases(nids[rec["node"]])
+            txn.adopt_alias(nids[rec["node"]], rec["alias"], rec.get("source"), rec["created_at"])
+            aliases += len(store.aliases(nids[rec["node"]])) - len(before)
+        elif rec["kind"] == "proposal":
+            outcome = txn.adopt_proposal(
+                nids[rec["a"]],
+                nids[rec["b"]],
+                MergeStatus(rec["status"]),
+                rec.get("score"),
+                rec.get("tier"),
+                str(rec.get("reason") or ""),
+                rec["proposed_at"],
+                rec.get("decided_at"),
+            )
+            proposals[outcome] = proposals.get(outcome, 0) + 1
+        else:
+            transfer_rows.queue_turn(
+                store.conn,
+                (
+                    nids[rec["turn"]],
+                    nids[rec["scope"]],
+                    rec["said_at"],
+                    rec.get("said_in"),
+                    rec.get("speaker"),
+                    rec["enqueued_at"],
+                ),
+            )
+    summary["aliases_added"] = aliases
+    summary["proposals"] = proposals
+    return summary
+
+
+def import_records(r: Reconciler, root: int, lines: Iterable[str]) -> dict[str, Any]:
+    """Check every line, then write the whole file in one transaction; a summary of what it did.
+
+    Raises ``InvalidInput`` naming the line and the field of the first fault, before anything is written.
+    """
+    parsed = parse(lines)
+    store = r.store
+    header = parsed.header
+    for hex_id in header["worlds"]:
+        if hex_id not in parsed.nodes:
+            raise _bad(1, f"field 'worlds' names {hex_id[:16]}…, which the file does not hold")
+    planned = plan(r, root, parsed)
     with r.transaction() as txn:
-        txn.not_before(_latest(parsed))
-        summary.update(_adopt_members(txn, parsed, nids, vectors))
-        for _, rec in parsed.others:
-            if rec["kind"] == "alias":
-                before = store.aliases(nids[rec["node"]])
-                txn.adopt_alias(nids[rec["node"]], rec["alias"], rec.get("source"), rec["created_at"])
-                aliases += len(store.aliases(nids[rec["node"]])) - len(before)
-            elif rec["kind"] == "proposal":
-                outcome = txn.adopt_proposal(
-                    nids[rec["a"]],
-                    nids[rec["b"]],
-                    MergeStatus(rec["status"]),
-                    rec.get("score"),
-                    rec.get("tier"),
-                    str(rec.get("reason") or ""),
-                    rec["proposed_at"],
-                    rec.get("decided_at"),
-                )
-                proposals[outcome] = proposals.get(outcome, 0) + 1
-            else:
-                transfer_rows.queue_turn(
-                    store.conn,
-                    (
-                        nids[rec["turn"]],
-                        nids[rec["scope"]],
-                        rec["said_at"],
-                        rec.get("said_in"),
-                        rec.get("speaker"),
-                        rec["enqueued_at"],
-                    ),
-                )
+        txn.allow_merge()
+        summary = write(txn, parsed, planned)
     with translate():
         worlds = []
         for hex_id, exported in header["worlds"].items():
             now = store.root_of(store.resolve(hex_id)).hex()
             worlds.append({"id": hex_id, "exported_root": exported, "root": now, "same": now == exported})
-    summary["aliases_added"] = aliases
-    summary["proposals"] = proposals
     summary["worlds"] = worlds
     summary["roots_agree"] = all(w["same"] for w in worlds)
     summary["scope"] = header.get("scope")

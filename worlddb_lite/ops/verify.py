@@ -51,6 +51,18 @@ REQUIRED_TRIGGERS = (
     "state_log_no_delete",
     "tombstone_final",
     "tombstone_no_delete",
+    "edge_belief_final",
+)
+# Without these a write would not reach the change log, and sync would never send it (ops/sync.py).
+CHANGE_TRIGGERS = (
+    "change_node",
+    "change_node_state",
+    "change_edge",
+    "change_edge_state",
+    "change_alias",
+    "change_proposal",
+    "change_proposal_decided",
+    "change_tombstone",
 )
 
 
@@ -111,6 +123,9 @@ def verify_store(
     for name in REQUIRED_TRIGGERS:
         if name not in triggers:
             bad("4-never-appends", f"guard trigger {name} is missing; the store can be written around the reconciler")
+    for name in CHANGE_TRIGGERS:
+        if name not in triggers:
+            bad("4-never-appends", f"trigger {name} is missing; writes would not reach the change log that sync sends")
     if integrity.session_rows(conn):
         bad("4-never-appends", "a reconciler session row is present at rest (forged or left by a foreign writer)")
 
@@ -121,11 +136,13 @@ def verify_store(
     say("edges")
     known = set(registry.names()) | store.recorded_edge_types()
     leaves: list[tuple[int, int, bytes]] = []  # (world, slot, leaf hash): all the root check needs of an edge
+    edge_keys: list[tuple[int, int, tuple[str, int, bytes]]] = []  # (world, slot, member key): the order check
     same_as: set[tuple[int, int]] = set()  # open same_as edges: all the merge check needs
     edges = 0
     for e in store.iter_edge_rows("", ()):  # streamed: a store's edges need not fit in memory as rows
         edges += 1
         leaves.append((e.world, e.slot, edge_leaf(e.id, e.state())))
+        edge_keys.append((e.world, e.slot, (e.created_at, e.ord, e.id)))
         if e.type == "same_as" and e.invalid_at is None:
             same_as.add((e.src, e.dst))
         src, dst = nodes.get(e.src), nodes.get(e.dst)
@@ -154,6 +171,8 @@ def verify_store(
 
     say("merkle roots")
     checked_worlds = _check_roots(conn, nodes, leaves, bad)
+    _check_member_order(conn, nodes, edge_keys, bad)
+    del edge_keys
 
     say("merges")
     _check_merges(conn, same_as, bad)
@@ -483,6 +502,31 @@ def compute_roots(
         if each is not None:
             each(m, out[m.nid], levels, len(leaves))
     return out
+
+
+def _check_member_order(
+    conn: apsw.Connection,
+    nodes: dict[int, NodeRow],
+    edge_keys: list[tuple[int, int, tuple[str, int, bytes]]],
+    bad: Callable[[str, str], None],
+) -> None:
+    """Each world's members sit in (created_at, ord, id) order past the slots a pre-version-10 file kept.
+
+    Replicas that hold the same members agree on their roots only because of this order (ops/sync.py).
+    """
+    legacy = integrity.legacy_sizes(conn)
+    keyed: dict[int, list[tuple[int, tuple[str, int, bytes]]]] = defaultdict(list)
+    for r in nodes.values():
+        if r.parent is not None and r.slot is not None and r.slot >= legacy.get(r.parent, 0):
+            keyed[r.parent].append((r.slot, (r.created_at, r.ord, r.id)))
+    for world, slot, key in edge_keys:
+        if slot >= legacy.get(world, 0):
+            keyed[world].append((slot, key))
+    for world, members in keyed.items():
+        members.sort()
+        if any(a[1] >= b[1] for a, b in zip(members, members[1:], strict=False)):
+            name = nodes[world].id.hex()[:16] if world in nodes else f"#{world}"
+            bad("2-merkle", f"world {name}: members out of their (created_at, ord, id) sequence")
 
 
 def _check_roots(

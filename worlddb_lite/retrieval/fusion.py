@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from .ties import Keys, by_score
+
 RRF_K = 60
 LANE_WEIGHTS = {  # chosen with bench/recall.py; bench/fusion_fit.py refits them
     "text": 0.75,
@@ -27,9 +29,12 @@ LANE_WEIGHTS = {  # chosen with bench/recall.py; bench/fusion_fit.py refits them
 
 
 def rrf(
-    lanes: Mapping[str, Sequence[int]], k: int = RRF_K, weights: Mapping[str, float] | None = None
+    lanes: Mapping[str, Sequence[int]],
+    k: int = RRF_K,
+    weights: Mapping[str, float] | None = None,
+    keys: Keys | None = None,
 ) -> list[tuple[int, float]]:
-    """(nid, fused score), best first; ties go to the smaller nid so the order is deterministic.
+    """(nid, fused score), best first; ties in member-key order (``keys``: ties.py), else the smaller nid first.
 
     ``weights`` per lane name (1.0 for a lane it does not name; all 1.0 when None: plain RRF).
     """
@@ -38,4 +43,6 @@ def rrf(
         weight = 1.0 if weights is None else weights.get(lane, 1.0)
         for rank, nid in enumerate(ranking, start=1):
             fused[nid] = fused.get(nid, 0.0) + weight / (k + rank)
+    if keys is not None:
+        return by_score(list(fused.items()), keys)
     return sorted(fused.items(), key=lambda item: (-item[1], item[0]))

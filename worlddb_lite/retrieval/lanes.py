@@ -26,6 +26,7 @@ from ..text.dates import named_periods
 from ..text.names import normalise_alias
 from ..text.stopwords import STOPWORDS
 from ..text.words import words
+from .ties import by_score, ordered
 from .view import ReadView
 
 TEXT_TYPES = ("Turn", "Memory", "Summary", "Fact")  # what the text and vector lanes rank
@@ -108,7 +109,7 @@ def start_text_lane(
     def finish() -> list[int]:
         found, limit = first(), fetch
         while True:  # most matches pass the filters: start near the depth wanted, deepen only when short
-            matched = [nid for nid, _ in found]
+            matched = [nid for nid, _ in by_score(found, view.tie_keys)]
             ranked = (
                 matched
                 if types is None
@@ -141,7 +142,7 @@ def nearest(view: ReadView, vector: np.ndarray, k: int, types: Sequence[str] | N
     while True:  # superseded or not-yet-valid hits drop out: ask for more until k remain
         hits = _search(index, view.worlds, vector, fetch, types, links)
         shown = view.visible([nid for nid, _ in hits])
-        kept = [(nid, score) for nid, score in hits if nid in shown]
+        kept = by_score([(nid, score) for nid, score in hits if nid in shown], view.tie_keys)
         if len(kept) >= k or len(hits) < fetch:
             return kept[:k]
         fetch *= 4
@@ -183,7 +184,7 @@ def with_cold(
         rows = VectorTable(view.conn).exact_rows(np.array(cold, dtype=np.int64), vector.shape[0])
         read = [(nid, float(row @ vector)) for nid, row in zip(cold, rows, strict=True) if not np.isnan(row[0])]
         scored = scored + read
-    return [nid for nid, _ in sorted(scored, key=lambda s: (-s[1], s[0]))[:depth]]
+    return [nid for nid, _ in by_score(scored, view.tie_keys)[:depth]]
 
 
 @dataclass(frozen=True)
@@ -323,7 +324,12 @@ class _Reached:
 
     def ranked(self, depth: int) -> tuple[list[int], dict[int, EntityPath]]:
         """The best ``depth``: most of the names, then closest, then newest; and how each was reached."""
-        nids = sorted(self.kept, key=lambda n: (-len(self.named[n]), -self.score.get(n, -2.0), -n))
+        nids = ordered(
+            self.kept,
+            lambda n: (-len(self.named[n]), -self.score.get(n, -2.0)),
+            self.view.tie_keys,
+            newest_first=True,
+        )
         kept = nids[:depth]
         return kept, {nid: self.paths[nid] for nid in kept}
 
@@ -351,7 +357,7 @@ def time_lane(
     found = list(dict.fromkeys(found))
     if vector is not None and found:
         score = view.index().cosines(found, vector)
-        found.sort(key=lambda n: -score.get(n, -2.0))  # a purged memory has no vector: last
+        found = ordered(found, lambda n: -score.get(n, -2.0), view.tie_keys, newest_first=True)  # purged: last
     kept: list[int] = []
     for lo in range(0, len(found), depth):  # closest first: most reads check one slice
         kept += queries.with_text(view.conn, view.inside(found[lo : lo + depth]))
@@ -388,7 +394,7 @@ def standing_lanes(
         if view.worlds:  # the read's own, by their parents (facts.py writes them into the scope)
             nids = sorted(view.below(nids))
         score = view.index().cosines(nids, vector)
-        ranked[kind] = [nid for _, _, nid in sorted((-cosine, -nid, nid) for nid, cosine in score.items())]
+        ranked[kind] = [n for n, _ in by_score(list(score.items()), view.tie_keys, newest_first=True)]
     closest: dict[str, list[int]] = {kind: [] for kind in kinds}
     for lo in range(0, max(map(len, ranked.values()), default=0), STANDING_BATCH):  # closest first
         wanted = [n for kind, nids in ranked.items() if len(closest[kind]) < k for n in nids[lo : lo + STANDING_BATCH]]

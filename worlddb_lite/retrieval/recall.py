@@ -23,6 +23,7 @@ from ..types import Hit, Node, Reason, is_assistant
 from .fusion import LANE_WEIGHTS, rrf
 from .lanes import EntityPath, standing_lanes, start_entity_lane, start_text_lane, time_lane, vector_lane, with_cold
 from .late import late_lane
+from .ties import by_score
 from .view import ReadView
 
 if TYPE_CHECKING:
@@ -87,7 +88,9 @@ def gather(view: ReadView, query: str, depth: int, *, late: bool = True) -> Foun
     lanes["time"] = time_lane(view, query, vector, depth, candidates=found)
     lanes["entity"], paths = entity(found)
     if late and view.tokens is not None:  # re-ranks what the lanes above found, so it comes last
-        lanes["late"] = late_lane(view, view.tokens(), query, [nid for nid, _ in rrf(lanes, weights=LANE_WEIGHTS)])
+        lanes["late"] = late_lane(
+            view, view.tokens(), query, [nid for nid, _ in rrf(lanes, weights=LANE_WEIGHTS, keys=view.tie_keys)]
+        )
     return Found(lanes, paths)
 
 
@@ -126,7 +129,7 @@ def rank(view: ReadView, query: str, found: Found) -> Ranked:
     (``bench/fusion_fit.py`` fits their weights that way); it reads ``LANE_WEIGHTS`` and the
     priors' weights when it runs.
     """
-    fused_only = rrf(found.lanes, weights=LANE_WEIGHTS)
+    fused_only = rrf(found.lanes, weights=LANE_WEIGHTS, keys=view.tie_keys)
     ranked = session_prior(view, fused_only, SESSION_WEIGHT)
     after_session = dict(ranked)
     told = queries.said(view.conn, [nid for nid, _ in ranked[:HEAD_DEPTH]])  # the head's turns, read once
@@ -138,7 +141,7 @@ def rank(view: ReadView, query: str, found: Found) -> Ranked:
     learned = learned_from(view, [*told, *notes])  # the head's turns and notes: the moves below re-order the head
     fused, stale = stale_after_fresh(view, fused, HEAD_DEPTH, learned=learned)
     fused, changed = changed_over_stated(view, fused, HEAD_DEPTH, query, told=told, learned=learned)
-    fused, standing = answer_first(found, fused)
+    fused, standing = answer_first(view, found, fused)
     # moved below the turn that superseded it, or above the turns whose value it changed
     moved: dict[int, list[Reason]] = {nid: [Reason("stale", fused.index(nid) + 1)] for nid in stale}
     for nid in changed:
@@ -228,13 +231,17 @@ def turns_in_their_places(
     return [next(reordered) if nid in turns else nid for nid, _ in neutral]
 
 
-def leader(found: Found) -> int | None:
+def leader(view: ReadView, found: Found) -> int | None:
     """The memory the query's own lanes put first: fused over every lane but the standing ones."""
-    fused = rrf({lane: nids for lane, nids in found.lanes.items() if lane not in STANDING_LANES}, weights=LANE_WEIGHTS)
+    fused = rrf(
+        {lane: nids for lane, nids in found.lanes.items() if lane not in STANDING_LANES},
+        weights=LANE_WEIGHTS,
+        keys=view.tie_keys,
+    )
     return fused[0][0] if fused else None
 
 
-def answer_first(found: Found, fused: list[int]) -> tuple[list[int], set[int]]:
+def answer_first(view: ReadView, found: Found, fused: list[int]) -> tuple[list[int], set[int]]:
     """The standing instructions or preferences that came first go just below the first answer.
 
     One holds for every question, so the standing lanes offer the closest whatever is asked
@@ -244,7 +251,7 @@ def answer_first(found: Found, fused: list[int]) -> tuple[list[int], set[int]]:
     standing = {nid for lane in STANDING_LANES for nid in found.lanes.get(lane, ())}
     if not fused or fused[0] not in standing:
         return fused, set()  # the common case: no second fusion
-    standing.discard(leader(found))
+    standing.discard(leader(view, found))
     answer = next((i for i, nid in enumerate(fused) if nid not in standing), None)
     if not answer:  # the first is an answer already, or there is none to go below
         return fused, set()
@@ -281,7 +288,7 @@ def session_prior(view: ReadView, ranked: list[tuple[int, float]], weight: float
         if nid in session_of:
             best.setdefault(session_of[nid], value)
     scored = [(nid, value + weight * best[session_of[nid]] if nid in session_of else value) for nid, value in ranked]
-    return sorted(scored, key=lambda item: (-item[1], item[0]))
+    return by_score(scored, view.tie_keys)
 
 
 def speaker_prior(
@@ -335,7 +342,7 @@ def speaker_prior(
         if nid in answers:
             value += ANSWER_WEIGHT * fused[answers[nid]]
         weighed.append((nid, value))
-    return sorted(weighed, key=lambda item: (-item[1], item[0])) + ranked[depth:]
+    return by_score(weighed, view.tie_keys) + ranked[depth:]
 
 
 def _lane_reasons(

@@ -39,6 +39,7 @@ class ReadView:
     # node -> visible at this read's times, for the read's length: its lanes find many of the same
     # nodes (~1,000 checked a recall at 100k memories, ~600 of them distinct)
     seen: dict[int, bool] = field(default_factory=dict, init=False, compare=False, repr=False)
+    keys: dict[int, tuple[str, int, bytes]] = field(default_factory=dict, init=False, compare=False, repr=False)
 
     def visible(self, nids: Sequence[int]) -> set[int]:
         """Which of ``nids`` are visible at this read's times (each node asked of SQLite once a read)."""
@@ -49,6 +50,13 @@ class ReadView:
             )
             self.seen.update((nid, nid in shown) for nid in unknown)
         return {nid for nid in nids if self.seen[nid]}
+
+    def tie_keys(self, nids: Sequence[int]) -> dict[int, tuple[str, int, bytes]]:
+        """Member keys of ``nids`` (read once a read): the order of nodes it scored alike (``ties``)."""
+        unknown = [nid for nid in nids if nid not in self.keys]
+        if unknown:
+            self.keys.update(queries.member_keys(self.conn, unknown))
+        return self.keys
 
     def soon(self, task: Callable[[apsw.Connection], T]) -> Callable[[], T]:
         """``task(connection)`` started on the side reader while the caller goes on; call the result for its answer.

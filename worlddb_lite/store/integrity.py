@@ -65,6 +65,11 @@ def indexed_tokens(conn: apsw.Connection) -> Iterator[tuple[int, str | None, str
         yield as_int(nid), as_text(name), as_text(content), ids
 
 
+def legacy_sizes(conn: apsw.Connection) -> dict[int, int]:
+    """World -> how many first slots keep a pre-version-10 file's order (legacy_order)."""
+    return {int(w): int(n) for w, n in conn.execute("select world, size from legacy_order")}
+
+
 def merkle_worlds(conn: apsw.Connection) -> set[int]:
     """Every world with stored Merkle tree rows."""
     return {int(w) for (w,) in conn.execute("select distinct world from merkle")}

@@ -1,8 +1,10 @@
 """Replay the store's history and recompute every world root it ever logged.
 
 ``root_log`` records each world's root after every commit that changed it. This module
-rebuilds those roots from the immutable rows (node and edge ids, slots, creation times) and
-``state_log`` (every later change of a projection), in time order, keeping each world's
+rebuilds those roots from the rows (node and edge ids, creation times; slots only for a file's
+members from before version 10, the rest ordered by (created_at, ord, id) as the reconciler orders them)
+and ``state_log`` (every later change of a projection, when an adopted row entered, what a merge
+moved earlier), in time order, keeping each world's
 Merkle tree in memory and rehashing only the paths a change touches, so a whole store's
 history costs O(changes x depth x log fanout) rather than one full recomputation per logged
 root. ``verify --deep`` and ``WorldDB.verify_root_history`` both read its result.
@@ -28,10 +30,17 @@ from .rows import node_state_bytes
 
 @dataclass
 class _Tree:
-    """One world's member tree in memory; ``set`` marks a slot, ``top`` rehashes marked paths."""
+    """One world's member tree in memory; ``set`` marks a slot, ``top`` rehashes marked paths.
+
+    Slots below ``legacy`` hold the members of a file written before version 10 at their stored slots;
+    the others follow in (created_at, ord, id) order (``place``), as the reconciler keeps them.
+    """
 
     levels: list[list[bytes]] = field(default_factory=lambda: [[]])
     dirty: set[int] = field(default_factory=set)
+    legacy: int = 0
+    keys: list[tuple[str, int, bytes]] = field(default_factory=list)  # the ordered members' keys, in order
+    where: dict[tuple[str, int], tuple[str, int, bytes]] = field(default_factory=dict)  # member -> its key
 
     def set(self, slot: int, leaf: bytes) -> None:
         leaves = self.levels[0]
@@ -41,6 +50,29 @@ class _Tree:
             leaves.extend([EMPTY_TREE] * (slot - len(leaves)))
             leaves.append(leaf)
         self.dirty.add(slot)
+
+    def place(self, member: tuple[str, int], key: tuple[str, int, bytes], leaf: bytes) -> None:
+        """Put an ordered member's leaf at its key's place, moving it if its key changed."""
+        leaves, base = self.levels[0], self.legacy
+        if len(leaves) < base:  # the legacy slots are all filled before any ordered member arrives
+            leaves.extend([EMPTY_TREE] * (base - len(leaves)))
+        old = self.where.get(member)
+        if old == key:
+            at = base + bisect.bisect_left(self.keys, key)
+            leaves[at] = leaf
+            self.dirty.add(at)
+            return
+        low = len(leaves)
+        if old is not None:
+            i = bisect.bisect_left(self.keys, old)
+            del self.keys[i]
+            del leaves[base + i]
+            low = base + i
+        i = bisect.bisect_left(self.keys, key)
+        self.keys.insert(i, key)
+        leaves.insert(base + i, leaf)
+        self.where[member] = key
+        self.dirty.update(range(min(low, base + i), len(leaves)))
 
     def top(self) -> bytes:
         """The tree's top after the marked leaves changed (the shape of merkle.compute_levels).
@@ -82,29 +114,66 @@ def replay(
 
     Returns how many logged roots were checked and every one that did not recompute, in time order.
     """
-    # nid -> (id, parent, slot, valid_at, created_at); only the store root has no parent and no slot
-    nodes: dict[int, tuple[bytes, int | None, int | None, str, str]] = {}
+    # nid -> (id, parent, slot, valid_at, created_at, ord); only the store root has no parent and no slot
+    nodes: dict[int, tuple[bytes, int | None, int | None, str, str, int]] = {}
     depth: dict[int, int] = {}
-    created: dict[str, list[tuple[str, int]]] = defaultdict(list)  # time -> [(kind, ref)]
-    for nid, raw, parent, slot, dep, valid_at, created_at in conn.execute(
-        "select n.nid, n.id, n.parent, n.slot, n.depth, s.valid_at, s.created_at "
+    for nid, raw, parent, slot, dep, valid_at, created_at, order in conn.execute(
+        "select n.nid, n.id, n.parent, n.slot, n.depth, s.valid_at, s.created_at, n.ord "
         "from node as n join node_state as s on s.nid = n.nid"
     ):
         # one string per distinct time: a commit's rows share theirs (a third of the replay's memory)
-        nodes[nid] = (bytes(raw), parent, slot, intern(valid_at), intern(created_at))
+        nodes[nid] = (bytes(raw), parent, slot, intern(valid_at), intern(created_at), order)
         depth[nid] = dep
-        created[created_at].append(("node", nid))
-    edges: dict[int, tuple[bytes, int, int, str, str]] = {}
-    for eid, raw, edge_world, slot, valid_at, created_at in conn.execute(
-        "select eid, id, world, slot, valid_at, created_at from edge"
+    edges: dict[int, tuple[bytes, int, int, str, str, int]] = {}
+    for eid, raw, edge_world, slot, valid_at, created_at, order in conn.execute(
+        "select eid, id, world, slot, valid_at, created_at, ord from edge"
     ):
-        edges[eid] = (bytes(raw), edge_world, slot, intern(valid_at), intern(created_at))
-        created[created_at].append(("edge", eid))
-    changed: dict[str, list[tuple[str, int, tuple[str | None, str | None, str | None, int]]]] = defaultdict(list)
-    for kind, ref, at, invalid_at, closed_at, expired_at, retired in conn.execute(
-        "select kind, ref, at, invalid_at, closed_at, expired_at, retired from state_log order by lid"
-    ):
-        changed[at].append((kind, ref, (invalid_at, closed_at, expired_at, int(retired or 0))))
+        edges[eid] = (bytes(raw), edge_world, slot, intern(valid_at), intern(created_at), order)
+    legacy = {int(w): int(size) for w, size in conn.execute("select world, size from legacy_order")}
+
+    # A merge may have moved a row's created_at or valid_at earlier (state_log's created_was, valid_was):
+    # before that entry the row had the value logged there, after it the next such value or the row's own.
+    # Each entry carries the values in force from it on; a row starts from the first entry's earlier value.
+    State = tuple[str | None, str | None, str | None, int]
+    # (kind, ref, state, [valid_at, created_at] from the entry on: filled in below once the next merge is read)
+    changed: dict[str, list[tuple[str, int, State, list[str | None]]]] = defaultdict(list)
+    entered: dict[tuple[str, int], str] = {}
+    times: dict[tuple[str, int], tuple[str, str]] = {}  # (kind, ref) -> (valid_at, created_at) at the start
+    pending: dict[tuple[str, int], list[list[str | None]]] = defaultdict(list)  # entries waiting for "after" values
+    rows = conn.execute(
+        "select kind, ref, at, invalid_at, closed_at, expired_at, retired, entered, created_was, valid_was "
+        "from state_log order by lid"
+    )
+    for kind, ref, at, invalid_at, closed_at, expired_at, retired, came, created_was, valid_was in rows:
+        key = (kind, ref)
+        if came:
+            entered.setdefault(key, at)
+        after: list[str | None] = [None, None]
+        if created_was is not None or valid_was is not None:
+            for i, was in enumerate((valid_was, created_was)):
+                if was is None:
+                    continue
+                start = times.get(key)
+                if start is None or start[i] == "":
+                    begun = list(start or ("", ""))
+                    begun[i] = was
+                    times[key] = (begun[0], begun[1])
+                for earlier in pending[key]:  # the previous merge's values last until this one
+                    if earlier[i] is None:
+                        earlier[i] = was
+            pending[key].append(after)
+        changed[at].append((kind, ref, (invalid_at, closed_at, expired_at, int(retired or 0)), after))
+    for key, entries in pending.items():  # the last merge's values are the row's own
+        current = nodes[key[1]] if key[0] == "node" else edges[key[1]]
+        for entry in entries:
+            entry[0] = entry[0] or current[3]
+            entry[1] = entry[1] or current[4]
+
+    def start_times(kind: str, ref: int) -> tuple[str, str]:
+        row = nodes[ref] if kind == "node" else edges[ref]
+        start = times.get((kind, ref), ("", ""))
+        return start[0] or row[3], start[1] or row[4]
+
     logged: dict[str, dict[int, tuple[bytes, int]]] = defaultdict(dict)  # time -> world -> last (root, size)
     grew: dict[int, tuple[list[int], list[str]]] = defaultdict(lambda: ([], []))  # world -> (sizes, times) logged
     for w, root, size, at in conn.execute("select world, root, size, at from root_log order by lid"):
@@ -113,33 +182,50 @@ def replay(
         grew[w][0].append(size)
         grew[w][1].append(at)
 
-    # A member enters its world's tree when it was created, or, if later, at the first logged root of that
-    # world whose tree holds its slot: an import (ops/transfer.py) adopts members dated by their source,
-    # before commits this store logged without them. Sizes only grow, so the first such root is a bisection.
+    # A member enters its world's tree when it was created, or later when state_log says so: a sync or an
+    # import adopted it, dated by its source, into a world this store held. Before version 10 an import left
+    # no such entry: a legacy member enters at the first logged root of its world whose tree holds its slot
+    # (sizes only grow, so that is a bisection).
     entering: dict[str, list[tuple[str, int]]] = defaultdict(list)
     outside: set[tuple[str, int]] = set()
 
-    def enters(kind: str, ref: int, holder: int | None, slot: int | None, created_at: str) -> None:
-        if holder is None or slot is None or holder not in grew:
+    def enters(kind: str, ref: int, holder: int | None, slot: int | None) -> None:
+        if holder is None or slot is None:
             return
-        sizes, at = grew[holder]
-        first = bisect.bisect_right(sizes, slot)
-        if first < len(at) and at[first] > created_at:
-            entering[at[first]].append((kind, ref))
-            outside.add((kind, ref))
+        created_at = start_times(kind, ref)[1]
+        came = entered.get((kind, ref))
+        if came is None and slot < legacy.get(holder, 0) and holder in grew:
+            sizes, at = grew[holder]
+            first = bisect.bisect_right(sizes, slot)
+            came = at[first] if first < len(at) else None
+        when = created_at if came is None or came <= created_at else came
+        entering[when].append((kind, ref))
+        outside.add((kind, ref))
 
-    for nid, (_, parent, slot, _, created_at) in nodes.items():
-        enters("node", nid, parent, slot, created_at)
-    for eid, (_, edge_world, slot, _, created_at) in edges.items():
-        enters("edge", eid, edge_world, slot, created_at)
+    for nid, (_, parent, slot, *_) in nodes.items():
+        enters("node", nid, parent, slot)
+    for eid, (_, edge_world, slot, *_) in edges.items():
+        enters("edge", eid, edge_world, slot)
 
     state: dict[tuple[str, int], tuple[str | None, str | None, str | None, int]] = {}
-    trees: dict[int, _Tree] = defaultdict(_Tree)
+    now_times: dict[tuple[str, int], tuple[str, str]] = {}  # (valid_at, created_at) in force, once a merge moved them
+    trees: dict[int, _Tree] = {}
     roots: dict[int, bytes] = {}
     dirty: set[int] = set()  # nodes whose own root must be recomputed
 
+    def tree_of(w: int) -> _Tree:
+        tree = trees.get(w)
+        if tree is None:
+            tree = trees[w] = _Tree(legacy=legacy.get(w, 0))
+        return tree
+
+    def in_force(kind: str, ref: int) -> tuple[str, str]:
+        found = now_times.get((kind, ref))
+        return found if found is not None else start_times(kind, ref)
+
     def node_root(nid: int) -> bytes:
-        raw, _, _, valid_at, created_at = nodes[nid]
+        raw = nodes[nid][0]
+        valid_at, created_at = in_force("node", nid)
         invalid_at, closed_at, expired_at, retired = state.get(("node", nid), (None, None, None, 0))
         tree = trees.get(nid)
         top, size = (tree.top(), len(tree.levels[0])) if tree is not None else (EMPTY_TREE, 0)
@@ -148,26 +234,36 @@ def replay(
         )
 
     def edge_leaf_now(eid: int) -> bytes:
-        raw, _, _, valid_at, created_at = edges[eid]
+        raw = edges[eid][0]
+        valid_at, created_at = in_force("edge", eid)
         invalid_at, closed_at, expired_at, _ = state.get(("edge", eid), (None, None, None, 0))
         return edge_leaf(raw, state_bytes(valid_at, invalid_at, closed_at, created_at, expired_at))
+
+    def put(kind: str, ref: int, holder: int, slot: int, leaf: bytes) -> None:
+        """A member's leaf into its world's tree: at its slot if legacy, else at its key's place."""
+        tree = tree_of(holder)
+        if slot < tree.legacy:
+            tree.set(slot, leaf)
+        else:
+            row = nodes[ref] if kind == "node" else edges[ref]
+            tree.place((kind, ref), (in_force(kind, ref)[1], row[5], row[0]), leaf)
 
     def touch(kind: str, ref: int) -> None:
         """A node's root must be recomputed; an edge's leaf is rehashed into its world's tree."""
         if kind == "node":
             dirty.add(ref)
         elif (kind, ref) not in outside:
-            _, edge_world, slot, _, _ = edges[ref]
-            trees[edge_world].set(slot, edge_leaf_now(ref))
+            _, edge_world, slot, *_ = edges[ref]
+            put("edge", ref, edge_world, slot, edge_leaf_now(ref))
             dirty.add(edge_world)
 
-    times = sorted(set(created) | set(changed) | set(logged) | set(entering))
+    order = sorted(set(changed) | set(logged) | set(entering))
     checked, out = 0, []
-    for step, at in enumerate(times):
-        for kind, ref in created.get(at, ()):
-            touch(kind, ref)
-        for kind, ref, values in changed.get(at, ()):
+    for step, at in enumerate(order):
+        for kind, ref, values, moved in changed.get(at, ()):
             state[(kind, ref)] = values
+            if moved[0] is not None and moved[1] is not None:  # a merge: the times in force from here on
+                now_times[(kind, ref)] = (moved[0], moved[1])
             touch(kind, ref)
         for kind, ref in entering.get(at, ()):
             outside.discard((kind, ref))
@@ -180,9 +276,9 @@ def replay(
                 parent = nodes[parent][1]
         for nid in sorted(dirty, key=lambda n: -depth[n]):
             roots[nid] = node_root(nid)
-            _, parent, slot, _, _ = nodes[nid]
+            _, parent, slot, *_ = nodes[nid]
             if parent is not None and slot is not None and ("node", nid) not in outside:
-                trees[parent].set(slot, roots[nid])
+                put("node", nid, parent, slot, roots[nid])
         dirty.clear()
         for w, (root, size) in logged.get(at, {}).items():
             checked += 1
@@ -191,5 +287,5 @@ def replay(
             if now != root or (len(tree.levels[0]) if tree else 0) != size:
                 out.append(Divergence(nodes[w][0].hex() if w in nodes else f"#{w}", at, root, now or b""))
         if progress is not None and step % 1000 == 0:
-            progress(step, len(times))
+            progress(step, len(order))
     return checked, out

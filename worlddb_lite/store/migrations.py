@@ -237,6 +237,48 @@ def _to_v9(conn: apsw.Connection) -> None:
         conn.execute(schema_statement(name))
 
 
+def _to_v10(conn: apsw.Connection) -> None:
+    """Version 10: sync, with member order by (created_at, ord, id) from now on.
+
+    The old order is kept as it was (legacy_order: every world's members so far); the change log and the
+    peers start empty; a store id; guards that let a merge move belief times earlier; state_log's columns
+    for what a merge changed.
+
+    The history before this step stays as it was: the change log starts empty, so the first exchange
+    with any replica sends everything (ops/sync.py).
+    """
+    conn.execute("alter table node add column ord integer not null default 0 check (ord >= 0)")
+    conn.execute("alter table edge add column ord integer not null default 0 check (ord >= 0)")
+    conn.execute("drop table reconciler_session")  # empty at rest; its holder check gains 'merge'
+    for name in ("reconciler_session", "legacy_order", "sync_peer", "change_log"):
+        conn.execute(schema_statement(name))
+    for name in (
+        "node_blob_immutable",
+        "node_state_validity_tightens",
+        "node_state_belief_final",
+        "edge_identity_immutable",
+    ):
+        conn.execute(f"drop trigger if exists {name}")
+        conn.execute(schema_statement(name))
+    for name in (
+        "edge_belief_final",
+        "change_node",
+        "change_node_state",
+        "change_edge",
+        "change_edge_state",
+        "change_alias",
+        "change_proposal",
+        "change_proposal_decided",
+        "change_tombstone",
+    ):
+        conn.execute(schema_statement(name))
+    conn.execute("alter table state_log add column entered integer not null default 0 check (entered in (0, 1))")
+    conn.execute("alter table state_log add column created_was text")
+    conn.execute("alter table state_log add column valid_was text")
+    conn.execute("insert into legacy_order (world, size) select nid, size from node_state where size > 0")
+    conn.execute("insert or ignore into meta (key, value) values ('store_id', lower(hex(randomblob(16))))")
+
+
 # STEPS[n] lifts a file from version n to n + 1.
 STEPS: dict[int, Callable[[apsw.Connection], None]] = {
     1: _to_v2,
@@ -247,6 +289,7 @@ STEPS: dict[int, Callable[[apsw.Connection], None]] = {
     6: _to_v7,
     7: _to_v8,
     8: _to_v9,
+    9: _to_v10,
 }
 assert all(v in STEPS for v in range(min(STEPS), SCHEMA_VERSION)), "a schema version bump needs its step"
 

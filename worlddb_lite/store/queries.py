@@ -762,3 +762,15 @@ def cold_among(conn: apsw.Connection, nids: Sequence[int], types: Sequence[str])
         )
     }
     return [nid for nid in nids if nid in found]
+
+
+def member_keys(conn: apsw.Connection, nids: Sequence[int]) -> dict[int, tuple[str, int, bytes]]:
+    """Nid -> (created_at, ord, id): how a read orders nodes it scored alike (retrieval/ties.py)."""
+    return {
+        as_int(nid): (str(created), as_int(order), bytes(raw))
+        for nid, created, order, raw in conn.execute(
+            "select n.nid, s.created_at, n.ord, n.id from node as n join node_state as s on s.nid = n.nid "
+            "where n.nid in (select value from json_each(?))",
+            (json.dumps(sorted(set(nids))),),
+        )
+    }

@@ -29,12 +29,12 @@ MIN_PREFIX = 8
 
 NODE_SELECT = (
     "select n.nid, n.id, n.type, n.parent, n.depth, n.slot, n.body, s.valid_at, s.invalid_at, "
-    "s.closed_at, s.created_at, s.expired_at, s.retired, s.salience, s.size, s.root "
+    "s.closed_at, s.created_at, s.expired_at, s.retired, s.salience, s.size, s.root, n.ord "
     "from node as n join node_state as s on s.nid = n.nid "
 )
 EDGE_SELECT = (
     "select e.eid, e.id, e.type, e.src, e.dst, e.world, e.slot, e.props, e.valid_at, e.invalid_at, "
-    "e.closed_at, e.created_at, e.expired_at from edge as e "
+    "e.closed_at, e.created_at, e.expired_at, e.ord from edge as e "
 )
 
 
@@ -86,6 +86,7 @@ class NodeRow:
     salience: float
     size: int
     root: bytes
+    ord: int  # its place among its world's members written in the same commit (member order)
 
     def state(self) -> bytes:
         """The projection bytes the Merkle root covers."""
@@ -111,6 +112,7 @@ class EdgeRow:
     closed_at: str | None
     created_at: str
     expired_at: str | None
+    ord: int
 
     def state(self) -> bytes:
         """The projection bytes the edge's Merkle leaf covers."""
@@ -450,10 +452,10 @@ class Store:
     ) -> None:
         """Insert node rows, their projections and aliases, one executemany each.
 
-        Rows: (nid, id, type, parent, slot, depth, body); (nid, valid_at, created_at, salience, root).
+        Rows: (nid, id, type, parent, slot, depth, body, ord); (nid, valid_at, created_at, salience, root).
         """
         self.conn.executemany(
-            "insert into node (nid, id, type, parent, slot, depth, body) values (?, ?, ?, ?, ?, ?, ?)", nodes
+            "insert into node (nid, id, type, parent, slot, depth, body, ord) values (?, ?, ?, ?, ?, ?, ?, ?)", nodes
         )
         self.conn.executemany(
             "insert into node_state (nid, valid_at, created_at, salience, root) values (?, ?, ?, ?, ?)", states
@@ -584,6 +586,92 @@ class Store:
             (nid, at, invalid_at, closed_at, expired_at, retired),
         )
 
+    def log_state(
+        self,
+        kind: str,
+        ref: int,
+        at: str,
+        invalid_at: str | None,
+        closed_at: str | None,
+        expired_at: str | None,
+        retired: int,
+        *,
+        entered: bool = False,
+        created: tuple[str, str] | None = None,
+        valid: tuple[str, str] | None = None,
+    ) -> None:
+        """Write a node's (``kind`` 'node') or edge's merged projection and log it at ``at``.
+
+        ``created`` and ``valid`` are (was, now) pairs a merge moved earlier; ``entered``: the row joins its
+        world's tree only now (adopted into a world this store held), with the state given, which is its own.
+        """
+        created_was = created_now = valid_was = valid_now = None
+        if created is not None and created[1] != created[0]:
+            created_was, created_now = created
+        if valid is not None and valid[1] != valid[0]:
+            valid_was, valid_now = valid
+        if not entered:
+            if kind == "node":
+                self.conn.execute(
+                    "update node_state set invalid_at = ?, closed_at = ?, expired_at = ?, retired = ?, "
+                    "created_at = coalesce(?, created_at), valid_at = coalesce(?, valid_at) where nid = ?",
+                    (
+                        invalid_at,
+                        closed_at,
+                        expired_at,
+                        retired,
+                        created_now,
+                        valid_now,
+                        ref,
+                    ),
+                )
+            else:
+                self.conn.execute(
+                    "update edge set invalid_at = ?, closed_at = ?, created_at = coalesce(?, created_at) where eid = ?",
+                    (invalid_at, closed_at, created_now, ref),
+                )
+        self.conn.execute(
+            "insert into state_log (kind, ref, at, invalid_at, closed_at, expired_at, retired, entered, "
+            "created_was, valid_was) values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (kind, ref, at, invalid_at, closed_at, expired_at, retired, int(entered), created_was, valid_was),
+        )
+
+    def raise_salience(self, nid: int, salience: float) -> None:
+        """Set a node's salience (ranking only: outside its root and the change log)."""
+        self.conn.execute("update node_state set salience = ? where nid = ?", (salience, nid))
+
+    def legacy_size(self, world: int) -> int:
+        """How many of a world's first slots keep the order of a file written before version 10."""
+        row = self.conn.execute("select size from legacy_order where world = ?", (world,)).fetchone()
+        return 0 if row is None else int(row[0])
+
+    def members_since(self, world: int, low: int, high: int, since: str) -> list[tuple[str, int, str, int, bytes, int]]:
+        """(kind 'n' or 'e', ref, created_at, ord, id, slot) of a world's members in [low, high) from ``since``."""
+        out: list[tuple[str, int, str, int, bytes, int]] = [
+            ("n", int(nid), str(c), int(o), bytes(raw), int(slot))
+            for nid, c, o, raw, slot in self.conn.execute(
+                "select n.nid, s.created_at, n.ord, n.id, n.slot from node as n join node_state as s on s.nid = n.nid "
+                "where n.parent = ? and n.slot >= ? and n.slot < ? and s.created_at >= ?",
+                (world, low, high, since),
+            )
+        ]
+        out.extend(
+            ("e", int(eid), str(c), int(o), bytes(raw), int(slot))
+            for eid, c, o, raw, slot in self.conn.execute(
+                "select eid, created_at, ord, id, slot from edge where world = ? and slot >= ? and slot < ? "
+                "and created_at >= ?",
+                (world, low, high, since),
+            )
+        )
+        return out
+
+    def move_members(self, nodes: Sequence[tuple[int, int]], edges: Sequence[tuple[int, int]]) -> None:
+        """Give members new slots: (slot, nid) and (slot, eid) pairs."""
+        if nodes:
+            self.conn.executemany("update node set slot = ? where nid = ?", nodes)
+        if edges:
+            self.conn.executemany("update edge set slot = ? where eid = ?", edges)
+
     def set_root(self, nid: int, root: bytes, size: int) -> None:
         """Record a world's new Merkle root and member count."""
         self.conn.execute("update node_state set root = ?, size = ? where nid = ?", (root, size, nid))
@@ -598,10 +686,10 @@ class Store:
         return None if row is None else str(row[0])
 
     def insert_edges(self, rows: Sequence[tuple[Any, ...]]) -> None:
-        """Insert edge rows (eid, id, type, src, dst, world, slot, props, valid_at, created_at)."""
+        """Insert edge rows (eid, id, type, src, dst, world, slot, props, valid_at, created_at, ord)."""
         self.conn.executemany(
-            "insert into edge (eid, id, type, src, dst, world, slot, props, valid_at, created_at) "
-            "values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "insert into edge (eid, id, type, src, dst, world, slot, props, valid_at, created_at, ord) "
+            "values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             rows,
         )
 
@@ -783,9 +871,9 @@ class Store:
         """BEGIN IMMEDIATE: take the write lock now, retrying while another writer holds it."""
         with_retry(lambda: self.conn.execute("begin immediate"))
 
-    def hold_session(self, holder: str = "reconciler") -> None:
+    def hold_session(self, holder: str = "reconciler", origin: int | None = None) -> None:
         """Mark the open transaction as the reconciler's: the guard triggers let its writes through."""
-        self.conn.execute("insert into reconciler_session (holder) values (?)", (holder,))
+        self.conn.execute("insert into reconciler_session (holder, origin) values (?, ?)", (holder, origin))
 
     def commit_write(self) -> None:
         """Drop the session mark and commit (the mark never outlives its transaction)."""

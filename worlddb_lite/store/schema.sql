@@ -1,4 +1,4 @@
--- worlddb_lite schema (version 9; migrations.py lifts older files): the single source of truth for the store's layout.
+-- worlddb_lite schema (version 10; migrations.py lifts older files): the single source of truth for the store's layout.
 --
 -- One SQLite file holds an assistant's whole memory. Read it in the sqlite3 shell:
 --   select * from current_node;        what is true now
@@ -14,15 +14,18 @@
 -- Everything but the sqlite-vec table at the end works in a stock sqlite3 shell.
 
 create table meta (
-  key text primary key,  -- schema_version, embedder_id, embedder_dim, created_at
+  key text primary key,  -- schema_version, embedder_id, embedder_dim, created_at, store_id (ops/sync.py)
   value text not null
 ) strict, without rowid;
 
 create table reconciler_session (
   -- The reconciler holds one row here only inside its own write transaction, so the
   -- guard triggers below let its writes through and stop every other writer (the sqlite3
-  -- shell included). A row visible at rest was forged; `worlddb verify` reports it.
-  holder text not null check (holder in ('reconciler', 'purge'))
+  -- shell included). A row visible at rest was forged: `worlddb verify` reports it.
+  -- 'merge' (ops/sync.py applying another replica's rows) may also move created_at, valid_at and
+  -- expired_at earlier: replicas agree on the earliest time any of them knew a thing.
+  holder text not null check (holder in ('reconciler', 'purge', 'merge')),
+  origin integer  -- sync_peer.peer whose rows this transaction adopts (change_log.origin), null: written here
 ) strict;
 
 create table node (
@@ -31,9 +34,12 @@ create table node (
   id blob not null unique check (length(id) = 32),  -- blake3('worlddb/node/v1' || LF || body)
   type text not null check (length(type) between 1 and 64),  -- Root, Scope, Session, Turn, Memory, Fact, Entity, ...
   parent integer references node (nid),  -- the single parent world; null only for the store root
-  slot integer check (slot >= 0),  -- this node's leaf slot in its parent's Merkle tree
+  slot integer check (slot >= 0),  -- this node's leaf slot in its parent's Merkle tree (see member order below)
   depth integer not null check (depth >= 0),  -- 0 for the store root
-  body text  -- canonical JSON of what the node says; null only after an audited purge
+  body text,  -- canonical JSON of what the node says; null only after an audited purge
+  -- Version 10: this node's place among the members its world gained in the commit that wrote it. A world
+  -- orders its members by (created_at, ord, id): the order they were written in, the same on every replica.
+  ord integer not null default 0 check (ord >= 0)
 ) strict;
 
 create index node_parent on node (parent);
@@ -74,6 +80,7 @@ create table edge (
   closed_at text,
   created_at text not null,
   expired_at text,
+  ord integer not null default 0 check (ord >= 0),  -- as node.ord (version 10)
   check (invalid_at is null or invalid_at >= valid_at),
   check (expired_at is null or expired_at >= created_at)
 ) strict;
@@ -115,7 +122,13 @@ create table state_log (
   invalid_at text,
   closed_at text,
   expired_at text,
-  retired integer not null default 0 check (retired in (0, 1))
+  retired integer not null default 0 check (retired in (0, 1)),
+  -- Version 10 (sync): 1 when the row entered this store's trees at this time, adopted from another
+  -- replica into a world this store already held; created_was and valid_was hold the values a merge
+  -- moved earlier at this time (null: unchanged), so the replay knows them before it.
+  entered integer not null default 0 check (entered in (0, 1)),
+  created_was text,
+  valid_was text
 ) strict;
 
 create index state_log_ref on state_log (kind, ref, lid);
@@ -151,6 +164,32 @@ create table tombstone (
   purged_at text not null
 ) strict, without rowid;
 
+-- Member order (version 10): a world's members take their slots in the order (created_at, ord, id), so
+-- replicas holding the same members build the same Merkle tree whatever order they learned them in
+-- (Transaction._order_members). A file written before version 10 keeps the order it gave its members then:
+-- the slots below `size` here, one row per world that had members when the file was lifted.
+create table legacy_order (
+  world integer primary key references node (nid),
+  size integer not null check (size > 0)  -- slots 0 to size - 1 keep the order the file gave them
+) strict;
+
+-- Sync (ops/sync.py): this file's outbox, one row per thing it wrote or adopted, in commit order. A
+-- replica that has seen this store up to seq N is sent the rows changed after N, in their current state.
+create table change_log (
+  seq integer primary key,  -- the change number a token names
+  kind text not null check (kind in ('node', 'edge', 'alias', 'proposal', 'tombstone')),
+  ref integer not null,  -- node.nid (node, alias, tombstone), edge.eid or merge_proposal.pid
+  origin integer references sync_peer (peer)  -- the replica it came from (not sent back there), null: here
+) strict;
+
+-- The replicas this store has exchanged changes with: how far it has seen each one's change_log.
+create table sync_peer (
+  peer integer primary key,
+  store_id text not null unique check (length(store_id) = 32),  -- the other file's meta store_id
+  seen integer not null default 0 check (seen >= 0),  -- its change_log seq this store has applied up to
+  synced_at text  -- belief time of the last exchange
+) strict;
+
 -- Guards: the invariants of docs/design.md enforced for every connection, the sqlite3 shell included.
 
 create trigger node_insert_guard before insert on node
@@ -161,10 +200,13 @@ end;
 
 create trigger node_blob_immutable before update on node
 when not (
-  old.body is not null and new.body is null
-  and new.id = old.id and new.type = old.type and new.parent is old.parent
-  and new.slot is old.slot and new.depth = old.depth
-  and exists (select 1 from reconciler_session where holder = 'purge')
+  new.id = old.id and new.type = old.type and new.parent is old.parent and new.depth = old.depth
+  and new.ord = old.ord and (
+    (old.body is not null and new.body is null and new.slot is old.slot
+      and exists (select 1 from reconciler_session where holder = 'purge'))
+    -- the reconciler moves a member to keep its world's member order (see legacy_order)
+    or (new.body is old.body and exists (select 1 from reconciler_session))
+  )
 )
 begin
   select raise(abort, 'worlddb: node blobs are immutable (their id is the hash of their bytes); amend writes a new version, purge erases content');
@@ -193,15 +235,19 @@ begin
 end;
 
 create trigger node_state_validity_tightens before update of valid_at, invalid_at on node_state
-when new.valid_at is not old.valid_at
+when (new.valid_at is not old.valid_at
+    and not (new.valid_at < old.valid_at and exists (select 1 from reconciler_session where holder = 'merge')))
   or (old.invalid_at is not null and (new.invalid_at is null or new.invalid_at > old.invalid_at))
 begin
   select raise(abort, 'worlddb: validity only tightens: valid_at never moves and a closed invalid_at never re-opens or moves later; write a new version instead');
 end;
 
 create trigger node_state_belief_final before update of created_at, expired_at, retired on node_state
-when new.created_at is not old.created_at
-  or (old.expired_at is not null and new.expired_at is not old.expired_at)
+when (new.created_at is not old.created_at
+    and not (new.created_at < old.created_at and exists (select 1 from reconciler_session where holder = 'merge')))
+  or (old.expired_at is not null and new.expired_at is not old.expired_at
+    and not (new.expired_at is not null and new.expired_at < old.expired_at
+      and exists (select 1 from reconciler_session where holder = 'merge')))
   or (old.retired = 1 and new.retired = 0)
 begin
   select raise(abort, 'worlddb: belief time is append-only: created_at never changes, and expired_at and retired are final once set');
@@ -224,9 +270,16 @@ begin
   select raise(abort, 'worlddb: edges are never deleted; WorldDB.unlink() closes their validity and keeps the history');
 end;
 
-create trigger edge_identity_immutable before update of id, type, src, dst, world, slot, props, valid_at on edge
+create trigger edge_identity_immutable before update of id, type, src, dst, world, props, valid_at, ord on edge
 begin
   select raise(abort, 'worlddb: an edge''s identity (id, type, ends, props, valid_at) is immutable');
+end;
+
+create trigger edge_belief_final before update of created_at on edge
+when new.created_at is not old.created_at
+  and not (new.created_at < old.created_at and exists (select 1 from reconciler_session where holder = 'merge'))
+begin
+  select raise(abort, 'worlddb: an edge''s created_at never changes');
 end;
 
 create trigger edge_validity_tightens before update of valid_at, invalid_at on edge
@@ -272,6 +325,51 @@ end;
 create trigger tombstone_no_delete before delete on tombstone
 begin
   select raise(abort, 'worlddb: a purge tombstone is final');
+end;
+
+-- The change log records every write of the reconciler (its guards above let nothing else write these
+-- tables), with the replica it came from when a sync adopts it. Merkle bookkeeping (root, size, slot) and
+-- salience are not changes another replica needs.
+create trigger change_node after insert on node
+begin
+  insert into change_log (kind, ref, origin) values ('node', new.nid, (select max(origin) from reconciler_session));
+end;
+
+create trigger change_node_state after update of valid_at, invalid_at, closed_at, created_at, expired_at, retired
+on node_state
+begin
+  insert into change_log (kind, ref, origin) values ('node', new.nid, (select max(origin) from reconciler_session));
+end;
+
+create trigger change_edge after insert on edge
+begin
+  insert into change_log (kind, ref, origin) values ('edge', new.eid, (select max(origin) from reconciler_session));
+end;
+
+create trigger change_edge_state after update of invalid_at, closed_at, created_at, expired_at on edge
+begin
+  insert into change_log (kind, ref, origin) values ('edge', new.eid, (select max(origin) from reconciler_session));
+end;
+
+create trigger change_alias after insert on alias
+begin
+  insert into change_log (kind, ref, origin) values ('alias', new.nid, (select max(origin) from reconciler_session));
+end;
+
+create trigger change_proposal after insert on merge_proposal
+begin
+  insert into change_log (kind, ref, origin) values ('proposal', new.pid, (select max(origin) from reconciler_session));
+end;
+
+create trigger change_proposal_decided after update of status on merge_proposal
+begin
+  insert into change_log (kind, ref, origin) values ('proposal', new.pid, (select max(origin) from reconciler_session));
+end;
+
+create trigger change_tombstone after insert on tombstone
+begin
+  insert into change_log (kind, ref, origin)
+  select 'tombstone', nid, (select max(origin) from reconciler_session) from node where id = new.id;
 end;
 
 -- Views: the human interface.

@@ -33,6 +33,11 @@ def format_time(moment: dt.datetime) -> str:
     )
 
 
+def just_after(text: str) -> str:
+    """The canonical time one microsecond after ``text`` (itself canonical)."""
+    return format_time(dt.datetime.fromisoformat(text.removesuffix("Z")) + dt.timedelta(microseconds=1))
+
+
 @functools.lru_cache(maxsize=4096)
 def _parse_text(text: str) -> str:
     """Canonical form of ISO text (cached: ingest repeats the same session dates)."""

@@ -50,7 +50,7 @@ from ..store.merkle import MerkleWriter
 from ..store.rows import Header, Store, added_text, node_state_bytes
 from ..store.vector_index import VectorLane
 from ..store.world_vectors import Composer
-from ..text.dates import Clock, check_interval
+from ..text.dates import Clock, check_interval, just_after
 from ..text.names import normalise_alias
 from ..types import Edge, MergeStatus
 
@@ -143,6 +143,7 @@ class AdoptedNode(NamedTuple):
     fts: tuple[str, str, str | None] | None = None
     vector: Any = None
     roots: Sequence[tuple[str, bytes, int]] = ()  # the source's root history (at, root, size), for a whole world
+    ord: int = 0  # its place among the members its world gained in the source's commit (node.ord)
 
 
 class AdoptedEdge(NamedTuple):
@@ -158,6 +159,7 @@ class AdoptedEdge(NamedTuple):
     invalid_at: str | None = None
     closed_at: str | None = None
     changes: Sequence[tuple[str, str]] = ()
+    ord: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,6 +212,14 @@ class Transaction:
         self.pending_ids: set[bytes] = set()
         self.next_eid: int | None = None
         self.poisoned = False
+        # Member order (write/order.py): each world's size before this transaction, the members it gained
+        # (world -> member -> (created_at, id)), and the worlds where adopted rows or a merge may place
+        # members before ones already there.
+        self.base: dict[int, int] = {}
+        self.added: dict[int, dict[Member, tuple[str, int, bytes]]] = {}
+        self.reorder: dict[int, str] = {}  # world -> the earliest created_at whose members may move
+        self.adopted_here: set[int] = set()  # nodes adopt_node wrote in this transaction
+        self.merging = False
 
     # ---- helpers ----------------------------------------------------------------
 
@@ -217,12 +227,27 @@ class Transaction:
         """Context for an operation's writes: a failure half-way poisons the batch."""
         return _Writing(self)
 
-    def _next_slot(self, world: int) -> int:
+    def _new_member(
+        self, world: int, member: Member, created_at: str, raw: bytes, ord_: int | None = None
+    ) -> tuple[int, int]:
+        """Give a new member the next slot of ``world`` and mark it; (slot, ord).
+
+        ``ord`` is its place among the members the world gains in this commit (given for an adopted row:
+        its source's). A member adopted with an earlier time is put in its place by ``flush``.
+        """
         size = self.sizes.get(world)
         if size is None:
             size = self.store.member_count(world)
+            self.base[world] = size
         self.sizes[world] = size + 1
-        return size
+        added = self.added.setdefault(world, {})
+        if ord_ is None:
+            ord_ = len(added)
+        added[member] = (created_at, ord_, raw)
+        if created_at != self.now or ord_ != len(added) - 1:
+            self._rekey(world, created_at)
+        self._mark(world, size, member)
+        return size, ord_
 
     def _mark(self, world: int, slot: int, member: Member) -> None:
         self.dirty.setdefault(world, {})[slot] = member
@@ -328,10 +353,10 @@ class Transaction:
         with self._writing():
             for (spec, parent, valid, body, raw, text), vector in zip(plan, vectors, strict=True):
                 nid = fresh[raw]
-                slot = self._next_slot(parent.nid)
+                slot, order = self._new_member(parent.nid, ("n", nid), self.now, raw)
                 depth = parent.depth + 1
                 root = world_root(raw, node_state_bytes(valid, None, None, self.now, None, 0), EMPTY_TREE, 0)
-                node_rows.append((nid, raw, spec.type, parent.nid, slot, depth, body))
+                node_rows.append((nid, raw, spec.type, parent.nid, slot, depth, body, order))
                 state_rows.append((nid, valid, self.now, float(spec.salience), root))
                 alias_rows.extend((nid, a, normalise_alias(a), "write", self.now) for a in spec.aliases)
                 if text:
@@ -342,7 +367,6 @@ class Transaction:
                 self.views[nid] = EndView(nid, raw.hex(), spec.type, valid, None, None, False)
                 self.new_nodes.append(nid)
                 self.roots[nid] = root
-                self._mark(parent.nid, slot, ("n", nid))
             self.store.insert_nodes(node_rows, state_rows, alias_rows)
         return results
 
@@ -367,7 +391,7 @@ class Transaction:
             root = world_root(raw, node_state_bytes(self.now, None, None, self.now, None, 0), EMPTY_TREE, 0)
             nid = self.store.max_nid() + 1
             self.store.insert_nodes(
-                [(nid, raw, "Root", None, None, 0, body)], [(nid, self.now, self.now, 0.0, root)], []
+                [(nid, raw, "Root", None, None, 0, body, 0)], [(nid, self.now, self.now, 0.0, root)], []
             )
             self.store.cache_header(Header(nid, raw, "Root", None, 0, None))
             self.restate.add(nid)
@@ -468,17 +492,16 @@ class Transaction:
             if spec.type not in DEFAULT_NAMES:  # remember custom types so verify knows them later
                 self.store.record_edge_type(spec.type)
             world = self.lowest_common_world(spec.src, spec.dst)
-            slot = self._next_slot(world)
             if self.next_eid is None:
                 self.next_eid = self.store.max_eid() + 1
             eid, self.next_eid = self.next_eid, self.next_eid + 1
+            slot, order = self._new_member(world, ("e", eid), self.now, raw)
             self.pending_edges.append(
-                (eid, raw, spec.type, spec.src, spec.dst, world, slot, props_json, valid, self.now)
+                (eid, raw, spec.type, spec.src, spec.dst, world, slot, props_json, valid, self.now, order)
             )
             self.pending_keys[(spec.src, spec.dst, spec.type)] = eid
             self.pending_ids.add(raw)
             self.edge_leaves[eid] = edge_leaf(raw, state_bytes(valid, None, None, self.now, None))
-            self._mark(world, slot, ("e", eid))
         record = Edge(
             raw.hex(),
             spec.type,
@@ -582,32 +605,47 @@ class Transaction:
         if at > self.now:
             self.now = at
 
-    def adopt_node(self, row: AdoptedNode) -> tuple[int, bool]:
-        """Write an exported node in the next slot of its parent, replaying its state history; (nid, created).
+    def allow_merge(self, origin: int | None = None) -> None:
+        """Let this transaction move belief times earlier, as merging another replica's rows needs.
 
-        A node this store holds already keeps its slot and only tightens (``tighten_node``).
+        ``origin``: the sync_peer its rows come from, which the change log records so they are not sent back.
+        """
+        if not self.merging:
+            self.store.hold_session("merge", origin)
+            self.merging = True
+
+    def adopt_node(self, row: AdoptedNode) -> tuple[int, bool]:
+        """Write an exported node among its parent's members, replaying its state history; (nid, created).
+
+        A node this store holds already merges the other store's state into its own (``merge_node``).
+        A node that joins a world this store held before the transaction is logged as entering it now.
         """
         known = self.store.nid_of(row.id)
         if known is not None:
-            self.tighten_node(known, row.invalid_at, row.closed_at, row.expired_at, row.retired)
+            self.merge_node(known, row)
             return known, False
         parent = self.store.header(row.parent)
         with self._writing():
             nid = self.store.max_nid() + 1
-            slot = self._next_slot(parent.nid)
+            slot, order = self._new_member(parent.nid, ("n", nid), row.created_at, row.id, row.ord)
             depth = parent.depth + 1
             root = world_root(
                 row.id, node_state_bytes(row.valid_at, None, None, row.created_at, None, 0), EMPTY_TREE, 0
             )
             self.store.insert_nodes(
-                [(nid, row.id, row.type, parent.nid, slot, depth, row.body)],
+                [(nid, row.id, row.type, parent.nid, slot, depth, row.body, order)],
                 [(nid, row.valid_at, row.created_at, float(row.salience), root)],
                 [],
             )
+            state: tuple[str | None, str | None, str | None, int] = (None, None, None, 0)
             for at, invalid_at, closed_at, expired_at, retired in row.changes:
                 self.store.close_node(
                     nid, invalid_at=invalid_at, closed_at=closed_at, expired_at=expired_at, retired=retired, at=at
                 )
+                state = (invalid_at, closed_at, expired_at, retired)
+            if parent.nid not in self.adopted_here:
+                self.store.log_state("node", nid, self.now, *state, entered=True)
+            self.adopted_here.add(nid)
             self.store.log_roots((nid, logged, size, at) for at, logged, size in row.roots)
             if row.fts is not None:
                 self.pending_text.append(_adopted_text_row(nid, row.body, row.fts))
@@ -617,45 +655,57 @@ class Transaction:
             self.new_nodes.append(nid)
             self.roots[nid] = root
             self.restate.add(nid)
-            self._mark(parent.nid, slot, ("n", nid))
         return nid, True
 
-    def tighten_node(
-        self, nid: int, invalid_at: str | None, closed_at: str | None, expired_at: str | None, retired: bool
-    ) -> bool:
-        """Apply another store's closes to a node where they are tighter (never re-opens); whether it changed."""
-        row = self.store.node_row(nid)
-        new_invalid, new_closed = row.invalid_at, row.closed_at
-        if invalid_at is not None and (new_invalid is None or invalid_at < new_invalid):
-            new_invalid, new_closed = invalid_at, closed_at or self.now
-        new_expired = row.expired_at or expired_at
-        new_retired = int(bool(row.retired) or retired)
-        if (new_invalid, new_expired, new_retired) == (row.invalid_at, row.expired_at, row.retired):
+    def merge_node(self, nid: int, row: AdoptedNode) -> bool:
+        """Merge another replica's state of a node this store holds; whether anything changed.
+
+        The join of the two: the earlier valid_at (a timeless world) and created_at (the earliest any replica
+        knew it; needs ``allow_merge``), the earlier close (invalid_at, then closed_at), the earlier
+        expired_at, retired if either retired it, the higher salience. Nothing ever re-opens.
+        """
+        cur = self.store.node_row(nid)
+        invalid, closed = cur.invalid_at, cur.closed_at
+        if row.invalid_at is not None and (
+            invalid is None or (row.invalid_at, row.closed_at or self.now) < (invalid, closed or "")
+        ):
+            invalid, closed = row.invalid_at, row.closed_at or self.now
+        expired = min(x for x in (cur.expired_at, row.expired_at, "~") if x is not None)
+        state = (invalid, closed, None if expired == "~" else expired, int(bool(cur.retired) or row.retired))
+        created, valid = min(cur.created_at, row.created_at), min(cur.valid_at, row.valid_at)
+        if row.salience > cur.salience:
+            self.store.raise_salience(nid, float(row.salience))
+        if state == (cur.invalid_at, cur.closed_at, cur.expired_at, cur.retired) and (created, valid) == (
+            cur.created_at,
+            cur.valid_at,
+        ):
             return False
         with self._writing():
-            self.store.close_node(
+            self.store.log_state(
+                "node",
                 nid,
-                invalid_at=new_invalid,
-                closed_at=new_closed,
-                expired_at=new_expired,
-                retired=new_retired,
-                at=self.now,
+                self.now,
+                *state,
+                created=(cur.created_at, created),
+                valid=(cur.valid_at, valid),
             )
+            if created != cur.created_at and cur.parent is not None:
+                self._rekey(cur.parent, created)
             self.views.pop(nid, None)
+            self.roots.pop(nid, None)
             self.restate.add(nid)
         return True
 
+    def _rekey(self, world: int, created_at: str) -> None:
+        """A member of ``world`` now sorts from ``created_at``: ``flush`` puts it back in order."""
+        self.reorder[world] = min(self.reorder.get(world, created_at), created_at)
+
     def adopt_edge(self, row: AdoptedEdge) -> tuple[int, bool]:
-        """Write an exported edge in the next slot of the lowest world of its ends, replaying its closes."""
+        """Write an exported edge among the members of the lowest world of its ends, replaying its closes."""
         self.write_pending()
         known = self.store.edge_exists(row.id)
         if known is not None:
-            edge = self.store.edge_row(known)
-            if row.invalid_at is not None and (edge.invalid_at is None or row.invalid_at < edge.invalid_at):
-                with self._writing():
-                    self.store.close_edge(known, row.invalid_at, row.closed_at or self.now)
-                    self.edge_leaves.pop(known, None)
-                    self._mark(edge.world, edge.slot, ("e", known))
+            self.merge_edge(known, row)
             return known, False
         if row.type not in DEFAULT_NAMES:
             if not TYPE_NAME.match(row.type):
@@ -663,21 +713,43 @@ class Transaction:
             self.store.record_edge_type(row.type)
         with self._writing():
             world = self.lowest_common_world(row.src, row.dst)
-            slot = self._next_slot(world)
             if self.next_eid is None:
                 self.next_eid = self.store.max_eid() + 1
             eid, self.next_eid = self.next_eid, self.next_eid + 1
+            slot, order = self._new_member(world, ("e", eid), row.created_at, row.id, row.ord)
             self.store.insert_edges(
-                [(eid, row.id, row.type, row.src, row.dst, world, slot, row.props, row.valid_at, row.created_at)]
+                [(eid, row.id, row.type, row.src, row.dst, world, slot, row.props, row.valid_at, row.created_at, order)]
             )
             invalid_at = closed_at = None
-            for invalid_at, closed_at in row.changes:
-                self.store.close_edge(eid, invalid_at, closed_at)
+            for close, at in row.changes:
+                if close is not None:  # an entry that merged or entered an open edge closes nothing
+                    invalid_at, closed_at = close, at or self.now
+                    self.store.close_edge(eid, invalid_at, closed_at)
+            if world not in self.adopted_here:
+                self.store.log_state("edge", eid, self.now, invalid_at, closed_at, None, 0, entered=True)
             self.edge_leaves[eid] = edge_leaf(
                 row.id, state_bytes(row.valid_at, invalid_at, closed_at, row.created_at, None)
             )
-            self._mark(world, slot, ("e", eid))
         return eid, True
+
+    def merge_edge(self, eid: int, row: AdoptedEdge) -> bool:
+        """Merge another replica's state of an edge this store holds (as ``merge_node``); whether it changed."""
+        edge = self.store.edge_row(eid)
+        invalid, closed = edge.invalid_at, edge.closed_at
+        if row.invalid_at is not None and (
+            invalid is None or (row.invalid_at, row.closed_at or self.now) < (invalid, closed or "")
+        ):
+            invalid, closed = row.invalid_at, row.closed_at or self.now
+        created = min(edge.created_at, row.created_at)
+        if (invalid, closed, created) == (edge.invalid_at, edge.closed_at, edge.created_at):
+            return False
+        with self._writing():
+            self.store.log_state("edge", eid, self.now, invalid, closed, None, 0, created=(edge.created_at, created))
+            if created != edge.created_at:
+                self._rekey(edge.world, created)
+            self.edge_leaves.pop(eid, None)
+            self._mark(edge.world, edge.slot, ("e", eid))
+        return True
 
     def adopt_alias(self, nid: int, alias: str, source: str | None, at: str) -> None:
         """Record an exported alias with its own time (idempotent)."""
@@ -730,9 +802,60 @@ class Transaction:
         edge = self.store.edge_row(ref)
         return edge_leaf(edge.id, edge.state())
 
+    def _order_members(self) -> None:
+        """Put adopted and re-dated members in their places: slots in (created_at, ord, id) order.
+
+        A world's members are in that order after every commit (the slots of a file written before version
+        10 excepted: legacy_order), so two replicas holding the same members build the same tree. Members
+        written here are dated now, after every member in place, and take the next slots in the order they
+        are written (their ord). Members adopted from another replica, or re-dated by a merge, may sort
+        before ones in place: the tail from the earliest of them is read and re-slotted (its length, not
+        the world's, is the cost).
+        """
+        for world, since in self.reorder.items():
+            added = self.added.get(world, {})
+            before = self.base.get(world, self.sizes.get(world))
+            if before is None:
+                before = self.store.member_count(world)
+            legacy = self.store.legacy_size(world)
+            tail = self.store.members_since(world, legacy, before, since)
+            low = min((slot for *_, slot in tail), default=before)
+            if len(tail) != before - low:  # not a suffix: the order was broken before; put it all right
+                tail, low = self.store.members_since(world, legacy, before, ""), legacy
+            current = {(kind, ref): slot for kind, ref, _, _, _, slot in tail}
+            keys = {(kind, ref): (created, order, raw) for kind, ref, created, order, raw, _ in tail}
+            base = before
+            for i, (member, key) in enumerate(added.items()):
+                current[member] = base + i
+                keys[member] = key
+            ranked = sorted(keys, key=keys.__getitem__)
+            self._reslot(world, {m: low + i for i, m in enumerate(ranked)}, current)
+        self.added.clear()
+        self.reorder.clear()
+
+    def _reslot(self, world: int, target: dict[Member, int], current: dict[Member, int]) -> None:
+        """Move the members whose slot differs from ``target`` and mark their new leaves."""
+        moved = {m: slot for m, slot in target.items() if current[m] != slot}
+        if not moved:
+            return
+        self.store.move_members(
+            [(slot, ref) for (kind, ref), slot in moved.items() if kind == "n"],
+            [(slot, ref) for (kind, ref), slot in moved.items() if kind == "e"],
+        )
+        for (kind, ref), slot in moved.items():
+            if kind == "n":
+                self.store.cache_header(self.store.header(ref)._replace(slot=slot))
+        dirty = self.dirty.setdefault(world, {})
+        for slot, member in list(dirty.items()):
+            if member in moved:
+                del dirty[slot]
+        for member, slot in moved.items():
+            dirty[slot] = member
+
     def flush(self) -> None:
         """Write the queued rows, then recompute roots bottom-up and log the changed ones."""
         self.write_pending(indexes=True)
+        self._order_members()
         buckets: dict[int, set[int]] = {}
         for nid in set(self.dirty) | self.restate:
             buckets.setdefault(self.store.header(nid).depth, set()).add(nid)
@@ -792,9 +915,11 @@ class Reconciler:
         date a commit before the one it follows: belief time orders the history that
         ``verify --deep`` replays and ``as_of`` reads name. Reads of "now" use the same time,
         so they see the commit a stepped-back clock would otherwise date in their future.
+        A commit is dated after the last one, never at the same time: a world orders its members by
+        (created_at, id), and a member written later must sort after every member already in place.
         """
         now, last = self.clock(), self.store.last_commit_time()
-        return now if last is None or now >= last else last
+        return now if last is None or now > last else just_after(last)
 
     def tokens(self) -> TokenVectors | None:
         """The embedder's token table, which the token index is written in; None: it has none."""

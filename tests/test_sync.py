@@ -1,0 +1,249 @@
+"""Sync between store files (ops/sync.py): convergence, the merge lattice, purges that follow, refusals."""
+
+from __future__ import annotations
+
+import datetime as dt
+import io
+import json
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import START, FakeClock, FakeEmbedder, table_digest
+from worlddb_lite import WorldDB
+from worlddb_lite.errors import InvalidInput
+from worlddb_lite.ops import changeset
+
+QUERIES = ["tea", "Lisbon", "sister", "chess", "running"]
+
+
+def _open(path: Path, offset_s: int = 0) -> WorldDB:
+    # each replica's clock runs on its own, as on separate devices
+    return WorldDB(path, embedder=FakeEmbedder(), clock=FakeClock(start=START + dt.timedelta(seconds=offset_s)))
+
+
+@pytest.fixture
+def pair(tmp_path: Path) -> Iterator[tuple[WorldDB, WorldDB]]:
+    a = _open(tmp_path / "a.db")
+    a.write("Ana likes green tea", scope="ana")
+    a.write("Ana moved to Lisbon", scope="ana")
+    a.replica(tmp_path / "b.db")
+    b = _open(tmp_path / "b.db", offset_s=7)
+    yield a, b
+    a.close()
+    b.close()
+
+
+def _answers(db: WorldDB) -> list[list[str]]:
+    return [[hit.node.id for hit in db.recall(q, k=5).hits] for q in QUERIES]
+
+
+def _converged(a: WorldDB, b: WorldDB) -> None:
+    assert a.root() == b.root()
+    assert {n.id for n in a.nodes()} == {n.id for n in b.nodes()}
+    assert _answers(a) == _answers(b)
+    for db in (a, b):
+        report = db.verify(deep=True)
+        assert report.ok, report.violations
+
+
+def test_two_replicas_that_wrote_apart_converge_both_ways(pair: tuple[WorldDB, WorldDB]) -> None:
+    a, b = pair
+    a.write("Ana runs on Sundays", scope="ana")
+    b.write("Ana's sister is Eva", scope="ana")
+    b.write("Bob plays chess", scope="bob")
+    assert a.root() != b.root()
+    result = a.sync(b)
+    assert result["converged"]
+    assert result["pull"]["nodes"]["added"] >= 2 and result["push"]["nodes"]["added"] >= 1
+    _converged(a, b)
+    again = a.sync(b)  # nothing new: nothing sent either way
+    assert again["pull"]["records"] == 0 and again["push"]["records"] == 0
+
+
+def test_the_same_memory_written_on_both_sides_merges_to_the_earliest(pair: tuple[WorldDB, WorldDB]) -> None:
+    a, b = pair
+    a.write("Eva visits in May", scope="ana", valid_at="2024-05-01")  # a's clock is behind b's: a learned it first
+    b.write("Eva visits in May", scope="ana", valid_at="2024-05-01")  # the same memory: the same id
+    late = b.read(b.search("Eva visits", k=1)[0][0].id)
+    a.sync(b)
+    _converged(a, b)
+    both = [db.read(late.id) for db in (a, b)]
+    assert both[0].created_at == both[1].created_at < late.created_at
+
+
+def test_closes_merge_as_a_lattice_and_never_reopen(pair: tuple[WorldDB, WorldDB]) -> None:
+    a, b = pair
+    first = a.search("green tea", k=1)[0][0].id
+    second = a.search("Lisbon", k=1)[0][0].id
+    a.retire(first, at="2025-02-01")
+    b.retire(first, at="2025-01-15")  # the earlier close wins on both sides
+    b.retract(second)
+    a.sync(b)
+    _converged(a, b)
+    for db in (a, b):
+        assert db.read(first).invalid_at == "2025-01-15T00:00:00.000000Z"
+        assert db.read(second).expired_at is not None
+
+
+def test_apply_order_does_not_matter_for_three_replicas(tmp_path: Path) -> None:
+    a = _open(tmp_path / "a.db")
+    a.write("Ana likes green tea", scope="ana")
+    a.replica(tmp_path / "b.db")
+    a.replica(tmp_path / "c.db")
+    b, c = _open(tmp_path / "b.db", 3), _open(tmp_path / "c.db", 5)
+    a.write("Ana runs", scope="ana")
+    b.write("Ana swims", scope="ana")
+    c.write("Ana climbs", scope="ana")
+    c.write("Cleo is Ana's cat", scope="pets")
+    b.sync(c)
+    a.sync(c)
+    b.sync(a)
+    c.sync(b)
+    assert a.root() == b.root() == c.root()
+    for db in (a, b, c):
+        assert db.verify(deep=True).ok
+    assert _answers(a) == _answers(b) == _answers(c)
+    for db in (a, b, c):
+        db.close()
+
+
+def test_a_purge_follows_and_the_text_never_comes_back(pair: tuple[WorldDB, WorldDB], tmp_path: Path) -> None:
+    a, b = pair
+    secret = a.write("My bank PIN is 4711", scope="ana")
+    a.replica(tmp_path / "c.db")  # c holds the secret and will not hear of the purge from a
+    c = _open(tmp_path / "c.db", 11)
+    a.sync(b)
+    b.purge(secret)
+    a.sync(b)  # the tombstone reaches a
+    c.sync(a)  # c still had the text: it is erased there, and a does not get it back
+    for db in (a, b, c):
+        assert db.read(secret).purged
+        assert not db.search("4711", k=3)
+        assert db.verify(deep=True).ok
+        db.checkpoint()
+    assert a.root() == b.root() == c.root()
+    c.close()
+    for name in ("a.db", "b.db", "c.db"):
+        for path in tmp_path.glob(name + "*"):
+            assert b"4711" not in path.read_bytes(), path
+
+
+def test_a_scope_filter_leaves_other_scopes_at_home(pair: tuple[WorldDB, WorldDB]) -> None:
+    a, b = pair
+    a.write("The quarterly report is due", scope="work")
+    a.write("Ana's birthday is in June", scope="ana")
+    result = b.sync(a, scopes=["ana"])
+    assert "converged" not in result
+    assert b.search("birthday", k=1) and not b.search("quarterly", k=1)
+    assert b.root(a.scope("ana")) == a.root(a.scope("ana"))
+    assert b.verify(deep=True).ok
+
+
+@pytest.mark.parametrize("damage", ["truncate", "flip", "altered"])
+def test_a_damaged_change_set_is_refused_whole(pair: tuple[WorldDB, WorldDB], damage: str) -> None:
+    a, b = pair
+    a.write("Ana runs on Sundays", scope="ana")
+    buffer = io.BytesIO()
+    a.changes(buffer, since=b.sync_token())
+    data = buffer.getvalue()
+    if damage == "truncate":
+        data = data[: len(data) // 2]
+    elif damage == "flip":
+        data = data[:40] + bytes([data[40] ^ 0xFF]) + data[41:]
+    else:  # re-compressed with one record changed and the end line kept: the digest disagrees
+        lines = zlib.decompress(data).splitlines(keepends=True)
+        body = b"".join(lines[1:-1])
+        assert b"Sundays" in body
+        data = zlib.compress(lines[0] + body.replace(b"Sundays", b"Mondays") + lines[-1])
+    before = table_digest(b)
+    with pytest.raises(InvalidInput, match="nothing was applied"):
+        b.apply_changes(data)
+    assert table_digest(b) == before
+
+
+def test_a_change_set_travels_as_a_file(pair: tuple[WorldDB, WorldDB], tmp_path: Path) -> None:
+    a, b = pair
+    a.write("Ana runs on Sundays", scope="ana")
+    written = a.changes(tmp_path / "changes.bin", since=b.sync_token())
+    assert written["records"] > 0
+    cs = changeset.read(tmp_path / "changes.bin")
+    assert cs.header["store_id"] == a.store_id and cs.header["since"] > 0
+    summary = b.apply_changes(tmp_path / "changes.bin")
+    assert summary["roots_agree"] and b.root() == a.root()
+    assert b.apply_changes(tmp_path / "changes.bin")["nodes"]["added"] == 0  # applying twice changes nothing
+
+
+def test_refusals_name_the_way_out(pair: tuple[WorldDB, WorldDB], tmp_path: Path) -> None:
+    a, b = pair
+    buffer = io.BytesIO()
+    a.changes(buffer)
+    with pytest.raises(InvalidInput, match="this store itself"):
+        a.apply_changes(buffer.getvalue())
+    with pytest.raises(InvalidInput, match="own"):
+        a.changes(io.BytesIO(), since=a.sync_token())
+    with pytest.raises(InvalidInput, match="not a sync token"):
+        a.changes(io.BytesIO(), since="nonsense")
+    a.checkpoint()  # the whole store in the main file: a plain copy of it is a store with a's own id
+    (tmp_path / "copy.db").write_bytes(Path(a.path).read_bytes())
+    with pytest.raises(InvalidInput, match="replica"):
+        a.sync(tmp_path / "copy.db")
+
+
+def test_conflicting_merge_decisions_are_reported_not_guessed(pair: tuple[WorldDB, WorldDB]) -> None:
+    a, b = pair
+    x = a.write("Dana", scope="ana", type="Entity", name="Dana")
+    y = a.write("Dana S.", scope="ana", type="Entity", name="Dana S.")
+    a.link(x, y, "same_as")
+    a.sync(b)
+    (pid_a,) = [p.pid for p in a.merge_proposals()]
+    (pid_b,) = [p.pid for p in b.merge_proposals()]
+    a.accept_merge(pid_a)
+    b.reject_merge(pid_b)
+    result = a.sync(b)
+    assert result["pull"]["conflicts"] == 1 and result["push"]["conflicts"] == 1
+    assert a.merge_proposal(pid_a).status.value == "accepted"
+    assert b.merge_proposal(pid_b).status.value == "rejected"
+
+
+def test_members_keep_their_written_order_and_verify_checks_it(pair: tuple[WorldDB, WorldDB]) -> None:
+    a, b = pair
+    for i in range(5):
+        a.write(f"note {i}", scope="ana")
+    conn = a._conn
+    slots = [row[0] for row in conn.execute("select slot from node order by nid")][-5:]
+    assert slots == sorted(slots)
+    conn.execute("drop trigger node_blob_immutable")  # a foreign writer swaps two members' places
+    last = conn.execute("select nid, slot from node order by nid desc limit 2").fetchall()
+    conn.execute("update node set slot = ? where nid = ?", (last[1][1], last[0][0]))
+    conn.execute("update node set slot = ? where nid = ?", (last[0][1], last[1][0]))
+    problems = [v.detail for v in a.verify().violations]
+    assert any("(created_at, ord, id) sequence" in p for p in problems)
+
+
+def test_the_change_log_records_every_kind_of_write(pair: tuple[WorldDB, WorldDB]) -> None:
+    a, _ = pair
+    before = {k for (k,) in a._conn.execute("select distinct kind from change_log")}
+    x = a.write("Dana", scope="ana", type="Entity", name="Dana")
+    a.add_alias(x, "my manager")
+    y = a.write("Dana S.", scope="ana", type="Entity", name="Dana S.")
+    a.link(x, y, "same_as")
+    a.purge(y)
+    kinds = {k for (k,) in a._conn.execute("select distinct kind from change_log")}
+    assert {"node", "edge"} <= before
+    assert {"alias", "proposal", "tombstone"} <= kinds
+    assert json.loads(json.dumps(a.sync_token().split(",")))[0].startswith(a.store_id)
+
+
+def test_values_of_one_slot_learned_apart_are_flagged_after_the_sync(pair: tuple[WorldDB, WorldDB]) -> None:
+    a, b = pair
+    a.write("I live in Porto", scope="ana", valid_at="2025-03-01")
+    b.write("I live in Berlin", scope="ana", valid_at="2025-03-01")
+    result = a.sync(b)
+    assert result["pull"]["swept"] >= 1 and result["converged"]
+    for db in (a, b):
+        (row,) = db._conn.execute("select a_content, b_content from open_contradiction").fetchall()
+        assert {"Porto" in text for text in row if text} == {True, False}
+    _converged(a, b)

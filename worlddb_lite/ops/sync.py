@@ -1,0 +1,352 @@
+"""Sync: bring two replicas of one memory together by content hash, whatever order they exchange in.
+
+>>> data = changes(sender_r, root, token=receiver_token)      # doctest: +SKIP
+>>> apply(receiver_r, root, data)                             # doctest: +SKIP
+
+Each store file has a store id (meta ``store_id``) and a change log (``change_log``): one numbered row per
+node, edge, alias, proposal or purge it wrote or adopted. A receiver names what it has seen with a
+**token**, ``<its own id>:<its last change>,<peer id>:<change seen>,...`` (``WorldDB.sync_token``): the
+sender sends the rows it changed after the change the token says the receiver saw of it (all of them for
+a receiver that saw none), in their current state, leaving out rows it adopted from the receiver itself.
+The rows travel as the records of an export (``ops/transfer.py``) inside a change set
+(``ops/changeset.py``: compressed, counted, digested, refused whole if damaged).
+
+Applying is one transaction. Ids are content hashes, so a row either is new (adopted) or is one the
+receiver holds, whose state merges as a lattice (``Transaction.merge_node``): the earlier close, the
+earlier expiry and creation time, retired if either retired it. Each world keeps its members in
+(created_at, ord, id) order (``Transaction.flush``), so replicas holding the same rows have the same
+Merkle roots. A purged node travels as its tombstone (its record without a body) and erases the content
+on the receiving side as a local purge does; a node whose tombstone the receiver holds never gets its
+content back. Merge proposals keep the strongest decision; a proposal accepted on one side and rejected on
+the other is reported as a conflict and left as each side decided.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import re
+import uuid
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import IO, Any
+
+from .. import checks
+from ..errors import InvalidInput
+from ..store import sync_rows, transfer_rows
+from ..store.connection import connect, translate
+from ..text.dates import system_clock
+from ..write.reconciler import Reconciler
+from . import changeset, maintenance, purge, transfer
+
+_ID = re.compile(r"^[0-9a-f]{32}$")
+
+
+# ---- tokens ---------------------------------------------------------------------------------
+
+
+def token(r: Reconciler) -> str:
+    """What this store has seen: its own id and last change, then each peer's id and the change seen."""
+    with translate():
+        me = f"{sync_rows.store_id(r.conn)}:{sync_rows.last_seq(r.conn)}"
+        return ",".join([me, *(f"{other}:{seen}" for other, seen in sync_rows.peers(r.conn))])
+
+
+def parse_token(text: str | None) -> list[tuple[str, int]]:
+    """A token's (store id, change number) pairs, the receiver's own first; refused with the reason if malformed."""
+    if text is None or text == "":
+        return []
+    if not isinstance(text, str):
+        raise InvalidInput(f"a sync token is text, got {type(text).__name__}")
+    pairs = []
+    for part in text.strip().split(","):
+        name, _, number = part.strip().partition(":")
+        if not _ID.match(name) or not number.isdigit():
+            raise InvalidInput(
+                f"{part[:80]!r} is not a sync token entry (store id of 32 hex digits, a colon, a change number); "
+                "take the token from `worlddb token RECEIVER`"
+            )
+        pairs.append((name, int(number)))
+    return pairs
+
+
+# ---- arguments ------------------------------------------------------------------------------
+
+
+def scope_list(scopes: object) -> list[str] | None:
+    """``scopes`` as a list of scope names (None: every scope); InvalidInput for anything else."""
+    if scopes is None:
+        return None
+    if isinstance(scopes, (str, bytes)) or not isinstance(scopes, (list, tuple)) or not scopes:
+        raise InvalidInput(f"scopes must be a non-empty list of scope names, got {scopes!r:.80}")
+    for name in scopes:
+        if not isinstance(name, str) or not name.strip():
+            raise InvalidInput(f"scopes must be a list of scope names; {name!r:.80} is not one")
+    return list(scopes)
+
+
+def _target(target: object, store_path: str) -> str | IO[bytes]:
+    """Where a change set may be written: a binary file open for writing, or a new or old file path."""
+    if not isinstance(target, (str, os.PathLike)) and callable(getattr(target, "write", None)):
+        return target  # type: ignore[return-value]
+    path = Path(checks.file_name(target, "the change set's path", "give a file path"))
+    if path.is_dir():
+        raise InvalidInput(f"{path} is a folder; give a file path inside it for the change set")
+    if not path.parent.is_dir():
+        raise InvalidInput(f"the folder {path.parent} does not exist; create it first")
+    if store_path != ":memory:" and path.exists() and path.resolve() == Path(store_path).resolve():
+        raise InvalidInput(f"{path} is the store itself; write the change set to another file")
+    return str(path)
+
+
+def _source(source: object) -> bytes | str | IO[bytes]:
+    """What a change set may be read from: its bytes, a binary file open for reading, or a file path."""
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        return bytes(source)
+    if not isinstance(source, (str, os.PathLike)) and callable(getattr(source, "read", None)):
+        return source  # type: ignore[return-value]
+    path = Path(checks.file_name(source, "the change set", "give the bytes or the path that `changes` wrote"))
+    if not path.is_file():
+        raise InvalidInput(f"{path} is not a file; give the path that `worlddb changes` wrote; nothing was applied")
+    return str(path)
+
+
+# ---- the sender -----------------------------------------------------------------------------
+
+
+def _selection(
+    r: Reconciler, root: int, seen: int, upto: int, skip: int | None, scopes: Sequence[str] | None
+) -> dict[str, set[int]]:
+    """Kind -> refs to send: changed after ``seen``, within ``scopes``, with the worlds and ends they name."""
+    conn = r.conn
+    if seen == 0 and not sync_rows.log_is_complete(conn):  # a file from before version 10: its log starts late
+        picked = sync_rows.everything(conn)
+    else:
+        picked = sync_rows.changed_since(conn, seen, upto, skip)
+    picked["node"] |= picked.pop("tombstone")
+    picked["node"] |= picked["alias"]  # an alias travels with its node, so its node is sent too
+    allowed: set[int] | None = None
+    if scopes:
+        allowed = set()
+        for scope in scopes:
+            allowed |= transfer.chosen_nodes(r, root, scope)
+        picked["node"] &= allowed
+        picked["alias"] &= allowed
+    ends: set[int] = set()
+    kept_edges = set()
+    for eid, src, dst in sync_rows.edge_ends(conn, sorted(picked["edge"])):
+        if allowed is None or (src in allowed and dst in allowed):
+            kept_edges.add(eid)
+            ends.update((src, dst))
+    picked["edge"] = kept_edges
+    # the receiver may not hold an edge's ends or a node's worlds (a scope added since, a replica restored
+    # from an older copy): they travel too, and merge as no-ops where it does
+    named = picked["node"] | ends
+    named |= transfer_rows.ancestors(conn, sorted(named))
+    picked["node"] = named - {root}  # every store has the same root world (its id is a constant)
+    return picked
+
+
+def changes(
+    r: Reconciler, root: int, *, token_text: str | None = None, scopes: Sequence[str] | None = None
+) -> tuple[dict[str, Any], Iterator[dict[str, Any]]]:
+    """The header and the records of a change set for the receiver whose token is ``token_text``.
+
+    Reads one snapshot (a read transaction of its own unless a write is open on this connection).
+    """
+    conn, store = r.conn, r.store
+    stack = contextlib.ExitStack()
+    if conn.getautocommit():
+        with translate():
+            conn.execute("begin")
+        stack.callback(lambda: conn.execute("commit") if not conn.getautocommit() else None)
+    try:
+        with translate():
+            me = sync_rows.store_id(conn)
+            pairs = parse_token(token_text)
+            receiver = pairs[0][0] if pairs else None
+            if receiver == me:
+                raise InvalidInput(
+                    "the token is this store's own: give the receiving store's token (`worlddb token RECEIVER`)"
+                )
+            seen = dict(pairs[1:]).get(me, 0)
+            upto = sync_rows.last_seq(conn)
+            if seen > upto:
+                raise InvalidInput(
+                    f"the token says the receiver saw change {seen} of this store, which has only {upto}: this file "
+                    "is an older copy of the store the receiver synced with; sync with that one, or start over "
+                    "with an empty token"
+                )
+            skip = sync_rows.peer_of(conn, receiver) if receiver is not None else None
+            picked = _selection(r, root, seen, upto, skip, scopes)
+            tops = [root] if not scopes else sorted({t for s in scopes for t in transfer.scope_tops(r, root, s)})
+            header = {
+                "store_id": me,
+                "seq": upto,
+                "since": seen,
+                "store_root": store.header(root).id.hex(),
+                "scopes": list(scopes) if scopes else None,
+                "roots": {store.header(t).id.hex(): store.root_of(t).hex() for t in tops},
+                "sent_at": r.now(),
+            }
+    except BaseException:
+        stack.close()
+        raise
+    return header, _records(r, picked, stack)
+
+
+def _records(r: Reconciler, picked: dict[str, set[int]], stack: contextlib.ExitStack) -> Iterator[dict[str, Any]]:
+    """Nodes (parents first), edges, aliases, proposals: each in its export record's form."""
+    conn, store = r.conn, r.store
+    with stack, translate():
+        nodes = sorted(picked["node"])
+        histories = sync_rows.state_changes(conn, "node", nodes)
+        for start in range(0, len(nodes), 4096):
+            chunk = nodes[start : start + 4096]
+            rows = store.node_rows("where n.nid in (select value from json_each(?))", (json.dumps(chunk),))
+            for row in sorted(rows, key=lambda x: (x.depth, x.nid)):
+                yield transfer.node_record(r, row, histories.get(row.nid, []), None)
+        edges = sorted(picked["edge"])
+        closes = sync_rows.state_changes(conn, "edge", edges)
+        for eid in edges:
+            yield transfer.edge_record(r, store.edge_row(eid), closes.get(eid, []))
+        for nid, alias, source, created_at in list(sync_rows.aliases_of(conn, sorted(picked["alias"]))):
+            yield {
+                "kind": "alias",
+                "node": store.header(nid).id.hex(),
+                "alias": alias,
+                "source": source,
+                "created_at": created_at,
+            }
+        for a, b, status, score, tier, reason, proposed_at, decided_at in list(
+            sync_rows.proposals(conn, sorted(picked["proposal"]))
+        ):
+            yield {
+                "kind": "proposal",
+                "a": store.header(a).id.hex(),
+                "b": store.header(b).id.hex(),
+                "status": status,
+                "score": score,
+                "tier": tier,
+                "reason": reason,
+                "proposed_at": proposed_at,
+                "decided_at": decided_at,
+            }
+
+
+def write_changes(
+    r: Reconciler,
+    root: int,
+    target: str | os.PathLike[str] | IO[bytes],
+    *,
+    token_text: str | None = None,
+    scopes: Sequence[str] | None = None,
+) -> dict[str, Any]:
+    """Write the change set for a receiver's token to ``target``; what was written."""
+    where = _target(target, r.conn.db_filename("main") or ":memory:")
+    header, records = changes(r, root, token_text=token_text, scopes=scope_list(scopes))
+    written = changeset.write(where, header, records)
+    return {**written, "since": header["since"], "seq": header["seq"], "store_id": header["store_id"]}
+
+
+# ---- the receiver ---------------------------------------------------------------------------
+
+
+def _checked_header(header: dict[str, Any], me: str) -> None:
+    for name in ("store_id",):
+        if not isinstance(header.get(name), str) or not _ID.match(header[name]):
+            raise InvalidInput(f"the change set's header has no valid {name!r}; nothing was applied")
+    if header["store_id"] == me:
+        raise InvalidInput("this change set was written by this store itself; nothing was applied")
+    for name in ("seq", "since"):
+        if type(header.get(name)) is not int or header[name] < 0:
+            raise InvalidInput(f"the change set's header has no valid {name!r}; nothing was applied")
+    if not isinstance(header.get("roots"), dict) or not isinstance(header.get("store_root"), str):
+        raise InvalidInput("the change set's header has no 'roots' or 'store_root'; nothing was applied")
+
+
+def apply(
+    r: Reconciler, root: int, source: bytes | str | os.PathLike[str] | IO[bytes]
+) -> tuple[dict[str, Any], str | None]:
+    """Check a whole change set, then apply it in one transaction; (a summary, the purge's wipe mark or None).
+
+    Raises ``InvalidInput`` for a damaged, altered or foreign change set before anything is written. The
+    caller finishes a purge's wipe (``maintenance.finish_wipe``) with the mark once the transaction committed.
+    """
+    cs = changeset.read(_source(source))
+    conn, store = r.conn, r.store
+    with translate():
+        me = sync_rows.store_id(conn)
+    header = cs.header
+    _checked_header(header, me)
+    parsed = transfer.Parsed(header)
+    for line, record in enumerate(cs.records, start=2):
+        if record.get("kind") == "queued":
+            raise InvalidInput(f"record {line}: a change set carries no waiting extractions; nothing was applied")
+        transfer.take(parsed, line, record)
+    planned = transfer.plan(r, root, parsed)
+    tombstones = [bytes.fromhex(h) for h, (_, rec) in parsed.nodes.items() if rec["body"] is None]
+    with translate():
+        erase = sync_rows.live(conn, tombstones) if tombstones else []
+    mark = None
+    if erase:
+        store.secure_delete(True)  # freed space is zeroed, as a local purge does
+    try:
+        with r.transaction() as txn:
+            if erase:
+                purge.hold(conn)
+            peer = sync_rows.add_peer(conn, header["store_id"])
+            txn.allow_merge(peer)
+            summary = transfer.write(txn, parsed, planned)
+            if erase:
+                summary["purged"] = purge.erase(txn, conn, erase)
+                mark = f"vacuum {uuid.uuid4().hex}"
+                store.set_meta([(maintenance.WIPE_PENDING, mark)])
+            sync_rows.saw(conn, peer, header["seq"], txn.now)
+    finally:
+        if erase:
+            store.secure_delete(False)
+    with translate():
+        worlds = []
+        for hex_id, sent in header["roots"].items():
+            nid = store.nid_of(bytes.fromhex(hex_id)) if re.fullmatch(r"[0-9a-f]{64}", hex_id) else None
+            now = store.root_of(nid).hex() if nid is not None else None
+            worlds.append({"id": hex_id, "sender_root": sent, "root": now, "same": now == sent})
+    summary.update(
+        {
+            "from": header["store_id"],
+            "records": len(cs.records),
+            "worlds": worlds,
+            "roots_agree": all(w["same"] for w in worlds),
+            "conflicts": summary.get("proposals", {}).get("conflict", 0),
+        }
+    )
+    summary.setdefault("purged", [])
+    return summary, mark
+
+
+def make_replica(path: str, original: str) -> str:
+    """Turn a fresh copy of a store into a replica of its own; returns its new store id.
+
+    The original's changes count as seen, and as the original's: they are never sent back to it.
+    """
+    new = uuid.uuid4().hex
+    conn = connect(path, create=False)
+    try:
+        with conn:
+            sync_rows.set_store_id(conn, new)
+            peer = sync_rows.add_peer(conn, original)
+            sync_rows.saw(conn, peer, sync_rows.last_seq(conn), system_clock())
+            sync_rows.attribute(conn, peer)
+    finally:
+        conn.close()
+    return new
+
+
+def to_bytes(header: dict[str, Any], records: Iterator[dict[str, Any]]) -> bytes:
+    """A change set in memory (for a sync between two open stores)."""
+    buffer = io.BytesIO()
+    changeset.write(buffer, header, records)
+    return buffer.getvalue()

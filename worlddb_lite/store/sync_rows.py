@@ -1,0 +1,139 @@
+"""The rows sync reads and writes: this file's store id, its change log, and the peers it has heard from."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import apsw
+
+from ..errors import NotFound
+from .connection import as_int, one_row
+
+
+def _json(refs: Sequence[int]) -> str:
+    return json.dumps(sorted(set(refs)))
+
+
+def store_id(conn: apsw.Connection) -> str:
+    """The store id of this file (meta store_id, 32 hex digits)."""
+    row = conn.execute("select value from meta where key = 'store_id'").fetchone()
+    if row is None:
+        raise NotFound("this store has no store_id in meta; run `worlddb verify` on it")
+    return str(row[0])
+
+
+def set_store_id(conn: apsw.Connection, value: str) -> None:
+    """Give this file a new store id (a copy made to become a replica of its own)."""
+    conn.execute("update meta set value = ? where key = 'store_id'", (value,))
+
+
+def last_seq(conn: apsw.Connection) -> int:
+    """The newest change number of this file (0: none yet)."""
+    return as_int(one_row(conn.execute("select coalesce(max(seq), 0) from change_log").fetchone())[0])
+
+
+def peers(conn: apsw.Connection) -> list[tuple[str, int]]:
+    """(store id, change number seen) of every replica this file has applied changes from."""
+    return [(str(a), as_int(b)) for a, b in conn.execute("select store_id, seen from sync_peer order by peer")]
+
+
+def peer_of(conn: apsw.Connection, other: str) -> int | None:
+    """The sync_peer row of another store, if this file has one."""
+    row = conn.execute("select peer from sync_peer where store_id = ?", (other,)).fetchone()
+    return None if row is None else as_int(row[0])
+
+
+def add_peer(conn: apsw.Connection, other: str) -> int:
+    """The sync_peer row of another store, created if new."""
+    conn.execute("insert or ignore into sync_peer (store_id) values (?)", (other,))
+    found = peer_of(conn, other)
+    assert found is not None
+    return found
+
+
+def saw(conn: apsw.Connection, peer: int, seq: int, at: str) -> None:
+    """Record that this file has applied the peer's changes up to ``seq`` (never moves back)."""
+    conn.execute("update sync_peer set seen = max(seen, ?), synced_at = ? where peer = ?", (seq, at, peer))
+
+
+def attribute(conn: apsw.Connection, peer: int) -> None:
+    """Count every change this file wrote itself as the peer's (a replica's copy of the peer's file)."""
+    conn.execute("update change_log set origin = ? where origin is null", (peer,))
+
+
+def changed_since(conn: apsw.Connection, since: int, upto: int, skip: int | None) -> dict[str, set[int]]:
+    """Kind -> refs this file changed in (since, upto], leaving out what came from peer ``skip``."""
+    out: dict[str, set[int]] = {"node": set(), "edge": set(), "alias": set(), "proposal": set(), "tombstone": set()}
+    for kind, ref in conn.execute(
+        "select kind, ref from change_log where seq > ? and seq <= ? and (origin is null or origin is not ?)",
+        (since, upto, skip),
+    ):
+        out[str(kind)].add(as_int(ref))
+    return out
+
+
+def log_is_complete(conn: apsw.Connection) -> bool:
+    """Whether the change log holds every row: a file created at version 10 or later (no legacy_order)."""
+    return conn.execute("select 1 from legacy_order limit 1").fetchone() is None
+
+
+def everything(conn: apsw.Connection) -> dict[str, set[int]]:
+    """Every node (the root aside), edge, alias holder and proposal: what a replica that saw nothing needs."""
+    return {
+        "node": {as_int(r[0]) for r in conn.execute("select nid from node where parent is not null")},
+        "edge": {as_int(r[0]) for r in conn.execute("select eid from edge")},
+        "alias": {as_int(r[0]) for r in conn.execute("select distinct nid from alias")},
+        "proposal": {as_int(r[0]) for r in conn.execute("select pid from merge_proposal")},
+        "tombstone": set(),
+    }
+
+
+def edge_ends(conn: apsw.Connection, eids: Sequence[int]) -> Iterator[tuple[int, int, int]]:
+    """(eid, src, dst) of these edges."""
+    for eid, src, dst in conn.execute(
+        "select eid, src, dst from edge where eid in (select value from json_each(?))", (_json(eids),)
+    ):
+        yield as_int(eid), as_int(src), as_int(dst)
+
+
+def state_changes(conn: apsw.Connection, kind: str, refs: Sequence[int]) -> dict[int, list[tuple[Any, ...]]]:
+    """Ref -> its state_log entries (at, invalid_at, closed_at, expired_at, retired), oldest first."""
+    out: dict[int, list[tuple[Any, ...]]] = {}
+    for ref, *entry in conn.execute(
+        "select ref, at, invalid_at, closed_at, expired_at, retired from state_log "
+        "where kind = ? and ref in (select value from json_each(?)) order by lid",
+        (kind, _json(refs)),
+    ):
+        out.setdefault(as_int(ref), []).append(tuple(entry))
+    return out
+
+
+def aliases_of(conn: apsw.Connection, nids: Sequence[int]) -> Iterator[tuple[int, str, str | None, str]]:
+    """(nid, alias, source, created_at) of these nodes' aliases."""
+    yield from conn.execute(
+        "select nid, alias, source, created_at from alias where nid in (select value from json_each(?)) "
+        "order by nid, norm",
+        (_json(nids),),
+    )
+
+
+def proposals(conn: apsw.Connection, pids: Sequence[int]) -> Iterator[tuple[Any, ...]]:
+    """(a, b, status, score, tier, reason, proposed_at, decided_at) of these proposals."""
+    yield from conn.execute(
+        "select a, b, status, score, tier, reason, proposed_at, decided_at from merge_proposal "
+        "where pid in (select value from json_each(?)) order by pid",
+        (_json(pids),),
+    )
+
+
+def live(conn: apsw.Connection, raw_ids: Sequence[bytes]) -> list[int]:
+    """The nids of these ids whose content this file still holds (not purged)."""
+    return [
+        as_int(r[0])
+        for r in conn.execute(
+            "select nid from node where body is not null and id in (select unhex(value) from json_each(?))",
+            (json.dumps(sorted(raw.hex() for raw in raw_ids)),),
+        )
+    ]
