@@ -677,6 +677,170 @@ def cmd_import(args: argparse.Namespace) -> Any:
         return db.import_records(args.file)
 
 
+# ---- sync between replicas (ops/sync.py) ------------------------------------------------------
+
+SYNC_SCOPE_HELP = "only this scope's memories (a name); repeat it for several (default: every scope)"
+
+
+def _sync_scope(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--scope", action="append", help=SYNC_SCOPE_HELP)
+
+
+def _directions(p: argparse.ArgumentParser) -> None:
+    one = p.add_mutually_exclusive_group()
+    one.add_argument("--pull", action="store_true", help="only bring OTHER's changes into DB (default: both ways)")
+    one.add_argument("--push", action="store_true", help="only send DB's changes to OTHER (default: both ways)")
+
+
+def _plural(count: int, word: str, words: str | None = None) -> str:
+    return f"{count} {word if count == 1 else words or word + 's'}"
+
+
+def _moved(summary: dict[str, Any]) -> str:
+    """What one applied change set did, on one line: records, what was new or merged, purges, conflicts."""
+    nodes, edges = summary["nodes"], summary["edges"]
+    size = f" ({summary['bytes']:,} bytes)" if "bytes" in summary else ""
+    parts = [
+        f"{_plural(summary['records'], 'record')}{size}: {_plural(nodes['added'], 'new node')} "
+        f"({nodes['existing']} already held, {nodes['tightened']} with a close tightened)",
+        _plural(edges["added"], "new edge"),
+        _plural(summary["aliases_added"], "new alias", "new aliases"),
+    ]
+    if summary["purged"]:
+        parts.append(f"{len(summary['purged'])} purged here")
+    if summary["conflicts"]:
+        parts.append(f"{_plural(summary['conflicts'], 'merge conflict')} (left as each side decided; `worlddb merges`)")
+    agree = "yes" if summary["roots_agree"] else "no (this side holds rows the sender lacks)"
+    return ", ".join(parts) + f"; roots agree with the sender's: {agree}"
+
+
+@command(
+    "sync",
+    "exchange changes with another replica's file (both ways unless --pull or --push); prints what moved each "
+    "way and whether the two converged",
+    _with(
+        lambda p: p.add_argument("other", help="the other store file: a replica made with `worlddb replica`"),
+        _directions,
+        _sync_scope,
+    ),
+)
+def cmd_sync(args: argparse.Namespace) -> Any:
+    with _open(args) as db:
+        result = db.sync(args.other, pull=not args.push, push=not args.pull, scopes=args.scope)
+        root = db.root()
+    if args.json:
+        return result
+    lines = [
+        f"{name} ({source} -> {receiver}): {_moved(result[name])}"
+        for name, source, receiver in (("pull", args.other, args.db), ("push", args.db, args.other))
+        if name in result
+    ]
+    if "converged" in result:
+        converged = f"yes, root {root}" if result["converged"] else "no, the roots differ; run it again"
+        lines.append(f"converged: {converged}")
+    else:
+        why = f"--scope {' '.join(args.scope)}" if args.scope else ("--pull" if args.pull else "--push")
+        lines.append(f"converged: not checked ({why} syncs only part of the two stores)")
+    return "\n".join(lines)
+
+
+def _binary_out(args: argparse.Namespace) -> Any:
+    """Standard output's binary side, refused on a terminal (a change set is compressed bytes)."""
+    if sys.stdout.isatty():
+        raise InvalidInput(
+            f"refusing to write a binary change set to a terminal; redirect it (`worlddb {args.command} ... > "
+            "changes.bin`), pipe it, or give -o FILE"
+        )
+    sys.stdout.flush()  # text written before must come first
+    return sys.stdout.buffer
+
+
+@command(
+    "changes",
+    "write the changes another replica has not seen (a compressed, digested change set) to stdout or -o FILE",
+    _with(
+        lambda p: p.add_argument(
+            "--since",
+            required=True,
+            metavar="TOKEN",
+            help="what the receiver has seen: the output of `worlddb token RECEIVER` ('' sends everything)",
+        ),
+        _sync_scope,
+        lambda p: p.add_argument(
+            "-o", "--output", help="write to this file, whole or not at all (default: standard output, not a terminal)"
+        ),
+    ),
+)
+def cmd_changes(args: argparse.Namespace) -> Any:
+    to_file = args.output not in (None, "-")
+    target = args.output if to_file else _binary_out(args)  # refused before the store is opened
+    with _open(args) as db:
+        try:
+            written = db.changes(target, since=args.since, scopes=args.scope)
+            if not to_file:
+                target.flush()
+        except BrokenPipeError:  # the reader went away: what it took is a truncated set `apply` would refuse
+            written = None
+        # raised outside the handler, while the store is open: the broken pipe's traceback held the change
+        # set's reader, which must end its read snapshot before the store closes
+        if written is None:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            raise InvalidInput("the reader closed the pipe before the whole change set was written")
+    if not to_file:
+        return None
+    if args.json:
+        return {"path": args.output, **written}
+    seen, last = written["since"], written["seq"]
+    what = f"changes {seen + 1}..{last}" if last > seen else f"nothing after change {last}"
+    return (
+        f"wrote {_plural(written['records'], 'record')} ({written['bytes']:,} bytes) to {args.output}: "
+        f"{what} of store {written['store_id']}"
+    )
+
+
+@command(
+    "apply",
+    "apply a change set from another replica (`worlddb changes` wrote it), all of it or nothing",
+    _with(lambda p: p.add_argument("file", help="the change set's file; - reads standard input")),
+)
+def cmd_apply(args: argparse.Namespace) -> Any:
+    if args.file == "-" and sys.stdin.isatty():
+        raise InvalidInput(
+            "refusing to read a binary change set from a terminal; redirect it (`worlddb apply DB - < changes.bin`)"
+        )
+    with _open(args) as db:
+        summary = db.apply_changes(sys.stdin.buffer if args.file == "-" else args.file)
+    if args.json:
+        return summary
+    return f"applied {_moved(summary)}\nfrom store {summary['from']}"
+
+
+@command(
+    "token",
+    "print what this store has seen of itself and of each replica: the --since a sender's `changes` needs",
+    _with(),
+)
+def cmd_token(args: argparse.Namespace) -> Any:
+    with _open(args) as db:
+        token = db.sync_token()
+        return {"token": token, "store_id": db.store_id} if args.json else token
+
+
+@command(
+    "replica",
+    "copy the store to DEST as a replica with its own store id (then `worlddb sync DB DEST` exchanges changes)",
+    _with(
+        lambda p: p.add_argument("dest", help="path of the replica (must not exist unless --overwrite)"),
+        lambda p: p.add_argument(
+            "--overwrite", "--force", action="store_true", help="replace DEST if it exists (--force, as in backup)"
+        ),
+    ),
+)
+def cmd_replica(args: argparse.Namespace) -> Any:
+    with _open(args) as db:
+        return db.replica(args.dest, overwrite=args.overwrite)
+
+
 @command(
     "mcp",
     "serve the store to an assistant as MCP tools over stdin/stdout, or streamable HTTP with --http "
