@@ -138,11 +138,6 @@ def test_a_scope_filter_leaves_the_other_scopes_behind(
     assert found(b, "Fridays") and not found(b, "meeting notes")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="library (issue 26): a scoped change set marks every change of the sender as seen, so the scopes it "
-    "left out never travel later",
-)
 def test_a_full_sync_after_a_scoped_one_brings_the_rest(
     pair: tuple[str, str], capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -247,3 +247,31 @@ def test_values_of_one_slot_learned_apart_are_flagged_after_the_sync(pair: tuple
         (row,) = db._conn.execute("select a_content, b_content from open_contradiction").fetchall()
         assert {"Porto" in text for text in row if text} == {True, False}
     _converged(a, b)
+
+
+def test_a_failed_write_of_a_change_set_leaves_the_store_writable(pair: tuple[WorldDB, WorldDB]) -> None:
+    a, _ = pair
+
+    class Full(io.RawIOBase):
+        def write(self, data: object) -> int:
+            raise OSError(28, "No space left on device")
+
+    with pytest.raises(OSError):
+        a.changes(Full())
+    a.write("still writable", scope="ana")  # the change set's read snapshot did not outlive the failure
+
+
+def test_an_accept_and_a_reject_of_one_merge_are_listed_and_both_verify(pair: tuple[WorldDB, WorldDB]) -> None:
+    a, b = pair
+    x = a.write("Dana", scope="ana", type="Entity", name="Dana")
+    y = a.write("Dana S.", scope="ana", type="Entity", name="Dana S.")
+    a.link(x, y, "same_as")
+    a.sync(b)
+    a.accept_merge(a.merge_proposals()[0].pid)
+    b.reject_merge(b.merge_proposals()[0].pid)
+    a.sync(b)
+    for db, here, elsewhere in ((a, "accepted", "rejected"), (b, "rejected", "accepted")):
+        rows = db._conn.execute("select decided_here, decided_elsewhere from merge_conflict").fetchall()
+        assert rows == [(here, elsewhere)]
+        assert db.verify(deep=True).ok
+    assert a.root() == b.root()

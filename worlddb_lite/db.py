@@ -1063,6 +1063,8 @@ class WorldDB:
         The copy counts this store's changes as seen, so their first ``sync`` sends only what changed since.
         """
         self._outside_batch("replica")
+        if not overwrite and isinstance(dest, (str, os.PathLike)) and os.path.exists(dest):
+            raise InvalidInput(f"{os.fspath(dest)} already exists; remove it, choose another name, or pass overwrite")
         result = maintenance.backup(self._conn, self.path, dest, overwrite=overwrite)
         with connection.translate():
             result["store_id"] = sync.make_replica(os.fspath(dest), self.store_id)

@@ -24,12 +24,11 @@ the other is reported as a conflict and left as each side decided.
 from __future__ import annotations
 
 import contextlib
-import io
 import json
 import os
 import re
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -151,7 +150,7 @@ def _selection(
 
 def changes(
     r: Reconciler, root: int, *, token_text: str | None = None, scopes: Sequence[str] | None = None
-) -> tuple[dict[str, Any], Iterator[dict[str, Any]]]:
+) -> tuple[dict[str, Any], Records]:
     """The header and the records of a change set for the receiver whose token is ``token_text``.
 
     Reads one snapshot (a read transaction of its own unless a write is open on this connection).
@@ -194,10 +193,26 @@ def changes(
     except BaseException:
         stack.close()
         raise
-    return header, _records(r, picked, stack)
+    return header, Records(_records(r, picked, stack), stack)
 
 
-def _records(r: Reconciler, picked: dict[str, set[int]], stack: contextlib.ExitStack) -> Iterator[dict[str, Any]]:
+class Records(Iterator[dict[str, Any]]):
+    """A change set's records, read from one snapshot; ``close`` ends the snapshot, read to the end or not."""
+
+    def __init__(self, records: Generator[dict[str, Any], None, None], stack: contextlib.ExitStack) -> None:
+        self._records, self._stack = records, stack
+
+    def __next__(self) -> dict[str, Any]:
+        return next(self._records)
+
+    def close(self) -> None:
+        self._records.close()
+        self._stack.close()  # a generator never started runs nothing on close: the snapshot ends here
+
+
+def _records(
+    r: Reconciler, picked: dict[str, set[int]], stack: contextlib.ExitStack
+) -> Generator[dict[str, Any], None, None]:
     """Nodes (parents first), edges, aliases, proposals: each in its export record's form."""
     conn, store = r.conn, r.store
     with stack, translate():
@@ -247,7 +262,10 @@ def write_changes(
     """Write the change set for a receiver's token to ``target``; what was written."""
     where = _target(target, r.conn.db_filename("main") or ":memory:")
     header, records = changes(r, root, token_text=token_text, scopes=scope_list(scopes))
-    written = changeset.write(where, header, records)
+    try:
+        written = changeset.write(where, header, records)
+    finally:
+        records.close()  # a write that failed half-way ends the records' read snapshot too
     return {**written, "since": header["since"], "seq": header["seq"], "store_id": header["store_id"]}
 
 
@@ -304,7 +322,8 @@ def apply(
                 summary["purged"] = purge.erase(txn, conn, erase)
                 mark = f"vacuum {uuid.uuid4().hex}"
                 store.set_meta([(maintenance.WIPE_PENDING, mark)])
-            sync_rows.saw(conn, peer, header["seq"], txn.now)
+            # a scoped set leaves the sender's other changes unsent: only a whole one counts them as seen
+            sync_rows.saw(conn, peer, 0 if header.get("scopes") else header["seq"], txn.now)
     finally:
         if erase:
             store.secure_delete(False)
@@ -343,10 +362,3 @@ def make_replica(path: str, original: str) -> str:
     finally:
         conn.close()
     return new
-
-
-def to_bytes(header: dict[str, Any], records: Iterator[dict[str, Any]]) -> bytes:
-    """A change set in memory (for a sync between two open stores)."""
-    buffer = io.BytesIO()
-    changeset.write(buffer, header, records)
-    return buffer.getvalue()

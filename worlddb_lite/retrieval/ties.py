@@ -17,9 +17,7 @@ Keys = Callable[[Sequence[int]], Mapping[int, Key]]
 _NONE: Key = ("", 0, b"")  # a node gone from the file (none is, inside one read)
 
 
-def ordered(
-    nids: Sequence[int], primary: Callable[[int], Any], keys: Keys, *, newest_first: bool = False
-) -> list[int]:
+def ordered(nids: Sequence[int], primary: Callable[[int], Any], keys: Keys, *, newest_first: bool = False) -> list[int]:
     """``nids`` sorted by ``primary``; those it ties, oldest key first (or newest). Keys are read only for ties."""
     first = sorted(nids, key=primary)
     tied = {n for a, b in zip(first, first[1:], strict=False) if primary(a) == primary(b) for n in (a, b)}

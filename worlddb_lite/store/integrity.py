@@ -90,8 +90,11 @@ def last_logged_root(conn: apsw.Connection, world: int) -> bytes | None:
 
 
 def accepted_pairs(conn: apsw.Connection) -> set[tuple[int, int]]:
-    """(a, b) of every accepted merge proposal, as stored."""
-    return {(int(a), int(b)) for a, b in conn.execute("select a, b from merge_proposal where status = 'accepted'")}
+    """(a, b) of every merge proposal accepted here, or accepted by another replica (merge_conflict)."""
+    return {
+        (int(a), int(b))
+        for a, b in conn.execute("select a, b from merge_proposal where status = 'accepted' or conflict = 'accepted'")
+    }
 
 
 def indexed_texts(conn: apsw.Connection) -> Iterator[tuple[int, int | None, str, str, str | None, str]]:

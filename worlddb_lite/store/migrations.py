@@ -249,6 +249,11 @@ def _to_v10(conn: apsw.Connection) -> None:
     """
     conn.execute("alter table node add column ord integer not null default 0 check (ord >= 0)")
     conn.execute("alter table edge add column ord integer not null default 0 check (ord >= 0)")
+    conn.execute(
+        "alter table merge_proposal add column conflict text "
+        "check (conflict in ('accepted', 'rejected') and conflict <> status)"
+    )
+    conn.execute(schema_statement("merge_conflict"))
     conn.execute("drop table reconciler_session")  # empty at rest; its holder check gains 'merge'
     for name in ("reconciler_session", "legacy_order", "sync_peer", "change_log"):
         conn.execute(schema_statement(name))

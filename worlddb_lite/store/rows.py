@@ -793,6 +793,10 @@ class Store:
         """Move a pending proposal to accepted or rejected."""
         self.conn.execute("update merge_proposal set status = ?, decided_at = ? where pid = ?", (status.value, at, pid))
 
+    def note_conflict(self, pid: int, other: MergeStatus) -> None:
+        """Record the other decision a replica made of a decided proposal (the view merge_conflict)."""
+        self.conn.execute("update merge_proposal set conflict = ? where pid = ?", (other.value, pid))
+
     def insert_alias(self, nid: int, alias: str, norm: str, source: str | None, at: str) -> None:
         """Record an alias (idempotent)."""
         self.conn.execute(

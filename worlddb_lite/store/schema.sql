@@ -144,6 +144,10 @@ create table merge_proposal (
   reason text,
   proposed_at text not null,
   decided_at text,
+  -- Version 10: the other decision a replica made of the same pair (ops/sync.py): accepted here and
+  -- rejected there, or the reverse. Each keeps its own; the same_as edges of the acceptance travel, so
+  -- every replica holds them, and select * from merge_conflict lists the pairs someone must settle.
+  conflict text check (conflict in ('accepted', 'rejected') and conflict <> status),
   check (a < b),
   unique (a, b)
 ) strict;
@@ -444,6 +448,22 @@ from merge_proposal as m
 join node as a on a.nid = m.a
 join node as b on b.nid = m.b
 where m.status = 'pending';
+
+create view merge_conflict as
+select
+  -- Identity merges two replicas decided differently (accepted on one, rejected on the other).
+  m.pid as pid,
+  lower(hex(a.id)) as a_id,
+  json_extract(a.body, '$.name') as a_name,
+  lower(hex(b.id)) as b_id,
+  json_extract(b.body, '$.name') as b_name,
+  m.status as decided_here,
+  m.conflict as decided_elsewhere,
+  m.decided_at as decided_at
+from merge_proposal as m
+join node as a on a.nid = m.a
+join node as b on b.nid = m.b
+where m.conflict is not null;
 
 create view world_tree as
 select

@@ -783,6 +783,7 @@ class Transaction:
             if held is status or status is MergeStatus.PENDING:
                 return "existing"
             if held is not MergeStatus.PENDING:
+                self.store.note_conflict(pid, status)  # each keeps its decision; merge_conflict lists the pair
                 return "conflict"
             self.store.decide_proposal(pid, status, decided_at or self.now)
             return "decided"
