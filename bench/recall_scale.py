@@ -70,6 +70,8 @@ SCOPE = "scale"
 TURNS_PER_SESSION, SESSIONS_PER_CONVERSATION = 25, 20
 MAX_CHARS = 8000
 START_DAY = 16_071  # 2014-01-01 in days since the epoch: 100k turns = 4,000 sessions = 4,000 days
+END_DAY = 20_089  # 2025-01-01: no session after it, as the engine refuses memories dated in the future (1M turns
+# a day apart would end in 2123); up to 4,018 sessions stay a day apart, more are spread evenly over those days
 RERANK_K = 30  # recall.RERANK_DEPTH: the fused head a reranker sees
 FIRST_NAMES = """Aiden Amara Beatriz Bruno Camila Chen Dalia Diego Elif Emeka Farah Felix Gita Hugo Ines Ivan Jana
 Jonas Kai Kemal Lena Luca Maya Mateo Nadia Nico Olga Omar Priya Pablo Quinn Rafael Rosa Sami Sofia Tariq Tessa
@@ -137,6 +139,8 @@ def conversations(size: int, seed: int, pool: list[tuple[str, str]], speakers: l
     turns: list[TurnIn] = []
     sessions: list[SessionIn] = []
     number = 0
+    sessions_total = -(-size // TURNS_PER_SESSION)
+    step_s = min(86_400, (END_DAY - START_DAY) * 86_400 // max(1, sessions_total))
     for i in range(size):
         cycle, j = divmod(i, len(pool))
         if j == 0 and cycle:
@@ -145,8 +149,8 @@ def conversations(size: int, seed: int, pool: list[tuple[str, str]], speakers: l
         speaker, text = varied(*pool[j], cycle, rng, renames, names, friends)
         turns.append(TurnIn(text=text, speaker=speaker, turn_id=str(i)))
         if len(turns) == TURNS_PER_SESSION or i == size - 1:
-            day = START_DAY + len(sessions) + number * SESSIONS_PER_CONVERSATION
-            date = time.strftime("%Y-%m-%dT12:00:00Z", time.gmtime(day * 86400))
+            at = START_DAY * 86_400 + 43_200 + (len(sessions) + number * SESSIONS_PER_CONVERSATION) * step_s
+            date = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at))
             sessions.append(SessionIn(f"s{len(sessions)}", date, turns))
             turns = []
         if len(sessions) == SESSIONS_PER_CONVERSATION or (i == size - 1 and sessions):

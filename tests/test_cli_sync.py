@@ -95,7 +95,9 @@ def test_sync_both_ways_converges_and_says_so(pair: tuple[str, str], capsys: pyt
     assert "new nodes" in lines[0] and "new node" in lines[1]
     assert lines[2] == f"converged: yes, root {root(a)}"
     assert root(a) == root(b) and found(a, "chess") and found(b, "Sundays")
-    again = run_json(capsys, "sync", a, b)  # nothing new either way
+    echo = run_json(capsys, "sync", a, b)  # what each adopted goes back once, and adds nothing
+    assert echo["converged"] and echo["pull"]["nodes"]["added"] == 0 and echo["push"]["nodes"]["added"] == 0
+    again = run_json(capsys, "sync", a, b)  # then nothing moves either way
     assert again["converged"] and again["pull"]["records"] == 0 and again["push"]["records"] == 0
 
 

@@ -287,6 +287,7 @@ def seeded_store() -> Iterator[tuple[WorldDB, str]]:
             db.link(alice, alicia, "same_as")
             Ids.nodes = [a, b, c, alice, alicia, db.root_id, db.scope("me")]
             Ids.edges = [e.id for e in (e1, e2)]  # type: ignore[union-attr]
+            db.replica(os.path.join(folder, "replica.db"))  # a replica to sync with and take change sets from
             yield db, folder
         finally:
             db.close()
@@ -392,8 +393,6 @@ def _apply(source: Any, replica: bool, cut: Any) -> Call:
     def run(db: WorldDB, folder: str) -> Any:
         if replica:  # a replica's genuine change set, perhaps cut short or with bytes changed
             other = os.path.join(folder, "replica.db")
-            if not os.path.exists(other):
-                db.replica(other)
             with WorldDB(other, embedder=FakeEmbedder(), clock=FakeClock(), create=False) as peer:
                 peer.write("Bob lives in Rome", scope="me")
                 buffer = io.BytesIO()
@@ -411,8 +410,6 @@ def _apply(source: Any, replica: bool, cut: Any) -> Call:
 
 def _sync(other: Any, pull: Any, push: Any, scope_list: Any) -> Call:
     def run(db: WorldDB, folder: str) -> Any:
-        if other == "replica.db" and not os.path.exists(os.path.join(folder, other)):
-            db.replica(os.path.join(folder, other))
         return db.sync(other, pull=pull, push=push, scopes=scope_list)
 
     return f"sync({other!r:.200}, pull={pull!r}, push={push!r}, scopes={scope_list!r:.200})", run
@@ -690,7 +687,8 @@ def test_backup_refuses_a_destination_that_cannot_be_a_file(dest: Any) -> None:
         with pytest.raises(WorldDBError):
             db.backup(dest, overwrite=True)
         assert table_digest(db) == before
-        assert sorted(os.listdir(folder)) == ["folder", "store.db", "store.db-shm", "store.db-wal"]
+        left = sorted(name for name in os.listdir(folder) if not name.startswith("replica.db"))
+        assert left == ["folder", "store.db", "store.db-shm", "store.db-wal"]
 
 
 def test_backup_into_an_unwritable_folder_is_a_message() -> None:

@@ -216,8 +216,9 @@ drop trigger change_node; drop trigger change_node_state; drop trigger change_ed
 drop trigger change_alias; drop trigger change_proposal; drop trigger change_proposal_decided;
 drop trigger change_tombstone;
 alter table state_log drop column entered; alter table state_log drop column created_was;
-alter table state_log drop column valid_was; drop view merge_conflict;
-alter table merge_proposal drop column conflict; alter table node drop column ord; alter table edge drop column ord;
+alter table state_log drop column valid_was; alter table state_log drop column ord_was; drop view merge_conflict;
+alter table merge_proposal drop column conflict;
+drop index edge_world; alter table node drop column ord; alter table edge drop column ord;
 """
 
 

@@ -1066,8 +1066,7 @@ class WorldDB:
         if not overwrite and isinstance(dest, (str, os.PathLike)) and os.path.exists(dest):
             raise InvalidInput(f"{os.fspath(dest)} already exists; remove it, choose another name, or pass overwrite")
         result = maintenance.backup(self._conn, self.path, dest, overwrite=overwrite)
-        with connection.translate():
-            result["store_id"] = sync.make_replica(os.fspath(dest), self.store_id)
+        result["store_id"] = sync.make_replica(self._reconciler, os.fspath(dest))
         return result
 
     def purge(self, ref: str, *, scope: str | None = None) -> dict[str, Any]:

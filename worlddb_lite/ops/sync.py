@@ -5,9 +5,11 @@
 
 Each store file has a store id (meta ``store_id``) and a change log (``change_log``): one numbered row per
 node, edge, alias, proposal or purge it wrote or adopted. A receiver names what it has seen with a
-**token**, ``<its own id>:<its last change>,<peer id>:<change seen>,...`` (``WorldDB.sync_token``): the
-sender sends the rows it changed after the change the token says the receiver saw of it (all of them for
-a receiver that saw none), in their current state, leaving out rows it adopted from the receiver itself.
+**token**, ``<its own id>:<its last change>,<peer id>:<change seen>:<tip>,...`` (``WorldDB.sync_token``):
+the sender sends the rows it changed after the change the token says the receiver saw of it, in their
+current state (all of them for a receiver that saw none, or whose tip, a digest of that change, no longer
+matches: a sender restored from an older copy numbers its changes again). Rows the sender adopted from the
+receiver go back too, once: the receiver may have lost them (a restore), and merging them changes nothing.
 The rows travel as the records of an export (``ops/transfer.py``) inside a change set
 (``ops/changeset.py``: compressed, counted, digested, refused whole if damaged).
 
@@ -47,28 +49,31 @@ _ID = re.compile(r"^[0-9a-f]{32}$")
 
 
 def token(r: Reconciler) -> str:
-    """What this store has seen: its own id and last change, then each peer's id and the change seen."""
+    """What this store has seen: its own id and last change, then each peer's id, the change seen and its tip."""
     with translate():
         me = f"{sync_rows.store_id(r.conn)}:{sync_rows.last_seq(r.conn)}"
-        return ",".join([me, *(f"{other}:{seen}" for other, seen in sync_rows.peers(r.conn))])
+        return ",".join([me, *(f"{other}:{seen}:{tip}" for other, seen, tip in sync_rows.peers(r.conn))])
 
 
-def parse_token(text: str | None) -> list[tuple[str, int]]:
-    """A token's (store id, change number) pairs, the receiver's own first; refused with the reason if malformed."""
+_ENTRY = re.compile(r"^([0-9a-f]{32}):(\d{1,18})(?::([0-9a-f]{0,64}))?$")
+
+
+def parse_token(text: str | None) -> list[tuple[str, int, str | None]]:
+    """A token's (store id, change number, tip) entries, the receiver's own first; refused if malformed."""
     if text is None or text == "":
         return []
     if not isinstance(text, str):
         raise InvalidInput(f"a sync token is text, got {type(text).__name__}")
-    pairs = []
+    entries = []
     for part in text.strip().split(","):
-        name, _, number = part.strip().partition(":")
-        if not _ID.match(name) or not number.isdigit():
+        found = _ENTRY.match(part.strip())
+        if found is None:
             raise InvalidInput(
-                f"{part[:80]!r} is not a sync token entry (store id of 32 hex digits, a colon, a change number); "
-                "take the token from `worlddb token RECEIVER`"
+                f"{part[:80]!r} is not a sync token entry (a store id of 32 hex digits, a colon, a change number, "
+                "and a tip); take the token from `worlddb token RECEIVER`"
             )
-        pairs.append((name, int(number)))
-    return pairs
+        entries.append((found.group(1), int(found.group(2)), found.group(3)))
+    return entries
 
 
 # ---- arguments ------------------------------------------------------------------------------
@@ -115,15 +120,13 @@ def _source(source: object) -> bytes | str | IO[bytes]:
 # ---- the sender -----------------------------------------------------------------------------
 
 
-def _selection(
-    r: Reconciler, root: int, seen: int, upto: int, skip: int | None, scopes: Sequence[str] | None
-) -> dict[str, set[int]]:
+def _selection(r: Reconciler, root: int, seen: int, upto: int, scopes: Sequence[str] | None) -> dict[str, set[int]]:
     """Kind -> refs to send: changed after ``seen``, within ``scopes``, with the worlds and ends they name."""
     conn = r.conn
     if seen == 0 and not sync_rows.log_is_complete(conn):  # a file from before version 10: its log starts late
         picked = sync_rows.everything(conn)
     else:
-        picked = sync_rows.changed_since(conn, seen, upto, skip)
+        picked = sync_rows.changed_since(conn, seen, upto)
     picked["node"] |= picked.pop("tombstone")
     picked["node"] |= picked["alias"]  # an alias travels with its node, so its node is sent too
     allowed: set[int] | None = None
@@ -170,21 +173,22 @@ def changes(
                 raise InvalidInput(
                     "the token is this store's own: give the receiving store's token (`worlddb token RECEIVER`)"
                 )
-            seen = dict(pairs[1:]).get(me, 0)
+            seen, digest = next(((n, t) for other, n, t in pairs[1:] if other == me), (0, None))
             upto = sync_rows.last_seq(conn)
-            if seen > upto:
-                raise InvalidInput(
-                    f"the token says the receiver saw change {seen} of this store, which has only {upto}: this file "
-                    "is an older copy of the store the receiver synced with; sync with that one, or start over "
-                    "with an empty token"
-                )
-            skip = sync_rows.peer_of(conn, receiver) if receiver is not None else None
-            picked = _selection(r, root, seen, upto, skip, scopes)
+            # numbers this file handed out again (a restore from an older copy): the receiver's count of them
+            # means nothing, and it is sent everything (merging what it holds changes nothing)
+            reset = seen > upto or (seen > 0 and digest is not None and sync_rows.tip(conn, seen) != digest)
+            if reset:
+                seen = 0
+            picked = _selection(r, root, seen, upto, scopes)
             tops = [root] if not scopes else sorted({t for s in scopes for t in transfer.scope_tops(r, root, s)})
             header = {
                 "store_id": me,
                 "seq": upto,
+                "tip": sync_rows.tip(conn, upto),
                 "since": seen,
+                "reset": reset,
+                "legacy": sync_rows.legacy_digest(conn),
                 "store_root": store.header(root).id.hex(),
                 "scopes": list(scopes) if scopes else None,
                 "roots": {store.header(t).id.hex(): store.root_of(t).hex() for t in tops},
@@ -299,6 +303,14 @@ def apply(
         me = sync_rows.store_id(conn)
     header = cs.header
     _checked_header(header, me)
+    with translate():
+        mine = sync_rows.legacy_digest(conn)
+    if header.get("legacy") != mine and (mine or header.get("legacy")):
+        raise InvalidInput(
+            "these two files keep the members they had before version 10 in different orders (one was lifted from "
+            "an older version, and the other is not a replica made from it after the lift), so their roots could "
+            "never agree; make the replica with `worlddb replica` from the lifted file; nothing was applied"
+        )
     parsed = transfer.Parsed(header)
     for line, record in enumerate(cs.records, start=2):
         if record.get("kind") == "queued":
@@ -323,7 +335,9 @@ def apply(
                 mark = f"vacuum {uuid.uuid4().hex}"
                 store.set_meta([(maintenance.WIPE_PENDING, mark)])
             # a scoped set leaves the sender's other changes unsent: only a whole one counts them as seen
-            sync_rows.saw(conn, peer, 0 if header.get("scopes") else header["seq"], txn.now)
+            if not header.get("scopes"):
+                tip = str(header.get("tip") or "")
+                sync_rows.saw(conn, peer, header["seq"], tip, txn.now, reset=bool(header.get("reset")))
     finally:
         if erase:
             store.secure_delete(False)
@@ -346,19 +360,26 @@ def apply(
     return summary, mark
 
 
-def make_replica(path: str, original: str) -> str:
-    """Turn a fresh copy of a store into a replica of its own; returns its new store id.
+def make_replica(r: Reconciler, path: str) -> str:
+    """Turn ``path``, a fresh copy of this store, into a replica of its own; returns its new store id.
 
-    The original's changes count as seen, and as the original's: they are never sent back to it.
+    Each side counts the other's changes up to the copy as seen, so their first sync sends only what
+    changed since; the copy's rows are marked as the original's (change_log.origin).
     """
     new = uuid.uuid4().hex
+    with translate():
+        original = sync_rows.store_id(r.conn)
     conn = connect(path, create=False)
     try:
-        with conn:
+        with translate(), conn:
             sync_rows.set_store_id(conn, new)
             peer = sync_rows.add_peer(conn, original)
-            sync_rows.saw(conn, peer, sync_rows.last_seq(conn), system_clock())
+            seq = sync_rows.last_seq(conn)
+            digest = sync_rows.tip(conn, seq)
+            sync_rows.saw(conn, peer, seq, digest, system_clock(), reset=True)
             sync_rows.attribute(conn, peer)
     finally:
         conn.close()
+    with translate(), r.conn:
+        sync_rows.saw(r.conn, sync_rows.add_peer(r.conn, new), seq, digest, system_clock(), reset=True)
     return new

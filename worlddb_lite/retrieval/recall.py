@@ -469,7 +469,8 @@ def stale_after_fresh(view: ReadView, fused: list[int], depth: int, *, learned: 
         fresher.setdefault(old, set()).update(turn_of_fact.get(new, ()))
     order = list(head)
     moved: set[int] = set()
-    for turn, facts in facts_of.items():
+    for turn in [t for t in head if t in facts_of]:  # in the head's order: the same on every replica
+        facts = facts_of[turn]
         if facts & current:
             continue  # something it said still stands
         successors = {t for f in facts for t in fresher.get(f, ()) if t != turn}
@@ -541,20 +542,25 @@ def changed_over_stated(
             if shared := words_in(turn) & asked:
                 said.setdefault(turn, []).append((shared, math.ceil(len(shared) / 2)))
     stating = {turn for _, turn, _, _ in holding}  # turns a current fact was learned from
+    keys = view.tie_keys(list(told))  # the order written, the same on every replica (ties.py)
+
+    def said_when(turn: int) -> tuple[str, tuple[str, int, bytes]]:
+        return told[turn][2], keys[turn]
+
     source: dict[int, int] = {}  # a fact in the head -> the latest turn that said it: it was said then
     for _, turn, fact, _ in rows:
-        if turn in told and (fact not in source or (told[turn][2], turn) > (told[source[fact]][2], source[fact])):
+        if turn in told and (fact not in source or said_when(turn) > said_when(source[fact])):
             source[fact] = turn
     order = list(head)
     moved: set[int] = set()
     for turn in sorted(said, key=order.index):
-        when = (told[turn][2], turn)
+        when = said_when(turn)
         above: list[int] = []
         later: list[int] = []
         for rank, other in enumerate(order[: order.index(turn)]):
             was = other if other in told else source.get(other, other)
             if was in told and any(len(what & words_in(was)) >= needed for what, needed in said[turn]):
-                if (told[was][2], was) < when:
+                if said_when(was) < when:
                     above.append(rank)
                 elif was in said or was in stating:
                     later.append(rank)

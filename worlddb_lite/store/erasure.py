@@ -14,6 +14,8 @@ import apsw
 
 from .connection import as_int, as_text, one_row
 
+ERASED_REASON = "erased by a purge"  # what a merge proposal naming a purged node says instead of its reason
+
 
 def reached_from(conn: apsw.Connection, nid: int) -> list[int]:
     """What purging ``nid`` takes along: its members, its versions and what was extracted from it.
@@ -167,7 +169,7 @@ def erase_records(conn: apsw.Connection, nid: int, raw_id: bytes, at: str) -> No
     """
     conn.execute("delete from alias where nid = ?", (nid,))
     # a proposal's reason quotes both names ("'Sarah' ~ 'Sara'"); the decision itself stays
-    conn.execute("update merge_proposal set reason = 'erased by a purge' where a = ?1 or b = ?1", (nid,))
+    conn.execute("update merge_proposal set reason = ?2 where a = ?1 or b = ?1", (nid, ERASED_REASON))
     conn.execute(
         "update work_queue set done_at = coalesce(done_at, ?), speaker = null, said_in = null where turn = ?",
         (at, nid),

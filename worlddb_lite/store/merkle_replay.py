@@ -21,6 +21,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from sys import intern
+from typing import Any
 
 import apsw
 
@@ -131,48 +132,52 @@ def replay(
         edges[eid] = (bytes(raw), edge_world, slot, intern(valid_at), intern(created_at), order)
     legacy = {int(w): int(size) for w, size in conn.execute("select world, size from legacy_order")}
 
-    # A merge may have moved a row's created_at or valid_at earlier (state_log's created_was, valid_was):
+    # A merge may have moved a row's valid_at, created_at or ord (state_log's valid_was, created_was, ord_was):
     # before that entry the row had the value logged there, after it the next such value or the row's own.
     # Each entry carries the values in force from it on; a row starts from the first entry's earlier value.
     State = tuple[str | None, str | None, str | None, int]
-    # (kind, ref, state, [valid_at, created_at] from the entry on: filled in below once the next merge is read)
-    changed: dict[str, list[tuple[str, int, State, list[str | None]]]] = defaultdict(list)
+    # (kind, ref, state, [valid_at, created_at, ord] from the entry on: filled in once the next merge is read)
+    changed: dict[str, list[tuple[str, int, State, list[Any]]]] = defaultdict(list)
     entered: dict[tuple[str, int], str] = {}
-    times: dict[tuple[str, int], tuple[str, str]] = {}  # (kind, ref) -> (valid_at, created_at) at the start
-    pending: dict[tuple[str, int], list[list[str | None]]] = defaultdict(list)  # entries waiting for "after" values
+    times: dict[tuple[str, int], list[Any]] = {}  # (kind, ref) -> [valid_at, created_at, ord] at the start
+    pending: dict[tuple[str, int], list[list[Any]]] = defaultdict(list)  # entries waiting for "after" values
     rows = conn.execute(
-        "select kind, ref, at, invalid_at, closed_at, expired_at, retired, entered, created_was, valid_was "
+        "select kind, ref, at, invalid_at, closed_at, expired_at, retired, entered, valid_was, created_was, ord_was "
         "from state_log order by lid"
     )
-    for kind, ref, at, invalid_at, closed_at, expired_at, retired, came, created_was, valid_was in rows:
+    for kind, ref, at, invalid_at, closed_at, expired_at, retired, came, *was in rows:
         key = (kind, ref)
         if came:
             entered.setdefault(key, at)
-        after: list[str | None] = [None, None]
-        if created_was is not None or valid_was is not None:
-            for i, was in enumerate((valid_was, created_was)):
-                if was is None:
+        after: list[Any] = [None, None, None]
+        if any(w is not None for w in was):
+            for i, value in enumerate(was):
+                if value is None:
                     continue
-                start = times.get(key)
-                if start is None or start[i] == "":
-                    begun = list(start or ("", ""))
-                    begun[i] = was
-                    times[key] = (begun[0], begun[1])
+                begun = times.setdefault(key, [None, None, None])
+                if begun[i] is None:
+                    begun[i] = value
                 for earlier in pending[key]:  # the previous merge's values last until this one
                     if earlier[i] is None:
-                        earlier[i] = was
+                        earlier[i] = value
             pending[key].append(after)
         changed[at].append((kind, ref, (invalid_at, closed_at, expired_at, int(retired or 0)), after))
     for key, entries in pending.items():  # the last merge's values are the row's own
         current = nodes[key[1]] if key[0] == "node" else edges[key[1]]
         for entry in entries:
-            entry[0] = entry[0] or current[3]
-            entry[1] = entry[1] or current[4]
+            for i, column in enumerate((3, 4, 5)):
+                if entry[i] is None:
+                    entry[i] = current[column]
 
-    def start_times(kind: str, ref: int) -> tuple[str, str]:
+    def start_times(kind: str, ref: int) -> tuple[str, str, int]:
+        """(valid_at, created_at, ord) of a row before any merge moved them."""
         row = nodes[ref] if kind == "node" else edges[ref]
-        start = times.get((kind, ref), ("", ""))
-        return start[0] or row[3], start[1] or row[4]
+        start = times.get((kind, ref), [None, None, None])
+        return (
+            row[3] if start[0] is None else start[0],
+            row[4] if start[1] is None else start[1],
+            row[5] if start[2] is None else start[2],
+        )
 
     logged: dict[str, dict[int, tuple[bytes, int]]] = defaultdict(dict)  # time -> world -> last (root, size)
     grew: dict[int, tuple[list[int], list[str]]] = defaultdict(lambda: ([], []))  # world -> (sizes, times) logged
@@ -208,7 +213,7 @@ def replay(
         enters("edge", eid, edge_world, slot)
 
     state: dict[tuple[str, int], tuple[str | None, str | None, str | None, int]] = {}
-    now_times: dict[tuple[str, int], tuple[str, str]] = {}  # (valid_at, created_at) in force, once a merge moved them
+    now_times: dict[tuple[str, int], tuple[str, str, int]] = {}  # (valid_at, created_at, ord) once a merge moved them
     trees: dict[int, _Tree] = {}
     roots: dict[int, bytes] = {}
     dirty: set[int] = set()  # nodes whose own root must be recomputed
@@ -219,13 +224,13 @@ def replay(
             tree = trees[w] = _Tree(legacy=legacy.get(w, 0))
         return tree
 
-    def in_force(kind: str, ref: int) -> tuple[str, str]:
+    def in_force(kind: str, ref: int) -> tuple[str, str, int]:
         found = now_times.get((kind, ref))
         return found if found is not None else start_times(kind, ref)
 
     def node_root(nid: int) -> bytes:
         raw = nodes[nid][0]
-        valid_at, created_at = in_force("node", nid)
+        valid_at, created_at, _ = in_force("node", nid)
         invalid_at, closed_at, expired_at, retired = state.get(("node", nid), (None, None, None, 0))
         tree = trees.get(nid)
         top, size = (tree.top(), len(tree.levels[0])) if tree is not None else (EMPTY_TREE, 0)
@@ -235,7 +240,7 @@ def replay(
 
     def edge_leaf_now(eid: int) -> bytes:
         raw = edges[eid][0]
-        valid_at, created_at = in_force("edge", eid)
+        valid_at, created_at, _ = in_force("edge", eid)
         invalid_at, closed_at, expired_at, _ = state.get(("edge", eid), (None, None, None, 0))
         return edge_leaf(raw, state_bytes(valid_at, invalid_at, closed_at, created_at, expired_at))
 
@@ -245,8 +250,8 @@ def replay(
         if slot < tree.legacy:
             tree.set(slot, leaf)
         else:
-            row = nodes[ref] if kind == "node" else edges[ref]
-            tree.place((kind, ref), (in_force(kind, ref)[1], row[5], row[0]), leaf)
+            _, created_at, order = in_force(kind, ref)
+            tree.place((kind, ref), (created_at, order, (nodes[ref] if kind == "node" else edges[ref])[0]), leaf)
 
     def touch(kind: str, ref: int) -> None:
         """A node's root must be recomputed; an edge's leaf is rehashed into its world's tree."""
@@ -262,8 +267,8 @@ def replay(
     for step, at in enumerate(order):
         for kind, ref, values, moved in changed.get(at, ()):
             state[(kind, ref)] = values
-            if moved[0] is not None and moved[1] is not None:  # a merge: the times in force from here on
-                now_times[(kind, ref)] = (moved[0], moved[1])
+            if moved[0] is not None:  # a merge: the times and place in force from here on
+                now_times[(kind, ref)] = (moved[0], moved[1], moved[2])
             touch(kind, ref)
         for kind, ref in entering.get(at, ()):
             outside.discard((kind, ref))

@@ -280,7 +280,11 @@ def _to_v10(conn: apsw.Connection) -> None:
     conn.execute("alter table state_log add column entered integer not null default 0 check (entered in (0, 1))")
     conn.execute("alter table state_log add column created_was text")
     conn.execute("alter table state_log add column valid_was text")
+    conn.execute("alter table state_log add column ord_was integer")
     conn.execute("insert into legacy_order (world, size) select nid, size from node_state where size > 0")
+    conn.execute("drop index node_parent")
+    for name in ("node_parent", "edge_world"):
+        conn.execute(schema_statement(name))
     conn.execute("insert or ignore into meta (key, value) values ('store_id', lower(hex(randomblob(16))))")
 
 

@@ -599,17 +599,25 @@ class Store:
         entered: bool = False,
         created: tuple[str, str] | None = None,
         valid: tuple[str, str] | None = None,
+        order: tuple[int, int] | None = None,
     ) -> None:
         """Write a node's (``kind`` 'node') or edge's merged projection and log it at ``at``.
 
-        ``created`` and ``valid`` are (was, now) pairs a merge moved earlier; ``entered``: the row joins its
-        world's tree only now (adopted into a world this store held), with the state given, which is its own.
+        ``created``, ``valid`` and ``order`` are (was, now) pairs a merge changed; ``entered``: the row joins
+        its world's tree only now (adopted into a world this store held), with the state given, its own.
         """
         created_was = created_now = valid_was = valid_now = None
+        ord_was = ord_now = None
         if created is not None and created[1] != created[0]:
             created_was, created_now = created
         if valid is not None and valid[1] != valid[0]:
             valid_was, valid_now = valid
+        if order is not None and order[1] != order[0]:
+            ord_was, ord_now = order
+            if kind == "node":
+                self.conn.execute("update node set ord = ? where nid = ?", (ord_now, ref))
+            else:
+                self.conn.execute("update edge set ord = ? where eid = ?", (ord_now, ref))
         if not entered:
             if kind == "node":
                 self.conn.execute(
@@ -632,12 +640,12 @@ class Store:
                 )
         self.conn.execute(
             "insert into state_log (kind, ref, at, invalid_at, closed_at, expired_at, retired, entered, "
-            "created_was, valid_was) values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (kind, ref, at, invalid_at, closed_at, expired_at, retired, int(entered), created_was, valid_was),
+            "created_was, valid_was, ord_was) values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (kind, ref, at, invalid_at, closed_at, expired_at, retired, int(entered), created_was, valid_was, ord_was),
         )
 
     def raise_salience(self, nid: int, salience: float) -> None:
-        """Set a node's salience (ranking only: outside its root and the change log)."""
+        """Set a node's salience (ranking only: outside its root; the change log carries it to replicas)."""
         self.conn.execute("update node_state set salience = ? where nid = ?", (salience, nid))
 
     def legacy_size(self, world: int) -> int:
@@ -646,13 +654,26 @@ class Store:
         return 0 if row is None else int(row[0])
 
     def members_since(self, world: int, low: int, high: int, since: str) -> list[tuple[str, int, str, int, bytes, int]]:
-        """(kind 'n' or 'e', ref, created_at, ord, id, slot) of a world's members in [low, high) from ``since``."""
+        """(kind 'n' or 'e', ref, created_at, ord, id, slot) of a world's members in [low, high) from ``since``.
+
+        The members past ``low`` are in created_at order (the member order), so the first created at or
+        after ``since`` is found by bisection over slots, and only the tail from it is read: a re-slot costs
+        the members it moves, not the world's size.
+        """
+        lo, hi = low, high
+        while lo < hi:
+            mid = (lo + hi) // 2
+            at = self._created_at_slot(world, mid)
+            if at is not None and at >= since:
+                hi = mid
+            else:
+                lo = mid + 1
         out: list[tuple[str, int, str, int, bytes, int]] = [
             ("n", int(nid), str(c), int(o), bytes(raw), int(slot))
             for nid, c, o, raw, slot in self.conn.execute(
                 "select n.nid, s.created_at, n.ord, n.id, n.slot from node as n join node_state as s on s.nid = n.nid "
                 "where n.parent = ? and n.slot >= ? and n.slot < ? and s.created_at >= ?",
-                (world, low, high, since),
+                (world, lo, high, since),
             )
         ]
         out.extend(
@@ -660,10 +681,19 @@ class Store:
             for eid, c, o, raw, slot in self.conn.execute(
                 "select eid, created_at, ord, id, slot from edge where world = ? and slot >= ? and slot < ? "
                 "and created_at >= ?",
-                (world, low, high, since),
+                (world, lo, high, since),
             )
         )
         return out
+
+    def _created_at_slot(self, world: int, slot: int) -> str | None:
+        """The created_at of the member in a slot of a world (None: the slot is empty)."""
+        row = self.conn.execute(
+            "select s.created_at from node as n join node_state as s on s.nid = n.nid where n.parent = ? "
+            "and n.slot = ? union all select created_at from edge where world = ? and slot = ? limit 1",
+            (world, slot, world, slot),
+        ).fetchone()
+        return None if row is None else str(row[0])
 
     def move_members(self, nodes: Sequence[tuple[int, int]], edges: Sequence[tuple[int, int]]) -> None:
         """Give members new slots: (slot, nid) and (slot, eid) pairs."""
@@ -797,12 +827,26 @@ class Store:
         """Record the other decision a replica made of a decided proposal (the view merge_conflict)."""
         self.conn.execute("update merge_proposal set conflict = ? where pid = ?", (other.value, pid))
 
-    def insert_alias(self, nid: int, alias: str, norm: str, source: str | None, at: str) -> None:
-        """Record an alias (idempotent)."""
+    def insert_alias(
+        self, nid: int, alias: str, norm: str, source: str | None, at: str, *, earliest: bool = False
+    ) -> None:
+        """Record an alias (idempotent); ``earliest``: one held already takes the earlier time (a merge)."""
+        if earliest:
+            self.conn.execute(
+                "insert into alias (nid, alias, norm, source, created_at) values (?, ?, ?, ?, ?) "
+                "on conflict (norm, nid) do update set created_at = min(created_at, excluded.created_at)",
+                (nid, alias, norm, source, at),
+            )
+            return
         self.conn.execute(
             "insert or ignore into alias (nid, alias, norm, source, created_at) values (?, ?, ?, ?, ?)",
             (nid, alias, norm, source, at),
         )
+
+    def is_purged(self, nid: int) -> bool:
+        """Whether a purge erased this node's content here."""
+        row = self.conn.execute("select body is null from node where nid = ?", (nid,)).fetchone()
+        return bool(row and row[0])
 
     def aliases(self, nid: int) -> list[str]:
         """Aliases of a node."""

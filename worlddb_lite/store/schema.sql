@@ -42,7 +42,7 @@ create table node (
   ord integer not null default 0 check (ord >= 0)
 ) strict;
 
-create index node_parent on node (parent);
+create index node_parent on node (parent, slot);  -- a world's members in slot order (version 10: with the slot)
 
 create table node_state (
   -- The mutable projection of a node: everything that may change lives here, not in the blob.
@@ -88,6 +88,7 @@ create table edge (
 create index edge_src on edge (src, type, dst);
 create index edge_dst on edge (dst, type);
 create index edge_type on edge (type, src);  -- membership edges (contains) of a whole store, for world filters
+create index edge_world on edge (world, slot);  -- a world's interior edges in slot order (version 10: sync's re-slot)
 
 create table merkle (
   -- Incremental Merkle tree per world over its member slots (child nodes and interior edges).
@@ -124,11 +125,12 @@ create table state_log (
   expired_at text,
   retired integer not null default 0 check (retired in (0, 1)),
   -- Version 10 (sync): 1 when the row entered this store's trees at this time, adopted from another
-  -- replica into a world this store already held; created_was and valid_was hold the values a merge
-  -- moved earlier at this time (null: unchanged), so the replay knows them before it.
+  -- replica into a world this store already held; created_was, valid_was and ord_was hold the values a
+  -- merge replaced at this time (null: unchanged), so the replay knows them before it.
   entered integer not null default 0 check (entered in (0, 1)),
   created_was text,
-  valid_was text
+  valid_was text,
+  ord_was integer
 ) strict;
 
 create index state_log_ref on state_log (kind, ref, lid);
@@ -191,6 +193,9 @@ create table sync_peer (
   peer integer primary key,
   store_id text not null unique check (length(store_id) = 32),  -- the other file's meta store_id
   seen integer not null default 0 check (seen >= 0),  -- its change_log seq this store has applied up to
+  -- a digest of that change as the peer sent it: a file restored from an older copy numbers new changes
+  -- again from where the copy stopped, and the digest no longer matches (it is then sent everything)
+  tip text,
   synced_at text  -- belief time of the last exchange
 ) strict;
 
@@ -205,7 +210,7 @@ end;
 create trigger node_blob_immutable before update on node
 when not (
   new.id = old.id and new.type = old.type and new.parent is old.parent and new.depth = old.depth
-  and new.ord = old.ord and (
+  and (new.ord = old.ord or exists (select 1 from reconciler_session where holder = 'merge')) and (
     (old.body is not null and new.body is null and new.slot is old.slot
       and exists (select 1 from reconciler_session where holder = 'purge'))
     -- the reconciler moves a member to keep its world's member order (see legacy_order)
@@ -274,14 +279,14 @@ begin
   select raise(abort, 'worlddb: edges are never deleted; WorldDB.unlink() closes their validity and keeps the history');
 end;
 
-create trigger edge_identity_immutable before update of id, type, src, dst, world, props, valid_at, ord on edge
+create trigger edge_identity_immutable before update of id, type, src, dst, world, props, valid_at on edge
 begin
   select raise(abort, 'worlddb: an edge''s identity (id, type, ends, props, valid_at) is immutable');
 end;
 
-create trigger edge_belief_final before update of created_at on edge
-when new.created_at is not old.created_at
-  and not (new.created_at < old.created_at and exists (select 1 from reconciler_session where holder = 'merge'))
+create trigger edge_belief_final before update of created_at, ord on edge
+when (new.created_at is not old.created_at or new.ord is not old.ord)
+  and not (new.created_at <= old.created_at and exists (select 1 from reconciler_session where holder = 'merge'))
 begin
   select raise(abort, 'worlddb: an edge''s created_at never changes');
 end;
@@ -332,15 +337,15 @@ begin
 end;
 
 -- The change log records every write of the reconciler (its guards above let nothing else write these
--- tables), with the replica it came from when a sync adopts it. Merkle bookkeeping (root, size, slot) and
--- salience are not changes another replica needs.
+-- tables), with the replica it came from when a sync adopts it. Merkle bookkeeping (root, size, slot) is
+-- not a change another replica needs; a merge that moves a node's ord moves its created_at too.
 create trigger change_node after insert on node
 begin
   insert into change_log (kind, ref, origin) values ('node', new.nid, (select max(origin) from reconciler_session));
 end;
 
-create trigger change_node_state after update of valid_at, invalid_at, closed_at, created_at, expired_at, retired
-on node_state
+create trigger change_node_state after update of valid_at, invalid_at, closed_at, created_at, expired_at, retired,
+salience on node_state
 begin
   insert into change_log (kind, ref, origin) values ('node', new.nid, (select max(origin) from reconciler_session));
 end;

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, cast
 
 import apsw
+from blake3 import blake3
 
 from ..errors import NotFound
 from .connection import as_int, one_row
@@ -34,9 +35,34 @@ def last_seq(conn: apsw.Connection) -> int:
     return as_int(one_row(conn.execute("select coalesce(max(seq), 0) from change_log").fetchone())[0])
 
 
-def peers(conn: apsw.Connection) -> list[tuple[str, int]]:
-    """(store id, change number seen) of every replica this file has applied changes from."""
-    return [(str(a), as_int(b)) for a, b in conn.execute("select store_id, seen from sync_peer order by peer")]
+def peers(conn: apsw.Connection) -> list[tuple[str, int, str]]:
+    """(store id, change number seen, its tip) of every replica this file has applied changes from."""
+    return [
+        (str(a), as_int(b), str(c or ""))
+        for a, b, c in conn.execute("select store_id, seen, tip from sync_peer order by peer")
+    ]
+
+
+def tip(conn: apsw.Connection, seq: int) -> str:
+    """A short digest of change ``seq`` by what it changed (kind and content ids): '' for none.
+
+    Change numbers are this file's own; after a restore from an older copy they are handed out again for
+    other changes, which the digest tells apart (a row number would not: it is handed out again too).
+    """
+    row = conn.execute("select kind, ref from change_log where seq = ?", (seq,)).fetchone()
+    if row is None:
+        return ""
+    kind, ref = str(row[0]), as_int(row[1])
+    if kind == "edge":
+        found = conn.execute("select id from edge where eid = ?", (ref,)).fetchall()
+    elif kind == "proposal":
+        found = conn.execute(
+            "select x.id from merge_proposal as m join node as x on x.nid in (m.a, m.b) where m.pid = ? order by x.id",
+            (ref,),
+        ).fetchall()
+    else:
+        found = conn.execute("select id from node where nid = ?", (ref,)).fetchall()
+    return blake3(kind.encode() + b"".join(bytes(cast(bytes, r[0])) for r in found)).hexdigest()[:16]
 
 
 def peer_of(conn: apsw.Connection, other: str) -> int | None:
@@ -53,9 +79,19 @@ def add_peer(conn: apsw.Connection, other: str) -> int:
     return found
 
 
-def saw(conn: apsw.Connection, peer: int, seq: int, at: str) -> None:
-    """Record that this file has applied the peer's changes up to ``seq`` (never moves back)."""
-    conn.execute("update sync_peer set seen = max(seen, ?), synced_at = ? where peer = ?", (seq, at, peer))
+def saw(conn: apsw.Connection, peer: int, seq: int, digest: str, at: str, *, reset: bool = False) -> None:
+    """Record that this file has applied the peer's changes up to ``seq`` (``digest``: its tip).
+
+    It never moves back, unless ``reset``: the peer sent everything, as its numbers started again.
+    """
+    if reset:
+        conn.execute("update sync_peer set seen = ?, tip = ?, synced_at = ? where peer = ?", (seq, digest, at, peer))
+    else:
+        conn.execute(
+            "update sync_peer set tip = case when ? >= seen then ? else tip end, seen = max(seen, ?), synced_at = ? "
+            "where peer = ?",
+            (seq, digest, seq, at, peer),
+        )
 
 
 def attribute(conn: apsw.Connection, peer: int) -> None:
@@ -63,15 +99,22 @@ def attribute(conn: apsw.Connection, peer: int) -> None:
     conn.execute("update change_log set origin = ? where origin is null", (peer,))
 
 
-def changed_since(conn: apsw.Connection, since: int, upto: int, skip: int | None) -> dict[str, set[int]]:
-    """Kind -> refs this file changed in (since, upto], leaving out what came from peer ``skip``."""
+def changed_since(conn: apsw.Connection, since: int, upto: int) -> dict[str, set[int]]:
+    """Kind -> refs this file changed in (since, upto]."""
     out: dict[str, set[int]] = {"node": set(), "edge": set(), "alias": set(), "proposal": set(), "tombstone": set()}
-    for kind, ref in conn.execute(
-        "select kind, ref from change_log where seq > ? and seq <= ? and (origin is null or origin is not ?)",
-        (since, upto, skip),
-    ):
+    for kind, ref in conn.execute("select kind, ref from change_log where seq > ? and seq <= ?", (since, upto)):
         out[str(kind)].add(as_int(ref))
     return out
+
+
+def legacy_digest(conn: apsw.Connection) -> str:
+    """A digest of legacy_order by world id ('' for a file created at version 10 or later)."""
+    digest = blake3()
+    for raw, size in conn.execute(
+        "select n.id, l.size from legacy_order as l join node as n on n.nid = l.world order by n.id"
+    ):
+        digest.update(bytes(raw) + as_int(size).to_bytes(8, "big"))
+    return "" if conn.execute("select 1 from legacy_order limit 1").fetchone() is None else digest.hexdigest()[:32]
 
 
 def log_is_complete(conn: apsw.Connection) -> bool:

@@ -34,6 +34,7 @@ from ..edges import (
 from ..errors import InvalidInput, MergeError, NotCurrent, WorldDBError
 from ..models.embed import Embedder, TokenVectors, embed_checked, embedding_text, token_table
 from ..store import connection, traverse
+from ..store.erasure import ERASED_REASON
 from ..store.hashing import (
     EMPTY_TREE,
     canonical_json,
@@ -672,11 +673,14 @@ class Transaction:
             invalid, closed = row.invalid_at, row.closed_at or self.now
         expired = min(x for x in (cur.expired_at, row.expired_at, "~") if x is not None)
         state = (invalid, closed, None if expired == "~" else expired, int(bool(cur.retired) or row.retired))
-        created, valid = min(cur.created_at, row.created_at), min(cur.valid_at, row.valid_at)
+        # the earliest creation, with its place in that commit: (created_at, ord) travel together
+        created, order = min((cur.created_at, cur.ord), (row.created_at, row.ord))
+        valid = min(cur.valid_at, row.valid_at)
         if row.salience > cur.salience:
             self.store.raise_salience(nid, float(row.salience))
-        if state == (cur.invalid_at, cur.closed_at, cur.expired_at, cur.retired) and (created, valid) == (
+        if state == (cur.invalid_at, cur.closed_at, cur.expired_at, cur.retired) and (created, order, valid) == (
             cur.created_at,
+            cur.ord,
             cur.valid_at,
         ):
             return False
@@ -688,8 +692,9 @@ class Transaction:
                 *state,
                 created=(cur.created_at, created),
                 valid=(cur.valid_at, valid),
+                order=(cur.ord, order),
             )
-            if created != cur.created_at and cur.parent is not None:
+            if (created, order) != (cur.created_at, cur.ord) and cur.parent is not None:
                 self._rekey(cur.parent, created)
             self.views.pop(nid, None)
             self.roots.pop(nid, None)
@@ -740,21 +745,37 @@ class Transaction:
             invalid is None or (row.invalid_at, row.closed_at or self.now) < (invalid, closed or "")
         ):
             invalid, closed = row.invalid_at, row.closed_at or self.now
-        created = min(edge.created_at, row.created_at)
-        if (invalid, closed, created) == (edge.invalid_at, edge.closed_at, edge.created_at):
+        created, order = min((edge.created_at, edge.ord), (row.created_at, row.ord))
+        if (invalid, closed, created, order) == (edge.invalid_at, edge.closed_at, edge.created_at, edge.ord):
             return False
         with self._writing():
-            self.store.log_state("edge", eid, self.now, invalid, closed, None, 0, created=(edge.created_at, created))
-            if created != edge.created_at:
+            self.store.log_state(
+                "edge",
+                eid,
+                self.now,
+                invalid,
+                closed,
+                None,
+                0,
+                created=(edge.created_at, created),
+                order=(edge.ord, order),
+            )
+            if (created, order) != (edge.created_at, edge.ord):
                 self._rekey(edge.world, created)
             self.edge_leaves.pop(eid, None)
             self._mark(edge.world, edge.slot, ("e", eid))
         return True
 
     def adopt_alias(self, nid: int, alias: str, source: str | None, at: str) -> None:
-        """Record an exported alias with its own time (idempotent)."""
+        """Record an exported alias with its own time, or its earlier time if held (idempotent).
+
+        A node purged here takes no alias: a replica that had not heard of the purge still sends the ones
+        its text gave it, and they would name the erased node again.
+        """
+        if self.store.is_purged(nid):
+            return
         with self._writing():
-            self.store.insert_alias(nid, alias, normalise_alias(alias), source, at)
+            self.store.insert_alias(nid, alias, normalise_alias(alias), source, at, earliest=True)
 
     def adopt_proposal(
         self,
@@ -773,6 +794,8 @@ class Transaction:
         decisions are final, so this store's stays).
         """
         found = self.store.proposal(a, b)
+        if self.store.is_purged(a) or self.store.is_purged(b):
+            reason = ERASED_REASON  # it quotes the names a purge here erased
         with self._writing():
             if found is None:
                 pid = self.store.insert_proposal(min(a, b), max(a, b), score, tier, reason, at)
