@@ -559,3 +559,26 @@ def test_retention_smoke(tmp_path):
     hot, capped = size["all_hot"], size["capped"]
     assert hot["tier"]["cold"] == 0 and capped["tier"]["cold"] == capped["tier"]["moved"] > 0
     assert capped["index_rows"] < hot["index_rows"] and capped["peak_rss_mb"] > 0
+
+
+def test_sync_bench_smoke(tmp_path):
+    """bench/sync.py --smoke: replicas that diverged by 50 and 100 turns converge, sending about what changed."""
+    if not (BENCH.parent.parent / "shared" / "data" / "locomo" / "locomo10.json").is_file():
+        pytest.skip("the base store is built from ../shared/data/locomo (bench/recall_scale.py)")
+    result = run("sync.py", "--smoke", "--store-dir", str(tmp_path / "stores"), tmp_path=tmp_path, store=False)
+    pair = result["pair"]
+    assert pair["log_complete"] and pair["first_sync"]["records"] == 0 and pair["idle_sync"]["records"] == 0
+    assert pair["settle"][0]["converged"] and pair["settle"][0]["records"] > 0 and len(pair["settle"]) < 4
+    records = {}
+    for count in (50, 100):
+        case = result["diverge"][str(count)]
+        sync, by_hand = case["sync"], case["directions"]
+        assert case["writes"]["a"]["memories"] == case["writes"]["b"]["memories"] == count
+        assert sync["converged"] and sync["roots_equal"] and by_hand["roots_equal"]
+        for direction, hand in (("pull", "pull_b_to_a"), ("push", "push_a_to_b")):
+            assert sync[direction]["nodes"]["added"] >= count  # each side's new turns reach the other
+            assert by_hand[hand]["records"] == sync[direction]["records"] and by_hand[hand]["apply_s"] > 0
+        assert case["again"]["records"] <= sync["records"] and case["quiet"]["records"] == 0  # an echo at most
+        assert case["again"]["converged"] and case["per_1k"]["sync"]["s_per_1k"] > 0
+        records[count] = sync["records"]
+    assert records[50] < records[100] < 3 * records[50]  # grows with the difference, not with the store
