@@ -37,7 +37,7 @@ create table node (
   slot integer check (slot >= 0),  -- this node's leaf slot in its parent's Merkle tree (see member order below)
   depth integer not null check (depth >= 0),  -- 0 for the store root
   body text,  -- canonical JSON of what the node says; null only after an audited purge
-  -- Version 10: this node's place among the members its world gained in the commit that wrote it. A world
+  -- Version 10: this node's place among the rows the commit that wrote it wrote (in every world). A world
   -- orders its members by (created_at, ord, id): the order they were written in, the same on every replica.
   ord integer not null default 0 check (ord >= 0)
 ) strict;

@@ -144,7 +144,7 @@ class AdoptedNode(NamedTuple):
     fts: tuple[str, str, str | None] | None = None
     vector: Any = None
     roots: Sequence[tuple[str, bytes, int]] = ()  # the source's root history (at, root, size), for a whole world
-    ord: int = 0  # its place among the members its world gained in the source's commit (node.ord)
+    ord: int = 0  # its place among the rows the source's commit wrote (node.ord)
 
 
 class AdoptedEdge(NamedTuple):
@@ -221,6 +221,7 @@ class Transaction:
         self.reorder: dict[int, str] = {}  # world -> the earliest created_at whose members may move
         self.adopted_here: set[int] = set()  # nodes adopt_node wrote in this transaction
         self.merging = False
+        self.written = 0  # rows this transaction wrote so far: the next one's ord
 
     # ---- helpers ----------------------------------------------------------------
 
@@ -233,20 +234,20 @@ class Transaction:
     ) -> tuple[int, int]:
         """Give a new member the next slot of ``world`` and mark it; (slot, ord).
 
-        ``ord`` is its place among the members the world gains in this commit (given for an adopted row:
-        its source's). A member adopted with an earlier time is put in its place by ``flush``.
+        ``ord`` is its place among the rows this commit writes, in every world (given for an adopted row:
+        its source's), so (created_at, ord) is the order written, the same on every replica. A member
+        adopted, with its own time and place, is put in its place by ``flush``.
         """
         size = self.sizes.get(world)
         if size is None:
             size = self.store.member_count(world)
             self.base[world] = size
         self.sizes[world] = size + 1
-        added = self.added.setdefault(world, {})
         if ord_ is None:
-            ord_ = len(added)
-        added[member] = (created_at, ord_, raw)
-        if created_at != self.now or ord_ != len(added) - 1:
+            ord_, self.written = self.written, self.written + 1
+        else:
             self._rekey(world, created_at)
+        self.added.setdefault(world, {})[member] = (created_at, ord_, raw)
         self._mark(world, size, member)
         return size, ord_
 
