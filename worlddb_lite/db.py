@@ -999,8 +999,8 @@ class WorldDB:
         A damaged, altered or truncated set is refused (``InvalidInput``) before anything is written.
         Returns what was added and merged, the proposals in conflict, the purges carried out, and whether
         this store's roots now equal the sender's (they do unless this store holds rows the sender lacks).
-        Then, with ``sweep`` and if anything arrived, the consolidator's contradiction sweep runs
-        (``swept``: the conflicts it flagged), as two devices may each hold a current value of one slot.
+        Then, with ``sweep`` and if facts arrived, the consolidator's contradiction sweep runs (``swept``:
+        the conflicts it flagged), as two devices may each hold a current value of one slot.
         """
         self._outside_batch("apply_changes")
         if not isinstance(sweep, bool):
@@ -1009,9 +1009,10 @@ class WorldDB:
         if mark is not None:
             with connection.translate():
                 summary["checkpoint"] = maintenance.finish_wipe(self._conn, self._store, wait=True, mark=mark)
-        arrived = summary["nodes"]["added"] + summary["nodes"]["tightened"] + summary["edges"]["added"]
-        # values of one slot learned on two devices meet only here: the consolidator's sweep flags them
-        summary["swept"] = self.consolidate(only="sweep")["sweep"] if sweep and arrived else 0
+        arrived = summary["nodes"]["added"] + summary["nodes"]["tightened"]
+        # values of one slot learned on two devices meet only here: the consolidator's sweep flags them (it
+        # reads the store's current facts, so it runs only when facts came; functional edge types wait for it)
+        summary["swept"] = self.consolidate(only="sweep")["sweep"] if sweep and arrived and summary["facts"] else 0
         return summary
 
     def sync(

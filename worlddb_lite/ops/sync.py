@@ -120,10 +120,12 @@ def _source(source: object) -> bytes | str | IO[bytes]:
 # ---- the sender -----------------------------------------------------------------------------
 
 
-def _selection(r: Reconciler, root: int, seen: int, upto: int, scopes: Sequence[str] | None) -> dict[str, set[int]]:
+def _selection(
+    r: Reconciler, root: int, seen: int, upto: int, scopes: Sequence[str] | None, *, everything: bool
+) -> dict[str, set[int]]:
     """Kind -> refs to send: changed after ``seen``, within ``scopes``, with the worlds and ends they name."""
     conn = r.conn
-    if seen == 0 and not sync_rows.log_is_complete(conn):  # a file from before version 10: its log starts late
+    if everything and not sync_rows.log_is_complete(conn):  # a file from before version 10: its log starts late
         picked = sync_rows.everything(conn)
     else:
         picked = sync_rows.changed_since(conn, seen, upto)
@@ -173,14 +175,16 @@ def changes(
                 raise InvalidInput(
                     "the token is this store's own: give the receiving store's token (`worlddb token RECEIVER`)"
                 )
-            seen, digest = next(((n, t) for other, n, t in pairs[1:] if other == me), (0, None))
+            entry = next(((n, t) for other, n, t in pairs[1:] if other == me), None)
             upto = sync_rows.last_seq(conn)
-            # numbers this file handed out again (a restore from an older copy): the receiver's count of them
-            # means nothing, and it is sent everything (merging what it holds changes nothing)
-            reset = seen > upto or (seen > 0 and digest is not None and sync_rows.tip(conn, seen) != digest)
+            # a receiver that never saw this store is sent everything; so is one whose count names numbers this
+            # file handed out again (a restore from an older copy): merging what it holds changes nothing
+            seen, digest = entry if entry is not None else (0, None)
+            stale = seen > upto or (seen > 0 and digest is not None and sync_rows.tip(conn, seen) != digest)
+            reset = entry is None or stale
             if reset:
                 seen = 0
-            picked = _selection(r, root, seen, upto, scopes)
+            picked = _selection(r, root, seen, upto, scopes, everything=reset)
             tops = [root] if not scopes else sorted({t for s in scopes for t in transfer.scope_tops(r, root, s)})
             header = {
                 "store_id": me,
@@ -354,6 +358,7 @@ def apply(
             "worlds": worlds,
             "roots_agree": all(w["same"] for w in worlds),
             "conflicts": summary.get("proposals", {}).get("conflict", 0),
+            "facts": sum(1 for _, rec in parsed.nodes.values() if rec["type"] == "Fact"),
         }
     )
     summary.setdefault("purged", [])

@@ -624,9 +624,7 @@ def write(txn: Transaction, parsed: Parsed, planned: Plan) -> dict[str, Any]:
     proposals: dict[str, int] = {}
     for _, rec in parsed.others:
         if rec["kind"] == "alias":
-            before = store.aliases(nids[rec["node"]])
-            txn.adopt_alias(nids[rec["node"]], rec["alias"], rec.get("source"), rec["created_at"])
-            aliases += len(store.aliases(nids[rec["node"]])) - len(before)
+            aliases += txn.adopt_alias(nids[rec["node"]], rec["alias"], rec.get("source"), rec["created_at"])
         elif rec["kind"] == "proposal":
             outcome = txn.adopt_proposal(
                 nids[rec["a"]],

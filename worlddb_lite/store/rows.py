@@ -829,19 +829,19 @@ class Store:
 
     def insert_alias(
         self, nid: int, alias: str, norm: str, source: str | None, at: str, *, earliest: bool = False
-    ) -> None:
-        """Record an alias (idempotent); ``earliest``: one held already takes the earlier time (a merge)."""
-        if earliest:
+    ) -> bool:
+        """Record an alias (idempotent); whether it was new. ``earliest``: one held takes the earlier time."""
+        held = self.conn.execute("select 1 from alias where norm = ? and nid = ?", (norm, nid)).fetchone()
+        if held is None:
             self.conn.execute(
-                "insert into alias (nid, alias, norm, source, created_at) values (?, ?, ?, ?, ?) "
-                "on conflict (norm, nid) do update set created_at = min(created_at, excluded.created_at)",
+                "insert into alias (nid, alias, norm, source, created_at) values (?, ?, ?, ?, ?)",
                 (nid, alias, norm, source, at),
             )
-            return
-        self.conn.execute(
-            "insert or ignore into alias (nid, alias, norm, source, created_at) values (?, ?, ?, ?, ?)",
-            (nid, alias, norm, source, at),
-        )
+        elif earliest:
+            self.conn.execute(
+                "update alias set created_at = min(created_at, ?) where norm = ? and nid = ?", (at, norm, nid)
+            )
+        return held is None
 
     def is_purged(self, nid: int) -> bool:
         """Whether a purge erased this node's content here."""

@@ -192,7 +192,9 @@ create table change_log (
 create table sync_peer (
   peer integer primary key,
   store_id text not null unique check (length(store_id) = 32),  -- the other file's meta store_id
-  seen integer not null default 0 check (seen >= 0),  -- its change_log seq this store has applied up to
+  -- its change_log seq this store has applied up to (0: all it held before its log began, as a replica
+  -- made from it holds), null: nothing yet, or only some scopes
+  seen integer check (seen >= 0),
   -- a digest of that change as the peer sent it: a file restored from an older copy numbers new changes
   -- again from where the copy stopped, and the digest no longer matches (it is then sent everything)
   tip text,

@@ -39,7 +39,7 @@ def peers(conn: apsw.Connection) -> list[tuple[str, int, str]]:
     """(store id, change number seen, its tip) of every replica this file has applied changes from."""
     return [
         (str(a), as_int(b), str(c or ""))
-        for a, b, c in conn.execute("select store_id, seen, tip from sync_peer order by peer")
+        for a, b, c in conn.execute("select store_id, seen, tip from sync_peer where seen is not null order by peer")
     ]
 
 
@@ -88,7 +88,8 @@ def saw(conn: apsw.Connection, peer: int, seq: int, digest: str, at: str, *, res
         conn.execute("update sync_peer set seen = ?, tip = ?, synced_at = ? where peer = ?", (seq, digest, at, peer))
     else:
         conn.execute(
-            "update sync_peer set tip = case when ? >= seen then ? else tip end, seen = max(seen, ?), synced_at = ? "
+            "update sync_peer set tip = case when seen is null or ? >= seen then ? else tip end, "
+            "seen = max(coalesce(seen, 0), ?), synced_at = ? "
             "where peer = ?",
             (seq, digest, seq, at, peer),
         )

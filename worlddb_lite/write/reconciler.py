@@ -590,6 +590,8 @@ class Transaction:
         """Record another name for a node."""
         if not isinstance(alias, str) or not alias.strip():
             raise InvalidInput("an alias must be non-empty text")
+        if self.store.is_purged(nid):  # a name for erased content would say what the purge took away
+            raise NotCurrent(f"{self.store.header(nid).id.hex()[:12]} was purged; it takes no alias")
         with self._writing():
             self.store.insert_alias(nid, alias.strip(), normalise_alias(alias), source, self.now)
 
@@ -767,16 +769,16 @@ class Transaction:
             self._mark(edge.world, edge.slot, ("e", eid))
         return True
 
-    def adopt_alias(self, nid: int, alias: str, source: str | None, at: str) -> None:
-        """Record an exported alias with its own time, or its earlier time if held (idempotent).
+    def adopt_alias(self, nid: int, alias: str, source: str | None, at: str) -> bool:
+        """Record an exported alias with its own time, or its earlier time if held; whether it was new.
 
         A node purged here takes no alias: a replica that had not heard of the purge still sends the ones
         its text gave it, and they would name the erased node again.
         """
         if self.store.is_purged(nid):
-            return
+            return False
         with self._writing():
-            self.store.insert_alias(nid, alias, normalise_alias(alias), source, at, earliest=True)
+            return self.store.insert_alias(nid, alias, normalise_alias(alias), source, at, earliest=True)
 
     def adopt_proposal(
         self,
