@@ -213,7 +213,8 @@ V9_UNDO = """
 drop trigger node_blob_immutable; drop trigger edge_identity_immutable; drop table legacy_order;
 drop table change_log; drop table sync_peer; drop trigger edge_belief_final;
 drop trigger change_node; drop trigger change_node_state; drop trigger change_edge; drop trigger change_edge_state;
-drop trigger change_alias; drop trigger change_proposal; drop trigger change_proposal_decided;
+drop trigger change_alias; drop trigger change_alias_time;
+drop trigger change_proposal; drop trigger change_proposal_decided;
 drop trigger change_tombstone;
 alter table state_log drop column entered; alter table state_log drop column created_was;
 alter table state_log drop column valid_was; alter table state_log drop column ord_was; drop view merge_conflict;

@@ -334,3 +334,50 @@ def test_a_file_lifted_from_version_7_syncs_only_with_its_replicas(tmp_path: Pat
             assert result["pull"]["records"] < 10  # the difference, not the lifted store's rows again
         with pytest.raises(InvalidInput, match="different orders"):
             fresh.sync(old)
+
+
+def test_a_restored_sender_that_changes_the_same_row_again_is_still_caught(
+    pair: tuple[WorldDB, WorldDB], tmp_path: Path
+) -> None:
+    a, b = pair
+    x = b.write("Ana likes chess", scope="ana")
+    b.backup(tmp_path / "b-backup.db")
+    b.write("before the restore", scope="ana")
+    b.retire(x)  # this change's number comes again after the restore, for the same row
+    a.sync(b)
+    b.close()
+    for suffix in ("", "-wal", "-shm"):
+        (tmp_path / f"b.db{suffix}").unlink(missing_ok=True)
+    (tmp_path / "b-backup.db").rename(tmp_path / "b.db")
+    b = _open(tmp_path / "b.db", 100)
+    after = b.write("after the restore", scope="ana")
+    b.retire(x)
+    assert a.sync(b)["converged"]
+    assert after in {n.id for n in a.nodes()}
+    _converged(a, b)
+    b.close()
+
+
+def test_a_scoped_sync_leaves_a_proposal_half_outside_the_scopes(pair: tuple[WorldDB, WorldDB]) -> None:
+    a, b = pair
+    x = a.write("Dana", scope="work", type="Entity", name="Dana")
+    y = a.write("Dana S.", scope="ana", type="Entity", name="Dana S.")
+    a.link(x, y, "same_as")
+    result = b.sync(a, push=False, scopes=["ana"])  # refused whole before: the pair's other node was not sent
+    assert result["pull"]["nodes"]["added"] >= 1 and not b.merge_proposals()
+    assert b.sync(a)["converged"] and len(b.merge_proposals()) == 1
+
+
+def test_an_alias_time_merged_on_one_replica_reaches_a_third(pair: tuple[WorldDB, WorldDB], tmp_path: Path) -> None:
+    a, b = pair
+    x = a.write("Tom", scope="ana", type="Entity", name="Tom")
+    a.sync(b)
+    b.add_alias(x, "Teatime")
+    b.replica(tmp_path / "c.db")
+    c = _open(tmp_path / "c.db", 40)
+    a.add_alias(x, "Teatime")  # a's clock is behind b's: its time is the earlier
+    a.sync(b)
+    c.sync(b)
+    times = [db._conn.execute("select created_at from alias where norm = 'teatime'").fetchall() for db in (a, b, c)]
+    assert times[0] == times[1] == times[2]
+    c.close()

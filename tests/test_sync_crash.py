@@ -46,10 +46,13 @@ def _open(path: Path) -> WorldDB:
 
 
 def _digest(db: WorldDB) -> dict[str, Any]:
-    """``table_digest`` without meta's vec_epoch, a fresh random mark each VACUUM (a purge's wipe) sets."""
+    """``table_digest`` without the random draws an apply makes: meta's vec_epoch (a fresh mark each VACUUM
+    of a purge's wipe sets) and each change's stamp (change_log.stamp)."""
     out = table_digest(db)
     meta = sorted(db._conn.execute("select key, value from meta where key != 'vec_epoch'").fetchall())
     out["meta"] = (len(meta), hashlib.sha256(repr(meta).encode()).hexdigest())
+    log = db._conn.execute("select seq, kind, ref, origin from change_log order by seq").fetchall()
+    out["change_log"] = (len(log), hashlib.sha256(repr(log).encode()).hexdigest())
     return out
 
 

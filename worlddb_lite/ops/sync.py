@@ -145,8 +145,14 @@ def _selection(
             kept_edges.add(eid)
             ends.update((src, dst))
     picked["edge"] = kept_edges
-    # the receiver may not hold an edge's ends or a node's worlds (a scope added since, a replica restored
-    # from an older copy): they travel too, and merge as no-ops where it does
+    kept_proposals = set()
+    for pid, a, b in sync_rows.proposal_pairs(conn, sorted(picked["proposal"])):
+        if allowed is None or (a in allowed and b in allowed):  # a pair half outside the scopes stays home
+            kept_proposals.add(pid)
+            ends.update((a, b))
+    picked["proposal"] = kept_proposals
+    # the receiver may not hold an edge's ends, a proposal's pair or a node's worlds (a scope added since, a
+    # replica restored from an older copy): they travel too, and merge as no-ops where it does
     named = picked["node"] | ends
     named |= transfer_rows.ancestors(conn, sorted(named))
     picked["node"] = named - {root}  # every store has the same root world (its id is a constant)

@@ -60,6 +60,7 @@ CHANGE_TRIGGERS = (
     "change_edge",
     "change_edge_state",
     "change_alias",
+    "change_alias_time",
     "change_proposal",
     "change_proposal_decided",
     "change_tombstone",

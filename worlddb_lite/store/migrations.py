@@ -272,6 +272,7 @@ def _to_v10(conn: apsw.Connection) -> None:
         "change_edge",
         "change_edge_state",
         "change_alias",
+        "change_alias_time",
         "change_proposal",
         "change_proposal_decided",
         "change_tombstone",

@@ -839,7 +839,7 @@ class Store:
             )
         elif earliest:
             self.conn.execute(
-                "update alias set created_at = min(created_at, ?) where norm = ? and nid = ?", (at, norm, nid)
+                "update alias set created_at = ?1 where norm = ?2 and nid = ?3 and created_at > ?1", (at, norm, nid)
             )
         return held is None
 

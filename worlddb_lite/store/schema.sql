@@ -185,7 +185,10 @@ create table change_log (
   seq integer primary key,  -- the change number a token names
   kind text not null check (kind in ('node', 'edge', 'alias', 'proposal', 'tombstone')),
   ref integer not null,  -- node.nid (node, alias, tombstone), edge.eid or merge_proposal.pid
-  origin integer references sync_peer (peer)  -- the replica it came from (not sent back there), null: here
+  origin integer references sync_peer (peer),  -- the replica it came from, null: written here
+  -- a random number drawn for this change: a file restored from an older copy hands its seq out again,
+  -- to another change with another stamp (ops/sync.py: a token names the change it saw by both)
+  stamp integer not null default (random())
 ) strict;
 
 -- The replicas this store has exchanged changes with: how far it has seen each one's change_log.
@@ -348,6 +351,9 @@ end;
 
 create trigger change_node_state after update of valid_at, invalid_at, closed_at, created_at, expired_at, retired,
 salience on node_state
+when new.valid_at is not old.valid_at or new.invalid_at is not old.invalid_at or new.closed_at is not old.closed_at
+  or new.created_at is not old.created_at or new.expired_at is not old.expired_at or new.retired is not old.retired
+  or new.salience is not old.salience
 begin
   insert into change_log (kind, ref, origin) values ('node', new.nid, (select max(origin) from reconciler_session));
 end;
@@ -363,6 +369,12 @@ begin
 end;
 
 create trigger change_alias after insert on alias
+begin
+  insert into change_log (kind, ref, origin) values ('alias', new.nid, (select max(origin) from reconciler_session));
+end;
+
+create trigger change_alias_time after update of created_at on alias
+when new.created_at is not old.created_at
 begin
   insert into change_log (kind, ref, origin) values ('alias', new.nid, (select max(origin) from reconciler_session));
 end;

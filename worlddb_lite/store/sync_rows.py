@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Sequence
-from typing import Any, cast
+from typing import Any
 
 import apsw
 from blake3 import blake3
@@ -44,25 +44,16 @@ def peers(conn: apsw.Connection) -> list[tuple[str, int, str]]:
 
 
 def tip(conn: apsw.Connection, seq: int) -> str:
-    """A short digest of change ``seq`` by what it changed (kind and content ids): '' for none.
+    """A short digest naming change ``seq`` (its kind and the random stamp drawn for it): '' for none.
 
     Change numbers are this file's own; after a restore from an older copy they are handed out again for
-    other changes, which the digest tells apart (a row number would not: it is handed out again too).
+    other changes, which the stamp tells apart (what a change touched would not: the same row often changes
+    twice).
     """
-    row = conn.execute("select kind, ref from change_log where seq = ?", (seq,)).fetchone()
+    row = conn.execute("select kind, stamp from change_log where seq = ?", (seq,)).fetchone()
     if row is None:
         return ""
-    kind, ref = str(row[0]), as_int(row[1])
-    if kind == "edge":
-        found = conn.execute("select id from edge where eid = ?", (ref,)).fetchall()
-    elif kind == "proposal":
-        found = conn.execute(
-            "select x.id from merge_proposal as m join node as x on x.nid in (m.a, m.b) where m.pid = ? order by x.id",
-            (ref,),
-        ).fetchall()
-    else:
-        found = conn.execute("select id from node where nid = ?", (ref,)).fetchall()
-    return blake3(kind.encode() + b"".join(bytes(cast(bytes, r[0])) for r in found)).hexdigest()[:16]
+    return blake3(f"{row[0]}:{row[1]}".encode()).hexdigest()[:16]
 
 
 def peer_of(conn: apsw.Connection, other: str) -> int | None:
@@ -161,6 +152,14 @@ def aliases_of(conn: apsw.Connection, nids: Sequence[int]) -> Iterator[tuple[int
         "order by nid, norm",
         (_json(nids),),
     )
+
+
+def proposal_pairs(conn: apsw.Connection, pids: Sequence[int]) -> Iterator[tuple[int, int, int]]:
+    """(pid, a, b) of these proposals."""
+    for pid, a, b in conn.execute(
+        "select pid, a, b from merge_proposal where pid in (select value from json_each(?))", (_json(pids),)
+    ):
+        yield as_int(pid), as_int(a), as_int(b)
 
 
 def proposals(conn: apsw.Connection, pids: Sequence[int]) -> Iterator[tuple[Any, ...]]:
