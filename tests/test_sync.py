@@ -194,12 +194,17 @@ def test_refusals_name_the_way_out(pair: tuple[WorldDB, WorldDB], tmp_path: Path
         a.sync(tmp_path / "copy.db")
 
 
-def test_conflicting_merge_decisions_are_reported_not_guessed(pair: tuple[WorldDB, WorldDB]) -> None:
-    a, b = pair
+def _proposed_on_both(a: WorldDB, b: WorldDB) -> None:
+    """A same_as proposal between two entities of a, pending on both replicas."""
     x = a.write("Dana", scope="ana", type="Entity", name="Dana")
     y = a.write("Dana S.", scope="ana", type="Entity", name="Dana S.")
     a.link(x, y, "same_as")
     a.sync(b)
+
+
+def test_conflicting_merge_decisions_are_reported_not_guessed(pair: tuple[WorldDB, WorldDB]) -> None:
+    a, b = pair
+    _proposed_on_both(a, b)
     (pid_a,) = [p.pid for p in a.merge_proposals()]
     (pid_b,) = [p.pid for p in b.merge_proposals()]
     a.accept_merge(pid_a)
@@ -265,10 +270,7 @@ def test_a_failed_write_of_a_change_set_leaves_the_store_writable(pair: tuple[Wo
 
 def test_an_accept_and_a_reject_of_one_merge_are_listed_and_both_verify(pair: tuple[WorldDB, WorldDB]) -> None:
     a, b = pair
-    x = a.write("Dana", scope="ana", type="Entity", name="Dana")
-    y = a.write("Dana S.", scope="ana", type="Entity", name="Dana S.")
-    a.link(x, y, "same_as")
-    a.sync(b)
+    _proposed_on_both(a, b)
     a.accept_merge(a.merge_proposals()[0].pid)
     b.reject_merge(b.merge_proposals()[0].pid)
     a.sync(b)

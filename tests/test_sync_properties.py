@@ -131,6 +131,14 @@ def _open(path: Path, clock: FakeClock) -> WorldDB:
     return WorldDB(path, embedder=FakeEmbedder(), clock=clock)
 
 
+def _seeded_pair(tmp_path: Path) -> tuple[WorldDB, WorldDB]:
+    """A store with one memory and a replica of it whose clock runs 7 s ahead."""
+    a = _open(tmp_path / "a.db", FakeClock(start=START))
+    a.write("Ana likes green tea", scope="ana")
+    a.replica(tmp_path / "b.db")
+    return a, _open(tmp_path / "b.db", FakeClock(start=START + dt.timedelta(seconds=7)))
+
+
 @contextmanager
 def replicas(count: int, offsets: list[int]) -> Iterator[Run]:
     """A seeded store and ``count`` - 1 replicas of it, each on a clock of its own."""
@@ -448,10 +456,7 @@ def test_stale_notes_rank_alike_on_every_replica(tmp_path: Path) -> None:
 def test_an_alias_given_before_a_purge_was_heard_of_does_not_come_back(tmp_path: Path) -> None:
     """b aliases a memory, a purges it before it heard of the alias; after a sync neither replica holds
     the alias (it is the memory's content, as its text is) and its words are in neither file."""
-    a = _open(tmp_path / "a.db", FakeClock(start=START))
-    a.write("Ana likes green tea", scope="ana")
-    a.replica(tmp_path / "b.db")
-    b = _open(tmp_path / "b.db", FakeClock(start=START + dt.timedelta(seconds=7)))
+    a, b = _seeded_pair(tmp_path)
     try:
         secret = a.write("my locker code is secret4711", scope="ana")
         a.sync(b, pull=False)
@@ -473,10 +478,7 @@ def test_an_alias_given_before_a_purge_was_heard_of_does_not_come_back(tmp_path:
 def test_an_alias_given_to_a_purged_memory_is_refused(tmp_path: Path) -> None:
     """a purges a memory, then aliases it: add_alias refuses (the memory has no content left to name; it was
     taken, kept in this file only and never sent), and no replica names the purged memory after a sync."""
-    a = _open(tmp_path / "a.db", FakeClock(start=START))
-    a.write("Ana likes green tea", scope="ana")
-    a.replica(tmp_path / "b.db")
-    b = _open(tmp_path / "b.db", FakeClock(start=START + dt.timedelta(seconds=7)))
+    a, b = _seeded_pair(tmp_path)
     try:
         secret = a.write("my locker code is secret4711", scope="ana")
         a.purge(secret)

@@ -242,27 +242,9 @@ def _records(
         for eid in edges:
             yield transfer.edge_record(r, store.edge_row(eid), closes.get(eid, []))
         for nid, alias, source, created_at in list(sync_rows.aliases_of(conn, sorted(picked["alias"]))):
-            yield {
-                "kind": "alias",
-                "node": store.header(nid).id.hex(),
-                "alias": alias,
-                "source": source,
-                "created_at": created_at,
-            }
-        for a, b, status, score, tier, reason, proposed_at, decided_at in list(
-            sync_rows.proposals(conn, sorted(picked["proposal"]))
-        ):
-            yield {
-                "kind": "proposal",
-                "a": store.header(a).id.hex(),
-                "b": store.header(b).id.hex(),
-                "status": status,
-                "score": score,
-                "tier": tier,
-                "reason": reason,
-                "proposed_at": proposed_at,
-                "decided_at": decided_at,
-            }
+            yield transfer.alias_record(r, nid, alias, source, created_at)
+        for proposal in list(sync_rows.proposals(conn, sorted(picked["proposal"]))):
+            yield transfer.proposal_record(r, proposal)
 
 
 def write_changes(
@@ -287,9 +269,8 @@ def write_changes(
 
 
 def _checked_header(header: dict[str, Any], me: str) -> None:
-    for name in ("store_id",):
-        if not isinstance(header.get(name), str) or not _ID.match(header[name]):
-            raise InvalidInput(f"the change set's header has no valid {name!r}; nothing was applied")
+    if not isinstance(header.get("store_id"), str) or not _ID.match(header["store_id"]):
+        raise InvalidInput("the change set's header has no valid 'store_id'; nothing was applied")
     if header["store_id"] == me:
         raise InvalidInput("this change set was written by this store itself; nothing was applied")
     for name in ("seq", "since"):

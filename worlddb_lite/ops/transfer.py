@@ -22,7 +22,7 @@ import importlib.metadata
 import json
 import re
 from collections import deque
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -167,6 +167,33 @@ def edge_record(r: Reconciler, row: EdgeRow, changes: list[tuple[Any, ...]]) -> 
     }
 
 
+def alias_record(r: Reconciler, nid: int, alias: str, source: str | None, created_at: str) -> dict[str, Any]:
+    """An alias's record: its node by id, the alias as written, where it came from and when."""
+    return {
+        "kind": "alias",
+        "node": r.store.header(nid).id.hex(),
+        "alias": alias,
+        "source": source,
+        "created_at": created_at,
+    }
+
+
+def proposal_record(r: Reconciler, row: Sequence[Any]) -> dict[str, Any]:
+    """A merge proposal's record from (a, b, status, score, tier, reason, proposed_at, decided_at)."""
+    a, b, status, score, tier, reason, proposed_at, decided_at = row
+    return {
+        "kind": "proposal",
+        "a": r.store.header(a).id.hex(),
+        "b": r.store.header(b).id.hex(),
+        "status": status,
+        "score": score,
+        "tier": tier,
+        "reason": reason,
+        "proposed_at": proposed_at,
+        "decided_at": decided_at,
+    }
+
+
 def export_records(r: Reconciler, root: int, scope: str | None = None) -> Iterator[dict[str, Any]]:
     """The records of a whole store (``scope`` None) or of one scope: a header, then nodes, edges and the rest.
 
@@ -202,27 +229,9 @@ def export_records(r: Reconciler, root: int, scope: str | None = None) -> Iterat
             for eid in list(transfer_rows.edges_within(conn, chosen)):
                 yield edge_record(r, store.edge_row(eid), edge_changes.get(eid, []))
             for nid, alias, _norm, source, created_at in list(transfer_rows.aliases_of(conn, chosen)):
-                yield {
-                    "kind": "alias",
-                    "node": store.header(nid).id.hex(),
-                    "alias": alias,
-                    "source": source,
-                    "created_at": created_at,
-                }
-            for a, b, status, score, tier, reason, proposed_at, decided_at in list(
-                transfer_rows.proposals_within(conn, chosen)
-            ):
-                yield {
-                    "kind": "proposal",
-                    "a": store.header(a).id.hex(),
-                    "b": store.header(b).id.hex(),
-                    "status": status,
-                    "score": score,
-                    "tier": tier,
-                    "reason": reason,
-                    "proposed_at": proposed_at,
-                    "decided_at": decided_at,
-                }
+                yield alias_record(r, nid, alias, source, created_at)
+            for proposal in list(transfer_rows.proposals_within(conn, chosen)):
+                yield proposal_record(r, proposal)
             for turn, in_scope, said_at, said_in, speaker, enqueued_at in list(
                 transfer_rows.queued_within(conn, chosen)
             ):
