@@ -59,8 +59,8 @@ def test_two_replicas_that_wrote_apart_converge_both_ways(pair: tuple[WorldDB, W
     assert result["converged"]
     assert result["pull"]["nodes"]["added"] >= 2 and result["push"]["nodes"]["added"] >= 1
     _converged(a, b)
-    echo = a.sync(b)  # what b adopted from a goes back once (a may have lost it), and changes nothing
-    assert echo["pull"]["nodes"]["added"] == 0 and echo["push"]["records"] == 0
+    echo = a.sync(b)  # what each adopted from the other stays home: nothing moves
+    assert echo["pull"]["records"] == 0 and echo["push"]["records"] == 0
     quiet = a.sync(b)
     assert quiet["pull"]["records"] == 0 and quiet["push"]["records"] == 0
 
@@ -383,3 +383,68 @@ def test_an_alias_time_merged_on_one_replica_reaches_a_third(pair: tuple[WorldDB
     times = [db._conn.execute("select created_at from alias where norm = 'teatime'").fetchall() for db in (a, b, c)]
     assert times[0] == times[1] == times[2]
     c.close()
+
+
+def _restore(db: WorldDB, backup: Path, offset_s: int) -> WorldDB:
+    """The disk died: the store's copy at ``backup`` comes back in its place."""
+    path = Path(db.path)
+    db.close()
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+    backup.rename(path)
+    return _open(path, offset_s)
+
+
+def _set(sender: WorldDB, receiver: WorldDB) -> bytes:
+    buffer = io.BytesIO()
+    sender.changes(buffer, since=receiver.sync_token())
+    return buffer.getvalue()
+
+
+def test_rows_adopted_from_a_replica_are_not_sent_back_to_it(pair: tuple[WorldDB, WorldDB]) -> None:
+    a, b = pair
+    mine = a.write("Ana runs on Sundays", scope="ana")
+    theirs = b.write("Bob plays chess", scope="bob")
+    a.apply_changes(_set(b, a))
+    back = _set(a, b)
+    sent = {record.get("id") for record in changeset.read(back).records}
+    assert mine in sent and theirs not in sent
+    assert changeset.read(back).header["echo"] is not None  # names b's change a has seen, for b to check
+    assert b.apply_changes(back)["resend"] is False
+    _converged(a, b)
+
+
+def test_a_receiver_restored_from_an_older_copy_asks_for_everything_once(
+    pair: tuple[WorldDB, WorldDB], tmp_path: Path
+) -> None:
+    a, b = pair
+    b.backup(tmp_path / "b-backup.db")
+    lost = b.write("Ana's sister is Eva", scope="ana")
+    a.sync(b)  # a holds it now, adopted from b
+    b = _restore(b, tmp_path / "b-backup.db", 100)
+    b.write("written after the restore", scope="ana")
+    first = b.apply_changes(_set(a, b))  # a left out what it had from b: b no longer holds all of it
+    assert first["resend"] is True
+    assert lost not in {n.id for n in b.nodes()}
+    again = b.apply_changes(_set(a, b))
+    assert again["resend"] is False and lost in {n.id for n in b.nodes()}
+    assert a.sync(b)["converged"]
+    _converged(a, b)
+    b.close()
+
+
+def test_a_late_change_set_made_before_a_restore_leaves_no_gap(pair: tuple[WorldDB, WorldDB], tmp_path: Path) -> None:
+    a, b = pair
+    a.sync(b)
+    b.backup(tmp_path / "b-backup.db")
+    middle = a.write("Ana moved to Porto", scope="ana")
+    a.sync(b)
+    a.write("Ana plays chess", scope="ana")
+    late = _set(a, b)  # made for b's newer token, delivered after b lost the middle change
+    b = _restore(b, tmp_path / "b-backup.db", 100)
+    b.apply_changes(late)
+    assert middle not in {n.id for n in b.nodes()}
+    assert a.sync(b)["converged"]  # b still counts a's changes from before the middle one as seen
+    assert middle in {n.id for n in b.nodes()}
+    _converged(a, b)
+    b.close()

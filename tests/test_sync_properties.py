@@ -4,14 +4,16 @@ Two or three replicas start from one store (``replica``), each on its own clock 
 applies a random program of writes (now and then the same text on two replicas), amends, retires,
 retracts, links between entities (``refers_to``, ``same_as``), decisions on pending merges, aliases and
 purges, interleaved with syncs between random pairs (pull, push or both) and with change sets written at
-one moment and applied later, again, or after newer ones (``changes`` / ``apply_changes``). At the end
+one moment and applied later, again, or after newer ones (``changes`` / ``apply_changes``), and with
+backups and restores of a replica from its last backup (its writes since are lost there). At the end
 every replica syncs around a ring until a whole round moves nothing, and then every replica has:
 
 * the same store root, a deep ``verify`` that passes, the same visible node ids, the same aliases, every
   merge proposal decided alike (or accepted on one and rejected on another: a conflict each keeps, never
   left pending), and the same answers to a fixed set of recalls (the first five hits, in order, with their
   scores);
-* every id an acknowledged write returned (purged or not);
+* every id an acknowledged write returned (purged or not), unless the only replica that held it was
+  restored from a backup older than it;
 * no byte of a purged memory: each purgeable memory carries a unique token, which after ``checkpoint()``
   appears in no replica's files once any replica purged it, and no alias names it.
 
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import datetime as dt
 import io
+import shutil
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -90,6 +93,8 @@ op = st.one_of(
     sync,
     st.tuples(st.just("stash"), replica_no, replica_no),
     st.tuples(st.just("deliver"), replica_no, pick),
+    st.tuples(st.just("backup"), replica_no),
+    st.tuples(st.just("restore"), replica_no),  # the disk died: the replica's last copy comes back
 )
 
 
@@ -116,6 +121,8 @@ class Run:
     tokens: dict[str, str] = field(default_factory=dict)  # secret memory id -> its unique token
     counter: int = 0
     stashed: list[tuple[int, bytes]] = field(default_factory=list)  # (receiver, change set) not yet applied
+    # per replica: its last backup's file and what it held then (memories, entities, secrets)
+    backups: dict[int, tuple[Path, tuple[list[str], list[str], list[str]]]] = field(default_factory=dict)
     done: set[str] = field(default_factory=set)  # kinds of operation that took effect, for the statistics
     log: list[str] = field(default_factory=list)  # what ran, for the failure message
 
@@ -203,6 +210,18 @@ def step(run: Run, action: tuple[Any, ...]) -> None:
         run.log.append(f"stash {len(run.stashed)}: r{r}.changes(since=r{other}.sync_token())")
         run.stashed.append((other, buffer.getvalue()))
         return
+    if kind == "backup":
+        path = run.folder / "backups" / f"r{r}.db"  # outside the glob of the bytes check: a backup keeps secrets
+        path.parent.mkdir(exist_ok=True)
+        db.backup(path, overwrite=True)
+        run.backups[r] = (path, (list(run.memories[r]), list(run.entities[r]), list(run.secrets[r])))
+        run.log.append(f"r{r}.backup()")
+        run.done.add("backup")
+        return
+    if kind == "restore":
+        if r in run.backups:
+            restore(run, r)
+        return
     if kind == "deliver":  # late, perhaps again, perhaps after newer ones: it must change nothing back
         if run.stashed:
             index = action[2] % len(run.stashed)
@@ -287,6 +306,23 @@ def step(run: Run, action: tuple[Any, ...]) -> None:
     except WorldDBError as exc:
         run.log.append(f"  refused: {type(exc).__name__}: {str(exc)[:100]}")
         event(f"refused {kind}: {type(exc).__name__}")
+
+
+def restore(run: Run, r: int) -> None:
+    """Replace replica ``r``'s file with its last backup (its clock runs on). What only it held since is gone:
+    those writes are no longer owed."""
+    path, held = run.backups[r]
+    run.dbs[r].close()
+    for suffix in ("", "-wal", "-shm"):
+        (run.folder / f"r{r}.db{suffix}").unlink(missing_ok=True)
+    shutil.copyfile(path, run.folder / f"r{r}.db")
+    run.dbs[r] = _open(run.folder / f"r{r}.db", run.clocks[r])
+    run.memories[r], run.entities[r], run.secrets[r] = (list(x) for x in held)
+    known = {ref for lists in (run.memories, run.entities) for refs in lists for ref in refs}
+    run.acked &= known
+    run.tokens = {ref: token for ref, token in run.tokens.items() if ref in known}
+    run.log.append(f"r{r} restored from its backup")
+    run.done.add("restore")
 
 
 def settle(run: Run) -> int:

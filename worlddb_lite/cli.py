@@ -812,7 +812,13 @@ def cmd_apply(args: argparse.Namespace) -> Any:
         summary = db.apply_changes(sys.stdin.buffer if args.file == "-" else args.file)
     if args.json:
         return summary
-    return f"applied {_moved(summary)}\nfrom store {summary['from']}"
+    text = f"applied {_moved(summary)}\nfrom store {summary['from']}"
+    if summary["resend"]:
+        text += (
+            "\nthis store lacks changes of its own the sender had seen (it was restored from an older copy): "
+            "make the sender's next change set from `worlddb token` again; it will hold everything"
+        )
+    return text
 
 
 @command(

@@ -997,7 +997,9 @@ class WorldDB:
         """Apply a change set from another replica (its bytes, a path or a binary file), all of it or nothing.
 
         A damaged, altered or truncated set is refused (``InvalidInput``) before anything is written.
-        Returns what was added and merged, the proposals in conflict, the purges carried out, and whether
+        Returns what was added and merged, the proposals in conflict, the purges carried out, ``resend``
+        (this store lacks changes of its own the sender had seen, as after a restore from an older copy: the
+        sender's next change set for it holds everything), and whether
         this store's roots now equal the sender's (they do unless this store holds rows the sender lacks).
         Then, with ``sweep`` and if facts arrived, the consolidator's contradiction sweep runs (``swept``:
         the conflicts it flagged), as two devices may each hold a current value of one slot.
@@ -1050,10 +1052,15 @@ class WorldDB:
         for name, sender, receiver, wanted in (("pull", other, self, pull), ("push", self, other, push)):
             if not wanted:
                 continue
-            buffer = io.BytesIO()
-            written = sender.changes(buffer, since=receiver.sync_token(), scopes=scopes)
-            applied = receiver.apply_changes(buffer.getvalue())
-            out[name] = {"bytes": written["bytes"], **applied}
+            sent, first = 0, None
+            for _ in range(2):  # a receiver that lost changes of its own (a restore) asks for everything, once
+                buffer = io.BytesIO()
+                sent += sender.changes(buffer, since=receiver.sync_token(), scopes=scopes)["bytes"]
+                applied = receiver.apply_changes(buffer.getvalue())
+                if not applied["resend"]:
+                    break
+                first = applied
+            out[name] = {**applied, "bytes": sent} if first is None else {**applied, "bytes": sent, "first": first}
         if pull and push and not scopes:
             out["converged"] = self.root() == other.root()
         return out

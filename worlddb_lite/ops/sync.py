@@ -9,7 +9,9 @@ node, edge, alias, proposal or purge it wrote or adopted. A receiver names what 
 the sender sends the rows it changed after the change the token says the receiver saw of it, in their
 current state (all of them for a receiver that saw none, or whose tip, a digest of that change, no longer
 matches: a sender restored from an older copy numbers its changes again). Rows the sender adopted from the
-receiver go back too, once: the receiver may have lost them (a restore), and merging them changes nothing.
+receiver's whole change sets stay home: the header names the receiver's newest change the sender has seen
+(``echo``), and a receiver that no longer holds that change (restored from an older copy, it may lack
+them) counts nothing of the sender as seen, so the sender's next set holds everything (``resend``).
 The rows travel as the records of an export (``ops/transfer.py``) inside a change set
 (``ops/changeset.py``: compressed, counted, digested, refused whole if damaged).
 
@@ -121,14 +123,24 @@ def _source(source: object) -> bytes | str | IO[bytes]:
 
 
 def _selection(
-    r: Reconciler, root: int, seen: int, upto: int, scopes: Sequence[str] | None, *, everything: bool
+    r: Reconciler,
+    root: int,
+    seen: int,
+    upto: int,
+    scopes: Sequence[str] | None,
+    *,
+    everything: bool,
+    besides: int | None,
 ) -> dict[str, set[int]]:
-    """Kind -> refs to send: changed after ``seen``, within ``scopes``, with the worlds and ends they name."""
+    """Kind -> refs to send: changed after ``seen``, within ``scopes``, with the worlds and ends they name.
+
+    Changes this store made by adopting peer ``besides``'s rows are left out.
+    """
     conn = r.conn
     if everything and not sync_rows.log_is_complete(conn):  # a file from before version 10: its log starts late
         picked = sync_rows.everything(conn)
     else:
-        picked = sync_rows.changed_since(conn, seen, upto)
+        picked = sync_rows.changed_since(conn, seen, upto, besides=besides)
     picked["node"] |= picked.pop("tombstone")
     picked["node"] |= picked["alias"]  # an alias travels with its node, so its node is sent too
     allowed: set[int] | None = None
@@ -190,7 +202,11 @@ def changes(
             reset = entry is None or stale
             if reset:
                 seen = 0
-            picked = _selection(r, root, seen, upto, scopes, everything=reset)
+            # what this store adopted from the receiver stays home: the receiver holds it, unless it lost changes
+            # of its own since (a restore), which the claim lets it find out (``apply``; ops/sync.py docstring)
+            heard = None if reset or receiver is None else sync_rows.heard(conn, receiver)
+            besides = None if heard is None else heard[0]
+            picked = _selection(r, root, seen, upto, scopes, everything=reset, besides=besides)
             tops = [root] if not scopes else sorted({t for s in scopes for t in transfer.scope_tops(r, root, s)})
             header = {
                 "store_id": me,
@@ -203,6 +219,7 @@ def changes(
                 "scopes": list(scopes) if scopes else None,
                 "roots": {store.header(t).id.hex(): store.root_of(t).hex() for t in tops},
                 "sent_at": r.now(),
+                "echo": None if heard is None else {"seen": heard[1], "tip": heard[2]},
             }
     except BaseException:
         stack.close()
@@ -235,8 +252,9 @@ def _records(
         for start in range(0, len(nodes), 4096):
             chunk = nodes[start : start + 4096]
             rows = store.node_rows("where n.nid in (select value from json_each(?))", (json.dumps(chunk),))
+            texts = transfer_rows.fts_rows(conn, chunk)
             for row in sorted(rows, key=lambda x: (x.depth, x.nid)):
-                yield transfer.node_record(r, row, histories.get(row.nid, []), None)
+                yield transfer.node_record(r, row, histories.get(row.nid, []), None, texts)
         edges = sorted(picked["edge"])
         closes = sync_rows.state_changes(conn, "edge", edges)
         for eid in edges:
@@ -278,6 +296,16 @@ def _checked_header(header: dict[str, Any], me: str) -> None:
             raise InvalidInput(f"the change set's header has no valid {name!r}; nothing was applied")
     if not isinstance(header.get("roots"), dict) or not isinstance(header.get("store_root"), str):
         raise InvalidInput("the change set's header has no 'roots' or 'store_root'; nothing was applied")
+    echo = header.get("echo")
+    if echo is not None and (
+        not isinstance(echo, dict)
+        or type(echo.get("seen")) is not int
+        or echo["seen"] < 0
+        or not isinstance(echo.get("tip"), str)
+    ):
+        raise InvalidInput(
+            "the change set's header has an 'echo' that is not a change number and a tip; nothing was applied"
+        )
 
 
 def apply(
@@ -319,14 +347,29 @@ def apply(
             if erase:
                 purge.hold(conn)
             peer = sync_rows.add_peer(conn, header["store_id"])
-            txn.allow_merge(peer)
+            if header.get("reset"):
+                # the sender numbers its changes anew (a restore) or starts over with this store: what this
+                # store adopted from it earlier may be missing there now, so it is no longer left out for it
+                sync_rows.disown(conn, peer)
+            # rows a whole set brings are marked as the sender's, so they are not sent back to it; a scoped
+            # set's may come from past the change this store counts as seen of the sender, and go back once
+            txn.allow_merge(None if header.get("scopes") else peer)
             summary = transfer.write(txn, parsed, planned)
             if erase:
                 summary["purged"] = purge.erase(txn, conn, erase)
                 mark = f"vacuum {uuid.uuid4().hex}"
                 store.set_meta([(maintenance.WIPE_PENDING, mark)])
-            # a scoped set leaves the sender's other changes unsent: only a whole one counts them as seen
-            if not header.get("scopes"):
+            # the sender left out what it adopted from this store, up to this store's change it names: if that
+            # change is not here (a restore from an older copy), this store may lack some of it, and counts
+            # nothing of the sender as seen, so its next set holds everything
+            echo = header.get("echo")
+            summary["resend"] = echo is not None and sync_rows.tip(conn, echo["seen"]) != echo["tip"]
+            # a set made for a token older than this store's count of the sender (it was restored since)
+            # leaves out changes between the two: its rows merge, but it does not count as seen either
+            gap = not header.get("reset") and header["since"] > (sync_rows.seen(conn, peer) or 0)
+            if summary["resend"]:
+                sync_rows.forget(conn, peer)
+            elif not header.get("scopes") and not gap:  # a scoped set leaves the sender's other changes unsent
                 tip = str(header.get("tip") or "")
                 sync_rows.saw(conn, peer, header["seq"], tip, txn.now, reset=bool(header.get("reset")))
     finally:

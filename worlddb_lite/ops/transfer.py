@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.metadata
+import itertools
 import json
 import re
 from collections import deque
@@ -113,8 +114,13 @@ def node_record(
     row: NodeRow,
     changes: list[tuple[Any, ...]],
     roots: list[tuple[str, bytes, int]] | None,
+    texts: Mapping[int, tuple[str, str, str | None]] | None = None,
 ) -> dict[str, Any]:
-    """A node's record: its body as stored, its projection and state history (and logged roots, if given)."""
+    """A node's record: its body as stored, its projection and state history (and logged roots, if given).
+
+    ``texts``: the full-text rows of a batch of nodes read at once (``transfer_rows.fts_rows``), or None to
+    read this node's.
+    """
     conn, store = r.conn, r.store
     assert row.parent is not None
     record: dict[str, Any] = {
@@ -137,7 +143,7 @@ def node_record(
     if row.body is None:  # a tombstone: the hash and the purge's time, never the text
         record["purged_at"] = transfer_rows.purged_at(conn, row.id)
     else:
-        fts = transfer_rows.fts_row(conn, row.nid)
+        fts = transfer_rows.fts_row(conn, row.nid) if texts is None else texts.get(row.nid)
         if fts != _derived_fts(row.body):
             record["fts"] = None if fts is None else list(fts)
     if roots:
@@ -222,9 +228,12 @@ def export_records(r: Reconciler, root: int, scope: str | None = None) -> Iterat
             }
             node_changes = transfer_rows.state_changes(conn, "node")
             logged = transfer_rows.logged_roots(conn, whole)
-            for row in store.iter_node_rows("where n.parent is not null order by n.depth, n.nid", ()):
-                if row.nid in chosen:
-                    yield node_record(r, row, node_changes.get(row.nid, []), logged.get(row.nid))
+            rows = store.iter_node_rows("where n.parent is not null order by n.depth, n.nid", ())
+            while batch := list(itertools.islice(rows, 4096)):
+                texts = transfer_rows.fts_rows(conn, [row.nid for row in batch if row.nid in chosen])
+                for row in batch:
+                    if row.nid in chosen:
+                        yield node_record(r, row, node_changes.get(row.nid, []), logged.get(row.nid), texts)
             edge_changes = transfer_rows.state_changes(conn, "edge")
             for eid in list(transfer_rows.edges_within(conn, chosen)):
                 yield edge_record(r, store.edge_row(eid), edge_changes.get(eid, []))

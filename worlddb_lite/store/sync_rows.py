@@ -56,6 +56,25 @@ def tip(conn: apsw.Connection, seq: int) -> str:
     return blake3(f"{row[0]}:{row[1]}".encode()).hexdigest()[:16]
 
 
+def seen(conn: apsw.Connection, peer: int) -> int | None:
+    """The peer's change this file has applied up to (None: nothing yet, or only some scopes)."""
+    row = conn.execute("select seen from sync_peer where peer = ?", (peer,)).fetchone()
+    return None if row is None or row[0] is None else as_int(row[0])
+
+
+def heard(conn: apsw.Connection, other: str) -> tuple[int, int, str] | None:
+    """(peer, change seen, its tip) of another store this file has applied a whole change set from, if any."""
+    row = conn.execute(
+        "select peer, seen, tip from sync_peer where store_id = ? and seen > 0 and tip <> ''", (other,)
+    ).fetchone()
+    return None if row is None else (as_int(row[0]), as_int(row[1]), str(row[2]))
+
+
+def forget(conn: apsw.Connection, peer: int) -> None:
+    """Count nothing of the peer as seen: its next change set for this file holds everything."""
+    conn.execute("update sync_peer set seen = null, tip = null where peer = ?", (peer,))
+
+
 def peer_of(conn: apsw.Connection, other: str) -> int | None:
     """The sync_peer row of another store, if this file has one."""
     row = conn.execute("select peer from sync_peer where store_id = ?", (other,)).fetchone()
@@ -86,15 +105,23 @@ def saw(conn: apsw.Connection, peer: int, seq: int, digest: str, at: str, *, res
         )
 
 
+def disown(conn: apsw.Connection, peer: int) -> None:
+    """Count what this file adopted from the peer so far as its own: it goes back to the peer once."""
+    conn.execute("update change_log set origin = null where origin = ?", (peer,))
+
+
 def attribute(conn: apsw.Connection, peer: int) -> None:
     """Count every change this file wrote itself as the peer's (a replica's copy of the peer's file)."""
     conn.execute("update change_log set origin = ? where origin is null", (peer,))
 
 
-def changed_since(conn: apsw.Connection, since: int, upto: int) -> dict[str, set[int]]:
-    """Kind -> refs this file changed in (since, upto]."""
+def changed_since(conn: apsw.Connection, since: int, upto: int, *, besides: int | None = None) -> dict[str, set[int]]:
+    """Kind -> refs this file changed in (since, upto], leaving out the changes it adopted from peer ``besides``."""
     out: dict[str, set[int]] = {"node": set(), "edge": set(), "alias": set(), "proposal": set(), "tombstone": set()}
-    for kind, ref in conn.execute("select kind, ref from change_log where seq > ? and seq <= ?", (since, upto)):
+    for kind, ref in conn.execute(
+        "select kind, ref from change_log where seq > ? and seq <= ? and coalesce(origin, 0) != ?",
+        (since, upto, -1 if besides is None else besides),
+    ):
         out[str(kind)].add(as_int(ref))
     return out
 
