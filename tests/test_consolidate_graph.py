@@ -192,6 +192,19 @@ def test_sweep_leaves_a_pair_already_flagged(db: WorldDB) -> None:
     assert len(db.read(c).contradicted_by) == 2
 
 
+def test_a_sweep_near_some_nodes_flags_only_their_conflicts(db: WorldDB) -> None:
+    plant_conflicts(db)
+    madrid = next(n.id for n in db.nodes(type="Fact") if "Madrid" in (n.content or ""))
+    near = {db._store.resolve(madrid)}
+    assert sweep(db._writer, near=near, dry_run=True) == 1  # the fact's slot, found through its alias
+    assert sweep(db._writer, near=near) == 1
+    assert {x for x, _, _ in edges(db, "contradicts")} == {"ana lives in: Madrid"}
+    held = {n.name: db._store.resolve(n.id) for n in db.nodes(type="Entity")}
+    assert sweep(db._writer, near={held["Porto"], held["Bob"]}) == 0  # a dst; a src of one value
+    assert sweep(db._writer, near={held["Ana"]}) == 1  # the src of two current lives_in edges
+    assert sweep(db._writer) == 0
+
+
 # ---- near-duplicates ---------------------------------------------------------------
 
 DENTIST = (

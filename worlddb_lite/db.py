@@ -30,6 +30,7 @@ from .edges import EdgeRegistry, EdgeType
 from .errors import IntegrityViolation, InvalidInput, NotFound
 from .models.embed import Embedder, token_table
 from .ops import consolidation, maintenance, purge, reembed, retention, sync, transfer
+from .ops import sweep as sweep_step
 from .ops.consolidation import DEFAULT_MIN_AGE, Consolidation
 from .ops.consolidation import STEPS as CONSOLIDATION_STEPS
 from .ops.summaries import ExtractiveSummarizer, Summarizer
@@ -1007,14 +1008,13 @@ class WorldDB:
         self._outside_batch("apply_changes")
         if not isinstance(sweep, bool):
             raise InvalidInput(f"sweep is True or False, got {sweep!r:.40}")
-        summary, mark = sync.apply(self._reconciler, self._root, source)
+        summary, mark, arrived = sync.apply(self._reconciler, self._root, source)
         if mark is not None:
             with connection.translate():
                 summary["checkpoint"] = maintenance.finish_wipe(self._conn, self._store, wait=True, mark=mark)
-        arrived = summary["nodes"]["added"] + summary["nodes"]["tightened"]
-        # values of one slot learned on two devices meet only here: the consolidator's sweep flags them (it
-        # reads the store's current facts, so it runs only when facts came; functional edge types wait for it)
-        summary["swept"] = self.consolidate(only="sweep")["sweep"] if sweep and arrived and summary["facts"] else 0
+        # values of one slot learned on two devices meet only here: the consolidator's sweep flags them, around
+        # what arrived (a fact added, or the src of an edge added)
+        summary["swept"] = sweep_step.sweep(self._writer, near=arrived) if sweep and arrived else 0
         return summary
 
     def sync(

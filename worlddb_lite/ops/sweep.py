@@ -19,30 +19,42 @@ from __future__ import annotations
 
 import itertools
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from typing import NamedTuple
 
 from ..edges.base import is_functional
 from ..store import graph_rows
 from ..store.connection import translate
 from ..text.extract import value_kind
+from ..text.names import normalise_alias
+from ..text.slots import slot_key
 from ..write.writer import Writer
 from .batches import BATCH, Link, Progress, check_options, write_links
 
 CONTRADICTS = "contradicts"
 
 
-def sweep(writer: Writer, *, dry_run: bool = False, progress: Progress | None = None, batch: int = BATCH) -> int:
+def sweep(
+    writer: Writer,
+    *,
+    dry_run: bool = False,
+    progress: Progress | None = None,
+    batch: int = BATCH,
+    near: Collection[int] | None = None,
+) -> int:
     """Flag the conflicts on functional edge types and fact slots; how many edges (would be, with ``dry_run``).
 
-    ``progress(done, total)`` runs after each committed batch of ``batch`` edges.
+    ``progress(done, total)`` runs after each committed batch of ``batch`` edges. ``near``: only the
+    conflicts these nodes take part in (as a fact, or as the src of a functional edge), found through the
+    slot's alias (``text/slots.slot_key``) rather than by reading every current fact: what a sync brought
+    (ops/sync.py). A fact written by hand without that alias is then found by a whole sweep only.
     """
     size = check_options(dry_run, batch)
-    return write_links(writer, conflicts(writer), dry_run=dry_run, progress=progress, batch=size)
+    return write_links(writer, conflicts(writer, near), dry_run=dry_run, progress=progress, batch=size)
 
 
-def conflicts(writer: Writer) -> list[Link]:
-    """The ``contradicts`` edges the sweep would write, edge types first, then facts."""
+def conflicts(writer: Writer, near: Collection[int] | None = None) -> list[Link]:
+    """The ``contradicts`` edges the sweep would write (``near``: see ``sweep``), edge types first, then facts."""
     writer.settle(indexes=False)
     registry = writer.reconciler.registry
     with translate():
@@ -50,8 +62,8 @@ def conflicts(writer: Writer) -> list[Link]:
         found: list[Link] = []
         for name in registry.names():
             if is_functional(registry.get(name)):
-                found.extend(_pairs(_functional_edges(writer, name), flagged))
-        found.extend(_pairs(_functional_facts(writer), flagged))
+                found.extend(_pairs(_functional_edges(writer, name, near), flagged))
+        found.extend(_pairs(_functional_facts(writer, near), flagged))
     return found
 
 
@@ -64,10 +76,10 @@ class Claim(NamedTuple):
     label: str  # the edge type or the slot, kept in the flag's props
 
 
-def _functional_edges(writer: Writer, edge_type: str) -> list[list[Claim]]:
-    """The dsts of each src holding several current edges of ``edge_type``, in written order."""
+def _functional_edges(writer: Writer, edge_type: str, near: Collection[int] | None) -> list[list[Claim]]:
+    """The dsts of each src (of ``near``) holding several current edges of ``edge_type``, in written order."""
     dsts: dict[int, dict[int, None]] = defaultdict(dict)
-    for src, dst in graph_rows.current_pairs(writer.conn, edge_type):
+    for src, dst in graph_rows.current_pairs(writer.conn, edge_type, None if near is None else list(near)):
         dsts[src][dst] = None
     return [
         [Claim(("", d), d, (f"#{d}", "node"), edge_type) for d in sorted(ends)]
@@ -76,13 +88,30 @@ def _functional_edges(writer: Writer, edge_type: str) -> list[list[Claim]]:
     ]
 
 
-def _functional_facts(writer: Writer) -> list[list[Claim]]:
-    """The current facts of each (world, subject, slot) holding several values, by valid time then written order."""
+def _functional_facts(writer: Writer, near: Collection[int] | None) -> list[list[Claim]]:
+    """The current facts of each (world, subject, slot) holding several values, by valid time then written order.
+
+    With ``near``, only the groups holding one of those nodes.
+    """
+    conn = writer.conn
+    if near is None:
+        rows = graph_rows.current_facts(conn)
+    else:  # the slots of the near facts, through the alias each fact of a slot carries
+        keys = {
+            normalise_alias(slot_key(subject, slot))
+            for _, _, subject, slot, _, _ in graph_rows.current_facts(conn, list(near))
+        }
+        rows = graph_rows.current_facts(conn, [*near, *graph_rows.named(conn, sorted(keys))]) if keys else []
     groups: dict[tuple[int, str, str], list[Claim]] = defaultdict(list)
-    for nid, world, subject, slot, value, valid_at in graph_rows.current_facts(writer.conn):
+    for nid, world, subject, slot, value, valid_at in rows:
         claim = Claim((valid_at, nid), nid, (value.strip().casefold(), value_kind(value)), slot)
         groups[(world, subject.casefold(), slot.casefold())].append(claim)
-    return [facts for _, facts in sorted(groups.items()) if len({c.value for c in facts}) > 1]
+    chosen = None if near is None else set(near)
+    return [
+        facts
+        for _, facts in sorted(groups.items())
+        if len({c.value for c in facts}) > 1 and (chosen is None or any(c.nid in chosen for c in facts))
+    ]
 
 
 def _pairs(groups: Iterable[list[Claim]], flagged: set[frozenset[int]]) -> list[Link]:

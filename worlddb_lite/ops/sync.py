@@ -34,7 +34,7 @@ import re
 import uuid
 from collections.abc import Generator, Iterator, Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, NamedTuple
 
 from .. import checks
 from ..errors import InvalidInput
@@ -308,13 +308,20 @@ def _checked_header(header: dict[str, Any], me: str) -> None:
         )
 
 
-def apply(
-    r: Reconciler, root: int, source: bytes | str | os.PathLike[str] | IO[bytes]
-) -> tuple[dict[str, Any], str | None]:
-    """Check a whole change set, then apply it in one transaction; (a summary, the purge's wipe mark or None).
+class Applied(NamedTuple):
+    """What ``apply`` did: its summary, the purge's wipe mark (or None), the nodes added and added edges' srcs."""
+
+    summary: dict[str, Any]
+    mark: str | None
+    arrived: set[int]
+
+
+def apply(r: Reconciler, root: int, source: bytes | str | os.PathLike[str] | IO[bytes]) -> Applied:
+    """Check a whole change set, then apply it in one transaction.
 
     Raises ``InvalidInput`` for a damaged, altered or foreign change set before anything is written. The
-    caller finishes a purge's wipe (``maintenance.finish_wipe``) with the mark once the transaction committed.
+    caller finishes a purge's wipe (``maintenance.finish_wipe``) with the mark once the transaction committed,
+    and may sweep for contradictions around what arrived (``ops/sweep.py``).
     """
     cs = changeset.read(_source(source))
     conn, store = r.conn, r.store
@@ -354,7 +361,8 @@ def apply(
             # rows a whole set brings are marked as the sender's, so they are not sent back to it; a scoped
             # set's may come from past the change this store counts as seen of the sender, and go back once
             txn.allow_merge(None if header.get("scopes") else peer)
-            summary = transfer.write(txn, parsed, planned)
+            arrived: set[int] = set()
+            summary = transfer.write(txn, parsed, planned, arrived)
             if erase:
                 summary["purged"] = purge.erase(txn, conn, erase)
                 mark = f"vacuum {uuid.uuid4().hex}"
@@ -392,7 +400,7 @@ def apply(
         }
     )
     summary.setdefault("purged", [])
-    return summary, mark
+    return Applied(summary, mark, arrived)
 
 
 def make_replica(r: Reconciler, path: str) -> str:

@@ -539,8 +539,12 @@ def _vectors(r: Reconciler, parsed: Parsed, new: set[str]) -> dict[str, Any]:
     return out
 
 
-def _adopt_members(txn: Transaction, parsed: Parsed, nids: dict[str, int], vectors: dict[str, Any]) -> dict[str, Any]:
+def _adopt_members(
+    txn: Transaction, parsed: Parsed, nids: dict[str, int], vectors: dict[str, Any], arrived: set[int]
+) -> dict[str, Any]:
     """Nodes, each once its parent is written, then edges; the reconciler puts each member in its place.
+
+    ``arrived`` gets the nodes added and the srcs of the edges added.
 
     A world orders its members by (created_at, id) whatever order they arrive in (``Transaction.flush``),
     so the file's order matters only for parents before children.
@@ -567,6 +571,7 @@ def _adopt_members(txn: Transaction, parsed: Parsed, nids: dict[str, int], vecto
                 transfer_rows.add_tombstone(txn.store.conn, adopted.id, rec["purged_at"])
             nodes.added += 1
             nids[rec["id"]] = nid
+            arrived.add(nid)
         ready.extend(waiting.pop(rec["id"], []))
     stuck = min((item for items in waiting.values() for item in items), key=lambda item: item[0], default=None)
     if stuck is not None:
@@ -589,6 +594,7 @@ def _adopt_members(txn: Transaction, parsed: Parsed, nids: dict[str, int], vecto
         _, created = txn.adopt_edge(edge)
         if created:
             edges.added += 1
+            arrived.add(edge.src)
         else:
             edges.existing += 1
     return {"nodes": nodes.as_dict(), "edges": {"added": edges.added, "existing": edges.existing}}
@@ -633,11 +639,14 @@ def plan(r: Reconciler, root: int, parsed: Parsed) -> Plan:
     return Plan(nids, _vectors(r, parsed, new), _latest(parsed))
 
 
-def write(txn: Transaction, parsed: Parsed, planned: Plan) -> dict[str, Any]:
-    """Adopt every record inside the caller's transaction (which ``allow_merge`` opened); a summary."""
+def write(txn: Transaction, parsed: Parsed, planned: Plan, arrived: set[int] | None = None) -> dict[str, Any]:
+    """Adopt every record inside the caller's transaction (which ``allow_merge`` opened); a summary.
+
+    ``arrived`` gets the nodes added and the srcs of the edges added.
+    """
     store, nids = txn.store, planned.nids
     txn.not_before(planned.latest)
-    summary: dict[str, Any] = _adopt_members(txn, parsed, nids, planned.vectors)
+    summary: dict[str, Any] = _adopt_members(txn, parsed, nids, planned.vectors, set() if arrived is None else arrived)
     aliases = 0
     proposals: dict[str, int] = {}
     for _, rec in parsed.others:

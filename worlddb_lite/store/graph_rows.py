@@ -23,9 +23,17 @@ _PAIRS = (
 )
 
 
-def current_pairs(conn: apsw.Connection, edge_type: str) -> list[tuple[int, int]]:
-    """(src, dst) of the current edges of ``edge_type`` whose ends are current, in eid order."""
-    return [(as_int(src), as_int(dst)) for src, dst in conn.execute(_PAIRS, (edge_type,))]
+_PAIRS_FROM = _PAIRS.replace(" order by", " and e.src in (select value from json_each(?)) order by")
+
+
+def current_pairs(conn: apsw.Connection, edge_type: str, srcs: Sequence[int] | None = None) -> list[tuple[int, int]]:
+    """(src, dst) of the current edges of ``edge_type`` whose ends are current, in eid order (only from ``srcs``)."""
+    rows = (
+        conn.execute(_PAIRS, (edge_type,))
+        if srcs is None
+        else conn.execute(_PAIRS_FROM, (edge_type, json.dumps(sorted(set(srcs)))))
+    )
+    return [(as_int(src), as_int(dst)) for src, dst in rows]
 
 
 def linked_pairs(conn: apsw.Connection, edge_type: str) -> set[tuple[int, int]]:
@@ -49,19 +57,39 @@ def withdrawn_pairs(conn: apsw.Connection, edge_type: str, prop: str | None = No
     return {(as_int(src), as_int(dst)) for src, dst in rows}
 
 
-def current_facts(conn: apsw.Connection) -> list[tuple[int, int, str, str, str, str]]:
-    """(nid, world, subject, slot, value, valid_at) of the current facts on functional slots, in nid order."""
+_FACTS = (
+    "select n.nid, n.parent, json_extract(n.body, '$.props.subject'), json_extract(n.body, '$.props.slot'), "
+    "json_extract(n.body, '$.props.value'), s.valid_at from node as n join node_state as s on s.nid = n.nid "
+    "where n.type = 'Fact' and n.body is not null and json_extract(n.body, '$.props.functional') = 1 "
+    "and json_type(n.body, '$.props.value') = 'text' "
+    "and s.invalid_at is null and s.expired_at is null and s.retired = 0 order by n.nid"
+)
+_FACTS_AMONG = _FACTS.replace(" order by", " and n.nid in (select value from json_each(?)) order by")
+
+
+def current_facts(
+    conn: apsw.Connection, nids: Sequence[int] | None = None
+) -> list[tuple[int, int, str, str, str, str]]:
+    """(nid, world, subject, slot, value, valid_at) of the current facts on functional slots, in nid order.
+
+    With ``nids``, only those among them.
+    """
+    rows = conn.execute(_FACTS) if nids is None else conn.execute(_FACTS_AMONG, (json.dumps(sorted(set(nids))),))
     return [
         (as_int(nid), as_int(parent), str(subject), str(slot), str(value), str(valid_at))
-        for nid, parent, subject, slot, value, valid_at in conn.execute(
-            "select n.nid, n.parent, json_extract(n.body, '$.props.subject'), json_extract(n.body, '$.props.slot'), "
-            "json_extract(n.body, '$.props.value'), s.valid_at from node as n join node_state as s on s.nid = n.nid "
-            "where n.type = 'Fact' and n.body is not null and json_extract(n.body, '$.props.functional') = 1 "
-            "and json_type(n.body, '$.props.value') = 'text' "
-            "and s.invalid_at is null and s.expired_at is null and s.retired = 0 order by n.nid"
-        )
+        for nid, parent, subject, slot, value, valid_at in rows
         if subject is not None and slot is not None
     ]
+
+
+def named(conn: apsw.Connection, norms: Sequence[str]) -> set[int]:
+    """The nodes holding any of these normalised aliases."""
+    return {
+        as_int(r[0])
+        for r in conn.execute(
+            "select nid from alias where norm in (select value from json_each(?))", (json.dumps(sorted(set(norms))),)
+        )
+    }
 
 
 def current_among(conn: apsw.Connection, nids: Sequence[int]) -> set[int]:

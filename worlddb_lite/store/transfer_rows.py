@@ -100,28 +100,14 @@ def fts_row(conn: apsw.Connection, nid: int) -> tuple[str, str, str | None] | No
 
 
 def fts_rows(conn: apsw.Connection, nids: Sequence[int]) -> dict[int, tuple[str, str, str | None]]:
-    """``fts_row`` of these nodes at once (a node without a full-text row is left out).
-
-    A row the index added nothing to is its blob's name and content (view node_text), read here from the
-    blobs in one query; the few with added lines (sessions, summaries) go through the view one by one.
-    """
-    out: dict[int, tuple[str, str, str | None]] = {}
-    added = []
-    for nid, name, content, extra in conn.execute(
-        "select d.id, coalesce(json_extract(n.body, '$.name'), ''), coalesce(json_extract(n.body, '$.content'), ''), "
-        "x.nid is not null from node_fts_docsize as d join node as n on n.nid = d.id "
-        "left join index_text as x on x.nid = d.id where d.id in (select value from json_each(?))",
-        (json.dumps(sorted(set(nids))),),
-    ):
-        if extra:
-            added.append(as_int(nid))
-        else:
-            out[as_int(nid)] = (str(name), str(content), None)
-    for nid in added:
-        row = fts_row(conn, nid)
-        if row is not None:
-            out[nid] = row
-    return out
+    """``fts_row`` of these nodes at once (a node without a full-text row is left out)."""
+    return {
+        as_int(nid): (str(name or ""), str(content or ""), None if context is None else str(context))
+        for nid, name, content, context in conn.execute(
+            "select nid, name, content, context from node_text where nid in (select value from json_each(?))",
+            (json.dumps(sorted(set(nids))),),
+        )
+    }
 
 
 def purged_at(conn: apsw.Connection, raw_id: bytes) -> str | None:
