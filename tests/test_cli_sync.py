@@ -174,6 +174,27 @@ def test_a_round_trip_through_files(pair: tuple[str, str], capsys: pytest.Captur
     assert again["nodes"]["added"] == 0 and again["roots_agree"]
 
 
+def test_a_restored_receiver_is_told_to_ask_again(
+    pair: tuple[str, str], capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    a, b = pair
+    shutil.copyfile(b, tmp_path / "b-backup.db")
+    write(b, "Bob plays chess", "bob")
+    assert run(capsys, "sync", a, b)[0] == 0  # a holds b's chess now
+    for suffix in ("-wal", "-shm"):
+        Path(b + suffix).unlink(missing_ok=True)
+    shutil.copyfile(tmp_path / "b-backup.db", b)  # b's disk died: its copy from before comes back
+    write(b, "Bob runs", "bob")
+    sent = tmp_path / "to_b.bin"
+    assert run(capsys, "changes", a, "--since", token(capsys, b), "-o", str(sent))[0] == 0
+    code, out, err = run(capsys, "apply", b, str(sent))
+    assert code == 0, err
+    assert "restored from an older copy" in out and not found(b, "chess")
+    assert run(capsys, "changes", a, "--since", token(capsys, b), "-o", str(sent))[0] == 0
+    code, out, err = run(capsys, "apply", b, str(sent))
+    assert code == 0 and "restored" not in out and found(b, "chess")
+
+
 def test_a_round_trip_through_stdout_and_stdin(
     pair: tuple[str, str], capsysbinary: pytest.CaptureFixture[bytes], monkeypatch: pytest.MonkeyPatch
 ) -> None:
