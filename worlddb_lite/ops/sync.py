@@ -354,6 +354,14 @@ def apply(r: Reconciler, root: int, source: bytes | str | os.PathLike[str] | IO[
             if erase:
                 purge.hold(conn)
             peer = sync_rows.add_peer(conn, header["store_id"])
+            # the sender left out what it adopted from this store, up to this store's change it names: if that
+            # change is not here (a restore from an older copy), this store may lack some of it, and counts
+            # nothing of the sender as seen, so its next set holds everything
+            echo = header.get("echo")
+            lost = echo is not None and sync_rows.tip(conn, echo["seen"]) != echo["tip"]
+            # a set made for a token this store gave before it was restored from an older copy leaves out the
+            # sender's changes between the two counts: its rows merge, but it does not count as seen
+            gap = not header.get("reset") and header["since"] > (sync_rows.seen(conn, peer) or 0)
             if header.get("reset"):
                 # the sender numbers its changes anew (a restore) or starts over with this store: what this
                 # store adopted from it earlier may be missing there now, so it is no longer left out for it
@@ -363,19 +371,12 @@ def apply(r: Reconciler, root: int, source: bytes | str | os.PathLike[str] | IO[
             txn.allow_merge(None if header.get("scopes") else peer)
             arrived: set[int] = set()
             summary = transfer.write(txn, parsed, planned, arrived)
+            summary["resend"] = lost
             if erase:
                 summary["purged"] = purge.erase(txn, conn, erase)
                 mark = f"vacuum {uuid.uuid4().hex}"
                 store.set_meta([(maintenance.WIPE_PENDING, mark)])
-            # the sender left out what it adopted from this store, up to this store's change it names: if that
-            # change is not here (a restore from an older copy), this store may lack some of it, and counts
-            # nothing of the sender as seen, so its next set holds everything
-            echo = header.get("echo")
-            summary["resend"] = echo is not None and sync_rows.tip(conn, echo["seen"]) != echo["tip"]
-            # a set made for a token older than this store's count of the sender (it was restored since)
-            # leaves out changes between the two: its rows merge, but it does not count as seen either
-            gap = not header.get("reset") and header["since"] > (sync_rows.seen(conn, peer) or 0)
-            if summary["resend"]:
+            if lost:
                 sync_rows.forget(conn, peer)
             elif not header.get("scopes") and not gap:  # a scoped set leaves the sender's other changes unsent
                 tip = str(header.get("tip") or "")
