@@ -448,3 +448,48 @@ def test_a_late_change_set_made_before_a_restore_leaves_no_gap(pair: tuple[World
     assert middle in {n.id for n in b.nodes()}
     _converged(a, b)
     b.close()
+
+
+def test_a_late_set_from_before_the_senders_restore_goes_back_to_it(
+    pair: tuple[WorldDB, WorldDB], tmp_path: Path
+) -> None:
+    a, b = pair
+    b.write("written on b", scope="ana")
+    a.sync(b)
+    b.backup(tmp_path / "b-backup.db")
+    only = b.write("only b wrote this, then its disk died", scope="ana")
+    secret = b.write("the door code is zebra", scope="ana")
+    b.purge(secret)
+    late = _set(b, a)  # travels slowly
+    b = _restore(b, tmp_path / "b-backup.db", 100)  # b loses both, and holds the secret's text again
+    for i in range(4):
+        b.write(f"b after the restore {i}", scope="ana")
+    assert a.sync(b)["converged"]
+    a.apply_changes(late)  # behind a's count of b: its rows are not b's to keep home
+    assert a.sync(b)["converged"]
+    assert b.read(only).id == only and b.read(secret).purged
+    _converged(a, b)
+    b.close()
+    assert b"zebra" not in (tmp_path / "b.db").read_bytes()
+
+
+def test_rows_of_a_gap_set_go_back_to_a_sender_restored_later(pair: tuple[WorldDB, WorldDB], tmp_path: Path) -> None:
+    a, b = pair
+    b.write("b one", scope="ana")
+    a.sync(b)
+    a.backup(tmp_path / "a-backup.db")
+    b.backup(tmp_path / "b-backup.db")
+    b.write("b two", scope="ana")
+    a.sync(b, push=False)
+    x = b.write("x written on b", scope="ana")
+    late = _set(b, a)  # for a's count after "b two"
+    a = _restore(a, tmp_path / "a-backup.db", 50)
+    assert not a.apply_changes(late)["resend"]
+    b = _restore(b, tmp_path / "b-backup.db", 100)  # b loses "b two" and x
+    for i in range(4):
+        b.write(f"b after the restore {i}", scope="ana")
+    assert a.sync(b)["converged"]
+    assert b.read(x).id == x
+    _converged(a, b)
+    a.close()
+    b.close()

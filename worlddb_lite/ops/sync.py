@@ -36,6 +36,8 @@ from collections.abc import Generator, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any, NamedTuple
 
+import apsw
+
 from .. import checks
 from ..errors import InvalidInput
 from ..store import sync_rows, transfer_rows
@@ -308,6 +310,24 @@ def _checked_header(header: dict[str, Any], me: str) -> None:
         )
 
 
+def _continues(conn: apsw.Connection, peer: int, header: dict[str, Any]) -> bool:
+    """Whether a set picks up the sender's changes where this store's count of them stands, so that it counts.
+
+    A scoped set leaves the sender's other changes unsent. A set made for a token this store gave before it
+    was restored from an older copy leaves out the changes between the two counts (a gap). A set behind the
+    count (a late one, or one from before the sender's own restore: its tip differs) is from the past.
+    Their rows merge all the same.
+    """
+    if header.get("scopes"):
+        return False
+    if header.get("reset"):
+        return True
+    seen, tip = sync_rows.counted(conn, peer)
+    if header["since"] > (seen or 0):
+        return False
+    return seen is None or header["seq"] > seen or (header["seq"] == seen and str(header.get("tip") or "") == tip)
+
+
 class Applied(NamedTuple):
     """What ``apply`` did: its summary, the purge's wipe mark (or None), the nodes added and added edges' srcs."""
 
@@ -359,16 +379,14 @@ def apply(r: Reconciler, root: int, source: bytes | str | os.PathLike[str] | IO[
             # nothing of the sender as seen, so its next set holds everything
             echo = header.get("echo")
             lost = echo is not None and sync_rows.tip(conn, echo["seen"]) != echo["tip"]
-            # a set made for a token this store gave before it was restored from an older copy leaves out the
-            # sender's changes between the two counts: its rows merge, but it does not count as seen
-            gap = not header.get("reset") and header["since"] > (sync_rows.seen(conn, peer) or 0)
+            counts = _continues(conn, peer, header)
             if header.get("reset"):
                 # the sender numbers its changes anew (a restore) or starts over with this store: what this
                 # store adopted from it earlier may be missing there now, so it is no longer left out for it
                 sync_rows.disown(conn, peer)
-            # rows a whole set brings are marked as the sender's, so they are not sent back to it; a scoped
-            # set's may come from past the change this store counts as seen of the sender, and go back once
-            txn.allow_merge(None if header.get("scopes") else peer)
+            # the rows of a set that continues the count are marked as the sender's, so they are not sent back
+            # to it (the echo claim vouches for them); any other set's go back once
+            txn.allow_merge(peer if counts else None)
             arrived: set[int] = set()
             summary = transfer.write(txn, parsed, planned, arrived)
             summary["resend"] = lost
@@ -378,7 +396,7 @@ def apply(r: Reconciler, root: int, source: bytes | str | os.PathLike[str] | IO[
                 store.set_meta([(maintenance.WIPE_PENDING, mark)])
             if lost:
                 sync_rows.forget(conn, peer)
-            elif not header.get("scopes") and not gap:  # a scoped set leaves the sender's other changes unsent
+            elif counts:
                 tip = str(header.get("tip") or "")
                 sync_rows.saw(conn, peer, header["seq"], tip, txn.now, reset=bool(header.get("reset")))
     finally:

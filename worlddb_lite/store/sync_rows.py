@@ -56,10 +56,12 @@ def tip(conn: apsw.Connection, seq: int) -> str:
     return blake3(f"{row[0]}:{row[1]}".encode()).hexdigest()[:16]
 
 
-def seen(conn: apsw.Connection, peer: int) -> int | None:
-    """The peer's change this file has applied up to (None: nothing yet, or only some scopes)."""
-    row = conn.execute("select seen from sync_peer where peer = ?", (peer,)).fetchone()
-    return None if row is None or row[0] is None else as_int(row[0])
+def counted(conn: apsw.Connection, peer: int) -> tuple[int | None, str]:
+    """The peer's change this file has applied up to and its tip (None and '': nothing yet, or only scopes)."""
+    row = conn.execute("select seen, tip from sync_peer where peer = ?", (peer,)).fetchone()
+    if row is None or row[0] is None:
+        return None, ""
+    return as_int(row[0]), str(row[1] or "")
 
 
 def heard(conn: apsw.Connection, other: str) -> tuple[int, int, str] | None:
