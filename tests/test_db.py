@@ -821,3 +821,10 @@ def test_consolidate_inside_a_batch_joins_it(db: WorldDB) -> None:
     with db.batch():
         assert db.consolidate(RuleExtractor()).queue == 1
     assert db.queued() == 0 and [n.content for n in db.nodes(type="Fact")] == ["me lives in: Austin"]
+
+
+def test_an_amended_memory_keeps_its_aliases(db: WorldDB) -> None:
+    old = db.write("Sarah, my manager", scope="ana", type="Entity", name="Sarah", aliases=["my manager"])
+    new = db.amend(old, "Sarah Connor, my manager")
+    assert set(db.lookup_alias("my manager")) == {old, new}
+    assert db._store.alias_rows(db._store.resolve(new)) == db._store.alias_rows(db._store.resolve(old))

@@ -493,3 +493,12 @@ def test_rows_of_a_gap_set_go_back_to_a_sender_restored_later(pair: tuple[WorldD
     _converged(a, b)
     a.close()
     b.close()
+
+
+def test_a_value_arriving_for_an_amended_fact_is_flagged(pair: tuple[WorldDB, WorldDB]) -> None:
+    a, b = pair
+    a.write("I live in Porto", scope="ana", valid_at="2025-03-01")
+    (fact,) = [n for n in a.nodes(type="Fact", as_of="2025-06-01") if n.props.get("value") == "Porto"]
+    a.amend(fact.id, "I live in Porto, in the old town", valid_at="2025-03-01")  # the slot's alias goes along
+    b.write("I live in Berlin", scope="ana", valid_at="2025-03-01")
+    assert a.sync(b, push=False)["pull"]["swept"] == 1

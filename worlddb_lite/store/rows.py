@@ -850,7 +850,12 @@ class Store:
 
     def aliases(self, nid: int) -> list[str]:
         """Aliases of a node."""
-        return [r[0] for r in self.conn.execute("select alias from alias where nid = ? order by alias", (nid,))]
+        return [alias for alias, _ in self.alias_rows(nid)]
+
+    def alias_rows(self, nid: int) -> list[tuple[str, str | None]]:
+        """(alias, source) of a node's aliases, by alias."""
+        rows = self.conn.execute("select alias, source from alias where nid = ? order by alias", (nid,))
+        return [(str(alias), source) for alias, source in rows]
 
     def current_sources(self, dst: int, edge_types: Iterable[str]) -> list[int]:
         """Src of current edges of these types entering dst."""

@@ -208,7 +208,7 @@ class Writer:
         valid_at: TimeLike | None = None,
         props: Mapping[str, Any] | None = None,
     ) -> str:
-        """Write a new version of a memory that supersedes it; the old content stays, closed."""
+        """Write a new version of a memory that supersedes it, under its aliases; the old content stays, closed."""
         content = checks.memory_text(text, "text")
         valid = parse_time(valid_at, field="valid_at") if valid_at is not None else None
         extra = checks.props(props) or {}
@@ -241,6 +241,10 @@ class Writer:
                     f"a node with this content and valid time already exists ({existing}); "
                     "give the new version a different valid_at"
                 )
+            # the new version is the same thing: it answers to the old one's names (an extracted fact's slot
+            # alias among them, through which the write path and the sweep find a slot's current values)
+            for alias, source in self.store.alias_rows(old_nid):
+                txn.add_alias(nid, alias, source)
             txn.add_edge("supersedes", nid, old_nid, valid_at=valid)  # the edge holds from the new version on
             return self.store.header(nid).id.hex()
 
