@@ -15,6 +15,7 @@ from tests.conftest import START, FakeClock, FakeEmbedder, table_digest
 from worlddb_lite import WorldDB
 from worlddb_lite.errors import InvalidInput
 from worlddb_lite.ops import changeset
+from worlddb_lite.ops import sweep as sweep_module
 
 QUERIES = ["tea", "Lisbon", "sister", "chess", "running"]
 
@@ -502,3 +503,41 @@ def test_a_value_arriving_for_an_amended_fact_is_flagged(pair: tuple[WorldDB, Wo
     a.amend(fact.id, "I live in Porto, in the old town", valid_at="2025-03-01")  # the slot's alias goes along
     b.write("I live in Berlin", scope="ana", valid_at="2025-03-01")
     assert a.sync(b, push=False)["pull"]["swept"] == 1
+
+
+def test_an_apply_whose_sweep_did_not_run_is_swept_by_the_next(
+    pair: tuple[WorldDB, WorldDB], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a, b = pair
+    a.write("I live in Porto", scope="ana", valid_at="2025-03-01")
+    b.write("I live in Berlin", scope="ana", valid_at="2025-03-01")
+    assert a.apply_changes(_set(b, a), sweep=False)["swept"] == 0
+    b.write("Bob plays chess", scope="bob")
+    with monkeypatch.context() as patched:  # the process dies after the apply committed, before its sweep
+        patched.setattr(sweep_module, "sweep", lambda *args, **kwargs: (_ for _ in ()).throw(KeyboardInterrupt))
+        with pytest.raises(KeyboardInterrupt):
+            a.apply_changes(_set(b, a))
+    b.write("I go running every morning", scope="ana")
+    assert a.apply_changes(_set(b, a))["swept"] == 1  # the conflict the first apply brought
+    assert a.apply_changes(_set(b, a))["swept"] == 0
+    assert a.consolidate(only="sweep")["sweep"] == 0
+
+
+def test_a_restored_replica_learns_of_a_merge_decided_both_ways(tmp_path: Path) -> None:
+    a = _open(tmp_path / "a.db")
+    dana = a.write("Dana", scope="ana", type="Entity", name="Dana")
+    a.link(dana, a.write("Dana S.", scope="ana", type="Entity", name="Dana S."), "same_as")  # pending
+    a.replica(tmp_path / "b.db")
+    b = _open(tmp_path / "b.db", 7)
+    a.backup(tmp_path / "a-backup.db")
+    a.accept_merge(a.merge_proposals()[0].pid)
+    b.reject_merge(b.merge_proposals()[0].pid)
+    assert a.sync(b, pull=False)["push"]["conflicts"] == 1  # b keeps its rejection and holds a's same_as edges
+    a = _restore(a, tmp_path / "a-backup.db", 100)  # a forgot its acceptance
+    assert a.sync(b)["converged"]
+    (proposal,) = a.merge_proposals(None)
+    assert proposal.status.value == "rejected"
+    assert a._conn.execute("select decided_elsewhere from merge_conflict").fetchall() == [("accepted",)]
+    _converged(a, b)
+    a.close()
+    b.close()

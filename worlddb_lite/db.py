@@ -30,7 +30,6 @@ from .edges import EdgeRegistry, EdgeType
 from .errors import IntegrityViolation, InvalidInput, NotFound
 from .models.embed import Embedder, token_table
 from .ops import consolidation, maintenance, purge, reembed, retention, sync, transfer
-from .ops import sweep as sweep_step
 from .ops.consolidation import DEFAULT_MIN_AGE, Consolidation
 from .ops.consolidation import STEPS as CONSOLIDATION_STEPS
 from .ops.summaries import ExtractiveSummarizer, Summarizer
@@ -1002,19 +1001,18 @@ class WorldDB:
         (this store lacks changes of its own the sender had seen, as after a restore from an older copy: the
         sender's next change set for it holds everything), and whether
         this store's roots now equal the sender's (they do unless this store holds rows the sender lacks).
-        Then, with ``sweep`` and if facts arrived, the consolidator's contradiction sweep runs (``swept``:
-        the conflicts it flagged), as two devices may each hold a current value of one slot.
+        Then, with ``sweep``, the consolidator's contradiction sweep runs around what arrived (``swept``: the
+        conflicts it flagged), as two devices may each hold a current value of one slot; what an apply with
+        ``sweep=False``, or one killed before its sweep, brought is swept by the next apply.
         """
         self._outside_batch("apply_changes")
         if not isinstance(sweep, bool):
             raise InvalidInput(f"sweep is True or False, got {sweep!r:.40}")
-        summary, mark, arrived = sync.apply(self._reconciler, self._root, source)
+        summary, mark = sync.apply(self._reconciler, self._root, source)
         if mark is not None:
             with connection.translate():
                 summary["checkpoint"] = maintenance.finish_wipe(self._conn, self._store, wait=True, mark=mark)
-        # values of one slot learned on two devices meet only here: the consolidator's sweep flags them, around
-        # what arrived (a fact added, or the src of an edge added)
-        summary["swept"] = sweep_step.sweep(self._writer, near=arrived) if sweep and arrived else 0
+        summary["swept"] = sync.sweep_arrived(self._writer) if sweep else 0
         return summary
 
     def sync(

@@ -34,7 +34,7 @@ import re
 import uuid
 from collections.abc import Generator, Iterator, Sequence
 from pathlib import Path
-from typing import IO, Any, NamedTuple
+from typing import IO, Any
 
 import apsw
 
@@ -44,9 +44,12 @@ from ..store import sync_rows, transfer_rows
 from ..store.connection import connect, translate
 from ..text.dates import system_clock
 from ..write.reconciler import Reconciler
-from . import changeset, maintenance, purge, transfer
+from ..write.writer import Writer
+from . import changeset, maintenance, purge, sweep, transfer
 
 _ID = re.compile(r"^[0-9a-f]{32}$")
+# meta key: the change up to which the contradiction sweep has looked at what sync applies (``sweep_arrived``)
+SWEPT_UPTO = "sync_swept_upto"
 
 
 # ---- tokens ---------------------------------------------------------------------------------
@@ -328,20 +331,14 @@ def _continues(conn: apsw.Connection, peer: int, header: dict[str, Any]) -> bool
     return seen is None or header["seq"] > seen or (header["seq"] == seen and str(header.get("tip") or "") == tip)
 
 
-class Applied(NamedTuple):
-    """What ``apply`` did: its summary, the purge's wipe mark (or None), the nodes added and added edges' srcs."""
-
-    summary: dict[str, Any]
-    mark: str | None
-    arrived: set[int]
-
-
-def apply(r: Reconciler, root: int, source: bytes | str | os.PathLike[str] | IO[bytes]) -> Applied:
-    """Check a whole change set, then apply it in one transaction.
+def apply(
+    r: Reconciler, root: int, source: bytes | str | os.PathLike[str] | IO[bytes]
+) -> tuple[dict[str, Any], str | None]:
+    """Check a whole change set, then apply it in one transaction; (a summary, the purge's wipe mark or None).
 
     Raises ``InvalidInput`` for a damaged, altered or foreign change set before anything is written. The
     caller finishes a purge's wipe (``maintenance.finish_wipe``) with the mark once the transaction committed,
-    and may sweep for contradictions around what arrived (``ops/sweep.py``).
+    and sweeps for contradictions around what arrived (``sweep_arrived``).
     """
     cs = changeset.read(_source(source))
     conn, store = r.conn, r.store
@@ -387,8 +384,9 @@ def apply(r: Reconciler, root: int, source: bytes | str | os.PathLike[str] | IO[
             # the rows of a set that continues the count are marked as the sender's, so they are not sent back
             # to it (the echo claim vouches for them); any other set's go back once
             txn.allow_merge(peer if counts else None)
-            arrived: set[int] = set()
-            summary = transfer.write(txn, parsed, planned, arrived)
+            # the changes after this one wait for the contradiction sweep (``sweep_arrived``), unless older ones do
+            store.keep_meta([(SWEPT_UPTO, str(sync_rows.last_seq(conn)))])
+            summary = transfer.write(txn, parsed, planned)
             summary["resend"] = lost
             if erase:
                 summary["purged"] = purge.erase(txn, conn, erase)
@@ -419,7 +417,29 @@ def apply(r: Reconciler, root: int, source: bytes | str | os.PathLike[str] | IO[
         }
     )
     summary.setdefault("purged", [])
-    return Applied(summary, mark, arrived)
+    return summary, mark
+
+
+def sweep_arrived(writer: Writer) -> int:
+    """The contradiction sweep around what changed after the sweep's mark (nodes, srcs of edges); the edges added.
+
+    Two devices may each hold a current value of one functional slot; their values meet only when applied.
+    The mark (meta ``SWEPT_UPTO``) is set by the first apply after a sweep and moves on only once a sweep
+    finished, so an apply whose sweep was killed or skipped (``sweep=False``) is swept by the next one.
+    """
+    conn = writer.conn
+    with translate():
+        held = writer.store.meta_values([SWEPT_UPTO]).get(SWEPT_UPTO)
+        if held is None:
+            return 0
+        upto = sync_rows.last_seq(conn)
+        near = sync_rows.touched_since(conn, int(held), upto)
+    done = sweep.sweep(writer, near=near) if near else 0
+    with writer.transaction(), translate():  # never back: another process may have swept further meanwhile
+        now = writer.store.meta_values([SWEPT_UPTO]).get(SWEPT_UPTO)
+        if now is not None and int(now) < upto:
+            writer.store.set_meta([(SWEPT_UPTO, str(upto))])
+    return done
 
 
 def make_replica(r: Reconciler, path: str) -> str:

@@ -185,9 +185,12 @@ def alias_record(r: Reconciler, nid: int, alias: str, source: str | None, create
 
 
 def proposal_record(r: Reconciler, row: Sequence[Any]) -> dict[str, Any]:
-    """A merge proposal's record from (a, b, status, score, tier, reason, proposed_at, decided_at)."""
-    a, b, status, score, tier, reason, proposed_at, decided_at = row
-    return {
+    """A merge proposal's record from (a, b, status, score, tier, reason, proposed_at, decided_at, conflict).
+
+    ``conflict``: the other decision a replica made of it, only when there is one.
+    """
+    a, b, status, score, tier, reason, proposed_at, decided_at, conflict = row
+    record = {
         "kind": "proposal",
         "a": r.store.header(a).id.hex(),
         "b": r.store.header(b).id.hex(),
@@ -198,6 +201,9 @@ def proposal_record(r: Reconciler, row: Sequence[Any]) -> dict[str, Any]:
         "proposed_at": proposed_at,
         "decided_at": decided_at,
     }
+    if conflict is not None:
+        record["conflict"] = conflict
+    return record
 
 
 def export_records(r: Reconciler, root: int, scope: str | None = None) -> Iterator[dict[str, Any]]:
@@ -399,6 +405,8 @@ def _check_other(record: dict[str, Any], line: int) -> None:
         _field(record, line, "score", "number", optional=True)
         _field(record, line, "tier", "text", optional=True)
         _field(record, line, "reason", "text", optional=True)
+        if record.get("conflict") not in (None, MergeStatus.ACCEPTED.value, MergeStatus.REJECTED.value):
+            raise _bad(line, "field 'conflict' is not accepted or rejected")
     else:
         _field(record, line, "turn", "hex")
         _field(record, line, "scope", "hex")
@@ -539,12 +547,8 @@ def _vectors(r: Reconciler, parsed: Parsed, new: set[str]) -> dict[str, Any]:
     return out
 
 
-def _adopt_members(
-    txn: Transaction, parsed: Parsed, nids: dict[str, int], vectors: dict[str, Any], arrived: set[int]
-) -> dict[str, Any]:
+def _adopt_members(txn: Transaction, parsed: Parsed, nids: dict[str, int], vectors: dict[str, Any]) -> dict[str, Any]:
     """Nodes, each once its parent is written, then edges; the reconciler puts each member in its place.
-
-    ``arrived`` gets the nodes added and the srcs of the edges added.
 
     A world orders its members by (created_at, id) whatever order they arrive in (``Transaction.flush``),
     so the file's order matters only for parents before children.
@@ -571,7 +575,6 @@ def _adopt_members(
                 transfer_rows.add_tombstone(txn.store.conn, adopted.id, rec["purged_at"])
             nodes.added += 1
             nids[rec["id"]] = nid
-            arrived.add(nid)
         ready.extend(waiting.pop(rec["id"], []))
     stuck = min((item for items in waiting.values() for item in items), key=lambda item: item[0], default=None)
     if stuck is not None:
@@ -594,7 +597,6 @@ def _adopt_members(
         _, created = txn.adopt_edge(edge)
         if created:
             edges.added += 1
-            arrived.add(edge.src)
         else:
             edges.existing += 1
     return {"nodes": nodes.as_dict(), "edges": {"added": edges.added, "existing": edges.existing}}
@@ -639,14 +641,11 @@ def plan(r: Reconciler, root: int, parsed: Parsed) -> Plan:
     return Plan(nids, _vectors(r, parsed, new), _latest(parsed))
 
 
-def write(txn: Transaction, parsed: Parsed, planned: Plan, arrived: set[int] | None = None) -> dict[str, Any]:
-    """Adopt every record inside the caller's transaction (which ``allow_merge`` opened); a summary.
-
-    ``arrived`` gets the nodes added and the srcs of the edges added.
-    """
+def write(txn: Transaction, parsed: Parsed, planned: Plan) -> dict[str, Any]:
+    """Adopt every record inside the caller's transaction (which ``allow_merge`` opened); a summary."""
     store, nids = txn.store, planned.nids
     txn.not_before(planned.latest)
-    summary: dict[str, Any] = _adopt_members(txn, parsed, nids, planned.vectors, set() if arrived is None else arrived)
+    summary: dict[str, Any] = _adopt_members(txn, parsed, nids, planned.vectors)
     aliases = 0
     proposals: dict[str, int] = {}
     for _, rec in parsed.others:
@@ -662,6 +661,7 @@ def write(txn: Transaction, parsed: Parsed, planned: Plan, arrived: set[int] | N
                 str(rec.get("reason") or ""),
                 rec["proposed_at"],
                 rec.get("decided_at"),
+                MergeStatus(rec["conflict"]) if rec.get("conflict") else None,
             )
             proposals[outcome] = proposals.get(outcome, 0) + 1
         else:

@@ -289,6 +289,15 @@ def _to_v10(conn: apsw.Connection) -> None:
     conn.execute("insert or ignore into meta (key, value) values ('store_id', lower(hex(randomblob(16))))")
 
 
+def _to_v11(conn: apsw.Connection) -> None:
+    """Version 11: noting another replica's decision of a merge is a change that travels.
+
+    The trigger change_proposal_decided fires on merge_proposal.conflict too, as on a decision.
+    """
+    conn.execute("drop trigger change_proposal_decided")
+    conn.execute(schema_statement("change_proposal_decided"))
+
+
 # STEPS[n] lifts a file from version n to n + 1.
 STEPS: dict[int, Callable[[apsw.Connection], None]] = {
     1: _to_v2,
@@ -300,6 +309,7 @@ STEPS: dict[int, Callable[[apsw.Connection], None]] = {
     7: _to_v8,
     8: _to_v9,
     9: _to_v10,
+    10: _to_v11,
 }
 assert all(v in STEPS for v in range(min(STEPS), SCHEMA_VERSION)), "a schema version bump needs its step"
 

@@ -547,6 +547,10 @@ class Store:
             self.conn.execute("update meta set value = ? where key = ? and value = ?", (value, key, expected))
         return bool(self.conn.changes())
 
+    def keep_meta(self, rows: Iterable[tuple[str, str]]) -> None:
+        """Write store-level settings that are not set yet (those set keep their value)."""
+        self.conn.executemany("insert or ignore into meta (key, value) values (?, ?)", rows)
+
     def delete_meta(self, keys: Sequence[str]) -> None:
         """Remove store-level settings (absent keys are ignored)."""
         self.conn.executemany("delete from meta where key = ?", [(k,) for k in keys])

@@ -384,7 +384,7 @@ begin
   insert into change_log (kind, ref, origin) values ('proposal', new.pid, (select max(origin) from reconciler_session));
 end;
 
-create trigger change_proposal_decided after update of status on merge_proposal
+create trigger change_proposal_decided after update of status, conflict on merge_proposal
 begin
   insert into change_log (kind, ref, origin) values ('proposal', new.pid, (select max(origin) from reconciler_session));
 end;

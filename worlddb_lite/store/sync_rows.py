@@ -128,6 +128,19 @@ def changed_since(conn: apsw.Connection, since: int, upto: int, *, besides: int 
     return out
 
 
+def touched_since(conn: apsw.Connection, since: int, upto: int) -> set[int]:
+    """The nodes changed in (since, upto] and the srcs of the edges changed then."""
+    return {
+        as_int(r[0])
+        for r in conn.execute(
+            "select ref from change_log where seq > ?1 and seq <= ?2 and kind = 'node' union "
+            "select e.src from change_log as c join edge as e on e.eid = c.ref "
+            "where c.seq > ?1 and c.seq <= ?2 and c.kind = 'edge'",
+            (since, upto),
+        )
+    }
+
+
 def legacy_digest(conn: apsw.Connection) -> str:
     """A digest of legacy_order by world id ('' for a file created at version 10 or later)."""
     digest = blake3()
@@ -192,9 +205,9 @@ def proposal_pairs(conn: apsw.Connection, pids: Sequence[int]) -> Iterator[tuple
 
 
 def proposals(conn: apsw.Connection, pids: Sequence[int]) -> Iterator[tuple[Any, ...]]:
-    """(a, b, status, score, tier, reason, proposed_at, decided_at) of these proposals."""
+    """(a, b, status, score, tier, reason, proposed_at, decided_at, conflict) of these proposals."""
     yield from conn.execute(
-        "select a, b, status, score, tier, reason, proposed_at, decided_at from merge_proposal "
+        "select a, b, status, score, tier, reason, proposed_at, decided_at, conflict from merge_proposal "
         "where pid in (select value from json_each(?)) order by pid",
         (_json(pids),),
     )

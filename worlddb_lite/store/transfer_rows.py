@@ -126,9 +126,9 @@ def aliases_of(conn: apsw.Connection, nids: set[int]) -> Iterator[tuple[int, str
 
 
 def proposals_within(conn: apsw.Connection, nids: set[int]) -> Iterator[tuple[Any, ...]]:
-    """(a, b, status, score, tier, reason, proposed_at, decided_at) of the proposals pairing two of these nodes."""
+    """The proposals pairing two of these nodes, as ``sync_rows.proposals`` reads them."""
     for row in conn.execute(
-        "select a, b, status, score, tier, reason, proposed_at, decided_at from merge_proposal order by pid"
+        "select a, b, status, score, tier, reason, proposed_at, decided_at, conflict from merge_proposal order by pid"
     ):
         if row[0] in nids and row[1] in nids:
             yield tuple(row)

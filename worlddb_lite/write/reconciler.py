@@ -790,11 +790,13 @@ class Transaction:
         reason: str,
         at: str,
         decided_at: str | None,
+        conflict: MergeStatus | None = None,
     ) -> str:
         """Stage an exported merge proposal, or carry its decision to a pending one here.
 
-        Returns what happened: ``added``, ``decided``, ``existing`` or ``conflict`` (decided otherwise here:
-        decisions are final, so this store's stays).
+        ``conflict``: the other decision a replica made of it, which the sender knows of. Returns what
+        happened: ``added``, ``decided``, ``existing`` or ``conflict`` (decided otherwise here, or elsewhere:
+        decisions are final, so each store's stays, and merge_conflict lists the pair).
         """
         found = self.store.proposal(a, b)
         if self.store.is_purged(a) or self.store.is_purged(b):
@@ -802,17 +804,19 @@ class Transaction:
         with self._writing():
             if found is None:
                 pid = self.store.insert_proposal(min(a, b), max(a, b), score, tier, reason, at)
-                if status is not MergeStatus.PENDING:
-                    self.store.decide_proposal(pid, status, decided_at or self.now)
-                return "added"
-            pid, held = found
-            if held is status or status is MergeStatus.PENDING:
-                return "existing"
-            if held is not MergeStatus.PENDING:
-                self.store.note_conflict(pid, status)  # each keeps its decision; merge_conflict lists the pair
-                return "conflict"
-            self.store.decide_proposal(pid, status, decided_at or self.now)
-            return "decided"
+                held, outcome = MergeStatus.PENDING, "added"
+            else:
+                pid, held = found
+                outcome = "existing"
+            if held is MergeStatus.PENDING and status is not MergeStatus.PENDING:
+                self.store.decide_proposal(pid, status, decided_at or self.now)
+                held, outcome = status, ("decided" if outcome == "existing" else outcome)
+            # decided here and otherwise elsewhere (there are two decisions: at most one other)
+            other = [s for s in (status, conflict) if s is not None and s not in (MergeStatus.PENDING, held)]
+            if held is not MergeStatus.PENDING and other:
+                self.store.note_conflict(pid, other[0])
+                outcome = "conflict"
+            return outcome
 
     # ---- Merkle propagation ---------------------------------------------------------
 
