@@ -541,3 +541,24 @@ def test_a_restored_replica_learns_of_a_merge_decided_both_ways(tmp_path: Path) 
     _converged(a, b)
     a.close()
     b.close()
+
+
+def test_a_merge_decided_both_ways_stops_moving_between_three_replicas(tmp_path: Path) -> None:
+    a = _open(tmp_path / "a.db")
+    dana = a.write("Dana", scope="ana", type="Entity", name="Dana")
+    a.link(dana, a.write("Dana S.", scope="ana", type="Entity", name="Dana S."), "same_as")
+    for name in ("b", "c"):
+        a.replica(tmp_path / f"{name}.db")
+    b, c = _open(tmp_path / "b.db", 7), _open(tmp_path / "c.db", 11)
+    a.reject_merge(a.merge_proposals()[0].pid)
+    b.accept_merge(b.merge_proposals()[0].pid)
+    ring = [(a, b), (b, c), (c, a)]
+    for _ in range(4):  # noting the conflict again where it is noted changes nothing, so nothing travels back
+        moved = [x.sync(y) for x, y in ring]
+        if all(m["pull"]["records"] == m["push"]["records"] == 0 for m in moved):
+            break
+    else:
+        raise AssertionError("records still move after four rounds")
+    for db in (a, b, c):
+        assert db.verify(deep=True).ok
+        db.close()

@@ -829,7 +829,9 @@ class Store:
 
     def note_conflict(self, pid: int, other: MergeStatus) -> None:
         """Record the other decision a replica made of a decided proposal (the view merge_conflict)."""
-        self.conn.execute("update merge_proposal set conflict = ? where pid = ?", (other.value, pid))
+        self.conn.execute(
+            "update merge_proposal set conflict = ?1 where pid = ?2 and conflict is not ?1", (other.value, pid)
+        )
 
     def insert_alias(
         self, nid: int, alias: str, norm: str, source: str | None, at: str, *, earliest: bool = False

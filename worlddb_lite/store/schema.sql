@@ -385,6 +385,7 @@ begin
 end;
 
 create trigger change_proposal_decided after update of status, conflict on merge_proposal
+when old.status is not new.status or old.conflict is not new.conflict
 begin
   insert into change_log (kind, ref, origin) values ('proposal', new.pid, (select max(origin) from reconciler_session));
 end;
