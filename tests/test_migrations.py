@@ -381,3 +381,27 @@ def test_processes_opening_an_old_store_at_once_migrate_it_once(old_store: Path)
     assert found.count(1) == 1 and found.count(None) == 2  # one lifted it; the others found it current
     with WorldDB(old_store) as db:
         assert db.verify().ok and db.stats()["schema_version"] == connection.SCHEMA_VERSION
+
+
+def test_version_10_lifts_with_its_noted_merge_conflicts_as_changes(tmp_path: Path) -> None:
+    path = tmp_path / "v10.db"
+    with WorldDB(path) as db:
+        a = db.write("Dana", scope="ana", type="Entity", name="Dana")
+        db.link(a, db.write("Dana S.", scope="ana", type="Entity", name="Dana S."), "same_as")
+        db.reject_merge(db.merge_proposals()[0].pid)
+    conn = apsw.Connection(str(path))  # as version 10 left it: a conflict noted, and no change logged for it
+    conn.execute("drop trigger change_proposal_decided")
+    conn.execute(
+        "create trigger change_proposal_decided after update of status on merge_proposal begin "
+        "insert into change_log (kind, ref, origin) values ('proposal', new.pid, null); end"
+    )
+    conn.execute("update merge_proposal set conflict = 'accepted'")
+    last = conn.execute("select max(seq) from change_log").fetchall()[0][0]
+    conn.execute("pragma user_version = 10; update meta set value = '10' where key = 'schema_version'")
+    conn.close()
+    with WorldDB(path) as db:
+        assert db.migrated_from == 10  # (verify would want the same_as edges a real acceptance elsewhere brings)
+        logged = db._conn.execute("select kind from change_log where seq > ?", (last,)).fetchall()
+        assert logged == [("proposal",)]
+        trigger = db._conn.execute("select sql from sqlite_master where name = 'change_proposal_decided'")
+        assert "conflict" in trigger.fetchall()[0][0]

@@ -16,6 +16,7 @@ from worlddb_lite import WorldDB
 from worlddb_lite.errors import InvalidInput
 from worlddb_lite.ops import changeset
 from worlddb_lite.ops import sweep as sweep_module
+from worlddb_lite.ops.sync import SWEPT_UPTO
 
 QUERIES = ["tea", "Lisbon", "sister", "chess", "running"]
 
@@ -519,6 +520,8 @@ def test_an_apply_whose_sweep_did_not_run_is_swept_by_the_next(
             a.apply_changes(_set(b, a))
     b.write("I go running every morning", scope="ana")
     assert a.apply_changes(_set(b, a))["swept"] == 1  # the conflict the first apply brought
+    assert not a._conn.execute("select 1 from meta where key = ?", (SWEPT_UPTO,)).fetchall()  # all swept
+    a.write("I work at Acme", scope="ana")  # written here: the write path handled it, the next sweep skips it
     assert a.apply_changes(_set(b, a))["swept"] == 0
     assert a.consolidate(only="sweep")["sweep"] == 0
 

@@ -48,8 +48,10 @@ from ..write.writer import Writer
 from . import changeset, maintenance, purge, sweep, transfer
 
 _ID = re.compile(r"^[0-9a-f]{32}$")
-# meta key: the change up to which the contradiction sweep has looked at what sync applies (``sweep_arrived``)
+# meta keys (``sweep_arrived``): while present, the change after which what applies brought awaits the
+# contradiction sweep; and the last change an apply wrote, so a sweep knows whether it saw them all
 SWEPT_UPTO = "sync_swept_upto"
+APPLIED_UPTO = "sync_applied_upto"
 
 
 # ---- tokens ---------------------------------------------------------------------------------
@@ -387,6 +389,7 @@ def apply(
             # the changes after this one wait for the contradiction sweep (``sweep_arrived``), unless older ones do
             store.keep_meta([(SWEPT_UPTO, str(sync_rows.last_seq(conn)))])
             summary = transfer.write(txn, parsed, planned)
+            store.set_meta([(APPLIED_UPTO, str(sync_rows.last_seq(conn)))])
             summary["resend"] = lost
             if erase:
                 summary["purged"] = purge.erase(txn, conn, erase)
@@ -424,8 +427,10 @@ def sweep_arrived(writer: Writer) -> int:
     """The contradiction sweep around what changed after the sweep's mark (nodes, srcs of edges); the edges added.
 
     Two devices may each hold a current value of one functional slot; their values meet only when applied.
-    The mark (meta ``SWEPT_UPTO``) is set by the first apply after a sweep and moves on only once a sweep
-    finished, so an apply whose sweep was killed or skipped (``sweep=False``) is swept by the next one.
+    The mark (meta ``SWEPT_UPTO``) is set by the first apply after a sweep and removed once a sweep finished
+    that saw every apply's changes, so an apply whose sweep was killed or skipped (``sweep=False``) is swept
+    by the next one; what this device writes between syncs is swept only then (its write path already
+    handled it).
     """
     conn = writer.conn
     with translate():
@@ -435,9 +440,11 @@ def sweep_arrived(writer: Writer) -> int:
         upto = sync_rows.last_seq(conn)
         near = sync_rows.touched_since(conn, int(held), upto)
     done = sweep.sweep(writer, near=near) if near else 0
-    with writer.transaction(), translate():  # never back: another process may have swept further meanwhile
-        now = writer.store.meta_values([SWEPT_UPTO]).get(SWEPT_UPTO)
-        if now is not None and int(now) < upto:
+    with writer.transaction(), translate():
+        marks = writer.store.meta_values([SWEPT_UPTO, APPLIED_UPTO])
+        if int(marks.get(APPLIED_UPTO, "0")) <= upto:
+            writer.store.delete_meta([SWEPT_UPTO])
+        elif int(marks.get(SWEPT_UPTO, upto)) < upto:  # an apply committed meanwhile: sweep its changes next
             writer.store.set_meta([(SWEPT_UPTO, str(upto))])
     return done
 

@@ -405,8 +405,11 @@ def _check_other(record: dict[str, Any], line: int) -> None:
         _field(record, line, "score", "number", optional=True)
         _field(record, line, "tier", "text", optional=True)
         _field(record, line, "reason", "text", optional=True)
-        if record.get("conflict") not in (None, MergeStatus.ACCEPTED.value, MergeStatus.REJECTED.value):
-            raise _bad(line, "field 'conflict' is not accepted or rejected")
+        decided = {MergeStatus.ACCEPTED.value, MergeStatus.REJECTED.value}
+        if record.get("conflict") is not None and (
+            record["conflict"] not in decided or record["status"] not in decided - {record["conflict"]}
+        ):
+            raise _bad(line, "field 'conflict' is not the other decision of a decided proposal")
     else:
         _field(record, line, "turn", "hex")
         _field(record, line, "scope", "hex")

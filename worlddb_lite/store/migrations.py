@@ -296,6 +296,10 @@ def _to_v11(conn: apsw.Connection) -> None:
     """
     conn.execute("drop trigger change_proposal_decided")
     conn.execute(schema_statement("change_proposal_decided"))
+    # a conflict noted at version 10 was no change: it travels now, to replicas that hear of it through others
+    conn.execute(
+        "insert into change_log (kind, ref) select 'proposal', pid from merge_proposal where conflict is not null"
+    )
 
 
 # STEPS[n] lifts a file from version n to n + 1.
