@@ -38,6 +38,16 @@ def pair(tmp_path: Path) -> Iterator[tuple[WorldDB, WorldDB]]:
     b.close()
 
 
+def _restore(db: WorldDB, backup: Path, offset_s: int) -> WorldDB:
+    """The disk died: the store's copy at ``backup`` comes back in its place."""
+    path = Path(db.path)
+    db.close()
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+    backup.rename(path)
+    return _open(path, offset_s)
+
+
 def _answers(db: WorldDB) -> list[list[str]]:
     return [[hit.node.id for hit in db.recall(q, k=5).hits] for q in QUERIES]
 
@@ -300,11 +310,7 @@ def test_a_store_restored_from_an_older_backup_gets_back_what_it_lost(
     a.backup(tmp_path / "a-backup.db")
     lost = [a.write("Ana moved to Lisbon", scope="ana"), a.write("Ana runs daily", scope="ana")]
     a.sync(b)
-    a.close()
-    for suffix in ("", "-wal", "-shm"):
-        (tmp_path / f"a.db{suffix}").unlink(missing_ok=True)
-    (tmp_path / "a-backup.db").rename(tmp_path / "a.db")  # the disk died: last night's copy comes back
-    a = _open(tmp_path / "a.db", 100)
+    a = _restore(a, tmp_path / "a-backup.db", 100)  # the disk died: last night's copy comes back
     new = [a.write(f"note number {i} about Ana", scope="ana") for i in range(5)]  # numbers handed out again
     assert a.sync(b)["converged"]
     held = {n.id for n in a.nodes()}, {n.id for n in b.nodes()}
@@ -349,11 +355,7 @@ def test_a_restored_sender_that_changes_the_same_row_again_is_still_caught(
     b.write("before the restore", scope="ana")
     b.retire(x)  # this change's number comes again after the restore, for the same row
     a.sync(b)
-    b.close()
-    for suffix in ("", "-wal", "-shm"):
-        (tmp_path / f"b.db{suffix}").unlink(missing_ok=True)
-    (tmp_path / "b-backup.db").rename(tmp_path / "b.db")
-    b = _open(tmp_path / "b.db", 100)
+    b = _restore(b, tmp_path / "b-backup.db", 100)
     after = b.write("after the restore", scope="ana")
     b.retire(x)
     assert a.sync(b)["converged"]
@@ -385,16 +387,6 @@ def test_an_alias_time_merged_on_one_replica_reaches_a_third(pair: tuple[WorldDB
     times = [db._conn.execute("select created_at from alias where norm = 'teatime'").fetchall() for db in (a, b, c)]
     assert times[0] == times[1] == times[2]
     c.close()
-
-
-def _restore(db: WorldDB, backup: Path, offset_s: int) -> WorldDB:
-    """The disk died: the store's copy at ``backup`` comes back in its place."""
-    path = Path(db.path)
-    db.close()
-    for suffix in ("", "-wal", "-shm"):
-        Path(f"{path}{suffix}").unlink(missing_ok=True)
-    backup.rename(path)
-    return _open(path, offset_s)
 
 
 def _set(sender: WorldDB, receiver: WorldDB) -> bytes:
