@@ -23,7 +23,7 @@ from collections.abc import Collection, Iterable
 from typing import NamedTuple
 
 from ..edges.base import is_functional
-from ..store import graph_rows
+from ..store import graph_rows, queries
 from ..store.connection import translate
 from ..text.extract import value_kind
 from ..text.names import normalise_alias
@@ -101,7 +101,8 @@ def _functional_facts(writer: Writer, near: Collection[int] | None) -> list[list
             normalise_alias(slot_key(subject, slot))
             for _, _, subject, slot, _, _ in graph_rows.current_facts(conn, list(near))
         }
-        rows = graph_rows.current_facts(conn, [*near, *graph_rows.named(conn, sorted(keys))]) if keys else []
+        peers = [nid for nid, _ in queries.nids_by_alias(conn, sorted(keys), "Fact")] if keys else []
+        rows = graph_rows.current_facts(conn, [*near, *peers]) if keys else []
     groups: dict[tuple[int, str, str], list[Claim]] = defaultdict(list)
     for nid, world, subject, slot, value, valid_at in rows:
         claim = Claim((valid_at, nid), nid, (value.strip().casefold(), value_kind(value)), slot)

@@ -429,8 +429,8 @@ def sweep_arrived(writer: Writer) -> int:
     Two devices may each hold a current value of one functional slot; their values meet only when applied.
     The mark (meta ``SWEPT_UPTO``) is set by the first apply after a sweep and removed once a sweep finished
     that saw every apply's changes, so an apply whose sweep was killed or skipped (``sweep=False``) is swept
-    by the next one; what this device writes between syncs is swept only then (its write path already
-    handled it).
+    by the next one. What this device writes itself is not swept here (its write path handled it), unless
+    written while the mark waits.
     """
     conn = writer.conn
     with translate():

@@ -82,16 +82,6 @@ def current_facts(
     ]
 
 
-def named(conn: apsw.Connection, norms: Sequence[str]) -> set[int]:
-    """The nodes holding any of these normalised aliases."""
-    return {
-        as_int(r[0])
-        for r in conn.execute(
-            "select nid from alias where norm in (select value from json_each(?))", (json.dumps(sorted(set(norms))),)
-        )
-    }
-
-
 def current_among(conn: apsw.Connection, nids: Sequence[int]) -> set[int]:
     """Which of ``nids`` are current."""
     return {
