@@ -114,12 +114,11 @@ def node_record(
     row: NodeRow,
     changes: list[tuple[Any, ...]],
     roots: list[tuple[str, bytes, int]] | None,
-    texts: Mapping[int, tuple[str, str, str | None]] | None = None,
+    texts: Mapping[int, tuple[str, str, str | None]],
 ) -> dict[str, Any]:
     """A node's record: its body as stored, its projection and state history (and logged roots, if given).
 
-    ``texts``: the full-text rows of a batch of nodes read at once (``transfer_rows.fts_rows``), or None to
-    read this node's.
+    ``texts``: the full-text rows of a batch of nodes, this one among them (``transfer_rows.fts_rows``).
     """
     conn, store = r.conn, r.store
     assert row.parent is not None
@@ -143,7 +142,7 @@ def node_record(
     if row.body is None:  # a tombstone: the hash and the purge's time, never the text
         record["purged_at"] = transfer_rows.purged_at(conn, row.id)
     else:
-        fts = transfer_rows.fts_row(conn, row.nid) if texts is None else texts.get(row.nid)
+        fts = texts.get(row.nid)
         if fts != _derived_fts(row.body):
             record["fts"] = None if fts is None else list(fts)
     if roots:

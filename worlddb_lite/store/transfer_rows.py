@@ -93,14 +93,8 @@ def logged_roots(conn: apsw.Connection, worlds: set[int]) -> dict[int, list[tupl
     return out
 
 
-def fts_row(conn: apsw.Connection, nid: int) -> tuple[str, str, str | None] | None:
-    """A node's full-text row (name, content, context), or None."""
-    row = conn.execute("select name, content, context from node_text where nid = ?", (nid,)).fetchone()
-    return None if row is None else (str(row[0] or ""), str(row[1] or ""), None if row[2] is None else str(row[2]))
-
-
 def fts_rows(conn: apsw.Connection, nids: Sequence[int]) -> dict[int, tuple[str, str, str | None]]:
-    """``fts_row`` of these nodes at once (a node without a full-text row is left out)."""
+    """The full-text rows (name, content, context) of these nodes (a node without one is left out)."""
     return {
         as_int(nid): (str(name or ""), str(content or ""), None if context is None else str(context))
         for nid, name, content, context in conn.execute(
