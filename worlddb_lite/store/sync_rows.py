@@ -204,13 +204,14 @@ def proposal_pairs(conn: apsw.Connection, pids: Sequence[int]) -> Iterator[tuple
         yield as_int(pid), as_int(a), as_int(b)
 
 
+# a merge proposal as its record is built from (ops/transfer.proposal_record), for sync and export alike
+PROPOSAL_ROWS = "select a, b, status, score, tier, reason, proposed_at, decided_at, conflict from merge_proposal"
+
+
 def proposals(conn: apsw.Connection, pids: Sequence[int]) -> Iterator[tuple[Any, ...]]:
     """(a, b, status, score, tier, reason, proposed_at, decided_at, conflict) of these proposals."""
-    yield from conn.execute(
-        "select a, b, status, score, tier, reason, proposed_at, decided_at, conflict from merge_proposal "
-        "where pid in (select value from json_each(?)) order by pid",
-        (_json(pids),),
-    )
+    among = " where pid in (select value from json_each(?)) order by pid"
+    yield from conn.execute(PROPOSAL_ROWS + among, (_json(pids),))
 
 
 def live(conn: apsw.Connection, raw_ids: Sequence[bytes]) -> list[int]:

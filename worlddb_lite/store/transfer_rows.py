@@ -13,6 +13,7 @@ from typing import Any
 import apsw
 
 from .connection import as_int
+from .sync_rows import PROPOSAL_ROWS
 
 
 def _json(nids: Sequence[int]) -> str:
@@ -121,9 +122,7 @@ def aliases_of(conn: apsw.Connection, nids: set[int]) -> Iterator[tuple[int, str
 
 def proposals_within(conn: apsw.Connection, nids: set[int]) -> Iterator[tuple[Any, ...]]:
     """The proposals pairing two of these nodes, as ``sync_rows.proposals`` reads them."""
-    for row in conn.execute(
-        "select a, b, status, score, tier, reason, proposed_at, decided_at, conflict from merge_proposal order by pid"
-    ):
+    for row in conn.execute(PROPOSAL_ROWS + " order by pid"):
         if row[0] in nids and row[1] in nids:
             yield tuple(row)
 
