@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import json
 import os
 import re
 import signal
@@ -20,6 +21,7 @@ import numpy as np
 import pytest
 
 from worlddb_lite import EdgeRefused, StaticEmbedder, WorldDB
+from worlddb_lite.cli import main
 from worlddb_lite.edges import BaseEdgeType, EdgeDraft, QueryRules
 from worlddb_lite.models.embed import TokenVectors
 from worlddb_lite.text.dates import format_time
@@ -203,3 +205,17 @@ def child_exit_code(pid: int, what: str, *, seconds: float = 60) -> int:
         os.waitpid(pid, 0)
         pytest.fail(f"the forked child hung {what}")
     return os.waitstatus_to_exitcode(done[1])
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    """The CLI run in-process: its exit code, stdout and stderr."""
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> Any:
+    """The CLI's ``--json`` answer, after checking it exited 0."""
+    code, out, err = run(capsys, *argv, "--json")
+    assert code == 0, err
+    return json.loads(out)

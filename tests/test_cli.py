@@ -16,17 +16,7 @@ from worlddb_lite import WorldDB
 from worlddb_lite.cli import COMMANDS, build_parser, main
 from worlddb_lite.store import connection
 
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> object:
-    code, out, err = run(capsys, *argv, "--json")
-    assert code == 0, err
-    return json.loads(out)
+from .conftest import run, run_json
 
 
 @pytest.fixture(scope="module")

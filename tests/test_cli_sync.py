@@ -17,23 +17,11 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import table_digest
+from tests.conftest import run, run_json, table_digest
 from worlddb_lite import WorldDB
 from worlddb_lite.cli import main
 
 CLI = [sys.executable, "-m", "worlddb_lite.cli"]
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> Any:
-    code, out, err = run(capsys, *argv, "--json")
-    assert code == 0, err
-    return json.loads(out)
 
 
 @pytest.fixture(scope="module")

@@ -28,16 +28,9 @@ from worlddb_lite import (
     WorldDBError,
     load_conversations,
 )
-from worlddb_lite.cli import main
 from worlddb_lite.store import connection
 
-from .conftest import FakeClock, FakeEmbedder, table_digest
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
+from .conftest import FakeClock, FakeEmbedder, run, table_digest
 
 
 def one_line_error(code: int, out: str, err: str, command: str) -> str:
