@@ -66,10 +66,11 @@ def counted(conn: apsw.Connection, peer: int) -> tuple[int | None, str]:
 
 def heard(conn: apsw.Connection, other: str) -> tuple[int, int, str] | None:
     """(peer, change seen, its tip) of another store this file has applied a whole change set from, if any."""
-    row = conn.execute(
-        "select peer, seen, tip from sync_peer where store_id = ? and seen > 0 and tip <> ''", (other,)
-    ).fetchone()
-    return None if row is None else (as_int(row[0]), as_int(row[1]), str(row[2]))
+    peer = peer_of(conn, other)
+    if peer is None:
+        return None
+    seen, tip = counted(conn, peer)
+    return (peer, seen, tip) if seen and tip else None
 
 
 def forget(conn: apsw.Connection, peer: int) -> None:
