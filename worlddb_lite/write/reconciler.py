@@ -669,11 +669,7 @@ class Transaction:
         expired_at, retired if either retired it, the higher salience. Nothing ever re-opens.
         """
         cur = self.store.node_row(nid)
-        invalid, closed = cur.invalid_at, cur.closed_at
-        if row.invalid_at is not None and (
-            invalid is None or (row.invalid_at, row.closed_at or self.now) < (invalid, closed or "")
-        ):
-            invalid, closed = row.invalid_at, row.closed_at or self.now
+        invalid, closed = self._earlier_close((cur.invalid_at, cur.closed_at), (row.invalid_at, row.closed_at))
         expired = min(x for x in (cur.expired_at, row.expired_at, "~") if x is not None)
         state = (invalid, closed, None if expired == "~" else expired, int(bool(cur.retired) or row.retired))
         # the earliest creation, with its place in that commit: (created_at, ord) travel together
@@ -703,6 +699,15 @@ class Transaction:
             self.roots.pop(nid, None)
             self.restate.add(nid)
         return True
+
+    def _earlier_close(
+        self, held: tuple[str | None, str | None], sent: tuple[str | None, str | None]
+    ) -> tuple[str | None, str | None]:
+        """Of this store's (invalid_at, closed_at) and another replica's, the earlier close (open: none)."""
+        invalid, closed = sent
+        if invalid is not None and (held[0] is None or (invalid, closed or self.now) < (held[0], held[1] or "")):
+            return invalid, closed or self.now
+        return held
 
     def _rekey(self, world: int, created_at: str) -> None:
         """A member of ``world`` now sorts from ``created_at``: ``flush`` puts it back in order."""
@@ -743,11 +748,7 @@ class Transaction:
     def merge_edge(self, eid: int, row: AdoptedEdge) -> bool:
         """Merge another replica's state of an edge this store holds (as ``merge_node``); whether it changed."""
         edge = self.store.edge_row(eid)
-        invalid, closed = edge.invalid_at, edge.closed_at
-        if row.invalid_at is not None and (
-            invalid is None or (row.invalid_at, row.closed_at or self.now) < (invalid, closed or "")
-        ):
-            invalid, closed = row.invalid_at, row.closed_at or self.now
+        invalid, closed = self._earlier_close((edge.invalid_at, edge.closed_at), (row.invalid_at, row.closed_at))
         created, order = min((edge.created_at, edge.ord), (row.created_at, row.ord))
         if (invalid, closed, created, order) == (edge.invalid_at, edge.closed_at, edge.created_at, edge.ord):
             return False
