@@ -522,6 +522,9 @@ def changed_over_stated(
     if not told:
         return fused, set()
     rows, current = learned if learned is not None else learned_from(view, list(told))
+    # the turns' rows only: ``learned`` also holds the head's notes, which ``stale_after_fresh`` reads; this
+    # step reads a source's words and time from ``told``, and moves no note (issue 34: a note's row was looked up there)
+    rows = [row for row in rows if row[1] in told]
     holding = [row for row in rows if row[2] in current]  # a change since replaced moves nothing
     changed = queries.changed_slots(view.conn, sorted({fact for _, _, fact, _ in holding}))
     slots = {fact: words for fact, slot in changed.items() if (words := slot_words(slot))}  # the slot's words
@@ -549,7 +552,7 @@ def changed_over_stated(
 
     source: dict[int, int] = {}  # a fact in the head -> the latest turn that said it: it was said then
     for _, turn, fact, _ in rows:
-        if turn in told and (fact not in source or said_when(turn) > said_when(source[fact])):
+        if fact not in source or said_when(turn) > said_when(source[fact]):
             source[fact] = turn
     order = list(head)
     moved: set[int] = set()

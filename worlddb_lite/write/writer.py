@@ -216,6 +216,8 @@ class Writer:
             old_nid = self.store.resolve(ref)
             old = self.store.node_row(old_nid)
             current = self.store.to_node(old, ("supersedes",))
+            if current.purged:  # closed too, but "superseded by: none; retired: False" would not say why
+                raise NotCurrent(f"{current.id[:12]} was purged: its content is gone and it takes no new version")
             if not current.is_current:
                 newer = ", ".join(i[:12] for i in current.superseded_by) or "none"
                 raise NotCurrent(
