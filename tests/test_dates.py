@@ -188,3 +188,35 @@ def test_named_periods_read_a_long_text_quickly_and_take_a_few_periods() -> None
 )
 def test_named_periods_read_relative_dates_against_now(text: str, expected: list[tuple[str, str]]) -> None:
     assert _days(named_periods(text, NOW)) == expected
+
+
+@pytest.mark.parametrize(
+    "now", ["0001-01-01T00:00:00.000000Z", "0001-01-08T00:00:00.000000Z", "9999-12-20T00:00:00.000000Z"]
+)
+@pytest.mark.parametrize(
+    "text",
+    [
+        "what did I do in December?",
+        "in January",
+        "this month",
+        "last month",
+        "yesterday",
+        "today",
+        "last year",
+        "the past year",
+        "last Monday",
+        "this week",
+        "2 months ago",
+        "3 weeks ago",
+        "on Dec 31",
+    ],
+)
+def test_a_period_past_the_calendar_s_end_names_nothing(now: str, text: str) -> None:
+    """Read as of the calendar's first or last days (recall's ``as_of``), a period off its end names no time
+    (issue 34: ValueError "year 10000 is out of range" from recall's time lane)."""
+    for start, end in named_periods(text, now):
+        assert parse_time(start) == start and parse_time(end) == end and start < end
+
+
+def test_a_month_with_its_year_is_not_read_again_as_the_latest_such_month() -> None:
+    assert _days(named_periods("what did I do in July 1900?", NOW)) == [("1900-06-24", "1900-08-08")]

@@ -15,8 +15,9 @@ Every question goes through ``recall`` and ``context``, and:
 A second property appends a random conversation turn by turn and ingests the same conversation whole:
 the same questions get the same hits and the same context.
 
-The default run takes a few dozen programs with the bundled model (the loop's real lanes); ``-m slow``
-runs a thousand longer ones (over 10,000 recall and context calls). What the property found is kept as
+The default run takes 60 programs of each with the bundled model (the loop's real lanes, a few seconds);
+``-m slow`` runs 2,000 longer loop programs (about 40,000 recall and context calls, a few minutes) and 500
+conversations. What the property found is kept as
 small tests at the end of the file.
 """
 
@@ -41,7 +42,7 @@ from .conftest import FakeClock
 FAST = settings(
     max_examples=60, deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck)
 )
-SLOW = settings(max_examples=1000, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+SLOW = settings(max_examples=2000, deadline=None, database=None, suppress_health_check=list(HealthCheck))
 
 PERSON = "caroline"  # the scope's person
 SPEAKERS = ["Caroline", "Mel", "assistant", None]
@@ -95,9 +96,14 @@ QUESTIONS = [  # asked of the memory: about what was said, in other words, and a
     "what is my blood type?",
     "what is the wifi password at the office?",
     "xqzv blorp",
+    "what did I do last month?",  # periods named against the moment read, the calendar's ends included
+    "what happened in December?",
+    "what did I say yesterday?",
 ]
 DAY0 = dt.datetime(2023, 1, 1, tzinfo=dt.UTC)  # the programs' dates run from here over ~18 months
-AS_OF = [None, None, "2023-02-01", "2023-08-15", "2024-01-01", "2024-06-30"]  # None: now (the fake clock, 2025)
+# None: now (the fake clock, 2025); the calendar's first and last days too
+AS_OF = [None, None, None, "2023-02-01", "2023-08-15", "2024-01-01", "2024-06-30", "0001-01-01", "9999-12-20"]
+KNOWN_AS_OF = [None, None, None, "2025-01-01T00:00:05Z", "2025-01-01T00:00:30Z"]  # belief: early in the program
 
 pick = st.integers(min_value=0, max_value=1_000)  # an index into what the program wrote, modulo its size
 day = st.integers(min_value=0, max_value=540)
@@ -130,6 +136,8 @@ ask = st.tuples(
     st.sampled_from(AS_OF),
     st.booleans(),  # include_cold
     st.integers(min_value=1, max_value=12),
+    st.sampled_from(KNOWN_AS_OF),
+    st.sampled_from([False, False, True]),  # include_superseded
 )
 merge = st.tuples(st.just("merge"), pick, pick, st.booleans())  # two entities System 2 wrote; accept or reject
 chat = st.tuples(  # a whole conversation ingested into the scope, beside the turns appended live
@@ -255,23 +263,43 @@ class Loop:
         if done:
             self.written.extend(nid for nid in ids if nid not in self.written)
 
-    def _ask(self, question: str, as_of: str | None, include_cold: bool, k: int) -> None:
-        options: dict[str, Any] = {"scope": PERSON, "as_of": as_of, "include_cold": include_cold, "k": k}
+    def _ask(
+        self, question: str, as_of: str | None, include_cold: bool, k: int, known: str | None, superseded: bool
+    ) -> None:
+        options: dict[str, Any] = {
+            "scope": PERSON,
+            "as_of": as_of,
+            "include_cold": include_cold,
+            "k": k,
+            "known_as_of": known,
+            "include_superseded": superseded,
+        }
         found = self.db.recall(question, **options)
         self.calls += 1
-        self.check(found, now=as_of is None)
+        self.check(found, superseded=superseded, now=as_of is None and known is None and not superseded)
         context = self.db.context(question, **options)
         self.calls += 1
         assert {item.node for item in context.items} <= {hit.node.id for hit in found.hits} | _turn_ids(found)
 
-    def check(self, found: Recall, *, now: bool) -> None:
-        at = parse_time(found.as_of)
+    def check(self, found: Recall, *, superseded: bool, now: bool) -> None:
+        """Every hit believed at the belief time read, and valid at the moment read unless ``superseded``.
+
+        A hit's validity is the node's as the store holds it now: a close the store learned after the belief
+        time read (``closed_at``) was not known then. ``include_superseded`` reads every version believed,
+        whatever its validity (``rows.believed_sql``).
+        """
+        at, known = parse_time(found.as_of), parse_time(found.known_as_of)
         for hit in found.hits:
             node = hit.node
+            assert not node.purged and node.id not in self.purged, node.content
+            assert parse_time(node.created_at) <= known, (node.content, node.created_at, found.known_as_of)
+            assert node.expired_at is None or parse_time(node.expired_at) > known, (node.content, node.expired_at)
+            if superseded:
+                continue
+            closed = node.invalid_at is not None and (node.closed_at is None or parse_time(node.closed_at) <= known)
             assert parse_time(node.valid_at) <= at, (node.content, node.valid_at, found.as_of)
-            assert node.invalid_at is None or parse_time(node.invalid_at) > at, (node.content, node.invalid_at)
-            assert node.expired_at is None and not node.purged and node.id not in self.purged, node.content
-            if now:
+            assert not closed or parse_time(node.invalid_at or "") > at, (node.content, node.invalid_at, node.closed_at)
+            if now:  # read now: nothing the program retired, purged or replaced
                 assert node.is_current and node.id not in self.gone, (node.content, node.id)
 
 
@@ -338,11 +366,27 @@ def _said(sessions: list[tuple[int, list[tuple[str, str, int]]]]) -> list[tuple[
     return out
 
 
+asked = st.lists(st.sampled_from(QUESTIONS + LINES), min_size=3, max_size=3)
+
+
 @FAST
-@given(sessions=conversations, questions=st.lists(st.sampled_from(QUESTIONS + LINES), min_size=3, max_size=3))
+@given(sessions=conversations, questions=asked)
 def test_turns_appended_live_answer_as_the_conversation_ingested_whole(
     embedder: StaticEmbedder, sessions: list[Any], questions: list[str]
 ) -> None:
+    _live_and_whole(embedder, sessions, questions)
+
+
+@pytest.mark.slow
+@settings(SLOW, max_examples=500)
+@given(sessions=conversations, questions=asked)
+def test_turns_appended_live_answer_as_the_conversation_ingested_whole_slow(
+    embedder: StaticEmbedder, sessions: list[Any], questions: list[str]
+) -> None:
+    _live_and_whole(embedder, sessions, questions)
+
+
+def _live_and_whole(embedder: StaticEmbedder, sessions: list[Any], questions: list[str]) -> None:
     said = _said(sessions)
     whole = WorldDB(":memory:", embedder=embedder, clock=FakeClock())
     live = WorldDB(":memory:", embedder=embedder, clock=FakeClock())
@@ -373,3 +417,49 @@ def test_turns_appended_live_answer_as_the_conversation_ingested_whole(
     finally:
         whole.close()
         live.close()
+
+
+# ---- what the property found ------------------------------------------------------------------------------
+
+
+def test_notes_among_live_turns_answer(embedder: StaticEmbedder) -> None:
+    """Issue 34: the step that moves a turn saying a change looked a note's source up among the head's turns."""
+    with WorldDB(":memory:", embedder=embedder, clock=FakeClock()) as db:
+        for i, said in enumerate(
+            ["Hi! How was your week?", "Great, I went hiking on Saturday", "Nice, where did you go?"]
+        ):
+            db.add_turn(said, scope=PERSON, speaker="Caroline" if i % 2 else "Mel", at=f"2023-11-01T10:0{i}:00Z")
+        db.write("Our team standup is at 9:00", scope=PERSON, valid_at="2023-12-01")
+        newer = db.write("We switched the standup to 9:30", scope=PERSON, valid_at="2024-01-10")
+        found = db.recall("when is the standup?", scope=PERSON, k=5)
+        assert newer in {hit.node.id for hit in found.hits}
+        assert "9:30" in db.context("when is the standup?", scope=PERSON).text
+
+
+@pytest.mark.parametrize("as_of", ["0001-01-01", "9999-12-20"])
+def test_a_read_at_the_calendar_s_ends_answers(embedder: StaticEmbedder, as_of: str) -> None:
+    """A question naming a period, read as of the calendar's first or last days, raised ValueError (year 10000)."""
+    with WorldDB(":memory:", embedder=embedder, clock=FakeClock()) as db:
+        db.write("I went hiking", scope=PERSON, valid_at="0001-01-01")
+        for question in (
+            "what did I do in December?",
+            "this month",
+            "yesterday",
+            "today",
+            "what did I do in July 1900?",
+        ):
+            assert db.recall(question, scope=PERSON, as_of=as_of).as_of.startswith(as_of)
+            db.context(question, scope=PERSON, as_of=as_of)
+
+
+def test_a_purged_turn_is_recalled_at_no_belief_time(embedder: StaticEmbedder) -> None:
+    """Read as known before its purge, a purged turn came back empty through the speaker's entity."""
+    with WorldDB(":memory:", embedder=embedder, clock=FakeClock()) as db:
+        turn = db.add_turn("Hi! How was your week?", scope=PERSON, speaker="Caroline", at="2023-01-01T00:00:00Z")
+        db.write("Our team standup is at 9:00", scope=PERSON)
+        known = db._clock()  # type: ignore[attr-defined]  # a belief time after both writes, before the purge
+        db.purge(turn)
+        for question in ("Caroline's barber is Tomas on Elm Street", "how was your week?"):
+            found = db.recall(question, scope=PERSON, known_as_of=known)
+            assert turn not in {hit.node.id for hit in found.hits} and found.hits
+            assert all(not hit.node.purged and not any(t.purged for t in hit.turns) for hit in found.hits)

@@ -128,11 +128,15 @@ def bm25(
 def visible_among(
     conn: apsw.Connection, nids: Sequence[int], valid: str, belief: str, *, include_superseded: bool
 ) -> set[int]:
-    """Which of ``nids`` are visible at (valid, belief): a lane's validity filter (``ReadView.visible``)."""
+    """Which of ``nids`` are visible at (valid, belief): a lane's validity filter (``ReadView.visible``).
+
+    A purged node is seen at no time: a read at a belief time before its purge would return it empty.
+    """
     return {
         as_int(r[0])
         for r in conn.execute(
-            "select s.nid from node_state as s where s.nid in (select value from json_each(?3)) "
+            "select s.nid from node_state as s join node as n on n.nid = s.nid "
+            "where s.nid in (select value from json_each(?3)) and n.body is not null "
             f"and {predicate(include_superseded)}",
             (valid, belief, json.dumps(list(nids))),
         )
@@ -416,6 +420,8 @@ def linked_sql(
 ) -> str:
     """Visible edges between the JSON list ?3 and visible nodes, of the edge types bound from ?4 on.
 
+    A purged far node is not visible at any time (``visible_among``).
+
     No edge types: every type. Far nodes are of the ``types`` bound after the edge types, when given.
     ``towards``: edges into the listed nodes (their sources returned as ``far``); else edges out of them.
     ``far``: the far nodes are only those of the JSON list bound last.
@@ -428,7 +434,7 @@ def linked_sql(
     return (
         f"select e.eid, e.{near}, e.{other}, e.type from edge as e join node as n on n.nid = e.{other} "
         f"join node_state as s on s.nid = e.{other} where e.{near} in (select value from json_each(?3)) "
-        f"{edge_filter}{type_filter}{far_filter}and {predicate(include_superseded, 'e')} "
+        f"and n.body is not null {edge_filter}{type_filter}{far_filter}and {predicate(include_superseded, 'e')} "
         f"and {predicate(include_superseded)} order by e.eid"
     )
 

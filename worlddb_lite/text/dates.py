@@ -7,6 +7,7 @@ so SQL can compare them without functions. Naive inputs are taken as UTC.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import functools
 import re
@@ -128,7 +129,7 @@ _RELATIVE_PERIOD = re.compile(
     r"(?P<span>week|month|year)|last (?P<weekday>" + "|".join(_WEEKDAYS) + r"))\b",
     re.IGNORECASE,
 )
-_IN_MONTH = re.compile(r"\b(?:in|during) " + _NAMED_MONTH_WORD + r"(?!,? \d)")
+_IN_MONTH = re.compile(r"\b(?:in|during) " + _NAMED_MONTH_WORD + r"\b(?!,? \d)")  # not "in Jul" of "in July 1900"
 TOLD_BEFORE = dt.timedelta(days=7)  # a period named also covers what was said in the week before it ...
 TOLD_AFTER = dt.timedelta(days=7)  # ... and in the week after ("last week I ...", told a few days later)
 NAMED_CHARS = 2000  # a query is read for dates in its first 2,000 characters ...
@@ -187,10 +188,17 @@ def named_periods(text: str, now: str) -> list[tuple[str, str]]:
     spans += [(day, day + dt.timedelta(days=1)) for day in days]
     spans += _relative_periods(text, today)
 
-    def moment(day: dt.date) -> str:
-        return format_time(dt.datetime(day.year, day.month, day.day))
+    def widened(start: dt.date, end: dt.date) -> tuple[str, str] | None:
+        try:
+            return format_time(_midnight(start - TOLD_BEFORE)), format_time(_midnight(end + TOLD_AFTER))
+        except OverflowError:  # a period at the calendar's end (read as of 0001 or 9999) names no time
+            return None
 
-    return sorted({(moment(start - TOLD_BEFORE), moment(end + TOLD_AFTER)) for start, end in spans})[:MOST_PERIODS]
+    return sorted({period for span in spans if (period := widened(*span)) is not None})[:MOST_PERIODS]
+
+
+def _midnight(day: dt.date) -> dt.datetime:
+    return dt.datetime(day.year, day.month, day.day)
 
 
 def _month_span(year: int, month: int) -> tuple[dt.date, dt.date]:
@@ -203,44 +211,48 @@ def _relative_periods(text: str, today: dt.date) -> list[tuple[dt.date, dt.date]
     "last week" / "this week" are calendar weeks (Monday on), "last month" / "last year" calendar
     ones; "the past week / month / year" are the 7 / 30 / 365 days up to today.
     """
-    one = dt.timedelta(days=1)
     spans: list[tuple[dt.date, dt.date]] = []
+    for found in _RELATIVE_PERIOD.finditer(text):
+        with contextlib.suppress(ValueError, OverflowError):  # past the calendar's end (as of 0001 or 9999): no period
+            spans.append(_relative_period(found, today))
+    for found in _IN_MONTH.finditer(text):  # the latest such month, this one included
+        month = _month_number(found["month"])
+        with contextlib.suppress(ValueError, OverflowError):
+            spans.append(_month_span(today.year if month <= today.month else today.year - 1, month))
+    return spans
+
+
+def _relative_period(found: re.Match[str], today: dt.date) -> tuple[dt.date, dt.date]:
+    """The period one match of ``_RELATIVE_PERIOD`` names against ``today``, [start, end)."""
+    one = dt.timedelta(days=1)
 
     def months_back(count: int) -> tuple[dt.date, dt.date]:
         index = today.year * 12 + today.month - 1 - count
         return _month_span(index // 12, index % 12 + 1)
 
-    for found in _RELATIVE_PERIOD.finditer(text):
-        if found["day"]:
-            day = today if found["day"].lower() == "today" else today - one
-            spans.append((day, day + one))
-        elif found["unit"]:
-            count = int(found["count"]) if found["count"].isdigit() else COUNT_WORDS[found["count"].lower()]
-            unit = found["unit"].lower()
-            if unit == "month":
-                spans.append(months_back(count))
-            else:
-                day = today - count * (7 if unit == "week" else 1) * one
-                spans.append((day, day + one) if unit == "day" else (day - 3 * one, day + 4 * one))
-        elif found["weekday"]:  # the latest such weekday before today
-            back = (today.weekday() - _WEEKDAYS.index(found["weekday"].lower()) - 1) % 7 + 1
-            spans.append((today - back * one, today - (back - 1) * one))
-        elif found["which"].lower() == "past":
-            spans.append((today - {"week": 7, "month": 30, "year": 365}[found["span"].lower()] * one, today + one))
-        else:
-            last = found["which"].lower() == "last"
-            span = found["span"].lower()
-            if span == "week":
-                monday = today - today.weekday() * one
-                spans.append((monday - 7 * one, monday) if last else (monday, today + one))
-            elif span == "month":
-                spans.append(months_back(1 if last else 0))
-            else:
-                spans.append((dt.date(today.year - last, 1, 1), dt.date(today.year - last + 1, 1, 1)))
-    for found in _IN_MONTH.finditer(text):  # the latest such month, this one included
-        month = _month_number(found["month"])
-        spans.append(_month_span(today.year if month <= today.month else today.year - 1, month))
-    return spans
+    if found["day"]:
+        day = today if found["day"].lower() == "today" else today - one
+        return day, day + one
+    if found["unit"]:
+        count = int(found["count"]) if found["count"].isdigit() else COUNT_WORDS[found["count"].lower()]
+        unit = found["unit"].lower()
+        if unit == "month":
+            return months_back(count)
+        day = today - count * (7 if unit == "week" else 1) * one
+        return (day, day + one) if unit == "day" else (day - 3 * one, day + 4 * one)
+    if found["weekday"]:  # the latest such weekday before today
+        back = (today.weekday() - _WEEKDAYS.index(found["weekday"].lower()) - 1) % 7 + 1
+        return today - back * one, today - (back - 1) * one
+    if found["which"].lower() == "past":
+        return today - {"week": 7, "month": 30, "year": 365}[found["span"].lower()] * one, today + one
+    last = found["which"].lower() == "last"
+    span = found["span"].lower()
+    if span == "week":
+        monday = today - today.weekday() * one
+        return (monday - 7 * one, monday) if last else (monday, today + one)
+    if span == "month":
+        return months_back(1 if last else 0)
+    return dt.date(today.year - last, 1, 1), dt.date(today.year - last + 1, 1, 1)
 
 
 def _exists(year: int, month: int, day: int) -> bool:
