@@ -173,7 +173,8 @@ def test_a_damaged_change_set_is_refused_whole(pair: tuple[WorldDB, WorldDB], da
         assert b"Sundays" in body
         data = zlib.compress(lines[0] + body.replace(b"Sundays", b"Mondays") + lines[-1])
     before = table_digest(b)
-    with pytest.raises(InvalidInput, match="nothing was applied"):
+    # altered: the changed record is refused as it is read (its body no longer hashes to its id), before the digest
+    with pytest.raises(InvalidInput, match="nothing was (applied|written)"):
         b.apply_changes(data)
     assert table_digest(b) == before
 

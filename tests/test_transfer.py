@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import FakeClock, FakeEmbedder, row_counts, table_digest
+from tests.conftest import START, FakeClock, FakeEmbedder, row_counts, table_digest
 from worlddb_lite import WorldDB
 from worlddb_lite.cli import main
 from worlddb_lite.errors import InvalidInput
@@ -105,12 +105,23 @@ def test_import_into_a_store_with_its_own_history(source: WorldDB, tmp_path: Pat
 
 
 def test_receiver_clock_behind_the_source(source: WorldDB, tmp_path: Path) -> None:
-    with _open(tmp_path / "copy.db", dt.datetime(2020, 1, 1, tzinfo=dt.UTC)) as copy:
+    """Hours behind (a clock set to local time as UTC): the import follows the source's times."""
+    with _open(tmp_path / "copy.db", START - dt.timedelta(hours=20)) as copy:
         copy.import_records(_lines(source))
         report = copy.verify(deep=True)
         assert report.ok, report.violations
         copy.write("after the import", scope="alice")
         assert copy.verify(deep=True).ok
+
+
+def test_receiver_clock_years_behind_the_source_is_told(source: WorldDB, tmp_path: Path) -> None:
+    """Issue 35: a store's clock follows the latest belief time it adopts, so one years ahead of it (a device
+    without a real-time clock, or a forged file) is refused, not adopted: every later write would be dated then."""
+    with _open(tmp_path / "copy.db", dt.datetime(2020, 1, 1, tzinfo=dt.UTC)) as copy:
+        before = table_digest(copy)
+        with pytest.raises(InvalidInput, match="more than 1 day ahead of this store's clock .* is wrong"):
+            copy.import_records(_lines(source))
+        assert table_digest(copy) == before
 
 
 def test_tighter_close_applies_and_never_reopens(source: WorldDB, tmp_path: Path) -> None:

@@ -20,11 +20,12 @@ catches damage, not forgery: whoever can rewrite the file can rewrite the end li
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import secrets
 import zlib
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -39,6 +40,18 @@ READS = (1,)  # the versions ``read`` understands
 # Uncompressed bytes ``read`` accepts: 20 times a 100k-record set of export-like node records (~450 bytes
 # a line, 44 MB), far below what a few MB of crafted zlib could expand to (zlib reaches ~1000:1).
 DEFAULT_MAX = 1 << 30
+# A set inflates to at most this many times the compressed bytes read so far (plus SLACK): a real one holds a
+# random 64-hex id on every record and inflates ~10 times (a LoCoMo conversation's set: 9.3), while a few
+# hundred KB of crafted zlib of tiny records inflate to GBs, ~21 bytes of memory each once parsed
+MAX_RATIO = 64
+SLACK = 1 << 20
+MAX_LINE = 16 << 20  # a record is a node's text (500,000 characters at most) with its index rows: a few MB
+# Records kept, at most one per this many compressed bytes read (plus RECORD_SLACK): a real record carries a
+# random 64-hex id (~36 bytes compressed; a LoCoMo conversation's set takes 118 a record), while aliases of one
+# node cost 3 bytes each and ~900 bytes of memory once parsed
+RECORD_COST = 24
+RECORD_SLACK = 50_000
+_SHARED_LENGTHS = (27, 64)  # a canonical time, an id: kept once however many records name it
 _CHUNK = 1 << 16  # bytes read, and most bytes inflated, per step
 _RESERVED = ("kind", "format", "version")
 _NOTHING = "; nothing was applied"
@@ -126,15 +139,30 @@ def write(
     return {"records": summary["records"], "bytes": size, "digest": summary["digest"]}
 
 
-def read(source: bytes | str | os.PathLike[str] | IO[bytes], *, max_bytes: int = DEFAULT_MAX) -> ChangeSet:
-    """Decompress, split and check a whole change set; InvalidInput says what is wrong with it."""
+Check = Callable[[dict[str, Any]], None]
+
+
+def read(
+    source: bytes | str | os.PathLike[str] | IO[bytes],
+    *,
+    max_bytes: int = DEFAULT_MAX,
+    header: Check | None = None,
+    record: Callable[[int, dict[str, Any]], None] | None = None,
+) -> ChangeSet:
+    """Decompress, split and check a whole change set; InvalidInput says what is wrong with it.
+
+    Read as a stream, so a hostile set is refused early: ``header`` checks the caller's header fields before
+    any record is parsed, and ``record`` checks each record (its line number, the object) as it is parsed.
+    """
+    taken = [0]  # compressed bytes read so far: _inflate counts them, _parse bounds the records by them
+    parse = functools.partial(_parse, header_check=header, record_check=record, taken=taken)
     if isinstance(source, bytes):
-        return _parse(_inflate((source[i : i + _CHUNK] for i in range(0, len(source), _CHUNK)), max_bytes))
+        return parse(_inflate((source[i : i + _CHUNK] for i in range(0, len(source), _CHUNK)), max_bytes, taken))
     if not isinstance(source, str | os.PathLike):
-        return _parse(_inflate(iter(lambda: source.read(_CHUNK), b""), max_bytes))
+        return parse(_inflate(iter(lambda: source.read(_CHUNK), b""), max_bytes, taken))
     try:
         with open(source, "rb") as file:
-            return _parse(_inflate(iter(lambda: file.read(_CHUNK), b""), max_bytes))
+            return parse(_inflate(iter(lambda: file.read(_CHUNK), b""), max_bytes, taken))
     except OSError as exc:
         raise _refuse(f"cannot read the change set {os.fspath(source)!r} ({exc.strerror or exc})") from None
 
@@ -143,12 +171,16 @@ def _refuse(what: str) -> InvalidInput:
     return InvalidInput(what + _NOTHING)
 
 
-def _inflate(chunks: Iterator[bytes], max_bytes: int) -> Iterator[bytes]:
-    """The uncompressed bytes, at most ``max_bytes`` of them, of exactly one whole zlib stream."""
+def _inflate(chunks: Iterator[bytes], max_bytes: int, taken: list[int]) -> Iterator[bytes]:
+    """The uncompressed bytes, at most ``max_bytes`` of them, of exactly one whole zlib stream.
+
+    ``taken[0]`` counts the compressed bytes read so far.
+    """
     inflater, total, empty = zlib.decompressobj(), 0, True
     for chunk in chunks:
         if not chunk:
             continue
+        taken[0] += len(chunk)
         if inflater.eof:
             raise _refuse("bytes follow the change set's zlib stream: the change set was altered or damaged")
         empty, data = False, chunk
@@ -160,6 +192,11 @@ def _inflate(chunks: Iterator[bytes], max_bytes: int) -> Iterator[bytes]:
                     raise _refuse(f"not a change set: the data is not zlib-compressed ({exc})") from None
                 raise _refuse(f"the change set is damaged: its zlib stream is invalid ({exc})") from None
             total += len(out)
+            if total > MAX_RATIO * taken[0] + SLACK:
+                raise _refuse(
+                    f"the change set inflates more than {MAX_RATIO} times its compressed size, which no set a store "
+                    "writes does: a decompression bomb"
+                )
             if total > max_bytes:
                 raise _refuse(
                     f"the change set inflates past {max_bytes} bytes, the most this reader takes: "
@@ -180,9 +217,23 @@ def _inflate(chunks: Iterator[bytes], max_bytes: int) -> Iterator[bytes]:
         raise _refuse("the change set is truncated: its zlib stream ends early")
 
 
-def _parse(pieces: Iterator[bytes]) -> ChangeSet:
-    """Split the inflated bytes into lines and check header, records and end line."""
+def _parse(
+    pieces: Iterator[bytes],
+    *,
+    header_check: Check | None = None,
+    record_check: Callable[[int, dict[str, Any]], None] | None = None,
+    taken: list[int],
+) -> ChangeSet:
+    """Split the inflated bytes into lines and check header, records and end line (and the caller's checks)."""
     hasher, buffer, scan, number = blake3(), bytearray(), 0, 0
+    shared: dict[str, str] = {}  # keys, ids and times: one string each for every record that holds them
+
+    def one(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        return {
+            shared.setdefault(k, k): shared.setdefault(v, v) if type(v) is str and len(v) in _SHARED_LENGTHS else v
+            for k, v in pairs
+        }
+
     header: dict[str, Any] | None = None
     end: dict[str, Any] | None = None
     records: list[dict[str, Any]] = []
@@ -196,19 +247,30 @@ def _parse(pieces: Iterator[bytes]) -> ChangeSet:
             number += 1
             if end is not None:
                 raise _refuse(f"line {number} follows the end line: the change set was altered or damaged")
-            obj = _object(line, number)
+            obj = _object(line, number, one)
             if header is None:
                 header = _header(obj)
+                if header_check is not None:
+                    header_check(header)
             elif obj.get("kind") == "end":
                 end = obj
                 continue
             elif not isinstance(obj.get("kind"), str) or obj["kind"] == "header":
                 raise _refuse(f"line {number} is a record without a text kind (or a second header): not a change set")
             else:
+                if len(records) >= taken[0] // RECORD_COST + RECORD_SLACK:
+                    raise _refuse(
+                        f"the change set holds more than {len(records)} records in {taken[0]} compressed bytes, "
+                        f"fewer than {RECORD_COST} bytes a record, which no set a store writes does: a hostile set"
+                    )
+                if record_check is not None:
+                    record_check(number, obj)
                 records.append(obj)
             hasher.update(line)
         del buffer[:start]
         scan = len(buffer)
+        if scan > MAX_LINE:
+            raise _refuse(f"line {number + 1} runs past {MAX_LINE} bytes without ending: no record is that long")
     if buffer:
         if end is not None:
             raise _refuse("bytes follow the end line: the change set was altered or damaged")
@@ -228,9 +290,9 @@ def _parse(pieces: Iterator[bytes]) -> ChangeSet:
     return ChangeSet(header=header, records=records, digest=digest)
 
 
-def _object(line: bytes, number: int) -> dict[str, Any]:
+def _object(line: bytes, number: int, hook: Callable[[list[tuple[str, Any]]], dict[str, Any]]) -> dict[str, Any]:
     try:
-        obj = json.loads(line.decode("utf-8"), parse_constant=_no_constant)
+        obj = json.loads(line.decode("utf-8"), parse_constant=_no_constant, object_pairs_hook=hook)
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise _refuse(f"line {number} of the change set is not UTF-8 JSON ({exc})") from None
     if not isinstance(obj, dict):

@@ -342,26 +342,35 @@ def apply(
     caller finishes a purge's wipe (``maintenance.finish_wipe``) with the mark once the transaction committed,
     and sweeps for contradictions around what arrived (``sweep_arrived``).
     """
-    cs = changeset.read(_source(source))
     conn, store = r.conn, r.store
     with translate():
-        me = sync_rows.store_id(conn)
-    header = cs.header
-    _checked_header(header, me)
-    with translate():
-        mine = sync_rows.legacy_digest(conn)
-    if header.get("legacy") != mine and (mine or header.get("legacy")):
-        raise InvalidInput(
-            "these two files keep the members they had before version 10 in different orders (one was lifted from "
-            "an older version, and the other is not a replica made from it after the lift), so their roots could "
-            "never agree; make the replica with `worlddb replica` from the lifted file; nothing was applied"
-        )
-    parsed = transfer.Parsed(header)
-    for line, record in enumerate(cs.records, start=2):
+        me, mine = sync_rows.store_id(conn), sync_rows.legacy_digest(conn)
+    parsed = transfer.Parsed({})
+
+    def header_first(header: dict[str, Any]) -> None:  # before any record is parsed: a foreign set costs nothing
+        _checked_header(header, me)
+        if header.get("legacy") != mine and (mine or header.get("legacy")):
+            raise InvalidInput(
+                "these two files keep the members they had before version 10 in different orders (one was lifted "
+                "from an older version, and the other is not a replica made from it after the lift), so their roots "
+                "could never agree; make the replica with `worlddb replica` from the lifted file; nothing was applied"
+            )
+        parsed.header = header
+
+    def each(line: int, record: dict[str, Any]) -> None:  # as it is parsed: a set of bad records stops at the first
         if record.get("kind") == "queued":
             raise InvalidInput(f"record {line}: a change set carries no waiting extractions; nothing was applied")
         transfer.take(parsed, line, record)
-    planned = transfer.plan(r, root, parsed)
+
+    cs = changeset.read(_source(source), header=header_first, record=each)
+    header = cs.header
+    # the sender left out what it adopted from this store, up to this store's change it names: if that
+    # change is not here (a restore from an older copy), this store may lack some of it, and counts
+    # nothing of the sender as seen, so its next set holds everything
+    echo = header.get("echo")
+    with translate():
+        lost = echo is not None and sync_rows.tip(conn, echo["seen"]) != echo["tip"]
+    planned = transfer.plan(r, root, parsed, partial=lost)
     tombstones = [bytes.fromhex(h) for h, (_, rec) in parsed.nodes.items() if rec["body"] is None]
     with translate():
         erase = sync_rows.live(conn, tombstones) if tombstones else []
@@ -373,11 +382,6 @@ def apply(
             if erase:
                 purge.hold(conn)
             peer = sync_rows.add_peer(conn, header["store_id"])
-            # the sender left out what it adopted from this store, up to this store's change it names: if that
-            # change is not here (a restore from an older copy), this store may lack some of it, and counts
-            # nothing of the sender as seen, so its next set holds everything
-            echo = header.get("echo")
-            lost = echo is not None and sync_rows.tip(conn, echo["seen"]) != echo["tip"]
             counts = _continues(conn, peer, header)
             if header.get("reset"):
                 # the sender numbers its changes anew (a restore) or starts over with this store: what this

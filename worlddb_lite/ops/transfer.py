@@ -18,12 +18,13 @@ hold it recomputes to the root the header names. Importing the same file again c
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import importlib.metadata
 import itertools
 import json
 import re
 from collections import deque
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,7 +34,8 @@ from ..models.embed import embed_checked, embedding_text
 from ..store import transfer_rows
 from ..store.connection import translate
 from ..store.hashing import canonical_json, edge_body, edge_id, nfc, node_id
-from ..store.rows import EdgeRow, NodeRow, added_text
+from ..store.rows import EdgeRow, NodeRow, Store, added_text
+from ..text.dates import format_time
 from ..types import MergeStatus
 from ..write.reconciler import AdoptedEdge, AdoptedNode, Reconciler, Transaction
 
@@ -42,7 +44,11 @@ VERSION = 1
 KINDS = ("node", "edge", "alias", "proposal", "queued")
 EMBED_BATCH = 512
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
-_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?Z$")
+_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$")  # the canonical text (dates.format_time)
+# How far ahead of this store's clock a record's belief times may run: two devices' clocks differ by
+# seconds to minutes, and the clock of a store that adopts a time follows it (``Transaction.not_before``),
+# so a far-future time would date every later write after it (or past the calendar's end: the store bricked)
+AHEAD = dt.timedelta(days=1)
 
 
 def _package_version() -> str:
@@ -274,7 +280,32 @@ class Parsed:
 
 
 def _bad(line: int, what: str) -> InvalidInput:
-    return InvalidInput(f"line {line}: {what}; nothing was imported")
+    return InvalidInput(f"line {line}: {what}; nothing was written")
+
+
+def is_time(value: object) -> bool:
+    """Canonical time text (``dates.format_time``) of a date that exists: what every store writes.
+
+    Text alone is not enough: "2030-13-45T25:61:61Z" is digits where digits go, and "…00Z" without its
+    fraction sorts after "…00.000001Z" although it is earlier, which breaks the members' order.
+    """
+    if not isinstance(value, str) or _TIME.match(value) is None:
+        return False
+    try:
+        dt.datetime.fromisoformat(value[:-1])
+    except ValueError:
+        return False
+    return True
+
+
+_MOST_INT = 1 << 62  # ints above it (a slot, an ord, a size) come from no store: SQLite's integers stop at 2^63
+_MOST_SALIENCE = 1e9  # the write path takes any finite salience; a file's is bounded so arithmetic stays finite
+_EXPECTED = {
+    "hex": "an id (64 hex characters)",
+    "time": "a time in canonical form (such as 2024-05-01T09:30:00.000000Z) of a real date",
+    "int": f"a whole number from 0 to {_MOST_INT}",
+    "number": f"a finite number from -{_MOST_SALIENCE:g} to {_MOST_SALIENCE:g}",
+}
 
 
 def _field(record: Mapping[str, Any], line: int, name: str, kind: str, *, optional: bool = False) -> Any:
@@ -284,18 +315,29 @@ def _field(record: Mapping[str, Any], line: int, name: str, kind: str, *, option
         if optional:
             return None
         raise _bad(line, f"field {name!r} is missing")
-    ok = {
+    checks_of: dict[str, Callable[[Any], bool]] = {
         "hex": lambda v: isinstance(v, str) and _HEX64.match(v) is not None,
-        "time": lambda v: isinstance(v, str) and _TIME.match(v) is not None,
+        "time": is_time,
         "text": lambda v: isinstance(v, str),
-        "int": lambda v: type(v) is int and v >= 0,
+        "int": lambda v: type(v) is int and 0 <= v <= _MOST_INT,
         "bool": lambda v: type(v) is bool,
-        "number": lambda v: type(v) in (int, float),
+        "number": lambda v: type(v) in (int, float) and -_MOST_SALIENCE <= v <= _MOST_SALIENCE,  # nan fails both
         "dict": lambda v: isinstance(v, dict),
-    }[kind](value)
-    if not ok:
-        raise _bad(line, f"field {name!r} is not {'an id (64 hex characters)' if kind == 'hex' else 'a ' + kind}")
+    }
+    if not checks_of[kind](value):
+        raise _bad(line, f"field {name!r} is not {_EXPECTED.get(kind, 'a ' + kind)}")
     return value
+
+
+def _times(entry: Sequence[Any], optional: Sequence[int]) -> bool:
+    """Whether ``entry[0]`` is a time, and each of ``optional`` a time or null."""
+    return is_time(entry[0]) and all(entry[i] is None or is_time(entry[i]) for i in optional)
+
+
+def _ordered(record: Mapping[str, Any], line: int, first: str, then: str) -> None:
+    """An interval ends at or after it starts (the schema's check, refused here before anything is written)."""
+    if record.get(then) is not None and record[then] < record[first]:
+        raise _bad(line, f"field {then!r} ({record[then]}) is before {first!r} ({record[first]})")
 
 
 def _check_node(record: dict[str, Any], line: int) -> None:
@@ -310,6 +352,8 @@ def _check_node(record: dict[str, Any], line: int) -> None:
         _field(record, line, name, "time", optional=True)
     _field(record, line, "retired", "bool")
     _field(record, line, "salience", "number")
+    _ordered(record, line, "valid_at", "invalid_at")
+    _ordered(record, line, "created_at", "expired_at")
     body = record.get("body")
     if body is None:
         _field(record, line, "purged_at", "time")
@@ -327,10 +371,12 @@ def _check_node(record: dict[str, Any], line: int) -> None:
             raise _bad(line, "field 'body' is not a node's JSON object with text (or null) 'name' and 'content'")
         if said.get("type") != record["type"] or said.get("parent") != parent:
             raise _bad(line, "fields 'type' and 'parent' disagree with the body")
+        if "valid_at" in said and said["valid_at"] != record["valid_at"]:  # a timeless world's has none
+            raise _bad(line, "field 'valid_at' disagrees with the valid_at the body hashes")
     changes = record.get("changes", [])
     if not isinstance(changes, list) or not all(isinstance(c, list) and len(c) == 5 for c in changes):
         raise _bad(line, "field 'changes' is not a list of [at, invalid_at, closed_at, expired_at, retired]")
-    if not all(isinstance(c[0], str) and _TIME.match(c[0]) for c in changes):
+    if not all(_times(c, (1, 2, 3)) for c in changes):
         raise _bad(line, "field 'changes' holds an entry whose time is not a time")
     last = changes[-1][1:] if changes else [None, None, None, False]
     if [last[0], last[1], last[2], bool(last[3])] != [
@@ -357,7 +403,7 @@ def _check_node(record: dict[str, Any], line: int) -> None:
         isinstance(x, list) and len(x) == 3 and isinstance(x[1], str) and _HEX64.match(x[1]) for x in roots
     ):
         raise _bad(line, "field 'roots' is not a list of [at, root, size]")
-    if not all(isinstance(x[0], str) and _TIME.match(x[0]) and type(x[2]) is int for x in roots):
+    if not all(is_time(x[0]) and type(x[2]) is int and 0 <= x[2] <= _MOST_INT for x in roots):
         raise _bad(line, "field 'roots' holds an entry whose time or size is wrong")
 
 
@@ -373,6 +419,9 @@ def _check_edge(record: dict[str, Any], line: int) -> None:
     _field(record, line, "created_at", "time")
     for name in ("invalid_at", "closed_at"):
         _field(record, line, name, "time", optional=True)
+    _ordered(record, line, "valid_at", "invalid_at")
+    if src == dst:
+        raise _bad(line, f"edge {raw[:16]}… links a node to itself; no edge type takes a loop")
     if record.get("expired_at") is not None:
         raise _bad(line, "field 'expired_at' of an edge is set; edges are closed, never retracted")
     if edge_id(edge_body(edge_type, src, dst, valid_at, canonical_json(props))).hex() != raw:
@@ -380,7 +429,7 @@ def _check_edge(record: dict[str, Any], line: int) -> None:
     changes = record.get("changes", [])
     if not isinstance(changes, list) or not all(isinstance(c, list) and len(c) == 3 for c in changes):
         raise _bad(line, "field 'changes' is not a list of [at, invalid_at, closed_at]")
-    if not all(isinstance(c[0], str) and _TIME.match(c[0]) for c in changes):
+    if not all(_times(c, (1, 2)) for c in changes):
         raise _bad(line, "field 'changes' holds an entry whose time is not a time")
     last = changes[-1][1:] if changes else [None, None]
     if last != [record.get("invalid_at"), record.get("closed_at")]:
@@ -424,16 +473,16 @@ def parse(lines: Iterable[str]) -> Parsed:
     try:
         parsed = _parse_lines(lines)
     except UnicodeDecodeError:
-        raise InvalidInput("the file is not UTF-8 text, as an export is; nothing was imported") from None
+        raise InvalidInput("the file is not UTF-8 text, as an export is; nothing was written") from None
     if parsed is None:
-        raise InvalidInput(f"the file is empty: an export starts with a {FORMAT} header line; nothing was imported")
+        raise InvalidInput(f"the file is empty: an export starts with a {FORMAT} header line; nothing was written")
     return parsed
 
 
 def _parse_lines(lines: Iterable[str]) -> Parsed | None:
     parsed: Parsed | None = None
     if isinstance(lines, (str, bytes, Mapping)) or not isinstance(lines, Iterable):
-        raise InvalidInput("give the lines of an export (a list of text, or an open file); nothing was imported")
+        raise InvalidInput("give the lines of an export (a list of text, or an open file); nothing was written")
     for line, text in enumerate(lines, start=1):
         if not isinstance(text, str):
             raise _bad(line, f"a line is text, got {type(text).__name__}")
@@ -443,6 +492,8 @@ def _parse_lines(lines: Iterable[str]) -> Parsed | None:
             record = json.loads(text)
         except json.JSONDecodeError as exc:
             raise _bad(line, f"not JSON ({exc.msg}; a truncated file?)") from None
+        except RecursionError:  # nested deeper than Python's decoder goes: no store writes such a line
+            raise _bad(line, "not JSON this reader takes (nested too deep)") from None
         if not isinstance(record, dict):
             raise _bad(line, "not a JSON object")
         if parsed is None:
@@ -604,15 +655,39 @@ def _adopt_members(txn: Transaction, parsed: Parsed, nids: dict[str, int], vecto
     return {"nodes": nodes.as_dict(), "edges": {"added": edges.added, "existing": edges.existing}}
 
 
-def _latest(parsed: Parsed) -> str:
-    """The latest belief time the file writes (creations, closes, logged roots)."""
-    times = [""]
-    for _, rec in parsed.nodes.values():
-        times += [rec["created_at"], rec.get("closed_at") or "", rec.get("expired_at") or ""]
-        times += [c[0] for c in rec.get("changes", [])] + [x[0] for x in rec.get("roots", [])]
-    for _, rec in parsed.edges:
-        times += [rec["created_at"], rec.get("closed_at") or ""]
-    return max(times)
+def _belief_times(parsed: Parsed) -> Iterator[tuple[int, str, str]]:
+    """(line, field, time) of every belief time the file writes: creations, closes, logged roots, decisions."""
+    for line, rec in parsed.nodes.values():
+        for name in ("created_at", "closed_at", "expired_at", "purged_at"):
+            if rec.get(name) is not None:
+                yield line, name, rec[name]
+        for at, _, closed, expired, _ in rec.get("changes", []):
+            yield from ((line, "changes", t) for t in (at, closed, expired) if t is not None)
+        yield from ((line, "roots", at) for at, _, _ in rec.get("roots", []))
+    for line, rec in parsed.edges:
+        for name in ("created_at", "closed_at"):
+            if rec.get(name) is not None:
+                yield line, name, rec[name]
+        for at, _, closed in rec.get("changes", []):
+            yield from ((line, "changes", t) for t in (at, closed) if t is not None)
+    for line, rec in parsed.others:
+        for name in ("created_at", "proposed_at", "decided_at", "enqueued_at"):
+            if rec.get(name) is not None:
+                yield line, name, rec[name]
+
+
+def _latest(parsed: Parsed, now: str) -> str:
+    """The latest belief time the file writes; refused past ``AHEAD`` of ``now`` (this store's present)."""
+    latest, limit = "", format_time(dt.datetime.fromisoformat(now[:-1]) + AHEAD)
+    for line, name, at in _belief_times(parsed):
+        if at > limit:
+            raise _bad(
+                line,
+                f"field {name!r} is {at}, more than {AHEAD.days} day ahead of this store's clock ({now}): the "
+                "clock of the device that wrote it (or of this one) is wrong; set it right and write the file again",
+            )
+        latest = max(latest, at)
+    return latest
 
 
 @dataclass
@@ -624,8 +699,11 @@ class Plan:
     latest: str
 
 
-def plan(r: Reconciler, root: int, parsed: Parsed) -> Plan:
-    """Check what the records name against this store (outside any transaction) and embed the new nodes."""
+def plan(r: Reconciler, root: int, parsed: Parsed, *, partial: bool = False) -> Plan:
+    """Check what the records name against this store (outside any transaction) and embed the new nodes.
+
+    ``partial``: a change set that may lack rows this store lost (``_merges_whole``).
+    """
     store = r.store
     with translate():
         root_hex = store.header(root).id.hex()
@@ -640,7 +718,57 @@ def plan(r: Reconciler, root: int, parsed: Parsed) -> Plan:
                 raise _bad(line, f"field {name!r} names {ref[:16]}…, which neither the file nor this store holds")
         held = store.nids_of([bytes.fromhex(h) for h in parsed.nodes])
         new = {h for h in parsed.nodes if bytes.fromhex(h) not in held and parsed.nodes[h][1]["body"] is not None}
-    return Plan(nids, _vectors(r, parsed, new), _latest(parsed))
+        _purged_in_time(store, parsed, held)
+        _merges_whole(store, parsed, {**nids, **{raw.hex(): nid for raw, nid in held.items()}}, partial=partial)
+    return Plan(nids, _vectors(r, parsed, new), _latest(parsed, r.now()))
+
+
+def _merges_whole(store: Store, parsed: Parsed, known: Mapping[str, int], *, partial: bool) -> None:
+    """What the file merges stays whole with this store's rows (``verify``'s no-silent-merge).
+
+    An open ``same_as`` edge has its mirror and an accepted proposal for its pair, and an accepted proposal
+    has both edges. Only the pairs the file names are read. A ``partial`` change set may lack rows that this
+    store lost (restored from an older copy): the sender resends them at once, so a decision may come
+    before its edges; an edge never comes before its decision.
+    """
+    edges = {(rec["src"], rec["dst"]): (line, rec) for line, rec in parsed.edges if rec["type"] == "same_as"}
+    proposals = {
+        frozenset((rec["a"], rec["b"])): line
+        for line, rec in parsed.others
+        if rec["kind"] == "proposal" and MergeStatus.ACCEPTED.value in (rec["status"], rec.get("conflict"))
+    }
+    if not edges and not proposals:
+        return
+    ends = sorted({known[h] for pair in [*edges, *proposals] for h in pair if h in known})
+    hex_of = {nid: store.header(nid).id.hex() for nid in ends}
+    here_open, here_closed, here_accepted = transfer_rows.merges_among(store.conn, ends)
+    open_edges = {(hex_of[a], hex_of[b]) for a, b in here_open}
+    open_edges |= {pair for pair, (_, rec) in edges.items() if rec.get("invalid_at") is None}
+    open_edges -= {(hex_of[a], hex_of[b]) for a, b in here_closed}  # a close here holds: the earlier one wins
+    accepted = {frozenset((hex_of[a], hex_of[b])) for a, b in here_accepted} | set(proposals)
+    for (src, dst), (line, _) in edges.items():
+        if (src, dst) not in open_edges:
+            continue
+        if frozenset((src, dst)) not in accepted:
+            raise _bad(line, f"a same_as edge joins {src[:16]}… and {dst[:16]}… without an accepted merge proposal")
+        if (dst, src) not in open_edges:
+            raise _bad(line, f"a same_as edge joins {src[:16]}… to {dst[:16]}… without its mirror")
+    for pair, line in proposals.items() if not partial else ():
+        a, b = sorted(pair)
+        if (a, b) not in open_edges or (b, a) not in open_edges:
+            raise _bad(line, f"an accepted merge of {a[:16]}… and {b[:16]}… comes without its two same_as edges")
+
+
+def _purged_in_time(store: Store, parsed: Parsed, held: Mapping[bytes, int]) -> None:
+    """A purged node's record (no body) keeps the valid_at the body it stands for hashed, where this store has it."""
+    for hex_id, (line, rec) in parsed.nodes.items():
+        nid = held.get(bytes.fromhex(hex_id))
+        if rec["body"] is not None or nid is None:
+            continue
+        body = store.node_row(nid).body
+        said = json.loads(body).get("valid_at") if body is not None else None
+        if said is not None and said != rec["valid_at"]:
+            raise _bad(line, "field 'valid_at' disagrees with the valid_at the node's body hashes here")
 
 
 def write(txn: Transaction, parsed: Parsed, planned: Plan) -> dict[str, Any]:

@@ -148,3 +148,30 @@ def queue_turn(conn: apsw.Connection, row: Sequence[Any]) -> None:
         "values (?, ?, ?, ?, ?, ?)",
         tuple(row),
     )
+
+
+def merges_among(
+    conn: apsw.Connection, nids: Sequence[int]
+) -> tuple[set[tuple[int, int]], set[tuple[int, int]], set[tuple[int, int]]]:
+    """Among ``nids``: the (src, dst) of open and of closed same_as edges, and the (a, b) of accepted merges.
+
+    Accepted here or by another replica (a noted conflict), as ``integrity.accepted_pairs`` reads them.
+    """
+    ids = _json(nids)
+    opened: set[tuple[int, int]] = set()
+    closed: set[tuple[int, int]] = set()
+    for src, dst, invalid_at in conn.execute(
+        "select src, dst, invalid_at from edge where type = 'same_as' and src in (select value from json_each(?1)) "
+        "and dst in (select value from json_each(?1))",
+        (ids,),
+    ):
+        (opened if invalid_at is None else closed).add((as_int(src), as_int(dst)))
+    accepted = {
+        (as_int(a), as_int(b))
+        for a, b in conn.execute(
+            "select a, b from merge_proposal where (status = 'accepted' or conflict = 'accepted') "
+            "and a in (select value from json_each(?1)) and b in (select value from json_each(?1))",
+            (ids,),
+        )
+    }
+    return opened, closed, accepted
