@@ -2,20 +2,26 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import gc
 import json
+import sys
+import types
+from collections import deque
 from pathlib import Path
 
 import apsw
 import pytest
 
-from worlddb_lite import InvalidInput, NotFound, WorldDB, WorldDBError
+from worlddb_lite import InvalidInput, NotFound, StaticEmbedder, WorldDB, WorldDBError
 from worlddb_lite.cli import main
 from worlddb_lite.ops import maintenance
 from worlddb_lite.store import connection
+from worlddb_lite.text import caches
 from worlddb_lite.text.extract import RuleExtractor
 from worlddb_lite.write.conversation import ConversationIn, SessionIn, TurnIn
 
-from .conftest import FakeEmbedder, table_digest
+from .conftest import FakeClock, FakeEmbedder, table_digest
 
 SECRET = "Zorblatquux48213"
 
@@ -470,3 +476,82 @@ def test_a_purged_turn_given_in_decomposed_unicode_leaves_its_neighbours_rows_to
         db.purge(ids[2], scope="s")
         assert db.search(SECRET) == [] and db.verify(deep=True).ok
     assert SECRET.lower().encode() not in _raw(file_db_path)
+
+
+NAME = "Quorvendale"  # a secret said as a person's name: the resolver and the extractor keep names
+
+
+def _holding(secret: str, roots: dict[str, object], depth: int = 14) -> list[str]:
+    """Where, reachable from ``roots``, a string or bytes holds ``secret`` (case-folded): the paths to it.
+
+    Follows what the garbage collector sees an object refer to, so an ``lru_cache``'s dict and an
+    object's attributes are both read; not into modules (each root names its own), functions (their
+    globals and literals are code, not state) or classes from outside the package.
+    """
+    text, raw = secret.casefold(), secret.casefold().encode()
+    seen: set[int] = set()
+    found: list[str] = []
+    todo = deque((name, obj, 0) for name, obj in roots.items())  # breadth first: each object at its nearest
+    while todo:
+        path, obj, level = todo.popleft()
+        if id(obj) in seen or level > depth:
+            continue
+        seen.add(id(obj))
+        if isinstance(obj, str):
+            if text in obj.casefold():
+                found.append(path)
+            continue
+        if isinstance(obj, (bytes, bytearray)):
+            if raw in bytes(obj).lower():
+                found.append(path)
+            continue
+        if isinstance(obj, (types.ModuleType, types.FunctionType, types.CodeType, types.FrameType)):
+            continue
+        if isinstance(obj, type):
+            if obj.__module__.startswith("worlddb_lite"):
+                todo.extend((f"{path}.{k}", v, level + 1) for k, v in vars(obj).items())
+            continue
+        # a dict whose keys are all strings does not show its keys to the garbage collector
+        inside = [*obj.keys(), *obj.values()] if isinstance(obj, dict) else gc.get_referents(obj)
+        todo.extend((f"{path}/{type(o).__name__}", o, level + 1) for o in inside)
+    return found
+
+
+def _process(db: WorldDB) -> dict[str, object]:
+    """The package's module globals (and re's: its pattern cache) and the store: where a process keeps text."""
+    roots: dict[str, object] = {"db": db}
+    for name, module in list(sys.modules.items()):
+        if (name == "re" or name.startswith("worlddb_lite")) and module is not None:
+            roots.update({f"{name}.{k}": v for k, v in vars(module).items() if not k.startswith("__")})
+    return roots
+
+
+def _registered() -> dict[str, object]:
+    """Each registered cache by its name: what its clear empties (the lru_cache or the object it is bound to)."""
+    return {name: getattr(clear, "__self__", clear) for name, clear in caches.registered()}
+
+
+def test_a_purge_leaves_the_secret_in_none_of_the_process_caches(file_db_path: str, model: StaticEmbedder) -> None:
+    db = WorldDB(file_db_path, embedder=model, clock=FakeClock())  # a static model: the token index's words too
+    said = f"I had lunch with {NAME} at the harbour on Friday, we talked about sailing boats"
+    db.write(said, scope="alice")  # said twice: consolidation's dedup reads both texts
+    db.write(said + "!", scope="alice")
+    turns = [TurnIn(f"I moved to Porto and {NAME} helped me", speaker=NAME), TurnIn("Nice", speaker="Ben")]
+    db.ingest(ConversationIn("c1", ["alice"], [SessionIn("s1", "2024-01-02", turns)]))  # the extractor's speaker
+    db.resolve_entity(f"{NAME} Smith", scope="alice")
+    db.resolve_entity(f"{NAME} Smyth", scope="alice")  # the resolver folds both names to compare them
+    assert db.consolidate(min_age=dt.timedelta(0)).done["dedup"] >= 1
+    assert db.recall(f"what did {NAME} say about moving?", scope="alice").hits
+    holding = {name for name, cache in _registered().items() if _holding(NAME, {name: cache})}
+    assert holding >= {
+        "dedup: texts read",
+        "extract: speakers' patterns",
+        "extract: turns read for change cues",
+        "resolver: folded names",
+        "resolver: name vectors",
+        "token index: words of texts indexed",
+    }
+    db.purge_scope("alice")
+    assert _holding(NAME, _registered()) == []
+    assert _holding(NAME, _process(db)) == []  # nor a cache nobody registered
+    db.close()

@@ -29,6 +29,7 @@ import numpy as np
 
 from ..checks import number, whole
 from ..errors import InvalidInput, MissingExtra, RerankerError
+from ..text import caches
 from .embed import _digest, is_folder
 
 _KNOWN_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
@@ -203,6 +204,7 @@ class OnnxBiEncoderReranker(_OnnxTextModel):
         self.cache_size = cache
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
         self.hits = self.misses = 0  # passage-cache counters
+        caches.register("bi-encoder: passage vectors", self._forget)
 
     def score(self, query: str, passages: Sequence[str]) -> np.ndarray:
         """Return one float32 cosine per passage, in order; higher is more relevant."""
@@ -228,6 +230,9 @@ class OnnxBiEncoderReranker(_OnnxTextModel):
             self._cache.popitem(last=False)
         scores = np.stack([found[p] for p in passages]) @ vectors[0]
         return self._finite(scores.astype(np.float32), "passage")
+
+    def _forget(self) -> None:
+        self._cache.clear()
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Unit vectors (n, hidden), float32, one per text in order (the cache is not used)."""

@@ -25,6 +25,7 @@ import numpy as np
 from ..errors import InvalidInput
 from ..store import graph_rows
 from ..store.connection import translate
+from ..text import caches
 from ..text.stopwords import is_function_word
 from ..write.writer import Writer
 from .batches import BATCH, Link, Progress, check_options, write_links
@@ -128,3 +129,6 @@ def _read(text: str) -> tuple[frozenset[str], frozenset[str]]:
         if word.isdigit() or lower in _CALENDAR or (word[:1].isupper() and match.start() not in starts):
             values.add(lower)
     return frozenset(stems), frozenset(values)
+
+
+caches.register("dedup: texts read", _read.cache_clear)

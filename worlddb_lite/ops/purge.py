@@ -25,10 +25,12 @@ FTS5 segments and in the WAL. So the purge runs with ``pragma secure_delete`` (f
 zeroed), rebuilds the full-text index's segments ('optimize': the purged terms leave them), and
 the facade then vacuums and checkpoints with TRUNCATE (``maintenance.vacuum``, ``checkpoint``).
 After that the text is nowhere in the store's files (tests/test_purge.py scans them); each step
-alone was not enough. The erasure marks the store (``maintenance.WIPE_PENDING``) until a
-checkpoint has completed: a crash before the VACUUM, or a reader holding an older snapshot (the
-main file keeps the old pages until a checkpoint completes), leaves the mark, and any later open,
-close or checkpoint of the store, in any process, carries the wipe on.
+alone was not enough. Nor is it in this process's memory: every cache that holds memory text is
+registered in ``text/caches.py``, and the purge empties them all. The erasure marks the store
+(``maintenance.WIPE_PENDING``) until a checkpoint has completed: a crash before the VACUUM, or a
+reader holding an older snapshot (the main file keeps the old pages until a checkpoint completes),
+leaves the mark, and any later open, close or checkpoint of the store, in any process, carries the
+wipe on.
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ from ..models.embed import embed_checked, embedding_text
 from ..store import erasure, quoted
 from ..store.hashing import nfc
 from ..store.rows import Store
-from ..text.extract import forget_read_texts
+from ..text import caches
 from ..write.bridge import mentions
 
 if TYPE_CHECKING:
@@ -116,7 +118,7 @@ def erase(txn: Transaction, conn: apsw.Connection, nids: Iterable[int]) -> list[
     # a new epoch makes every one of them (this one included) rebuild its index on its next search
     store.set_meta([("vec_epoch", uuid.uuid4().hex)])
     erasure.optimize_fts(conn)  # purged terms leave the segments
-    forget_read_texts()  # nor do this process's caches keep a purged turn's words
+    caches.forget()  # nor do this process's caches keep a purged turn's words (text/caches.py)
     return ids
 
 

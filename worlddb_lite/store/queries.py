@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 import apsw
 
+from ..text import caches
 from . import quoted
 from .connection import as_bytes, as_float, as_int, as_text, one_row
 from .rows import believed_sql, visible_sql
@@ -483,6 +484,7 @@ _TERM_CACHE: weakref.WeakKeyDictionary[apsw.Connection, tuple[tuple[int, int], d
     weakref.WeakKeyDictionary()
 )
 TERM_CACHE_SIZE = 4096  # words remembered per connection, until the next write
+caches.register("queries: words of queries", _TERM_CACHE.clear)
 
 
 def term_rows(conn: apsw.Connection, words: Sequence[str]) -> dict[str, int]:

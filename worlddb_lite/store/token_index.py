@@ -21,6 +21,7 @@ import blake3
 import numpy as np
 
 from ..models.embed import TokenVectors
+from ..text import caches
 from ..text.stopwords import STOPWORDS
 
 TEXT_CHARS = 800  # characters of a text read (name, a space, content): enough for TOKENS content tokens
@@ -56,6 +57,10 @@ class ContentTokens:
             if tid < size and (function_word or not core.isalnum()):
                 self.skip[tid] = True
         self.words: dict[str, tuple[int, ...]] = {}
+        caches.register("token index: words of texts indexed", self._forget)
+
+    def _forget(self) -> None:
+        self.words.clear()
 
     def ids(self, text: str, most: int) -> list[int]:
         """The ids of ``text``'s first ``most`` content tokens, in order."""

@@ -40,6 +40,7 @@ from dataclasses import dataclass, replace
 from typing import Protocol, runtime_checkable
 
 from ..errors import InvalidInput
+from . import caches
 from .dates import COUNT_WORDS, MONTH, format_time, parse_time
 from .words import WORD
 
@@ -139,6 +140,10 @@ def _by_name(name: str) -> tuple[tuple[str, bool, re.Pattern[str]], ...]:
         return ()
     who = "(?:" + "|".join(re.escape(form) for form in dict.fromkeys((name, name[:1].upper() + name[1:]))) + ")"
     return tuple((slot, functional, re.compile(pattern.format(who=who))) for slot, functional, pattern in _BY_NAME)
+
+
+caches.register("extract: speakers' patterns", _by_name.cache_clear)
+caches.register("re: compiled patterns (a speaker's name is in them)", re.purge)
 
 
 def _named_alone(text: str, start: int) -> bool:
@@ -667,7 +672,7 @@ def says_change(text: str) -> bool:
 
 
 # Recall reads the same head turns again and again (~50 a recall, ~20 µs each). At most 4,096 texts
-# of at most CUE_CHARS characters (~16 MB), process-wide; a purge empties it (forget_read_texts).
+# of at most CUE_CHARS characters (~16 MB), process-wide; a purge empties it (caches.forget).
 @functools.lru_cache(maxsize=4096)
 def _says_change(head: str) -> bool:
     prose = _CODE.sub(" ", head)
@@ -679,9 +684,7 @@ def _says_change(head: str) -> bool:
     return False
 
 
-def forget_read_texts() -> None:
-    """Drop the texts ``says_change`` remembers (a purge must not leave a turn's words in memory)."""
-    _says_change.cache_clear()
+caches.register("extract: turns read for change cues", _says_change.cache_clear)
 
 
 def resolve_date(text: str, said_at: str) -> str | None:

@@ -44,7 +44,7 @@ from ..errors import InvalidInput, TiebreakerError
 from ..store import traverse
 from ..store.name_index import Name, NameIndex
 from ..store.rows import Store
-from ..text import phonetic
+from ..text import caches, phonetic
 from ..text.names import normalise_alias
 
 TIERS = ("exact", "fuzzy", "phonetic", "embedding")
@@ -249,6 +249,9 @@ def _parts(folded: str) -> tuple[tuple[str, ...], str, str]:
     return words, " ".join(sorted(words)), "".join(words)
 
 
+caches.register("resolver: folded names", _parts.cache_clear)
+
+
 def _joins(words: tuple[str, ...], count: int) -> list[tuple[str, ...]]:
     """``words`` with neighbours joined until ``count`` are left, every way (few: names have few words)."""
     if len(words) - count > 2 or len(words) > 6:
@@ -331,6 +334,7 @@ class Resolver:
         self.nearest = nearest
         self.cosines = cosines
         self._vectors: dict[str, np.ndarray] = {}
+        caches.register("resolver: name vectors", self._forget)
 
     def resolve(
         self,
@@ -494,6 +498,9 @@ class Resolver:
                 self._vectors.pop(next(iter(self._vectors)))
         self._vectors[name] = vector  # most recent last
         return vector
+
+    def _forget(self) -> None:
+        self._vectors.clear()
 
     def _context(self, mention: Mention, name: Name) -> float:
         """What the contexts say: agreeing lifts the score, disagreeing lowers it.
