@@ -273,3 +273,24 @@ def test_a_2_mb_hostile_set_is_refused_in_bounded_memory(pair: Any, tmp_path: Pa
     assert int(megabytes) < 100 and float(seconds) < 10, figures
     with _open(tmp_path / "b.db") as again:
         assert table_digest(again) == before
+
+
+def test_a_set_that_committed_never_reports_failure(pair: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sweep after the commit failed and `apply` reported failure for rows it had written (issue 35)."""
+    from worlddb_lite.errors import StoreBusy
+    from worlddb_lite.ops import sync
+
+    a, b = pair
+    data = b"".join(changeset.encode(_set(a, b).header, _set(a, b).records))
+    real = sync.sweep_arrived
+
+    def busy(writer: Any) -> int:
+        raise StoreBusy("the store is busy")
+
+    monkeypatch.setattr(sync, "sweep_arrived", busy)
+    summary = b.apply_changes(data)
+    assert summary["sweep_failed"] == "the store is busy" and summary["swept"] == 0
+    assert b.search("Porto")  # committed
+    monkeypatch.setattr(sync, "sweep_arrived", real)
+    assert "sweep_failed" not in b.apply_changes(data)  # the next apply sweeps what the failed one left
+    assert b.verify(deep=True).ok
