@@ -59,6 +59,8 @@ def main(argv: list[str] | None = None) -> int:
         "tried": tally.tried,
         "refused": tally.refused,
         "applied_ok": tally.applied_ok,
+        "diverged": len(tally.diverged),
+        "first_diverged": tally.diverged[:5],
         "failures": len(tally.failures),
         "failure_classes": [{"count": n, "class": key, "example": example[key]} for key, n in classes.most_common()],
         "first_failures": [text[:400] for _, text in tally.failures[: args.show]],

@@ -63,17 +63,19 @@ FAMILIES = sorted(name for name in harness.FAMILIES if name != "size")
 def tally(request: pytest.FixtureRequest) -> Iterator[harness.Tally]:
     """Print how many mutants this module tried, and what became of them, once it is done."""
     counts = harness.TALLY
-    before = (counts.tried, counts.refused, counts.applied_ok, len(counts.failures))
+
+    def now() -> tuple[int, ...]:
+        return counts.tried, counts.refused, counts.applied_ok, len(counts.diverged), len(counts.failures)
+
+    before = now()
     yield counts
-    tried, refused, applied, failed = (
-        now - then
-        for now, then in zip(
-            (counts.tried, counts.refused, counts.applied_ok, len(counts.failures)), before, strict=True
-        )
-    )
+    tried, refused, applied, diverged, failed = (a - b for a, b in zip(now(), before, strict=True))
     capture = request.config.pluginmanager.getplugin("capturemanager")
     with capture.global_and_fixture_disabled():
-        print(f"\ntest_hostile_files: {tried} mutants tried: {refused} refused, {applied} applied, {failed} failed")
+        print(
+            f"\ntest_hostile_files: {tried} mutants tried: {refused} refused, {applied} applied, {diverged} applied but"
+            f" never converging (forgeries no check can see), {failed} failed"
+        )
 
 
 def _draw(data: st.DataObject) -> harness.Draw:

@@ -230,7 +230,7 @@ def _hostile(header: Record, first: list[Record], lines: Callable[[int], bytes] 
     [
         ("foreign", "written by this store itself"),  # the probe's: 64 MiB of tiny records, refused for its header
         ("tiny", "field 'id' is missing"),  # a good header, then tiny records: the first is refused as it is read
-        ("same", "inflates more than 64 times"),  # one alias line repeated: a decompression bomb
+        ("same", "fewer than 24 bytes a record"),  # one alias line repeated: a decompression bomb
         ("aliases", "fewer than 24 bytes a record"),  # distinct aliases of one node, ~10 bytes each compressed
     ],
 )

@@ -64,6 +64,7 @@ def token(r: Reconciler) -> str:
         return ",".join([me, *(f"{other}:{seen}:{tip}" for other, seen, tip in sync_rows.peers(r.conn))])
 
 
+_TIP = re.compile(r"^[0-9a-f]{0,64}$")  # a change's random stamp, as a token entry carries it
 _ENTRY = re.compile(r"^([0-9a-f]{32}):(\d{1,18})(?::([0-9a-f]{0,64}))?$")
 
 
@@ -299,16 +300,19 @@ def _checked_header(header: dict[str, Any], me: str) -> None:
     if header["store_id"] == me:
         raise InvalidInput("this change set was written by this store itself; nothing was applied")
     for name in ("seq", "since"):
-        if type(header.get(name)) is not int or header[name] < 0:
+        if type(header.get(name)) is not int or not 0 <= header[name] < 1 << 62:
             raise InvalidInput(f"the change set's header has no valid {name!r}; nothing was applied")
     if not isinstance(header.get("roots"), dict) or not isinstance(header.get("store_root"), str):
         raise InvalidInput("the change set's header has no 'roots' or 'store_root'; nothing was applied")
+    if header.get("tip") is not None and not (isinstance(header["tip"], str) and _TIP.match(header["tip"])):
+        raise InvalidInput("the change set's header has a 'tip' that is not a change's stamp; nothing was applied")
     echo = header.get("echo")
     if echo is not None and (
         not isinstance(echo, dict)
         or type(echo.get("seen")) is not int
-        or echo["seen"] < 0
+        or not 0 <= echo["seen"] < 1 << 62
         or not isinstance(echo.get("tip"), str)
+        or not _TIP.match(echo["tip"])
     ):
         raise InvalidInput(
             "the change set's header has an 'echo' that is not a change number and a tip; nothing was applied"
@@ -361,6 +365,8 @@ def apply(
         if record.get("kind") == "queued":
             raise InvalidInput(f"record {line}: a change set carries no waiting extractions; nothing was applied")
         transfer.take(parsed, line, record)
+        if record["kind"] in ("node", "edge") and record.get("ord") is None:  # every store that syncs writes one
+            raise InvalidInput(f"record {line}: a member without its 'ord'; nothing was applied")
 
     cs = changeset.read(_source(source), header=header_first, record=each)
     header = cs.header

@@ -34,6 +34,7 @@ from ..models.embed import embed_checked, embedding_text
 from ..store import transfer_rows
 from ..store.connection import translate
 from ..store.hashing import canonical_json, edge_body, edge_id, nfc, node_id
+from ..store.merkle_replay import replay
 from ..store.rows import EdgeRow, NodeRow, Store, added_text
 from ..text.dates import format_time
 from ..types import MergeStatus
@@ -277,6 +278,8 @@ class Parsed:
     nodes: dict[str, tuple[int, dict[str, Any]]] = field(default_factory=dict)  # hex -> (line, record)
     edges: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
     others: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
+    edge_ids: set[str] = field(default_factory=set)
+    ords: set[bool] = field(default_factory=set)  # whether members carry an ord: all of them, or none (before v10)
 
 
 def _bad(line: int, what: str) -> InvalidInput:
@@ -329,6 +332,19 @@ def _field(record: Mapping[str, Any], line: int, name: str, kind: str, *, option
     return value
 
 
+MOST_DEPTH = 32  # props nested deeper than this come from no store: JSON readers (SQLite's, Python's) give out
+
+
+def _shallow(value: Any, line: int, what: str) -> None:
+    """Refuse ``value`` nested more than ``MOST_DEPTH`` deep (walked without recursion)."""
+    level: list[Any] = [value]
+    for _ in range(MOST_DEPTH + 1):
+        level = [v for x in level for v in (x.values() if isinstance(x, dict) else x if isinstance(x, list) else ())]
+        if not level:
+            return
+    raise _bad(line, f"{what} nest deeper than {MOST_DEPTH} levels")
+
+
 def _times(entry: Sequence[Any], optional: Sequence[int]) -> bool:
     """Whether ``entry[0]`` is a time, and each of ``optional`` a time or null."""
     return is_time(entry[0]) and all(entry[i] is None or is_time(entry[i]) for i in optional)
@@ -354,7 +370,9 @@ def _check_node(record: dict[str, Any], line: int) -> None:
     _field(record, line, "salience", "number")
     _ordered(record, line, "valid_at", "invalid_at")
     _ordered(record, line, "created_at", "expired_at")
-    body = record.get("body")
+    if "body" not in record:
+        raise _bad(line, "field 'body' is missing (null for a purged node)")
+    body = record["body"]
     if body is None:
         _field(record, line, "purged_at", "time")
     else:
@@ -365,10 +383,13 @@ def _check_node(record: dict[str, Any], line: int) -> None:
             raise _bad(line, f"field 'body' does not hash to the node's id {raw_short}… (changed after export?)")
         try:
             said = json.loads(body)
-        except ValueError:
+        except (ValueError, RecursionError):
             raise _bad(line, "field 'body' is not JSON (the canonical JSON the node's id hashes)") from None
         if not isinstance(said, dict) or any(not isinstance(said.get(k), str | None) for k in ("name", "content")):
             raise _bad(line, "field 'body' is not a node's JSON object with text (or null) 'name' and 'content'")
+        if len(said.get("content") or "") > checks.MAX_TEXT_CHARS:
+            raise _bad(line, f"the node says more than {checks.MAX_TEXT_CHARS:,} characters, which no store writes")
+        _shallow(said.get("props"), line, "the body's props")
         if said.get("type") != record["type"] or said.get("parent") != parent:
             raise _bad(line, "fields 'type' and 'parent' disagree with the body")
         if "valid_at" in said and said["valid_at"] != record["valid_at"]:  # a timeless world's has none
@@ -415,6 +436,7 @@ def _check_edge(record: dict[str, Any], line: int) -> None:
     _field(record, line, "slot", "int")
     _field(record, line, "ord", "int", optional=True)
     props = _field(record, line, "props", "dict")
+    _shallow(props, line, "field 'props'")
     valid_at = _field(record, line, "valid_at", "time")
     _field(record, line, "created_at", "time")
     for name in ("invalid_at", "closed_at"):
@@ -444,8 +466,8 @@ def _check_other(record: dict[str, Any], line: int) -> None:
         _field(record, line, "created_at", "time")
         _field(record, line, "source", "text", optional=True)
     elif kind == "proposal":
-        _field(record, line, "a", "hex")
-        _field(record, line, "b", "hex")
+        if _field(record, line, "a", "hex") == _field(record, line, "b", "hex"):
+            raise _bad(line, "a merge proposal joins a node to itself")
         if record.get("status") not in {s.value for s in MergeStatus}:
             raise _bad(line, "field 'status' is not pending, accepted or rejected")
         _field(record, line, "proposed_at", "time")
@@ -492,8 +514,8 @@ def _parse_lines(lines: Iterable[str]) -> Parsed | None:
             record = json.loads(text)
         except json.JSONDecodeError as exc:
             raise _bad(line, f"not JSON ({exc.msg}; a truncated file?)") from None
-        except RecursionError:  # nested deeper than Python's decoder goes: no store writes such a line
-            raise _bad(line, "not JSON this reader takes (nested too deep)") from None
+        except (RecursionError, ValueError):  # nested deeper than Python's decoder goes, or a 5,000-digit number
+            raise _bad(line, "not JSON this reader takes (nested too deep, or a number too long)") from None
         if not isinstance(record, dict):
             raise _bad(line, "not a JSON object")
         if parsed is None:
@@ -520,12 +542,19 @@ def take(parsed: Parsed, line: int, record: dict[str, Any]) -> None:
         parsed.nodes[record["id"]] = (line, record)
     elif kind == "edge":
         _check_edge(record, line)
+        if record["id"] in parsed.edge_ids:
+            raise _bad(line, f"edge {record['id'][:16]}… appears twice (field 'id')")
+        parsed.edge_ids.add(record["id"])
         parsed.edges.append((line, record))
     elif kind in KINDS:
         _check_other(record, line)
         parsed.others.append((line, record))
     else:
         raise _bad(line, f"field 'kind' is {kind!r}, not one of {', '.join(KINDS)}")
+    if kind in ("node", "edge"):
+        parsed.ords.add(record.get("ord") is not None)
+        if len(parsed.ords) > 1:  # a file written before version 10 has no ord at all; a later one, one on each
+            raise _bad(line, "some members carry an 'ord' and others not: no store writes such a file")
 
 
 def _references(parsed: Parsed) -> Iterator[tuple[int, str, str]]:
@@ -578,7 +607,7 @@ def _adopted_node(record: dict[str, Any], parent: int, vector: Any) -> AdoptedNo
 
 def _ord(record: dict[str, Any]) -> int:
     """A member's ord; an export written before version 10 has none, and its slot keeps the source's order."""
-    return int(record["ord"]) if "ord" in record else int(record["slot"])
+    return int(record["ord"]) if record.get("ord") is not None else int(record["slot"])
 
 
 def _vectors(r: Reconciler, parsed: Parsed, new: set[str]) -> dict[str, Any]:
@@ -719,6 +748,11 @@ def plan(r: Reconciler, root: int, parsed: Parsed, *, partial: bool = False) -> 
         held = store.nids_of([bytes.fromhex(h) for h in parsed.nodes])
         new = {h for h in parsed.nodes if bytes.fromhex(h) not in held and parsed.nodes[h][1]["body"] is not None}
         _purged_in_time(store, parsed, held)
+        unknown = sorted({rec["type"] for _, rec in parsed.edges} - set(r.registry.names()))
+        if unknown:  # its handler's rules could not be kept: this store cannot tell a good edge of it from a bad
+            line = next(line for line, rec in parsed.edges if rec["type"] == unknown[0])
+            raise _bad(line, f"edge type {unknown[0]!r} is not registered here; register it, then apply the file")
+        _superseded_closed(store, parsed, held)
         _merges_whole(store, parsed, {**nids, **{raw.hex(): nid for raw, nid in held.items()}}, partial=partial)
     return Plan(nids, _vectors(r, parsed, new), _latest(parsed, r.now()))
 
@@ -757,6 +791,19 @@ def _merges_whole(store: Store, parsed: Parsed, known: Mapping[str, int], *, par
         a, b = sorted(pair)
         if (a, b) not in open_edges or (b, a) not in open_edges:
             raise _bad(line, f"an accepted merge of {a[:16]}… and {b[:16]}… comes without its two same_as edges")
+
+
+def _superseded_closed(store: Store, parsed: Parsed, held: Mapping[bytes, int]) -> None:
+    """An open ``supersedes`` edge's older end is closed, in the file or here (``verify``'s validity invariant)."""
+    for line, rec in parsed.edges:
+        if rec["type"] != "supersedes" or rec.get("invalid_at") is not None:
+            continue
+        sent = parsed.nodes.get(rec["dst"])
+        nid = held.get(bytes.fromhex(rec["dst"])) or store.nid_of(bytes.fromhex(rec["dst"]))
+        if (sent is None or sent[1].get("invalid_at") is None) and (
+            nid is None or store.node_row(nid).invalid_at is None
+        ):
+            raise _bad(line, f"a supersedes edge names {rec['dst'][:16]}… as replaced, but it is still open")
 
 
 def _purged_in_time(store: Store, parsed: Parsed, held: Mapping[bytes, int]) -> None:
@@ -811,6 +858,24 @@ def write(txn: Transaction, parsed: Parsed, planned: Plan) -> dict[str, Any]:
     return summary
 
 
+def _history_holds(conn: Any, parsed: Parsed) -> None:
+    """Refuse a file whose worlds' logged roots (field 'roots') do not replay from the rows it brought.
+
+    The roots travel as history, not recomputed: a forged or damaged file would leave a store that ``verify
+    --deep`` fails. Replayed inside the import's transaction, which the refusal rolls back.
+    """
+    with translate():
+        _, wrong = replay(conn)
+    sent = {hex_id: line for hex_id, (line, rec) in parsed.nodes.items() if rec.get("roots")}
+    for divergence in wrong:
+        if divergence.world in sent:
+            raise _bad(
+                sent[divergence.world],
+                f"field 'roots' logs {divergence.logged.hex()[:16]}… at {divergence.at}, which the file's rows do not "
+                "recompute to",
+            )
+
+
 def import_records(r: Reconciler, root: int, lines: Iterable[str]) -> dict[str, Any]:
     """Check every line, then write the whole file in one transaction; a summary of what it did.
 
@@ -826,6 +891,8 @@ def import_records(r: Reconciler, root: int, lines: Iterable[str]) -> dict[str, 
     with r.transaction() as txn:
         txn.allow_merge()
         summary = write(txn, parsed, planned)
+        txn.flush()  # the roots this import logs, then its history replayed: a file's logged roots are claims
+        _history_holds(r.conn, parsed)
     with translate():
         worlds = []
         for hex_id, exported in header["worlds"].items():
