@@ -302,6 +302,19 @@ def _to_v11(conn: apsw.Connection) -> None:
     )
 
 
+def _to_v12(conn: apsw.Connection) -> None:
+    """Version 12: legacy_order's digest kept in meta, for a file lifted from before version 10.
+
+    verify compares legacy_order with it, so a forged row (which would switch off the member-order check
+    and make sync send everything) is named; a file created at version 10 or later has neither.
+    """
+    from .sync_rows import legacy_digest
+
+    digest = legacy_digest(conn)
+    if digest:
+        conn.execute("insert or replace into meta (key, value) values ('legacy_digest', ?)", (digest,))
+
+
 # STEPS[n] lifts a file from version n to n + 1.
 STEPS: dict[int, Callable[[apsw.Connection], None]] = {
     1: _to_v2,
@@ -314,6 +327,7 @@ STEPS: dict[int, Callable[[apsw.Connection], None]] = {
     8: _to_v9,
     9: _to_v10,
     10: _to_v11,
+    11: _to_v12,
 }
 assert all(v in STEPS for v in range(min(STEPS), SCHEMA_VERSION)), "a schema version bump needs its step"
 

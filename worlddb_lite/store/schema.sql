@@ -1,4 +1,4 @@
--- worlddb_lite schema (version 10; migrations.py lifts older files): the single source of truth for the store's layout.
+-- worlddb_lite schema (version 12; migrations.py lifts older files): the single source of truth for the store's layout.
 --
 -- One SQLite file holds an assistant's whole memory. Read it in the sqlite3 shell:
 --   select * from current_node;        what is true now
