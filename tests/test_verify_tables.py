@@ -314,7 +314,7 @@ RAW_WRITES = {
     "alias-delete": "delete from alias",
     "node_vec": "update node_vec set seq = seq + 1",
     "node_vec-delete": "delete from node_vec",
-    "node_tokens": "delete from node_tokens",
+    "node_tokens": "insert into node_tokens (nid, ids) values (1, x'0100')",
     "tombstone": "insert into tombstone (id, purged_at) values (zeroblob(32), '2024')",
     "change_log": "delete from change_log",
     "sync_peer": "insert into sync_peer (store_id) values ('" + "c" * 32 + "')",
@@ -322,14 +322,13 @@ RAW_WRITES = {
     "work_queue": "update work_queue set done_at = '2024'",
     "legacy_order": "insert into legacy_order (world, size) values (1, 1)",
     "merge_proposal": "delete from merge_proposal",
-    "vec_centroid": "delete from vec_centroid",
+    "vec_centroid": "insert into vec_centroid (part, centroid) values (7, x'0000803f')",
     "world_vec": "delete from world_vec",
     "index_text": "delete from index_text",
     "merkle": "delete from merkle",
 }
 
 
-@pytest.mark.xfail(reason="issue 35: guard triggers on these tables not written yet (docs/decisions.md)", strict=True)
 @pytest.mark.parametrize("case", sorted(RAW_WRITES))
 def test_a_raw_write_is_refused(store: tuple[str, Ids], case: str) -> None:
     path, _ = store

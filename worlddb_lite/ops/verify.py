@@ -24,6 +24,7 @@ from ..store.connection import BUSY_TIMEOUT_MS, one_row
 from ..store.hashing import EMPTY_TREE, edge_body, edge_id, edge_leaf, node_id, world_root
 from ..store.merkle import compute_levels
 from ..store.merkle_replay import Divergence, replay
+from ..store.migrations import GUARDS
 from ..store.rows import NodeRow, Store
 from ..store.token_index import content_tokens
 from ..store.vector_table import VectorTable
@@ -53,6 +54,7 @@ REQUIRED_TRIGGERS = (
     "tombstone_final",
     "tombstone_no_delete",
     "edge_belief_final",
+    *GUARDS,
 )
 # Without these a write would not reach the change log, and sync would never send it (ops/sync.py).
 CHANGE_TRIGGERS = (

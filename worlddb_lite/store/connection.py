@@ -7,9 +7,10 @@ translated into ``WorldDBError`` subclasses here and nowhere else.
 
 from __future__ import annotations
 
+import contextlib
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from importlib import resources
 from pathlib import Path
 from typing import Any, TypeVar
@@ -192,7 +193,29 @@ def install(conn: apsw.Connection, meta: list[tuple[str, str]]) -> None:
     """Create the schema and its meta rows inside the caller's open transaction."""
     conn.execute(schema_sql())
     conn.execute(f"pragma user_version = {SCHEMA_VERSION}")
-    conn.executemany("insert into meta (key, value) values (?, ?)", [("schema_version", str(SCHEMA_VERSION)), *meta])
+    with engine_write(conn):
+        conn.executemany(
+            "insert into meta (key, value) values (?, ?)", [("schema_version", str(SCHEMA_VERSION)), *meta]
+        )
+
+
+@contextlib.contextmanager
+def engine_write(conn: apsw.Connection) -> Iterator[None]:
+    """The maintenance path: the engine's own write outside a reconciler transaction, guards let through.
+
+    A setting, a purge's wipe mark, a replica's new id: one savepoint holding a reconciler_session row,
+    which the guard triggers of version 12 (schema.sql) require of every write to meta and the others.
+
+    Inside a transaction that holds a session already, it is a plain savepoint. The row never outlives
+    the savepoint: an error rolls it back with the write.
+    """
+    with conn:
+        held = conn.execute("select 1 from reconciler_session limit 1").fetchone() is not None
+        if not held:
+            conn.execute("insert into reconciler_session (holder) values ('reconciler')")
+        yield
+        if not held:
+            conn.execute("delete from reconciler_session")
 
 
 class translate:  # noqa: N801  (used like a function: ``with translate():``)
