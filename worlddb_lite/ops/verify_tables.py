@@ -85,7 +85,10 @@ def check_tables(conn: apsw.Connection, deep: bool, bad: Bad) -> dict[str, str]:
     _check_proposals(conn, bad)
     _check_cold(conn, bad)
     for qid in integrity.queue_faults(conn):
-        bad("4-never-appends", f"work_queue row {qid} names no turn of its scope, or a purged turn still queued")
+        bad(
+            "4-never-appends",
+            f"work_queue row {qid} names no turn or note inside its scope, or a purged one still queued",
+        )
     _check_legacy(conn, meta, bad)
     return dict(UNCHECKED)
 

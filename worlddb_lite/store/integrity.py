@@ -316,14 +316,16 @@ def cold_rows(conn: apsw.Connection) -> Iterator[tuple[int, str | None, float, s
 
 
 def queue_faults(conn: apsw.Connection) -> list[int]:
-    """Queued extractions whose turn is no Turn of a session in their scope, or a purged turn still pending."""
+    """Queued extractions whose turn (or note) is not inside their scope, or is purged yet pending (20 at most)."""
     return [
         as_int(r[0])
         for r in conn.execute(
+            "with recursive up (qid, at) as (select q.qid, t.parent from work_queue as q "
+            "join node as t on t.nid = q.turn union all "
+            "select up.qid, n.parent from up join node as n on n.nid = up.at where n.parent is not null) "
             "select q.qid from work_queue as q left join node as t on t.nid = q.turn "
-            "left join node as s on s.nid = t.parent "
-            "where t.type is not 'Turn' or s.parent is not q.scope "
-            "or (t.body is null and q.done_at is null) or q.done_at < q.enqueued_at limit 20"
+            "where t.nid is null or (t.body is null and q.done_at is null) "
+            "or not exists (select 1 from up where up.qid = q.qid and up.at = q.scope) limit 20"
         )
     ]
 
