@@ -245,36 +245,43 @@ select c.seq, c.kind, c.ref from change_log as c where case c.kind
 order by c.seq limit 20
 """
 
-# things the change log does not list: (kind, ref)
-_CHANGE_MISSING = """
-select 'node', nid from node as n where not exists (select 1 from change_log where kind = 'node' and ref = n.nid)
-union all select 'edge', eid from edge as e
-  where not exists (select 1 from change_log where kind = 'edge' and ref = e.eid)
-union all select 'alias', nid from (select nid, count(*) as held from alias group by nid) as a
-  where held > (select count(*) from change_log where kind = 'alias' and ref = a.nid)
-union all select 'proposal', pid from merge_proposal as m
-  where not exists (select 1 from change_log where kind = 'proposal' and ref = m.pid)
-union all select 'tombstone', n.nid from tombstone as t join node as n on n.id = t.id
-  where not exists (select 1 from change_log where kind = 'tombstone' and ref = n.nid)
-union all select s.kind, s.ref from state_log as s
-  where s.entered = 0 and not exists (select 1 from sync_peer) group by s.kind, s.ref
-  having (select count(*) from change_log as c where c.kind = s.kind and c.ref = s.ref) < 2
-limit 20
-"""
-
 
 def change_orphans(conn: apsw.Connection) -> list[tuple[int, str, int]]:
     """Change log rows naming a node, edge, proposal or purge this file does not hold (20 at most)."""
     return [(as_int(s), str(k), as_int(r)) for s, k, r in conn.execute(_CHANGE_ORPHANS)]
 
 
-def change_missing(conn: apsw.Connection) -> list[tuple[str, int]]:
-    """(kind, ref) of what this file wrote that its change log does not list, as sync would need it (20 at most).
+# what the change log must list, as (kind, ref, how many rows at least): every node, edge, proposal and
+# tombstone once, a node's aliases once each (their inserts), and a second row for what changed after it was
+# written (state_log) while no replica merged into the store (a merge may log it as adopted, not changed)
+_CHANGE_DUE = (
+    "select 'node', nid, 1 from node union all select 'edge', eid, 1 from edge "
+    "union all select 'alias', nid, count(*) from alias group by nid "
+    "union all select 'proposal', pid, 1 from merge_proposal "
+    "union all select 'tombstone', n.nid, 1 from tombstone as t join node as n on n.id = t.id "
+    "union all select kind, ref, 2 from state_log where entered = 0 and not exists (select 1 from sync_peer) "
+    "group by kind, ref"
+)
 
-    Every node, edge, proposal and tombstone has a row, every alias one (its insert), and every thing whose
-    state changed after it was written (state_log) a second one.
+
+def change_missing(conn: apsw.Connection, limit: int = 20) -> list[tuple[str, int]]:
+    """(kind, ref) of what this file wrote that its change log does not list, as sync needs it (``limit`` at most).
+
+    The log's rows are counted once (kind, ref); the things it must list are compared with the counts in
+    Python: a correlated count per thing scanned the log each time (3 s at 5k nodes).
     """
-    return [(str(k), as_int(r)) for k, r in conn.execute(_CHANGE_MISSING)]
+    logged = {
+        (str(k), as_int(r)): as_int(n)
+        for k, r, n in conn.execute("select kind, ref, count(*) from change_log group by kind, ref")
+    }
+    missing: list[tuple[str, int]] = []
+    for kind, ref, due in conn.execute(_CHANGE_DUE):
+        key = (str(kind), as_int(ref))
+        if logged.get(key, 0) < as_int(due):
+            missing.append(key)
+            if len(missing) >= limit:
+                break
+    return missing
 
 
 def alias_rows(conn: apsw.Connection) -> Iterator[tuple[int, str, str, bool]]:
