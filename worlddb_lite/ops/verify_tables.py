@@ -8,6 +8,7 @@ tables' guard triggers refuse every raw write (schema.sql, version 12).
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Callable, Sequence
 
 import apsw
@@ -20,9 +21,10 @@ from ..store.sync_rows import legacy_digest
 from ..text.names import normalise_alias
 
 Bad = Callable[[str, str], None]
-# cosine a text embedded again keeps with its stored vector: not 1, as the write path embedded the caller's text
-# and the blob holds it NFC; a negated or another memory's vector falls far below
-SAME_TEXT = 0.5
+# cosine a text embedded again keeps with its stored vector (a float32 rounding away from 1); another memory's
+# vector is far below, and a negated one at -1. The write path embedded the caller's text while the blob keeps
+# it NFC, so a text that decomposes is also embedded decomposed and the closer of the two counts.
+SAME_TEXT = 0.99
 Embed = Callable[[Sequence[str]], np.ndarray]
 
 LEGACY_DIGEST = "legacy_digest"  # meta: legacy_order's digest, written when a file is lifted to version 12
@@ -210,13 +212,17 @@ def check_embeddings(
         nonlocal wrong, done
         fresh = embed([t for _, t in chunk])
         nids = [n for n, _ in chunk]
+        other = [(i, unicodedata.normalize("NFD", t)) for i, (_, t) in enumerate(chunk)]
+        other = [(i, t) for i, t in other if t != chunk[i][1]]
+        decomposed = dict(zip([i for i, _ in other], embed([t for _, t in other]), strict=True)) if other else {}
         leaves = vectors([n for n in nids if n not in composed])
         worlds = anchors([n for n in nids if n in composed])
-        for (nid, _), vector in zip(chunk, fresh, strict=True):
+        for i, ((nid, _), vector) in enumerate(zip(chunk, fresh, strict=True)):
             stored = worlds.get(nid) if nid in composed else leaves.get(nid)
             if stored is None:
                 continue  # a missing row is reported by the row sets
-            if float(np.dot(vector, stored)) < SAME_TEXT and wrong < 20:
+            same = max(float(np.dot(v, stored)) for v in (vector, decomposed.get(i, vector)))
+            if same < SAME_TEXT and wrong < 20:
                 wrong += 1
                 what = "world_vec anchor" if nid in composed else "node_vec row"
                 bad("7-indexes", f"{what} of node {nid} is not its text's embedding: written around the engine")
