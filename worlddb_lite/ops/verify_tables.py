@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 import apsw
 import numpy as np
 
+from ..models.embed import embedding_text
 from ..store import integrity
 from ..store.connection import user_version
 from ..store.erasure import ERASED_REASON
@@ -116,7 +117,7 @@ def _check_logs(conn: apsw.Connection, deep: bool, bad: Bad) -> None:
         rows, top, missing = integrity.gaps(conn, table)
         if missing is not None:
             bad(
-                "2-merkle",
+                "4-never-appends" if table == "change_log" else "2-merkle",
                 f"{table}: row {key} {missing} of {top} is missing ({top - rows} in all); deleted around the engine",
             )
     if not deep:
@@ -202,8 +203,6 @@ def check_embeddings(
     batch: int = 256,
 ) -> int:
     """Deep: every text embedded again matches its node's vector (a world's: its anchor); how many were compared."""
-    from ..models.embed import embedding_text
-
     wrong = 0
     done = 0
     chunk: list[tuple[int, str]] = []
