@@ -311,7 +311,8 @@ def _fts_nid(path: str, text: str) -> int:
 def _raw(path: str, sql: str, params: tuple[object, ...]) -> None:
     conn = apsw.Connection(path)
     try:
-        conn.execute(sql, params)
+        with connection.engine_write(conn):  # a forged session: the guards refuse any other raw write
+            conn.execute(sql, params)
     finally:
         conn.close()
 
@@ -387,7 +388,8 @@ def test_verify_finds_words_injected_into_a_full_text_row(case: str, tmp_path: P
     nid = _fts_nid(path, "Love it. She works")
     conn = apsw.Connection(path)
     try:
-        forge(conn, nid)
+        with connection.engine_write(conn):  # a forged session: the guards refuse any other raw write
+            forge(conn, nid)
     finally:
         conn.close()
     with WorldDB(path, embedder=FakeEmbedder(), clock=clock) as db:

@@ -12,7 +12,7 @@ import pytest
 from worlddb_lite import InvalidInput, StaticEmbedder, WorldDB
 from worlddb_lite.models.embed import BUNDLED_MODEL, TokenVectors, _shared_model, bundled_model_path
 from worlddb_lite.retrieval import late
-from worlddb_lite.store import queries
+from worlddb_lite.store import connection, queries
 from worlddb_lite.write.conversation import ConversationIn, SessionIn, TurnIn
 
 
@@ -65,7 +65,8 @@ def test_a_candidate_without_a_token_row_is_read_from_its_text(store: WorldDB, t
     texts = _texts(store, nids)
     given = sorted(nids, key=lambda n: "campground" in texts[n])
     indexed = late.late_lane(view, tokens, "Where did we go camping?", given)
-    store._conn.execute("delete from node_tokens")  # as a process of older code would have left it
+    with connection.engine_write(store._conn):  # as a process of older code would have left it
+        store._conn.execute("delete from node_tokens")
     assert late.late_lane(view, tokens, "Where did we go camping?", given) == indexed
     assert "campground" in texts[indexed[0]]
 

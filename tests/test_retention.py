@@ -14,7 +14,7 @@ import pytest
 from tests.conftest import FakeClock, FakeEmbedder
 from worlddb_lite import InvalidInput, WorldDB
 from worlddb_lite.ops import retention
-from worlddb_lite.store import access_log
+from worlddb_lite.store import access_log, connection
 
 NOW = dt.datetime(2025, 1, 1, tzinfo=dt.UTC)
 ANIMALS = ["otter", "heron", "badger", "lynx", "marten", "stoat", "vole", "wren", "newt", "shrew", "egret", "ibis"]
@@ -198,7 +198,8 @@ def test_recall_inside_an_open_read_and_with_a_hand_edited_row_still_answers(db:
     db.consolidate(only="retention")
     with pytest.raises(apsw.ConstraintError):  # an unreadable list is refused by the schema
         db._conn.execute("update node_access set recent = 'see notes'")
-    db._conn.execute("insert or replace into meta (key, value) values ('max_hot_vectors', '1e3')")
+    with connection.engine_write(db._conn):  # a hand edit holding a session (the guards refuse any other)
+        db._conn.execute("insert or replace into meta (key, value) values ('max_hot_vectors', '1e3')")
     with pytest.raises(InvalidInput, match="unreadable"):
         db.retention()
     db.set_retention(max_hot_vectors=5)  # set again: readable

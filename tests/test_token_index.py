@@ -14,7 +14,7 @@ import pytest
 from worlddb_lite import StaticEmbedder, WorldDB
 from worlddb_lite.models.embed import TokenVectors
 from worlddb_lite.ops import reembed
-from worlddb_lite.store import token_index
+from worlddb_lite.store import connection, token_index
 from worlddb_lite.store.token_index import ContentTokens, content_tokens
 from worlddb_lite.write.conversation import ConversationIn, SessionIn, TurnIn
 
@@ -131,9 +131,10 @@ def test_opening_a_store_of_another_format_rewrites_its_rows(tmp_path: Path, mod
         _chat(db, "We pitched our tents at the campground", "Our dogs sleep on the sofa")
         before = _index(db)
         victim = min(before)
-        db._conn.execute("update meta set value = 'an older format' where key = 'token_format'")
-        db._conn.execute("update node_tokens set ids = x'0100' where nid = ?", (victim,))
-        db._conn.execute("delete from node_tokens where nid = ?", (max(before),))
+        with connection.engine_write(db._conn):  # written as other code would have (the guards need a session)
+            db._conn.execute("update meta set value = 'an older format' where key = 'token_format'")
+            db._conn.execute("update node_tokens set ids = x'0100' where nid = ?", (victim,))
+            db._conn.execute("delete from node_tokens where nid = ?", (max(before),))
         broken = db.verify(deep=True)
         assert {v.invariant for v in broken.violations} == {"7-indexes"} and len(broken.violations) == 2
     with WorldDB(path, embedder=model) as db:
@@ -190,7 +191,8 @@ def test_the_whole_index_is_rewritten_batch_by_batch(tmp_path: Path, model: Stat
 def test_verify_names_token_rows_in_a_store_whose_embedder_has_no_token_table(db: WorldDB) -> None:
     _chat(db, "We pitched our tents at the campground")
     nid = min(_fts(db))
-    db._conn.execute("insert into node_tokens (nid, ids) values (?, x'0100')", (nid,))
+    with connection.engine_write(db._conn):
+        db._conn.execute("insert into node_tokens (nid, ids) values (?, x'0100')", (nid,))
     report = db.verify()
     assert [v.invariant for v in report.violations] == ["7-indexes"]
     assert "has no token table" in report.violations[0].detail
@@ -202,7 +204,8 @@ def test_a_store_another_process_refreshed_meanwhile_is_not_rewritten_again(
     path = str(tmp_path / "t.db")
     with WorldDB(path, embedder=model) as db:
         _chat(db, "We pitched our tents at the campground")
-        db._conn.execute("update meta set value = 'an older format' where key = 'token_format'")
+        with connection.engine_write(db._conn):
+            db._conn.execute("update meta set value = 'an older format' where key = 'token_format'")
     seen: list[str | None] = []
     real = WorldDB._meta_value
 

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from worlddb_lite import InvalidInput, WorldDB
+from worlddb_lite.store import connection
 from worlddb_lite.store.world_vectors import compose_from_scratch, pool_weights
 
 from .conftest import FakeClock, FakeEmbedder
@@ -77,10 +78,11 @@ def test_incremental_sums_stay_equal_to_a_fresh_composition_after_many_writes(tm
 def test_deep_verify_notices_a_world_vector_that_no_longer_matches_its_members(db: WorldDB) -> None:
     _, topic, _, _ = _chain(db)
     assert db.verify(deep=True).ok
-    db._conn.execute(
-        "update node_vec set embedding = ? where rowid = ?",
-        (np.eye(32, dtype=np.float32)[0].tobytes(), _nid(db, topic)),
-    )
+    with connection.engine_write(db._conn):  # a forged session: the guards refuse any other raw write
+        db._conn.execute(
+            "update node_vec set embedding = ? where rowid = ?",
+            (np.eye(32, dtype=np.float32)[0].tobytes(), _nid(db, topic)),
+        )
     assert db.verify().ok  # the shallow check counts rows only
     report = db.verify(deep=True)
     assert {v.invariant for v in report.violations} == {"7-indexes"}
@@ -91,7 +93,8 @@ def test_deep_verify_notices_a_world_vector_that_no_longer_matches_its_members(d
 
 def test_verify_notices_a_lost_composition_row(db: WorldDB) -> None:
     _, topic, _, _ = _chain(db)
-    db._conn.execute("delete from world_vec where nid = ?", (_nid(db, topic),))
+    with connection.engine_write(db._conn):
+        db._conn.execute("delete from world_vec where nid = ?", (_nid(db, topic),))
     report = db.verify()
     assert any("no composition row" in v.detail for v in report.violations)
 

@@ -28,7 +28,7 @@ from . import checks
 from .checks import MAX_SCOPES, file_name
 from .edges import EdgeRegistry, EdgeType
 from .errors import IntegrityViolation, InvalidInput, NotFound, WorldDBError
-from .models.embed import Embedder, token_table
+from .models.embed import Embedder, embed_checked, token_table
 from .ops import consolidation, maintenance, purge, reembed, retention, sync, transfer
 from .ops.consolidation import DEFAULT_MIN_AGE, Consolidation
 from .ops.consolidation import STEPS as CONSOLIDATION_STEPS
@@ -121,6 +121,8 @@ class WorldDB:
         self._conn = connection.connect(self.path, create=create)
         try:
             new = connection.check(self._conn, self.path, create)
+            if not new:
+                embedder_record.require(self._conn, self.path)
             self._embedder, model_id, self.dim = embedder_record.choose(
                 self._conn, self.path, embedder, dim, default=embedder is _DEFAULT, adopt=_adopt_embedder
             )
@@ -1158,10 +1160,18 @@ class WorldDB:
                     progress,
                     deep=deep,
                     tokens=token_table(self._embedder),
+                    embed=self._verify_embed(),
                 )
             finally:
                 if outside and not self._conn.getautocommit():
                     self._conn.execute("commit")
+
+    def _verify_embed(self) -> Callable[[Sequence[str]], np.ndarray] | None:
+        """How the deep verify embeds a text again: as the write path did (None: no embedder)."""
+        embedder, dim = self._embedder, self.dim
+        if embedder is None:
+            return None
+        return lambda texts: embed_checked(embedder, texts, dim)
 
     def stats(self) -> dict[str, Any]:
         """Counts and facts about the store, for people and monitoring."""

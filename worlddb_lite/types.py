@@ -169,10 +169,15 @@ class Violation:
 
 @dataclass(frozen=True, slots=True)
 class VerifyReport:
-    """The outcome of ``verify``: counts of what was checked and every violation."""
+    """The outcome of ``verify``: counts of what was checked, every violation, and what it cannot check.
+
+    ``unchecked`` maps a table to why verify cannot tell a forged row of it from a real one (its guard
+    triggers refuse raw writes; no other row witnesses it).
+    """
 
     checked: Mapping[str, int]
     violations: tuple[Violation, ...] = field(default_factory=tuple)
+    unchecked: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:

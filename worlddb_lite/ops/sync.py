@@ -41,7 +41,7 @@ import apsw
 from .. import checks
 from ..errors import InvalidInput
 from ..store import sync_rows, transfer_rows
-from ..store.connection import connect, translate
+from ..store.connection import connect, engine_write, translate
 from ..text.dates import system_clock
 from ..write.reconciler import Reconciler
 from ..write.writer import Writer
@@ -470,7 +470,7 @@ def make_replica(r: Reconciler, path: str) -> str:
         original = sync_rows.store_id(r.conn)
     conn = connect(path, create=False)
     try:
-        with translate(), conn:
+        with translate(), conn, engine_write(conn):  # version 12: meta and sync_peer are guarded
             sync_rows.set_store_id(conn, new)
             peer = sync_rows.add_peer(conn, original)
             seq = sync_rows.last_seq(conn)
@@ -479,6 +479,6 @@ def make_replica(r: Reconciler, path: str) -> str:
             sync_rows.attribute(conn, peer)
     finally:
         conn.close()
-    with translate(), r.conn:
+    with translate(), r.conn, engine_write(r.conn):
         sync_rows.saw(r.conn, sync_rows.add_peer(r.conn, new), seq, digest, system_clock(), reset=True)
     return new

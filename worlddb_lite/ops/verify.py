@@ -24,11 +24,13 @@ from ..store.connection import BUSY_TIMEOUT_MS, one_row
 from ..store.hashing import EMPTY_TREE, edge_body, edge_id, edge_leaf, node_id, world_root
 from ..store.merkle import compute_levels
 from ..store.merkle_replay import Divergence, replay
+from ..store.migrations import GUARDS
 from ..store.rows import NodeRow, Store
 from ..store.token_index import content_tokens
 from ..store.vector_table import VectorTable
 from ..store.world_vectors import compose_from_scratch
 from ..types import VerifyReport, Violation
+from . import verify_tables
 
 REQUIRED_TRIGGERS = (
     "node_insert_guard",
@@ -52,6 +54,7 @@ REQUIRED_TRIGGERS = (
     "tombstone_final",
     "tombstone_no_delete",
     "edge_belief_final",
+    *GUARDS,
 )
 # Without these a write would not reach the change log, and sync would never send it (ops/sync.py).
 CHANGE_TRIGGERS = (
@@ -94,13 +97,15 @@ def verify_store(
     *,
     deep: bool = False,
     tokens: Callable[[], TokenVectors] | None = None,
+    embed: verify_tables.Embed | None = None,
 ) -> VerifyReport:
     """Check the whole store; return what was checked and every violation.
 
     ``deep`` also recomposes every world's embedding from its children's vectors, tokenizes every
     text again for the token index (``tokens``: how to get the store's token table, None for an
     embedder without one) and replays the history to recompute every world root ever logged, naming the
-    first that diverges.
+    first that diverges; ``embed`` (None: the store has no embedder) embeds every text again to check its
+    vector. ``unchecked`` in the report names the tables whose rows nothing else witnesses, and why.
     """
     say = progress or (lambda _msg: None)
     out: list[Violation] = []
@@ -189,11 +194,13 @@ def verify_store(
     _check_fts_rows(conn, nodes, deep, bad)
     if deep:
         _check_fts_index(conn, nodes, bad)
-    vec = _check_vectors(conn, nodes, texts, embeds_every_text, deep, bad)
+    vec = _check_vectors(conn, nodes, texts, embeds_every_text, deep, bad, embed)
     token_rows = _check_tokens(conn, fts, tokens, deep, bad)
     node_count = len(nodes)
     del nodes, leaves, same_as, texts  # the replay builds its own; both at once would double the peak
     history = _check_root_history(conn, say, bad) if deep else 0
+    say("logs, meta, aliases, sync, retention")
+    unchecked = verify_tables.check_tables(conn, deep, bad)
 
     return VerifyReport(
         checked={
@@ -206,6 +213,7 @@ def verify_store(
             **({"logged_roots": history} if deep else {}),
         },
         violations=tuple(out),
+        unchecked=unchecked,
     )
 
 
@@ -262,13 +270,13 @@ def _check_fts_index(conn: apsw.Connection, nodes: dict[int, NodeRow], bad: Call
         label = nodes[nid].id.hex()[:16] if nid in nodes else str(nid)
         bad(
             "7-indexes",
-            f"the full-text index's row of {label} is not its text (node_text): it was written around the "
+            f"node_fts: the full-text index's row of {label} is not its text (node_text): it was written around the "
             "engine, so search finds the memory by other words; restore the store from a backup",
         )
     if terms:
         bad(
             "7-indexes",
-            f"the full-text index counts words its rows' texts do not say as often ({', '.join(terms[:5])}): "
+            f"node_fts: the full-text index counts words its rows' texts do not say as often ({', '.join(terms[:5])}): "
             "it was written around the engine; restore the store from a backup",
         )
 
@@ -317,8 +325,13 @@ def _check_vectors(
     embeds_every_text: bool,
     deep: bool,
     bad: Callable[[str, str], None],
+    embed: verify_tables.Embed | None = None,
 ) -> set[int]:
-    """Vector rows are exactly: nodes with text (when the store embeds), and every world above one."""
+    """Vector rows are exactly: nodes with text (when the store embeds), and every world above one.
+
+    Deep: every world recomposes from its members, and every text embedded again (``embed``) matches its
+    node's vector, or a world's anchor.
+    """
     table = VectorTable(conn)
     vec = table.nids()
     leaves = set(texts) if embeds_every_text else texts & vec
@@ -345,8 +358,19 @@ def _check_vectors(
     for world, (_, _, count) in pools.items():
         if count != len(members[world]):
             bad("7-indexes", f"world {nodes[world].id.hex()[:16]} pools {count} members but has {len(members[world])}")
+    dim = one_row(conn.execute("select max(value) from meta where key = 'embedder_dim'").fetchone())[0]
+    verify_tables.check_centroids(conn, int(dim) if str(dim).isdigit() else None, bad)
     if deep:
         _check_compositions(conn, table, members, pools, nodes, bad)
+    if deep and embed is not None:
+        verify_tables.check_embeddings(
+            conn,
+            table.vectors_of,
+            lambda nids: {nid: pools[nid][0] for nid in nids if nid in pools},
+            set(pools),
+            embed,
+            bad,
+        )
     return vec
 
 

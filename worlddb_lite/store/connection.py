@@ -7,9 +7,10 @@ translated into ``WorldDBError`` subclasses here and nowhere else.
 
 from __future__ import annotations
 
+import contextlib
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from importlib import resources
 from pathlib import Path
 from typing import Any, TypeVar
@@ -28,11 +29,11 @@ from ..errors import (
     WorldDBError,
 )
 
-SCHEMA_VERSION = 11  # 2: porter stems in node_fts, index edge_type; 3: append-only history; 4: index
+SCHEMA_VERSION = 12  # 2: porter stems in node_fts, index edge_type; 3: append-only history; 4: index
 # node_state_valid; 5: the token index node_tokens; 6: node_fts's context column; 7: node_fts contentless,
 # its text read from the blobs and index_text; 8: index_text lists the turns it quotes; 9: retention's
 # node_access, cold_node, cold_memory; 10: sync's member order, change_log, sync_peer; 11: a merge conflict
-# noted is a change (migrations.py)
+# noted is a change; 12: legacy_order's digest in meta (migrations.py)
 BUSY_TIMEOUT_MS = 5_000
 WAL_CHECKPOINT_PAGES = 10_000
 T = TypeVar("T")
@@ -192,7 +193,29 @@ def install(conn: apsw.Connection, meta: list[tuple[str, str]]) -> None:
     """Create the schema and its meta rows inside the caller's open transaction."""
     conn.execute(schema_sql())
     conn.execute(f"pragma user_version = {SCHEMA_VERSION}")
-    conn.executemany("insert into meta (key, value) values (?, ?)", [("schema_version", str(SCHEMA_VERSION)), *meta])
+    with engine_write(conn):
+        conn.executemany(
+            "insert into meta (key, value) values (?, ?)", [("schema_version", str(SCHEMA_VERSION)), *meta]
+        )
+
+
+@contextlib.contextmanager
+def engine_write(conn: apsw.Connection) -> Iterator[None]:
+    """The maintenance path: the engine's own write outside a reconciler transaction, guards let through.
+
+    A setting, a purge's wipe mark, a replica's new id: one savepoint holding a reconciler_session row,
+    which the guard triggers of version 12 (schema.sql) require of every write to meta and the others.
+
+    Inside a transaction that holds a session already, it is a plain savepoint. The row never outlives
+    the savepoint: an error rolls it back with the write.
+    """
+    with conn:
+        held = conn.execute("select 1 from reconciler_session limit 1").fetchone() is not None
+        if not held:
+            conn.execute("insert into reconciler_session (holder) values ('reconciler')")
+        yield
+        if not held:
+            conn.execute("delete from reconciler_session")
 
 
 class translate:  # noqa: N801  (used like a function: ``with translate():``)

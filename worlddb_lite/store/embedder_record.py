@@ -8,11 +8,21 @@ from __future__ import annotations
 
 import apsw
 
-from ..errors import EmbedderMismatch, InvalidInput
+from ..errors import EmbedderMismatch, IntegrityViolation, InvalidInput
 from ..models.embed import BUNDLED_MODEL, Embedder, StaticEmbedder
 from .queries import meta_value
 
 EXTERNAL_VECTORS = "external"  # the caller supplies every vector: no embedder
+
+
+def require(conn: apsw.Connection, path: str) -> None:
+    """An existing store records its embedder; a missing row is a damaged meta table, not another model."""
+    for key in ("embedder_id", "embedder_dim"):
+        if meta_value(conn, key) is None:
+            raise IntegrityViolation(
+                f"{path}: the store's meta table is damaged (its {key} row is missing: written around the engine); "
+                f"run `worlddb verify {path}` and restore the store from a backup"
+            )
 
 
 def choose(

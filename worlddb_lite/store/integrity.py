@@ -191,3 +191,184 @@ def linked_texts(conn: apsw.Connection, nid: int) -> Iterator[tuple[str, str]]:
         (nid, nid, nid),
     ):
         yield str(name), str(content)
+
+
+# (rows, highest key) and the first missing key of each append-only log
+_GAPS = {
+    "root_log": (
+        "select count(*), coalesce(max(lid), 0) from root_log",
+        "select min(k) from (select 1 as k where not exists (select 1 from root_log where lid = 1) "
+        "union all select lid + 1 from root_log as a where lid < ?1 "
+        "and not exists (select 1 from root_log as b where b.lid = a.lid + 1))",
+    ),
+    "state_log": (
+        "select count(*), coalesce(max(lid), 0) from state_log",
+        "select min(k) from (select 1 as k where not exists (select 1 from state_log where lid = 1) "
+        "union all select lid + 1 from state_log as a where lid < ?1 "
+        "and not exists (select 1 from state_log as b where b.lid = a.lid + 1))",
+    ),
+    "change_log": (
+        "select count(*), coalesce(max(seq), 0) from change_log",
+        "select min(k) from (select 1 as k where not exists (select 1 from change_log where seq = 1) "
+        "union all select seq + 1 from change_log as a where seq < ?1 "
+        "and not exists (select 1 from change_log as b where b.seq = a.seq + 1))",
+    ),
+}
+
+
+def gaps(conn: apsw.Connection, table: str) -> tuple[int, int, int | None]:
+    """(rows, highest key, first missing key or None) of an append-only log numbered from 1.
+
+    The logs are never deleted from (their guards refuse it), so their keys run 1, 2, ... without a gap.
+    """
+    counting, first_missing = _GAPS[table]
+    count, top = one_row(conn.execute(counting).fetchone())
+    if as_int(count) == as_int(top):
+        return as_int(count), as_int(top), None
+    missing = one_row(conn.execute(first_missing, (as_int(top),)).fetchone())[0]
+    return as_int(count), as_int(top), None if missing is None else as_int(missing)
+
+
+def meta_rows(conn: apsw.Connection) -> dict[str, str]:
+    """Every meta row, key -> value."""
+    return {str(k): str(v) for k, v in conn.execute("select key, value from meta")}
+
+
+# change_log rows whose thing this file does not hold: (seq, kind, ref)
+_CHANGE_ORPHANS = """
+select c.seq, c.kind, c.ref from change_log as c where case c.kind
+  when 'node' then not exists (select 1 from node where nid = c.ref)
+  when 'edge' then not exists (select 1 from edge where eid = c.ref)
+  when 'alias' then not exists (select 1 from node where nid = c.ref)
+  when 'proposal' then not exists (select 1 from merge_proposal where pid = c.ref)
+  else not exists (select 1 from node as n join tombstone as t on t.id = n.id where n.nid = c.ref) end
+order by c.seq limit 20
+"""
+
+
+def change_orphans(conn: apsw.Connection) -> list[tuple[int, str, int]]:
+    """Change log rows naming a node, edge, proposal or purge this file does not hold (20 at most)."""
+    return [(as_int(s), str(k), as_int(r)) for s, k, r in conn.execute(_CHANGE_ORPHANS)]
+
+
+# what the change log must list, as (kind, ref, how many rows at least): every node, edge, proposal and
+# tombstone once, a node's aliases once each (their inserts), and a second row for what changed after it was
+# written (state_log) while no replica merged into the store (a merge may log it as adopted, not changed)
+_CHANGE_DUE = (
+    "select 'node', nid, 1 from node union all select 'edge', eid, 1 from edge "
+    "union all select 'alias', nid, count(*) from alias group by nid "
+    "union all select 'proposal', pid, 1 from merge_proposal "
+    "union all select 'tombstone', n.nid, 1 from tombstone as t join node as n on n.id = t.id "
+    "union all select kind, ref, 2 from state_log where entered = 0 and not exists (select 1 from sync_peer) "
+    "group by kind, ref"
+)
+
+
+def change_missing(conn: apsw.Connection, limit: int = 20) -> list[tuple[str, int]]:
+    """(kind, ref) of what this file wrote that its change log does not list, as sync needs it (``limit`` at most).
+
+    The log's rows are counted once (kind, ref); the things it must list are compared with the counts in
+    Python: a correlated count per thing scanned the log each time (3 s at 5k nodes).
+    """
+    logged = {
+        (str(k), as_int(r)): as_int(n)
+        for k, r, n in conn.execute("select kind, ref, count(*) from change_log group by kind, ref")
+    }
+    missing: list[tuple[str, int]] = []
+    for kind, ref, due in conn.execute(_CHANGE_DUE):
+        key = (str(kind), as_int(ref))
+        if logged.get(key, 0) < as_int(due):
+            missing.append(key)
+            if len(missing) >= limit:
+                break
+    return missing
+
+
+def alias_rows(conn: apsw.Connection) -> Iterator[tuple[int, str, str, bool]]:
+    """(nid, alias, norm, whether its node keeps its blob) of every alias."""
+    for nid, alias, norm, live in conn.execute(
+        "select a.nid, a.alias, a.norm, n.body is not null from alias as a left join node as n on n.nid = a.nid"
+    ):
+        yield as_int(nid), str(alias), str(norm), bool(live)
+
+
+def live_tombstones(conn: apsw.Connection) -> list[int]:
+    """Nodes that have a purge tombstone yet keep their blob."""
+    return [
+        as_int(r[0])
+        for r in conn.execute(
+            "select n.nid from tombstone as t join node as n on n.id = t.id where n.body is not null limit 20"
+        )
+    ]
+
+
+def proposal_rows(conn: apsw.Connection) -> Iterator[tuple[int, str, str | None, str | None, bool]]:
+    """(pid, status, decided_at, reason, whether a side is purged) of every merge proposal."""
+    for pid, status, decided, reason, purged in conn.execute(
+        "select m.pid, m.status, m.decided_at, m.reason, exists (select 1 from node as n "
+        "where n.nid in (m.a, m.b) and n.body is null) from merge_proposal as m"
+    ):
+        yield as_int(pid), str(status), as_text(decided), as_text(reason), bool(purged)
+
+
+def cold_rows(conn: apsw.Connection) -> Iterator[tuple[int, str | None, float, str, bool]]:
+    """(nid, its type, score, reason, whether it has a blob and a vector and no members) of every cold row."""
+    for nid, kind, score, reason, leaf in conn.execute(
+        "select c.nid, n.type, c.score, c.reason, n.body is not null "
+        "and exists (select 1 from node_vec as v where v.nid = c.nid) "
+        "and not exists (select 1 from node as k where k.parent = c.nid) "
+        "from cold_node as c left join node as n on n.nid = c.nid"
+    ):
+        yield as_int(nid), as_text(kind), float(score), str(reason), bool(leaf)
+
+
+def queue_faults(conn: apsw.Connection) -> list[int]:
+    """Queued extractions whose turn (or note) is not inside their scope, or is purged yet pending (20 at most)."""
+    return [
+        as_int(r[0])
+        for r in conn.execute(
+            "with recursive up (qid, at) as (select q.qid, t.parent from work_queue as q "
+            "join node as t on t.nid = q.turn union all "
+            "select up.qid, n.parent from up join node as n on n.nid = up.at where n.parent is not null) "
+            "select q.qid from work_queue as q left join node as t on t.nid = q.turn "
+            "where t.nid is null or (t.body is null and q.done_at is null) "
+            "or not exists (select 1 from up where up.qid = q.qid and up.at = q.scope) limit 20"
+        )
+    ]
+
+
+def peer_ids(conn: apsw.Connection) -> set[str]:
+    """The store ids of every peer."""
+    return {str(r[0]) for r in conn.execute("select store_id from sync_peer")}
+
+
+def legacy_exceeding(conn: apsw.Connection) -> list[int]:
+    """legacy_order rows that keep more slots than their world has."""
+    return [
+        as_int(r[0])
+        for r in conn.execute(
+            "select l.world from legacy_order as l left join node_state as s on s.nid = l.world "
+            "where s.size is null or l.size > s.size"
+        )
+    ]
+
+
+def centroid_rows(conn: apsw.Connection) -> Iterator[tuple[int, Any]]:
+    """(part, centroid blob) of every IVF centroid."""
+    for part, blob in conn.execute("select part, centroid from vec_centroid"):
+        yield as_int(part), blob
+
+
+def vector_parts(conn: apsw.Connection) -> set[int]:
+    """The IVF partitions node_vec rows name."""
+    return {as_int(r[0]) for r in conn.execute("select distinct part from node_vec")}
+
+
+def embedded_texts(conn: apsw.Connection) -> Iterator[tuple[int, str | None, str | None]]:
+    """(nid, name, content as indexed) of every node with a blob: what its vector embeds (ops/reembed.py)."""
+    for nid, name, content in conn.execute(
+        "select n.nid, json_extract(n.body, '$.name'), coalesce(f.content, json_extract(n.body, '$.content')) "
+        "from node as n left join node_text as f on f.nid = n.nid where n.body is not null and json_valid(n.body) "
+        "order by n.nid"
+    ):
+        yield as_int(nid), as_text(name), as_text(content)

@@ -19,7 +19,16 @@ import apsw
 from ..errors import SchemaTooNew, SchemaTooOld
 from ..text.windows import words_around
 from . import quoted
-from .connection import SCHEMA_VERSION, as_int, as_text, schema_sql, translate, user_version, with_retry
+from .connection import (
+    SCHEMA_VERSION,
+    as_int,
+    as_text,
+    engine_write,
+    schema_sql,
+    translate,
+    user_version,
+    with_retry,
+)
 from .rows import added_text
 
 
@@ -302,6 +311,49 @@ def _to_v11(conn: apsw.Connection) -> None:
     )
 
 
+# The tables version 12 guards (schema.sql): every raw insert, update and delete is refused outside an
+# engine transaction (tombstone's updates and deletes were refused already, by version 3's triggers).
+GUARDED = (
+    "meta",
+    "alias",
+    "node_vec",
+    "node_tokens",
+    "tombstone",
+    "change_log",
+    "sync_peer",
+    "cold_node",
+    "work_queue",
+    "legacy_order",
+    "merge_proposal",
+    "vec_centroid",
+    "world_vec",
+    "index_text",
+    "merkle",
+)
+GUARDS = tuple(
+    f"{table}_{op}_guard"
+    for table in GUARDED
+    for op in ("insert", "update", "delete")
+    if table != "tombstone" or op == "insert"
+)
+
+
+def _to_v12(conn: apsw.Connection) -> None:
+    """Version 12: raw writes to every table whose rows matter are refused; legacy_order's digest kept in meta.
+
+    verify compares legacy_order with the digest, so a forged row (which would switch off the member-order
+    check and make sync send everything) is named; a file created at version 10 or later has neither. The
+    digest is written before the guards, which refuse any write outside an engine transaction.
+    """
+    from .sync_rows import legacy_digest
+
+    digest = legacy_digest(conn)
+    if digest:
+        conn.execute("insert or replace into meta (key, value) values ('legacy_digest', ?)", (digest,))
+    for name in GUARDS:
+        conn.execute(schema_statement(name))
+
+
 # STEPS[n] lifts a file from version n to n + 1.
 STEPS: dict[int, Callable[[apsw.Connection], None]] = {
     1: _to_v2,
@@ -314,6 +366,7 @@ STEPS: dict[int, Callable[[apsw.Connection], None]] = {
     8: _to_v9,
     9: _to_v10,
     10: _to_v11,
+    11: _to_v12,
 }
 assert all(v in STEPS for v in range(min(STEPS), SCHEMA_VERSION)), "a schema version bump needs its step"
 
@@ -354,7 +407,8 @@ def migrate(conn: apsw.Connection, path: str) -> int | None:
             for version in range(found, SCHEMA_VERSION):
                 STEPS[version](conn)
             conn.execute(f"pragma user_version = {SCHEMA_VERSION}")
-            conn.execute("update meta set value = ? where key = 'schema_version'", (str(SCHEMA_VERSION),))
+            with engine_write(conn):  # past version 12, meta is guarded
+                conn.execute("update meta set value = ? where key = 'schema_version'", (str(SCHEMA_VERSION),))
             conn.execute("commit")
             return found
         except BaseException:

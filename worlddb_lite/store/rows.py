@@ -20,7 +20,7 @@ from ..errors import AmbiguousId, InvalidId, NotFound
 from ..models.embed import TokenVectors
 from ..types import Edge, MergeProposal, MergeStatus, Node
 from . import quoted
-from .connection import as_bytes, as_int, as_text, one_row, with_retry
+from .connection import as_bytes, as_int, as_text, engine_write, one_row, with_retry
 from .hashing import ID_BYTES, state_bytes
 from .token_index import index_rows
 
@@ -525,7 +525,8 @@ class Store:
 
     def set_meta(self, rows: Iterable[tuple[str, str]]) -> None:
         """Write store-level settings (embedder id and dimension, ...)."""
-        self.conn.executemany("insert or replace into meta (key, value) values (?, ?)", rows)
+        with engine_write(self.conn):
+            self.conn.executemany("insert or replace into meta (key, value) values (?, ?)", rows)
 
     def meta_keys(self, prefix: str) -> list[str]:
         """Every meta key that starts with ``prefix`` (a range over the primary key, not a scan)."""
@@ -541,19 +542,23 @@ class Store:
 
         One statement, so one transaction of its own outside a write: a compare-and-set between processes.
         """
-        if value is None:
-            self.conn.execute("delete from meta where key = ? and value = ?", (key, expected))
-        else:
-            self.conn.execute("update meta set value = ? where key = ? and value = ?", (value, key, expected))
-        return bool(self.conn.changes())
+        with engine_write(self.conn):
+            if value is None:
+                self.conn.execute("delete from meta where key = ? and value = ?", (key, expected))
+            else:
+                self.conn.execute("update meta set value = ? where key = ? and value = ?", (value, key, expected))
+            swapped = bool(self.conn.changes())
+        return swapped
 
     def keep_meta(self, rows: Iterable[tuple[str, str]]) -> None:
         """Write store-level settings that are not set yet (those set keep their value)."""
-        self.conn.executemany("insert or ignore into meta (key, value) values (?, ?)", rows)
+        with engine_write(self.conn):
+            self.conn.executemany("insert or ignore into meta (key, value) values (?, ?)", rows)
 
     def delete_meta(self, keys: Sequence[str]) -> None:
         """Remove store-level settings (absent keys are ignored)."""
-        self.conn.executemany("delete from meta where key = ?", [(k,) for k in keys])
+        with engine_write(self.conn):
+            self.conn.executemany("delete from meta where key = ?", [(k,) for k in keys])
 
     def meta_values(self, keys: Sequence[str]) -> dict[str, str]:
         """Several store-level settings in one statement (absent keys are left out)."""

@@ -1,4 +1,4 @@
--- worlddb_lite schema (version 10; migrations.py lifts older files): the single source of truth for the store's layout.
+-- worlddb_lite schema (version 12; migrations.py lifts older files): the single source of truth for the store's layout.
 --
 -- One SQLite file holds an assistant's whole memory. Read it in the sqlite3 shell:
 --   select * from current_node;        what is true now
@@ -635,3 +635,264 @@ create table vec_centroid (
   part integer primary key,  -- the partition number node_vec.part refers to
   centroid blob not null  -- float32 little-endian, unit length
 ) strict;
+
+-- Version 12: every other table whose rows matter is written only inside an engine transaction (a
+-- reconciler_session row: the reconciler, a purge, a merge, or the engine's own upkeep: store/rows.py
+-- maintenance), so a raw write from the sqlite3 shell is refused as it is for node and edge.
+create trigger meta_insert_guard before insert on meta
+when not exists (select 1 from reconciler_session)
+begin
+  select raise(abort, 'worlddb: the store metadata (embedder, store id, settings) is written only by the worlddb engine; a raw write around it is refused');
+end;
+
+create trigger meta_update_guard before update on meta
+when not exists (select 1 from reconciler_session)
+begin
+  select raise(abort, 'worlddb: the store metadata (embedder, store id, settings) is written only by the worlddb engine; a raw write around it is refused');
+end;
+
+create trigger meta_delete_guard before delete on meta
+when not exists (select 1 from reconciler_session)
+begin
+  select raise(abort, 'worlddb: the store metadata (embedder, store id, settings) is written only by the worlddb engine; a raw write around it is refused');
+end;
+
+create trigger alias_insert_guard before insert on alias
+when not exists (select 1 from reconciler_session)
+begin
+  select raise(abort, 'worlddb: aliases are written only by the worlddb engine; a raw write around it is refused');
+end;
+
+create trigger alias_update_guard before update on alias
+when not exists (select 1 from reconciler_session)
+begin
+  select raise(abort, 'worlddb: aliases are written only by the worlddb engine; a raw write around it is refused');
+end;
+
+create trigger alias_delete_guard before delete on alias
+when not exists (select 1 from reconciler_session)
+begin
+  select raise(abort, 'worlddb: aliases are written only by the worlddb engine; a raw write around it is refused');
+end;
+
+create trigger node_vec_insert_guard before insert on node_vec
+when not exists (select 1 from reconciler_session)
+begin
+  select raise(abort, 'worlddb: vectors are written only by the worlddb engine; a raw write around it is refused');
+end;
+
+create trigger node_vec_update_guard before update on node_vec
+when not exists (select 1 from reconciler_session)
+begin
+  select raise(abort, 'worlddb: vectors are written only by the worlddb engine; a raw write around it is refused');
+end;
+
+create trigger node_vec_delete_guard before delete on node_vec
+when not exists (select 1 from reconciler_session)
+begin
+  select raise(abort, 'worlddb: vectors are written only by the worlddb engine; a raw write around it is refused');
+end;
+
+create trigger node_tokens_insert_guard before insert on node_tokens
+when not exists (select 1 from reconciler_session)
+begin
+  select raise(abort, 'worlddb: the token index is written only by the worlddb engine; a raw write around it is refused');
+end;
+
+create trigger node_tokens_update_guard before update on node_tokens
+when not exists (select 1 from reconciler_session)
+begin
+  select raise(abort, 'worlddb: the token index is written only by the worlddb engine; a raw write around it is refused');
+end;
+
+create trigger node_tokens_delete_guard before delete on node_tokens
+when not exists (select 1 from reconciler_session)
+begin
+  select raise(abort, 'worlddb: the token index is written only by the worlddb engine; a raw write around it is refused');
+end;
+
+create trigger tombstone_insert_guard before insert on tombstone
+when not exists (select 1 from reconciler_session)
+begin
+  select raise(abort, 'worlddb: purge tombstones are written only by the worlddb engine; a raw write around it is refused');
+end;
+
+create trigger change_log_insert_guard before insert on change_log
+when not exists (select 1 from reconciler_session)
+begin
+  select raise(abort, 'worlddb: the change log is written only by the worlddb engine; a raw write around it is refused');
+end;
+
+create trigger change_log_update_guard before update on change_log
+when not exists (select 1 from reconciler_session)
+begin
+  select raise(abort, 'worlddb: the change log is written only by the worlddb engine; a raw write around it is refused');
+end;
+
+create trigger change_log_delete_guard before delete on change_log
+when not exists (select 1 from reconciler_session)
+begin
+  select raise(abort, 'worlddb: the change log is written only by the worlddb engine; a raw write around it is refused');
+end;
+
+create trigger sync_peer_insert_guard before insert on sync_peer
+when not exists (select 1 from reconciler_session)
+begin
+  select raise(abort, 'worlddb: sync peers are written only by the worlddb engine; a raw write around it is refused');
+end;
+
+create trigger sync_peer_update_guard before update on sync_peer
+when not exists (select 1 from reconciler_session)
+begin
+  select raise(abort, 'worlddb: sync peers are written only by the worlddb engine; a raw write around it is refused');
+end;
+
+create trigger sync_peer_delete_guard before delete on sync_peer
+when not exists (select 1 from reconciler_session)
+begin
+  select raise(abort, 'worlddb: sync peers are written only by the worlddb engine; a raw write around it is refused');
+end;
+
+create trigger cold_node_insert_guard before insert on cold_node
+when not exists (select 1 from reconciler_session)
+begin
+  select raise(abort, 'worlddb: the cold tier is written only by the worlddb engine; a raw write around it is refused');
+end;
+
+create trigger cold_node_update_guard before update on cold_node
+when not exists (select 1 from reconciler_session)
+begin
+  select raise(abort, 'worlddb: the cold tier is written only by the worlddb engine; a raw write around it is refused');
+end;
+
+create trigger cold_node_delete_guard before delete on cold_node
+when not exists (select 1 from reconciler_session)
+begin
+  select raise(abort, 'worlddb: the cold tier is written only by the worlddb engine; a raw write around it is refused');
+end;
+
+create trigger work_queue_insert_guard before insert on work_queue
+when not exists (select 1 from reconciler_session)
+begin
+  select raise(abort, 'worlddb: the extraction queue is written only by the worlddb engine; a raw write around it is refused');
+end;
+
+create trigger work_queue_update_guard before update on work_queue
+when not exists (select 1 from reconciler_session)
+begin
+  select raise(abort, 'worlddb: the extraction queue is written only by the worlddb engine; a raw write around it is refused');
+end;
+
+create trigger work_queue_delete_guard before delete on work_queue
+when not exists (select 1 from reconciler_session)
+begin
+  select raise(abort, 'worlddb: the extraction queue is written only by the worlddb engine; a raw write around it is refused');
+end;
+
+create trigger legacy_order_insert_guard before insert on legacy_order
+when not exists (select 1 from reconciler_session)
+begin
+  select raise(abort, 'worlddb: the legacy member order is written only by the worlddb engine; a raw write around it is refused');
+end;
+
+create trigger legacy_order_update_guard before update on legacy_order
+when not exists (select 1 from reconciler_session)
+begin
+  select raise(abort, 'worlddb: the legacy member order is written only by the worlddb engine; a raw write around it is refused');
+end;
+
+create trigger legacy_order_delete_guard before delete on legacy_order
+when not exists (select 1 from reconciler_session)
+begin
+  select raise(abort, 'worlddb: the legacy member order is written only by the worlddb engine; a raw write around it is refused');
+end;
+
+create trigger merge_proposal_insert_guard before insert on merge_proposal
+when not exists (select 1 from reconciler_session)
+begin
+  select raise(abort, 'worlddb: merge proposals are written only by the worlddb engine; a raw write around it is refused');
+end;
+
+create trigger merge_proposal_update_guard before update on merge_proposal
+when not exists (select 1 from reconciler_session)
+begin
+  select raise(abort, 'worlddb: merge proposals are written only by the worlddb engine; a raw write around it is refused');
+end;
+
+create trigger merge_proposal_delete_guard before delete on merge_proposal
+when not exists (select 1 from reconciler_session)
+begin
+  select raise(abort, 'worlddb: merge proposals are written only by the worlddb engine; a raw write around it is refused');
+end;
+
+create trigger vec_centroid_insert_guard before insert on vec_centroid
+when not exists (select 1 from reconciler_session)
+begin
+  select raise(abort, 'worlddb: the IVF centroids are written only by the worlddb engine; a raw write around it is refused');
+end;
+
+create trigger vec_centroid_update_guard before update on vec_centroid
+when not exists (select 1 from reconciler_session)
+begin
+  select raise(abort, 'worlddb: the IVF centroids are written only by the worlddb engine; a raw write around it is refused');
+end;
+
+create trigger vec_centroid_delete_guard before delete on vec_centroid
+when not exists (select 1 from reconciler_session)
+begin
+  select raise(abort, 'worlddb: the IVF centroids are written only by the worlddb engine; a raw write around it is refused');
+end;
+
+create trigger world_vec_insert_guard before insert on world_vec
+when not exists (select 1 from reconciler_session)
+begin
+  select raise(abort, 'worlddb: world compositions are written only by the worlddb engine; a raw write around it is refused');
+end;
+
+create trigger world_vec_update_guard before update on world_vec
+when not exists (select 1 from reconciler_session)
+begin
+  select raise(abort, 'worlddb: world compositions are written only by the worlddb engine; a raw write around it is refused');
+end;
+
+create trigger world_vec_delete_guard before delete on world_vec
+when not exists (select 1 from reconciler_session)
+begin
+  select raise(abort, 'worlddb: world compositions are written only by the worlddb engine; a raw write around it is refused');
+end;
+
+create trigger index_text_insert_guard before insert on index_text
+when not exists (select 1 from reconciler_session)
+begin
+  select raise(abort, 'worlddb: the texts of the full-text index are written only by the worlddb engine; a raw write around it is refused');
+end;
+
+create trigger index_text_update_guard before update on index_text
+when not exists (select 1 from reconciler_session)
+begin
+  select raise(abort, 'worlddb: the texts of the full-text index are written only by the worlddb engine; a raw write around it is refused');
+end;
+
+create trigger index_text_delete_guard before delete on index_text
+when not exists (select 1 from reconciler_session)
+begin
+  select raise(abort, 'worlddb: the texts of the full-text index are written only by the worlddb engine; a raw write around it is refused');
+end;
+
+create trigger merkle_insert_guard before insert on merkle
+when not exists (select 1 from reconciler_session)
+begin
+  select raise(abort, 'worlddb: the Merkle trees are written only by the worlddb engine; a raw write around it is refused');
+end;
+
+create trigger merkle_update_guard before update on merkle
+when not exists (select 1 from reconciler_session)
+begin
+  select raise(abort, 'worlddb: the Merkle trees are written only by the worlddb engine; a raw write around it is refused');
+end;
+
+create trigger merkle_delete_guard before delete on merkle
+when not exists (select 1 from reconciler_session)
+begin
+  select raise(abort, 'worlddb: the Merkle trees are written only by the worlddb engine; a raw write around it is refused');
+end;
