@@ -95,6 +95,13 @@ def test_purge_through_mcp_erases_the_content(served: tuple[WorldDB, Any]) -> No
     assert call(server, "verify", {})["ok"] is True
 
 
+def test_stats_names_the_file_not_the_folders_it_lies_in(served: tuple[WorldDB, Any]) -> None:
+    """Issue 35: the absolute path went to the client (the folders name the person and the machine)."""
+    db, server = served
+    found = call(server, "stats", {})
+    assert found["path"] == "mcp.db" and str(Path(db.path).parent) not in json.dumps(found)
+
+
 def test_a_refused_call_is_a_tool_error_with_the_reason_and_changes_nothing(served: tuple[WorldDB, Any]) -> None:
     db, server = served
     known = call(server, "remember", {"text": "kept", "scope": "ana"})["id"]

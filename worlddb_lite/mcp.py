@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import os
 import threading
 from collections.abc import Callable
 from functools import wraps
@@ -230,8 +231,10 @@ class MemoryTools:
         return dict(plain(self.db.purge(id, scope=scope)))
 
     def stats(self) -> dict[str, Any]:
-        """Counts, sizes and the store's Merkle root."""
-        return dict(plain(self.db.stats()))
+        """Counts, sizes and the store's Merkle root; the store's file name, not where it lies."""
+        found = dict(plain(self.db.stats()))
+        found["path"] = os.path.basename(found["path"])  # the folders name the person and their machine
+        return found
 
     def verify(self) -> dict[str, Any]:
         """Recompute every hash and root; lists any broken invariant."""
