@@ -866,8 +866,8 @@ def cmd_replica(args: argparse.Namespace) -> Any:
         ),
         lambda p: p.add_argument(
             "--token-file",
-            help="with --http: a file holding a secret every request must send as 'Authorization: Bearer SECRET' "
-            "(default: none, loopback only)",
+            help="with --http: a file holding a secret every request must send as 'Authorization: Bearer SECRET'; "
+            "only its owner may read it (chmod 600) (default: none, loopback only)",
         ),
     ),
 )
@@ -883,12 +883,12 @@ def cmd_mcp(args: argparse.Namespace) -> Any:
             f"it is the mcp extra: {MCP_EXTRA}"
         ) from None
 
-    token = None
-    if args.token_file is not None:
-        try:
-            token = Path(args.token_file).read_text("utf-8").strip()
-        except (OSError, UnicodeError) as exc:
-            raise InvalidInput(f"cannot read the token file {args.token_file}: {exc}") from None
+    if args.token_file is not None and not args.http:
+        raise InvalidInput(
+            "--token-file guards the HTTP transport, and stdio has no requests to guard; add --http to serve "
+            "over HTTP behind the token, or leave --token-file out"
+        )
+    token = None if args.token_file is None else _token(args.token_file)
     if args.http:
         check_http(args.host, token)  # before the store is opened (or created)
     with _open(args, create=True) as db:
@@ -896,6 +896,21 @@ def cmd_mcp(args: argparse.Namespace) -> Any:
             serve_http(db, host=args.host, port=args.port, token=token)
         else:
             serve(db)
+
+
+def _token(path: str) -> str:
+    """The secret in a token file that only its owner can read."""
+    try:
+        mode = os.stat(path).st_mode
+        token = Path(path).read_text("utf-8").strip()
+    except (OSError, UnicodeError) as exc:
+        raise InvalidInput(f"cannot read the token file {path}: {exc}") from None
+    if os.name == "posix" and mode & 0o066:  # Windows keeps no such bits: its ACLs are another matter
+        raise InvalidInput(
+            f"the token file {path} can be read or changed by others (mode {mode & 0o777:o}), so its secret is "
+            f"not one; make it the owner's alone: chmod 600 {path}"
+        )
+    return token
 
 
 @command(

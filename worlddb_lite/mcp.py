@@ -494,15 +494,19 @@ def check_http(host: str, token: str | None) -> None:
 
 
 def _bearer(app: Any, token: str) -> Any:
-    """``app`` behind a bearer token: an HTTP request without ``Authorization: Bearer <token>`` gets 401."""
+    """``app`` behind a bearer token: an HTTP request without ``Authorization: Bearer <token>`` gets 401.
+
+    The scheme's name is matched in any case (``bearer``, ``BEARER``: RFC 7235), the token exactly.
+    """
     import hmac
 
-    expected = f"Bearer {token}".encode()
+    expected = token.encode()
 
     async def guarded(scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope.get("type") == "http":
-            given = dict(scope.get("headers") or ()).get(b"authorization", b"")
-            if not hmac.compare_digest(given, expected):  # the same time whatever the guess
+            scheme, _, given = dict(scope.get("headers") or ()).get(b"authorization", b"").partition(b" ")
+            right = hmac.compare_digest(given.strip(b" "), expected)  # the same time whatever the guess
+            if not (right and scheme.lower() == b"bearer"):
                 body = b'{"error": "missing or wrong bearer token"}'
                 headers = [(b"content-type", b"application/json"), (b"www-authenticate", b"Bearer")]
                 await send({"type": "http.response.start", "status": 401, "headers": headers})
