@@ -671,10 +671,16 @@ def cmd_export(args: argparse.Namespace) -> Any:
     _with(lambda p: p.add_argument("file", help="the .jsonl file `worlddb export` wrote; - reads standard input")),
 )
 def cmd_import(args: argparse.Namespace) -> Any:
-    with _open(args, create=True) as db:
-        if args.file == "-":
-            return db.import_records(sys.stdin)
-        return db.import_records(args.file)
+    new = args.db != ":memory:" and not os.path.lexists(args.db)
+    try:
+        with _open(args, create=True) as db:
+            return db.import_records(sys.stdin if args.file == "-" else args.file)
+    except BaseException:
+        if new:  # the store this command created holds nothing: a refused import leaves no empty store behind
+            for suffix in ("", "-wal", "-shm", "-journal"):
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(args.db + suffix)
+        raise
 
 
 # ---- sync between replicas (ops/sync.py) ------------------------------------------------------
