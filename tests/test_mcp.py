@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -89,7 +90,7 @@ def test_remember_learns_the_notes_facts_so_the_current_one_answers(served: tupl
 def test_purge_through_mcp_erases_the_content(served: tuple[WorldDB, Any]) -> None:
     db, server = served
     secret = call(server, "remember", {"text": "my bank PIN is 4711", "scope": "ana"})["id"]
-    report = call(server, "purge", {"id": secret, "scope": "ana"})
+    report = call(server, "purge", {"id": secret, "scope": "ana", "confirm": True})
     assert secret in report["purged"]
     assert db.read(secret).content is None and db.search("PIN") == []
     assert call(server, "verify", {})["ok"] is True
@@ -102,6 +103,47 @@ def test_stats_names_the_file_not_the_folders_it_lies_in(served: tuple[WorldDB, 
     assert found["path"] == "mcp.db" and str(Path(db.path).parent) not in json.dumps(found)
 
 
+def test_purge_needs_confirm_true_and_says_every_version_goes(served: tuple[WorldDB, Any]) -> None:
+    """Issue 35: purging an old version's id erased every version, with no confirmation asked."""
+    db, server = served
+    old = call(server, "remember", {"text": "Ana lives in Austin", "scope": "ana"})["id"]
+    call(server, "amend", {"id": old, "text": "Ana lives in Denver"})
+    before = table_digest(db)
+    for arguments, reason in [
+        ({"id": old}, "InvalidInput: purge: confirm is required (true, to say the erasure is meant: every version"),
+        ({"id": old, "confirm": False}, "confirm must be true"),
+        ({"id": old, "confirm": "yes"}, "confirm: input should be a valid boolean, got 'yes'"),
+        ({"id": old, "confirm": 1}, "confirm: input should be a valid boolean"),
+    ]:
+        with pytest.raises(ToolError, match=re.escape(reason)) as info:
+            asyncio.run(server.call_tool("purge", arguments))
+        assert "\n" not in str(info.value) and "pydantic" not in str(info.value), str(info.value)
+        assert table_digest(db) == before, arguments
+    tools = {t.name: t for t in asyncio.run(server.list_tools())}
+    assert "EVERY version" in tools["purge"].description and "cannot be undone" in tools["purge"].description
+    assert "confirm" in (getattr(tools["purge"], "input_schema", None) or tools["purge"].inputSchema)["required"]
+    assert len(call(server, "purge", {"id": old, "confirm": True})["purged"]) >= 2
+
+
+@pytest.mark.parametrize(
+    ("name", "arguments", "said"),
+    [
+        ("recall", {}, "InvalidInput: recall: query is required (the question or words to recall by)"),
+        ("recall", {"query": "x", "k": "many"}, "InvalidInput: recall: k: input should be a valid integer"),
+        ("memory_write", {"text": ["a\nb"]}, "InvalidInput: memory_write: text: input should be a valid string"),
+    ],
+)
+def test_an_argument_the_sdk_refuses_is_one_clear_line(
+    served: tuple[WorldDB, Any], name: str, arguments: dict[str, Any], said: str
+) -> None:
+    """Issue 35: pydantic's dump came back: several lines, the arguments model's name and a URL."""
+    _, server = served
+    with pytest.raises(ToolError) as info:
+        asyncio.run(server.call_tool(name, arguments))
+    text = str(info.value)
+    assert text.startswith(said) and "\n" not in text and "http" not in text and "Arguments" not in text, text
+
+
 def test_a_refused_call_is_a_tool_error_with_the_reason_and_changes_nothing(served: tuple[WorldDB, Any]) -> None:
     db, server = served
     known = call(server, "remember", {"text": "kept", "scope": "ana"})["id"]
@@ -112,8 +154,8 @@ def test_a_refused_call_is_a_tool_error_with_the_reason_and_changes_nothing(serv
         ("amend", {"id": "0" * 64, "text": "x"}, "NotFound"),
         ("remember", {"text": "", "scope": "ana"}, "InvalidInput"),
         ("remember", {"text": "x", "valid_at": "yesterday-ish"}, "InvalidTime"),
-        ("purge", {"id": known, "scope": "bo"}, "not inside|outside"),
-        ("purge", {"id": known, "scope": "nobody"}, "NotFound"),
+        ("purge", {"id": known, "scope": "bo", "confirm": True}, "not inside|outside"),
+        ("purge", {"id": known, "scope": "nobody", "confirm": True}, "NotFound"),
         ("recall", {"query": "kept", "k": "many"}, "k"),  # the SDK's own validation
         ("read", {}, "id"),
     ]:

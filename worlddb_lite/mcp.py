@@ -24,9 +24,9 @@ from collections.abc import Callable
 from functools import wraps
 from importlib import metadata
 from types import FrameType
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_type_hints
 
-from pydantic import Field
+from pydantic import Field, ValidationError
 
 from . import __version__
 from .db import DEFAULT_BUDGET, DEFAULT_EXTRACTOR, DEFAULT_SCOPE, MAX_SCOPES, WorldDB
@@ -225,9 +225,23 @@ class MemoryTools:
     def purge(  # noqa: A002
         self,
         id: Ref,
+        confirm: Annotated[
+            bool,
+            Field(
+                strict=True,  # JSON true only: not "yes", not 1
+                description="true, to say the erasure is meant: every version of the memory and all that was "
+                "learned from them go for good, and it cannot be undone",
+            ),
+        ],
         scope: Annotated[str | None, Field(description="refuse unless the memory lies inside this scope")] = None,
     ) -> dict[str, Any]:
-        """Erase a memory's content for good (with its versions and what was learned from it)."""
+        """Erase a memory for good: EVERY version of it and every fact learned from any of them; cannot be undone.
+
+        The id of any one version, older or newer, names them all; only their hashes stay. Only with ``confirm``
+        true. To close a memory that stopped being true and keep its history, use ``memory_retire``.
+        """
+        if confirm is not True:
+            raise InvalidInput("confirm must be true to purge: it erases every version for good; nothing was purged")
         return dict(plain(self.db.purge(id, scope=scope)))
 
     def stats(self) -> dict[str, Any]:
@@ -414,6 +428,30 @@ def _advice(message: str) -> str:
     return message
 
 
+def _described(method: Callable[..., Any]) -> dict[str, str]:
+    """What each parameter of a tool is, as its ``Field`` describes it to the model."""
+    out = {}
+    for name, hint in get_type_hints(method, include_extras=True).items():
+        for extra in getattr(hint, "__metadata__", ()):
+            if getattr(extra, "description", None):
+                out[name] = extra.description
+    return out
+
+
+def _invalid(tool: str, error: ValidationError, described: dict[str, str]) -> str:
+    """The arguments pydantic refused, on one line: each one's name and what is wrong with it."""
+    said = []
+    for problem in error.errors(include_url=False):
+        where = ".".join(str(part) for part in problem["loc"]) or "the arguments"
+        if problem["type"] == "missing":
+            said.append(f"{where} is required" + (f" ({described[where]})" if where in described else ""))
+        else:
+            given = repr(problem.get("input"))
+            given = given if len(given) <= 40 else given[:37] + "..."
+            said.append(f"{where}: {problem['msg'][:1].lower()}{problem['msg'][1:]}, got {given}")
+    return " ".join(f"{tool}: {'; '.join(said)}".split())  # no line breaks, whatever the input held
+
+
 def _result(value: Any) -> Any:
     """A dict as one compact JSON text plus the same structured content; text stays text."""
     if not isinstance(value, dict):
@@ -443,6 +481,7 @@ def build_server(db: WorldDB) -> Any:
     tools, lock = MemoryTools(db), threading.Lock()
     parent: Any = server_class  # the SDK's class, subclassed below to check argument names
     takes = {name: set(inspect.signature(getattr(tools, name)).parameters) for name in TOOL_NAMES}
+    described = {name: _described(getattr(tools, name)) for name in TOOL_NAMES}
 
     async def call_tool(self: Any, name: str, arguments: dict[str, Any] | None, *rest: Any, **options: Any) -> Any:
         unknown = sorted(set(arguments or {}) - takes.get(name, set(arguments or {})))
@@ -451,7 +490,12 @@ def build_server(db: WorldDB) -> Any:
             raise tool_error(
                 f"InvalidInput: {name} takes no argument {', '.join(map(repr, unknown))}; it takes {allowed}"
             )
-        return await parent.call_tool(self, name, arguments, *rest, **options)
+        try:
+            return await parent.call_tool(self, name, arguments, *rest, **options)
+        except tool_error as exc:
+            if isinstance(exc.__cause__, ValidationError):  # the SDK's dump: lines, a URL, the model's name
+                raise tool_error(f"InvalidInput: {_invalid(name, exc.__cause__, described.get(name, {}))}") from None
+            raise
 
     server_type = type("WorldDBServer", (server_class,), {"call_tool": call_tool})
     server = server_type("worlddb", instructions=INSTRUCTIONS, version=version())
