@@ -362,3 +362,44 @@ def test_the_server_answers_over_stdio(tmp_path: Path) -> None:
     assert refused
     with WorldDB(path) as db:  # the child closed the store cleanly; the memory is on disk
         assert db.verify().ok and db.stats()["nodes"] > 1
+
+
+def test_a_lone_surrogate_escape_over_stdio_is_answered_and_the_server_keeps_serving(tmp_path: Path) -> None:
+    """Issue 35: the SDK's JSON parser refused a request holding "\\ud800" and left it unanswered (the client hung).
+
+    Such an escape is read as U+FFFD, as the SDK reads bytes that are not UTF-8; a whole pair stays one character.
+    """
+    import select
+    import subprocess
+
+    path = tmp_path / "stdio.db"
+    child = subprocess.Popen(
+        [sys.executable, "-c", "from worlddb_lite.cli import main; main()", "mcp", str(path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    assert child.stdin is not None and child.stdout is not None
+    hello = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+    lines = [
+        json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": hello}),
+        json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"memory_write",'
+        '"arguments":{"text":"a\\ud800b \\ud83d\\ude00 \\\\ud800","scope":"s"}}}',
+        '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"memory_list","arguments":{"scope":"s"}}}',
+    ]
+    answers: dict[int, Any] = {}
+    try:
+        for line in lines:
+            child.stdin.write(line.encode() + b"\n")
+            child.stdin.flush()
+            asked = json.loads(line).get("id")
+            while asked is not None and asked not in answers and select.select([child.stdout], [], [], 20)[0]:
+                answer = json.loads(child.stdout.readline() or "{}")
+                answers[answer.get("id", -1)] = answer
+    finally:
+        child.stdin.close()
+        child.wait(timeout=30)
+    assert set(answers) == {0, 1, 2}, answers
+    listed = answers[2]["result"]["structuredContent"]["memories"]
+    assert listed[0]["content"] == "a\ufffdb \U0001f600 \\ud800"

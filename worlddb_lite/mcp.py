@@ -17,14 +17,16 @@ WorldDB paper's ``memory_*`` surface, named apart from Mem0's so both servers fi
 from __future__ import annotations
 
 import inspect
+import io
 import json
 import os
+import re
 import threading
 from collections.abc import Callable
 from functools import wraps
 from importlib import metadata
 from types import FrameType
-from typing import Annotated, Any, Literal, get_type_hints
+from typing import IO, Annotated, Any, Literal, get_type_hints
 
 from pydantic import Field, ValidationError
 
@@ -523,7 +525,60 @@ HTTP_PATH = "/mcp"
 
 def serve(db: WorldDB) -> None:
     """Answer MCP requests on stdin/stdout with ``db`` until the client leaves."""
-    build_server(db).run()
+    import sys
+
+    server = build_server(db)
+    stdin = sys.stdin
+    sys.stdin = io.TextIOWrapper(io.BufferedReader(_WholeCharacters(stdin.buffer)), encoding="utf-8")
+    try:
+        server.run()
+    finally:
+        sys.stdin = stdin
+
+
+# a JSON escape: \uXXXX (its hex kept) or any other, so an escaped backslash is never read as the start of one
+_ESCAPE = re.compile(rb"\\(?:u([0-9a-fA-F]{4})|.)", re.DOTALL)
+
+
+def _whole_characters(line: bytes) -> bytes:
+    r"""``line`` with each lone surrogate escape (``\ud800`` not part of a pair) read as U+FFFD.
+
+    The SDK's JSON parser refuses a request holding one and leaves it unanswered (the client waits for
+    ever); it already reads bytes that are not UTF-8 as U+FFFD, and this does the same for the escapes.
+    """
+    if b"\\u" not in line:
+        return line
+    escapes = [(m.start(), m.end(), int(m[1], 16) if m[1] else 0) for m in _ESCAPE.finditer(line)]
+    out, last, at = [], 0, 0
+    while at < len(escapes):
+        start, end, code = escapes[at]
+        after = escapes[at + 1] if at + 1 < len(escapes) else (-1, -1, 0)
+        if 0xD800 <= code <= 0xDBFF and after[0] == end and 0xDC00 <= after[2] <= 0xDFFF:
+            at += 2  # a whole pair: one character
+            continue
+        if 0xD800 <= code <= 0xDFFF:
+            out += [line[last:start], rb"\ufffd"]
+            last = end
+        at += 1
+    return b"".join([*out, line[last:]])
+
+
+class _WholeCharacters(io.RawIOBase):
+    """Standard input's bytes a line at a time, lone surrogate escapes read as U+FFFD (``_whole_characters``)."""
+
+    def __init__(self, source: IO[bytes]) -> None:
+        self.source, self.left = source, b""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, into: Any) -> int:
+        if not self.left:
+            self.left = _whole_characters(self.source.readline())
+        size = min(len(into), len(self.left))
+        into[:size] = self.left[:size]
+        self.left = self.left[size:]
+        return size
 
 
 def check_http(host: str, token: str | None) -> None:
