@@ -27,7 +27,7 @@ from . import (
     load_conversations,
 )
 from .db import CONSOLIDATION_STEPS, DEFAULT_BUDGET, DEFAULT_EXTRACTOR, DEFAULT_MIN_AGE, DEFAULT_SCOPE, WorldDB
-from .errors import InvalidInput, MissingExtra, WorldDBError
+from .errors import InvalidInput, MissingExtra, StoreUnwritable, WorldDBError
 from .types import SCOPE_KINDS, Node, Page, plain, scope_record
 
 MCP_EXTRA = "pip install 'worlddb_lite[mcp]'"  # the MCP server's SDK is not in the default install
@@ -52,10 +52,23 @@ def command(name: str, help_text: str, arguments: Arguments) -> Callable[[Handle
     return wrap
 
 
+# what a store this user may not write still answers (`WorldDB.read_only`); every other command writes
+READS = frozenset({"read", "history", "search", "list", "scopes", "recall", "merges", "verify", "stats", "export"})
+
+
 def _open(args: argparse.Namespace, *, create: bool = False) -> WorldDB:
     if args.model:
-        return WorldDB(args.db, embedder=StaticEmbedder(args.model), create=create)
-    return WorldDB(args.db, create=create)
+        db = WorldDB(args.db, embedder=StaticEmbedder(args.model), create=create)
+    else:
+        db = WorldDB(args.db, create=create)
+    if db.read_only and args.command not in READS:
+        db.close()
+        raise StoreUnwritable(
+            f"{args.db} is read-only here (this user may not write it or its folder), and `{args.command}` "
+            f"writes; nothing was written. Run it as a user who may write both, or copy the store to a folder "
+            f"you can write; {', '.join(sorted(READS))} still read it where it is"
+        )
+    return db
 
 
 def _node_text(node: Node) -> str:
