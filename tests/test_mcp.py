@@ -101,6 +101,9 @@ def test_stats_names_the_file_not_the_folders_it_lies_in(served: tuple[WorldDB, 
     db, server = served
     found = call(server, "stats", {})
     assert found["path"] == "mcp.db" and str(Path(db.path).parent) not in json.dumps(found)
+    with pytest.raises(ToolError, match="mcp.db") as refused:  # nor does a refusal that names the store
+        asyncio.run(server.call_tool("memory_list", {"scope": "nobody"}))
+    assert str(Path(db.path).parent) not in str(refused.value)
 
 
 def test_purge_needs_confirm_true_and_says_every_version_goes(served: tuple[WorldDB, Any]) -> None:

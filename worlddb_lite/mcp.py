@@ -509,7 +509,10 @@ def build_server(db: WorldDB) -> Any:
                 try:
                     return _result(method(*args, **kwargs))
                 except WorldDBError as exc:
-                    raise tool_error(f"{type(exc).__name__}: {_advice(str(exc))}") from None
+                    said = _advice(str(exc))
+                    for where in {db.path, os.path.abspath(db.path)} - {":memory:"}:  # as stats: the name alone
+                        said = said.replace(where, os.path.basename(where))
+                    raise tool_error(f"{type(exc).__name__}: {said}") from None
 
         return call
 
