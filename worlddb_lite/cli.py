@@ -66,7 +66,7 @@ def _open(args: argparse.Namespace, *, create: bool = False) -> WorldDB:
         raise StoreUnwritable(
             f"{args.db} is read-only here (this user may not write it or its folder), and `{args.command}` "
             f"writes; nothing was written. Run it as a user who may write both, or copy the store to a folder "
-            f"you can write; {', '.join(sorted(READS))} still read it where it is"
+            f"you can write; {', '.join(sorted(READS))} still read it in place"
         )
     return db
 

@@ -1191,7 +1191,7 @@ class WorldDB:
         """
         if self._sealed:  # ops/verify.py checks SQLite's structure on a second, plain connection
             raise StoreUnwritable(
-                f"cannot verify {self.path} where it lies: its folder is read-only here, and the check opens a "
+                f"cannot verify {self.path} in place: its folder is read-only here, and the check opens a "
                 "second connection SQLite cannot make without a -shm file beside the store; copy the store to a "
                 "folder you can write and verify the copy"
             )
