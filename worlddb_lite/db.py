@@ -21,7 +21,7 @@ import urllib.parse
 import uuid
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, cast
 
 import apsw
 import numpy as np
@@ -134,6 +134,23 @@ def _snapshot_connection(path: str) -> apsw.Connection:
     conn.load_extension(sqlite_vec.loadable_path())
     conn.enable_load_extension(False)
     return conn
+
+
+class _Unnamed:
+    """A sealed store's connection as ``verify_store`` sees it: one with no file name, like an in-memory one.
+
+    Named, the check of SQLite's structure opens a second, plain connection to the file (against a false
+    report while another process writes), which a read-only folder refuses; a sealed store has no writer.
+    """
+
+    def __init__(self, conn: apsw.Connection) -> None:
+        self._conn = conn
+
+    def db_filename(self, name: str) -> str:
+        return ""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._conn, name)
 
 
 class WorldDB:
@@ -1189,12 +1206,6 @@ class WorldDB:
         ``deep`` also recomposes every world's embedding from its members' vectors and recomputes
         every world root in the history log, reporting the first divergence.
         """
-        if self._sealed:  # ops/verify.py checks SQLite's structure on a second, plain connection
-            raise StoreUnwritable(
-                f"cannot verify {self.path} in place: its folder is read-only here, and the check opens a "
-                "second connection SQLite cannot make without a -shm file beside the store; copy the store to a "
-                "folder you can write and verify the copy"
-            )
         self._settle()
         outside = self._conn.getautocommit()
         with connection.translate():
@@ -1202,7 +1213,7 @@ class WorldDB:
                 self._conn.execute("begin")
             try:
                 return verify_store(
-                    self._conn,
+                    cast(apsw.Connection, _Unnamed(self._conn)) if self._sealed else self._conn,
                     self._store,
                     self._registry,
                     self._embedder is not None,
