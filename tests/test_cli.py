@@ -6,6 +6,7 @@ text (write, amend) load it; the store most tests read is built once per module.
 
 from __future__ import annotations
 
+import io
 import json
 import shutil
 from pathlib import Path
@@ -382,3 +383,25 @@ def test_a_mistyped_merges_points_to_merges(store: dict[str, str], capsys: pytes
     with pytest.raises(SystemExit) as info:
         main(["merge", store["path"]])
     assert info.value.code == 2 and "`worlddb merges DB`" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("given", ["garbage", "missing", "stdin"])
+def test_a_refused_import_into_a_new_store_leaves_no_store_behind(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, given: str
+) -> None:
+    """Issue 35: `import` created the store, then refused the file, and left the empty store (and -wal, -shm)."""
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"kind": "nothing we know"}\nnot JSON\n', encoding="utf-8")
+    monkeypatch.setattr("sys.stdin", io.StringIO(bad.read_text("utf-8")))
+    source = {"garbage": str(bad), "missing": str(tmp_path / "missing.jsonl"), "stdin": "-"}[given]
+    code, _, err = run(capsys, "import", str(tmp_path / "new.db"), source)
+    assert code == 2 and "Traceback" not in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.jsonl"]
+
+
+def test_a_refused_import_into_an_existing_store_keeps_it(
+    store: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    before = run_json(capsys, "stats", store["path"])["root"]
+    code, _, _ = run(capsys, "import", store["path"], store["path"] + ".missing.jsonl")
+    assert code == 2 and run_json(capsys, "stats", store["path"])["root"] == before

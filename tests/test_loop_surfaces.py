@@ -127,7 +127,7 @@ def test_the_loop_through_mcp(tmp_path: Path, embedder: StaticEmbedder) -> None:
         _mcp_asks(call)
         call("memory_retire", id=first)
         _mcp_asks(call, as_of="2023-12-15")
-        call("purge", id=said[0])
+        call("purge", id=said[0], confirm=True)
         _mcp_asks(call)
         for tool, arguments, message in [
             ("recall", {"query": "when is the standup?", "scope": "nobody"}, "NotFound: no scope named 'nobody'"),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -89,10 +90,61 @@ def test_remember_learns_the_notes_facts_so_the_current_one_answers(served: tupl
 def test_purge_through_mcp_erases_the_content(served: tuple[WorldDB, Any]) -> None:
     db, server = served
     secret = call(server, "remember", {"text": "my bank PIN is 4711", "scope": "ana"})["id"]
-    report = call(server, "purge", {"id": secret, "scope": "ana"})
+    report = call(server, "purge", {"id": secret, "scope": "ana", "confirm": True})
     assert secret in report["purged"]
     assert db.read(secret).content is None and db.search("PIN") == []
     assert call(server, "verify", {})["ok"] is True
+
+
+def test_stats_names_the_file_not_the_folders_it_lies_in(served: tuple[WorldDB, Any]) -> None:
+    """Issue 35: the absolute path went to the client (the folders name the person and the machine)."""
+    db, server = served
+    found = call(server, "stats", {})
+    assert found["path"] == "mcp.db" and str(Path(db.path).parent) not in json.dumps(found)
+    with pytest.raises(ToolError, match="mcp.db") as refused:  # nor does a refusal that names the store
+        asyncio.run(server.call_tool("memory_list", {"scope": "nobody"}))
+    assert str(Path(db.path).parent) not in str(refused.value)
+
+
+def test_purge_needs_confirm_true_and_says_every_version_goes(served: tuple[WorldDB, Any]) -> None:
+    """Issue 35: purging an old version's id erased every version, with no confirmation asked."""
+    db, server = served
+    old = call(server, "remember", {"text": "Ana lives in Austin", "scope": "ana"})["id"]
+    call(server, "amend", {"id": old, "text": "Ana lives in Denver"})
+    before = table_digest(db)
+    for arguments, reason in [
+        ({"id": old}, "InvalidInput: purge: confirm is required (true, to say the erasure is meant: every version"),
+        ({"id": old, "confirm": False}, "confirm must be true"),
+        ({"id": old, "confirm": "yes"}, "confirm: input should be a valid boolean, got 'yes'"),
+        ({"id": old, "confirm": 1}, "confirm: input should be a valid boolean"),
+    ]:
+        with pytest.raises(ToolError, match=re.escape(reason)) as info:
+            asyncio.run(server.call_tool("purge", arguments))
+        assert "\n" not in str(info.value) and "pydantic" not in str(info.value), str(info.value)
+        assert table_digest(db) == before, arguments
+    tools = {t.name: t for t in asyncio.run(server.list_tools())}
+    assert "EVERY version" in tools["purge"].description and "cannot be undone" in tools["purge"].description
+    assert "confirm" in (getattr(tools["purge"], "input_schema", None) or tools["purge"].inputSchema)["required"]
+    assert len(call(server, "purge", {"id": old, "confirm": True})["purged"]) >= 2
+
+
+@pytest.mark.parametrize(
+    ("name", "arguments", "said"),
+    [
+        ("recall", {}, "InvalidInput: recall: query is required (the question or words to recall by)"),
+        ("recall", {"query": "x", "k": "many"}, "InvalidInput: recall: k: input should be a valid integer"),
+        ("memory_write", {"text": ["a\nb"]}, "InvalidInput: memory_write: text: input should be a valid string"),
+    ],
+)
+def test_an_argument_the_sdk_refuses_is_one_clear_line(
+    served: tuple[WorldDB, Any], name: str, arguments: dict[str, Any], said: str
+) -> None:
+    """Issue 35: pydantic's dump came back: several lines, the arguments model's name and a URL."""
+    _, server = served
+    with pytest.raises(ToolError) as info:
+        asyncio.run(server.call_tool(name, arguments))
+    text = str(info.value)
+    assert text.startswith(said) and "\n" not in text and "http" not in text and "Arguments" not in text, text
 
 
 def test_a_refused_call_is_a_tool_error_with_the_reason_and_changes_nothing(served: tuple[WorldDB, Any]) -> None:
@@ -105,8 +157,8 @@ def test_a_refused_call_is_a_tool_error_with_the_reason_and_changes_nothing(serv
         ("amend", {"id": "0" * 64, "text": "x"}, "NotFound"),
         ("remember", {"text": "", "scope": "ana"}, "InvalidInput"),
         ("remember", {"text": "x", "valid_at": "yesterday-ish"}, "InvalidTime"),
-        ("purge", {"id": known, "scope": "bo"}, "not inside|outside"),
-        ("purge", {"id": known, "scope": "nobody"}, "NotFound"),
+        ("purge", {"id": known, "scope": "bo", "confirm": True}, "not inside|outside"),
+        ("purge", {"id": known, "scope": "nobody", "confirm": True}, "NotFound"),
         ("recall", {"query": "kept", "k": "many"}, "k"),  # the SDK's own validation
         ("read", {}, "id"),
     ]:
@@ -313,3 +365,44 @@ def test_the_server_answers_over_stdio(tmp_path: Path) -> None:
     assert refused
     with WorldDB(path) as db:  # the child closed the store cleanly; the memory is on disk
         assert db.verify().ok and db.stats()["nodes"] > 1
+
+
+def test_a_lone_surrogate_escape_over_stdio_is_answered_and_the_server_keeps_serving(tmp_path: Path) -> None:
+    """Issue 35: the SDK's JSON parser refused a request holding "\\ud800" and left it unanswered (the client hung).
+
+    Such an escape is read as U+FFFD, as the SDK reads bytes that are not UTF-8; a whole pair stays one character.
+    """
+    import select
+    import subprocess
+
+    path = tmp_path / "stdio.db"
+    child = subprocess.Popen(
+        [sys.executable, "-c", "from worlddb_lite.cli import main; main()", "mcp", str(path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    assert child.stdin is not None and child.stdout is not None
+    hello = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+    lines = [
+        json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": hello}),
+        json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"memory_write",'
+        '"arguments":{"text":"a\\ud800b \\ud83d\\ude00 \\\\ud800","scope":"s"}}}',
+        '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"memory_list","arguments":{"scope":"s"}}}',
+    ]
+    answers: dict[int, Any] = {}
+    try:
+        for line in lines:
+            child.stdin.write(line.encode() + b"\n")
+            child.stdin.flush()
+            asked = json.loads(line).get("id")
+            while asked is not None and asked not in answers and select.select([child.stdout], [], [], 20)[0]:
+                answer = json.loads(child.stdout.readline() or "{}")
+                answers[answer.get("id", -1)] = answer
+    finally:
+        child.stdin.close()
+        child.wait(timeout=30)
+    assert set(answers) == {0, 1, 2}, answers
+    listed = answers[2]["result"]["structuredContent"]["memories"]
+    assert listed[0]["content"] == "a\ufffdb \U0001f600 \\ud800"

@@ -132,19 +132,29 @@ def _client_with(url: str, token: str) -> Any:
     return http_client(url, http_client=httpx2.AsyncClient(headers=headers, follow_redirects=True))
 
 
+def _post(url: str, headers: dict[str, str]) -> Any:
+    import urllib.request
+
+    return urllib.request.Request(url, data=b"{}", headers={"Content-Type": "application/json", **headers})
+
+
 def test_a_token_guards_every_request(tmp_path: Path) -> None:
     import urllib.error
     import urllib.request
 
     secret = tmp_path / "token"
     secret.write_text("s3cret-token-for-tests\n", encoding="utf-8")
+    secret.chmod(0o600)
     child, url = start_server(tmp_path / "t.db", tmp_path / "t.log", "--token-file", str(secret))
     try:
-        for header in ({}, {"Authorization": "Bearer wrong"}):
-            request = urllib.request.Request(url, data=b"{}", headers={"Content-Type": "application/json", **header})
+        for header in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "Basic s3cret-token-for-tests"}):
             with pytest.raises(urllib.error.HTTPError) as refused:
-                urllib.request.urlopen(request, timeout=10)
+                urllib.request.urlopen(_post(url, header), timeout=10)
             assert refused.value.code == 401
+        for scheme in ("bearer", "BEARER", "Bearer "):  # RFC 7235: the scheme's name is case-insensitive
+            with pytest.raises(urllib.error.HTTPError) as passed:  # past the guard, the SDK refuses a bare {}
+                urllib.request.urlopen(_post(url, {"Authorization": f"{scheme} s3cret-token-for-tests"}), timeout=10)
+            assert passed.value.code != 401, scheme
 
         async def talk() -> Any:
             async with (
@@ -170,3 +180,26 @@ def test_a_host_beyond_loopback_needs_a_token_and_nothing_is_created(tmp_path: P
     )
     assert done.returncode == 2 and "--token-file" in done.stderr
     assert not (tmp_path / "open.db").exists()
+
+
+@pytest.mark.parametrize("mode", [0o644, 0o640, 0o604, 0o660], ids=oct)
+def test_a_token_file_others_can_read_is_refused_and_nothing_is_created(tmp_path: Path, mode: int) -> None:
+    """Issue 35: a world-readable token file was taken silently; its secret is no secret."""
+    secret = tmp_path / "token"
+    secret.write_text("s3cret-token-for-tests\n", encoding="utf-8")
+    secret.chmod(mode)
+    args = [str(tmp_path / "t.db"), "--http", "--port", "0", "--token-file", str(secret)]
+    done = subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=30)
+    assert done.returncode == 2 and "chmod 600" in done.stderr and f"mode {mode:o}" in done.stderr
+    assert "Traceback" not in done.stderr and not (tmp_path / "t.db").exists()
+
+
+def test_a_token_file_without_http_is_refused_and_nothing_is_created(tmp_path: Path) -> None:
+    """Issue 35: --token-file without --http was dropped silently (stdio served, no token asked)."""
+    secret = tmp_path / "token"
+    secret.write_text("s3cret-token-for-tests\n", encoding="utf-8")
+    secret.chmod(0o600)
+    args = [str(tmp_path / "t.db"), "--token-file", str(secret)]
+    done = subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+    assert done.returncode == 2 and "--http" in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "t.db").exists()

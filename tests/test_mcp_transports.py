@@ -65,7 +65,7 @@ def script() -> Script:
         ("retire", lambda s: {"id": s["amended"]["id"]}, has("retired")),
         ("memory_write", lambda s: {"text": "scratch for the run", "scope": "run:1"}, keep("scratch")),
         ("memory_retire_all", lambda s: {"scope": "run:1"}, has("retired")),
-        ("purge", lambda s: {"id": s["scratch"]["id"]}, lambda a, _: None),
+        ("purge", lambda s: {"id": s["scratch"]["id"], "confirm": True}, lambda a, _: None),
         ("memory_purge_scope", lambda s: {"scope": "run:1", "confirm": "run:1"}, has("erased")),
         ("stats", lambda s: {}, lambda a, _: None),
         ("verify", lambda s: {}, lambda a, _: None),

@@ -27,7 +27,7 @@ from . import (
     load_conversations,
 )
 from .db import CONSOLIDATION_STEPS, DEFAULT_BUDGET, DEFAULT_EXTRACTOR, DEFAULT_MIN_AGE, DEFAULT_SCOPE, WorldDB
-from .errors import InvalidInput, MissingExtra, WorldDBError
+from .errors import InvalidInput, MissingExtra, StoreUnwritable, WorldDBError
 from .types import SCOPE_KINDS, Node, Page, plain, scope_record
 
 MCP_EXTRA = "pip install 'worlddb_lite[mcp]'"  # the MCP server's SDK is not in the default install
@@ -52,10 +52,23 @@ def command(name: str, help_text: str, arguments: Arguments) -> Callable[[Handle
     return wrap
 
 
+# what a store this user may not write still answers (`WorldDB.read_only`); every other command writes
+READS = frozenset({"read", "history", "search", "list", "scopes", "recall", "merges", "verify", "stats", "export"})
+
+
 def _open(args: argparse.Namespace, *, create: bool = False) -> WorldDB:
     if args.model:
-        return WorldDB(args.db, embedder=StaticEmbedder(args.model), create=create)
-    return WorldDB(args.db, create=create)
+        db = WorldDB(args.db, embedder=StaticEmbedder(args.model), create=create)
+    else:
+        db = WorldDB(args.db, create=create)
+    if db.read_only and args.command not in READS:
+        db.close()
+        raise StoreUnwritable(
+            f"{args.db} is read-only here (this user may not write it or its folder), and `{args.command}` "
+            f"writes; nothing was written. Run it as a user who may write both, or copy the store to a folder "
+            f"you can write; {', '.join(sorted(READS))} still read it in place"
+        )
+    return db
 
 
 def _node_text(node: Node) -> str:
@@ -671,10 +684,16 @@ def cmd_export(args: argparse.Namespace) -> Any:
     _with(lambda p: p.add_argument("file", help="the .jsonl file `worlddb export` wrote; - reads standard input")),
 )
 def cmd_import(args: argparse.Namespace) -> Any:
-    with _open(args, create=True) as db:
-        if args.file == "-":
-            return db.import_records(sys.stdin)
-        return db.import_records(args.file)
+    new = args.db != ":memory:" and not os.path.lexists(args.db)
+    try:
+        with _open(args, create=True) as db:
+            return db.import_records(sys.stdin if args.file == "-" else args.file)
+    except BaseException:
+        if new:  # the store this command created holds nothing: a refused import leaves no empty store behind
+            for suffix in ("", "-wal", "-shm", "-journal"):
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(args.db + suffix)
+        raise
 
 
 # ---- sync between replicas (ops/sync.py) ------------------------------------------------------
@@ -866,8 +885,8 @@ def cmd_replica(args: argparse.Namespace) -> Any:
         ),
         lambda p: p.add_argument(
             "--token-file",
-            help="with --http: a file holding a secret every request must send as 'Authorization: Bearer SECRET' "
-            "(default: none, loopback only)",
+            help="with --http: a file holding a secret every request must send as 'Authorization: Bearer SECRET'; "
+            "only its owner may read it (chmod 600) (default: none, loopback only)",
         ),
     ),
 )
@@ -883,12 +902,12 @@ def cmd_mcp(args: argparse.Namespace) -> Any:
             f"it is the mcp extra: {MCP_EXTRA}"
         ) from None
 
-    token = None
-    if args.token_file is not None:
-        try:
-            token = Path(args.token_file).read_text("utf-8").strip()
-        except (OSError, UnicodeError) as exc:
-            raise InvalidInput(f"cannot read the token file {args.token_file}: {exc}") from None
+    if args.token_file is not None and not args.http:
+        raise InvalidInput(
+            "--token-file guards the HTTP transport, and stdio has no requests to guard; add --http to serve "
+            "over HTTP behind the token, or leave --token-file out"
+        )
+    token = None if args.token_file is None else _token(args.token_file)
     if args.http:
         check_http(args.host, token)  # before the store is opened (or created)
     with _open(args, create=True) as db:
@@ -896,6 +915,21 @@ def cmd_mcp(args: argparse.Namespace) -> Any:
             serve_http(db, host=args.host, port=args.port, token=token)
         else:
             serve(db)
+
+
+def _token(path: str) -> str:
+    """The secret in a token file that only its owner can read."""
+    try:
+        mode = os.stat(path).st_mode
+        token = Path(path).read_text("utf-8").strip()
+    except (OSError, UnicodeError) as exc:
+        raise InvalidInput(f"cannot read the token file {path}: {exc}") from None
+    if os.name == "posix" and mode & 0o066:  # Windows keeps no such bits: its ACLs are another matter
+        raise InvalidInput(
+            f"the token file {path} can be read or changed by others (mode {mode & 0o777:o}), so its secret is "
+            f"not one; make it the owner's alone: chmod 600 {path}"
+        )
+    return token
 
 
 @command(

@@ -17,15 +17,18 @@ WorldDB paper's ``memory_*`` surface, named apart from Mem0's so both servers fi
 from __future__ import annotations
 
 import inspect
+import io
 import json
+import os
+import re
 import threading
 from collections.abc import Callable
 from functools import wraps
 from importlib import metadata
 from types import FrameType
-from typing import Annotated, Any, Literal
+from typing import IO, Annotated, Any, Literal, get_type_hints
 
-from pydantic import Field
+from pydantic import Field, ValidationError
 
 from . import __version__
 from .db import DEFAULT_BUDGET, DEFAULT_EXTRACTOR, DEFAULT_SCOPE, MAX_SCOPES, WorldDB
@@ -224,14 +227,30 @@ class MemoryTools:
     def purge(  # noqa: A002
         self,
         id: Ref,
+        confirm: Annotated[
+            bool,
+            Field(
+                strict=True,  # JSON true only: not "yes", not 1
+                description="true, to say the erasure is meant: every version of the memory and all that was "
+                "learned from them go for good, and it cannot be undone",
+            ),
+        ],
         scope: Annotated[str | None, Field(description="refuse unless the memory lies inside this scope")] = None,
     ) -> dict[str, Any]:
-        """Erase a memory's content for good (with its versions and what was learned from it)."""
+        """Erase a memory for good: EVERY version of it and every fact learned from any of them; cannot be undone.
+
+        The id of any one version, older or newer, names them all; only their hashes stay. Only with ``confirm``
+        true. To close a memory that stopped being true and keep its history, use ``memory_retire``.
+        """
+        if confirm is not True:
+            raise InvalidInput("confirm must be true to purge: it erases every version for good; nothing was purged")
         return dict(plain(self.db.purge(id, scope=scope)))
 
     def stats(self) -> dict[str, Any]:
-        """Counts, sizes and the store's Merkle root."""
-        return dict(plain(self.db.stats()))
+        """Counts, sizes and the store's Merkle root; the store's file name, not where it lies."""
+        found = dict(plain(self.db.stats()))
+        found["path"] = os.path.basename(found["path"])  # the folders name the person and their machine
+        return found
 
     def verify(self) -> dict[str, Any]:
         """Recompute every hash and root; lists any broken invariant."""
@@ -411,6 +430,30 @@ def _advice(message: str) -> str:
     return message
 
 
+def _described(method: Callable[..., Any]) -> dict[str, str]:
+    """What each parameter of a tool is, as its ``Field`` describes it to the model."""
+    out = {}
+    for name, hint in get_type_hints(method, include_extras=True).items():
+        for extra in getattr(hint, "__metadata__", ()):
+            if getattr(extra, "description", None):
+                out[name] = extra.description
+    return out
+
+
+def _invalid(tool: str, error: ValidationError, described: dict[str, str]) -> str:
+    """The arguments pydantic refused, on one line: each one's name and what is wrong with it."""
+    said = []
+    for problem in error.errors(include_url=False):
+        where = ".".join(str(part) for part in problem["loc"]) or "the arguments"
+        if problem["type"] == "missing":
+            said.append(f"{where} is required" + (f" ({described[where]})" if where in described else ""))
+        else:
+            given = repr(problem.get("input"))
+            given = given if len(given) <= 40 else given[:37] + "..."
+            said.append(f"{where}: {problem['msg'][:1].lower()}{problem['msg'][1:]}, got {given}")
+    return " ".join(f"{tool}: {'; '.join(said)}".split())  # no line breaks, whatever the input held
+
+
 def _result(value: Any) -> Any:
     """A dict as one compact JSON text plus the same structured content; text stays text."""
     if not isinstance(value, dict):
@@ -440,6 +483,7 @@ def build_server(db: WorldDB) -> Any:
     tools, lock = MemoryTools(db), threading.Lock()
     parent: Any = server_class  # the SDK's class, subclassed below to check argument names
     takes = {name: set(inspect.signature(getattr(tools, name)).parameters) for name in TOOL_NAMES}
+    described = {name: _described(getattr(tools, name)) for name in TOOL_NAMES}
 
     async def call_tool(self: Any, name: str, arguments: dict[str, Any] | None, *rest: Any, **options: Any) -> Any:
         unknown = sorted(set(arguments or {}) - takes.get(name, set(arguments or {})))
@@ -448,7 +492,12 @@ def build_server(db: WorldDB) -> Any:
             raise tool_error(
                 f"InvalidInput: {name} takes no argument {', '.join(map(repr, unknown))}; it takes {allowed}"
             )
-        return await parent.call_tool(self, name, arguments, *rest, **options)
+        try:
+            return await parent.call_tool(self, name, arguments, *rest, **options)
+        except tool_error as exc:
+            if isinstance(exc.__cause__, ValidationError):  # the SDK's dump: lines, a URL, the model's name
+                raise tool_error(f"InvalidInput: {_invalid(name, exc.__cause__, described.get(name, {}))}") from None
+            raise
 
     server_type = type("WorldDBServer", (server_class,), {"call_tool": call_tool})
     server = server_type("worlddb", instructions=INSTRUCTIONS, version=version())
@@ -460,7 +509,10 @@ def build_server(db: WorldDB) -> Any:
                 try:
                     return _result(method(*args, **kwargs))
                 except WorldDBError as exc:
-                    raise tool_error(f"{type(exc).__name__}: {_advice(str(exc))}") from None
+                    said = _advice(str(exc))
+                    for where in {db.path, os.path.abspath(db.path)} - {":memory:"}:  # as stats: the name alone
+                        said = said.replace(where, os.path.basename(where))
+                    raise tool_error(f"{type(exc).__name__}: {said}") from None
 
         return call
 
@@ -476,7 +528,60 @@ HTTP_PATH = "/mcp"
 
 def serve(db: WorldDB) -> None:
     """Answer MCP requests on stdin/stdout with ``db`` until the client leaves."""
-    build_server(db).run()
+    import sys
+
+    server = build_server(db)
+    stdin = sys.stdin
+    sys.stdin = io.TextIOWrapper(io.BufferedReader(_WholeCharacters(stdin.buffer)), encoding="utf-8")
+    try:
+        server.run()
+    finally:
+        sys.stdin = stdin
+
+
+# a JSON escape: \uXXXX (its hex kept) or any other, so an escaped backslash is never read as the start of one
+_ESCAPE = re.compile(rb"\\(?:u([0-9a-fA-F]{4})|.)", re.DOTALL)
+
+
+def _whole_characters(line: bytes) -> bytes:
+    r"""``line`` with each lone surrogate escape (``\ud800`` not part of a pair) read as U+FFFD.
+
+    The SDK's JSON parser refuses a request holding one and leaves it unanswered (the client waits for
+    ever); it already reads bytes that are not UTF-8 as U+FFFD, and this does the same for the escapes.
+    """
+    if b"\\u" not in line:
+        return line
+    escapes = [(m.start(), m.end(), int(m[1], 16) if m[1] else 0) for m in _ESCAPE.finditer(line)]
+    out, last, at = [], 0, 0
+    while at < len(escapes):
+        start, end, code = escapes[at]
+        after = escapes[at + 1] if at + 1 < len(escapes) else (-1, -1, 0)
+        if 0xD800 <= code <= 0xDBFF and after[0] == end and 0xDC00 <= after[2] <= 0xDFFF:
+            at += 2  # a whole pair: one character
+            continue
+        if 0xD800 <= code <= 0xDFFF:
+            out += [line[last:start], rb"\ufffd"]
+            last = end
+        at += 1
+    return b"".join([*out, line[last:]])
+
+
+class _WholeCharacters(io.RawIOBase):
+    """Standard input's bytes a line at a time, lone surrogate escapes read as U+FFFD (``_whole_characters``)."""
+
+    def __init__(self, source: IO[bytes]) -> None:
+        self.source, self.left = source, b""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, into: Any) -> int:
+        if not self.left:
+            self.left = _whole_characters(self.source.readline())
+        size = min(len(into), len(self.left))
+        into[:size] = self.left[:size]
+        self.left = self.left[size:]
+        return size
 
 
 def check_http(host: str, token: str | None) -> None:
@@ -491,15 +596,19 @@ def check_http(host: str, token: str | None) -> None:
 
 
 def _bearer(app: Any, token: str) -> Any:
-    """``app`` behind a bearer token: an HTTP request without ``Authorization: Bearer <token>`` gets 401."""
+    """``app`` behind a bearer token: an HTTP request without ``Authorization: Bearer <token>`` gets 401.
+
+    The scheme's name is matched in any case (``bearer``, ``BEARER``: RFC 7235), the token exactly.
+    """
     import hmac
 
-    expected = f"Bearer {token}".encode()
+    expected = token.encode()
 
     async def guarded(scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope.get("type") == "http":
-            given = dict(scope.get("headers") or ()).get(b"authorization", b"")
-            if not hmac.compare_digest(given, expected):  # the same time whatever the guess
+            scheme, _, given = dict(scope.get("headers") or ()).get(b"authorization", b"").partition(b" ")
+            right = hmac.compare_digest(given.strip(b" "), expected)  # the same time whatever the guess
+            if not (right and scheme.lower() == b"bearer"):
                 body = b'{"error": "missing or wrong bearer token"}'
                 headers = [(b"content-type", b"application/json"), (b"www-authenticate", b"Bearer")]
                 await send({"type": "http.response.start", "status": 401, "headers": headers})
