@@ -155,6 +155,7 @@ def test_verify_exits_0_on_a_healthy_store(store: dict[str, str], capsys: pytest
     assert code == 0
     assert out.startswith("ok: checked")
     assert "checking" in err  # progress goes to stderr
+    assert "\nunchecked alias: " in out  # what verify cannot tell forged from real is listed, with why
 
 
 @pytest.mark.parametrize("tamper", ["fts", "root", "trigger"])

@@ -993,6 +993,8 @@ def _print(result: Any, as_json: bool) -> None:
             print(f"VIOLATION {v.invariant}: {v.detail}")
         counts = ", ".join(f"{k}={v}" for k, v in result.checked.items())
         print(("ok: " if result.ok else f"{len(result.violations)} violation(s); ") + f"checked {counts}")
+        for table, why in getattr(result, "unchecked", {}).items():  # what no row witnesses, said, not left out
+            print(f"unchecked {table}: {why}")
     elif isinstance(result, dict):
         for key, value in result.items():
             print(f"{key}: {_value_text(value)}")
