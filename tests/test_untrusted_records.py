@@ -94,7 +94,7 @@ def _set_field(kind: str, name: str, value: Any, test: Callable[[Record], bool] 
         ("valid_at", "1990-01-01T00:00:00.000000Z", "'valid_at' disagrees with the valid_at the body hashes"),
         ("invalid_at", "2000-01-01T00:00:00.000000Z", "'invalid_at' .* is before 'valid_at'"),
         ("salience", 10**400, "finite number"),
-        ("salience", -1e300, "finite number"),
+        ("roots", [["2024-12-01T00:00:00.000000Z", "ab" * 32, 1]], "carries no logged roots"),
         ("slot", 2**70, "whole number"),
     ],
 )
@@ -294,3 +294,14 @@ def test_a_set_that_committed_never_reports_failure(pair: Any, monkeypatch: pyte
     monkeypatch.setattr(sync, "sweep_arrived", real)
     assert "sweep_failed" not in b.apply_changes(data)  # the next apply sweeps what the failed one left
     assert b.verify(deep=True).ok
+
+
+def test_what_the_write_path_takes_travels(pair: Any) -> None:
+    """A file is held to the write path's rules, no stricter: a salience past 1e9 and a text NFC lengthens sync
+    (review: a bound only files had made two replicas refuse each other's sets for good)."""
+    a, b = pair
+    a.write("a weighty memory", scope="ana", salience=1e300)
+    a.write("\u0958" * 300_000, scope="ana", extractor=None)  # NFC makes it 600,000 characters
+    assert b.sync(a)["converged"]
+    with pytest.raises(InvalidInput, match="props nest deeper than 32 levels"):
+        a.write("deep", scope="ana", props=json.loads('{"a":' * 40 + "1" + "}" * 40))

@@ -367,6 +367,8 @@ def apply(
         transfer.take(parsed, line, record)
         if record["kind"] in ("node", "edge") and record.get("ord") is None:  # every store that syncs writes one
             raise InvalidInput(f"record {line}: a member without its 'ord'; nothing was applied")
+        if record.get("roots"):  # a change set sends rows, not logged history: each store logs its own roots
+            raise InvalidInput(f"record {line}: a change set's node carries no logged roots; nothing was applied")
 
     cs = changeset.read(_source(source), header=header_first, record=each)
     header = cs.header
