@@ -471,7 +471,7 @@ def _check_other(record: dict[str, Any], line: int) -> None:
     elif kind == "proposal":
         if _field(record, line, "a", "hex") == _field(record, line, "b", "hex"):
             raise _bad(line, "a merge proposal joins a node to itself")
-        if record.get("status") not in {s.value for s in MergeStatus}:
+        if not isinstance(record.get("status"), str) or record["status"] not in {s.value for s in MergeStatus}:
             raise _bad(line, "field 'status' is not pending, accepted or rejected")
         _field(record, line, "proposed_at", "time")
         _field(record, line, "decided_at", "time", optional=True)
@@ -480,7 +480,9 @@ def _check_other(record: dict[str, Any], line: int) -> None:
         _field(record, line, "reason", "text", optional=True)
         decided = {MergeStatus.ACCEPTED.value, MergeStatus.REJECTED.value}
         if record.get("conflict") is not None and (
-            record["conflict"] not in decided or record["status"] not in decided - {record["conflict"]}
+            not isinstance(record["conflict"], str)
+            or record["conflict"] not in decided
+            or record["status"] not in decided - {record["conflict"]}
         ):
             raise _bad(line, "field 'conflict' is not the other decision of a decided proposal")
     else:
@@ -803,16 +805,25 @@ def _merges_whole(store: Store, parsed: Parsed, known: Mapping[str, int], *, par
 
 
 def _superseded_closed(store: Store, parsed: Parsed, held: Mapping[bytes, int]) -> None:
-    """An open ``supersedes`` edge's older end is closed, in the file or here (``verify``'s validity invariant)."""
+    """A ``supersedes`` edge's older end closes by the time the newer begins (``verify``'s validity invariant).
+
+    Both ends as they will stand: a state in the file merges with this store's to the earlier close.
+    """
+
+    def state(hex_id: str) -> tuple[str | None, str | None]:  # (valid_at, invalid_at) once merged
+        sent = parsed.nodes.get(hex_id)
+        nid = held.get(bytes.fromhex(hex_id)) or store.nid_of(bytes.fromhex(hex_id))
+        here = store.node_row(nid) if nid is not None else None
+        valid = [v for v in (sent and sent[1]["valid_at"], here and here.valid_at) if v]
+        closes = [v for v in (sent and sent[1].get("invalid_at"), here and here.invalid_at) if v]
+        return (min(valid) if valid else None), (min(closes) if closes else None)
+
     for line, rec in parsed.edges:
-        if rec["type"] != "supersedes" or rec.get("invalid_at") is not None:
+        if rec["type"] != "supersedes":
             continue
-        sent = parsed.nodes.get(rec["dst"])
-        nid = held.get(bytes.fromhex(rec["dst"])) or store.nid_of(bytes.fromhex(rec["dst"]))
-        if (sent is None or sent[1].get("invalid_at") is None) and (
-            nid is None or store.node_row(nid).invalid_at is None
-        ):
-            raise _bad(line, f"a supersedes edge names {rec['dst'][:16]}… as replaced, but it is still open")
+        (begins, _), (_, closed) = state(rec["src"]), state(rec["dst"])
+        if closed is None or (begins is not None and closed > begins):
+            raise _bad(line, f"a supersedes edge names {rec['dst'][:16]}… as replaced, but it is not closed by then")
 
 
 def _purged_in_time(store: Store, parsed: Parsed, held: Mapping[bytes, int]) -> None:
