@@ -22,7 +22,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_PATH = ROOT / "tests" / "fixtures" / "scenarios" / "cases.jsonl"
-LOCOMO_PATH = ROOT.parent.parent / "shared" / "data" / "locomo" / "locomo10.json"
+LOCOMO_PATH = ROOT.parent / "shared" / "data" / "locomo" / "locomo10.json"  # shared/ beside the checkout
 
 KINDS = (
     "note_among_conversation",
