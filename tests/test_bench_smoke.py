@@ -582,3 +582,12 @@ def test_sync_bench_smoke(tmp_path):
         assert case["again"]["converged"] and case["per_1k"]["sync"]["s_per_1k"] > 0
         records[count] = sync["records"]
     assert records[50] < records[100] < 3 * records[50]  # grows with the difference, not with the store
+
+
+def test_scenarios_smoke(tmp_path):
+    if not (BENCH.parent.parent / "shared" / "data" / "locomo" / "locomo10.json").is_file():
+        pytest.skip("the scenarios hold LoCoMo conversations: ../shared/data/locomo is absent")
+    result = run("scenarios.py", "--split", "dev", "--limit", "3", tmp_path=tmp_path, store=False)
+    assert result["cases"] == 3
+    for system in ("worlddb", "bm25", "dense", "rrf", "rrf_newest"):
+        assert result["systems"][system]["dev"]["overall"]["n"] == 3
