@@ -143,30 +143,11 @@ def scope_kind(value: object) -> str | None:
     raise InvalidInput(f"kind must be one of {', '.join(SCOPE_KINDS)}, got {value!r}")
 
 
-MAX_PROPS_DEPTH = 32  # nested deeper, props break JSON readers (Python's, SQLite's) and no file carries them
-
-
 def props(value: object) -> Mapping[str, Any] | None:
-    """Properties: None or a mapping, nested at most ``MAX_PROPS_DEPTH`` deep (values are checked when hashed)."""
+    """Properties: None or a mapping (its values are checked when hashed)."""
     if value is not None and not isinstance(value, Mapping):
         raise InvalidInput(f"props must be a mapping of text keys to values, got {type(value).__name__}")
-    if value is not None and depth_over(value, MAX_PROPS_DEPTH):
-        raise InvalidInput(f"props nest deeper than {MAX_PROPS_DEPTH} levels; keep them flat")
     return value
-
-
-def depth_over(value: object, most: int) -> bool:
-    """Whether ``value`` (mappings and lists inside each other) nests more than ``most`` deep; no recursion."""
-    level: list[Any] = [value]
-    for _ in range(most + 1):
-        level = [
-            v
-            for x in level
-            for v in (x.values() if isinstance(x, Mapping) else x if isinstance(x, list | tuple) else ())
-        ]
-        if not level:
-            return False
-    return True
 
 
 def aliases(value: object) -> list[str]:

@@ -362,6 +362,14 @@ def apply(
         parsed.header = header
 
     def each(line: int, record: dict[str, Any]) -> None:  # as it is parsed: a set of bad records stops at the first
+        try:
+            checked(line, record)
+        except InvalidInput as exc:  # read before the end line's digest: an edited set fails here first
+            raise InvalidInput(
+                f"{exc} (a change set whose records fail these checks was altered, damaged or forged)"
+            ) from None
+
+    def checked(line: int, record: dict[str, Any]) -> None:
         if record.get("kind") == "queued":
             raise InvalidInput(f"record {line}: a change set carries no waiting extractions; nothing was applied")
         transfer.take(parsed, line, record)

@@ -332,10 +332,12 @@ def _field(record: Mapping[str, Any], line: int, name: str, kind: str, *, option
     return value
 
 
-def _shallow(value: Any, line: int, what: str) -> None:
-    """Refuse ``value`` nested deeper than the write path takes props (``checks.MAX_PROPS_DEPTH``)."""
-    if checks.depth_over(value, checks.MAX_PROPS_DEPTH):
-        raise _bad(line, f"{what} nest deeper than {checks.MAX_PROPS_DEPTH} levels")
+def _hashable(value: Any, line: int, what: str) -> str:
+    """``value`` as the write path hashes it (``hashing.canonical_json``: its depth and value rules), or refused."""
+    try:
+        return canonical_json(value)
+    except InvalidInput as exc:
+        raise _bad(line, f"{what}: {exc}") from None
 
 
 def _finite(value: object) -> bool:
@@ -392,7 +394,9 @@ def _check_node(record: dict[str, Any], line: int) -> None:
             raise _bad(line, "field 'body' is not a node's JSON object with text (or null) 'name' and 'content'")
         if len(said.get("content") or "") > 3 * checks.MAX_TEXT_CHARS:  # the write path's limit, before NFC's growth
             raise _bad(line, f"the node says more than {3 * checks.MAX_TEXT_CHARS:,} characters, which no store writes")
-        _shallow(said.get("props"), line, "the body's props")
+        if not isinstance(said.get("props", {}), dict):
+            raise _bad(line, "the body's props are not a mapping, as every node's are")
+        _hashable(said.get("props") or {}, line, "the body's props")
         if said.get("type") != record["type"] or said.get("parent") != parent:
             raise _bad(line, "fields 'type' and 'parent' disagree with the body")
         if "valid_at" in said and said["valid_at"] != record["valid_at"]:  # a timeless world's has none
@@ -439,7 +443,7 @@ def _check_edge(record: dict[str, Any], line: int) -> None:
     _field(record, line, "slot", "int")
     _field(record, line, "ord", "int", optional=True)
     props = _field(record, line, "props", "dict")
-    _shallow(props, line, "field 'props'")
+    props_json = _hashable(props, line, "field 'props'")
     valid_at = _field(record, line, "valid_at", "time")
     _field(record, line, "created_at", "time")
     for name in ("invalid_at", "closed_at"):
@@ -449,7 +453,7 @@ def _check_edge(record: dict[str, Any], line: int) -> None:
         raise _bad(line, f"edge {raw[:16]}… links a node to itself; no edge type takes a loop")
     if record.get("expired_at") is not None:
         raise _bad(line, "field 'expired_at' of an edge is set; edges are closed, never retracted")
-    if edge_id(edge_body(edge_type, src, dst, valid_at, canonical_json(props))).hex() != raw:
+    if edge_id(edge_body(edge_type, src, dst, valid_at, props_json)).hex() != raw:
         raise _bad(line, f"edge {raw[:16]}… does not hash to its id (its type, ends, props or valid_at changed)")
     changes = record.get("changes", [])
     if not isinstance(changes, list) or not all(isinstance(c, list) and len(c) == 3 for c in changes):

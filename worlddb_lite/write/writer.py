@@ -222,7 +222,7 @@ class Writer:
                 newer = ", ".join(i[:12] for i in current.superseded_by) or "none"
                 raise NotCurrent(
                     f"{current.id[:12]} is no longer current (superseded by: {newer}; "
-                    f"retired: {current.retired}); amend its current version"
+                    f"retired: {'yes' if current.retired else 'no'}); amend its current version"
                 )
             # Ask the supersedes handler first, so a refusal writes nothing (not even the new node).
             view = EndView(-1, "(new version)", old.type, valid or txn.now, None, None, False)
