@@ -17,20 +17,17 @@ import contextlib
 import datetime as dt
 import io
 import os
-import urllib.parse
 import uuid
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, cast
+from typing import IO, TYPE_CHECKING, Any
 
-import apsw
 import numpy as np
-import sqlite_vec
 
 from . import checks
 from .checks import MAX_SCOPES, file_name
 from .edges import EdgeRegistry, EdgeType
-from .errors import IntegrityViolation, InvalidInput, NotFound, StoreUnwritable, WorldDBError
+from .errors import IntegrityViolation, InvalidInput, NotFound, WorldDBError
 from .models.embed import Embedder, embed_checked, token_table
 from .ops import consolidation, maintenance, purge, reembed, retention, sync, transfer
 from .ops.consolidation import DEFAULT_MIN_AGE, Consolidation
@@ -95,64 +92,6 @@ __all__ = [
 ]
 
 
-def _may_write(path: str) -> bool:
-    """Whether this process may write ``path`` (its effective ids, where the system can tell)."""
-    effective = os.access in os.supports_effective_ids
-    return os.access(path, os.W_OK, effective_ids=effective)
-
-
-def _read_only_place(path: str) -> tuple[bool, bool]:
-    """Whether this process may not write the store at ``path``, and whether it may not write its folder."""
-    if path == ":memory:" or not os.path.isfile(path):
-        return False, False
-    folder = not _may_write(os.path.dirname(os.path.abspath(path)))
-    return folder or not _may_write(path), folder
-
-
-def _snapshot_connection(path: str) -> apsw.Connection:
-    """A read-only connection to a store whose folder or file cannot be written, or StoreUnwritable.
-
-    SQLite reads a WAL store through its -shm file, which it cannot create in a read-only folder; opened
-    ``immutable`` it reads the main file alone, with no locks. That is whole only when no -wal beside it
-    holds commits not yet folded in, so a store with one is refused, saying what to do. (This would sit in
-    store/connection.py beside ``connect``; issue 35 kept that file to its other editors.)
-    """
-    wal = path + "-wal"
-    if os.path.exists(wal) and os.path.getsize(wal) > 0:
-        raise StoreUnwritable(
-            f"{path} is read-only here (this user may not write it or its folder), and its write-ahead log "
-            f"{wal} holds commits not yet folded into it, which SQLite cannot read without writing beside "
-            f"it; run `worlddb checkpoint {path}` as a user who may write the folder, or copy the store with "
-            "its -wal file to a folder you can write"
-        )
-    uri = "file:" + urllib.parse.quote(os.path.abspath(path)) + "?immutable=1"
-    try:
-        conn = apsw.Connection(uri, flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI)
-    except apsw.Error as exc:
-        raise StoreUnwritable(f"cannot open {path} read-only: {exc}; check that this user may read it") from None
-    conn.enable_load_extension(True)
-    conn.load_extension(sqlite_vec.loadable_path())
-    conn.enable_load_extension(False)
-    return conn
-
-
-class _Unnamed:
-    """A sealed store's connection as ``verify_store`` sees it: one with no file name, like an in-memory one.
-
-    Named, the check of SQLite's structure opens a second, plain connection to the file (against a false
-    report while another process writes), which a read-only folder refuses; a sealed store has no writer.
-    """
-
-    def __init__(self, conn: apsw.Connection) -> None:
-        self._conn = conn
-
-    def db_filename(self, name: str) -> str:
-        return ""
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._conn, name)
-
-
 class WorldDB:
     """One memory store in one SQLite file.
 
@@ -182,9 +121,9 @@ class WorldDB:
         # True when this process may not write the file or its folder (a read-only folder, file or file
         # system): SQLite cannot keep the -wal and -shm files beside it, so the store is read as it lies
         # (in a folder it may write, SQLite itself reads a file it may not write, the -shm made beside it)
-        self.read_only, self._sealed = _read_only_place(self.path)
+        self.read_only, self._sealed = connection.read_only_place(self.path)
         sealed = self._sealed
-        self._conn = _snapshot_connection(self.path) if sealed else connection.connect(self.path, create=create)
+        self._conn = connection.connect_sealed(self.path) if sealed else connection.connect(self.path, create=create)
         try:
             new = connection.check(self._conn, self.path, create)
             if not new:
@@ -1220,7 +1159,7 @@ class WorldDB:
                 self._conn.execute("begin")
             try:
                 return verify_store(
-                    cast(apsw.Connection, _Unnamed(self._conn)) if self._sealed else self._conn,
+                    self._conn,
                     self._store,
                     self._registry,
                     self._embedder is not None,
@@ -1228,6 +1167,7 @@ class WorldDB:
                     deep=deep,
                     tokens=token_table(self._embedder),
                     embed=self._verify_embed(),
+                    sealed=self._sealed,
                 )
             finally:
                 if outside and not self._conn.getautocommit():

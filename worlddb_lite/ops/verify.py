@@ -70,15 +70,17 @@ CHANGE_TRIGGERS = (
 )
 
 
-def _structure(conn: apsw.Connection) -> list[str]:
+def _structure(conn: apsw.Connection, *, sealed: bool = False) -> list[str]:
     """SQLite's ``quick_check`` of the store, on a fresh connection when it is a file.
 
     FTS5's check on a connection that read the full-text index before another connection wrote to it
     reports blobs missing that are there (SQLite 3.54, reproduced without this package), so a
-    long-lived store saw false corruption while another process wrote.
+    long-lived store saw false corruption while another process wrote. A ``sealed`` store (read as it
+    lies, in a folder this process may not write: ``connection.connect_sealed``) has no writer, and a
+    plain second connection could not open it.
     """
     where = conn.db_filename("main")
-    if not where:  # in memory: no other connection writes to it
+    if not where or sealed:  # in memory, or sealed: no other connection writes to it
         return list(integrity.quick_check(conn))
     fresh = apsw.Connection(where, flags=apsw.SQLITE_OPEN_READONLY)
     try:
@@ -98,6 +100,7 @@ def verify_store(
     deep: bool = False,
     tokens: Callable[[], TokenVectors] | None = None,
     embed: verify_tables.Embed | None = None,
+    sealed: bool = False,
 ) -> VerifyReport:
     """Check the whole store; return what was checked and every violation.
 
@@ -106,6 +109,7 @@ def verify_store(
     embedder without one) and replays the history to recompute every world root ever logged, naming the
     first that diverges; ``embed`` (None: the store has no embedder) embeds every text again to check its
     vector. ``unchecked`` in the report names the tables whose rows nothing else witnesses, and why.
+    ``sealed``: the store is read as it lies (``connection.connect_sealed``).
     """
     say = progress or (lambda _msg: None)
     out: list[Violation] = []
@@ -115,7 +119,7 @@ def verify_store(
 
     say("sqlite integrity")
     try:
-        for line in _structure(conn):
+        for line in _structure(conn, sealed=sealed):
             if line != "ok":
                 bad("sqlite", str(line))
         for row in integrity.foreign_key_faults(conn):

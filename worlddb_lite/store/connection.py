@@ -8,8 +8,10 @@ translated into ``WorldDBError`` subclasses here and nowhere else.
 from __future__ import annotations
 
 import contextlib
+import os
 import random
 import time
+import urllib.parse
 from collections.abc import Callable, Iterator
 from importlib import resources
 from pathlib import Path
@@ -58,10 +60,52 @@ def connect(path: str | Path, *, create: bool = True) -> apsw.Connection:
     except (apsw.FullError, apsw.IOError) as exc:
         raise unwritable(target, exc) from None
     conn.set_busy_timeout(BUSY_TIMEOUT_MS)
+    return _with_vec(conn)
+
+
+def _with_vec(conn: apsw.Connection) -> apsw.Connection:
+    """``conn`` with sqlite-vec loaded (its functions read the vectors in SQL)."""
     conn.enable_load_extension(True)
     conn.load_extension(sqlite_vec.loadable_path())
     conn.enable_load_extension(False)
     return conn
+
+
+def _may_write(path: str) -> bool:
+    """Whether this process may write ``path`` (its effective ids, where the system can tell)."""
+    effective = os.access in os.supports_effective_ids
+    return os.access(path, os.W_OK, effective_ids=effective)
+
+
+def read_only_place(path: str) -> tuple[bool, bool]:
+    """Whether this process may not write the store at ``path``, and whether it may not write its folder."""
+    if path == ":memory:" or not os.path.isfile(path):
+        return False, False
+    folder = not _may_write(os.path.dirname(os.path.abspath(path)))
+    return folder or not _may_write(path), folder
+
+
+def connect_sealed(path: str) -> apsw.Connection:
+    """A read-only connection to a store whose folder or file cannot be written, or StoreUnwritable.
+
+    SQLite reads a WAL store through its -shm file, which it cannot create in a read-only folder; opened
+    ``immutable`` it reads the main file alone, with no locks. That is whole only when no -wal beside it
+    holds commits not yet folded in, so a store with one is refused, saying what to do.
+    """
+    wal = path + "-wal"
+    if os.path.exists(wal) and os.path.getsize(wal) > 0:
+        raise StoreUnwritable(
+            f"{path} is read-only here (this user may not write it or its folder), and its write-ahead log "
+            f"{wal} holds commits not yet folded into it, which SQLite cannot read without writing beside "
+            f"it; run `worlddb checkpoint {path}` as a user who may write the folder, or copy the store with "
+            "its -wal file to a folder you can write"
+        )
+    uri = "file:" + urllib.parse.quote(os.path.abspath(path)) + "?immutable=1"
+    try:
+        conn = apsw.Connection(uri, flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI)
+    except apsw.Error as exc:
+        raise StoreUnwritable(f"cannot open {path} read-only: {exc}; check that this user may read it") from None
+    return _with_vec(conn)
 
 
 def _open_hint(target: str, create: bool) -> str:
