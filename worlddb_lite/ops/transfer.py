@@ -22,7 +22,6 @@ import datetime as dt
 import importlib.metadata
 import itertools
 import json
-import math
 import re
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -30,14 +29,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import checks
-from ..errors import InvalidInput, NotFound
+from ..errors import InvalidInput, InvalidTime, NotFound
 from ..models.embed import embed_checked, embedding_text
 from ..store import transfer_rows
 from ..store.connection import translate
 from ..store.hashing import canonical_json, edge_body, edge_id, nfc, node_id
 from ..store.merkle_replay import replay
 from ..store.rows import EdgeRow, NodeRow, Store, added_text
-from ..text.dates import format_time
+from ..text.dates import format_time, parse_time
 from ..types import MergeStatus
 from ..write.reconciler import AdoptedEdge, AdoptedNode, Reconciler, Transaction
 
@@ -46,7 +45,6 @@ VERSION = 1
 KINDS = ("node", "edge", "alias", "proposal", "queued")
 EMBED_BATCH = 512
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
-_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$")  # the canonical text (dates.format_time)
 # How far ahead of this store's clock a record's belief times may run: two devices' clocks differ by
 # seconds to minutes, and the clock of a store that adopts a time follows it (``Transaction.not_before``),
 # so a far-future time would date every later write after it (or past the calendar's end: the store bricked)
@@ -288,18 +286,17 @@ def _bad(line: int, what: str) -> InvalidInput:
 
 
 def is_time(value: object) -> bool:
-    """Canonical time text (``dates.format_time``) of a date that exists: what every store writes.
+    """Canonical time text of a date that exists (``dates.parse_time`` leaves it as it is): what every store writes.
 
     Text alone is not enough: "2030-13-45T25:61:61Z" is digits where digits go, and "…00Z" without its
     fraction sorts after "…00.000001Z" although it is earlier, which breaks the members' order.
     """
-    if not isinstance(value, str) or _TIME.match(value) is None:
+    if not isinstance(value, str) or len(value) != len("2024-05-01T09:30:00.000000Z"):  # nothing long is cached
         return False
     try:
-        dt.datetime.fromisoformat(value[:-1])
-    except ValueError:
+        return parse_time(value) == value
+    except InvalidTime:
         return False
-    return True
 
 
 _MOST_INT = 1 << 62  # ints above it (a slot, an ord, a size) come from no store: SQLite's integers stop at 2^63
@@ -342,12 +339,11 @@ def _hashable(value: Any, line: int, what: str) -> str:
 
 def _finite(value: object) -> bool:
     """A number the write path takes (``checks.number``): finite, also as a float (10**400 is not)."""
-    if type(value) not in (int, float):
-        return False
     try:
-        return math.isfinite(float(value))  # type: ignore[arg-type]
-    except OverflowError:
+        checks.number(value, "a number")
+    except InvalidInput:
         return False
+    return True
 
 
 def _times(entry: Sequence[Any], optional: Sequence[int]) -> bool:
@@ -739,7 +735,7 @@ class Plan:
     nids: dict[str, int]
     vectors: dict[str, Any]
     latest: str
-    new: set[str] = field(default_factory=set)  # the ids of the nodes this store does not hold yet
+    unheld: set[str] = field(default_factory=set)  # the ids of the nodes this store does not hold yet
 
 
 def plan(r: Reconciler, root: int, parsed: Parsed, *, partial: bool = False) -> Plan:
@@ -882,14 +878,14 @@ def write(txn: Transaction, parsed: Parsed, planned: Plan) -> dict[str, Any]:
     return summary
 
 
-def _history_holds(conn: Any, parsed: Parsed, new: set[str]) -> None:
+def _history_holds(conn: Any, parsed: Parsed, unheld: set[str]) -> None:
     """Refuse a file whose new worlds' logged roots (field 'roots') do not replay from the rows it brought.
 
     The roots travel as history, not recomputed: a forged or damaged file would leave a store that ``verify
     --deep`` fails. Replayed inside the import's transaction, which the refusal rolls back; only when the file
     brings a world this store did not hold with its history (a replay reads the whole store: 0.75 s at 20k).
     """
-    sent = {hex_id: line for hex_id, (line, rec) in parsed.nodes.items() if rec.get("roots") and hex_id in new}
+    sent = {hex_id: line for hex_id, (line, rec) in parsed.nodes.items() if rec.get("roots") and hex_id in unheld}
     if not sent:
         return
     with translate():
@@ -926,7 +922,7 @@ def import_records(r: Reconciler, root: int, lines: Iterable[str]) -> dict[str, 
         txn.allow_merge()
         summary = write(txn, parsed, planned)
         txn.flush()  # the roots this import logs, then its history replayed: a file's logged roots are claims
-        _history_holds(r.conn, parsed, planned.new)
+        _history_holds(r.conn, parsed, planned.unheld)
     with translate():
         worlds = []
         for hex_id, exported in header["worlds"].items():
