@@ -300,7 +300,7 @@ def _checked_header(header: dict[str, Any], me: str) -> None:
     if header["store_id"] == me:
         raise InvalidInput("this change set was written by this store itself; nothing was applied")
     for name in ("seq", "since"):
-        if type(header.get(name)) is not int or not 0 <= header[name] < 1 << 62:
+        if type(header.get(name)) is not int or not 0 <= header[name] < transfer.MOST_INT:
             raise InvalidInput(f"the change set's header has no valid {name!r}; nothing was applied")
     if not isinstance(header.get("roots"), dict) or not isinstance(header.get("store_root"), str):
         raise InvalidInput("the change set's header has no 'roots' or 'store_root'; nothing was applied")
@@ -310,7 +310,7 @@ def _checked_header(header: dict[str, Any], me: str) -> None:
     if echo is not None and (
         not isinstance(echo, dict)
         or type(echo.get("seen")) is not int
-        or not 0 <= echo["seen"] < 1 << 62
+        or not 0 <= echo["seen"] < transfer.MOST_INT
         or not isinstance(echo.get("tip"), str)
         or not _TIP.match(echo["tip"])
     ):

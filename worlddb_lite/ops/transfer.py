@@ -299,11 +299,11 @@ def is_time(value: object) -> bool:
         return False
 
 
-_MOST_INT = 1 << 62  # ints above it (a slot, an ord, a size) come from no store: SQLite's integers stop at 2^63
+MOST_INT = 1 << 62  # ints above it (a slot, an ord, a size) come from no store: SQLite's integers stop at 2^63
 _EXPECTED = {
     "hex": "an id (64 hex characters)",
     "time": "a time in canonical form (such as 2024-05-01T09:30:00.000000Z) of a real date",
-    "int": f"a whole number from 0 to {_MOST_INT}",
+    "int": f"a whole number from 0 to {MOST_INT}",
     "number": "a finite number",
 }
 
@@ -319,7 +319,7 @@ def _field(record: Mapping[str, Any], line: int, name: str, kind: str, *, option
         "hex": lambda v: isinstance(v, str) and _HEX64.match(v) is not None,
         "time": is_time,
         "text": lambda v: isinstance(v, str),
-        "int": lambda v: type(v) is int and 0 <= v <= _MOST_INT,
+        "int": lambda v: type(v) is int and 0 <= v <= MOST_INT,
         "bool": lambda v: type(v) is bool,
         "number": _finite,
         "dict": lambda v: isinstance(v, dict),
@@ -427,7 +427,7 @@ def _check_node(record: dict[str, Any], line: int) -> None:
         isinstance(x, list) and len(x) == 3 and isinstance(x[1], str) and _HEX64.match(x[1]) for x in roots
     ):
         raise _bad(line, "field 'roots' is not a list of [at, root, size]")
-    if not all(is_time(x[0]) and type(x[2]) is int and 0 <= x[2] <= _MOST_INT for x in roots):
+    if not all(is_time(x[0]) and type(x[2]) is int and 0 <= x[2] <= MOST_INT for x in roots):
         raise _bad(line, "field 'roots' holds an entry whose time or size is wrong")
 
 
