@@ -115,6 +115,11 @@ class FakeClock:
         self.now += delta
 
 
+def open_device(path: str | Path, offset_s: int = 0) -> WorldDB:
+    """A store on a device of its own: a fake clock started ``offset_s`` seconds after START (replica tests)."""
+    return WorldDB(str(path), embedder=FakeEmbedder(), clock=FakeClock(start=START + dt.timedelta(seconds=offset_s)))
+
+
 @pytest.fixture
 def clock() -> FakeClock:
     return FakeClock()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import io
 import json
 import zlib
@@ -11,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import START, FakeClock, FakeEmbedder, table_digest
+from tests.conftest import open_device as _open  # each replica's clock runs on its own, as on separate devices
+from tests.conftest import table_digest
 from worlddb_lite import WorldDB
 from worlddb_lite.errors import InvalidInput
 from worlddb_lite.ops import changeset
@@ -19,11 +19,6 @@ from worlddb_lite.ops import sweep as sweep_module
 from worlddb_lite.ops.sync import SWEPT_UPTO
 
 QUERIES = ["tea", "Lisbon", "sister", "chess", "running"]
-
-
-def _open(path: Path, offset_s: int = 0) -> WorldDB:
-    # each replica's clock runs on its own, as on separate devices
-    return WorldDB(path, embedder=FakeEmbedder(), clock=FakeClock(start=START + dt.timedelta(seconds=offset_s)))
 
 
 @pytest.fixture

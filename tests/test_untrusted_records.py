@@ -19,15 +19,10 @@ from worlddb_lite import WorldDB
 from worlddb_lite.errors import InvalidInput
 from worlddb_lite.ops import changeset
 
-from .conftest import FakeClock, FakeEmbedder, table_digest
+from .conftest import open_device as _open
+from .conftest import table_digest
 
 Record = dict[str, Any]
-
-
-def _open(path: Path, seconds: int = 0) -> WorldDB:
-    clock = FakeClock()
-    clock.now += __import__("datetime").timedelta(seconds=seconds)
-    return WorldDB(str(path), embedder=FakeEmbedder(), clock=clock)
 
 
 @pytest.fixture
