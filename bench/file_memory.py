@@ -8,7 +8,8 @@ extractor), the receiver its replica made before it. Each hostile file is that h
 set for the receiver, or its export) with forged records appended until it reaches ``--size`` bytes (compressed,
 for a change set; as written, for an export), each record valid on its own (ids hash to bodies, ends exist):
 
-* ``props_edge``: one edge whose props hold as many tiny keys as fit; ``props_edges``: edges of 1,000 keys each;
+* ``props_edge``: one edge whose props hold as many tiny keys as fit; ``props_edges``: edges of 1,000 keys each
+  (none shared);
 * ``text_notes``: notes of 500,000 characters of one repeated sentence (compresses ~1000:1);
 * ``body_props``: notes whose body's props hold 5,000 tiny keys (text inside the node's body string);
 * ``random_aliases`` / ``tiny_aliases``: aliases of one node, 12 random letters / a counter;
@@ -26,6 +27,7 @@ import argparse
 import io
 import itertools
 import json
+import math
 import random
 import shutil
 import subprocess
@@ -82,7 +84,7 @@ def _forged(shape: str, anchor: dict[str, Any]) -> Iterator[dict[str, Any]]:
         return
     for i in range(10**9):
         if shape == "props_edges":
-            yield edge({f"k{j}": i for j in range(1000)}, i)
+            yield edge({f"k{i}.{j}": 0 for j in range(1000)}, i)
         elif shape == "text_notes":
             yield note(f"{i} " + SENTENCE * (500_000 // len(SENTENCE) - 1), {}, i)
         elif shape == "body_props":
@@ -218,15 +220,21 @@ def one(receiver: str, path: str, kind: str) -> dict[str, Any]:
 
 
 def real_ratios(files: dict[str, str]) -> dict[str, Any]:
-    """What each honest change set needs of the budget (``changeset.budget_ratio``)."""
+    """What each honest change set needs of the budget: ``rate``, the least ``COST_RATE`` it passes with (its
+    ``COST_SLACK`` helps a small set), and ``cost_per_byte``, its whole cost over its compressed bytes (what a
+    large set of such records needs)."""
     from worlddb_lite.ops import changeset
 
-    ratio = getattr(changeset, "budget_ratio", None)  # None before the budget (a run against an older tree)
-    return {
-        name: ratio(Path(path).read_bytes())
-        for name, path in files.items()
-        if ratio is not None and (name == "honest/changes" or name.startswith("real/"))
-    }
+    if not hasattr(changeset, "line_cost"):  # a run against a tree without the budget
+        return {}
+    out = {}
+    for name, path in files.items():
+        if name == "honest/changes" or name.startswith("real/"):
+            data = Path(path).read_bytes()
+            cost = sum(map(changeset.line_cost, zlib.decompress(data).splitlines(keepends=True)))
+            rate = changeset.read(data, rate=math.inf).rate
+            out[name] = {"bytes": len(data), "rate": round(rate, 1), "cost_per_byte": round(cost / len(data), 1)}
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
