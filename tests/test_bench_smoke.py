@@ -591,3 +591,16 @@ def test_scenarios_smoke(tmp_path):
     assert result["cases"] == 3
     for system in ("worlddb", "bm25", "dense", "rrf", "rrf_newest"):
         assert result["systems"][system]["dev"]["overall"]["n"] == 3
+
+
+def test_file_memory_smoke(tmp_path):
+    """bench/file_memory.py: 200 KB hostile files, each applied or imported in a process of its own."""
+    from .test_changeset_memory import LOCOMO
+
+    if not LOCOMO.exists():
+        pytest.skip("LoCoMo is not in ../shared/data")
+    result = run("file_memory.py", "--smoke", "--locomo", str(LOCOMO), tmp_path=tmp_path, store=False)
+    runs = result["runs"]
+    assert len(runs) == 6 and all(r["verdict"] == "applied" or r["unchanged"] for r in runs.values())
+    assert runs["honest/changes"]["verdict"] == "applied" and runs["honest/export"]["verdict"] == "applied"
+    assert result["real"]["honest/changes"]["cost_per_byte"] > 0

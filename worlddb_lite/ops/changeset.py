@@ -43,11 +43,19 @@ DEFAULT_MAX = 1 << 30
 MAX_LINE = 16 << 20  # a record is a node's text (500,000 characters at most) with its index rows: a few MB
 # Records kept, at most one per this many compressed bytes read (plus RECORD_SLACK): a real record carries a
 # random 64-hex id (~36 bytes compressed; a LoCoMo conversation's set takes 118 a record), while tiny crafted
-# records cost a few bytes each and ~900 bytes of memory once parsed (21 per inflated byte). Text inflates
-# once into memory (a long repetitive note legitimately compresses 1000:1), bounded by ``max_bytes``
+# records cost a few bytes each and ~900 bytes of memory once parsed (21 per inflated byte)
 RECORD_COST = 24
 RECORD_SLACK = 50_000
+# The memory of the records parsed, estimated from each line before it is parsed (``line_cost``: its bytes and
+# ITEM per JSON value, counted also inside a node's body text): no line above COST_SLACK (the longest record a
+# store writes, a 500,000-character note), and all of them at most COST_RATE per compressed byte read plus
+# COST_SLACK. A LoCoMo set needs 26 a byte, 30 with three long notes (3.2x below); a hostile 2 MB set peaks
+# ~100 MB at worst, as an honest one does ~75 (bench/file_memory.py, docs/decisions.md 2026-11-29).
+ITEM = 64
+COST_RATE = 96
+COST_SLACK = 16 << 20
 _SHARED_LENGTHS = (27, 64)  # a canonical time, an id: kept once however many records name it
+_SHARED_KEYS = 64  # the keys of a dict this small are kept once too (a big dict's would fill the table)
 _CHUNK = 1 << 16  # bytes read, and most bytes inflated, per step
 _RESERVED = ("kind", "format", "version")
 _NOTHING = "; nothing was applied"
@@ -60,6 +68,7 @@ class ChangeSet:
     header: dict[str, Any]
     records: list[dict[str, Any]]
     digest: str
+    rate: float = 0.0  # the least COST_RATE this set would have passed with (``bench/file_memory.py`` reports it)
 
 
 def _line(obj: Mapping[str, Any]) -> bytes:
@@ -144,6 +153,7 @@ def read(
     max_bytes: int = DEFAULT_MAX,
     header: Check | None = None,
     record: Callable[[int, dict[str, Any]], None] | None = None,
+    rate: float = COST_RATE,
 ) -> ChangeSet:
     """Decompress, split and check a whole change set; InvalidInput says what is wrong with it.
 
@@ -151,7 +161,7 @@ def read(
     any record is parsed, and ``record`` checks each record (its line number, the object) as it is parsed.
     """
     taken = [0]  # compressed bytes read so far: _inflate counts them, _parse bounds the records by them
-    parse = functools.partial(_parse, header_check=header, record_check=record, taken=taken)
+    parse = functools.partial(_parse, header_check=header, record_check=record, taken=taken, rate=rate)
     if isinstance(source, bytes):
         return parse(_inflate((source[i : i + _CHUNK] for i in range(0, len(source), _CHUNK)), max_bytes, taken))
     if not isinstance(source, str | os.PathLike):
@@ -214,12 +224,16 @@ def _parse(
     header_check: Check | None = None,
     record_check: Callable[[int, dict[str, Any]], None] | None = None,
     taken: list[int],
+    rate: float = COST_RATE,
 ) -> ChangeSet:
     """Split the inflated bytes into lines and check header, records and end line (and the caller's checks)."""
     hasher, buffer, scan, number = blake3(), bytearray(), 0, 0
+    spent, needed = 0, 0.0  # the estimated memory of the lines parsed so far; the least rate that allowed it
     shared: dict[str, str] = {}  # keys, ids and times: one string each for every record that holds them
 
     def one(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        if len(pairs) > _SHARED_KEYS:  # not a record's fields: its keys are rarely another record's too
+            return dict(pairs)
         return {
             shared.setdefault(k, k): shared.setdefault(v, v) if type(v) is str and len(v) in _SHARED_LENGTHS else v
             for k, v in pairs
@@ -238,6 +252,21 @@ def _parse(
             number += 1
             if end is not None:
                 raise _refuse(f"line {number} follows the end line: the change set was altered or damaged")
+            cost = line_cost(line)
+            if cost > COST_SLACK:
+                raise _refuse(
+                    f"line {number} would take ~{cost >> 20} MB of memory to read ({cost // ITEM:,} JSON values), "
+                    f"more than the {COST_SLACK >> 20} MB of the longest record a store writes: a hostile set"
+                )
+            spent += cost
+            needed = max(needed, (spent - COST_SLACK) / max(taken[0], 1))
+            if needed > rate:
+                raise _refuse(
+                    f"line {number} would take the records read past ~{spent >> 20} MB of memory from {taken[0]:,} "
+                    f"compressed bytes, more than {rate:g} bytes a compressed byte (plus {COST_SLACK >> 20} MB), "
+                    "which no set a store writes needs: a hostile set (or, if you trust its sender, one to send "
+                    "again in smaller parts: `worlddb changes --scope`)"
+                )
             obj = _object(line, number, one)
             if header is None:
                 header = _header(obj)
@@ -278,7 +307,12 @@ def _parse(
         )
     if end.get("digest") != digest:
         raise _refuse("the end line's digest disagrees with the lines before it: the change set was altered or damaged")
-    return ChangeSet(header=header, records=records, digest=digest)
+    return ChangeSet(header=header, records=records, digest=digest, rate=needed)
+
+
+def line_cost(line: bytes) -> int:
+    """A line's memory once parsed, at most: its bytes, ITEM a value (commas, lists) and 3 ITEM a dict."""
+    return len(line) + ITEM * (line.count(b",") + line.count(b"[") + 3 * line.count(b"{") + 1)
 
 
 def _object(line: bytes, number: int, hook: Callable[[list[tuple[str, Any]]], dict[str, Any]]) -> dict[str, Any]:
