@@ -15,13 +15,24 @@ from typing import TYPE_CHECKING
 
 from ..store import queries
 from ..store.queries import Said
-from ..text.extract import says_change
+from ..text.extract import says_change, tells_change
 from ..text.slots import INSTRUCTIONS, PREFERENCES, slot_words
 from ..text.stopwords import is_function_word
 from ..text.words import words as split_words
-from ..types import Hit, Node, Reason, is_assistant
+from ..types import Hit, Node, Reason, is_assistant, person_of
 from .fusion import LANE_WEIGHTS, rrf
-from .lanes import EntityPath, standing_lanes, start_entity_lane, start_text_lane, time_lane, vector_lane, with_cold
+from .lanes import (
+    EntityPath,
+    asked_people,
+    named_entities,
+    notes_lane,
+    standing_lanes,
+    start_entity_lane,
+    start_text_lane,
+    time_lane,
+    vector_lane,
+    with_cold,
+)
 from .late import late_lane
 from .ties import by_score
 from .view import ReadView
@@ -42,6 +53,9 @@ ASSISTANT_SHARE = 0.6  # an assistant's turn keeps this share of its fused score
 NAMED_SPEAKER_WEIGHT = 0.125  # a turn said by someone the query names gains this x the best fused score
 REPLY_WEIGHT = 0.2  # a person's turn gains this x the fused score of the next turn, when a person said that
 ANSWER_WEIGHT = 0.1  # an assistant's turn gains this x the fused score of the person's turn it answers
+SAME_THING = 0.45  # cosine at which two memories of a person sharing a word are about one thing (dev: 0.25-0.45 tie)
+NOTE_KIND = "Memory"
+AFTER_PRIORS = ("notes",)  # lanes fused after the session prior, so their lift stays with the node they rank
 STANDING_LANES = frozenset({"instruction", "preference"})  # they rank what holds for every question, not answers
 
 
@@ -67,6 +81,8 @@ class Found:
 
     lanes: dict[str, list[int]]
     paths: dict[int, EntityPath]
+    people: tuple[str, ...] = ()  # whom the query asks about unnamed (``lanes.asked_people``): the entity lane's too
+    entities: tuple[int, ...] = ()  # the entities the query names, or means by "my" (``lanes.named_entities``)
 
 
 def gather(view: ReadView, query: str, depth: int, *, late: bool = True) -> Found:
@@ -80,7 +96,9 @@ def gather(view: ReadView, query: str, depth: int, *, late: bool = True) -> Foun
         lanes["vector"] = [nid for nid, _ in scored]
         standing = standing_lanes(view, vector, (INSTRUCTIONS, PREFERENCES))
         lanes["instruction"], lanes["preference"] = standing[INSTRUCTIONS], standing[PREFERENCES]
-    entity = start_entity_lane(view, query, vector, depth)  # what needs no other lane's finds, meanwhile too
+    people = asked_people(view, query)
+    named = named_entities(view, query, people)
+    entity = start_entity_lane(view, query, vector, depth, named)  # what needs no other lane's finds, meanwhile too
     lanes = {"text": text(), **lanes}  # first, as ever: RRF adds the lanes in order, so its float sums stay the same
     if view.include_cold and vector is not None:
         lanes["vector"] = with_cold(view, vector, scored, lanes["text"], depth)
@@ -91,7 +109,9 @@ def gather(view: ReadView, query: str, depth: int, *, late: bool = True) -> Foun
         lanes["late"] = late_lane(
             view, view.tokens(), query, [nid for nid, _ in rrf(lanes, weights=LANE_WEIGHTS, keys=view.tie_keys)]
         )
-    return Found(lanes, paths)
+    if vector is not None:
+        lanes["notes"] = notes_lane(view, vector, depth, lanes, weights=LANE_WEIGHTS)
+    return Found(lanes, paths, people, tuple(sorted(named)))
 
 
 @dataclass(frozen=True)
@@ -103,6 +123,10 @@ class Ranked:
     moved: dict[int, list[Reason]]
     fused: list[tuple[int, float]] = field(default_factory=list)  # the lanes' fusion alone, best first
     after_session: dict[int, float] = field(default_factory=dict)  # the scores once the session prior is added
+    after_person: dict[int, float] = field(default_factory=dict)  # ... and then the person prior
+    after_notes: dict[int, float] = field(
+        default_factory=dict
+    )  # the scores once the notes lane is added (after the session prior)
 
     def priors(self, nids: Sequence[int], kinds: Sequence[str]) -> dict[int, list[Reason]]:
         """For each of ``nids`` (of node types ``kinds``), the priors that changed its score, and by how much."""
@@ -113,10 +137,13 @@ class Ranked:
                 continue
             rank, value = before[nid]
             session = self.after_session.get(nid, value) - value
-            speaker = self.score.get(nid, value) - self.after_session.get(nid, value)
+            person = self.after_person.get(nid, value) - self.after_notes.get(nid, self.after_session.get(nid, value))
+            speaker = self.score.get(nid, value) - self.after_person.get(nid, self.after_session.get(nid, value))
             reasons = out.setdefault(nid, [])
             if session:
                 reasons.append(Reason("session" if kind == "Turn" else "world", rank, effect=round(session, 6)))
+            if person:
+                reasons.append(Reason("person", rank, effect=round(person, 6)))
             if speaker:
                 reasons.append(Reason("speaker", rank, effect=round(speaker, 6)))
         return out
@@ -129,10 +156,18 @@ def rank(view: ReadView, query: str, found: Found) -> Ranked:
     (``bench/fusion_fit.py`` fits their weights that way); it reads ``LANE_WEIGHTS`` and the
     priors' weights when it runs.
     """
-    fused_only = rrf(found.lanes, weights=LANE_WEIGHTS, keys=view.tie_keys)
+    fused_only = rrf(
+        {lane: nids for lane, nids in found.lanes.items() if lane not in AFTER_PRIORS},
+        weights=LANE_WEIGHTS,
+        keys=view.tie_keys,
+    )
     ranked = session_prior(view, fused_only, SESSION_WEIGHT)
     after_session = dict(ranked)
+    ranked = with_lanes(view, ranked, {lane: found.lanes.get(lane, []) for lane in AFTER_PRIORS})
+    after_notes = dict(ranked)
     told = queries.said(view.conn, [nid for nid, _ in ranked[:HEAD_DEPTH]])  # the head's turns, read once
+    ranked = person_prior(view, ranked, query, found, HEAD_DEPTH, told=told)
+    after_person = dict(ranked)
     weighed = speaker_prior(view, ranked, query, HEAD_DEPTH, told=told)
     fused = turns_in_their_places(ranked, weighed, set(told))
     ranked = weighed
@@ -141,14 +176,17 @@ def rank(view: ReadView, query: str, found: Found) -> Ranked:
     learned = learned_from(view, [*told, *notes])  # the head's turns and notes: the moves below re-order the head
     fused, stale = stale_after_fresh(view, fused, HEAD_DEPTH, learned=learned)
     fused, changed = changed_over_stated(view, fused, HEAD_DEPTH, query, told=told, learned=learned)
+    fused, older = newer_over_older(view, fused, HEAD_DEPTH, told=told)
     fused, standing = answer_first(view, found, fused)
     # moved below the turn that superseded it, or above the turns whose value it changed
     moved: dict[int, list[Reason]] = {nid: [Reason("stale", fused.index(nid) + 1)] for nid in stale}
     for nid in changed:
         moved.setdefault(nid, []).append(Reason("changed", fused.index(nid) + 1))
+    for nid, newer in older.items():
+        moved.setdefault(nid, []).append(Reason("older", fused.index(nid) + 1, via=view.store.header(newer).id.hex()))
     for nid in standing:
         moved.setdefault(nid, []).append(Reason("standing", fused.index(nid) + 1))
-    return Ranked(fused, dict(ranked), moved, fused_only, after_session)
+    return Ranked(fused, dict(ranked), moved, fused_only, after_session, after_person, after_notes)
 
 
 def order(
@@ -258,6 +296,23 @@ def answer_first(view: ReadView, found: Found, fused: list[int]) -> tuple[list[i
     return [fused[answer], *fused[:answer], *fused[answer + 1 :]], set(fused[:answer])
 
 
+def with_lanes(
+    view: ReadView, ranked: list[tuple[int, float]], lanes: Mapping[str, Sequence[int]]
+) -> list[tuple[int, float]]:
+    """``ranked`` with each of ``lanes`` fused in (RRF, their ``LANE_WEIGHTS``), re-sorted; a node new to it joins.
+
+    For the lanes fused after the session prior (``AFTER_PRIORS``): the notes lane lifts the note it
+    ranks first, and that lift must not reach every note and fact of its world through the prior.
+    """
+    extra = rrf(lanes, weights=LANE_WEIGHTS)
+    if not extra:
+        return ranked
+    scores = dict(ranked)
+    for nid, value in extra:
+        scores[nid] = scores.get(nid, 0.0) + value
+    return by_score(list(scores.items()), view.tie_keys)
+
+
 def session_prior(view: ReadView, ranked: list[tuple[int, float]], weight: float) -> list[tuple[int, float]]:
     """Add to each fused turn ``weight`` x the best fused score among the turns of its Session, and re-sort.
 
@@ -291,6 +346,58 @@ def session_prior(view: ReadView, ranked: list[tuple[int, float]], weight: float
     return by_score(scored, view.tie_keys)
 
 
+def person_prior(
+    view: ReadView,
+    ranked: list[tuple[int, float]],
+    query: str,
+    found: Found,
+    depth: int,
+    *,
+    told: Mapping[int, Said] | None = None,
+) -> list[tuple[int, float]]:
+    """Each memory of the head about a person the query asks about gains ``NAMED_SPEAKER_WEIGHT`` x the best score.
+
+    About them: a turn they said (every word of its speaker among the query's words, or the
+    speaker is the scope's person a first-person query means: ``lanes.asked_people``), or a note
+    or fact that refers to an entity the query names or means (``Found.entities``). "What did
+    Caroline research?" is answered by Caroline's own turns, which rarely say her name, and by the
+    notes that name her; the same lift for every kind, so a note about her is not buried by her
+    turns, and a memory about someone else of the same kind ("Melanie's GP") stays below.
+    """
+    head = ranked[:depth]
+    if not head:
+        return ranked
+    if told is None:
+        told = queries.said(view.conn, [nid for nid, _ in head])
+    asked = {w.casefold() for w in re.findall(r"\w+", " ".join([query, *found.people]))}
+    nids = [nid for nid, _ in head]
+    others = [nid for nid, (kind, _) in zip(nids, view.kinds(nids), strict=True) if kind in SIBLING_KINDS]
+    refer = {
+        nid
+        for _, nid, _, _ in queries.linked(
+            view.conn,
+            ("refers_to",),
+            others,
+            ("Entity",),
+            view.valid,
+            view.belief,
+            towards=False,
+            include_superseded=view.include_superseded,
+            far=found.entities,
+        )
+    }
+    best = head[0][1]
+    weighed = []
+    for nid, value in head:
+        if nid in told:
+            named = {w.casefold() for w in re.findall(r"\w+", told[nid][0] or "")}
+            about = bool(named) and named <= asked and not is_assistant(told[nid][0])
+        else:
+            about = nid in refer
+        weighed.append((nid, value + NAMED_SPEAKER_WEIGHT * best if about else value))
+    return by_score(weighed, view.tie_keys) + ranked[depth:]
+
+
 def speaker_prior(
     view: ReadView, ranked: list[tuple[int, float]], query: str, depth: int, *, told: Mapping[int, Said] | None = None
 ) -> list[tuple[int, float]]:
@@ -300,9 +407,6 @@ def speaker_prior(
       The memory is of the person: what they said is what is asked back, while the assistant's
       replies are long, repeat the person's words and outrank them on both text and vector
       (BEAM-100K: 77% of the evidence messages are the user's, against 35% of the fused head).
-    * A turn said by someone the query names (every word of the speaker among the query's words)
-      gains ``NAMED_SPEAKER_WEIGHT`` x the best fused score: "what did Caroline research?" is
-      answered by Caroline's own turns, which rarely say her name.
     * A person's turn gains ``REPLY_WEIGHT`` x the fused score of the turn written next in its
       world (``queries.next_turns``), when that is in the head and a person said it too: a reply
       repeats what it answers
@@ -322,8 +426,6 @@ def speaker_prior(
     said_by = {nid: speaker for nid, (speaker, _, _) in told.items() if speaker}
     if not said_by:
         return ranked
-    asked = {w.casefold() for w in re.findall(r"\w+", query)}
-    best = head[0][1]
     fused = dict(head)
     person = {nid for nid, speaker in said_by.items() if not is_assistant(speaker)}
     following = queries.next_turns(view.conn, sorted(person))
@@ -331,12 +433,8 @@ def speaker_prior(
     answers = {after: nid for nid, after in following.items() if after in said_by and after not in person}
     weighed = []
     for nid, value in head:
-        speaker = said_by.get(nid)
-        named = {w.casefold() for w in re.findall(r"\w+", speaker or "")}
-        if is_assistant(speaker):
+        if is_assistant(said_by.get(nid)):
             value *= ASSISTANT_SHARE
-        elif named and named <= asked:
-            value += NAMED_SPEAKER_WEIGHT * best
         if nid in replies:
             value += REPLY_WEIGHT * fused[replies[nid]]
         if nid in answers:
@@ -427,11 +525,13 @@ def learned_from(view: ReadView, turns: Sequence[int]) -> Learned:
 
 
 def stale_after_fresh(view: ReadView, fused: list[int], depth: int, *, learned: Learned) -> tuple[list[int], set[int]]:
-    """Move a stale turn just below the turn that superseded it, when both are in the head.
+    """Put the turn that superseded a stale turn in the stale one's place, the stale one just below, both in the head.
 
     A turn is stale when every fact learned from it has been superseded at the read's time; the
     turns that said the superseding facts are fresher. A note (``SOURCE_KINDS``) is read the same way:
-    "I live in Lisbon" goes below "I moved to Porto". Turns are never closed themselves (they are
+    "I moved to Porto" takes the place of "I live in Lisbon", which goes just below. The fresher
+    goes up, not the stale one down: the question found the old statement, and the rule that
+    understood the slot says what answers it now. Turns are never closed themselves (they are
     what was said), so without this the old statement of a changed fact can outrank the new one.
     Read at an earlier ``as_of`` nothing is superseded yet, and nothing moves.
     """
@@ -475,11 +575,66 @@ def stale_after_fresh(view: ReadView, fused: list[int], depth: int, *, learned: 
             continue  # something it said still stands
         successors = {t for f in facts for t in fresher.get(f, ()) if t != turn}
         present = [t for t in successors if t in order]
-        if present and order.index(turn) < max(order.index(t) for t in present):
-            order.remove(turn)
-            order.insert(max(order.index(t) for t in present) + 1, turn)
+        if present and order.index(turn) < min(order.index(t) for t in present):
+            fresh = min(present, key=order.index)  # the fresher takes its place: the understood update answers
+            order.remove(fresh)
+            order.insert(order.index(turn), fresh)
             moved.add(turn)
     return order + fused[depth:], moved
+
+
+def newer_over_older(
+    view: ReadView, fused: list[int], depth: int, *, told: Mapping[int, Said]
+) -> tuple[list[int], dict[int, int]]:
+    """A person's newer memory that tells of a change goes just above their older one about the same thing.
+
+    About the same thing: both are the same person's (a turn's speaker; a note's speaker or its
+    scope's person), their vectors are close (cosine at least ``SAME_THING``) and they share a
+    content word (not a function word, not the person's name). Telling of a change: a word of change
+    (``extract.tells_change``: "I quit coffee last week" after "I drink three cups of coffee a day").
+    No slot is read, so nothing is closed: the older stays, told as possibly stale (``older`` in
+    its why, naming the newer). Without the word of change, two memories of one thing are two
+    events ("I went to the support group" twice), and the older may be what is asked.
+    Returns the order and, for each older memory a newer one went above, that newer one.
+    """
+    head = fused[:depth]
+    kinds = dict(zip(head, view.kinds(head), strict=True))
+    notes = [nid for nid in head if kinds[nid][0] == NOTE_KIND]
+    homes = sorted({parent for nid in notes if (parent := kinds[nid][1]) is not None})
+    person_of_home = {home: person_of(node) for home, node in zip(homes, view.nodes(homes), strict=True)}
+    said: dict[int, tuple[str, str, str]] = {}  # memory -> (whose, its text, valid time)
+    for nid, node in zip(notes, view.nodes(notes), strict=True):
+        whose = str(node.props.get("speaker") or "") or person_of_home.get(kinds[nid][1] or -1) or ""
+        if whose:
+            said[nid] = (whose.casefold(), node.content or "", node.valid_at)
+    for nid, (speaker, text, when) in told.items():
+        if nid in kinds and speaker and not is_assistant(speaker):
+            said[nid] = (speaker.casefold(), text, when)
+    changes = {nid for nid, (_, text, _) in said.items() if tells_change(text)}
+    if not changes or len(said) < 2:
+        return fused, {}
+    vectors = view.index().vectors([nid for nid in head if nid in said])
+    keys = view.tie_keys(list(vectors))
+    content = {
+        nid: slot_words(" ".join(w.casefold() for w in split_words(said[nid][1]) if not is_function_word(w.casefold())))
+        - set(said[nid][0].split())
+        for nid in vectors
+    }
+    order = list(head)
+    older: dict[int, int] = {}
+    for new in [nid for nid in vectors if nid in changes]:
+        for old in vectors:
+            if (
+                said[new][0] == said[old][0]
+                and (said[new][2], keys[new]) > (said[old][2], keys[old])
+                and float(vectors[new] @ vectors[old]) >= SAME_THING
+                and content[old] & content[new]
+                and order.index(new) > order.index(old)
+            ):
+                order.remove(new)
+                order.insert(order.index(old), new)
+                older[old] = new
+    return order + fused[depth:], older
 
 
 def changed_over_stated(

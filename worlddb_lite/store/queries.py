@@ -213,13 +213,23 @@ def learned_only_from(conn: apsw.Connection, nid: int) -> list[int]:
 def next_turns(conn: apsw.Connection, nids: Sequence[int]) -> dict[int, int]:
     """The Turn written next in the same world after each of ``nids`` that has one.
 
+    An amended turn (a new version ``supersedes`` it) keeps the place of the turn it amends: the
+    turn after it is the one after its first version, and that one is named by its latest version.
     Visible or not: a caller uses it only when it is among what the read found.
     """
     return {
         as_int(nid): as_int(after)
         for nid, after in conn.execute(
-            "select h.nid, (select min(n.nid) from node as n where n.parent = h.parent and n.type = 'Turn' "
-            "and n.nid > h.nid) from node as h where h.nid in (select value from json_each(?)) and h.type = 'Turn'",
+            "with recursive back(top, nid) as (select t.nid, t.nid from node as t "
+            "where t.nid in (select value from json_each(?1)) and t.type = 'Turn' "
+            "union select b.top, e.dst from back as b join edge as e on e.src = b.nid and e.type = 'supersedes'), "
+            "first(top, nid) as (select top, min(nid) from back group by top), "
+            "following(top, nid) as (select f.top, (select min(n.nid) from node as n join node as h on h.nid = f.nid "
+            "where n.parent = h.parent and n.type = 'Turn' and n.nid > f.nid "
+            "and not exists (select 1 from edge as o where o.src = n.nid and o.type = 'supersedes')) from first as f), "
+            "forward(top, nid) as (select top, nid from following where nid is not null "
+            "union select w.top, e.src from forward as w join edge as e on e.dst = w.nid and e.type = 'supersedes') "
+            "select top, max(nid) from forward group by top",
             (json.dumps(list(nids)),),
         )
         if after is not None
