@@ -25,6 +25,7 @@ from .lanes import (
     EntityPath,
     asked_people,
     named_entities,
+    nearest,
     notes_lane,
     standing_lanes,
     start_entity_lane,
@@ -53,6 +54,9 @@ ASSISTANT_SHARE = 0.6  # an assistant's turn keeps this share of its fused score
 NAMED_SPEAKER_WEIGHT = 0.125  # a turn said by someone the query names gains this x the best fused score
 REPLY_WEIGHT = 0.2  # a person's turn gains this x the fused score of the next turn, when a person said that
 ANSWER_WEIGHT = 0.1  # an assistant's turn gains this x the fused score of the person's turn it answers
+NEWER_LOOK = 5  # the head's first memories that look for a newer one about the same thing no lane found ...
+NEWER_NEAR = 8  # ... among this many nearest of theirs
+SOURCE_TYPES = ("Memory", "Turn")
 SAME_THING = 0.45  # cosine at which two memories of a person sharing a word are about one thing (dev: 0.25-0.45 tie)
 NOTE_KIND = "Memory"
 AFTER_PRIORS = ("notes",)  # lanes fused after the session prior, so their lift stays with the node they rank
@@ -124,6 +128,7 @@ class Ranked:
     fused: list[tuple[int, float]] = field(default_factory=list)  # the lanes' fusion alone, best first
     after_session: dict[int, float] = field(default_factory=dict)  # the scores once the session prior is added
     after_person: dict[int, float] = field(default_factory=dict)  # ... and then the person prior
+    after_speaker: dict[int, float] = field(default_factory=dict)  # ... and the speaker prior (before the moves)
     after_notes: dict[int, float] = field(
         default_factory=dict
     )  # the scores once the notes lane is added (after the session prior)
@@ -138,7 +143,8 @@ class Ranked:
             rank, value = before[nid]
             session = self.after_session.get(nid, value) - value
             person = self.after_person.get(nid, value) - self.after_notes.get(nid, self.after_session.get(nid, value))
-            speaker = self.score.get(nid, value) - self.after_person.get(nid, self.after_session.get(nid, value))
+            weighed = self.after_speaker.get(nid, self.score.get(nid, value))
+            speaker = weighed - self.after_person.get(nid, self.after_session.get(nid, value))
             reasons = out.setdefault(nid, [])
             if session:
                 reasons.append(Reason("session" if kind == "Turn" else "world", rank, effect=round(session, 6)))
@@ -182,11 +188,23 @@ def rank(view: ReadView, query: str, found: Found) -> Ranked:
     moved: dict[int, list[Reason]] = {nid: [Reason("stale", fused.index(nid) + 1)] for nid in stale}
     for nid in changed:
         moved.setdefault(nid, []).append(Reason("changed", fused.index(nid) + 1))
+    scores = dict(ranked)
     for nid, newer in older.items():
         moved.setdefault(nid, []).append(Reason("older", fused.index(nid) + 1, via=view.store.header(newer).id.hex()))
+        moved.setdefault(newer, []).append(Reason("newer", fused.index(newer) + 1, via=view.store.header(nid).id.hex()))
+        scores[newer] = max(scores.get(newer, 0.0), scores[nid])  # one no lane found takes the older's score
     for nid in standing:
         moved.setdefault(nid, []).append(Reason("standing", fused.index(nid) + 1))
-    return Ranked(fused, dict(ranked), moved, fused_only, after_session, after_person, after_notes)
+    return Ranked(
+        fused,
+        scores,
+        moved,
+        fused_only,
+        after_session,
+        after_person,
+        after_speaker=dict(ranked),
+        after_notes=after_notes,
+    )
 
 
 def order(
@@ -210,9 +228,21 @@ def order(
         later[nid] = [*reasons, *later.get(nid, ())]
     ranks = {lane: {nid: place for place, nid in enumerate(ranking, start=1)} for lane, ranking in found.lanes.items()}
     return [
-        Hit(node, ranked.score[nid], turns[nid], (*_lane_reasons(view, nid, ranks, found.paths), *later.get(nid, ())))
-        for node, nid in zip(nodes, top, strict=True)
+        Hit(node, score, turns[nid], (*_lane_reasons(view, nid, ranks, found.paths), *later.get(nid, ())))
+        for node, nid, score in zip(nodes, top, shown_scores([ranked.score[nid] for nid in top]), strict=True)
     ]
+
+
+def shown_scores(scores: Sequence[float]) -> list[float]:
+    """The hits' scores in their order, never rising: a hit an update moved up takes the score of the one below it.
+
+    The moves (stale, changed, older, standing) re-order without re-scoring; a score printed out of
+    rank order would say the order is wrong. Unmoved hits keep their fused scores.
+    """
+    out = list(scores)
+    for i in range(len(out) - 2, -1, -1):
+        out[i] = max(out[i], out[i + 1])
+    return out
 
 
 def one_of_duplicates(view: ReadView, fused: list[int], k: int) -> list[int]:
@@ -525,12 +555,12 @@ def learned_from(view: ReadView, turns: Sequence[int]) -> Learned:
 
 
 def stale_after_fresh(view: ReadView, fused: list[int], depth: int, *, learned: Learned) -> tuple[list[int], set[int]]:
-    """Put the turn that superseded a stale turn in the stale one's place, the stale one just below, both in the head.
+    """A stale turn and the turn that superseded it trade places, when both are in the head and the stale one leads.
 
     A turn is stale when every fact learned from it has been superseded at the read's time; the
     turns that said the superseding facts are fresher. A note (``SOURCE_KINDS``) is read the same way:
-    "I moved to Porto" takes the place of "I live in Lisbon", which goes just below. The fresher
-    goes up, not the stale one down: the question found the old statement, and the rule that
+    "I moved to Porto" takes the place of "I live in Lisbon", which takes its. The fresher goes up,
+    not only the stale one down: the question found the old statement, and the rule that
     understood the slot says what answers it now. Turns are never closed themselves (they are
     what was said), so without this the old statement of a changed fact can outrank the new one.
     Read at an earlier ``as_of`` nothing is superseded yet, and nothing moves.
@@ -576,9 +606,9 @@ def stale_after_fresh(view: ReadView, fused: list[int], depth: int, *, learned: 
         successors = {t for f in facts for t in fresher.get(f, ()) if t != turn}
         present = [t for t in successors if t in order]
         if present and order.index(turn) < min(order.index(t) for t in present):
-            fresh = min(present, key=order.index)  # the fresher takes its place: the understood update answers
-            order.remove(fresh)
-            order.insert(order.index(turn), fresh)
+            fresh = min(present, key=order.index)  # they trade places: the understood update answers first
+            here, there = order.index(turn), order.index(fresh)
+            order[here], order[there] = fresh, turn
             moved.add(turn)
     return order + fused[depth:], moved
 
@@ -592,40 +622,39 @@ def newer_over_older(
     scope's person), their vectors are close (cosine at least ``SAME_THING``) and they share a
     content word (not a function word, not the person's name). Telling of a change: a word of change
     (``extract.tells_change``: "I quit coffee last week" after "I drink three cups of coffee a day").
-    No slot is read, so nothing is closed: the older stays, told as possibly stale (``older`` in
-    its why, naming the newer). Without the word of change, two memories of one thing are two
+    The newer may be one no lane found ("I sold the bike and got a scooter" for "how do I get to
+    work?"): the ``NEWER_LOOK`` first memories of the head each look for it among their ``NEWER_NEAR``
+    nearest. No slot is read, so nothing is closed: the older stays, told as possibly stale (``older``
+    in its why, naming the newer). Without the word of change, two memories of one thing are two
     events ("I went to the support group" twice), and the older may be what is asked.
     Returns the order and, for each older memory a newer one went above, that newer one.
     """
     head = fused[:depth]
-    kinds = dict(zip(head, view.kinds(head), strict=True))
-    notes = [nid for nid in head if kinds[nid][0] == NOTE_KIND]
-    homes = sorted({parent for nid in notes if (parent := kinds[nid][1]) is not None})
-    person_of_home = {home: person_of(node) for home, node in zip(homes, view.nodes(homes), strict=True)}
-    said: dict[int, tuple[str, str, str]] = {}  # memory -> (whose, its text, valid time)
-    for nid, node in zip(notes, view.nodes(notes), strict=True):
-        whose = str(node.props.get("speaker") or "") or person_of_home.get(kinds[nid][1] or -1) or ""
-        if whose:
-            said[nid] = (whose.casefold(), node.content or "", node.valid_at)
-    for nid, (speaker, text, when) in told.items():
-        if nid in kinds and speaker and not is_assistant(speaker):
-            said[nid] = (speaker.casefold(), text, when)
-    changes = {nid for nid, (_, text, _) in said.items() if tells_change(text)}
-    if not changes or len(said) < 2:
+    said = _whose(view, head, told)
+    if not said:
         return fused, {}
-    vectors = view.index().vectors([nid for nid in head if nid in said])
+    index = view.index()
+    vectors = index.vectors([nid for nid in head if nid in said])
+    looked = [nid for nid in head if nid in vectors][:NEWER_LOOK]
+    near = {n for old in looked for n, _ in nearest(view, vectors[old], NEWER_NEAR, SOURCE_TYPES)} - set(head)
+    said.update(_whose(view, sorted(near), queries.said(view.conn, sorted(near))))
+    vectors.update(index.vectors([nid for nid in sorted(near) if nid in said]))
+    changes = [nid for nid in vectors if tells_change(said[nid][1])]
+    if not changes:
+        return fused, {}
     keys = view.tie_keys(list(vectors))
     content = {
         nid: slot_words(" ".join(w.casefold() for w in split_words(said[nid][1]) if not is_function_word(w.casefold())))
         - set(said[nid][0].split())
         for nid in vectors
     }
-    order = list(head)
+    order = [*head, *sorted(near)]  # the near ones after the head: only one that moves above an older stays
     older: dict[int, int] = {}
-    for new in [nid for nid in vectors if nid in changes]:
+    for new in changes:
         for old in vectors:
             if (
-                said[new][0] == said[old][0]
+                old in head
+                and said[new][0] == said[old][0]
                 and (said[new][2], keys[new]) > (said[old][2], keys[old])
                 and float(vectors[new] @ vectors[old]) >= SAME_THING
                 and content[old] & content[new]
@@ -634,7 +663,30 @@ def newer_over_older(
                 order.remove(new)
                 order.insert(order.index(old), new)
                 older[old] = new
-    return order + fused[depth:], older
+    moved = set(older.values())
+    kept = [nid for nid in order if nid in moved or nid in head]
+    return kept + [nid for nid in fused[depth:] if nid not in moved], older
+
+
+def _whose(view: ReadView, nids: Sequence[int], told: Mapping[int, Said]) -> dict[int, tuple[str, str, str]]:
+    """(whose, text, valid time) of each of ``nids`` that is a person's memory: a turn, a note.
+
+    Whose: a turn's speaker; a note's speaker, or its scope's person. An assistant's turn, a fact or
+    a summary is no one's.
+    """
+    kinds = dict(zip(nids, view.kinds(nids), strict=True))
+    notes = [nid for nid in nids if kinds[nid][0] == NOTE_KIND]
+    homes = sorted({parent for nid in notes if (parent := kinds[nid][1]) is not None})
+    person_of_home = {home: person_of(node) for home, node in zip(homes, view.nodes(homes), strict=True)}
+    said: dict[int, tuple[str, str, str]] = {}
+    for nid, node in zip(notes, view.nodes(notes), strict=True):
+        whose = str(node.props.get("speaker") or "") or person_of_home.get(kinds[nid][1] or -1) or ""
+        if whose:
+            said[nid] = (whose.casefold(), node.content or "", node.valid_at)
+    for nid, (speaker, text, when) in told.items():
+        if nid in kinds and speaker and not is_assistant(speaker):
+            said[nid] = (speaker.casefold(), text, when)
+    return said
 
 
 def changed_over_stated(

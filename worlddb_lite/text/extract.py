@@ -665,7 +665,7 @@ _CUE_WORDS = (
 # "we sold the hatchback", "I'm at Studio Nova now", "no longer eats meat", "got Mubi instead"
 _TELLS_CHANGE = re.compile(
     r"\b(?:moved|switched|quit|stopped|gave up|given up|replaced|sold|cancell?ed|changed|swapped|traded|"
-    r"no longer|any ?more|instead|now|these days|nowadays)\b",
+    r"no longer|any ?more|instead)\b",
     re.IGNORECASE,
 )
 
