@@ -187,11 +187,14 @@ def test_in_a_real_conversation_an_update_in_plain_words_answers_first(real: Wor
     assert any("scooter" in text for text in contents(real, "how do I get to work?")[:3])
 
 
-def test_in_a_real_conversation_my_is_the_scope_person_and_a_note_is_not_buried(real: WorldDB) -> None:
+def test_in_a_real_conversation_my_is_the_scope_person(real: WorldDB) -> None:
     real.write("Melanie's barber is Leo on Main Street", scope="caroline", speaker="Melanie", valid_at="2023-11-01")
     real.write("Caroline's barber is Tomas on Elm Street", scope="caroline", valid_at="2023-11-02")
     assert "Tomas" in contents(real, "who is my barber?")[0]
+
+
+def test_in_a_real_conversation_a_note_is_not_buried_by_her_turns(real: WorldDB) -> None:
+    """Every turn of Caroline's gains by her name; the note about her gains the same (issue: not in the top 200)."""
     real.write("Caroline's favourite author is Ursula Le Guin", scope="caroline", valid_at="2023-11-03")
-    assert any(
-        "Le Guin" in text for text in contents(real, "which writer does Caroline like?")[:5]
-    )  # writer, author: a gap
+    found = contents(real, "which writer does Caroline like?")
+    assert any("Le Guin" in text for text in found[:5])  # not the first: "writer" and "author" share no word

@@ -49,6 +49,9 @@ class Context:
     left_out: int
 
 
+MOVES_BY_ID = frozenset({"older", "newer"})  # reasons whose ``via`` is the other memory's id (shown as a prefix)
+
+
 def status(hit: Hit) -> str:
     """Current, historical (a newer value superseded it), stale, possibly stale or contested (a contradiction stands).
 
@@ -93,7 +96,9 @@ def line(number: int, hit: Hit) -> str:
     elif state == "contested":
         note = f" (contested by {', '.join(i[:12] for i in node.contradicted_by)})"
     why = ", ".join(
-        f"{r.lane} #{r.rank}" + (f" via {r.via!r}" if r.via else "") + (f" {r.effect:+.4f}" if r.effect else "")
+        f"{r.lane} #{r.rank}"
+        + (f" via {r.via[:12] if r.lane in MOVES_BY_ID else repr(r.via)}" if r.via else "")
+        + (f" {r.effect:+.4f}" if r.effect else "")
         for r in hit.why
     )
     sources = ""
