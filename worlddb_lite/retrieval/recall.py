@@ -59,6 +59,7 @@ NEWER_NEAR = 8  # ... among this many nearest of theirs
 SOURCE_TYPES = ("Memory", "Turn")
 SAME_THING = 0.45  # cosine at which two memories of a person sharing a word are about one thing (dev: 0.25-0.45 tie)
 NOTE_KIND = "Memory"
+FACT_KIND = "Fact"
 AFTER_PRIORS = ("notes",)  # lanes fused after the session prior, so their lift stays with the node they rank
 STANDING_LANES = frozenset({"instruction", "preference"})  # they rank what holds for every question, not answers
 
@@ -387,12 +388,12 @@ def person_prior(
 ) -> list[tuple[int, float]]:
     """Each memory of the head about a person the query asks about gains ``NAMED_SPEAKER_WEIGHT`` x the best score.
 
-    About them: a turn they said (every word of its speaker among the query's words, or the
-    speaker is the scope's person a first-person query means: ``lanes.asked_people``), or a note
-    or fact that refers to an entity the query names or means (``Found.entities``). "What did
-    Caroline research?" is answered by Caroline's own turns, which rarely say her name, and by the
-    notes that name her; the same lift for every kind, so a note about her is not buried by her
-    turns, and a memory about someone else of the same kind ("Melanie's GP") stays below.
+    About them: a turn they said or a note written for them (every word of its speaker, or of the
+    note's scope's person, among the query's words; "I", "my" and "me" say the scope's person:
+    ``lanes.asked_people``), or a fact that refers to an entity the query names or means
+    (``Found.entities``). "What did Caroline research?" is answered by Caroline's own turns, which
+    rarely say her name, and by her notes; the same lift for every kind, so a note of hers is not
+    buried by her turns, and a memory of someone else's of the same kind ("Melanie's GP") stays below.
     """
     head = ranked[:depth]
     if not head:
@@ -401,13 +402,14 @@ def person_prior(
         told = queries.said(view.conn, [nid for nid, _ in head])
     asked = {w.casefold() for w in re.findall(r"\w+", " ".join([query, *found.people]))}
     nids = [nid for nid, _ in head]
-    others = [nid for nid, (kind, _) in zip(nids, view.kinds(nids), strict=True) if kind in SIBLING_KINDS]
+    whose = _whose(view, nids, told)
+    facts = [nid for nid, (kind, _) in zip(nids, view.kinds(nids), strict=True) if kind == FACT_KIND]
     refer = {
         nid
         for _, nid, _, _ in queries.linked(
             view.conn,
             ("refers_to",),
-            others,
+            facts,
             ("Entity",),
             view.valid,
             view.belief,
@@ -419,11 +421,8 @@ def person_prior(
     best = head[0][1]
     weighed = []
     for nid, value in head:
-        if nid in told:
-            named = {w.casefold() for w in re.findall(r"\w+", told[nid][0] or "")}
-            about = bool(named) and named <= asked and not is_assistant(told[nid][0])
-        else:
-            about = nid in refer
+        named = set(re.findall(r"\w+", whose[nid][0])) if nid in whose else set()
+        about = bool(named) and named <= asked or nid in refer
         weighed.append((nid, value + NAMED_SPEAKER_WEIGHT * best if about else value))
     return by_score(weighed, view.tie_keys) + ranked[depth:]
 
