@@ -767,7 +767,7 @@ def test_the_turn_said_next_is_found_past_what_was_written_between(db: WorldDB) 
         name="Ana",
     )
     nid = {node: db._store.resolve(node) for node in (first, second, elsewhere)}
-    assert queries.next_turns(db._conn, [nid[first], nid[second]]) == {nid[first]: nid[second]}  # the last has none
+    assert queries.next_turns(db._conn, [nid[first], nid[second]]) == {nid[first]: (nid[second],)}  # the last has none
 
 
 def test_the_entity_lane_orders_by_the_question_without_the_names_it_matched(ana: WorldDB) -> None:

@@ -182,36 +182,19 @@ def notes_lane(
     lanes: Mapping[str, Sequence[int]],
     *,
     weights: Mapping[str, float],
-    about: Sequence[int] = (),
 ) -> list[int]:
-    """The best of the notes (``Memory``) inside the read's world, ranked among notes by what the other lanes say.
+    """The notes (``Memory``) inside the read's world, ranked among notes by what the other lanes say of them.
 
     A person's few deliberate notes share a scope with every turn of their conversations; ranked
     with them, a note competes against hundreds of turns in every lane. Here the notes alone are
     ordered by the same fused evidence (``lanes``, which this lane joins last), so the best-found
     note has a first place as a lane's best does; the notes no lane found follow, closest first.
-    When the query names people or says "my" (``about``: their entities), only a note about one of
-    them counts: "I live in Lisbon" is no answer to "where does Emma live?".
+    The caller offers the first ``NOTES_K`` of those it keeps (recall.py: of the person asked).
     """
     found = [nid for nid, _ in rrf(lanes, weights=weights, keys=view.tie_keys)[:NOTES_POOL]]
     near = [nid for nid, _ in nearest(view, vector, depth, NOTE_TYPES)]
     kinds = dict(zip(found, view.kinds(found), strict=True))
-    ranked = list(dict.fromkeys([*(nid for nid in found if kinds[nid][0] in NOTE_TYPES), *near]))
-    if about and ranked:
-        linked = queries.linked(
-            view.conn,
-            ("refers_to",),
-            ranked,
-            ("Entity",),
-            view.valid,
-            view.belief,
-            towards=False,
-            include_superseded=view.include_superseded,
-            far=about,
-        )
-        theirs = {nid for _, nid, _, _ in linked}
-        ranked = [nid for nid in ranked if nid in theirs]
-    return ranked[:NOTES_K]
+    return list(dict.fromkeys([*(nid for nid in found if kinds[nid][0] in NOTE_TYPES), *near]))[:depth]
 
 
 def with_cold(

@@ -22,6 +22,7 @@ from ..text.words import words as split_words
 from ..types import Hit, Node, Reason, is_assistant, person_of
 from .fusion import LANE_WEIGHTS, rrf
 from .lanes import (
+    NOTES_K,
     EntityPath,
     asked_people,
     named_entities,
@@ -59,7 +60,6 @@ NEWER_NEAR = 8  # ... among this many nearest of theirs
 SOURCE_TYPES = ("Memory", "Turn")
 SAME_THING = 0.45  # cosine at which two memories of a person sharing a word are about one thing (dev: 0.25-0.45 tie)
 NOTE_KIND = "Memory"
-FACT_KIND = "Fact"
 AFTER_PRIORS = ("notes",)  # lanes fused after the session prior, so their lift stays with the node they rank
 STANDING_LANES = frozenset({"instruction", "preference"})  # they rank what holds for every question, not answers
 
@@ -115,7 +115,11 @@ def gather(view: ReadView, query: str, depth: int, *, late: bool = True) -> Foun
             view, view.tokens(), query, [nid for nid, _ in rrf(lanes, weights=LANE_WEIGHTS, keys=view.tie_keys)]
         )
     if vector is not None:
-        lanes["notes"] = notes_lane(view, vector, depth, lanes, weights=LANE_WEIGHTS, about=sorted(named))
+        notes = notes_lane(view, vector, depth, lanes, weights=LANE_WEIGHTS)
+        if named:  # a note counts only if it is about someone the query asks about: "I live in Lisbon" is not Emma's
+            about = about_asked(view, notes, {}, query, people, sorted(named))
+            notes = [nid for nid in notes if nid in about]
+        lanes["notes"] = notes[:NOTES_K]
     return Found(lanes, paths, people, tuple(sorted(named)))
 
 
@@ -230,19 +234,31 @@ def order(
     ranks = {lane: {nid: place for place, nid in enumerate(ranking, start=1)} for lane, ranking in found.lanes.items()}
     return [
         Hit(node, score, turns[nid], (*_lane_reasons(view, nid, ranks, found.paths), *later.get(nid, ())))
-        for node, nid, score in zip(nodes, top, shown_scores([ranked.score[nid] for nid in top]), strict=True)
+        for node, nid, score in zip(
+            nodes,
+            top,
+            shown_scores([ranked.score[nid] for nid in top], [nid in ranked.moved for nid in top]),
+            strict=True,
+        )
     ]
 
 
-def shown_scores(scores: Sequence[float]) -> list[float]:
-    """The hits' scores in their order, never rising: a hit an update moved up takes the score of the one below it.
+def shown_scores(scores: Sequence[float], moved: Sequence[bool]) -> list[float]:
+    """The hits' scores in their order, never rising: a hit an update moved takes its neighbour's score.
 
-    The moves (stale, changed, older, standing) re-order without re-scoring; a score printed out of
-    rank order would say the order is wrong. Unmoved hits keep their fused scores.
+    The moves (stale, changed, older, newer, standing) re-order without re-scoring, and a score
+    printed out of rank order would say the order is wrong. A moved hit shows the score of the
+    nearest unmoved hit above it (below it, at the top); then any hit still above the one before it
+    (the speaker prior orders turns among the places turns hold) shows that one's score.
     """
     out = list(scores)
-    for i in range(len(out) - 2, -1, -1):
-        out[i] = max(out[i], out[i + 1])
+    kept = [i for i, flag in enumerate(moved) if not flag]
+    for i, flag in enumerate(moved):
+        if flag and kept:
+            above = [j for j in kept if j < i]
+            out[i] = scores[above[-1]] if above else scores[kept[0]]
+    for i in range(1, len(out)):
+        out[i] = min(out[i], out[i - 1])
     return out
 
 
@@ -388,42 +404,20 @@ def person_prior(
 ) -> list[tuple[int, float]]:
     """Each memory of the head about a person the query asks about gains ``NAMED_SPEAKER_WEIGHT`` x the best score.
 
-    About them: a turn they said or a note written for them (every word of its speaker, or of the
-    note's scope's person, among the query's words; "I", "my" and "me" say the scope's person:
-    ``lanes.asked_people``), or a fact that refers to an entity the query names or means
-    (``Found.entities``). "What did Caroline research?" is answered by Caroline's own turns, which
-    rarely say her name, and by her notes; the same lift for every kind, so a note of hers is not
-    buried by her turns, and a memory of someone else's of the same kind ("Melanie's GP") stays below.
+    About them (``about_asked``): a turn they said, a note written for them, or a note or fact that
+    names them; "I", "my" and "me" say the scope's person (``lanes.asked_people``). "What did
+    Caroline research?" is answered by Caroline's own turns, which rarely say her name, and by her
+    notes; the same lift for every kind, so a note of hers is not buried by her turns, and a memory
+    of someone else's of the same kind ("Melanie's GP") stays below.
     """
     head = ranked[:depth]
     if not head:
         return ranked
     if told is None:
         told = queries.said(view.conn, [nid for nid, _ in head])
-    asked = {w.casefold() for w in re.findall(r"\w+", " ".join([query, *found.people]))}
-    nids = [nid for nid, _ in head]
-    whose = _whose(view, nids, told)
-    facts = [nid for nid, (kind, _) in zip(nids, view.kinds(nids), strict=True) if kind == FACT_KIND]
-    refer = {
-        nid
-        for _, nid, _, _ in queries.linked(
-            view.conn,
-            ("refers_to",),
-            facts,
-            ("Entity",),
-            view.valid,
-            view.belief,
-            towards=False,
-            include_superseded=view.include_superseded,
-            far=found.entities,
-        )
-    }
+    about = about_asked(view, [nid for nid, _ in head], told, query, found.people, found.entities)
     best = head[0][1]
-    weighed = []
-    for nid, value in head:
-        named = set(re.findall(r"\w+", whose[nid][0])) if nid in whose else set()
-        about = bool(named) and named <= asked or nid in refer
-        weighed.append((nid, value + NAMED_SPEAKER_WEIGHT * best if about else value))
+    weighed = [(nid, value + NAMED_SPEAKER_WEIGHT * best if nid in about else value) for nid, value in head]
     return by_score(weighed, view.tie_keys) + ranked[depth:]
 
 
@@ -457,7 +451,10 @@ def speaker_prior(
         return ranked
     fused = dict(head)
     person = {nid for nid, speaker in said_by.items() if not is_assistant(speaker)}
-    following = queries.next_turns(view.conn, sorted(person))
+    following = {  # the version of the turn said next that the read found, if it found one
+        nid: next((v for v in versions if v in said_by), versions[-1])
+        for nid, versions in queries.next_turns(view.conn, sorted(person)).items()
+    }
     replies = {nid: after for nid, after in following.items() if after in person}
     answers = {after: nid for nid, after in following.items() if after in said_by and after not in person}
     weighed = []
@@ -634,11 +631,11 @@ def newer_over_older(
     head = fused[:depth]
     said = _whose(view, head, told)
     notes = {nid for nid in said if nid not in told}
-    if not said:
-        return fused, {}
+    if not notes:
+        return fused, {}  # only a note can be the older one: no search, nothing to move
     index = view.index()
     vectors = index.vectors([nid for nid in head if nid in said])
-    looked = [nid for nid in head if nid in vectors][:NEWER_LOOK]
+    looked = [nid for nid in head if nid in vectors and nid in notes][:NEWER_LOOK]
     near = {n for old in looked for n, _ in nearest(view, vectors[old], NEWER_NEAR, SOURCE_TYPES)} - set(head)
     said.update(_whose(view, sorted(near), queries.said(view.conn, sorted(near))))
     vectors.update(index.vectors([nid for nid in sorted(near) if nid in said]))
@@ -672,6 +669,39 @@ def newer_over_older(
     return kept + [nid for nid in fused[depth:] if nid not in moved], older
 
 
+def about_asked(
+    view: ReadView,
+    nids: Sequence[int],
+    told: Mapping[int, Said],
+    query: str,
+    people: Sequence[str],
+    entities: Sequence[int],
+) -> set[int]:
+    """Those of ``nids`` about a person the query asks about: said by them, written for them, or naming them.
+
+    Said or written for: a turn's speaker, or a note's speaker or scope's person (``_whose``), every
+    word of it among the query's words or ``people`` (whom "I", "my" and "me" mean). Naming: a note
+    or a fact that refers to one of ``entities`` (those the query names or means).
+    """
+    asked = {w.casefold() for w in re.findall(r"\w+", " ".join([query, *people]))}
+    whose = _whose(view, nids, told)
+    found = {nid for nid, (who, _, _) in whose.items() if who.split() and set(who.split()) <= asked}
+    kinds = dict(zip(nids, view.kinds(nids), strict=True))
+    named = [nid for nid in nids if kinds[nid][0] in SIBLING_KINDS and nid not in found]
+    linked = queries.linked(
+        view.conn,
+        ("refers_to",),
+        named,
+        ("Entity",),
+        view.valid,
+        view.belief,
+        towards=False,
+        include_superseded=view.include_superseded,
+        far=entities,
+    )
+    return found | {nid for _, nid, _, _ in linked}
+
+
 def _whose(view: ReadView, nids: Sequence[int], told: Mapping[int, Said]) -> dict[int, tuple[str, str, str]]:
     """(whose, text, valid time) of each of ``nids`` that is a person's memory: a turn, a note.
 
@@ -685,7 +715,7 @@ def _whose(view: ReadView, nids: Sequence[int], told: Mapping[int, Said]) -> dic
     said: dict[int, tuple[str, str, str]] = {}
     for nid, node in zip(notes, view.nodes(notes), strict=True):
         whose = str(node.props.get("speaker") or "") or person_of_home.get(kinds[nid][1] or -1) or ""
-        if whose:
+        if whose and not is_assistant(whose):
             said[nid] = (whose.casefold(), node.content or "", node.valid_at)
     for nid, (speaker, text, when) in told.items():
         if nid in kinds and speaker and not is_assistant(speaker):

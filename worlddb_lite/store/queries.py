@@ -210,30 +210,60 @@ def learned_only_from(conn: apsw.Connection, nid: int) -> list[int]:
     ]
 
 
-def next_turns(conn: apsw.Connection, nids: Sequence[int]) -> dict[int, int]:
-    """The Turn written next in the same world after each of ``nids`` that has one.
+def next_turns(conn: apsw.Connection, nids: Sequence[int]) -> dict[int, tuple[int, ...]]:
+    """Every version of the Turn written next in the same world after each of ``nids`` that has one, first first.
 
     An amended turn (a new version ``supersedes`` it) keeps the place of the turn it amends: the
-    turn after it is the one after its first version, and that one is named by its latest version.
-    Visible or not: a caller uses it only when it is among what the read found.
+    turn after it is the one after its first version. Each version is given, visible or not: a
+    caller uses the one among what its read found (a read as of before an amend finds the first).
+    Versions are rare: the chains are followed only for the turns that have them (an indexed probe).
     """
-    return {
-        as_int(nid): as_int(after)
-        for nid, after in conn.execute(
-            "with recursive back(top, nid) as (select t.nid, t.nid from node as t "
-            "where t.nid in (select value from json_each(?1)) and t.type = 'Turn' "
-            "union select b.top, e.dst from back as b join edge as e on e.src = b.nid and e.type = 'supersedes'), "
-            "first(top, nid) as (select top, min(nid) from back group by top), "
-            "following(top, nid) as (select f.top, (select min(n.nid) from node as n join node as h on h.nid = f.nid "
-            "where n.parent = h.parent and n.type = 'Turn' and n.nid > f.nid "
-            "and not exists (select 1 from edge as o where o.src = n.nid and o.type = 'supersedes')) from first as f), "
-            "forward(top, nid) as (select top, nid from following where nid is not null "
-            "union select w.top, e.src from forward as w join edge as e on e.dst = w.nid and e.type = 'supersedes') "
-            "select top, max(nid) from forward group by top",
-            (json.dumps(list(nids)),),
+    first = _versions(conn, list(nids), back=True)  # each turn -> its first version (itself, mostly)
+    after = {
+        as_int(top): as_int(nxt)
+        for top, nxt in conn.execute(
+            "select h.nid, (select min(n.nid) from node as n where n.parent = h.parent and n.type = 'Turn' "
+            "and n.nid > h.nid and not exists (select 1 from edge as o where o.src = n.nid and o.type = 'supersedes')) "
+            "from node as h where h.nid in (select value from json_each(?)) and h.type = 'Turn'",
+            (json.dumps(sorted(set(first.values()))),),
         )
-        if after is not None
+        if nxt is not None
     }
+    later = _versions(conn, sorted(set(after.values())), back=False)
+    out: dict[int, tuple[int, ...]] = {}
+    for nid in nids:
+        if (root := first.get(nid)) is not None and (nxt := after.get(root)) is not None:
+            out[nid] = (nxt, *sorted(v for v, start in later.items() if start == nxt and v != nxt))
+    return out
+
+
+def _versions(conn: apsw.Connection, nids: list[int], *, back: bool) -> dict[int, int]:
+    """Versions through ``supersedes`` edges, as far as they go.
+
+    ``back``: each of ``nids`` -> the first version it amends (itself if none). Else: every later
+    version of each of ``nids`` (and each itself) -> that one of ``nids``.
+    """
+    out = {nid: nid for nid in nids}
+    frontier = {nid: nid for nid in nids}
+    column, other = ("src", "dst") if back else ("dst", "src")
+    while frontier:
+        rows = conn.execute(
+            f"select {column}, {other} from edge where {column} in (select value from json_each(?)) "
+            "and type = 'supersedes'",
+            (json.dumps(sorted(frontier)),),
+        ).fetchall()
+        step: dict[int, int] = {}
+        for here, there in rows:
+            start = frontier[as_int(here)]
+            if back:
+                out[start] = min(out[start], as_int(there))
+            elif as_int(there) not in out:
+                out[as_int(there)] = start
+            step[as_int(there)] = start
+        frontier = {n: s for n, s in step.items() if n not in frontier} if rows else {}
+        if len(out) > 10 * len(nids) + 1000:
+            break  # a chain longer than any amend history: stop, it is no turn's
+    return out
 
 
 def valid_between(

@@ -128,11 +128,12 @@ def _learn(writer: Writer, note: str, *, extractor: Extractor | None, deferred: 
     node = writer.read(note)
     if node.type not in (NOTE_TYPE, TURN_TYPE) or node.parent is None or node.purged:
         return False
-    home, said_in = writer.read(node.parent), None
+    home, said_in = writer.read(node.parent), None  # a note's facts are said in no named place
     if node.type == TURN_TYPE:  # a turn speaks for who said it, in its session
         if is_assistant(node.name) or home.type != "Session" or home.parent is None:
             return False
-        home, said_in = writer.read(home.parent), home.name
+        home = writer.read(home.parent)
+        said_in = home.name  # a turn's facts are said in its scope, as write/live.py says them
     if home.type != "Scope":
         return False  # a memory inside another world has no person to speak for
     if node.type == TURN_TYPE:
