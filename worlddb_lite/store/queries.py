@@ -237,6 +237,10 @@ def next_turns(conn: apsw.Connection, nids: Sequence[int]) -> dict[int, tuple[in
     return out
 
 
+_AMENDS = "select src, dst from edge where src in (select value from json_each(?)) and type = 'supersedes'"
+_AMENDED_BY = "select dst, src from edge where dst in (select value from json_each(?)) and type = 'supersedes'"
+
+
 def _versions(conn: apsw.Connection, nids: list[int], *, back: bool) -> dict[int, int]:
     """Versions through ``supersedes`` edges, as far as they go.
 
@@ -245,13 +249,9 @@ def _versions(conn: apsw.Connection, nids: list[int], *, back: bool) -> dict[int
     """
     out = {nid: nid for nid in nids}
     frontier = {nid: nid for nid in nids}
-    column, other = ("src", "dst") if back else ("dst", "src")
+    sql = _AMENDS if back else _AMENDED_BY
     while frontier:
-        rows = conn.execute(
-            f"select {column}, {other} from edge where {column} in (select value from json_each(?)) "
-            "and type = 'supersedes'",
-            (json.dumps(sorted(frontier)),),
-        ).fetchall()
+        rows = conn.execute(sql, (json.dumps(sorted(frontier)),)).fetchall()
         step: dict[int, int] = {}
         for here, there in rows:
             start = frontier[as_int(here)]
