@@ -701,7 +701,7 @@ def test_the_persons_turn_outranks_the_assistants_reply_that_repeats_it(
 
 
 def test_a_turn_said_by_the_person_the_query_names_gains(db: WorldDB) -> None:
-    from worlddb_lite.retrieval.recall import NAMED_SPEAKER_WEIGHT, speaker_prior
+    from worlddb_lite.retrieval.recall import NAMED_SPEAKER_WEIGHT, Found, person_prior, speaker_prior
 
     db.ingest(
         _dialogue(
@@ -721,15 +721,19 @@ def test_a_turn_said_by_the_person_the_query_names_gains(db: WorldDB) -> None:
     }
     caroline, melanie, assistant = turns["Caroline"], turns["Melanie"], turns["assistant"]
     ranked = [(assistant, 0.06), (melanie, 0.05), (caroline, 0.047)]
+    named = dict(person_prior(view, ranked, "What painting class did caroline take?", Found({}, {}), depth=10))
+    assert named[caroline] == pytest.approx(0.047 + NAMED_SPEAKER_WEIGHT * 0.06)  # named (any case)
+    assert named[melanie] == 0.05 and named[assistant] == 0.06  # not named; an assistant is named by no one
     weighed = dict(speaker_prior(view, ranked, "What painting class did caroline take?", depth=10))
     reply = recall_module.REPLY_WEIGHT * 0.05  # Melanie answered Caroline: her turn's score lifts Caroline's
-    assert weighed[caroline] == pytest.approx(0.047 + NAMED_SPEAKER_WEIGHT * 0.06 + reply)  # named (any case)
-    assert weighed[melanie] == 0.05  # not named, and the assistant's reply lifts nothing
+    assert weighed[caroline] == pytest.approx(0.047 + reply)  # the name is the person prior's, not this one's
+    assert weighed[melanie] == 0.05  # the assistant's reply lifts nothing
     answered = recall_module.ANSWER_WEIGHT * 0.05  # the assistant answered Melanie: her turn's score lifts its answer
     assert weighed[assistant] == pytest.approx(0.06 * recall_module.ASSISTANT_SHARE + answered)
     alone = dict(speaker_prior(view, [(assistant, 0.06), (caroline, 0.047)], "Which painting class?", depth=10))
     assert alone[assistant] == pytest.approx(0.06 * recall_module.ASSISTANT_SHARE)  # what it answered: not in the head
-    assert [nid for nid, _ in speaker_prior(view, ranked, "What painting class did caroline take?", depth=10)] == [
+    lifted = person_prior(view, ranked, "What painting class did caroline take?", Found({}, {}), depth=10)
+    assert [nid for nid, _ in speaker_prior(view, lifted, "What painting class did caroline take?", depth=10)] == [
         caroline,
         melanie,
         assistant,
@@ -741,12 +745,12 @@ def test_a_turn_said_by_the_person_the_query_names_gains(db: WorldDB) -> None:
 
 
 def test_a_speaker_without_words_is_named_by_no_query(db: WorldDB) -> None:
-    from worlddb_lite.retrieval.recall import speaker_prior
+    from worlddb_lite.retrieval.recall import Found, person_prior
 
     db.ingest(_dialogue("ana", "2024-01-10", [("-", "I took a painting class")]))
     view = db._reader.view(None, None, False, world=db._reader.scope_id("ana"))
     turn = int(db._conn.execute("select nid from node where type = 'Turn'").fetchall()[0][0])
-    assert speaker_prior(view, [(turn, 0.05)], "which painting class?", depth=10) == [(turn, 0.05)]
+    assert person_prior(view, [(turn, 0.05)], "which painting class?", Found({}, {}), depth=10) == [(turn, 0.05)]
 
 
 def test_the_turn_said_next_is_found_past_what_was_written_between(db: WorldDB) -> None:
@@ -763,7 +767,7 @@ def test_the_turn_said_next_is_found_past_what_was_written_between(db: WorldDB) 
         name="Ana",
     )
     nid = {node: db._store.resolve(node) for node in (first, second, elsewhere)}
-    assert queries.next_turns(db._conn, [nid[first], nid[second]]) == {nid[first]: nid[second]}  # the last has none
+    assert queries.next_turns(db._conn, [nid[first], nid[second]]) == {nid[first]: (nid[second],)}  # the last has none
 
 
 def test_the_entity_lane_orders_by_the_question_without_the_names_it_matched(ana: WorldDB) -> None:

@@ -512,10 +512,20 @@ class WorldDB:
         )
 
     def retire(self, ref: str, *, at: TimeLike | None = None) -> None:
-        """Close a memory's validity (it stops being true; its history stays)."""
+        """Close a memory's validity (it stops being true; its history stays).
+
+        A fact learned from it alone (no other current turn or note says it) stands on nothing the
+        person still holds: it closes at the same time, as when the memory is amended (``amend``).
+        """
         when = parse_time(at, field="at") if at is not None else None
         with self._txn() as txn:
-            txn.close(self._store.resolve(ref), when, retire=True)
+            nid = self._store.resolve(ref)
+            said = self._store.node_row(nid).type in ("Turn", "Memory")  # what facts are learned from
+            alone = queries.learned_only_from(self._conn, nid) if said else []
+            txn.close(nid, when, retire=True)
+            closed = self._store.node_row(nid).invalid_at
+            for fact in alone:
+                txn.close(fact, max(str(closed), self._store.node_row(fact).valid_at))
 
     def retract(self, ref: str) -> None:
         """Stop believing a memory from now on (belief time); what was believed before stays readable."""

@@ -13,9 +13,18 @@ from typing import Any
 ASSISTANT_ROLES = frozenset({"assistant", "system"})
 
 
+PERSON_KINDS = ("user", "agent")  # scope kinds that are someone: a note in one speaks for them, "my" means them
+FIRST_PERSON = frozenset({"i", "me", "my", "mine", "myself"})  # the words by which the scope's person says "me"
+
+
 def is_assistant(speaker: str | None) -> bool:
     """Whether a turn's speaker is the assistant (any case), not a person."""
     return (speaker or "").casefold() in ASSISTANT_ROLES
+
+
+def person_of(scope: Node) -> str | None:
+    """Whom a scope is (its name), when it is a user or an agent, not an app or a run; None otherwise."""
+    return scope.name if scope.type == "Scope" and scope.props.get("kind", "user") in PERSON_KINDS else None
 
 
 class MergeStatus(StrEnum):

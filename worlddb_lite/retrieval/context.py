@@ -32,7 +32,8 @@ class ContextItem:
     """One memory in the context: its line of text and where it came from."""
 
     node: str  # node id
-    status: str  # "current", "historical" (superseded), "stale" (what it said changed since) or "contested"
+    status: str  # "current", "historical" (superseded), "stale" (what it said changed since), "possibly stale"
+    # (a newer memory about the same thing ranks above it) or "contested"
     text: str
     tokens: int
 
@@ -48,11 +49,16 @@ class Context:
     left_out: int
 
 
+MOVES_BY_ID = frozenset({"older", "newer"})  # reasons whose ``via`` is the other memory's id (shown as a prefix)
+
+
 def status(hit: Hit) -> str:
-    """Current, historical (a newer value superseded it), stale or contested (a contradiction stands).
+    """Current, historical (a newer value superseded it), stale, possibly stale or contested (a contradiction stands).
 
     Stale: a turn or note still held as said, every fact learned from which a later memory changed
     (recall moved it below that memory: ``stale`` in its why). "I live in Lisbon" after "I moved to Porto".
+    Possibly stale: a note a newer memory of the same person about the same thing went above (``older``
+    in its why): "I drink three cups of coffee a day" after "I quit coffee last week", no slot read.
     """
     if hit.node.superseded_by or hit.node.invalid_at is not None:
         return "historical"
@@ -60,6 +66,8 @@ def status(hit: Hit) -> str:
         return "contested"
     if any(reason.lane == "stale" for reason in hit.why):
         return "stale"
+    if any(reason.lane == "older" for reason in hit.why):
+        return "possibly stale"
     return "current"
 
 
@@ -82,10 +90,15 @@ def line(number: int, hit: Hit) -> str:
         note = f" (historical{until}{by})"
     elif state == "stale":
         note = " (stale: a later memory changed what it says)"
+    elif state == "possibly stale":
+        newer = next(r.via for r in hit.why if r.lane == "older")
+        note = f" (possibly stale: a newer memory of the same person is about the same thing, {str(newer)[:12]})"
     elif state == "contested":
         note = f" (contested by {', '.join(i[:12] for i in node.contradicted_by)})"
     why = ", ".join(
-        f"{r.lane} #{r.rank}" + (f" via {r.via!r}" if r.via else "") + (f" {r.effect:+.4f}" if r.effect else "")
+        f"{r.lane} #{r.rank}"
+        + (f" via {r.via[:12] if r.lane in MOVES_BY_ID else repr(r.via)}" if r.via else "")
+        + (f" {r.effect:+.4f}" if r.effect else "")
         for r in hit.why
     )
     sources = ""

@@ -25,6 +25,7 @@ LANE_WEIGHTS = {  # chosen with bench/recall.py; bench/fusion_fit.py refits them
     "instruction": 1.0,
     "preference": 0.5,
     "late": 0.65,
+    "notes": 2.0,  # chosen on the scenario corpus's dev split (bench/scenarios.py; docs/decisions.md)
 }
 
 

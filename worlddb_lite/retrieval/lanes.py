@@ -14,7 +14,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,11 +26,16 @@ from ..text.dates import named_periods
 from ..text.names import normalise_alias
 from ..text.stopwords import STOPWORDS
 from ..text.words import words
+from ..types import FIRST_PERSON, person_of
+from .fusion import rrf
 from .ties import by_score, ordered
 from .view import ReadView
 
 TEXT_TYPES = ("Turn", "Memory", "Summary", "Fact")  # what the text and vector lanes rank
 GRAPH_TYPES = ("Turn", "Memory", "Summary", "Fact")  # what the entity lane reaches through refers_to
+NOTE_TYPES = ("Memory",)  # what the notes lane ranks: what was written deliberately, not said in passing
+NOTES_K = 1  # the notes lane offers the best-found note only: one lift, not every note above the turns
+NOTES_POOL = 300  # the fused candidates the notes lane reads notes from (as many as the late lane re-ranks)
 MAX_QUERY_TERMS = 64  # a pasted page becomes its first 64 distinct words, not a 10,000-term OR
 MAX_ENTITY_WORDS = 4  # the longest name looked up: "the Museum of Modern Art"
 COMMON_SHARE = 0.02  # a BM25 word in more than this share of the rows ...
@@ -170,6 +175,28 @@ def vector_lane(view: ReadView, vector: np.ndarray, depth: int) -> list[tuple[in
     return nearest(view, vector, depth, TEXT_TYPES)
 
 
+def notes_lane(
+    view: ReadView,
+    vector: np.ndarray,
+    depth: int,
+    lanes: Mapping[str, Sequence[int]],
+    *,
+    weights: Mapping[str, float],
+) -> list[int]:
+    """The notes (``Memory``) inside the read's world, ranked among notes by what the other lanes say of them.
+
+    A person's few deliberate notes share a scope with every turn of their conversations; ranked
+    with them, a note competes against hundreds of turns in every lane. Here the notes alone are
+    ordered by the same fused evidence (``lanes``, which this lane joins last), so the best-found
+    note has a first place as a lane's best does; the notes no lane found follow, closest first.
+    The caller offers the first ``NOTES_K`` of those it keeps (recall.py: of the person asked).
+    """
+    found = [nid for nid, _ in rrf(lanes, weights=weights, keys=view.tie_keys)[:NOTES_POOL]]
+    near = [nid for nid, _ in nearest(view, vector, depth, NOTE_TYPES)]
+    kinds = dict(zip(found, view.kinds(found), strict=True))
+    return list(dict.fromkeys([*(nid for nid in found if kinds[nid][0] in NOTE_TYPES), *near]))[:depth]
+
+
 def with_cold(
     view: ReadView, vector: np.ndarray, scored: list[tuple[int, float]], found: Sequence[int], depth: int
 ) -> list[int]:
@@ -196,8 +223,20 @@ class EntityPath:
     edge: int
 
 
-def named_entities(view: ReadView, query: str) -> dict[int, str]:
-    """Entities inside the read's world named in ``query`` (any 1-4 word span equal to an alias).
+def asked_people(view: ReadView, query: str) -> tuple[str, ...]:
+    """Whom ``query`` asks about without naming them: the read's scope's person when it says "I", "my" or "me".
+
+    An assistant asks its memory in the words of the person it serves ("who is my doctor?"), and a
+    note in a person's scope speaks for them (``write/notes.py``): "my" is that person, not the
+    speaker of every first-person turn in the scope.
+    """
+    if not view.worlds or not {w.split("'")[0].casefold() for w in words(query)} & FIRST_PERSON:
+        return ()
+    return tuple(sorted({person for node in view.nodes(list(view.worlds)) if (person := person_of(node))}))
+
+
+def named_entities(view: ReadView, query: str, people: Sequence[str] = ()) -> dict[int, str]:
+    """Entities inside the read's world named in ``query`` (any 1-4 word span equal to an alias), or in ``people``.
 
     Each is widened to its identity: everything joined to it by accepted same_as.
     """
@@ -207,7 +246,7 @@ def named_entities(view: ReadView, query: str) -> dict[int, str]:
         for i in range(len(tokens))
         for j in range(i + 1, min(i + MAX_ENTITY_WORDS, len(tokens)) + 1)
         if not all(t.casefold() in STOPWORDS for t in tokens[i:j])
-    }
+    } | {normalise_alias(person) for person in people}
     if not spans:
         return {}
     found = queries.nids_by_alias(view.conn, sorted(spans), "Entity")
@@ -248,7 +287,7 @@ def entity_lane(
 
 
 def start_entity_lane(
-    view: ReadView, query: str, vector: np.ndarray | None, depth: int
+    view: ReadView, query: str, vector: np.ndarray | None, depth: int, entities: dict[int, str] | None = None
 ) -> Callable[[Sequence[int]], tuple[list[int], dict[int, EntityPath]]]:
     """``entity_lane`` begun; call the result with the other lanes' finds for the lane.
 
@@ -257,7 +296,7 @@ def start_entity_lane(
     search runs on the side reader). The names with many references are matched against the
     finds when the result is called.
     """
-    entities = named_entities(view, query)
+    entities = named_entities(view, query) if entities is None else entities  # (the caller's, when it read them)
     small = [
         e for e in sorted(entities) if queries.fan_in(view.conn, e, "refers_to", ENTITY_FANOUT + 1) <= ENTITY_FANOUT
     ]

@@ -15,13 +15,26 @@ from typing import TYPE_CHECKING
 
 from ..store import queries
 from ..store.queries import Said
-from ..text.extract import says_change
+from ..text.extract import says_change, tells_change
 from ..text.slots import INSTRUCTIONS, PREFERENCES, slot_words
 from ..text.stopwords import is_function_word
 from ..text.words import words as split_words
-from ..types import Hit, Node, Reason, is_assistant
+from ..types import Hit, Node, Reason, is_assistant, person_of
 from .fusion import LANE_WEIGHTS, rrf
-from .lanes import EntityPath, standing_lanes, start_entity_lane, start_text_lane, time_lane, vector_lane, with_cold
+from .lanes import (
+    NOTES_K,
+    EntityPath,
+    asked_people,
+    named_entities,
+    nearest,
+    notes_lane,
+    standing_lanes,
+    start_entity_lane,
+    start_text_lane,
+    time_lane,
+    vector_lane,
+    with_cold,
+)
 from .late import late_lane
 from .ties import by_score
 from .view import ReadView
@@ -42,6 +55,12 @@ ASSISTANT_SHARE = 0.6  # an assistant's turn keeps this share of its fused score
 NAMED_SPEAKER_WEIGHT = 0.125  # a turn said by someone the query names gains this x the best fused score
 REPLY_WEIGHT = 0.2  # a person's turn gains this x the fused score of the next turn, when a person said that
 ANSWER_WEIGHT = 0.1  # an assistant's turn gains this x the fused score of the person's turn it answers
+NEWER_LOOK = 5  # the head's first memories that look for a newer one about the same thing no lane found ...
+NEWER_NEAR = 8  # ... among this many nearest of theirs
+SOURCE_TYPES = ("Memory", "Turn")
+SAME_THING = 0.45  # cosine at which two memories of a person sharing a word are about one thing (dev: 0.25-0.45 tie)
+NOTE_KIND = "Memory"
+AFTER_PRIORS = ("notes",)  # lanes fused after the session prior, so their lift stays with the node they rank
 STANDING_LANES = frozenset({"instruction", "preference"})  # they rank what holds for every question, not answers
 
 
@@ -67,6 +86,8 @@ class Found:
 
     lanes: dict[str, list[int]]
     paths: dict[int, EntityPath]
+    people: tuple[str, ...] = ()  # whom the query asks about unnamed (``lanes.asked_people``): the entity lane's too
+    entities: tuple[int, ...] = ()  # the entities the query names, or means by "my" (``lanes.named_entities``)
 
 
 def gather(view: ReadView, query: str, depth: int, *, late: bool = True) -> Found:
@@ -80,7 +101,9 @@ def gather(view: ReadView, query: str, depth: int, *, late: bool = True) -> Foun
         lanes["vector"] = [nid for nid, _ in scored]
         standing = standing_lanes(view, vector, (INSTRUCTIONS, PREFERENCES))
         lanes["instruction"], lanes["preference"] = standing[INSTRUCTIONS], standing[PREFERENCES]
-    entity = start_entity_lane(view, query, vector, depth)  # what needs no other lane's finds, meanwhile too
+    people = asked_people(view, query)
+    named = named_entities(view, query, people)
+    entity = start_entity_lane(view, query, vector, depth, named)  # what needs no other lane's finds, meanwhile too
     lanes = {"text": text(), **lanes}  # first, as ever: RRF adds the lanes in order, so its float sums stay the same
     if view.include_cold and vector is not None:
         lanes["vector"] = with_cold(view, vector, scored, lanes["text"], depth)
@@ -91,7 +114,13 @@ def gather(view: ReadView, query: str, depth: int, *, late: bool = True) -> Foun
         lanes["late"] = late_lane(
             view, view.tokens(), query, [nid for nid, _ in rrf(lanes, weights=LANE_WEIGHTS, keys=view.tie_keys)]
         )
-    return Found(lanes, paths)
+    if vector is not None:
+        notes = notes_lane(view, vector, depth, lanes, weights=LANE_WEIGHTS)
+        if named:  # a note counts only if it is about someone the query asks about: "I live in Lisbon" is not Emma's
+            about = about_asked(view, notes, {}, query, people, sorted(named))
+            notes = [nid for nid in notes if nid in about]
+        lanes["notes"] = notes[:NOTES_K]
+    return Found(lanes, paths, people, tuple(sorted(named)))
 
 
 @dataclass(frozen=True)
@@ -103,6 +132,11 @@ class Ranked:
     moved: dict[int, list[Reason]]
     fused: list[tuple[int, float]] = field(default_factory=list)  # the lanes' fusion alone, best first
     after_session: dict[int, float] = field(default_factory=dict)  # the scores once the session prior is added
+    after_person: dict[int, float] = field(default_factory=dict)  # ... and then the person prior
+    after_speaker: dict[int, float] = field(default_factory=dict)  # ... and the speaker prior (before the moves)
+    after_notes: dict[int, float] = field(
+        default_factory=dict
+    )  # the scores once the notes lane is added (after the session prior)
 
     def priors(self, nids: Sequence[int], kinds: Sequence[str]) -> dict[int, list[Reason]]:
         """For each of ``nids`` (of node types ``kinds``), the priors that changed its score, and by how much."""
@@ -113,10 +147,14 @@ class Ranked:
                 continue
             rank, value = before[nid]
             session = self.after_session.get(nid, value) - value
-            speaker = self.score.get(nid, value) - self.after_session.get(nid, value)
+            person = self.after_person.get(nid, value) - self.after_notes.get(nid, self.after_session.get(nid, value))
+            weighed = self.after_speaker.get(nid, self.score.get(nid, value))
+            speaker = weighed - self.after_person.get(nid, self.after_session.get(nid, value))
             reasons = out.setdefault(nid, [])
             if session:
                 reasons.append(Reason("session" if kind == "Turn" else "world", rank, effect=round(session, 6)))
+            if person:
+                reasons.append(Reason("person", rank, effect=round(person, 6)))
             if speaker:
                 reasons.append(Reason("speaker", rank, effect=round(speaker, 6)))
         return out
@@ -129,10 +167,18 @@ def rank(view: ReadView, query: str, found: Found) -> Ranked:
     (``bench/fusion_fit.py`` fits their weights that way); it reads ``LANE_WEIGHTS`` and the
     priors' weights when it runs.
     """
-    fused_only = rrf(found.lanes, weights=LANE_WEIGHTS, keys=view.tie_keys)
+    fused_only = rrf(
+        {lane: nids for lane, nids in found.lanes.items() if lane not in AFTER_PRIORS},
+        weights=LANE_WEIGHTS,
+        keys=view.tie_keys,
+    )
     ranked = session_prior(view, fused_only, SESSION_WEIGHT)
     after_session = dict(ranked)
+    ranked = with_lanes(view, ranked, {lane: found.lanes.get(lane, []) for lane in AFTER_PRIORS})
+    after_notes = dict(ranked)
     told = queries.said(view.conn, [nid for nid, _ in ranked[:HEAD_DEPTH]])  # the head's turns, read once
+    ranked = person_prior(view, ranked, query, found, HEAD_DEPTH, told=told)
+    after_person = dict(ranked)
     weighed = speaker_prior(view, ranked, query, HEAD_DEPTH, told=told)
     fused = turns_in_their_places(ranked, weighed, set(told))
     ranked = weighed
@@ -141,14 +187,29 @@ def rank(view: ReadView, query: str, found: Found) -> Ranked:
     learned = learned_from(view, [*told, *notes])  # the head's turns and notes: the moves below re-order the head
     fused, stale = stale_after_fresh(view, fused, HEAD_DEPTH, learned=learned)
     fused, changed = changed_over_stated(view, fused, HEAD_DEPTH, query, told=told, learned=learned)
+    fused, older = newer_over_older(view, fused, HEAD_DEPTH, told=told)
     fused, standing = answer_first(view, found, fused)
     # moved below the turn that superseded it, or above the turns whose value it changed
     moved: dict[int, list[Reason]] = {nid: [Reason("stale", fused.index(nid) + 1)] for nid in stale}
     for nid in changed:
         moved.setdefault(nid, []).append(Reason("changed", fused.index(nid) + 1))
+    scores = dict(ranked)
+    for nid, newer in older.items():
+        moved.setdefault(nid, []).append(Reason("older", fused.index(nid) + 1, via=view.store.header(newer).id.hex()))
+        moved.setdefault(newer, []).append(Reason("newer", fused.index(newer) + 1, via=view.store.header(nid).id.hex()))
+        scores[newer] = max(scores.get(newer, 0.0), scores[nid])  # one no lane found takes the older's score
     for nid in standing:
         moved.setdefault(nid, []).append(Reason("standing", fused.index(nid) + 1))
-    return Ranked(fused, dict(ranked), moved, fused_only, after_session)
+    return Ranked(
+        fused,
+        scores,
+        moved,
+        fused_only,
+        after_session,
+        after_person,
+        after_speaker=dict(ranked),
+        after_notes=after_notes,
+    )
 
 
 def order(
@@ -172,9 +233,33 @@ def order(
         later[nid] = [*reasons, *later.get(nid, ())]
     ranks = {lane: {nid: place for place, nid in enumerate(ranking, start=1)} for lane, ranking in found.lanes.items()}
     return [
-        Hit(node, ranked.score[nid], turns[nid], (*_lane_reasons(view, nid, ranks, found.paths), *later.get(nid, ())))
-        for node, nid in zip(nodes, top, strict=True)
+        Hit(node, score, turns[nid], (*_lane_reasons(view, nid, ranks, found.paths), *later.get(nid, ())))
+        for node, nid, score in zip(
+            nodes,
+            top,
+            shown_scores([ranked.score[nid] for nid in top], [nid in ranked.moved for nid in top]),
+            strict=True,
+        )
     ]
+
+
+def shown_scores(scores: Sequence[float], moved: Sequence[bool]) -> list[float]:
+    """The hits' scores in their order, never rising: a hit an update moved takes its neighbour's score.
+
+    The moves (stale, changed, older, newer, standing) re-order without re-scoring, and a score
+    printed out of rank order would say the order is wrong. A moved hit shows the score of the
+    nearest unmoved hit above it (below it, at the top); then any hit still above the one before it
+    (the speaker prior orders turns among the places turns hold) shows that one's score.
+    """
+    out = list(scores)
+    kept = [i for i, flag in enumerate(moved) if not flag]
+    for i, flag in enumerate(moved):
+        if flag and kept:
+            above = [j for j in kept if j < i]
+            out[i] = scores[above[-1]] if above else scores[kept[0]]
+    for i in range(1, len(out)):
+        out[i] = min(out[i], out[i - 1])
+    return out
 
 
 def one_of_duplicates(view: ReadView, fused: list[int], k: int) -> list[int]:
@@ -258,6 +343,23 @@ def answer_first(view: ReadView, found: Found, fused: list[int]) -> tuple[list[i
     return [fused[answer], *fused[:answer], *fused[answer + 1 :]], set(fused[:answer])
 
 
+def with_lanes(
+    view: ReadView, ranked: list[tuple[int, float]], lanes: Mapping[str, Sequence[int]]
+) -> list[tuple[int, float]]:
+    """``ranked`` with each of ``lanes`` fused in (RRF, their ``LANE_WEIGHTS``), re-sorted; a node new to it joins.
+
+    For the lanes fused after the session prior (``AFTER_PRIORS``): the notes lane lifts the note it
+    ranks first, and that lift must not reach every note and fact of its world through the prior.
+    """
+    extra = rrf(lanes, weights=LANE_WEIGHTS)
+    if not extra:
+        return ranked
+    scores = dict(ranked)
+    for nid, value in extra:
+        scores[nid] = scores.get(nid, 0.0) + value
+    return by_score(list(scores.items()), view.tie_keys)
+
+
 def session_prior(view: ReadView, ranked: list[tuple[int, float]], weight: float) -> list[tuple[int, float]]:
     """Add to each fused turn ``weight`` x the best fused score among the turns of its Session, and re-sort.
 
@@ -291,6 +393,34 @@ def session_prior(view: ReadView, ranked: list[tuple[int, float]], weight: float
     return by_score(scored, view.tie_keys)
 
 
+def person_prior(
+    view: ReadView,
+    ranked: list[tuple[int, float]],
+    query: str,
+    found: Found,
+    depth: int,
+    *,
+    told: Mapping[int, Said] | None = None,
+) -> list[tuple[int, float]]:
+    """Each memory of the head about a person the query asks about gains ``NAMED_SPEAKER_WEIGHT`` x the best score.
+
+    About them (``about_asked``): a turn they said, a note written for them, or a note or fact that
+    names them; "I", "my" and "me" say the scope's person (``lanes.asked_people``). "What did
+    Caroline research?" is answered by Caroline's own turns, which rarely say her name, and by her
+    notes; the same lift for every kind, so a note of hers is not buried by her turns, and a memory
+    of someone else's of the same kind ("Melanie's GP") stays below.
+    """
+    head = ranked[:depth]
+    if not head:
+        return ranked
+    if told is None:
+        told = queries.said(view.conn, [nid for nid, _ in head])
+    about = about_asked(view, [nid for nid, _ in head], told, query, found.people, found.entities)
+    best = head[0][1]
+    weighed = [(nid, value + NAMED_SPEAKER_WEIGHT * best if nid in about else value) for nid, value in head]
+    return by_score(weighed, view.tie_keys) + ranked[depth:]
+
+
 def speaker_prior(
     view: ReadView, ranked: list[tuple[int, float]], query: str, depth: int, *, told: Mapping[int, Said] | None = None
 ) -> list[tuple[int, float]]:
@@ -300,9 +430,6 @@ def speaker_prior(
       The memory is of the person: what they said is what is asked back, while the assistant's
       replies are long, repeat the person's words and outrank them on both text and vector
       (BEAM-100K: 77% of the evidence messages are the user's, against 35% of the fused head).
-    * A turn said by someone the query names (every word of the speaker among the query's words)
-      gains ``NAMED_SPEAKER_WEIGHT`` x the best fused score: "what did Caroline research?" is
-      answered by Caroline's own turns, which rarely say her name.
     * A person's turn gains ``REPLY_WEIGHT`` x the fused score of the turn written next in its
       world (``queries.next_turns``), when that is in the head and a person said it too: a reply
       repeats what it answers
@@ -322,21 +449,18 @@ def speaker_prior(
     said_by = {nid: speaker for nid, (speaker, _, _) in told.items() if speaker}
     if not said_by:
         return ranked
-    asked = {w.casefold() for w in re.findall(r"\w+", query)}
-    best = head[0][1]
     fused = dict(head)
     person = {nid for nid, speaker in said_by.items() if not is_assistant(speaker)}
-    following = queries.next_turns(view.conn, sorted(person))
+    following = {  # the version of the turn said next that the read found, if it found one
+        nid: next((v for v in versions if v in said_by), versions[-1])
+        for nid, versions in queries.next_turns(view.conn, sorted(person)).items()
+    }
     replies = {nid: after for nid, after in following.items() if after in person}
     answers = {after: nid for nid, after in following.items() if after in said_by and after not in person}
     weighed = []
     for nid, value in head:
-        speaker = said_by.get(nid)
-        named = {w.casefold() for w in re.findall(r"\w+", speaker or "")}
-        if is_assistant(speaker):
+        if is_assistant(said_by.get(nid)):
             value *= ASSISTANT_SHARE
-        elif named and named <= asked:
-            value += NAMED_SPEAKER_WEIGHT * best
         if nid in replies:
             value += REPLY_WEIGHT * fused[replies[nid]]
         if nid in answers:
@@ -427,11 +551,13 @@ def learned_from(view: ReadView, turns: Sequence[int]) -> Learned:
 
 
 def stale_after_fresh(view: ReadView, fused: list[int], depth: int, *, learned: Learned) -> tuple[list[int], set[int]]:
-    """Move a stale turn just below the turn that superseded it, when both are in the head.
+    """A stale turn and the turn that superseded it trade places, when both are in the head and the stale one leads.
 
     A turn is stale when every fact learned from it has been superseded at the read's time; the
     turns that said the superseding facts are fresher. A note (``SOURCE_KINDS``) is read the same way:
-    "I live in Lisbon" goes below "I moved to Porto". Turns are never closed themselves (they are
+    "I moved to Porto" takes the place of "I live in Lisbon", which takes its. The fresher goes up,
+    not only the stale one down: the question found the old statement, and the rule that
+    understood the slot says what answers it now. Turns are never closed themselves (they are
     what was said), so without this the old statement of a changed fact can outrank the new one.
     Read at an earlier ``as_of`` nothing is superseded yet, and nothing moves.
     """
@@ -475,11 +601,126 @@ def stale_after_fresh(view: ReadView, fused: list[int], depth: int, *, learned: 
             continue  # something it said still stands
         successors = {t for f in facts for t in fresher.get(f, ()) if t != turn}
         present = [t for t in successors if t in order]
-        if present and order.index(turn) < max(order.index(t) for t in present):
-            order.remove(turn)
-            order.insert(max(order.index(t) for t in present) + 1, turn)
+        if present and order.index(turn) < min(order.index(t) for t in present):
+            fresh = min(present, key=order.index)  # they trade places: the understood update answers first
+            here, there = order.index(turn), order.index(fresh)
+            order[here], order[there] = fresh, turn
             moved.add(turn)
     return order + fused[depth:], moved
+
+
+def newer_over_older(
+    view: ReadView, fused: list[int], depth: int, *, told: Mapping[int, Said]
+) -> tuple[list[int], dict[int, int]]:
+    """A person's newer memory that tells of a change goes just above their older note about the same thing.
+
+    About the same thing: both are the same person's (a turn's speaker; a note's speaker or its
+    scope's person), their vectors are close (cosine at least ``SAME_THING``) and they share a
+    content word (not a function word, not the person's name). Telling of a change: a word of change
+    (``extract.tells_change``: "I quit coffee last week" after "I drink three cups of coffee a day").
+    The newer may be one no lane found ("I sold the bike and got a scooter" for "how do I get to
+    work?"): the ``NEWER_LOOK`` first memories of the head each look for it among their ``NEWER_NEAR``
+    nearest. No slot is read, so nothing is closed: the older stays, told as possibly stale (``older``
+    in its why, naming the newer). Without the word of change, two memories of one thing are two
+    events ("I went to the support group" twice), and the older may be what is asked. The older is
+    a note, what holds until changed; an older turn is something said in a conversation, where
+    "I moved ..." is rarely a change of what an earlier turn said (LoCoMo recall@10 fell 0.004
+    with turns too).
+    Returns the order and, for each older memory a newer one went above, that newer one.
+    """
+    head = fused[:depth]
+    said = _whose(view, head, told)
+    notes = {nid for nid in said if nid not in told}
+    if not notes:
+        return fused, {}  # only a note can be the older one: no search, nothing to move
+    index = view.index()
+    vectors = index.vectors([nid for nid in head if nid in said])
+    looked = [nid for nid in head if nid in vectors and nid in notes][:NEWER_LOOK]
+    near = {n for old in looked for n, _ in nearest(view, vectors[old], NEWER_NEAR, SOURCE_TYPES)} - set(head)
+    said.update(_whose(view, sorted(near), queries.said(view.conn, sorted(near))))
+    vectors.update(index.vectors([nid for nid in sorted(near) if nid in said]))
+    changes = [nid for nid in vectors if tells_change(said[nid][1])]
+    if not changes:
+        return fused, {}
+    keys = view.tie_keys(list(vectors))
+    content = {
+        nid: slot_words(" ".join(w.casefold() for w in split_words(said[nid][1]) if not is_function_word(w.casefold())))
+        - set(said[nid][0].split())
+        for nid in vectors
+    }
+    order = [*head, *sorted(near)]  # the near ones after the head: only one that moves above an older stays
+    older: dict[int, int] = {}
+    for new in changes:
+        for old in vectors:
+            if (
+                old in head
+                and old in notes
+                and said[new][0] == said[old][0]
+                and (said[new][2], keys[new]) > (said[old][2], keys[old])
+                and float(vectors[new] @ vectors[old]) >= SAME_THING
+                and content[old] & content[new]
+                and order.index(new) > order.index(old)
+            ):
+                order.remove(new)
+                order.insert(order.index(old), new)
+                older[old] = new
+    moved = set(older.values())
+    kept = [nid for nid in order if nid in moved or nid in head]
+    return kept + [nid for nid in fused[depth:] if nid not in moved], older
+
+
+def about_asked(
+    view: ReadView,
+    nids: Sequence[int],
+    told: Mapping[int, Said],
+    query: str,
+    people: Sequence[str],
+    entities: Sequence[int],
+) -> set[int]:
+    """Those of ``nids`` about a person the query asks about: said by them, written for them, or naming them.
+
+    Said or written for: a turn's speaker, or a note's speaker or scope's person (``_whose``), every
+    word of it among the query's words or ``people`` (whom "I", "my" and "me" mean). Naming: a note
+    or a fact that refers to one of ``entities`` (those the query names or means).
+    """
+    asked = {w.casefold() for w in re.findall(r"\w+", " ".join([query, *people]))}
+    whose = _whose(view, nids, told)
+    found = {nid for nid, (who, _, _) in whose.items() if who.split() and set(who.split()) <= asked}
+    kinds = dict(zip(nids, view.kinds(nids), strict=True))
+    named = [nid for nid in nids if kinds[nid][0] in SIBLING_KINDS and nid not in found]
+    linked = queries.linked(
+        view.conn,
+        ("refers_to",),
+        named,
+        ("Entity",),
+        view.valid,
+        view.belief,
+        towards=False,
+        include_superseded=view.include_superseded,
+        far=entities,
+    )
+    return found | {nid for _, nid, _, _ in linked}
+
+
+def _whose(view: ReadView, nids: Sequence[int], told: Mapping[int, Said]) -> dict[int, tuple[str, str, str]]:
+    """(whose, text, valid time) of each of ``nids`` that is a person's memory: a turn, a note.
+
+    Whose: a turn's speaker; a note's speaker, or its scope's person. An assistant's turn, a fact or
+    a summary is no one's.
+    """
+    kinds = dict(zip(nids, view.kinds(nids), strict=True))
+    notes = [nid for nid in nids if kinds[nid][0] == NOTE_KIND]
+    homes = sorted({parent for nid in notes if (parent := kinds[nid][1]) is not None})
+    person_of_home = {home: person_of(node) for home, node in zip(homes, view.nodes(homes), strict=True)}
+    said: dict[int, tuple[str, str, str]] = {}
+    for nid, node in zip(notes, view.nodes(notes), strict=True):
+        whose = str(node.props.get("speaker") or "") or person_of_home.get(kinds[nid][1] or -1) or ""
+        if whose and not is_assistant(whose):
+            said[nid] = (whose.casefold(), node.content or "", node.valid_at)
+    for nid, (speaker, text, when) in told.items():
+        if nid in kinds and speaker and not is_assistant(speaker):
+            said[nid] = (speaker.casefold(), text, when)
+    return said
 
 
 def changed_over_stated(

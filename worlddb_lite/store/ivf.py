@@ -629,6 +629,15 @@ class IvfIndex:
         coarse = (np.take(self.matrix, rows, axis=0) @ self._turned(query)) * self.scales[rows, 0]
         return self._best(nids, rows, coarse, query, k)
 
+    def vectors(self, nids: Sequence[int]) -> dict[int, np.ndarray]:
+        """The vectors of those of ``nids`` the index holds (``vector`` each), unit length."""
+        ids = [nid for nid in nids if 0 <= nid < self.pos.shape[0] and self.pos[nid] >= 0]
+        out = {}
+        for nid in ids:
+            vector = self.vector(nid)
+            out[nid] = vector / max(float(np.linalg.norm(vector)), 1e-12)
+        return out
+
     def vector(self, nid: int) -> np.ndarray:
         """A held node's vector: exact from the source, else decoded from its codes."""
         if self.source is not None:

@@ -210,20 +210,60 @@ def learned_only_from(conn: apsw.Connection, nid: int) -> list[int]:
     ]
 
 
-def next_turns(conn: apsw.Connection, nids: Sequence[int]) -> dict[int, int]:
-    """The Turn written next in the same world after each of ``nids`` that has one.
+def next_turns(conn: apsw.Connection, nids: Sequence[int]) -> dict[int, tuple[int, ...]]:
+    """Every version of the Turn written next in the same world after each of ``nids`` that has one, first first.
 
-    Visible or not: a caller uses it only when it is among what the read found.
+    An amended turn (a new version ``supersedes`` it) keeps the place of the turn it amends: the
+    turn after it is the one after its first version. Each version is given, visible or not: a
+    caller uses the one among what its read found (a read as of before an amend finds the first).
+    Versions are rare: the chains are followed only for the turns that have them (an indexed probe).
     """
-    return {
-        as_int(nid): as_int(after)
-        for nid, after in conn.execute(
+    first = _versions(conn, list(nids), back=True)  # each turn -> its first version (itself, mostly)
+    after = {
+        as_int(top): as_int(nxt)
+        for top, nxt in conn.execute(
             "select h.nid, (select min(n.nid) from node as n where n.parent = h.parent and n.type = 'Turn' "
-            "and n.nid > h.nid) from node as h where h.nid in (select value from json_each(?)) and h.type = 'Turn'",
-            (json.dumps(list(nids)),),
+            "and n.nid > h.nid and not exists (select 1 from edge as o where o.src = n.nid and o.type = 'supersedes')) "
+            "from node as h where h.nid in (select value from json_each(?)) and h.type = 'Turn'",
+            (json.dumps(sorted(set(first.values()))),),
         )
-        if after is not None
+        if nxt is not None
     }
+    later = _versions(conn, sorted(set(after.values())), back=False)
+    out: dict[int, tuple[int, ...]] = {}
+    for nid in nids:
+        if (root := first.get(nid)) is not None and (nxt := after.get(root)) is not None:
+            out[nid] = (nxt, *sorted(v for v, start in later.items() if start == nxt and v != nxt))
+    return out
+
+
+_AMENDS = "select src, dst from edge where src in (select value from json_each(?)) and type = 'supersedes'"
+_AMENDED_BY = "select dst, src from edge where dst in (select value from json_each(?)) and type = 'supersedes'"
+
+
+def _versions(conn: apsw.Connection, nids: list[int], *, back: bool) -> dict[int, int]:
+    """Versions through ``supersedes`` edges, as far as they go.
+
+    ``back``: each of ``nids`` -> the first version it amends (itself if none). Else: every later
+    version of each of ``nids`` (and each itself) -> that one of ``nids``.
+    """
+    out = {nid: nid for nid in nids}
+    frontier = {nid: nid for nid in nids}
+    sql = _AMENDS if back else _AMENDED_BY
+    while frontier:
+        rows = conn.execute(sql, (json.dumps(sorted(frontier)),)).fetchall()
+        step: dict[int, int] = {}
+        for here, there in rows:
+            start = frontier[as_int(here)]
+            if back:
+                out[start] = min(out[start], as_int(there))
+            elif as_int(there) not in out:
+                out[as_int(there)] = start
+            step[as_int(there)] = start
+        frontier = {n: s for n, s in step.items() if n not in frontier} if rows else {}
+        if len(out) > 10 * len(nids) + 1000:
+            break  # a chain longer than any amend history: stop, it is no turn's
+    return out
 
 
 def valid_between(

@@ -661,6 +661,24 @@ _CUE_WORDS = (
 )
 
 
+# The words by which a person tells that something is no longer as it was, whatever changed: "I quit coffee",
+# "we sold the hatchback", "I'm at Studio Nova now", "no longer eats meat", "got Mubi instead"
+_TELLS_CHANGE = re.compile(
+    r"\b(?:moved|switched|quit|stopped|gave up|given up|replaced|sold|cancell?ed|changed|swapped|traded|"
+    r"no longer|any ?more|instead)\b",
+    re.IGNORECASE,
+)
+
+
+def tells_change(text: str) -> bool:
+    """Whether ``text`` tells that something is no longer as it was (a word of change), the thing unnamed.
+
+    Looser than ``says_change`` (no value needed): recall reads it only of a person's newer memory
+    about the same thing as an older one of theirs (retrieval/recall.py ``newer_over_older``).
+    """
+    return _TELLS_CHANGE.search(text[:CUE_CHARS]) is not None
+
+
 def says_change(text: str) -> bool:
     """Whether ``text`` says some value changed to a new one, named or not (outside code and suppositions).
 

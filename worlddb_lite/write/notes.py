@@ -17,14 +17,14 @@ from ..errors import InvalidInput
 from ..store import queries
 from ..text.dates import TimeLike
 from ..text.extract import Extractor, check_extractor
-from ..types import Node
+from ..types import is_assistant, person_of
 from .facts import understand
 from .queue import enqueue
 from .writer import DEFAULT_SCOPE, Writer
 
 NOTE_TYPE = "Memory"  # what a note is; other node types are stored as given (System 1 only)
+TURN_TYPE = "Turn"  # a turn amended is read again as it was when added (write/live.py)
 SPEAKER = "speaker"  # the prop naming whom a note speaks for, when not the scope's person
-PERSON_KINDS = ("user", "agent")  # scope kinds that are someone a note can speak for
 
 
 def write_note(
@@ -117,27 +117,41 @@ def _checked(extractor: Extractor | None, deferred: object, speaker: object) -> 
     return (checks.text(speaker, "speaker", required=False) or "").strip() or None
 
 
-def _person(scope: Node) -> str | None:
-    """Whom a note in ``scope`` speaks for unless it names a speaker: a user or an agent, not an app or a run."""
-    return scope.name if scope.props.get("kind", "user") in PERSON_KINDS else None
-
-
 def _learn(writer: Writer, note: str, *, extractor: Extractor | None, deferred: bool, speaker: str | None) -> bool:
-    """System 2 on ``note`` if it is a note in a Scope (now, or queued when ``deferred``); whether it ran."""
+    """System 2 on ``note`` (now, or queued when ``deferred``) if it speaks for someone; whether it ran.
+
+    A note in a Scope speaks for the scope's person (or its speaker); a person's turn in a session of
+    a Scope for who said it, read as it was when added (``write/live.py``).
+    """
     if extractor is None and not deferred:
         return False
     node = writer.read(note)
-    if node.type != NOTE_TYPE or node.parent is None or node.purged:
+    if node.type not in (NOTE_TYPE, TURN_TYPE) or node.parent is None or node.purged:
         return False
-    home = writer.read(node.parent)
+    home, said_in = writer.read(node.parent), None  # a note's facts are said in no named place
+    if node.type == TURN_TYPE:  # a turn speaks for who said it, in its session
+        if is_assistant(node.name) or home.type != "Session" or home.parent is None:
+            return False
+        home = writer.read(home.parent)
+        said_in = home.name  # a turn's facts are said in its scope, as write/live.py says them
     if home.type != "Scope":
-        return False  # a note inside another world has no person to speak for
-    said_by = speaker or str(node.props.get(SPEAKER) or "").strip() or _person(home)
+        return False  # a memory inside another world has no person to speak for
+    if node.type == TURN_TYPE:
+        said_by = node.name
+    else:
+        said_by = speaker or str(node.props.get(SPEAKER) or "").strip() or person_of(home)
     if deferred:
-        enqueue(writer, note, home.id, node.valid_at, None, said_by)
+        enqueue(writer, note, home.id, node.valid_at, said_in, said_by)
         return True
     assert extractor is not None
     understand(
-        writer, extractor, node.content or "", source=note, scope=home.id, said_at=node.valid_at, speaker=said_by
+        writer,
+        extractor,
+        node.content or "",
+        source=note,
+        scope=home.id,
+        said_at=node.valid_at,
+        said_in=said_in,
+        speaker=said_by,
     )
     return True
