@@ -191,6 +191,8 @@ def notes_lane(
     note has a first place as a lane's best does; the notes no lane found follow, closest first.
     The caller offers the first ``NOTES_K`` of those it keeps (recall.py: of the person asked).
     """
+    if not view.index().rows_of(NOTE_TYPES):
+        return []  # a store of conversations alone: no note to rank, no fusion to spend
     found = [nid for nid, _ in rrf(lanes, weights=weights, keys=view.tie_keys)[:NOTES_POOL]]
     near = [nid for nid, _ in nearest(view, vector, depth, NOTE_TYPES)]
     kinds = dict(zip(found, view.kinds(found), strict=True))

@@ -450,6 +450,10 @@ class IvfIndex:
             share *= float(self.subtree[scope]) / self.size
         return share
 
+    def rows_of(self, types: Iterable[str]) -> int:
+        """How many rows of ``types`` the index holds (a count kept as rows come and go)."""
+        return sum(self.type_rows.get(code, 0) for code in self._codes(types) or ())
+
     def _codes(self, types: Iterable[str] | None) -> set[int] | None:
         return None if types is None else {self.type_names[t] for t in types if t in self.type_names}
 
