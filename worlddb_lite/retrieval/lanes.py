@@ -35,6 +35,7 @@ TEXT_TYPES = ("Turn", "Memory", "Summary", "Fact")  # what the text and vector l
 GRAPH_TYPES = ("Turn", "Memory", "Summary", "Fact")  # what the entity lane reaches through refers_to
 NOTE_TYPES = ("Memory",)  # what the notes lane ranks: what was written deliberately, not said in passing
 NOTES_K = 1  # the notes lane offers the best-found note only: one lift, not every note above the turns
+NOTES_MATCH = 10  # ... and only one among the first this many of the text or the vector lane (a recall's k)
 NOTES_POOL = 300  # the fused candidates the notes lane reads notes from (as many as the late lane re-ranks)
 MAX_QUERY_TERMS = 64  # a pasted page becomes its first 64 distinct words, not a 10,000-term OR
 MAX_ENTITY_WORDS = 4  # the longest name looked up: "the Museum of Modern Art"

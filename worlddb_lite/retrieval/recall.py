@@ -23,6 +23,8 @@ from ..types import Hit, Node, Reason, is_assistant, person_of
 from .fusion import LANE_WEIGHTS, rrf
 from .lanes import (
     NOTES_K,
+    NOTES_MATCH,
+    TEXT_TYPES,
     EntityPath,
     asked_people,
     named_entities,
@@ -60,6 +62,7 @@ NEWER_NEAR = 8  # ... among this many nearest of theirs
 SOURCE_TYPES = ("Memory", "Turn")
 SAME_THING = 0.45  # cosine at which two memories of a person sharing a word are about one thing (dev: 0.25-0.45 tie)
 NOTE_KIND = "Memory"
+MATCH_SHARE = 0.1  # ... or the first tenth of the memories, in a large store (see gather: the notes lane)
 AFTER_PRIORS = ("notes",)  # lanes fused after the session prior, so their lift stays with the node they rank
 STANDING_LANES = frozenset({"instruction", "preference"})  # they rank what holds for every question, not answers
 
@@ -119,7 +122,12 @@ def gather(view: ReadView, query: str, depth: int, *, late: bool = True) -> Foun
         if named:  # a note counts only if it is about someone the query asks about: "I live in Lisbon" is not Emma's
             about = about_asked(view, notes, {}, query, people, sorted(named))
             notes = [nid for nid in notes if nid in about]
-        lanes["notes"] = notes[:NOTES_K]
+        # and only one that matches the question: among the first NOTES_MATCH (or tenth of the memories) of
+        # the text or the vector lane. A note first among two notes says nothing: "Caroline's GP is ..." is
+        # no answer to "what is my cat's name?" (a new user's trial found it first, above the turn saying it)
+        first = max(NOTES_MATCH, int(MATCH_SHARE * view.index().rows_of(TEXT_TYPES)))
+        matches = {nid for lane in ("text", "vector") for nid in lanes.get(lane, [])[:first]}
+        lanes["notes"] = [nid for nid in notes if nid in matches][:NOTES_K]
     return Found(lanes, paths, people, tuple(sorted(named)))
 
 
