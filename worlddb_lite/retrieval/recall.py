@@ -57,7 +57,7 @@ ASSISTANT_SHARE = 0.6  # an assistant's turn keeps this share of its fused score
 NAMED_SPEAKER_WEIGHT = 0.125  # a turn said by someone the query names gains this x the best fused score
 REPLY_WEIGHT = 0.2  # a person's turn gains this x the fused score of the next turn, when a person said that
 ANSWER_WEIGHT = 0.1  # an assistant's turn gains this x the fused score of the person's turn it answers
-NEWER_LOOK = 5  # the head's first memories that look for a newer one about the same thing no lane found ...
+NEWER_LOOK = 2  # the head's first notes that look for a newer memory no lane found (dev: 2, 3 and 5 tie) ...
 NEWER_NEAR = 8  # ... among this many nearest of theirs
 SOURCE_TYPES = ("Memory", "Turn")
 SAME_THING = 0.45  # cosine at which two memories of a person sharing a word are about one thing (dev: 0.25-0.45 tie)
@@ -627,7 +627,7 @@ def newer_over_older(
     content word (not a function word, not the person's name). Telling of a change: a word of change
     (``extract.tells_change``: "I quit coffee last week" after "I drink three cups of coffee a day").
     The newer may be one no lane found ("I sold the bike and got a scooter" for "how do I get to
-    work?"): the ``NEWER_LOOK`` first memories of the head each look for it among their ``NEWER_NEAR``
+    work?"): the ``NEWER_LOOK`` first notes of the head each look for it among their ``NEWER_NEAR``
     nearest. No slot is read, so nothing is closed: the older stays, told as possibly stale (``older``
     in its why, naming the newer). Without the word of change, two memories of one thing are two
     events ("I went to the support group" twice), and the older may be what is asked. The older is

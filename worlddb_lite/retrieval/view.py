@@ -40,6 +40,7 @@ class ReadView:
     # nodes (~1,000 checked a recall at 100k memories, ~600 of them distinct)
     seen: dict[int, bool] = field(default_factory=dict, init=False, compare=False, repr=False)
     keys: dict[int, tuple[str, int, bytes]] = field(default_factory=dict, init=False, compare=False, repr=False)
+    membership: list[np.ndarray] = field(default_factory=list, init=False, compare=False, repr=False)  # links()
 
     def visible(self, nids: Sequence[int]) -> set[int]:
         """Which of ``nids`` are visible at this read's times (each node asked of SQLite once a read)."""
@@ -152,10 +153,16 @@ class ReadView:
         return self.store.load_nodes(list(nids), self.annotate)
 
     def links(self) -> np.ndarray | None:
-        """(src, dst) membership edges for the vector index's world filter (None: no world)."""
+        """(src, dst) membership edges for the vector index's world filter (None: no world), read once a read.
+
+        A recall searches the index several times (the vector lane, the notes, the notes' neighbours);
+        nothing is written while it runs (``recall.recall`` catches the index up once).
+        """
         if not self.worlds:
             return None
-        found = queries.membership_links(
-            self.conn, self.memberships, self.valid, self.belief, include_superseded=self.include_superseded
-        )
-        return np.array(found, dtype=np.int64).reshape(-1, 2)
+        if not self.membership:
+            found = queries.membership_links(
+                self.conn, self.memberships, self.valid, self.belief, include_superseded=self.include_superseded
+            )
+            self.membership.append(np.array(found, dtype=np.int64).reshape(-1, 2))
+        return self.membership[0]
