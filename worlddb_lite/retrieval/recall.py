@@ -118,16 +118,16 @@ def gather(view: ReadView, query: str, depth: int, *, late: bool = True) -> Foun
             view, view.tokens(), query, [nid for nid, _ in rrf(lanes, weights=LANE_WEIGHTS, keys=view.tie_keys)]
         )
     if vector is not None:
-        notes = notes_lane(view, vector, depth, lanes, weights=LANE_WEIGHTS)
-        if named:  # a note counts only if it is about someone the query asks about: "I live in Lisbon" is not Emma's
-            about = about_asked(view, notes, {}, query, people, sorted(named))
-            notes = [nid for nid in notes if nid in about]
-        # and only one that matches the question: among the first NOTES_MATCH (or tenth of the memories) of
+        # Only a note that matches the question: among the first NOTES_MATCH (or tenth of the memories) of
         # the text or the vector lane. A note first among two notes says nothing: "Caroline's GP is ..." is
         # no answer to "what is my cat's name?" (a new user's trial found it first, above the turn saying it)
         first = max(NOTES_MATCH, int(MATCH_SHARE * view.index().rows_of(TEXT_TYPES)))
         matches = {nid for lane in ("text", "vector") for nid in lanes.get(lane, [])[:first]}
-        lanes["notes"] = [nid for nid in notes if nid in matches][:NOTES_K]
+        notes = [nid for nid in notes_lane(view, vector, depth, lanes, weights=LANE_WEIGHTS) if nid in matches]
+        if named and notes:  # and one about someone the query asks about: "I live in Lisbon" is not Emma's
+            about = about_asked(view, notes, {}, query, people, sorted(named))
+            notes = [nid for nid in notes if nid in about]
+        lanes["notes"] = notes[:NOTES_K]
     return Found(lanes, paths, people, tuple(sorted(named)))
 
 
@@ -642,14 +642,15 @@ def newer_over_older(
     if not notes:
         return fused, {}  # only a note can be the older one: no search, nothing to move
     index = view.index()
-    vectors = index.vectors([nid for nid in head if nid in said])
-    looked = [nid for nid in head if nid in vectors and nid in notes][:NEWER_LOOK]
+    vectors = index.vectors([nid for nid in head if nid in notes])  # the older ones: notes of the head
+    looked = [nid for nid in head if nid in vectors][:NEWER_LOOK]
     near = {n for old in looked for n, _ in nearest(view, vectors[old], NEWER_NEAR, SOURCE_TYPES)} - set(head)
     said.update(_whose(view, sorted(near), queries.said(view.conn, sorted(near))))
-    vectors.update(index.vectors([nid for nid in sorted(near) if nid in said]))
-    changes = [nid for nid in vectors if tells_change(said[nid][1])]
+    changes = [nid for nid in [*head, *sorted(near)] if nid in said and tells_change(said[nid][1])]
     if not changes:
-        return fused, {}
+        return fused, {}  # nothing tells of a change: no more vectors, no words read
+    vectors.update(index.vectors([nid for nid in changes if nid not in vectors]))
+    changes = [nid for nid in changes if nid in vectors]
     keys = view.tie_keys(list(vectors))
     content = {
         nid: slot_words(" ".join(w.casefold() for w in split_words(said[nid][1]) if not is_function_word(w.casefold())))
