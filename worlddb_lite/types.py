@@ -13,6 +13,7 @@ from typing import Any
 ASSISTANT_ROLES = frozenset({"assistant", "system"})
 
 
+SPEAKER = "speaker"  # the prop naming whom a note speaks for, when not the scope's person
 PERSON_KINDS = ("user", "agent")  # scope kinds that are someone: a note in one speaks for them, "my" means them
 FIRST_PERSON = frozenset({"i", "me", "my", "mine", "myself"})  # the words by which the scope's person says "me"
 
@@ -25,6 +26,11 @@ def is_assistant(speaker: str | None) -> bool:
 def person_of(scope: Node) -> str | None:
     """Whom a scope is (its name), when it is a user or an agent, not an app or a run; None otherwise."""
     return scope.name if scope.type == "Scope" and scope.props.get("kind", "user") in PERSON_KINDS else None
+
+
+def speaks_for(note: Node, home: Node) -> str | None:
+    """Whom a note in ``home`` speaks for: the speaker it names (prop ``SPEAKER``), else the scope's person."""
+    return str(note.props.get(SPEAKER) or "").strip() or person_of(home)
 
 
 class MergeStatus(StrEnum):

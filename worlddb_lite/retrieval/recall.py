@@ -19,7 +19,7 @@ from ..text.extract import says_change, tells_change
 from ..text.slots import INSTRUCTIONS, PREFERENCES, slot_words
 from ..text.stopwords import is_function_word
 from ..text.words import words as split_words
-from ..types import Hit, Node, Reason, is_assistant, person_of
+from ..types import Hit, Node, Reason, is_assistant, speaks_for
 from .fusion import LANE_WEIGHTS, rrf
 from .lanes import (
     NOTES_K,
@@ -720,10 +720,11 @@ def _whose(view: ReadView, nids: Sequence[int], told: Mapping[int, Said]) -> dic
     kinds = dict(zip(nids, view.kinds(nids), strict=True))
     notes = [nid for nid in nids if kinds[nid][0] == NOTE_KIND]
     homes = sorted({parent for nid in notes if (parent := kinds[nid][1]) is not None})
-    person_of_home = {home: person_of(node) for home, node in zip(homes, view.nodes(homes), strict=True)}
+    home_of = dict(zip(homes, view.nodes(homes), strict=True))
     said: dict[int, tuple[str, str, str]] = {}
     for nid, node in zip(notes, view.nodes(notes), strict=True):
-        whose = str(node.props.get("speaker") or "") or person_of_home.get(kinds[nid][1] or -1) or ""
+        home = home_of.get(kinds[nid][1] or -1)
+        whose = speaks_for(node, home) if home is not None else None
         if whose and not is_assistant(whose):
             said[nid] = (whose.casefold(), node.content or "", node.valid_at)
     for nid, (speaker, text, when) in told.items():

@@ -17,14 +17,13 @@ from ..errors import InvalidInput
 from ..store import queries
 from ..text.dates import TimeLike
 from ..text.extract import Extractor, check_extractor
-from ..types import is_assistant, person_of
+from ..types import SPEAKER, is_assistant, speaks_for
 from .facts import understand
 from .queue import enqueue
 from .writer import DEFAULT_SCOPE, Writer
 
 NOTE_TYPE = "Memory"  # what a note is; other node types are stored as given (System 1 only)
 TURN_TYPE = "Turn"  # a turn amended is read again as it was when added (write/live.py)
-SPEAKER = "speaker"  # the prop naming whom a note speaks for, when not the scope's person
 
 
 def write_note(
@@ -139,7 +138,7 @@ def _learn(writer: Writer, note: str, *, extractor: Extractor | None, deferred: 
     if node.type == TURN_TYPE:
         said_by = node.name
     else:
-        said_by = speaker or str(node.props.get(SPEAKER) or "").strip() or person_of(home)
+        said_by = speaker or speaks_for(node, home)
     if deferred:
         enqueue(writer, note, home.id, node.valid_at, said_in, said_by)
         return True
