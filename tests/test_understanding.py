@@ -204,3 +204,16 @@ def test_in_a_real_conversation_a_note_is_not_buried_by_her_turns(real: WorldDB)
     real.write("Caroline's favourite author is Ursula Le Guin", scope="caroline", valid_at="2023-11-03")
     found = contents(real, "which writer does Caroline like?")
     assert any("Le Guin" in text for text in found[:5])  # not the first: "writer" and "author" share no word
+
+
+def test_retiring_an_entity_closes_no_fact_that_names_it(tmp_path: Path) -> None:
+    """Facts are learned from turns and notes: an entity a fact names holds none of them up."""
+    with WorldDB(str(tmp_path / "z.db"), embedder=EMBEDDER, clock=FakeClock()) as db:
+        db.write("I work at Initech", scope="zed")
+        entity = next(
+            bytes(row[0]).hex()
+            for row in db._conn.execute("select id from node where type = 'Entity' and body ->> '$.name' = 'Initech'")
+        )
+        fact = next(bytes(row[0]).hex() for row in db._conn.execute("select id from node where type = 'Fact'"))
+        db.retire(entity)
+        assert db.read(fact).invalid_at is None

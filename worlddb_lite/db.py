@@ -520,8 +520,7 @@ class WorldDB:
         when = parse_time(at, field="at") if at is not None else None
         with self._txn() as txn:
             nid = self._store.resolve(ref)
-            said = self._store.node_row(nid).type in ("Turn", "Memory")  # what facts are learned from
-            alone = queries.learned_only_from(self._conn, nid) if said else []
+            alone = queries.learned_only_from(self._conn, nid)
             txn.close(nid, when, retire=True)
             closed = self._store.node_row(nid).invalid_at
             for fact in alone:

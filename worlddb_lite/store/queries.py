@@ -192,6 +192,8 @@ def said(conn: apsw.Connection, nids: Sequence[int]) -> dict[int, Said]:
 def learned_only_from(conn: apsw.Connection, nid: int) -> list[int]:
     """The open facts learned from ``nid`` and no other current turn or note: what stands on its words alone.
 
+    Only a turn or a note is something facts are learned from: an entity a fact names holds none up.
+
     An earlier version of ``nid``, or a retired note, holds nothing up: it is no longer current.
     """
     return [
@@ -200,6 +202,7 @@ def learned_only_from(conn: apsw.Connection, nid: int) -> list[int]:
             "select distinct e.src from edge as e join node as f on f.nid = e.src "
             "join node_state as s on s.nid = f.nid "
             "where e.dst = ?1 and e.type = 'refers_to' and f.type = 'Fact' "
+            "and exists (select 1 from node as src where src.nid = ?1 and src.type in ('Turn', 'Memory')) "
             "and s.invalid_at is null and s.expired_at is null "
             "and not exists (select 1 from edge as o join node as t on t.nid = o.dst "
             "join node_state as ts on ts.nid = t.nid where o.src = e.src and o.type = 'refers_to' and o.dst != ?1 "
