@@ -209,11 +209,8 @@ def test_in_a_real_conversation_a_note_is_not_buried_by_her_turns(real: WorldDB)
 def test_retiring_an_entity_closes_no_fact_that_names_it(tmp_path: Path) -> None:
     """Facts are learned from turns and notes: an entity a fact names holds none of them up."""
     with WorldDB(str(tmp_path / "z.db"), embedder=EMBEDDER, clock=FakeClock()) as db:
-        db.write("I work at Initech", scope="zed")
-        entity = next(
-            bytes(row[0]).hex()
-            for row in db._conn.execute("select id from node where type = 'Entity' and body ->> '$.name' = 'Initech'")
-        )
-        fact = next(bytes(row[0]).hex() for row in db._conn.execute("select id from node where type = 'Fact'"))
-        db.retire(entity)
+        acme = db.write("Acme Corp", scope="zed", type="Entity", name="Acme Corp")
+        fact = db.write("Acme Corp is headquartered in Oslo", scope="zed", type="Fact")
+        db.link(fact, acme, "refers_to")
+        db.retire(acme)
         assert db.read(fact).invalid_at is None
