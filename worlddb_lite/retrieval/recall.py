@@ -125,7 +125,7 @@ def gather(view: ReadView, query: str, depth: int, *, late: bool = True) -> Foun
         matches = {nid for lane in ("text", "vector") for nid in lanes.get(lane, [])[:first]}
         notes = [nid for nid in notes_lane(view, vector, depth, lanes, weights=LANE_WEIGHTS) if nid in matches]
         if named and notes:  # and one about someone the query asks about: "I live in Lisbon" is not Emma's
-            about = about_asked(view, notes, {}, query, people, sorted(named))
+            about = about_asked(view, notes, _whose(view, notes, {}), query, people, sorted(named))
             notes = [nid for nid in notes if nid in about]
         lanes["notes"] = notes[:NOTES_K]
     return Found(lanes, paths, people, tuple(sorted(named)))
@@ -184,8 +184,10 @@ def rank(view: ReadView, query: str, found: Found) -> Ranked:
     after_session = dict(ranked)
     ranked = with_lanes(view, ranked, {lane: found.lanes.get(lane, []) for lane in AFTER_PRIORS})
     after_notes = dict(ranked)
-    told = queries.said(view.conn, [nid for nid, _ in ranked[:HEAD_DEPTH]])  # the head's turns, read once
-    ranked = person_prior(view, ranked, query, found, HEAD_DEPTH, told=told)
+    head_nids = [nid for nid, _ in ranked[:HEAD_DEPTH]]
+    told = queries.said(view.conn, head_nids)  # the head's turns, read once
+    whose = _whose(view, head_nids, told)  # the head's person memories (the priors and moves below keep its set)
+    ranked = person_prior(view, ranked, query, found, HEAD_DEPTH, told=told, whose=whose)
     after_person = dict(ranked)
     weighed = speaker_prior(view, ranked, query, HEAD_DEPTH, told=told)
     fused = turns_in_their_places(ranked, weighed, set(told))
@@ -195,7 +197,7 @@ def rank(view: ReadView, query: str, found: Found) -> Ranked:
     learned = learned_from(view, [*told, *notes])  # the head's turns and notes: the moves below re-order the head
     fused, stale = stale_after_fresh(view, fused, HEAD_DEPTH, learned=learned)
     fused, changed = changed_over_stated(view, fused, HEAD_DEPTH, query, told=told, learned=learned)
-    fused, older = newer_over_older(view, fused, HEAD_DEPTH, told=told)
+    fused, older = newer_over_older(view, fused, HEAD_DEPTH, told=told, whose=whose)
     fused, standing = answer_first(view, found, fused)
     # moved below the turn that superseded it, or above the turns whose value it changed
     moved: dict[int, list[Reason]] = {nid: [Reason("stale", fused.index(nid) + 1)] for nid in stale}
@@ -409,6 +411,7 @@ def person_prior(
     depth: int,
     *,
     told: Mapping[int, Said] | None = None,
+    whose: Mapping[int, tuple[str, str, str]] | None = None,
 ) -> list[tuple[int, float]]:
     """Each memory of the head about a person the query asks about gains ``NAMED_SPEAKER_WEIGHT`` x the best score.
 
@@ -421,9 +424,10 @@ def person_prior(
     head = ranked[:depth]
     if not head:
         return ranked
-    if told is None:
-        told = queries.said(view.conn, [nid for nid, _ in head])
-    about = about_asked(view, [nid for nid, _ in head], told, query, found.people, found.entities)
+    nids = [nid for nid, _ in head]
+    if whose is None:
+        whose = _whose(view, nids, queries.said(view.conn, nids) if told is None else told)
+    about = about_asked(view, nids, whose, query, found.people, found.entities)
     best = head[0][1]
     weighed = [(nid, value + NAMED_SPEAKER_WEIGHT * best if nid in about else value) for nid, value in head]
     return by_score(weighed, view.tie_keys) + ranked[depth:]
@@ -618,7 +622,12 @@ def stale_after_fresh(view: ReadView, fused: list[int], depth: int, *, learned: 
 
 
 def newer_over_older(
-    view: ReadView, fused: list[int], depth: int, *, told: Mapping[int, Said]
+    view: ReadView,
+    fused: list[int],
+    depth: int,
+    *,
+    told: Mapping[int, Said],
+    whose: Mapping[int, tuple[str, str, str]] | None = None,
 ) -> tuple[list[int], dict[int, int]]:
     """A person's newer memory that tells of a change goes just above their older note about the same thing.
 
@@ -637,7 +646,7 @@ def newer_over_older(
     Returns the order and, for each older memory a newer one went above, that newer one.
     """
     head = fused[:depth]
-    said = _whose(view, head, told)
+    said = dict(_whose(view, head, told) if whose is None else whose)  # the near ones join it below
     notes = {nid for nid in said if nid not in told}
     if not notes:
         return fused, {}  # only a note can be the older one: no search, nothing to move
@@ -681,19 +690,18 @@ def newer_over_older(
 def about_asked(
     view: ReadView,
     nids: Sequence[int],
-    told: Mapping[int, Said],
+    whose: Mapping[int, tuple[str, str, str]],
     query: str,
     people: Sequence[str],
     entities: Sequence[int],
 ) -> set[int]:
     """Those of ``nids`` about a person the query asks about: said by them, written for them, or naming them.
 
-    Said or written for: a turn's speaker, or a note's speaker or scope's person (``_whose``), every
+    Said or written for: a turn's speaker, or a note's speaker or scope's person (``whose``: ``_whose``), every
     word of it among the query's words or ``people`` (whom "I", "my" and "me" mean). Naming: a note
     or a fact that refers to one of ``entities`` (those the query names or means).
     """
     asked = {w.casefold() for w in re.findall(r"\w+", " ".join([query, *people]))}
-    whose = _whose(view, nids, told)
     found = {nid for nid, (who, _, _) in whose.items() if who.split() and set(who.split()) <= asked}
     kinds = dict(zip(nids, view.kinds(nids), strict=True))
     named = [nid for nid in nids if kinds[nid][0] in SIBLING_KINDS and nid not in found]
