@@ -8,7 +8,9 @@ kind, each its own transaction:
 * ``write``: ``db.write(text, extractor=RuleExtractor())``, a person's first-person sentence (System 1 and 2);
 * ``write_verbatim``: the same text stored alone (System 1);
 * ``add_turn``: ``db.add_turn`` into one live session of the scope (windows, rewritten neighbours, System 2).
-The corpus is LoCoMo's turns (``../shared/data``) or, with ``--corpus synthetic``, generated sentences.
+The corpus is LoCoMo's turns (``../shared/data``) or, with ``--corpus synthetic``, generated sentences;
+``--corpus alike`` is the bad input of issue 36: every memory about one thing and telling of a change,
+so each write finds the scope's notes close to it and may link to them (write/updates.py).
 Reported per size: P50/P95/P99 ms of each kind (``common.percentiles``), file bytes, peak RSS.
 """
 
@@ -50,6 +52,13 @@ def synthetic(seed: int) -> Iterator[str]:
     ]
     while True:
         yield rng.choice(shapes)()
+
+
+def alike(seed: int) -> Iterator[str]:
+    """Sentences about one thing, each telling of a change: every note is near every other."""
+    rng = random.Random(seed)
+    while True:
+        yield f"I switched the tomatoes in the garden to watering every {rng.randint(1, 9)} days"
 
 
 def locomo(path: Path) -> Iterator[str]:
@@ -114,7 +123,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", default="1000,10000,100000", help="scope sizes, ascending")
     parser.add_argument("--writes", type=int, default=200, help="timed calls of each kind per size")
-    parser.add_argument("--corpus", choices=("locomo", "synthetic"), default="locomo")
+    parser.add_argument("--corpus", choices=("locomo", "synthetic", "alike"), default="locomo")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--json", help="also write the result to this file")
     args = parser.parse_args()
@@ -128,6 +137,8 @@ def main() -> None:
         if not DEFAULT_PATHS["locomo"].is_file():
             raise SystemExit(f"{DEFAULT_PATHS['locomo']} does not exist; use --corpus synthetic")
         corpus = locomo(DEFAULT_PATHS["locomo"])
+    elif args.corpus == "alike":
+        corpus = alike(args.seed)
     else:
         corpus = synthetic(args.seed)
     emit(run(sizes, args.writes, corpus), args.json)

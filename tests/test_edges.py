@@ -267,7 +267,7 @@ def test_query_rules_folded_from_every_type() -> None:
     assert EdgeRegistry().rules(include_superseded=True).include_superseded is True
 
 
-def test_registry_knows_the_twelve_defaults() -> None:
+def test_registry_knows_the_thirteen_defaults() -> None:
     assert EdgeRegistry().names() == tuple(
         sorted(
             [
@@ -283,6 +283,7 @@ def test_registry_knows_the_twelve_defaults() -> None:
                 "causes",
                 "precedes",
                 "duplicates",
+                "may_update",
             ]
         )
     )

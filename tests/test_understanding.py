@@ -5,12 +5,16 @@ Each test builds its own small store with the bundled embedder (the ranking step
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
+import apsw
 import pytest
 
 from worlddb_lite import StaticEmbedder, WorldDB
+from worlddb_lite.errors import EdgeRefused
+from worlddb_lite.write.updates import NEAREST
 
 from .conftest import FakeClock
 
@@ -129,20 +133,57 @@ def test_a_newer_note_about_the_same_thing_answers_first_and_the_older_is_told_p
 
 
 def test_similarity_alone_closes_nothing(tmp_path: Path) -> None:
-    """A hundred notes about one thing: each ranks, none is closed, and the store verifies."""
+    """A hundred notes about one thing, each telling of a change: each links to few, none is closed."""
     with WorldDB(str(tmp_path / "z.db"), embedder=EMBEDDER, clock=FakeClock()) as db:
         ids = [
             db.write(
-                f"Note {i} about the garden: the tomatoes need water on day {i}",
+                f"Note {i} about the garden: I switched the tomatoes to watering on day {i}",
                 scope="zed",
                 valid_at=f"2023-01-01T00:{i // 60:02d}:{i % 60:02d}Z",
             )
             for i in range(100)
         ]
         assert all(db.read(i).invalid_at is None for i in ids)
-        hits = db.recall("do the tomatoes need water?", scope="zed", k=10).hits
+        links = _may_update_rows(tmp_path / "z.db")
+        assert links  # they are about one thing, and each tells of a change
+        per_note = Counter(src for src, _ in links)
+        assert max(per_note.values()) <= NEAREST  # however many are alike, a write compares a few
+        hits = db.recall("when do the tomatoes get water?", scope="zed", k=10).hits
         assert len(hits) == 10 and all(h.node.invalid_at is None for h in hits)
         assert not db.verify().violations
+
+
+def _may_update_rows(path: Path) -> list[tuple[str, str]]:
+    """(newer id, older id) of every may_update edge, read from the file as sqlite3 reads it."""
+    conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        rows = conn.execute(
+            "select hex(s.id), hex(d.id) from edge as e join node as s on s.nid = e.src "
+            "join node as d on d.nid = e.dst where e.type = 'may_update'"
+        ).fetchall()
+    finally:
+        conn.close()
+    return [(str(src).lower(), str(dst).lower()) for src, dst in rows]
+
+
+def test_the_link_from_a_newer_memory_to_the_older_note_is_in_the_file(caroline: WorldDB, tmp_path: Path) -> None:
+    older = caroline.write("I ride my bike to work every day", scope="caroline", valid_at="2023-05-01")
+    newer = caroline.add_turn(
+        "I sold the bike and got a scooter for work", scope="caroline", speaker="Caroline", at="2023-08-01T09:00:00Z"
+    )
+    caroline.write("I ride horses on Sundays", scope="caroline", valid_at="2023-09-01")  # newer, but tells no change
+    assert _may_update_rows(tmp_path / "c.db") == [(newer, older)]
+    # the link goes one way: an older memory updates nothing newer
+    with pytest.raises(EdgeRefused, match="only a newer memory"):
+        caroline.link(older, newer, "may_update")
+
+
+def test_a_change_said_by_someone_else_links_nothing(caroline: WorldDB, tmp_path: Path) -> None:
+    caroline.write("I ride my bike to work every day", scope="caroline", valid_at="2023-05-01")
+    caroline.add_turn(
+        "I sold the bike and got a scooter for work", scope="caroline", speaker="Melanie", at="2023-08-01T09:00:00Z"
+    )
+    assert _may_update_rows(tmp_path / "c.db") == []  # Melanie's bike is not Caroline's
 
 
 # ../shared/data beside the repository, or beside the folder of a worktree

@@ -14,6 +14,7 @@ ASSISTANT_ROLES = frozenset({"assistant", "system"})
 
 
 SPEAKER = "speaker"  # the prop naming whom a note speaks for, when not the scope's person
+MAY_UPDATE = "may_update"  # the edge from a newer memory telling of a change to the older note it may update
 PERSON_KINDS = ("user", "agent")  # scope kinds that are someone: a note in one speaks for them, "my" means them
 FIRST_PERSON = frozenset({"i", "me", "my", "mine", "myself"})  # the words by which the scope's person says "me"
 

@@ -1,11 +1,11 @@
-"""The twelve default edge types. Each handler is a few lines and table-tested."""
+"""The thirteen default edge types. Each handler is a few lines and table-tested."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 from ..errors import CycleError, EdgeRefused, NotCurrent
-from ..types import MergeStatus
+from ..types import MAY_UPDATE, MergeStatus
 from .base import (
     BaseEdgeType,
     CloseValidity,
@@ -178,6 +178,25 @@ class Duplicates(BaseEdgeType):
         return []
 
 
+class MayUpdate(BaseEdgeType):
+    """src, a person's newer memory telling of a change, is about the same thing as dst, their older note.
+
+    System 2 writes it (write/updates.py); recall ranks src above dst and tells dst as possibly
+    stale. It closes nothing: a similarity is no proof, only an understood slot supersedes.
+    """
+
+    name = MAY_UPDATE
+
+    def on_insert(self, edge: EdgeDraft, ctx: EdgeContext) -> Sequence[Decision]:
+        super().on_insert(edge, ctx)
+        if edge.src.valid_at < edge.dst.valid_at:
+            raise EdgeRefused(
+                f"{edge.src.id[:12]} became true ({edge.src.valid_at}) before {edge.dst.id[:12]} "
+                f"({edge.dst.valid_at}); only a newer memory may update an older one"
+            )
+        return []
+
+
 DEFAULT_EDGE_TYPES: tuple[BaseEdgeType, ...] = (
     Contains(),
     RefersTo(),
@@ -191,4 +210,5 @@ DEFAULT_EDGE_TYPES: tuple[BaseEdgeType, ...] = (
     Causes(),
     Precedes(),
     Duplicates(),
+    MayUpdate(),
 )

@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING
 
 from ..store import queries
 from ..store.queries import Said
-from ..text.extract import says_change, tells_change
+from ..text.extract import says_change
 from ..text.slots import INSTRUCTIONS, PREFERENCES, slot_words
 from ..text.stopwords import is_function_word
 from ..text.words import words as split_words
-from ..types import Hit, Node, Reason, is_assistant, speaks_for
+from ..types import MAY_UPDATE, Hit, Node, Reason, is_assistant, speaks_for
 from .fusion import LANE_WEIGHTS, rrf
 from .lanes import (
     NOTES_K,
@@ -28,7 +28,6 @@ from .lanes import (
     EntityPath,
     asked_people,
     named_entities,
-    nearest,
     notes_lane,
     standing_lanes,
     start_entity_lane,
@@ -57,10 +56,7 @@ ASSISTANT_SHARE = 0.6  # an assistant's turn keeps this share of its fused score
 NAMED_SPEAKER_WEIGHT = 0.125  # a turn said by someone the query names gains this x the best fused score
 REPLY_WEIGHT = 0.2  # a person's turn gains this x the fused score of the next turn, when a person said that
 ANSWER_WEIGHT = 0.1  # an assistant's turn gains this x the fused score of the person's turn it answers
-NEWER_LOOK = 2  # the head's first notes that look for a newer memory no lane found (dev: 2, 3 and 5 tie) ...
-NEWER_NEAR = 8  # ... among this many nearest of theirs
 SOURCE_TYPES = ("Memory", "Turn")
-SAME_THING = 0.45  # cosine at which two memories of a person sharing a word are about one thing (dev: 0.25-0.45 tie)
 NOTE_KIND = "Memory"
 MATCH_SHARE = 0.1  # ... or the first tenth of the memories, in a large store (see gather: the notes lane)
 AFTER_PRIORS = ("notes",)  # lanes fused after the session prior, so their lift stays with the node they rank
@@ -631,60 +627,48 @@ def newer_over_older(
 ) -> tuple[list[int], dict[int, int]]:
     """A person's newer memory that tells of a change goes just above their older note about the same thing.
 
-    About the same thing: both are the same person's (a turn's speaker; a note's speaker or its
-    scope's person), their vectors are close (cosine at least ``SAME_THING``) and they share a
-    content word (not a function word, not the person's name). Telling of a change: a word of change
-    (``extract.tells_change``: "I quit coffee last week" after "I drink three cups of coffee a day").
-    The newer may be one no lane found ("I sold the bike and got a scooter" for "how do I get to
-    work?"): the ``NEWER_LOOK`` first notes of the head each look for it among their ``NEWER_NEAR``
-    nearest. No slot is read, so nothing is closed: the older stays, told as possibly stale (``older``
-    in its why, naming the newer). Without the word of change, two memories of one thing are two
-    events ("I went to the support group" twice), and the older may be what is asked. The older is
-    a note, what holds until changed; an older turn is something said in a conversation, where
-    "I moved ..." is rarely a change of what an earlier turn said (LoCoMo recall@10 fell 0.004
-    with turns too).
-    Returns the order and, for each older memory a newer one went above, that newer one.
+    System 2 linked the two when the newer was written (``may_update``, write/updates.py: the same
+    person's, close in vector space, sharing a content word, the newer with a word of change). The
+    newer may be one no lane found ("I sold the bike and got a scooter" for "how do I get to
+    work?"). Nothing is closed: the older stays, told as possibly stale (``older`` in its why,
+    naming the newer). A read as of a time before the newer sees no link.
+    Returns the order and, for each older note a newer memory went above, the newest of those.
     """
     head = fused[:depth]
-    said = dict(_whose(view, head, told) if whose is None else whose)  # the near ones join it below
-    notes = {nid for nid in said if nid not in told}
-    if not notes:
-        return fused, {}  # only a note can be the older one: no search, nothing to move
-    index = view.index()
-    vectors = index.vectors([nid for nid in head if nid in notes])  # the older ones: notes of the head
-    looked = [nid for nid in head if nid in vectors][:NEWER_LOOK]
-    near = {n for old in looked for n, _ in nearest(view, vectors[old], NEWER_NEAR, SOURCE_TYPES)} - set(head)
-    said.update(_whose(view, sorted(near), queries.said(view.conn, sorted(near))))
-    changes = [nid for nid in [*head, *sorted(near)] if nid in said and tells_change(said[nid][1])]
-    if not changes:
-        return fused, {}  # nothing tells of a change: no more vectors, no words read
-    vectors.update(index.vectors([nid for nid in changes if nid not in vectors]))
-    changes = [nid for nid in changes if nid in vectors]
-    keys = view.tie_keys(list(vectors))
-    content = {
-        nid: slot_words(" ".join(w.casefold() for w in split_words(said[nid][1]) if not is_function_word(w.casefold())))
-        - set(said[nid][0].split())
-        for nid in vectors
-    }
-    order = [*head, *sorted(near)]  # the near ones after the head: only one that moves above an older stays
+    said = _whose(view, head, told) if whose is None else whose
+    notes = [nid for nid in head if nid in said and nid not in told]
+    links = queries.linked(
+        view.conn,
+        (MAY_UPDATE,),
+        notes,
+        None,
+        view.valid,
+        view.belief,
+        towards=True,
+        include_superseded=view.include_superseded,
+    )
+    if not links:
+        return fused, {}
+    shown = view.visible(sorted({new for _, _, new, _ in links}))
+    newer: dict[int, list[int]] = {}
+    for _, old, new, _ in links:
+        if new in shown:
+            newer.setdefault(old, []).append(new)
+    every = sorted({new for news in newer.values() for new in news})
+    keys = view.tie_keys(every)
+    age = {nid: (node.valid_at, keys[nid]) for nid, node in zip(every, view.nodes(every), strict=True)}
+    order = list(fused)
     older: dict[int, int] = {}
-    for new in changes:
-        for old in vectors:
-            if (
-                old in head
-                and old in notes
-                and said[new][0] == said[old][0]
-                and (said[new][2], keys[new]) > (said[old][2], keys[old])
-                and float(vectors[new] @ vectors[old]) >= SAME_THING
-                and content[old] & content[new]
-                and order.index(new) > order.index(old)
-            ):
+    for old in [nid for nid in head if nid in newer]:  # in the head's order: the same on every replica
+        news = sorted(newer[old], key=age.__getitem__, reverse=True)  # the newest first
+        for new in news:  # each goes right above the older: the first placed, the newest, ends on top
+            if new in order and order.index(new) < order.index(old):
+                continue  # already above it
+            if new in order:
                 order.remove(new)
-                order.insert(order.index(old), new)
-                older[old] = new
-    moved = set(older.values())
-    kept = [nid for nid in order if nid in moved or nid in head]
-    return kept + [nid for nid in fused[depth:] if nid not in moved], older
+            order.insert(order.index(old), new)
+        older[old] = news[0]
+    return order, older
 
 
 def about_asked(

@@ -31,6 +31,7 @@ from ..text.extract import (
 from ..text.slots import STANDING, slot_key, slot_words, word_key
 from .identity import mention as checked_mention
 from .identity import resolve_in
+from .updates import link_updates
 from .writer import Writer
 
 if TYPE_CHECKING:
@@ -51,11 +52,13 @@ def understand(
 ) -> list[str]:
     """System 2 for one memory: what ``text`` says, extracted and written beside ``source``; the new fact ids.
 
-    The same code for a turn of an ingest, a queued turn or note, and a note written now.
+    The same code for a turn of an ingest, a queued turn or note, and a note written now. A memory
+    that tells of a change is also linked to the older note it may update (``updates.link_updates``).
     """
     found = extractor.extract(text, speaker=speaker, said_at=said_at)
     if not (found.entities or found.facts or speaker):
         return []
+    link_updates(writer, source, text, scope=scope, speaker=speaker)  # what no slot reads: a change in plain words
     return write_extraction(
         writer,
         found,
