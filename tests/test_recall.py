@@ -60,6 +60,13 @@ def test_rrf_sums_reciprocal_ranks_with_k_60() -> None:
     assert [nid for nid, _ in rrf({"text": [1, 2], "vector": [2, 3]})] == [2, 1, 3]
 
 
+def test_rrf_among_some_scores_them_as_the_whole_fusion_does() -> None:
+    lanes = {"text": [1, 2, 4], "vector": [2, 3, 4], "late": [4, 1]}
+    whole = rrf(lanes, weights={"late": 2.0})
+    some = rrf(lanes, weights={"late": 2.0}, among={1, 4})
+    assert some == [(nid, score) for nid, score in whole if nid in {1, 4}]
+
+
 def test_recall_finds_a_turn_by_its_words_and_says_which_lanes_ranked_it(ana: WorldDB) -> None:
     found = ana.recall("pottery", scope="ana", k=3)
     top = found.hits[0]

@@ -178,6 +178,19 @@ def test_the_link_from_a_newer_memory_to_the_older_note_is_in_the_file(caroline:
         caroline.link(older, newer, "may_update")
 
 
+def test_of_two_newer_memories_the_newest_goes_above_the_older_note(caroline: WorldDB, tmp_path: Path) -> None:
+    older = caroline.write("My doctor is Dr. Wynn at the clinic", scope="caroline", valid_at="2023-01-01")
+    middle = caroline.write("I switched to Dr. Patel as my doctor", scope="caroline", valid_at="2023-03-01")
+    newest = caroline.write("I switched to Dr. Okafor as my doctor", scope="caroline", valid_at="2023-06-01")
+    assert set(_may_update_rows(tmp_path / "c.db")) >= {(middle, older), (newest, older)}
+    hits = caroline.recall("who is my doctor?", scope="caroline").hits
+    ids = [h.node.id for h in hits]
+    assert ids.index(newest) < ids.index(older)
+    stale = next(h for h in hits if h.node.id == older)
+    assert any(r.lane == "older" and r.via == newest for r in stale.why)  # told, with the newest named
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)  # the printed order holds
+
+
 def test_a_change_said_by_someone_else_links_nothing(caroline: WorldDB, tmp_path: Path) -> None:
     caroline.write("I ride my bike to work every day", scope="caroline", valid_at="2023-05-01")
     caroline.add_turn(

@@ -12,7 +12,7 @@ where two lanes both rank something. The figures, and what was tried: docs/decis
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 from .ties import Keys, by_score
 
@@ -34,16 +34,19 @@ def rrf(
     k: int = RRF_K,
     weights: Mapping[str, float] | None = None,
     keys: Keys | None = None,
+    among: Collection[int] | None = None,
 ) -> list[tuple[int, float]]:
     """(nid, fused score), best first; ties in member-key order (``keys``: ties.py), else the smaller nid first.
 
     ``weights`` per lane name (1.0 for a lane it does not name; all 1.0 when None: plain RRF).
+    ``among``: only these nodes are scored (their order is the one they hold in the whole fusion).
     """
     fused: dict[int, float] = {}
     for lane, ranking in lanes.items():
         weight = 1.0 if weights is None else weights.get(lane, 1.0)
         for rank, nid in enumerate(ranking, start=1):
-            fused[nid] = fused.get(nid, 0.0) + weight / (k + rank)
+            if among is None or nid in among:
+                fused[nid] = fused.get(nid, 0.0) + weight / (k + rank)
     if keys is not None:
         return by_score(list(fused.items()), keys)
     return sorted(fused.items(), key=lambda item: (-item[1], item[0]))

@@ -14,7 +14,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -36,7 +36,6 @@ GRAPH_TYPES = ("Turn", "Memory", "Summary", "Fact")  # what the entity lane reac
 NOTE_TYPES = ("Memory",)  # what the notes lane ranks: what was written deliberately, not said in passing
 NOTES_K = 1  # the notes lane offers the best-found note only: one lift, not every note above the turns
 NOTES_MATCH = 10  # ... and only one among the first this many of the text or the vector lane (a recall's k)
-NOTES_POOL = 300  # the fused candidates the notes lane reads notes from (as many as the late lane re-ranks)
 MAX_QUERY_TERMS = 64  # a pasted page becomes its first 64 distinct words, not a 10,000-term OR
 MAX_ENTITY_WORDS = 4  # the longest name looked up: "the Museum of Modern Art"
 COMMON_SHARE = 0.02  # a BM25 word in more than this share of the rows ...
@@ -178,26 +177,24 @@ def vector_lane(view: ReadView, vector: np.ndarray, depth: int) -> list[tuple[in
 
 def notes_lane(
     view: ReadView,
-    vector: np.ndarray,
-    depth: int,
     lanes: Mapping[str, Sequence[int]],
+    among: Collection[int],
     *,
     weights: Mapping[str, float],
 ) -> list[int]:
-    """The notes (``Memory``) inside the read's world, ranked among notes by what the other lanes say of them.
+    """The notes (``Memory``) of ``among``, ranked among notes by what the other lanes say of them.
 
     A person's few deliberate notes share a scope with every turn of their conversations; ranked
     with them, a note competes against hundreds of turns in every lane. Here the notes alone are
     ordered by the same fused evidence (``lanes``, which this lane joins last), so the best-found
-    note has a first place as a lane's best does; the notes no lane found follow, closest first.
-    The caller offers the first ``NOTES_K`` of those it keeps (recall.py: of the person asked).
+    note has a first place as a lane's best does. ``among``: the nodes that match the question (the
+    caller's: the first of the text and vector lanes), so every one has a fused score.
     """
-    if not view.index().rows_of(NOTE_TYPES):
+    if not among or not view.index().rows_of(NOTE_TYPES):
         return []  # a store of conversations alone: no note to rank, no fusion to spend
-    found = [nid for nid, _ in rrf(lanes, weights=weights, keys=view.tie_keys)[:NOTES_POOL]]
-    near = [nid for nid, _ in nearest(view, vector, depth, NOTE_TYPES)]
-    kinds = dict(zip(found, view.kinds(found), strict=True))
-    return list(dict.fromkeys([*(nid for nid in found if kinds[nid][0] in NOTE_TYPES), *near]))[:depth]
+    candidates = sorted(among)
+    notes = {nid for nid, (kind, _) in zip(candidates, view.kinds(candidates), strict=True) if kind in NOTE_TYPES}
+    return [nid for nid, _ in rrf(lanes, weights=weights, keys=view.tie_keys, among=notes)] if notes else []
 
 
 def with_cold(

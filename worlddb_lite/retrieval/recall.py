@@ -119,7 +119,7 @@ def gather(view: ReadView, query: str, depth: int, *, late: bool = True) -> Foun
         # no answer to "what is my cat's name?" (a new user's trial found it first, above the turn saying it)
         first = max(NOTES_MATCH, int(MATCH_SHARE * view.index().rows_of(TEXT_TYPES)))
         matches = {nid for lane in ("text", "vector") for nid in lanes.get(lane, [])[:first]}
-        notes = [nid for nid in notes_lane(view, vector, depth, lanes, weights=LANE_WEIGHTS) if nid in matches]
+        notes = notes_lane(view, lanes, matches, weights=LANE_WEIGHTS)
         if named and notes:  # and one about someone the query asks about: "I live in Lisbon" is not Emma's
             about = about_asked(view, notes, _whose(view, notes, {}), query, people, sorted(named))
             notes = [nid for nid in notes if nid in about]
@@ -632,7 +632,7 @@ def newer_over_older(
     newer may be one no lane found ("I sold the bike and got a scooter" for "how do I get to
     work?"). Nothing is closed: the older stays, told as possibly stale (``older`` in its why,
     naming the newer). A read as of a time before the newer sees no link.
-    Returns the order and, for each older note a newer memory went above, the newest of those.
+    Returns the order and, for each older note a newer memory went above, that newer one (the newest).
     """
     head = fused[:depth]
     said = _whose(view, head, told) if whose is None else whose
@@ -660,14 +660,13 @@ def newer_over_older(
     order = list(fused)
     older: dict[int, int] = {}
     for old in [nid for nid in head if nid in newer]:  # in the head's order: the same on every replica
-        news = sorted(newer[old], key=age.__getitem__, reverse=True)  # the newest first
-        for new in news:  # each goes right above the older: the first placed, the newest, ends on top
-            if new in order and order.index(new) < order.index(old):
-                continue  # already above it
-            if new in order:
-                order.remove(new)
-            order.insert(order.index(old), new)
-        older[old] = news[0]
+        new = max(newer[old], key=age.__getitem__)  # the newest of those that may update it
+        older[old] = new  # told possibly stale, wherever the newer ranks
+        if new in order and order.index(new) < order.index(old):
+            continue  # already above it
+        if new in order:
+            order.remove(new)
+        order.insert(order.index(old), new)
     return order, older
 
 
