@@ -183,6 +183,7 @@ def notes_lane(
     lanes: Mapping[str, Sequence[int]],
     *,
     weights: Mapping[str, float],
+    near: Sequence[int] | None = None,
 ) -> list[int]:
     """The notes (``Memory``) inside the read's world, ranked among notes by what the other lanes say of them.
 
@@ -190,14 +191,22 @@ def notes_lane(
     with them, a note competes against hundreds of turns in every lane. Here the notes alone are
     ordered by the same fused evidence (``lanes``, which this lane joins last), so the best-found
     note has a first place as a lane's best does; the notes no lane found follow, closest first.
-    The caller offers the first ``NOTES_K`` of those it keeps (recall.py: of the person asked).
+    The caller offers the first ``NOTES_K`` of those it keeps (recall.py: of the person asked);
+    ``near``, the notes nearest ``vector`` when the caller has them already (``nearest_notes``).
     """
     if not view.index().rows_of(NOTE_TYPES):
         return []  # a store of conversations alone: no note to rank, no fusion to spend
     found = [nid for nid, _ in rrf(lanes, weights=weights, keys=view.tie_keys)[:NOTES_POOL]]
-    near = [nid for nid, _ in nearest(view, vector, depth, NOTE_TYPES)]
+    near = nearest_notes(view, vector, depth) if near is None else near
     kinds = dict(zip(found, view.kinds(found), strict=True))
     return list(dict.fromkeys([*(nid for nid in found if kinds[nid][0] in NOTE_TYPES), *near]))[:depth]
+
+
+def nearest_notes(view: ReadView, vector: np.ndarray, depth: int) -> list[int]:
+    """The ``depth`` notes (``Memory``) inside the read's world nearest ``vector``; [] in a store without notes."""
+    if not view.index().rows_of(NOTE_TYPES):
+        return []
+    return [nid for nid, _ in nearest(view, vector, depth, NOTE_TYPES)]
 
 
 def with_cold(
