@@ -84,6 +84,20 @@ def test_the_lane_reads_the_stored_token_rows_not_the_texts(
     assert sorted(late.late_lane(view, tokens, "Where did we go camping?", nids)) == sorted(nids)
 
 
+def test_extra_candidates_are_scored_past_the_pool_cut(
+    store: WorldDB, tokens: TokenVectors, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    view = store._reader.view(None, None, False, world=None)
+    nids = [int(n) for (n,) in store._conn.execute("select nid from node_text")]
+    texts = _texts(store, nids)
+    camp = next(n for n in nids if "campground" in texts[n])
+    others = [n for n in nids if n != camp]
+    monkeypatch.setattr(late, "LATE_POOL", 2)
+    assert camp not in late.late_lane(view, tokens, "Where did we go camping?", [*others, camp])  # cut off
+    ranked = late.late_lane(view, tokens, "Where did we go camping?", [*others, camp], [camp, others[0]])
+    assert ranked[0] == camp and sorted(ranked) == sorted([*others[:2], camp])  # an extra in the pool: once
+
+
 def test_nothing_to_match_gives_no_ranking(store: WorldDB, tokens: TokenVectors) -> None:
     view = store._reader.view(None, None, False, world=None)
     assert late.late_lane(view, tokens, "what is it?", [1, 2, 3]) == []  # only function words

@@ -12,8 +12,10 @@ from pathlib import Path
 import apsw
 import pytest
 
-from worlddb_lite import StaticEmbedder, WorldDB
+from worlddb_lite import Hit, StaticEmbedder, WorldDB
 from worlddb_lite.errors import EdgeRefused
+from worlddb_lite.retrieval import late as late_module
+from worlddb_lite.retrieval import recall as recall_module
 from worlddb_lite.write.updates import NEAREST
 
 from .conftest import FakeClock
@@ -268,3 +270,40 @@ def test_retiring_an_entity_closes_no_fact_that_names_it(tmp_path: Path) -> None
         db.link(fact, acme, "refers_to")
         db.retire(acme)
         assert db.read(fact).invalid_at is None
+
+
+def test_a_note_in_other_words_than_the_question_matches_through_the_late_lane(
+    caroline: WorldDB, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The note shares no word with the question ("tennis" for "sport", "Saturday" for "weekends").
+    # Among the conversation's turns its vector is not the closest, so with the match kept to the
+    # first of the text and the vector lanes only the late lane's word-by-word match lets it in.
+    caroline.write("I play tennis every Saturday morning with Jess.", scope="caroline", valid_at="2023-05-01")
+    monkeypatch.setattr(recall_module, "NOTES_MATCH", 1)
+    monkeypatch.setattr(recall_module, "MATCH_SHARE", 0.0)
+    question = "What sport do I do on weekends?"
+
+    def note_hit(late: bool) -> Hit:
+        return next(
+            h for h in caroline.recall(question, scope="caroline", late=late, k=50).hits if h.node.type == "Memory"
+        )
+
+    assert not any(reason.lane == "notes" for reason in note_hit(late=False).why)
+    matched = note_hit(late=True)
+    assert any(reason.lane == "notes" for reason in matched.why)
+    assert str(caroline.recall(question, scope="caroline").hits[0].node.content).startswith("I play tennis")
+
+
+def test_a_note_outside_the_late_pool_is_matched_yet_not_added_to_the_late_lane(
+    caroline: WorldDB, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    caroline.write("I play tennis every Saturday morning with Jess.", scope="caroline", valid_at="2023-05-01")
+    monkeypatch.setattr(recall_module, "NOTES_MATCH", 1)
+    monkeypatch.setattr(recall_module, "MATCH_SHARE", 0.0)
+    monkeypatch.setattr(recall_module, "LATE_POOL", 1)  # the pool: the fused first only, a turn
+    monkeypatch.setattr(late_module, "LATE_POOL", 1)
+    hits = caroline.recall("What sport do I do on weekends?", scope="caroline").hits
+    note = next(h for h in hits if h.node.type == "Memory")
+    lanes = {reason.lane for reason in note.why}
+    assert "notes" in lanes and "late" not in lanes  # scored to be matched, not ranked by the lane it re-orders
+    assert sum(any(reason.lane == "late" for reason in h.why) for h in hits) == 1

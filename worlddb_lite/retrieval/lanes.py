@@ -14,7 +14,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -178,7 +178,7 @@ def vector_lane(view: ReadView, vector: np.ndarray, depth: int) -> list[tuple[in
 def notes_lane(
     view: ReadView,
     lanes: Mapping[str, Sequence[int]],
-    among: Collection[int],
+    among: Sequence[int],
     *,
     weights: Mapping[str, float],
 ) -> list[int]:
@@ -188,13 +188,22 @@ def notes_lane(
     with them, a note competes against hundreds of turns in every lane. Here the notes alone are
     ordered by the same fused evidence (``lanes``, which this lane joins last), so the best-found
     note has a first place as a lane's best does. ``among``: the nodes that match the question (the
-    caller's: the first of the text and vector lanes), so every one has a fused score.
+    caller's: the first of the text, vector and late lanes); a note of them no lane ranked (the late
+    lane matched it word by word, but only re-orders the others' finds) follows, in ``among``'s order.
     """
     if not among or not view.index().rows_of(NOTE_TYPES):
         return []  # a store of conversations alone: no note to rank, no fusion to spend
-    candidates = sorted(among)
+    candidates = list(dict.fromkeys(among))
     notes = {nid for nid, (kind, _) in zip(candidates, view.kinds(candidates), strict=True) if kind in NOTE_TYPES}
-    return [nid for nid, _ in rrf(lanes, weights=weights, keys=view.tie_keys, among=notes)] if notes else []
+    ranked = [nid for nid, _ in rrf(lanes, weights=weights, keys=view.tie_keys, among=notes)] if notes else []
+    return ranked + [nid for nid in candidates if nid in notes and nid not in set(ranked)]
+
+
+def nearest_notes(view: ReadView, vector: np.ndarray, depth: int) -> list[int]:
+    """The ``depth`` notes (``Memory``) inside the read's world nearest ``vector``; [] in a store without notes."""
+    if not view.index().rows_of(NOTE_TYPES):
+        return []
+    return [nid for nid, _ in nearest(view, vector, depth, NOTE_TYPES)]
 
 
 def with_cold(

@@ -21,6 +21,8 @@ Its cost is timed apart by ``bench/recall_scale.py`` (the ``late`` lane);
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from ..models.embed import TokenVectors
@@ -33,14 +35,20 @@ LATE_QUERY = 2000  # characters of the question read
 LATE_ASKED = 32  # distinct question tokens matched at most (no benchmark question has more than 30)
 
 
-def late_lane(view: ReadView, tokens: TokenVectors, query: str, candidates: list[int]) -> list[int]:
-    """``candidates`` (first ``LATE_POOL``) by MaxSim against ``query``, best first; [] if nothing to match."""
+def late_lane(
+    view: ReadView, tokens: TokenVectors, query: str, candidates: list[int], extra: Sequence[int] = ()
+) -> list[int]:
+    """``candidates`` (first ``LATE_POOL``) and ``extra`` by MaxSim against ``query``, best first; [] if none.
+
+    ``extra`` is scored past the pool's cut (recall.py: the notes nearest the question, which a note
+    no other lane found needs to be matched at all).
+    """
     reader = content_tokens(tokens)
     asked = np.unique(np.asarray(reader.ids(query[:LATE_QUERY], LATE_QUERY), dtype=np.int64))
     asked = asked[tokens.weight[asked] > 0]
     if asked.size > LATE_ASKED:  # the cost grows with the question: keep its weightiest tokens
         asked = np.sort(asked[np.argsort(-tokens.weight[asked], kind="stable")[:LATE_ASKED]])
-    pool = list(dict.fromkeys(candidates))[:LATE_POOL]
+    pool = list(dict.fromkeys([*list(dict.fromkeys(candidates))[:LATE_POOL], *extra]))
     if not asked.size or not pool:
         return []
     rows = queries.token_rows(view.conn, pool)

@@ -28,6 +28,7 @@ from .lanes import (
     EntityPath,
     asked_people,
     named_entities,
+    nearest_notes,
     notes_lane,
     standing_lanes,
     start_entity_lane,
@@ -36,7 +37,7 @@ from .lanes import (
     vector_lane,
     with_cold,
 )
-from .late import late_lane
+from .late import LATE_POOL, late_lane
 from .ties import by_score
 from .view import ReadView
 
@@ -59,6 +60,7 @@ ANSWER_WEIGHT = 0.1  # an assistant's turn gains this x the fused score of the p
 SOURCE_TYPES = ("Memory", "Turn")
 NOTE_KIND = "Memory"
 MATCH_SHARE = 0.1  # ... or the first tenth of the memories, in a large store (see gather: the notes lane)
+LATE_NOTES = 50  # the notes nearest the question the late lane also scores for the notes lane's match (bounds its cost)
 AFTER_PRIORS = ("notes",)  # lanes fused after the session prior, so their lift stays with the node they rank
 STANDING_LANES = frozenset({"instruction", "preference"})  # they rank what holds for every question, not answers
 
@@ -109,16 +111,29 @@ def gather(view: ReadView, query: str, depth: int, *, late: bool = True) -> Foun
     found = [n for ranking in lanes.values() for n in ranking]
     lanes["time"] = time_lane(view, query, vector, depth, candidates=found)
     lanes["entity"], paths = entity(found)
+    unfound: list[int] = []  # the notes nearest the question no lane found: the late lane scores them too
+    word_matched: list[int] = []  # the late lane's ranking with those
     if late and view.tokens is not None:  # re-ranks what the lanes above found, so it comes last
-        lanes["late"] = late_lane(
-            view, view.tokens(), query, [nid for nid, _ in rrf(lanes, weights=LANE_WEIGHTS, keys=view.tie_keys)]
-        )
+        pool = [nid for nid, _ in rrf(lanes, weights=LANE_WEIGHTS, keys=view.tie_keys)]
+        taken = set(pool[:LATE_POOL])
+        near = nearest_notes(view, vector, LATE_NOTES) if vector is not None else []
+        unfound = [nid for nid in near if nid not in taken]
+        word_matched = late_lane(view, view.tokens(), query, pool, unfound)
+        left_out = set(unfound)  # the lane itself still only re-orders the others' finds
+        lanes["late"] = [nid for nid in word_matched if nid not in left_out]
     if vector is not None:
         # Only a note that matches the question: among the first NOTES_MATCH (or tenth of the memories) of
-        # the text or the vector lane. A note first among two notes says nothing: "Caroline's GP is ..." is
-        # no answer to "what is my cat's name?" (a new user's trial found it first, above the turn saying it)
+        # the text, the vector or the late lane. A note first among two notes says nothing: "Caroline's GP
+        # is ..." is no answer to "what is my cat's name?" (a new user's trial found it first, above the
+        # turn saying it). The late lane matches word by word through the static model's token vectors, so
+        # a note in other words than the question counts ("tennis" for "sport", "violin" for "instrument").
         first = max(NOTES_MATCH, int(MATCH_SHARE * view.index().rows_of(TEXT_TYPES)))
-        matches = {nid for lane in ("text", "vector") for nid in lanes.get(lane, [])[:first]}
+        word_first = set(word_matched[:first])
+        matches = [
+            *(nid for lane in ("text", "vector") for nid in lanes.get(lane, [])[:first]),
+            *(nid for nid in unfound if nid in word_first),  # closest first, as no lane ranks them
+            *word_matched[:first],
+        ]
         notes = notes_lane(view, lanes, matches, weights=LANE_WEIGHTS)
         if named and notes:  # and one about someone the query asks about: "I live in Lisbon" is not Emma's
             about = about_asked(view, notes, _whose(view, notes, {}), query, people, sorted(named))
