@@ -43,7 +43,11 @@ def _index(db: WorldDB) -> dict[str, object]:
     ).fetchall()
     facts = sorted(n.content or "" for n in db.nodes(type="Fact", include_superseded=True))
     current = sorted(n.content or "" for n in db.nodes(type="Fact"))
-    return {"fts": rows, "vectors": vectors, "tokens": tokens, "facts": facts, "current": current}
+    updates = db._conn.execute(
+        "select s.id, d.id from edge as e join node as s on s.nid = e.src join node as d on d.nid = e.dst "
+        "where e.type = 'may_update' order by 1, 2"
+    ).fetchall()
+    return {"fts": rows, "vectors": vectors, "tokens": tokens, "facts": facts, "current": current, "updates": updates}
 
 
 def test_turns_appended_live_are_indexed_as_the_conversation_ingested_whole(tmp_path: Path) -> None:
@@ -52,11 +56,14 @@ def test_turns_appended_live_are_indexed_as_the_conversation_ingested_whole(tmp_
         sessions = [
             SessionIn(s, None, [TurnIn(text, who, at=at) for s2, at, who, text in SAID if s2 == s]) for s in ("1", "2")
         ]
+        for db in (whole, live):  # a note the last turn may update (write/updates.py)
+            db.write("I live in the Lisbon flat", scope="ana", valid_at="2023-12-01")
         batch = whole.ingest(ConversationIn("ana", ["ana"], sessions))
         appended = [live.add_turn(text, scope="ana", session=s, speaker=who, at=at) for s, at, who, text in SAID]
         assert appended == batch  # the same nodes
         assert _index(live) == _index(whole)  # full text (words-only context included), vectors, tokens, facts
         assert "ana lives in: Porto" in _index(live)["current"]
+        assert _index(live)["updates"]  # the move links to the note, live as in the batch
         hits = [h.node.id for h in live.recall("where does ana live now?", scope="ana", k=5).hits]
         assert hits == [h.node.id for h in whole.recall("where does ana live now?", scope="ana", k=5).hits]
         assert live.verify().ok
