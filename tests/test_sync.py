@@ -553,3 +553,23 @@ def test_a_merge_decided_both_ways_stops_moving_between_three_replicas(tmp_path:
     for db in (a, b, c):
         assert db.verify(deep=True).ok
         db.close()
+
+
+def test_the_link_to_an_older_note_a_newer_memory_may_update_travels(pair: tuple[WorldDB, WorldDB]) -> None:
+    a, b = pair
+    newer = b.write("I switched from green tea to coffee", scope="ana")
+    older = next(n.id for n in b.nodes(type="Memory") if n.content == "Ana likes green tea")
+    assert _may_update(b) == [(newer, older)]  # written beside the memory, by System 2 on b
+    assert a.sync(b)["converged"]
+    assert _may_update(a) == [(newer, older)]  # and received by a as any edge is
+    _converged(a, b)
+
+
+def _may_update(db: WorldDB) -> list[tuple[str, str]]:
+    return [
+        (bytes(src).hex(), bytes(dst).hex())
+        for src, dst in db._conn.execute(
+            "select s.id, d.id from edge as e join node as s on s.nid = e.src join node as d on d.nid = e.dst "
+            "where e.type = 'may_update'"
+        )
+    ]
