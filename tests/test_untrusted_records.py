@@ -144,6 +144,24 @@ def test_an_edge_from_a_node_to_itself_is_refused(pair: Any) -> None:
     _refused(b, _forged(_set(a, b), loop), "links a node to itself")
 
 
+def test_a_may_update_edge_from_an_older_memory_to_a_newer_is_refused(pair: Any) -> None:
+    a, b = pair
+    a.write("I ride my bike to work every day", scope="ana", valid_at="2024-04-01")
+    a.write("I sold the bike and take the bus to work", scope="ana", valid_at="2024-05-01")
+    cs = _set(a, b)
+
+    def reversed_link(records: list[Record]) -> None:
+        from worlddb_lite.store.hashing import canonical_json, edge_body, edge_id
+
+        edge = _first(records, "edge", lambda r: r["type"] == "may_update")
+        edge["src"], edge["dst"] = edge["dst"], edge["src"]
+        body = edge_body(edge["type"], edge["src"], edge["dst"], edge["valid_at"], canonical_json(edge["props"]))
+        edge["id"] = edge_id(body).hex()
+
+    _refused(b, _forged(cs, reversed_link), "may_update edge names .* as newer, but it began before")
+    assert b.apply_changes(b"".join(changeset.encode(cs.header, cs.records)))["records"] == len(cs.records)
+
+
 NESTED = "(100,000 nested lists)"  # written into the line as text: Python's own json cannot build it
 
 

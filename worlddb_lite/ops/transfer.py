@@ -37,7 +37,7 @@ from ..store.hashing import canonical_json, edge_body, edge_id, nfc, node_id
 from ..store.merkle_replay import replay
 from ..store.rows import EdgeRow, NodeRow, Store, added_text
 from ..text.dates import format_time, parse_time
-from ..types import MergeStatus
+from ..types import MAY_UPDATE, MergeStatus
 from ..write.reconciler import AdoptedEdge, AdoptedNode, Reconciler, Transaction
 
 FORMAT = "worlddb-export"
@@ -805,9 +805,11 @@ def _merges_whole(store: Store, parsed: Parsed, known: Mapping[str, int], *, par
 
 
 def _superseded_closed(store: Store, parsed: Parsed, held: Mapping[bytes, int]) -> None:
-    """A ``supersedes`` edge's older end closes by the time the newer begins (``verify``'s validity invariant).
+    """The ends of ``supersedes`` and ``may_update`` edges in time.
 
-    Both ends as they will stand: a state in the file merges with this store's to the earlier close.
+    A ``supersedes`` edge's older end closes by the time the newer begins (``verify``'s validity invariant);
+    a ``may_update`` edge's newer end begins no earlier than its older end (its handler's rule). Both ends
+    as they will stand: a state in the file merges with this store's to the earlier close.
     """
 
     def state(hex_id: str) -> tuple[str | None, str | None]:  # (valid_at, invalid_at) once merged
@@ -819,6 +821,12 @@ def _superseded_closed(store: Store, parsed: Parsed, held: Mapping[bytes, int]) 
         return (min(valid) if valid else None), (min(closes) if closes else None)
 
     for line, rec in parsed.edges:
+        if rec["type"] == MAY_UPDATE:  # ranks a newer memory above an older one: only ever in that order
+            (newer, _), (older, _) = state(rec["src"]), state(rec["dst"])
+            if newer is not None and older is not None and newer < older:
+                said = f"a may_update edge names {rec['src'][:16]}… as newer, but it began before the other end"
+                raise _bad(line, said)
+            continue
         if rec["type"] != "supersedes":
             continue
         (begins, _), (_, closed) = state(rec["src"]), state(rec["dst"])
