@@ -573,3 +573,17 @@ def _may_update(db: WorldDB) -> list[tuple[str, str]]:
             "where e.type = 'may_update'"
         )
     ]
+
+
+def test_a_change_written_on_another_device_is_linked_by_the_consolidator(pair: tuple[WorldDB, WorldDB]) -> None:
+    a, b = pair
+    older = a.write("Ana plays chess on Sundays", scope="ana")
+    newer = b.write("Ana stopped playing chess on Sundays", scope="ana")
+    assert a.sync(b)["converged"]
+    pair_of_devices = (newer, older)
+    assert pair_of_devices not in _may_update(a) + _may_update(b)  # neither device saw both when it wrote
+    assert b.consolidate(only="updates")["updates"] == 1
+    assert pair_of_devices in _may_update(b)
+    assert a.sync(b)["converged"]
+    assert pair_of_devices in _may_update(a)
+    _converged(a, b)

@@ -175,9 +175,16 @@ def test_the_link_from_a_newer_memory_to_the_older_note_is_in_the_file(caroline:
     )
     caroline.write("I ride horses on Sundays", scope="caroline", valid_at="2023-09-01")  # newer, but tells no change
     assert _may_update_rows(tmp_path / "c.db") == [(newer, older)]
-    # the link goes one way: an older memory updates nothing newer
-    with pytest.raises(EdgeRefused, match="only a newer memory"):
+    # the link goes one way, from a memory to an older note: an older note updates nothing newer
+    with pytest.raises(EdgeRefused, match="not a Memory to a Turn"):
         caroline.link(older, newer, "may_update")
+    later = caroline.write("I sold the bike", scope="caroline", valid_at="2023-10-01")
+    with pytest.raises(EdgeRefused, match="only a newer memory"):
+        caroline.link(older, later, "may_update")
+    scope = caroline.read(older).parent
+    assert scope is not None
+    with pytest.raises(EdgeRefused, match="not a Scope to a Memory"):
+        caroline.link(scope, older, "may_update")
 
 
 def test_of_two_newer_memories_the_newest_goes_above_the_older_note(caroline: WorldDB, tmp_path: Path) -> None:
@@ -307,3 +314,43 @@ def test_a_note_outside_the_late_pool_is_matched_yet_not_added_to_the_late_lane(
     lanes = {reason.lane for reason in note.why}
     assert "notes" in lanes and "late" not in lanes  # scored to be matched, not ranked by the lane it re-orders
     assert sum(any(reason.lane == "late" for reason in h.why) for h in hits) == 1
+
+
+def test_another_scope_s_change_neither_links_to_nor_shows_in_a_shared_note_s_scope(tmp_path: Path) -> None:
+    """A note held by two scopes is its home scope's person's; a change written in the other scope is not read."""
+    with WorldDB(str(tmp_path / "s.db"), embedder=EMBEDDER, clock=FakeClock()) as db:
+        shared = db.write("I ride my bike to work", scope=["alice", "bob"], valid_at="2024-03-02")
+        bobs = db.write("I sold the bike and got a scooter", scope="bob", valid_at="2024-09-01")
+        assert _may_update_rows(tmp_path / "s.db") == []  # the shared note speaks for alice, not for bob
+        hits = db.recall("how do I get to work?", scope="alice").hits
+        assert bobs not in [h.node.id for h in hits]
+        assert all(r.lane != "older" for h in hits for r in h.why)
+        assert "scooter" not in db.context("how do I get to work?", scope="alice").text
+        assert shared in [h.node.id for h in hits]
+
+
+def test_the_consolidator_links_what_no_write_could_see(tmp_path: Path) -> None:
+    """Written before the note it updates, or without System 2: the updates step links it, once."""
+    with WorldDB(str(tmp_path / "o.db"), embedder=EMBEDDER, clock=FakeClock()) as db:
+        first = db.write("I quit coffee last week", scope="caroline", valid_at="2023-08-01")
+        older = db.write("I drink three cups of coffee a day", scope="caroline", valid_at="2023-05-01")
+        plain = db.write_many(
+            [{"text": "I stopped drinking coffee at the office", "scope": "caroline", "valid_at": "2023-09-01"}]
+        )[0]
+        assert _may_update_rows(tmp_path / "o.db") == []  # the newer ones came first, or had no System 2
+        assert db.consolidate(only="updates", dry_run=True)["updates"] == 3
+        assert db.consolidate(only="updates")["updates"] == 3
+        assert sorted(_may_update_rows(tmp_path / "o.db")) == sorted([(first, older), (plain, older), (plain, first)])
+        assert db.consolidate(only="updates")["updates"] == 0  # nothing left to do
+        top = db.recall("do I drink coffee?", scope="caroline").hits
+        ids = [h.node.id for h in top]
+        assert ids.index(plain) < ids.index(older)  # the newest of those that may update it goes above
+
+
+def test_an_amended_note_keeps_what_may_update_it(caroline: WorldDB, tmp_path: Path) -> None:
+    older = caroline.write("I ride my bike to work", scope="caroline", valid_at="2023-05-01")
+    newer = caroline.write("I sold the bike and got a scooter for work", scope="caroline", valid_at="2023-09-01")
+    fixed = caroline.amend(older, "I ride my bike to work every day", valid_at="2023-05-02")
+    assert (newer, fixed) in _may_update_rows(tmp_path / "c.db")
+    ids = [h.node.id for h in caroline.recall("how do I get to work?", scope="caroline").hits]
+    assert newer in ids and (fixed not in ids or ids.index(newer) < ids.index(fixed))

@@ -159,6 +159,16 @@ def test_a_may_update_edge_from_an_older_memory_to_a_newer_is_refused(pair: Any)
         edge["id"] = edge_id(body).hex()
 
     _refused(b, _forged(cs, reversed_link), "may_update edge names .* as newer, but it began before")
+
+    def from_an_entity(records: list[Record]) -> None:
+        from worlddb_lite.store.hashing import canonical_json, edge_body, edge_id
+
+        edge = _first(records, "edge", lambda r: r["type"] == "may_update")
+        edge["src"] = _first(records, "node", lambda r: r["type"] == "Entity")["id"]
+        body = edge_body(edge["type"], edge["src"], edge["dst"], edge["valid_at"], canonical_json(edge["props"]))
+        edge["id"] = edge_id(body).hex()
+
+    _refused(b, _forged(cs, from_an_entity), "may_update edge links something other than a newer memory")
     assert b.apply_changes(b"".join(changeset.encode(cs.header, cs.records)))["records"] == len(cs.records)
 
 

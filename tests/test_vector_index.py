@@ -61,6 +61,20 @@ def test_one_partition_is_exact_search() -> None:
         assert [nid for nid, _ in index.search(query, 10)] == _exact(vectors, query, 10)
 
 
+def test_a_rough_search_reads_no_row_from_the_source_and_finds_the_near_ones() -> None:
+    vectors = _clustered(500)
+    read: list[int] = []
+    exact = _source(vectors, 1)
+    index = _index(vectors, lists=None)
+    index.source = lambda ids: (read.extend(ids.tolist()), exact(ids))[1]
+    for query in _clustered(20, seed=1):
+        rough = [nid for nid, _ in index.search(query, 30, rough=True)]
+        assert len(set(rough) & set(_exact(vectors, query, 10))) >= 8  # the codes keep the near ones near
+    assert read == []
+    index.search(_clustered(1, seed=3)[0], 10)
+    assert read  # an exact search re-scores from the source
+
+
 def test_trained_partitions_keep_recall_at_ten_above_095() -> None:
     vectors = _clustered(20_000)
     index = _index(vectors, lists=nlist_for(20_000))

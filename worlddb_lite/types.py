@@ -15,6 +15,8 @@ ASSISTANT_ROLES = frozenset({"assistant", "system"})
 
 SPEAKER = "speaker"  # the prop naming whom a note speaks for, when not the scope's person
 MAY_UPDATE = "may_update"  # the edge from a newer memory telling of a change to the older note it may update
+MAY_UPDATE_FROM = ("Memory", "Turn")  # ... from a note or a turn
+MAY_UPDATE_TO = "Memory"  # ... to a note
 PERSON_KINDS = ("user", "agent")  # scope kinds that are someone: a note in one speaks for them, "my" means them
 FIRST_PERSON = frozenset({"i", "me", "my", "mine", "myself"})  # the words by which the scope's person says "me"
 

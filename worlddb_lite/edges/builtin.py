@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..errors import CycleError, EdgeRefused, NotCurrent
-from ..types import MAY_UPDATE, MergeStatus
+from ..types import MAY_UPDATE, MAY_UPDATE_FROM, MAY_UPDATE_TO, MergeStatus
 from .base import (
     BaseEdgeType,
     CloseValidity,
@@ -189,6 +189,11 @@ class MayUpdate(BaseEdgeType):
 
     def on_insert(self, edge: EdgeDraft, ctx: EdgeContext) -> Sequence[Decision]:
         super().on_insert(edge, ctx)
+        if edge.src.type not in MAY_UPDATE_FROM or edge.dst.type != MAY_UPDATE_TO:
+            raise EdgeRefused(
+                f"may_update links a newer memory ({' or '.join(MAY_UPDATE_FROM)}) to an older {MAY_UPDATE_TO}, "
+                f"not a {edge.src.type} to a {edge.dst.type}; use refers_to for other links"
+            )
         if edge.src.valid_at < edge.dst.valid_at:
             raise EdgeRefused(
                 f"{edge.src.id[:12]} became true ({edge.src.valid_at}) before {edge.dst.id[:12]} "

@@ -4,10 +4,11 @@ Steps, in order (``STEPS``): ``queue`` (System 2 over deferred turns and notes),
 (sessions, then scopes' timelines: ops/summaries.py), ``timelines`` (subjects' profiles and
 histories: ops/timelines.py), ``infer`` (transitive closure of causes and subtype_of: ops/infer.py),
 ``sweep`` (contradictions on functional edge types and slots: ops/sweep.py), ``dedup`` (near
-duplicates linked: ops/dedup.py), ``retention`` (memories moved between the vector index's hot and
-cold tiers by their retention score: ops/retention.py). Each commits in batches, so a kill keeps the batches done and a
-rerun finishes the rest; a second run finds nothing to do. ``dry_run`` counts what a run would
-write and writes nothing.
+duplicates linked: ops/dedup.py), ``updates`` (a newer memory telling of a change linked to the
+older note it may update, where no write could: write/updates.py), ``retention`` (memories moved
+between the vector index's hot and cold tiers by their retention score: ops/retention.py). Each
+commits in batches, so a kill keeps the batches done and a rerun finishes the rest; a second run
+finds nothing to do. ``dry_run`` counts what a run would write and writes nothing.
 """
 
 from __future__ import annotations
@@ -21,13 +22,14 @@ from ..store import queries
 from ..text.dates import format_time
 from ..text.extract import Extractor
 from ..write import queue
+from ..write.updates import missing_updates, write_updates
 from ..write.writer import Writer
 from . import retention, summaries, timelines
 from .dedup import dedup
 from .infer import infer
 from .sweep import sweep
 
-STEPS = ("queue", "summaries", "timelines", "infer", "sweep", "dedup", "retention")
+STEPS = ("queue", "summaries", "timelines", "infer", "sweep", "dedup", "updates", "retention")
 DEFAULT_MIN_AGE = dt.timedelta(hours=1)  # a world quiet this long is done for now: a live session is left alone
 BATCH = 200  # summaries per transaction: a kill loses at most one batch's work, which a rerun redoes
 
@@ -115,6 +117,9 @@ def run(
             report.done[step] = sweep(writer, dry_run=dry_run, progress=told(step))
         elif step == "dedup":
             report.done[step] = dedup(writer, dry_run=dry_run, progress=told(step))
+        elif step == "updates":
+            found = missing_updates(writer)
+            report.done[step] = len(found) if dry_run else write_updates(writer, found, progress=told(step))
         else:
             report.done[step] = retention.run(writer, dry_run=dry_run, progress=told(step))
     return report

@@ -37,7 +37,7 @@ from ..store.hashing import canonical_json, edge_body, edge_id, nfc, node_id
 from ..store.merkle_replay import replay
 from ..store.rows import EdgeRow, NodeRow, Store, added_text
 from ..text.dates import format_time, parse_time
-from ..types import MAY_UPDATE, MergeStatus
+from ..types import MAY_UPDATE, MAY_UPDATE_FROM, MAY_UPDATE_TO, MergeStatus
 from ..write.reconciler import AdoptedEdge, AdoptedNode, Reconciler, Transaction
 
 FORMAT = "worlddb-export"
@@ -762,7 +762,8 @@ def plan(r: Reconciler, root: int, parsed: Parsed, *, partial: bool = False) -> 
         unknown = sorted({rec["type"] for _, rec in parsed.edges} - set(r.registry.names()))
         if unknown:  # its handler's rules could not be kept: this store cannot tell a good edge of it from a bad
             line = next(line for line, rec in parsed.edges if rec["type"] == unknown[0])
-            raise _bad(line, f"edge type {unknown[0]!r} is not registered here; register it, then apply the file")
+            said = f"edge type {unknown[0]!r} is not registered here; register it (or, if the sender runs a newer "
+            raise _bad(line, said + "worlddb_lite, upgrade this device), then apply the file")
         _superseded_closed(store, parsed, held)
         _merges_whole(store, parsed, {**nids, **{raw.hex(): nid for raw, nid in held.items()}}, partial=partial)
     return Plan(nids, _vectors(r, parsed, new), _latest(parsed, r.now()), unheld)
@@ -820,8 +821,15 @@ def _superseded_closed(store: Store, parsed: Parsed, held: Mapping[bytes, int]) 
         closes = [v for v in (sent and sent[1].get("invalid_at"), here and here.invalid_at) if v]
         return (min(valid) if valid else None), (min(closes) if closes else None)
 
+    def kind(hex_id: str) -> str | None:
+        sent = parsed.nodes.get(hex_id)
+        nid = held.get(bytes.fromhex(hex_id)) or store.nid_of(bytes.fromhex(hex_id))
+        return str(sent[1]["type"]) if sent else store.header(nid).type if nid is not None else None
+
     for line, rec in parsed.edges:
-        if rec["type"] == MAY_UPDATE:  # ranks a newer memory above an older one: only ever in that order
+        if rec["type"] == MAY_UPDATE:  # ranks a newer memory above an older note: only ever in that order
+            if kind(rec["src"]) not in MAY_UPDATE_FROM or kind(rec["dst"]) != MAY_UPDATE_TO:
+                raise _bad(line, "a may_update edge links something other than a newer memory to an older note")
             (newer, _), (older, _) = state(rec["src"]), state(rec["dst"])
             if newer is not None and older is not None and newer < older:
                 said = f"a may_update edge names {rec['src'][:16]}… as newer, but it began before the other end"

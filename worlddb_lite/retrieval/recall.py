@@ -19,7 +19,7 @@ from ..text.extract import says_change
 from ..text.slots import INSTRUCTIONS, PREFERENCES, slot_words
 from ..text.stopwords import is_function_word
 from ..text.words import words as split_words
-from ..types import MAY_UPDATE, Hit, Node, Reason, is_assistant, speaks_for
+from ..types import MAY_UPDATE, MAY_UPDATE_FROM, Hit, Node, Reason, is_assistant, speaks_for
 from .fusion import LANE_WEIGHTS, rrf
 from .lanes import (
     NOTES_K,
@@ -664,7 +664,10 @@ def newer_over_older(
     )
     if not links:
         return fused, {}
-    shown = view.visible(sorted({new for _, _, new, _ in links}))
+    ends = sorted({new for _, _, new, _ in links})
+    kinds = dict(zip(ends, view.kinds(ends), strict=True))
+    # inside the read's world (not another scope's), and a memory (a file from another device may say otherwise)
+    shown = set(view.inside([nid for nid in ends if kinds[nid][0] in MAY_UPDATE_FROM]))
     newer: dict[int, list[int]] = {}
     for _, old, new, _ in links:
         if new in shown:

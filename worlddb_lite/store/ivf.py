@@ -385,8 +385,13 @@ class IvfIndex:
         world: int | None = None,
         types: Iterable[str] | None = None,
         links: np.ndarray | None = None,
+        rough: bool = False,
     ) -> list[tuple[int, float]]:
         """(nid, cosine) of the ``k`` best rows, best first, inside ``world`` and of ``types``.
+
+        ``rough``: scored by their codes alone (each within its row's error of the exact cosine), no
+        row read from the source: for a caller that only compares with a loose threshold, over rows
+        that may all be alike (the source read is what costs there: write/updates.py).
 
         The filters work inside the search, never by over-fetching. A filter is answered
         exactly over the rows it keeps (a world's members, a type's rows) when gathering them
@@ -403,8 +408,8 @@ class IvfIndex:
         if world is not None and links is not None and len(links):
             linked = self.linked_members(world, links)
             if linked.size:
-                found = dict(self.search(query, k, world=world, types=types))
-                found.update(self.exact(linked, query, k, self._codes(types)))
+                found = dict(self.search(query, k, world=world, types=types, rough=rough))
+                found.update(self.exact(linked, query, k, self._codes(types), rough=rough))
                 return sorted(found.items(), key=lambda item: -item[1])[:k]
         codes = self._codes(types)
         kept = float(self.size)
@@ -421,11 +426,11 @@ class IvfIndex:
             # exact over the kept rows, or a filtered scan: whichever reads fewer row-equivalents
             scan = wanted * (self.size / self.nlist * self._cell_share(world, codes) + BLOCK_COST)
             if world is not None and in_world * type_share * GATHER_COST <= scan:
-                return self.exact(self.members(world), query, k, codes)
+                return self.exact(self.members(world), query, k, codes, rough=rough)
             if world is None and kept * GATHER_COST <= scan:
                 rows = np.flatnonzero(np.isin(self.type_code, list(codes or ())) & (self.pos >= 0))
-                return self.exact(rows, query, k, None)
-        return self._scan(query, k, world, codes, wanted)
+                return self.exact(rows, query, k, None, rough=rough)
+        return self._scan(query, k, world, codes, wanted, rough=rough)
 
     def near_duplicates(
         self, query: np.ndarray, k: int, *, types: Iterable[str] | None = None, probes: int
@@ -477,7 +482,7 @@ class IvfIndex:
         return np.unique(np.concatenate([heads[self.pos[heads] >= 0], *[self.members(h) for h in heads.tolist()]]))
 
     def _scan(
-        self, query: np.ndarray, k: int, world: int | None, codes: set[int] | None, wanted: int
+        self, query: np.ndarray, k: int, world: int | None, codes: set[int] | None, wanted: int, *, rough: bool = False
     ) -> list[tuple[int, float]]:
         """Score what passes the filters in the partitions nearest the query, within a row budget.
 
@@ -532,7 +537,7 @@ class IvfIndex:
         ids = np.concatenate(found_ids)
         live = ids >= 0  # spare and dead rows drop out
         rows = np.concatenate(found_rows)[live]
-        return self._best(ids[live], rows, np.concatenate(found_scores)[live], query, k)
+        return self._best(ids[live], rows, np.concatenate(found_scores)[live], query, k, rough=rough)
 
     def _coarse(self, lo: int, hi: int, turned: np.ndarray) -> np.ndarray:
         """The scores of matrix rows ``lo:hi`` by their codes (within each row's error of the exact ones)."""
@@ -545,7 +550,7 @@ class IvfIndex:
         return turned
 
     def _best(
-        self, ids: np.ndarray, rows: np.ndarray, coarse: np.ndarray, query: np.ndarray, k: int
+        self, ids: np.ndarray, rows: np.ndarray, coarse: np.ndarray, query: np.ndarray, k: int, *, rough: bool = False
     ) -> list[tuple[int, float]]:
         """(nid, cosine) of the ``k`` best of ``ids`` (at matrix ``rows``, scored ``coarse`` by their codes).
 
@@ -554,7 +559,7 @@ class IvfIndex:
         """
         if ids.size == 0:
             return []
-        if self.source is None:
+        if self.source is None or rough:
             return [(int(ids[i]), float(coarse[i])) for i in _top(coarse, k)]
         error = self.scales[rows, 1]
         if ids.size > k:
@@ -623,15 +628,17 @@ class IvfIndex:
             scores = self.source(ids) @ query
         return {nid: score for nid, score in zip(ids.tolist(), scores.tolist(), strict=True) if score == score}
 
-    def exact(self, nids: np.ndarray, query: np.ndarray, k: int, codes: set[int] | None) -> list[tuple[int, float]]:
-        """Exact top ``k`` among the given node ids (a gather, then one product)."""
+    def exact(
+        self, nids: np.ndarray, query: np.ndarray, k: int, codes: set[int] | None, *, rough: bool = False
+    ) -> list[tuple[int, float]]:
+        """Exact top ``k`` among the given node ids (a gather, then one product; ``rough``: see ``search``)."""
         if codes is not None and nids.size:
             nids = nids[np.isin(self.type_code[nids], list(codes))]
         if nids.size == 0:
             return []
         rows = self.pos[nids]
         coarse = (np.take(self.matrix, rows, axis=0) @ self._turned(query)) * self.scales[rows, 0]
-        return self._best(nids, rows, coarse, query, k)
+        return self._best(nids, rows, coarse, query, k, rough=rough)
 
     def vectors(self, nids: Sequence[int]) -> dict[int, np.ndarray]:
         """The vectors of those of ``nids`` the index holds (``vector`` each), unit length."""

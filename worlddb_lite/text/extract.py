@@ -673,8 +673,8 @@ _TELLS_CHANGE = re.compile(
 def tells_change(text: str) -> bool:
     """Whether ``text`` tells that something is no longer as it was (a word of change), the thing unnamed.
 
-    Looser than ``says_change`` (no value needed): recall reads it only of a person's newer memory
-    about the same thing as an older one of theirs (retrieval/recall.py ``newer_over_older``).
+    Looser than ``says_change`` (no value needed): read only of a person's newer memory about the
+    same thing as an older note of theirs (write/updates.py links the two; recall ranks by the link).
     """
     return _TELLS_CHANGE.search(text[:CUE_CHARS]) is not None
 

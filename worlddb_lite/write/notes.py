@@ -20,6 +20,7 @@ from ..text.extract import Extractor, check_extractor
 from ..types import SPEAKER, is_assistant, speaks_for
 from .facts import understand
 from .queue import enqueue
+from .updates import carry_updates
 from .writer import DEFAULT_SCOPE, Writer
 
 NOTE_TYPE = "Memory"  # what a note is; other node types are stored as given (System 1 only)
@@ -91,6 +92,7 @@ def amend_note(
         since = writer.read(new).valid_at
         for holder in holders:  # the new version belongs where the old one did
             writer.link(holder, new, "contains", valid_at=since)
+        carry_updates(writer, old, writer.store.resolve(new))  # and what may update it still may
         if not _learn(writer, new, extractor=extractor, deferred=deferred, speaker=who) or deferred:
             return new
         writer.settle(indexes=False)  # the edges written above are read below
