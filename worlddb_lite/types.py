@@ -33,7 +33,12 @@ def person_of(scope: Node) -> str | None:
 
 def speaks_for(note: Node, home: Node) -> str | None:
     """Whom a note in ``home`` speaks for: the speaker it names (prop ``SPEAKER``), else the scope's person."""
-    return str(note.props.get(SPEAKER) or "").strip() or person_of(home)
+    return voice(note.props.get(SPEAKER), home)
+
+
+def voice(speaker: object, home: Node) -> str | None:
+    """Whom a note in ``home`` whose ``SPEAKER`` prop is ``speaker`` (maybe none) speaks for (``speaks_for``)."""
+    return str(speaker or "").strip() or person_of(home)
 
 
 class MergeStatus(StrEnum):

@@ -19,7 +19,7 @@ from ..text.extract import says_change
 from ..text.slots import INSTRUCTIONS, PREFERENCES, slot_words
 from ..text.stopwords import is_function_word
 from ..text.words import words as split_words
-from ..types import MAY_UPDATE, MAY_UPDATE_FROM, Hit, Node, Reason, is_assistant, speaks_for
+from ..types import MAY_UPDATE, MAY_UPDATE_FROM, SPEAKER, Hit, Node, Reason, is_assistant, voice
 from .fusion import LANE_WEIGHTS, rrf
 from .lanes import (
     NOTES_K,
@@ -422,7 +422,7 @@ def person_prior(
     depth: int,
     *,
     told: Mapping[int, Said] | None = None,
-    whose: Mapping[int, tuple[str, str, str]] | None = None,
+    whose: Mapping[int, str] | None = None,
 ) -> list[tuple[int, float]]:
     """Each memory of the head about a person the query asks about gains ``NAMED_SPEAKER_WEIGHT`` x the best score.
 
@@ -638,7 +638,7 @@ def newer_over_older(
     depth: int,
     *,
     told: Mapping[int, Said],
-    whose: Mapping[int, tuple[str, str, str]] | None = None,
+    whose: Mapping[int, str] | None = None,
 ) -> tuple[list[int], dict[int, int]]:
     """A person's newer memory that tells of a change goes just above their older note about the same thing.
 
@@ -674,7 +674,7 @@ def newer_over_older(
             newer.setdefault(old, []).append(new)
     every = sorted({new for news in newer.values() for new in news})
     keys = view.tie_keys(every)
-    age = {nid: (node.valid_at, keys[nid]) for nid, node in zip(every, view.nodes(every), strict=True)}
+    age = {nid: (node.valid_at, keys[nid]) for nid, node in zip(every, view.bare_nodes(every), strict=True)}
     order = list(fused)
     older: dict[int, int] = {}
     for old in [nid for nid in head if nid in newer]:  # in the head's order: the same on every replica
@@ -691,7 +691,7 @@ def newer_over_older(
 def about_asked(
     view: ReadView,
     nids: Sequence[int],
-    whose: Mapping[int, tuple[str, str, str]],
+    whose: Mapping[int, str],
     query: str,
     people: Sequence[str],
     entities: Sequence[int],
@@ -703,7 +703,7 @@ def about_asked(
     or a fact that refers to one of ``entities`` (those the query names or means).
     """
     asked = {w.casefold() for w in re.findall(r"\w+", " ".join([query, *people]))}
-    found = {nid for nid, (who, _, _) in whose.items() if who.split() and set(who.split()) <= asked}
+    found = {nid for nid, who in whose.items() if who.split() and set(who.split()) <= asked}
     kinds = dict(zip(nids, view.kinds(nids), strict=True))
     named = [nid for nid in nids if kinds[nid][0] in SIBLING_KINDS and nid not in found]
     linked = queries.linked(
@@ -720,25 +720,24 @@ def about_asked(
     return found | {nid for _, nid, _, _ in linked}
 
 
-def _whose(view: ReadView, nids: Sequence[int], told: Mapping[int, Said]) -> dict[int, tuple[str, str, str]]:
-    """(whose, text, valid time) of each of ``nids`` that is a person's memory: a turn, a note.
+def _whose(view: ReadView, nids: Sequence[int], told: Mapping[int, Said]) -> dict[int, str]:
+    """Whose each of ``nids`` that is a person's memory (a turn, a note) is, casefolded.
 
     Whose: a turn's speaker; a note's speaker, or its scope's person. An assistant's turn, a fact or
-    a summary is no one's.
+    a summary is no one's. Only a note's speaker prop and parent are read, not its record.
     """
     kinds = dict(zip(nids, view.kinds(nids), strict=True))
-    notes = [nid for nid in nids if kinds[nid][0] == NOTE_KIND]
-    homes = sorted({parent for nid in notes if (parent := kinds[nid][1]) is not None})
-    home_of = dict(zip(homes, view.nodes(homes), strict=True))
-    said: dict[int, tuple[str, str, str]] = {}
-    for nid, node in zip(notes, view.nodes(notes), strict=True):
-        home = home_of.get(kinds[nid][1] or -1)
-        whose = speaks_for(node, home) if home is not None else None
+    notes = queries.note_speakers(view.conn, [nid for nid in nids if kinds[nid][0] == NOTE_KIND], SPEAKER)
+    homes = sorted({parent for parent, _ in notes.values()})
+    home_of = dict(zip(homes, view.bare_nodes(homes), strict=True))
+    said: dict[int, str] = {}
+    for nid, (parent, speaker) in notes.items():
+        whose = voice(speaker, home_of[parent])
         if whose and not is_assistant(whose):
-            said[nid] = (whose.casefold(), node.content or "", node.valid_at)
-    for nid, (speaker, text, when) in told.items():
+            said[nid] = whose.casefold()
+    for nid, (speaker, _, _) in told.items():
         if nid in kinds and speaker and not is_assistant(speaker):
-            said[nid] = (speaker.casefold(), text, when)
+            said[nid] = speaker.casefold()
     return said
 
 

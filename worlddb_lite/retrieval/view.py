@@ -41,6 +41,7 @@ class ReadView:
     seen: dict[int, bool] = field(default_factory=dict, init=False, compare=False, repr=False)
     keys: dict[int, tuple[str, int, bytes]] = field(default_factory=dict, init=False, compare=False, repr=False)
     membership: list[np.ndarray] = field(default_factory=list, init=False, compare=False, repr=False)  # links()
+    stored: dict[int, Node] = field(default_factory=dict, init=False, compare=False, repr=False)  # bare_nodes()
 
     def visible(self, nids: Sequence[int]) -> set[int]:
         """Which of ``nids`` are visible at this read's times (each node asked of SQLite once a read)."""
@@ -151,6 +152,16 @@ class ReadView:
 
     def nodes(self, nids: Sequence[int]) -> list[Node]:
         return self.store.load_nodes(list(nids), self.annotate)
+
+    def bare_nodes(self, nids: Sequence[int]) -> list[Node]:
+        """``nids`` as stored, without what supersedes or contradicts them (each read once a read).
+
+        For the read's own decisions (whose a note is, when it began), not for what it returns.
+        """
+        unknown = [nid for nid in dict.fromkeys(nids) if nid not in self.stored]
+        if unknown:
+            self.stored.update(zip(unknown, self.store.load_nodes(unknown), strict=True))
+        return [self.stored[nid] for nid in nids]
 
     def links(self) -> np.ndarray | None:
         """(src, dst) membership edges for the vector index's world filter (None: no world), read once a read.

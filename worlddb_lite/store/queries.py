@@ -189,6 +189,18 @@ def said(conn: apsw.Connection, nids: Sequence[int]) -> dict[int, Said]:
     }
 
 
+def note_speakers(conn: apsw.Connection, nids: Sequence[int], speaker: str) -> dict[int, tuple[int, object]]:
+    """(parent, its ``speaker`` prop, or None) of each of ``nids`` that is a note (``Memory``), without its record."""
+    return {
+        as_int(nid): (as_int(parent), said)
+        for nid, parent, said in conn.execute(
+            "select nid, parent, body -> '$.props' ->> ? from node "
+            "where nid in (select value from json_each(?)) and type = 'Memory' and parent is not null",
+            (f"$.{speaker}", json.dumps(list(nids))),
+        )
+    }
+
+
 def learned_only_from(conn: apsw.Connection, nid: int) -> list[int]:
     """The open facts learned from ``nid`` and no other current turn or note: what stands on its words alone.
 
