@@ -173,7 +173,7 @@ def test_the_link_from_a_newer_memory_to_the_older_note_is_in_the_file(caroline:
     newer = caroline.add_turn(
         "I sold the bike and got a scooter for work", scope="caroline", speaker="Caroline", at="2023-08-01T09:00:00Z"
     )
-    caroline.write("I ride horses on Sundays", scope="caroline", valid_at="2023-09-01")  # newer, but tells no change
+    horses = caroline.write("I ride horses on Sundays", scope="caroline", valid_at="2023-09-01")  # tells no change
     assert _may_update_rows(tmp_path / "c.db") == [(newer, older)]
     # the link goes one way, from a memory to an older note: an older note updates nothing newer
     with pytest.raises(EdgeRefused, match="not a Memory to a Turn"):
@@ -181,6 +181,8 @@ def test_the_link_from_a_newer_memory_to_the_older_note_is_in_the_file(caroline:
     later = caroline.write("I sold the bike", scope="caroline", valid_at="2023-10-01")
     with pytest.raises(EdgeRefused, match="only a newer memory"):
         caroline.link(older, later, "may_update")
+    with pytest.raises(EdgeRefused, match="holds from its newer memory's time"):
+        caroline.link(horses, older, "may_update", valid_at="2020-01-01")  # not before the newer one was
     scope = caroline.read(older).parent
     assert scope is not None
     with pytest.raises(EdgeRefused, match="not a Scope to a Memory"):

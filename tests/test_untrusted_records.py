@@ -169,6 +169,16 @@ def test_a_may_update_edge_from_an_older_memory_to_a_newer_is_refused(pair: Any)
         edge["id"] = edge_id(body).hex()
 
     _refused(b, _forged(cs, from_an_entity), "may_update edge links something other than a newer memory")
+
+    def backdated(records: list[Record]) -> None:
+        from worlddb_lite.store.hashing import canonical_json, edge_body, edge_id
+
+        edge = _first(records, "edge", lambda r: r["type"] == "may_update")
+        edge["valid_at"] = "2020-01-01T00:00:00.000000Z"
+        body = edge_body(edge["type"], edge["src"], edge["dst"], edge["valid_at"], canonical_json(edge["props"]))
+        edge["id"] = edge_id(body).hex()
+
+    _refused(b, _forged(cs, backdated), "may_update edge holds from before its newer memory began")
     assert b.apply_changes(b"".join(changeset.encode(cs.header, cs.records)))["records"] == len(cs.records)
 
 

@@ -199,6 +199,11 @@ class MayUpdate(BaseEdgeType):
                 f"{edge.src.id[:12]} became true ({edge.src.valid_at}) before {edge.dst.id[:12]} "
                 f"({edge.dst.valid_at}); only a newer memory may update an older one"
             )
+        if edge.valid_at < edge.src.valid_at:
+            raise EdgeRefused(
+                f"a may_update link holds from its newer memory's time ({edge.src.valid_at}), not from "
+                f"{edge.valid_at}; leave valid_at out, or give that time"
+            )
         return []
 
 

@@ -831,6 +831,8 @@ def _superseded_closed(store: Store, parsed: Parsed, held: Mapping[bytes, int]) 
             if kind(rec["src"]) not in MAY_UPDATE_FROM or kind(rec["dst"]) != MAY_UPDATE_TO:
                 raise _bad(line, "a may_update edge links something other than a newer memory to an older note")
             (newer, _), (older, _) = state(rec["src"]), state(rec["dst"])
+            if newer is not None and rec["valid_at"] < newer:
+                raise _bad(line, "a may_update edge holds from before its newer memory began")
             if newer is not None and older is not None and newer < older:
                 said = f"a may_update edge names {rec['src'][:16]}… as newer, but it began before the other end"
                 raise _bad(line, said)

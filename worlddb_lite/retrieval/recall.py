@@ -668,10 +668,10 @@ def newer_over_older(
     kinds = dict(zip(ends, view.kinds(ends), strict=True))
     # inside the read's world (not another scope's), and a memory (a file from another device may say otherwise)
     shown = set(view.inside([nid for nid in ends if kinds[nid][0] in MAY_UPDATE_FROM]))
-    newer: dict[int, list[int]] = {}
+    newer: dict[int, set[int]] = {}
     for _, old, new, _ in links:
         if new in shown:
-            newer.setdefault(old, []).append(new)
+            newer.setdefault(old, set()).add(new)
     every = sorted({new for news in newer.values() for new in news})
     keys = view.tie_keys(every)
     age = {nid: (node.valid_at, keys[nid]) for nid, node in zip(every, view.bare_nodes(every), strict=True)}
