@@ -1,0 +1,75 @@
+"""bench/abstention.py (issue 37): its AUROC and reliability table on hand-made numbers, and a run end to end
+on a tiny LoCoMo file."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .test_recall_bench import write_locomo
+
+BENCH = Path(__file__).resolve().parent.parent / "bench"
+sys.path.insert(0, str(BENCH))
+_spec = importlib.util.spec_from_file_location("bench_abstention", BENCH / "abstention.py")
+assert _spec is not None and _spec.loader is not None
+abstention = importlib.util.module_from_spec(_spec)
+sys.modules["bench_abstention"] = abstention  # dataclasses look their module up while the class is built
+_spec.loader.exec_module(abstention)
+
+
+def test_auroc_is_the_share_of_pairs_ranked_right_ties_counting_a_half() -> None:
+    assert abstention.auroc([0.9, 0.8], [0.1, 0.2]) == 1.0
+    assert abstention.auroc([0.1, 0.2], [0.9, 0.8]) == 0.0
+    assert abstention.auroc([0.5], [0.5]) == 0.5
+    assert abstention.auroc([0.9, 0.4], [0.5, 0.1]) == pytest.approx(0.75)  # 3 of 4 pairs in order
+    assert abstention.auroc([0.3, 0.3, 0.7], [0.3, 0.1]) == pytest.approx((1.5 + 1.5 + 2) / 6)
+    assert abstention.auroc([], [0.1]) is None
+
+
+def test_reliability_bins_confidences_and_weighs_the_gap_by_count() -> None:
+    rows = [(0.05, False), (0.05, False), (0.95, True), (0.95, False), (1.0, True)]
+    table = abstention.reliability(rows)
+    assert [(b["bin"], b["count"]) for b in table["bins"]] == [("0.0-0.1", 2), ("0.9-1.0", 3)]
+    top = table["bins"][1]
+    assert top["correct"] == pytest.approx(2 / 3, abs=1e-4) and top["confidence"] == pytest.approx(0.9667, abs=1e-4)
+    assert table["gap"] == pytest.approx((2 * 0.05 + 3 * abs(0.9667 - 2 / 3)) / 5, abs=1e-3)
+
+
+def test_a_signal_the_engine_lacks_is_not_reported() -> None:
+    asked = [
+        abstention.Asked("dev", True, True, {"top1_score": 0.9}),
+        abstention.Asked("dev", False, False, {"top1_score": 0.2}),
+    ]
+    report = abstention.summarise(asked)["dev"]
+    assert report["auroc"] == {"top1_score": 1.0} and "reliability" not in report
+    assert report["answerable"] == 1 and report["unanswerable"] == 1 and report["top1_correct"] == 1.0
+
+
+def test_the_bench_runs_end_to_end_on_a_tiny_locomo_file(tmp_path: Path) -> None:
+    locomo = write_locomo(tmp_path / "locomo.json")
+    out = tmp_path / "result.json"
+    done = subprocess.run(
+        [sys.executable, str(BENCH / "abstention.py"), "--sets", "locomo", "--locomo", str(locomo), "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    dev = json.loads(out.read_text())["sets"]["locomo"]["dev"]
+    assert dev["answerable"] == 2 and dev["unanswerable"] == 1  # categories 1-4 with real evidence; category 5
+    assert dev["auroc"]["top1_score"] is not None
+
+
+def test_bad_arguments_are_refused_with_a_reason(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, str(BENCH / "abstention.py"), "--sets", "beam", "--locomo", str(tmp_path / "none.json")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2 and "--sets takes locomo and/or scenarios" in done.stderr
