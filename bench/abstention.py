@@ -117,11 +117,14 @@ def summarise(asked: Sequence[Asked]) -> dict[str, Any]:
 
 
 def signals_of(result: Any) -> dict[str, float]:
-    """The signals a recall's result carries: the first hit's score (none: 0), and its confidence if it has one."""
+    """The signals a recall's result carries: the first hit's score (none: 0), its confidence if it has one,
+    and what that was weighed from (``signal:<name>``: bench/confidence_fit.py fits on them)."""
     out = {"top1_score": float(result.hits[0].score) if result.hits else 0.0}
     confidence = getattr(result, "confidence", None)
     if isinstance(confidence, (int, float)) and not math.isnan(confidence):
         out["confidence"] = float(confidence)
+    for name, value in (getattr(result, "signals", None) or {}).items():
+        out[f"signal:{name}"] = float(value)
     return out
 
 

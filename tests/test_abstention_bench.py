@@ -73,3 +73,19 @@ def test_bad_arguments_are_refused_with_a_reason(tmp_path: Path) -> None:
         timeout=60,
     )
     assert done.returncode == 2 and "--sets takes locomo and/or scenarios" in done.stderr
+
+
+def test_the_fit_learns_a_signal_that_tells_right_from_wrong_in_its_own_units() -> None:
+    import numpy as np
+
+    spec = importlib.util.spec_from_file_location("bench_confidence_fit", BENCH / "confidence_fit.py")
+    assert spec is not None and spec.loader is not None
+    fitting = importlib.util.module_from_spec(spec)
+    sys.modules["bench_confidence_fit"] = fitting
+    spec.loader.exec_module(fitting)
+    rng = np.random.default_rng(0)
+    x = np.column_stack([rng.uniform(0, 1, 400), rng.uniform(0, 1, 400)])  # the first tells, the second is noise
+    y = (x[:, 0] + 0.1 * rng.standard_normal(400) > 0.5).astype(float)
+    weights, bias = fitting.fit(x, y)
+    assert weights[0] > 5 * abs(weights[1])
+    assert abs(-bias / weights[0] - 0.5) < 0.1  # the fit's even odds sit where the answer turns, in x's own units

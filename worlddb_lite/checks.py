@@ -61,6 +61,13 @@ def number(value: object, field: str) -> float:
     return result
 
 
+def share(value: object, field: str) -> float:
+    """A number from 0 to 1, or InvalidInput naming the range (a bool, a string or NaN is none)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= float(value) <= 1.0:
+        raise InvalidInput(f"{field} must be a number from 0 to 1, got {value!r}")
+    return float(value)
+
+
 def text(value: object, field: str, *, required: bool) -> str | None:
     """Caller text: UTF-8 without NUL (bytes are decoded), and not blank where ``required``."""
     if value is None:

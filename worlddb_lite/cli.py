@@ -352,6 +352,13 @@ def cmd_scopes(args: argparse.Namespace) -> Any:
             action="store_true",
             help="also rank cold-tier memories (see `worlddb retention`) by their vectors",
         ),
+        lambda p: p.add_argument(
+            "--min-confidence",
+            type=float,
+            metavar="C",
+            help="return nothing when the engine's confidence that the first hit answers is under C (0 to 1; "
+            "default: always return the hits)",
+        ),
     ),
 )
 def cmd_recall(args: argparse.Namespace) -> Any:
@@ -363,6 +370,7 @@ def cmd_recall(args: argparse.Namespace) -> Any:
         "reranker": reranker,
         "late": args.late,
         "include_cold": args.include_cold,
+        "min_confidence": args.min_confidence,
     }
     with _open(args) as db:
         if args.context:
@@ -378,7 +386,12 @@ def cmd_recall(args: argparse.Namespace) -> Any:
             for r in hit.why
         )
         lines.append(f"{rank:3d}. {hit.score:.4f}  [{why}]\n" + _node_text(hit.node))
-    return "\n".join(lines) if lines else "no memories found"
+    if not lines:
+        if found.withheld:
+            floor = args.min_confidence
+            return f"nothing relevant: the best match's confidence {found.confidence:.2f} is under {floor:g}"
+        return "no memories found"
+    return "\n".join([f"confidence {found.confidence:.2f} (that the first hit answers)", *lines])
 
 
 @command(

@@ -836,6 +836,7 @@ class WorldDB:
         reranker: Reranker | None = None,
         late: bool = True,
         include_cold: bool = False,
+        min_confidence: float | None = None,
     ) -> Recall:
         """Hybrid recall: BM25, vector, entity-graph, time and standing lanes fused by RRF (k = 60), best first.
 
@@ -847,6 +848,11 @@ class WorldDB:
         re-scores the fused head. ``include_cold``: the vector lane also ranks the cold-tier memories
         (``set_retention``) the other lanes found by their words. Each hit says why it came; the
         hits are remembered for retention (written in batches, not by every recall).
+
+        ``confidence`` on the result is the engine's estimate that the first hit answers the question
+        (``retrieval/confidence.py``; ``signals``, what it was weighed from). ``min_confidence`` (0 to 1)
+        returns no hits below it (``withheld`` says something was found); by default every recall
+        returns its k hits.
         """
         found = self._reader.recall(
             query,
@@ -859,6 +865,7 @@ class WorldDB:
             reranker=reranker,
             late=late,
             include_cold=include_cold,
+            min_confidence=min_confidence,
         )
         self._access.note([bytes.fromhex(hit.node.id) for hit in found.hits], self._clock())
         if self._access.due:  # never waits, never raises: see store/access_log.py

@@ -291,16 +291,34 @@ class MemoryTools:
         include_cold: Annotated[
             bool, Field(description="also rank memories of the cold tier (out of the in-memory vector index)")
         ] = False,
+        min_confidence: Annotated[
+            float | None,
+            Field(description="return no hits when the confidence that the first answers is under this (0 to 1)"),
+        ] = None,
     ) -> dict[str, Any]:
         """Hybrid recall (words, meaning, the people and things named, dates), best first.
 
         Each hit says what it is, who said it (speaker), in which session, since when it holds (date) and
-        why it came. Superseded versions are left out unless asked for.
+        why it came. Superseded versions are left out unless asked for. ``confidence``: how likely the first
+        hit answers; under ``min_confidence``, no hits and ``nothing_relevant: true``.
         """
         found = self.db.recall(
-            query, scope=scope, k=k, as_of=as_of, include_superseded=include_superseded, include_cold=include_cold
+            query,
+            scope=scope,
+            k=k,
+            as_of=as_of,
+            include_superseded=include_superseded,
+            include_cold=include_cold,
+            min_confidence=min_confidence,
         )
-        return {"as_of": found.as_of, "hits": [_hit(h) for h in found.hits]}
+        answer: dict[str, Any] = {
+            "as_of": found.as_of,
+            "confidence": round(found.confidence, 4),
+            "hits": [_hit(h) for h in found.hits],
+        }
+        if not found.hits:
+            answer["nothing_relevant"] = True
+        return answer
 
     def memory_list(
         self,

@@ -238,12 +238,17 @@ class Hit:
 
 @dataclass(frozen=True, slots=True)
 class Recall:
-    """What ``recall`` returns: the hits, best first, and the moment they were read at."""
+    """What ``recall`` returns: the hits, best first, the moment they were read at, and how sure it is."""
 
     query: str
     hits: tuple[Hit, ...]
     as_of: str
     known_as_of: str
+    # the engine's estimate that the first hit answers the question, in [0, 1] (retrieval/confidence.py),
+    # the signals it was weighed from, and whether hits were found but held back under ``min_confidence``
+    confidence: float = 0.0
+    signals: Mapping[str, float] = field(default_factory=dict)
+    withheld: bool = False
 
 
 def plain(value: Any) -> Any:

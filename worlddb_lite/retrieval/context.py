@@ -115,7 +115,12 @@ def assemble(recall: Recall, *, budget: int = DEFAULT_BUDGET, prefer_summaries: 
     stands for is not repeated, so the rest goes to what the summaries do not say. False leaves
     summaries out and gives the details (descending from a summary on demand).
     """
-    header = f"Memories recalled for: {' '.join(recall.query.split())[:200]} (as of {recall.as_of[:10]})"
+    asked = " ".join(recall.query.split())[:200]
+    if not recall.hits:  # said plainly, so a model does not answer from nothing
+        why = "what was found is not likely to answer it" if recall.withheld else "no memory matches it"
+        header = f"Nothing relevant is stored for: {asked} (as of {recall.as_of[:10]}; {why})"
+        return Context(header, (), estimate_tokens(header), budget, 0)
+    header = f"Memories recalled for: {asked} (as of {recall.as_of[:10]})"
     used = estimate_tokens(header)
     items: list[ContextItem] = []
     left_out = 0

@@ -10,6 +10,7 @@ sees them.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import apsw
@@ -27,7 +28,7 @@ from ..store.side_reader import SideReader
 from ..store.vector_index import VectorLane
 from ..text.dates import TimeLike, parse_time
 from ..types import Direction, Identity, MergeProposal, MergeStatus, Node, Page, Recall, ScopeRef, Subgraph
-from . import blas, lanes
+from . import blas, confidence, lanes
 from .query import QuerySpec, execute
 from .query import check as check_query
 from .recall import recall as hybrid_recall
@@ -392,6 +393,7 @@ class Reader:
         reranker: Reranker | None,
         late: bool,
         include_cold: bool = False,
+        min_confidence: float | None = None,
     ) -> Recall:
         """Hybrid recall (see ``WorldDB.recall``)."""
         self.settle()
@@ -406,12 +408,19 @@ class Reader:
         for flag, value in (("late", late), ("include_cold", include_cold)):
             if not isinstance(value, bool):
                 raise InvalidInput(f"{flag} must be True or False, got {value!r}")
+        floor = None if min_confidence is None else checks.share(min_confidence, "min_confidence")
         with translate():
             inside = [self.scope_id(str(ref)) for ref in checks.scope_refs(scope)] if scope is not None else world
             view = self.view(as_of, known_as_of, include_superseded, world=inside, include_cold=include_cold)
+            index = view.index()  # caught up once, for the lanes and the confidence alike
+            view = replace(view, index=lambda: index)
             with blas.one_thread():
                 hits = hybrid_recall(view, text, k=k, reranker=reranker, late=late)
-            return Recall(text, tuple(hits), view.valid, view.belief)
+                signal = confidence.signals(view, text, view.embed(text) if view.embed else None, hits)
+            sure = confidence.confidence(signal)
+            if floor is not None and sure < floor:  # found, but not likely to answer: nothing relevant
+                return Recall(text, (), view.valid, view.belief, sure, signal, withheld=bool(hits))
+            return Recall(text, tuple(hits), view.valid, view.belief, sure, signal)
 
     def query(self, spec: QuerySpec) -> Subgraph:
         """Run a declarative query: a start set and a pipeline of operators, into a Subgraph."""

@@ -1,0 +1,92 @@
+"""Fit the recall confidence's weights (issue 37) on the dev splits; judge them on the test splits.
+
+    python bench/confidence_fit.py [--locomo PATH] [--cases PATH] [--json OUT]
+
+The questions and stores of ``bench/abstention.py`` (LoCoMo: conversations at even positions dev, odd
+test; the blind corpus: its own split). Each recall carries its signals (``retrieval/confidence.py``
+``SIGNALS``); a logistic regression of "the first hit answers the question" on them, fit on the dev
+rows alone (the signals standardised, an L2 penalty of ``L2``, gradient descent), is printed back in the
+signals' own units as ``WEIGHTS`` and ``BIAS`` to paste into ``retrieval/confidence.py``. The test rows
+are scored with the fit: AUROC answerable vs not and the reliability table, per set.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import abstention  # noqa: E402
+import scenario_cases  # noqa: E402
+from common import emit, progress  # noqa: E402
+from recall import DEFAULT_PATHS  # noqa: E402
+
+from worlddb_lite.retrieval.confidence import SIGNALS, confidence  # noqa: E402
+
+L2 = 0.01
+STEPS = 4000
+RATE = 0.1
+
+
+def fit(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, float]:
+    """Logistic regression weights (in ``x``'s units) and bias, by gradient descent on standardised columns."""
+    mean, spread = x.mean(axis=0), x.std(axis=0) + 1e-9
+    z = (x - mean) / spread
+    w, b = np.zeros(x.shape[1]), 0.0
+    for _ in range(STEPS):
+        p = 1.0 / (1.0 + np.exp(-(z @ w + b)))
+        w -= RATE * (z.T @ (p - y) / len(y) + L2 * w)
+        b -= RATE * float((p - y).mean())
+    return w / spread, b - float(((w / spread) * mean).sum())
+
+
+def rows_of(asked: list[abstention.Asked]) -> tuple[np.ndarray, np.ndarray]:
+    x = np.array([[_signals(a)[name] for name in SIGNALS] for a in asked], dtype=float)
+    return x, np.array([1.0 if a.correct else 0.0 for a in asked])
+
+
+def _signals(asked: abstention.Asked) -> dict[str, float]:
+    return {name: asked.signals.get(f"signal:{name}", 0.0) for name in SIGNALS}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--locomo", default=str(DEFAULT_PATHS["locomo"]))
+    parser.add_argument("--cases", default=str(scenario_cases.DEFAULT_PATH))
+    parser.add_argument("--limit", type=int, help="only the first N conversations / cases of each set (a smoke run)")
+    parser.add_argument("--json", help="also write the result to this file")
+    args = parser.parse_args(argv)
+    locomo = Path(args.locomo)
+    if not locomo.is_file():
+        print(f"LoCoMo not found at {locomo}; give --locomo PATH", file=sys.stderr)
+        return 2
+    sets = {
+        "locomo": abstention.run_locomo(locomo, args.limit, progress),
+        "scenarios": abstention.run_scenarios(Path(args.cases), locomo, args.limit, progress),
+    }
+    dev = [a for asked in sets.values() for a in asked if a.split == "dev"]
+    weights, bias = fit(*rows_of(dev))
+    named = {name: round(float(w), 4) for name, w in zip(SIGNALS, weights, strict=True)}
+    result: dict[str, Any] = {"benchmark": "confidence_fit", "dev_rows": len(dev), "WEIGHTS": named}
+    result["BIAS"] = round(bias, 4)
+    for set_name, asked in sets.items():
+        scored = [
+            abstention.Asked(
+                a.split,
+                a.answerable,
+                a.correct,
+                {**a.signals, "confidence": confidence(_signals(a), named, bias)},
+            )
+            for a in asked
+        ]
+        result[set_name] = abstention.summarise(scored)
+    emit(result, args.json)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

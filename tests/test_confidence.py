@@ -1,0 +1,92 @@
+"""Issue 37: a confidence on every recall, and nothing returned below a floor, through the API, the CLI and MCP."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from worlddb_lite import InvalidInput, StaticEmbedder, WorldDB
+from worlddb_lite.mcp import build_server
+from worlddb_lite.retrieval import confidence as confidence_module
+
+from .conftest import FakeClock, run, table_digest
+from .test_mcp import ToolError, call
+
+EMBEDDER = StaticEmbedder()
+
+
+@pytest.fixture
+def ana(tmp_path: Path) -> Iterator[WorldDB]:
+    with WorldDB(str(tmp_path / "a.db"), embedder=EMBEDDER, clock=FakeClock()) as db:
+        db.write("Ana is allergic to cashews and carries an antihistamine", scope="ana")
+        db.write("Ana plays the cello in a quartet on Thursdays", scope="ana")
+        db.write("Ana's sister Emma lives in Porto", scope="ana")
+        yield db
+
+
+def test_every_recall_says_how_sure_it_is_from_named_signals(ana: WorldDB) -> None:
+    found = ana.recall("is Ana allergic to cashews?", scope="ana")
+    assert 0.0 <= found.confidence <= 1.0
+    assert set(found.signals) == set(confidence_module.SIGNALS)
+    assert found.signals["coverage"] == 1.0  # every content word of the question is in the first hit
+    assert found.confidence == confidence_module.confidence(found.signals)
+    assert not found.withheld
+
+
+def test_a_question_the_memory_answers_is_surer_than_one_it_does_not(ana: WorldDB) -> None:
+    answered = ana.recall("is Ana allergic to cashews?", scope="ana").confidence
+    unknown = ana.recall("what is the wifi password at the office?", scope="ana").confidence
+    assert answered > unknown
+
+
+def test_below_the_floor_nothing_is_returned_and_the_context_says_so(ana: WorldDB) -> None:
+    question = "what is the wifi password at the office?"
+    everything = ana.recall(question, scope="ana")
+    assert everything.hits  # by default every recall returns its hits
+    held = ana.recall(question, scope="ana", min_confidence=1.0)
+    assert held.hits == () and held.withheld and held.confidence == everything.confidence
+    assert ana.recall(question, scope="ana", min_confidence=0.0).hits == everything.hits
+    text = ana.context(question, scope="ana", min_confidence=1.0).text
+    assert text.startswith("Nothing relevant is stored for: what is the wifi password")
+
+
+@pytest.mark.parametrize("bad", [-0.1, 1.5, math.nan, "0.5", True, math.inf])
+def test_a_floor_outside_0_to_1_is_refused_and_nothing_runs(ana: WorldDB, bad: Any) -> None:
+    before = table_digest(ana)
+    with pytest.raises(InvalidInput, match="min_confidence must be a number from 0 to 1"):
+        ana.recall("cashews", scope="ana", min_confidence=bad)
+    with pytest.raises(InvalidInput, match="min_confidence must be a number from 0 to 1"):
+        ana.context("cashews", scope="ana", min_confidence=bad)
+    assert table_digest(ana) == before
+
+
+def test_the_cli_prints_the_confidence_and_says_nothing_relevant(
+    ana: WorldDB, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = str(tmp_path / "a.db")
+    ana.close()
+    code, out, _ = run(capsys, "recall", path, "is Ana allergic to cashews?", "--scope", "ana")
+    assert code == 0 and out.startswith("confidence ") and "(that the first hit answers)" in out
+    code, out, _ = run(capsys, "recall", path, "wifi password?", "--scope", "ana", "--min-confidence", "1")
+    assert code == 0 and out.startswith("nothing relevant: the best match's confidence")
+    code, _, err = run(capsys, "recall", path, "wifi", "--scope", "ana", "--min-confidence", "2")
+    assert code != 0 and "min_confidence must be a number from 0 to 1" in err
+
+
+def test_mcp_recall_takes_a_floor_and_says_nothing_relevant(ana: WorldDB) -> None:
+    server = build_server(ana)
+    sure = call(server, "memory_recall", {"query": "is Ana allergic to cashews?", "scope": "ana"})
+    assert sure["hits"] and 0.0 <= sure["confidence"] <= 1.0 and "nothing_relevant" not in sure
+    none = call(server, "memory_recall", {"query": "wifi password?", "scope": "ana", "min_confidence": 1.0})
+    assert none["hits"] == [] and none["nothing_relevant"] is True
+    with pytest.raises(ToolError, match="min_confidence must be a number from 0 to 1"):
+        call(server, "memory_recall", {"query": "wifi", "scope": "ana", "min_confidence": 3})
+
+
+def test_no_signals_no_confidence() -> None:
+    assert confidence_module.confidence({}) == 0.0
+    assert 0.5 < confidence_module.confidence({"coverage": 1.0}, {n: 1.0 for n in confidence_module.SIGNALS}, 0.0)
