@@ -32,6 +32,7 @@ from .view import ReadView
 
 SIGNALS = ("coverage", "coverage_near", "coverage_all", "cosine", "cosine_gap")
 STEM = 5  # words compared by their first letters: "allergy" and "allergic" agree
+READ_CHARS = 2000  # characters of a hit read for its words
 BACKGROUND = 10  # the hits a first hit is compared with, at most ...
 LEAST_BACKGROUND = 3  # ... and at least (fewer: no gap is told, as in a store of a few memories)
 # Fit on the dev splits (LoCoMo conversations at even positions + the scenario corpus's dev cases) for
@@ -48,8 +49,11 @@ _WORD = re.compile(r"[^\W_]+(?:'[^\W_]+)?")
 
 
 def content_words(text: str) -> set[str]:
-    """The words of ``text`` that carry its content, by their first ``STEM`` letters (function words out)."""
-    return {w[:STEM] for w in (m.group().casefold() for m in _WORD.finditer(text)) if not is_function_word(w)}
+    """The words of ``text`` that carry its content, by their first ``STEM`` letters (function words out).
+
+    Read to ``READ_CHARS``: a long message's words past it rarely decide whether it answers, and cost.
+    """
+    return {w[:STEM] for w in set(_WORD.findall(text[:READ_CHARS].casefold())) if not is_function_word(w)}
 
 
 def signals(view: ReadView, query: str, vector: np.ndarray | None, hits: Sequence[Hit]) -> dict[str, float]:

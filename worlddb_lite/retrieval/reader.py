@@ -9,6 +9,7 @@ sees them.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -413,7 +414,8 @@ class Reader:
             inside = [self.scope_id(str(ref)) for ref in checks.scope_refs(scope)] if scope is not None else world
             view = self.view(as_of, known_as_of, include_superseded, world=inside, include_cold=include_cold)
             index = view.index()  # caught up once, for the lanes and the confidence alike
-            view = replace(view, index=lambda: index)
+            embed = None if view.embed is None else functools.lru_cache(maxsize=1)(view.embed)  # embedded once too
+            view = replace(view, index=lambda: index, embed=embed)
             with blas.one_thread():
                 hits = hybrid_recall(view, text, k=k, reranker=reranker, late=late)
                 signal = confidence.signals(view, text, view.embed(text) if view.embed else None, hits)
