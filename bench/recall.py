@@ -83,8 +83,7 @@ from worlddb_lite.errors import WorldDBError  # noqa: E402
 from worlddb_lite.models.embed import StaticEmbedder  # noqa: E402
 from worlddb_lite.models.rerank import OnnxBiEncoderReranker, OnnxCrossEncoder, RankFusion, Reranker  # noqa: E402
 from worlddb_lite.retrieval import recall as retrieval_recall  # noqa: E402
-from worlddb_lite.retrieval.context import assemble, estimate_tokens  # noqa: E402
-from worlddb_lite.types import Recall  # noqa: E402
+from worlddb_lite.retrieval.context import estimate_tokens, header_line  # noqa: E402
 from worlddb_lite.write.conversation import ConversationIn  # noqa: E402
 from worlddb_lite.write.loaders import load  # noqa: E402
 
@@ -644,9 +643,8 @@ class ContextFill:
 
 
 def header_tokens(question: str) -> int:
-    """What ``context.assemble`` charges before its first item (its header line), read off an empty context."""
-    now = datetime.datetime.now(datetime.UTC).isoformat()
-    return assemble(Recall(question, (), now, now), budget=1_000_000).tokens
+    """What ``context.assemble`` charges before its first item (its header line)."""
+    return estimate_tokens(header_line(question, datetime.datetime.now(datetime.UTC).isoformat()))
 
 
 def fill(ranked: Sequence[str], text_of: dict[str, str], budget: int, header: int) -> ContextFill:

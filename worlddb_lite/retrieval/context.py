@@ -107,6 +107,15 @@ def line(number: int, hit: Hit) -> str:
     return f"[{number}] {when} · {what}: {text}{note} <{why}{sources}; id {node.id[:12]}>"
 
 
+def header_line(query: str, as_of: str) -> str:
+    """The line a context with memories opens with (what ``assemble`` charges before its first item)."""
+    return f"Memories recalled for: {_asked(query)} (as of {as_of[:10]})"
+
+
+def _asked(query: str) -> str:
+    return " ".join(query.split())[:200]
+
+
 def assemble(recall: Recall, *, budget: int = DEFAULT_BUDGET, prefer_summaries: bool = True) -> Context:
     """The hits of ``recall`` as numbered lines, in rank order, within ``budget`` tokens.
 
@@ -115,12 +124,11 @@ def assemble(recall: Recall, *, budget: int = DEFAULT_BUDGET, prefer_summaries: 
     stands for is not repeated, so the rest goes to what the summaries do not say. False leaves
     summaries out and gives the details (descending from a summary on demand).
     """
-    asked = " ".join(recall.query.split())[:200]
     if not recall.hits:  # said plainly, so a model does not answer from nothing
         why = "what was found is not likely to answer it" if recall.withheld else "no memory matches it"
-        header = f"Nothing relevant is stored for: {asked} (as of {recall.as_of[:10]}; {why})"
-        return Context(header, (), estimate_tokens(header), budget, 0)
-    header = f"Memories recalled for: {asked} (as of {recall.as_of[:10]})"
+        nothing = f"Nothing relevant is stored for: {_asked(recall.query)} (as of {recall.as_of[:10]}; {why})"
+        return Context(nothing, (), estimate_tokens(nothing), budget, 0)
+    header = header_line(recall.query, recall.as_of)
     used = estimate_tokens(header)
     items: list[ContextItem] = []
     left_out = 0
