@@ -3,7 +3,6 @@ on a tiny LoCoMo file."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -11,15 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from .conftest import BENCH, bench_module
 from .test_recall_bench import write_locomo
 
-BENCH = Path(__file__).resolve().parent.parent / "bench"
-sys.path.insert(0, str(BENCH))
-_spec = importlib.util.spec_from_file_location("bench_abstention", BENCH / "abstention.py")
-assert _spec is not None and _spec.loader is not None
-abstention = importlib.util.module_from_spec(_spec)
-sys.modules["bench_abstention"] = abstention  # dataclasses look their module up while the class is built
-_spec.loader.exec_module(abstention)
+abstention = bench_module("abstention")
 
 
 def test_auroc_is_the_share_of_pairs_ranked_right_ties_counting_a_half() -> None:
@@ -78,11 +72,7 @@ def test_bad_arguments_are_refused_with_a_reason(tmp_path: Path) -> None:
 def test_the_fit_learns_a_signal_that_tells_right_from_wrong_in_its_own_units() -> None:
     import numpy as np
 
-    spec = importlib.util.spec_from_file_location("bench_confidence_fit", BENCH / "confidence_fit.py")
-    assert spec is not None and spec.loader is not None
-    fitting = importlib.util.module_from_spec(spec)
-    sys.modules["bench_confidence_fit"] = fitting
-    spec.loader.exec_module(fitting)
+    fitting = bench_module("confidence_fit")
     rng = np.random.default_rng(0)
     x = np.column_stack([rng.uniform(0, 1, 400), rng.uniform(0, 1, 400)])  # the first tells, the second is noise
     y = (x[:, 0] + 0.1 * rng.standard_normal(400) > 0.5).astype(float)

@@ -3,7 +3,6 @@ files, and the baselines end to end on a tiny LoCoMo file."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import subprocess
@@ -15,15 +14,13 @@ import pytest
 
 from worlddb_lite import WorldDB
 
+from .conftest import bench_module
+
 BENCH = Path(__file__).resolve().parent.parent / "bench"
 sys.path.insert(0, str(BENCH))
 import recall_metrics as rm  # noqa: E402
 
-_spec = importlib.util.spec_from_file_location("bench_recall", BENCH / "recall.py")
-assert _spec is not None and _spec.loader is not None
-recall = importlib.util.module_from_spec(_spec)
-sys.modules["bench_recall"] = recall  # dataclasses look their module up while the class is built
-_spec.loader.exec_module(recall)
+recall = bench_module("recall")  # noqa: E402
 
 
 # ---- metrics -----------------------------------------------------------------------

@@ -813,17 +813,20 @@ def _superseded_closed(store: Store, parsed: Parsed, held: Mapping[bytes, int]) 
     as they will stand: a state in the file merges with this store's to the earlier close.
     """
 
+    def here(hex_id: str) -> int | None:  # the node's row in this store, if it holds it
+        return held.get(bytes.fromhex(hex_id)) or store.nid_of(bytes.fromhex(hex_id))
+
     def state(hex_id: str) -> tuple[str | None, str | None]:  # (valid_at, invalid_at) once merged
         sent = parsed.nodes.get(hex_id)
-        nid = held.get(bytes.fromhex(hex_id)) or store.nid_of(bytes.fromhex(hex_id))
-        here = store.node_row(nid) if nid is not None else None
-        valid = [v for v in (sent and sent[1]["valid_at"], here and here.valid_at) if v]
-        closes = [v for v in (sent and sent[1].get("invalid_at"), here and here.invalid_at) if v]
+        nid = here(hex_id)
+        row = store.node_row(nid) if nid is not None else None
+        valid = [v for v in (sent and sent[1]["valid_at"], row and row.valid_at) if v]
+        closes = [v for v in (sent and sent[1].get("invalid_at"), row and row.invalid_at) if v]
         return (min(valid) if valid else None), (min(closes) if closes else None)
 
     def kind(hex_id: str) -> str | None:
         sent = parsed.nodes.get(hex_id)
-        nid = held.get(bytes.fromhex(hex_id)) or store.nid_of(bytes.fromhex(hex_id))
+        nid = here(hex_id)
         return str(sent[1]["type"]) if sent else store.header(nid).type if nid is not None else None
 
     for line, rec in parsed.edges:

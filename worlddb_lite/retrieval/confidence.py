@@ -21,12 +21,12 @@ bench/confidence_fit.py`` prints them, the test splits judge them. A recall with
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping, Sequence
 
 import numpy as np
 
 from ..text.stopwords import is_function_word
+from ..text.words import WORD
 from ..types import Hit
 from .view import ReadView
 
@@ -45,7 +45,6 @@ WEIGHTS: Mapping[str, float] = {
     "cosine_gap": 6.3927,
 }
 BIAS = -1.2054
-_WORD = re.compile(r"[^\W_]+(?:'[^\W_]+)?")
 
 
 def content_words(text: str) -> set[str]:
@@ -53,7 +52,7 @@ def content_words(text: str) -> set[str]:
 
     Read to ``READ_CHARS``: a long message's words past it rarely decide whether it answers, and cost.
     """
-    return {w[:STEM] for w in set(_WORD.findall(text[:READ_CHARS].casefold())) if not is_function_word(w)}
+    return {w[:STEM] for w in set(WORD.findall(text[:READ_CHARS].casefold())) if not is_function_word(w)}
 
 
 def signals(view: ReadView, query: str, vector: np.ndarray | None, hits: Sequence[Hit]) -> dict[str, float]:

@@ -196,7 +196,8 @@ def notes_lane(
     candidates = list(dict.fromkeys(among))
     notes = {nid for nid, (kind, _) in zip(candidates, view.kinds(candidates), strict=True) if kind in NOTE_TYPES}
     ranked = [nid for nid, _ in rrf(lanes, weights=weights, keys=view.tie_keys, among=notes)] if notes else []
-    return ranked + [nid for nid in candidates if nid in notes and nid not in set(ranked)]
+    placed = set(ranked)
+    return ranked + [nid for nid in candidates if nid in notes and nid not in placed]
 
 
 def nearest_notes(view: ReadView, vector: np.ndarray, depth: int) -> list[int]:

@@ -57,7 +57,6 @@ ASSISTANT_SHARE = 0.6  # an assistant's turn keeps this share of its fused score
 NAMED_SPEAKER_WEIGHT = 0.125  # a turn said by someone the query names gains this x the best fused score
 REPLY_WEIGHT = 0.2  # a person's turn gains this x the fused score of the next turn, when a person said that
 ANSWER_WEIGHT = 0.1  # an assistant's turn gains this x the fused score of the person's turn it answers
-SOURCE_TYPES = ("Memory", "Turn")
 NOTE_KIND = "Memory"
 MATCH_SHARE = 0.1  # ... or the first tenth of the memories, in a large store (see gather: the notes lane)
 LATE_NOTES = 50  # the notes nearest the question the late lane also scores for the notes lane's match (bounds its cost)
