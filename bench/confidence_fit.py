@@ -4,10 +4,16 @@
 
 The questions and stores of ``bench/abstention.py`` (LoCoMo: conversations at even positions dev, odd
 test; the blind corpus: its own split). Each recall carries its signals (``retrieval/confidence.py``
-``SIGNALS``); a logistic regression of "the first hit answers the question" on them, fit on the dev
-rows alone (the signals standardised, an L2 penalty of ``L2``, gradient descent), is printed back in the
-signals' own units as ``WEIGHTS`` and ``BIAS`` to paste into ``retrieval/confidence.py``. The test rows
-are scored with the fit: AUROC answerable vs not and the reliability table, per set.
+``SIGNALS``). Two logistic regressions on the dev rows alone (the signals standardised, an L2 penalty of
+``L2``, gradient descent): the first of "something stored answers the question" on the signals gives the
+direction (which questions are surer than which); the second of "the first hit answers the question" on
+that one score gives its scale and offset (how sure). Their product is one logistic, printed in the
+signals' own units as ``WEIGHTS`` and ``BIAS`` to paste into ``retrieval/confidence.py``.
+
+Why two: whether the first hit is right also depends on which of several stored turns a question's gold
+names, which no signal sees; fit on it alone, the weights learn that noise and tell unanswerable
+questions apart less well (LoCoMo test AUROC 0.723 against 0.771; docs/decisions.md, 2026-12-06).
+The test rows are scored with the fit: AUROC answerable vs not and the reliability table, per set.
 """
 
 from __future__ import annotations
@@ -44,9 +50,14 @@ def fit(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, float]:
     return w / spread, b - float(((w / spread) * mean).sum())
 
 
-def rows_of(asked: list[abstention.Asked]) -> tuple[np.ndarray, np.ndarray]:
+def fit_confidence(asked: list[abstention.Asked]) -> tuple[np.ndarray, float]:
+    """The direction from answerable vs not, the scale and offset from first hit right: one logistic."""
     x = np.array([[_signals(a)[name] for name in SIGNALS] for a in asked], dtype=float)
-    return x, np.array([1.0 if a.correct else 0.0 for a in asked])
+    answerable = np.array([1.0 if a.answerable else 0.0 for a in asked])
+    correct = np.array([1.0 if a.correct else 0.0 for a in asked])
+    direction, offset = fit(x, answerable)
+    (scale,), shift = fit((x @ direction + offset)[:, None], correct)
+    return scale * direction, float(scale * offset + shift)
 
 
 def _signals(asked: abstention.Asked) -> dict[str, float]:
@@ -69,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
         "scenarios": abstention.run_scenarios(Path(args.cases), locomo, args.limit, progress),
     }
     dev = [a for asked in sets.values() for a in asked if a.split == "dev"]
-    weights, bias = fit(*rows_of(dev))
+    weights, bias = fit_confidence(dev)
     named = {name: round(float(w), 4) for name, w in zip(SIGNALS, weights, strict=True)}
     result: dict[str, Any] = {"benchmark": "confidence_fit", "dev_rows": len(dev), "WEIGHTS": named}
     result["BIAS"] = round(bias, 4)

@@ -43,6 +43,36 @@ def test_a_question_the_memory_answers_is_surer_than_one_it_does_not(ana: WorldD
     assert answered > unknown
 
 
+def test_words_said_by_someone_other_than_the_person_asked_about_lower_the_confidence(tmp_path: Path) -> None:
+    """LoCoMo's category 5: asked of Caroline what Melanie said, in Melanie's own words."""
+    chat = [
+        ("Melanie", "I ran a charity race for mental health last Saturday, it was exhausting"),
+        ("Caroline", "That sounds amazing, how did you feel afterwards?"),
+        ("Melanie", "I realized self-care is really important after that race"),
+        ("Caroline", "I went to a support group meeting yesterday and it helped a lot"),
+        ("Melanie", "My kids and I painted a sunrise together over the weekend"),
+        ("Caroline", "I am researching adoption agencies for the summer"),
+    ]
+    with WorldDB(str(tmp_path / "c.db"), embedder=EMBEDDER, clock=FakeClock()) as db:
+        for speaker, text in chat:
+            db.add_turn(text, scope="chat", session="s1", speaker=speaker, extractor=None)
+        theirs = db.recall("What did Melanie realize after her charity race?", scope="chat")
+        others = db.recall("What did Caroline realize after her charity race?", scope="chat")
+    assert theirs.signals["asked"] == others.signals["asked"] == 1.0
+    assert theirs.signals["asked_lead"] > 0 > others.signals["asked_lead"]
+    assert theirs.confidence > others.confidence
+
+
+def test_the_example_in_docs_recall_holds(tmp_path: Path) -> None:
+    with WorldDB(str(tmp_path / "sure.db"), embedder=EMBEDDER) as db:
+        db.write("Ana is allergic to cashews", scope="ana")
+        assert db.recall("is Ana allergic to anything?", scope="ana", min_confidence=0.5).hits
+        nothing = db.recall("what is Ana's blood type?", scope="ana", min_confidence=0.5)
+        assert nothing.hits == () and nothing.withheld
+        told = db.context("what is Ana's blood type?", scope="ana", min_confidence=0.5).text
+        assert told.startswith("Nothing relevant is stored")
+
+
 def test_below_the_floor_nothing_is_returned_and_the_context_says_so(ana: WorldDB) -> None:
     question = "what is the wifi password at the office?"
     everything = ana.recall(question, scope="ana")
@@ -90,3 +120,12 @@ def test_mcp_recall_takes_a_floor_and_says_nothing_relevant(ana: WorldDB) -> Non
 def test_no_signals_no_confidence() -> None:
     assert confidence_module.confidence({}) == 0.0
     assert 0.5 < confidence_module.confidence({"coverage": 1.0}, {n: 1.0 for n in confidence_module.SIGNALS}, 0.0)
+
+
+def test_a_hit_in_other_words_still_matches_the_question_token_by_token() -> None:
+    from worlddb_lite.retrieval.late import text_scores
+
+    texts = ["She plays tennis every Sunday morning", "The office printer is out of toner", "", "the and of"]
+    sport, printer, empty, function = text_scores(EMBEDDER.token_vectors(), "which sport does she do?", texts, 2000)
+    assert sport > printer > 0.0
+    assert empty == function == 0.0

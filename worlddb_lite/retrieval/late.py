@@ -43,24 +43,57 @@ def late_lane(
     ``extra`` is scored past the pool's cut (recall.py: the notes nearest the question, which a note
     no other lane found needs to be matched at all).
     """
-    reader = content_tokens(tokens)
-    asked = np.unique(np.asarray(reader.ids(query[:LATE_QUERY], LATE_QUERY), dtype=np.int64))
-    asked = asked[tokens.weight[asked] > 0]
-    if asked.size > LATE_ASKED:  # the cost grows with the question: keep its weightiest tokens
-        asked = np.sort(asked[np.argsort(-tokens.weight[asked], kind="stable")[:LATE_ASKED]])
     pool = list(dict.fromkeys([*list(dict.fromkeys(candidates))[:LATE_POOL], *extra]))
+    kept, score = late_scores(view, tokens, query, pool)
+    return [kept[i] for i in np.argsort(-score, kind="stable")]
+
+
+def late_scores(view: ReadView, tokens: TokenVectors, query: str, pool: Sequence[int]) -> tuple[list[int], np.ndarray]:
+    """Those of ``pool`` with content tokens in the index, and each one's MaxSim against ``query``."""
+    asked = asked_tokens(tokens, query)
     if not asked.size or not pool:
-        return []
+        return [], np.zeros(0)
+    reader = content_tokens(tokens)
     rows = queries.token_rows(view.conn, pool)
     missing = [nid for nid in pool if nid not in rows]
     if missing:  # read by another process between the v5 migration and the token index's rewrite
         rows.update(index_rows(tokens, queries.indexed(view.conn, missing)))
     kept = [nid for nid in pool if rows.get(nid)]  # an empty row: a text of function words only
     if not kept:
-        return []
-    blobs = [rows[nid] for nid in kept]
-    flat = reader.decode(b"".join(blobs))  # every candidate's tokens, one after another
-    sizes = np.fromiter(map(len, blobs), dtype=np.int64, count=len(blobs)) // reader.dtype.itemsize
+        return [], np.zeros(0)
+    return kept, match(tokens, asked, [reader.decode(rows[nid]) for nid in kept])
+
+
+def text_scores(tokens: TokenVectors, query: str, texts: Sequence[str], most: int) -> np.ndarray:
+    """Each of ``texts``' (its first ``most`` characters) MaxSim against ``query``: 0 for one of no content tokens.
+
+    How much of the question a text says in any words ("sport" meets "tennis"): how sure a recall is
+    (``confidence.py``) reads its first hits' own words, not the index rows, which hold their neighbours' too.
+    """
+    asked = asked_tokens(tokens, query)
+    reader = content_tokens(tokens)
+    said = [np.asarray(reader.ids(text[:most], most), dtype=reader.dtype) for text in texts]
+    scores = np.zeros(len(texts))
+    some = [i for i, ids in enumerate(said) if ids.size]
+    if asked.size and some:
+        scores[some] = match(tokens, asked, [said[i] for i in some])
+    return scores
+
+
+def asked_tokens(tokens: TokenVectors, query: str) -> np.ndarray:
+    """The question's distinct content tokens of some weight, its ``LATE_ASKED`` weightiest at most."""
+    reader = content_tokens(tokens)
+    asked = np.unique(np.asarray(reader.ids(query[:LATE_QUERY], LATE_QUERY), dtype=np.int64))
+    asked = asked[tokens.weight[asked] > 0]
+    if asked.size > LATE_ASKED:  # the cost grows with the question: keep its weightiest tokens
+        asked = np.sort(asked[np.argsort(-tokens.weight[asked], kind="stable")[:LATE_ASKED]])
+    return asked
+
+
+def match(tokens: TokenVectors, asked: np.ndarray, texts: Sequence[np.ndarray]) -> np.ndarray:
+    """Each text's (its token ids, none empty) MaxSim against the ``asked`` tokens."""
+    flat = np.concatenate(texts)  # every candidate's tokens, one after another
+    sizes = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
     starts = np.concatenate(([0], np.cumsum(sizes[:-1])))
     # cosines over the distinct tokens (a pool shares most of its words), then spread to every position;
     # distinct by a mark per vocabulary entry: a fifth of np.unique's sort
@@ -72,8 +105,7 @@ def late_lane(
     cosines = (tokens.unit(asked) @ tokens.unit(distinct).T)[:, position[flat]]  # question x candidate tokens
     best = np.maximum.reduceat(cosines, starts, axis=1)  # each question token's best match, per candidate
     best = np.maximum(best, 0.0)  # an opposed token is no match, not a penalty
-    score = maxsim(tokens.weight[asked], best)
-    return [kept[i] for i in np.argsort(-score, kind="stable")]
+    return maxsim(tokens.weight[asked], best)
 
 
 def maxsim(weight: np.ndarray, best: np.ndarray) -> np.ndarray:
