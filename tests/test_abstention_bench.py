@@ -79,3 +79,30 @@ def test_the_fit_learns_a_signal_that_tells_right_from_wrong_in_its_own_units() 
     weights, bias = fitting.fit(x, y)
     assert weights[0] > 5 * abs(weights[1])
     assert abs(-bias / weights[0] - 0.5) < 0.1  # the fit's even odds sit where the answer turns, in x's own units
+
+
+def test_the_two_step_fit_ranks_by_answerable_and_says_how_often_the_first_hit_is_right() -> None:
+    """Direction from answerable vs not, scale from first hit right: here half the answerable recalls are right."""
+    import numpy as np
+
+    fitting = bench_module("confidence_fit")
+    abstention = bench_module("abstention")
+    from worlddb_lite.retrieval.confidence import SIGNALS, confidence
+
+    rng = np.random.default_rng(1)
+    asked = []
+    for n in range(600):
+        answerable = n % 3 != 0
+        tells = float(answerable) + 0.3 * rng.standard_normal()  # the first signal tells answerable from not
+        values = {f"signal:{name}": float(rng.uniform()) for name in SIGNALS}
+        values[f"signal:{SIGNALS[0]}"] = tells
+        asked.append(abstention.Asked("dev", answerable, answerable and n % 2 == 0, values))
+    weights, bias = fitting.fit_confidence(asked)
+    named = dict(zip(SIGNALS, weights, strict=True))
+    sure = [confidence({s: a.signals[f"signal:{s}"] for s in SIGNALS}, named, bias) for a in asked]
+    ranked = abstention.auroc(
+        [c for a, c in zip(asked, sure, strict=True) if a.answerable],
+        [c for a, c in zip(asked, sure, strict=True) if not a.answerable],
+    )
+    assert ranked > 0.95  # ordered by what tells answerable from not ...
+    assert abs(np.mean(sure) - np.mean([a.correct for a in asked])) < 0.05  # ... sure as often as it is right
