@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 import worlddb_lite
 from worlddb_lite import WorldDB
-from worlddb_lite.mcp import TOOL_NAMES, MemoryTools, _sdk, build_server, version
+from worlddb_lite.mcp import TOOL_EFFECTS, TOOL_NAMES, MemoryTools, _sdk, build_server, version
 
 from .conftest import FakeClock, FakeEmbedder, table_digest
 
@@ -350,7 +350,11 @@ def test_the_server_answers_over_stdio(tmp_path: Path) -> None:
             hello = await session.initialize()
             info = getattr(hello, "server_info", None) or hello.serverInfo
             assert info.version == version() == worlddb_lite.__version__
-            names = [t.name for t in (await session.list_tools()).tools]
+            listed = (await session.list_tools()).tools
+            names = [t.name for t in listed]
+            wire = {t.name: t.annotations.model_dump(by_alias=True) for t in listed}  # as the client read them
+            assert wire["purge"]["destructiveHint"] and not wire["purge"]["readOnlyHint"]
+            assert wire["memory_recall"]["readOnlyHint"] and wire["memory_write"]["openWorldHint"] is False
             await session.call_tool("remember", {"text": "the spare key is under the blue pot", "scope": "home"})
             found = await session.call_tool("recall", {"query": "where is the spare key", "scope": "home"})
             written = await session.call_tool("memory_write", {"text": "the bike lock code is 2580", "scope": "home"})
@@ -365,6 +369,20 @@ def test_the_server_answers_over_stdio(tmp_path: Path) -> None:
     assert refused
     with WorldDB(path) as db:  # the child closed the store cleanly; the memory is on disk
         assert db.verify().ok and db.stats()["nodes"] > 1
+
+
+def test_every_tool_says_what_it_does_to_the_store(served: tuple[WorldDB, Any]) -> None:
+    """Annotations: a client can mark what only reads, what destroys, and ask before a destructive call."""
+    _, server = served
+    told = {t.name: t.annotations for t in asyncio.run(server.list_tools())}
+    assert set(told) == set(TOOL_NAMES) == set(TOOL_EFFECTS)
+    hints = {name: (a.model_dump(by_alias=True) if a else {}) for name, a in told.items()}
+    destroys = {name for name, h in hints.items() if h.get("destructiveHint")}
+    reads = {name for name, h in hints.items() if h.get("readOnlyHint")}
+    assert destroys == {"retire", "purge", "memory_retire", "memory_retire_all", "memory_purge_scope"}
+    assert {"recall", "memory_recall", "memory_list", "read", "stats", "verify"} <= reads
+    assert not reads & {"remember", "add_turn", "amend", "memory_write", "memory_amend"} and not reads & destroys
+    assert all(h.get("openWorldHint") is False for h in hints.values())
 
 
 def test_a_lone_surrogate_escape_over_stdio_is_answered_and_the_server_keeps_serving(tmp_path: Path) -> None:

@@ -423,6 +423,31 @@ TOOL_NAMES = (
     "memory_purge_scope",
     "memory_list_scopes",
 )
+# What each tool does to the store, for a client to show or ask before it runs (MCP tool annotations):
+# (reads only, destroys what was there, a repeat with the same arguments changes nothing more). A recall
+# notes its hits in the access log and changes no memory: read-only. Nothing reaches outside the file.
+TOOL_EFFECTS: dict[str, tuple[bool, bool, bool]] = {
+    "remember": (False, False, False),
+    "add_turn": (False, False, False),
+    "recall": (True, False, True),
+    "context": (True, False, True),
+    "read": (True, False, True),
+    "history": (True, False, True),
+    "amend": (False, False, False),
+    "retire": (False, True, True),
+    "purge": (False, True, True),
+    "stats": (True, False, True),
+    "verify": (True, False, True),
+    "memory_write": (False, False, False),
+    "memory_recall": (True, False, True),
+    "memory_list": (True, False, True),
+    "memory_read": (True, False, True),
+    "memory_amend": (False, False, False),
+    "memory_retire": (False, True, True),
+    "memory_retire_all": (False, True, True),
+    "memory_purge_scope": (False, True, True),
+    "memory_list_scopes": (True, False, True),
+}
 # the facade's advice names CLI commands; over MCP it names the tools that do the same
 TOOL_FOR_COMMAND = {
     "`worlddb list`": "`memory_list`",
@@ -497,6 +522,8 @@ def _sdk() -> tuple[type, type[Exception]]:
 
 def build_server(db: WorldDB) -> Any:
     """An MCP server whose tools are ``MemoryTools`` over ``db``."""
+    from mcp.types import ToolAnnotations
+
     server_class, tool_error = _sdk()
     tools, lock = MemoryTools(db), threading.Lock()
     parent: Any = server_class  # the SDK's class, subclassed below to check argument names
@@ -536,7 +563,11 @@ def build_server(db: WorldDB) -> Any:
 
     for name in TOOL_NAMES:
         method = getattr(tools, name)
-        server.add_tool(guarded(method), name=name, description=inspect.getdoc(method))
+        reads, destroys, repeatable = TOOL_EFFECTS[name]
+        hints = ToolAnnotations.model_validate(  # the protocol's names: both SDK generations take them
+            {"readOnlyHint": reads, "destructiveHint": destroys, "idempotentHint": repeatable, "openWorldHint": False}
+        )
+        server.add_tool(guarded(method), name=name, description=inspect.getdoc(method), annotations=hints)
     return server
 
 
