@@ -84,10 +84,47 @@ def test_every_argument_has_help_text() -> None:
             assert action.help, f"{name}: argument {action.dest} has no help"
 
 
-def test_missing_command_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+def test_no_arguments_print_the_help(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys)
+    assert code == 0 and not err
+    assert out.startswith("usage: worlddb") and "recall" in out and "WORLDDB_STORE" in out
+
+
+def test_options_come_before_or_after_the_command_and_have_short_forms(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = str(tmp_path / "o.db")
+    assert run(capsys, "init", db)[0] == 0
+    code, out, _ = run(capsys, "--json", "stats", db)
+    assert code == 0 and json.loads(out)["path"] == db
+    code, out, _ = run(capsys, "-j", "write", db, "Ana likes green tea", "-s", "ana")
+    assert code == 0 and len(json.loads(out)) == 64
+    code, out, _ = run(capsys, "recall", db, "what does Ana like?", "-s", "ana", "-k", "1", "-j")
+    assert code == 0 and json.loads(out)["hits"][0]["node"]["content"] == "Ana likes green tea"
+    code, out, _ = run(capsys, "stats", db)  # text without --json, before or after
+    assert code == 0 and out.startswith("path: ")
+
+
+def test_the_store_and_scope_come_from_the_environment_when_left_out(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = str(tmp_path / "e.db")
+    assert run(capsys, "init", db)[0] == 0
+    monkeypatch.setenv("WORLDDB_STORE", db)
+    monkeypatch.setenv("WORLDDB_SCOPE", "ana")
+    assert run(capsys, "write", "Ana's dentist is Dr Sato")[0] == 0
+    assert run(capsys, "write", "Bo's dentist is Dr Ruiz", "--scope", "bo")[0] == 0  # given: it holds
+    listed = run_json(capsys, "list")
+    assert [n["content"] for n in listed["memories"] if n["type"] == "Memory"] == ["Ana's dentist is Dr Sato"]
+    found = run_json(capsys, "recall", "who is the dentist?")
+    assert {hit["node"]["content"] for hit in found["hits"]} == {"Ana's dentist is Dr Sato"}
+    other = str(tmp_path / "other.db")
+    assert run(capsys, "init", other)[0] == 0 and run_json(capsys, "stats", other)["path"] == other  # given: it wins
+    monkeypatch.delenv("WORLDDB_STORE")
     with pytest.raises(SystemExit) as info:
-        main([])
+        main(["stats"])
     assert info.value.code == 2
+    assert "give DB or set WORLDDB_STORE" in capsys.readouterr().err
 
 
 # ---- reading -----------------------------------------------------------------------------------

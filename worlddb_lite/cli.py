@@ -87,8 +87,19 @@ def _node_text(node: Node) -> str:
     return "\n".join(lines)
 
 
+STORE_VARIABLE = "WORLDDB_STORE"  # the store a command uses when none is given
+SCOPE_VARIABLE = "WORLDDB_SCOPE"  # the scope the commands that write or read one scope use when none is given
+SCOPED = frozenset({"write", "add-turn", "search", "list", "recall"})
+SHORT = {"--scope": "-s", "--k": "-k", "--json": "-j"}  # the options every call repeats
+
+
 def _db_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("db", help="path of the store file")
+    p.add_argument(
+        "db",
+        nargs="?",
+        default=os.environ.get(STORE_VARIABLE) or None,
+        help=f"path of the store file ({STORE_VARIABLE})",
+    )
 
 
 def _with(*extra: Callable[[argparse.ArgumentParser], object]) -> Callable[[argparse.ArgumentParser], None]:
@@ -1019,12 +1030,25 @@ def _print(result: Any, as_json: bool) -> None:
 
 
 class _Parser(argparse.ArgumentParser):
-    """An argument parser whose usage errors can carry a hint (``hint``) about what was likely meant."""
+    """An argument parser whose usage errors can carry a hint (``hint``) about what was likely meant.
+
+    Its options take their short forms (``SHORT``); in a command of ``SCOPED``, ``--scope`` defaults to
+    ``WORLDDB_SCOPE`` when that is set (``scoped``), so a session's calls need not repeat it.
+    """
 
     hint: str | None = None
+    scoped: str | None = None  # the scope from the environment, for a command of SCOPED
 
     def error(self, message: str) -> NoReturn:
         super().error(f"{message}; {self.hint}" if self.hint else message)
+
+    def add_argument(self, *names: Any, **options: Any) -> argparse.Action:
+        if "--scope" in names and self.scoped:
+            options["required"] = False
+            if options.get("action") != "append":  # an appended list's default would be appended to: main fills it
+                options["default"] = self.scoped
+            options["help"] = f"{options.get('help', '')} ({SCOPE_VARIABLE}: {self.scoped})"
+        return super().add_argument(*[SHORT[n] for n in names if n in SHORT], *names, **options)
 
 
 HINTS = {"merge": "to list the proposals, run `worlddb merges DB`"}  # a mistyped `merges` lands on `merge`
@@ -1032,25 +1056,47 @@ HINTS = {"merge": "to list the proposals, run `worlddb merges DB`"}  # a mistype
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every sub-command."""
-    parser = _Parser(prog="worlddb", description="worlddb_lite: an assistant's memory in one SQLite file")
+    parser = _Parser(
+        prog="worlddb",
+        description="worlddb_lite: an assistant's memory in one SQLite file",
+        epilog=f"Options may come before or after the command. {STORE_VARIABLE} names the store when DB is left "
+        f"out; {SCOPE_VARIABLE} the scope of {', '.join(sorted(SCOPED))} when --scope is.",
+    )
     parser.add_argument("--version", action="version", version=f"worlddb {__version__}")
+    scoped = os.environ.get(SCOPE_VARIABLE) or None
+    _global_options(parser, json=False, model=None)  # before the command ...
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
     for name, (help_text, handler, arguments) in COMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
         p.hint = HINTS.get(name)
+        p.scoped = scoped if name in SCOPED else None
         arguments(p)
-        p.add_argument("--json", action="store_true", help="print JSON (default: text for people)")
-        p.add_argument(
-            "--model",
-            help="folder of a model2vec model, or a hub name where a hub is reachable (default: the bundled one)",
-        )
+        _global_options(p, json=argparse.SUPPRESS, model=argparse.SUPPRESS)  # ... or after: set only when given
         p.set_defaults(handler=handler)
     return parser
 
 
+def _global_options(p: argparse.ArgumentParser, *, json: Any, model: Any) -> None:
+    """``--json`` and ``--model`` (with these defaults), which every command takes, before or after its name."""
+    p.add_argument("--json", action="store_true", default=json, help="print JSON (default: text for people)")
+    p.add_argument(
+        "--model",
+        default=model,
+        help="folder of a model2vec model, or a hub name where a hub is reachable (default: the bundled one)",
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``worlddb`` command. Returns the exit code."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    if not (sys.argv[1:] if argv is None else list(argv)):  # `worlddb` alone: what it can do, not an error
+        parser.print_help()
+        return 0
+    args = parser.parse_args(argv)
+    if "db" in vars(args) and not args.db:
+        parser.error(f"{args.command} needs the store's file: give DB or set {STORE_VARIABLE}")
+    if args.command in SCOPED and getattr(args, "scope", "") is None and os.environ.get(SCOPE_VARIABLE):
+        args.scope = [os.environ[SCOPE_VARIABLE]]  # an appended --scope left out (add_argument)
     try:
         result = args.handler(args)
     except WorldDBError as exc:
