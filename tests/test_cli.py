@@ -444,3 +444,26 @@ def test_a_refused_import_into_an_existing_store_keeps_it(
     before = run_json(capsys, "stats", store["path"])["root"]
     code, _, _ = run(capsys, "import", store["path"], store["path"] + ".missing.jsonl")
     assert code == 2 and run_json(capsys, "stats", store["path"])["root"] == before
+
+
+def test_recall_prints_one_line_a_hit_in_score_order_with_an_id_read_takes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = str(tmp_path / "r.db")
+    for text in ("Ana lives in Lisbon near the river", "Ana's sister Emma lives in Porto", "Ana plays the cello"):
+        assert run(capsys, "write", db, text, "-s", "ana")[0] == 0
+    code, out, _ = run(capsys, "recall", db, "where does Ana live?", "-s", "ana", "-k", "3")
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0].startswith("confidence ")
+    hits = [line for line in lines[1:] if not line.strip().startswith("why: ")]
+    assert len(hits) == len(lines[1:]) // 2 == 3 and all(ln.strip().startswith("why: ") for ln in lines[2::2])
+    scores = [float(line.split()[1]) for line in hits]
+    assert scores == sorted(scores, reverse=True)
+    short = hits[0].split()[2]
+    assert len(short) == 12
+    code, out, _ = run(capsys, "read", db, short)
+    assert code == 0 and "Lisbon" in out
+    with pytest.raises(SystemExit):
+        main(["recall", "--help"])
+    assert "late (the question matched token by token)" in " ".join(capsys.readouterr().out.split())

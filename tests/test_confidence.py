@@ -84,7 +84,19 @@ def test_below_the_floor_nothing_is_returned_and_the_context_says_so(ana: WorldD
     assert text.startswith("Nothing relevant is stored for: what is the wifi password")
 
 
-@pytest.mark.parametrize("bad", [-0.1, 1.5, math.nan, "0.5", True, math.inf])
+def test_the_same_first_hit_is_as_sure_whatever_k_is(tmp_path: Path) -> None:
+    with WorldDB(str(tmp_path / "k.db"), embedder=EMBEDDER, clock=FakeClock()) as db:
+        people = ["Caroline is researching adoption agencies", "Melanie paints sunrises", "Caroline went hiking"]
+        for text in people + [f"note {n} about the weather and the garden" for n in range(12)]:
+            db.write(text, scope="c")
+        every = db.recall("What is Caroline researching?", scope="c", k=10)
+        for k in (1, 3, 5):
+            some = db.recall("What is Caroline researching?", scope="c", k=k)
+            assert some.hits == every.hits[:k]
+            assert some.confidence == every.confidence and some.signals == every.signals
+
+
+@pytest.mark.parametrize("bad", [-0.1, 1.5, math.nan, "0.5", True, math.inf, 10**400])
 def test_a_floor_outside_0_to_1_is_refused_and_nothing_runs(ana: WorldDB, bad: Any) -> None:
     before = table_digest(ana)
     with pytest.raises(InvalidInput, match="min_confidence must be a number from 0 to 1"):
@@ -112,13 +124,18 @@ def test_mcp_recall_takes_a_floor_and_says_nothing_relevant(ana: WorldDB) -> Non
     sure = call(server, "memory_recall", {"query": "is Ana allergic to cashews?", "scope": "ana"})
     assert sure["hits"] and 0.0 <= sure["confidence"] <= 1.0 and "nothing_relevant" not in sure
     none = call(server, "memory_recall", {"query": "wifi password?", "scope": "ana", "min_confidence": 1.0})
-    assert none["hits"] == [] and none["nothing_relevant"] is True
+    assert none["hits"] == [] and none["nothing_relevant"] is True and none["withheld"] is True
+    assert call(server, "memory_recall", {"query": "wifi password?", "scope": "ana", "min_confidence": 0})["hits"]
     with pytest.raises(ToolError, match="min_confidence must be a number from 0 to 1"):
         call(server, "memory_recall", {"query": "wifi", "scope": "ana", "min_confidence": 3})
+    for not_a_number in (True, "0.5"):  # refused as the API refuses them, not read as 1.0 or 0.5
+        with pytest.raises(ToolError, match="min_confidence"):
+            call(server, "memory_recall", {"query": "wifi", "scope": "ana", "min_confidence": not_a_number})
 
 
 def test_no_signals_no_confidence() -> None:
     assert confidence_module.confidence({}) == 0.0
+    assert confidence_module.confidence({"cosine": math.nan}) == 0.0  # not 1, which would pass any floor
     assert 0.5 < confidence_module.confidence({"coverage": 1.0}, {n: 1.0 for n in confidence_module.SIGNALS}, 0.0)
 
 

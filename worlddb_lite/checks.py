@@ -63,9 +63,13 @@ def number(value: object, field: str) -> float:
 
 def share(value: object, field: str) -> float:
     """A number from 0 to 1, or InvalidInput naming the range (a bool, a string or NaN is none)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= float(value) <= 1.0:
+    try:
+        inside = not isinstance(value, bool) and isinstance(value, (int, float)) and 0.0 <= float(value) <= 1.0
+    except OverflowError:  # an int past any float
+        inside = False
+    if not inside:
         raise InvalidInput(f"{field} must be a number from 0 to 1, got {value!r}")
-    return float(value)
+    return float(value)  # type: ignore[arg-type]
 
 
 def text(value: object, field: str, *, required: bool) -> str | None:

@@ -10,6 +10,7 @@ import argparse
 import contextlib
 import datetime as dt
 import json
+import math
 import os
 import sys
 import time
@@ -91,6 +92,24 @@ STORE_VARIABLE = "WORLDDB_STORE"  # the store a command uses when none is given
 SCOPE_VARIABLE = "WORLDDB_SCOPE"  # the scope the commands that write or read one scope use when none is given
 SCOPED = frozenset({"write", "add-turn", "search", "list", "recall"})
 SHORT = {"--scope": "-s", "--k": "-k", "--json": "-j"}  # the options every call repeats
+SHORT_ID = 12  # hex characters of an id printed for people: unique among millions (8 collide by 100k memories)
+LANES = (
+    "Each hit's why names what ranked it, with the hit's rank there: text (full-text BM25), vector (the "
+    "question's embedding), entity (a name in the question, via that name), time (a date in the question), "
+    "late (the question matched token by token), notes (a note among the turns); then what moved it, with its "
+    "effect on the score: session, world, person (about whom the question asks), speaker (a person's own "
+    "turn), stale / changed / older (an update above what it replaced), standing (an instruction kept below "
+    "the answer), rerank (--rerank)."
+)
+
+
+def _hit_line(node: Node) -> str:
+    """One recalled memory on one line: a short id (``read`` takes it), its type, since when, who said what."""
+    said = " ".join((node.content or node.name or "").split())
+    speaker = node.props.get("speaker")
+    until = f" until {node.invalid_at[:10]}" if node.invalid_at else ""
+    who = f"{speaker}: " if isinstance(speaker, str) and speaker else ""
+    return f"{node.id[:SHORT_ID]}  {node.type}  {node.valid_at[:10]}{until}  {who}{said}"
 
 
 def _db_arg(p: argparse.ArgumentParser) -> None:
@@ -329,6 +348,7 @@ def cmd_scopes(args: argparse.Namespace) -> Any:
     "recall",
     "hybrid recall: BM25, vectors and the entity graph fused (RRF), with why each hit came",
     _with(
+        lambda p: setattr(p, "epilog", LANES),
         lambda p: p.add_argument("query", help="free text"),
         lambda p: p.add_argument(
             "--scope",
@@ -396,11 +416,12 @@ def cmd_recall(args: argparse.Namespace) -> Any:
             f"{r.lane} #{r.rank}" + (f" via {r.via!r}" if r.via else "") + (f" {r.effect:+.4f}" if r.effect else "")
             for r in hit.why
         )
-        lines.append(f"{rank:3d}. {hit.score:.4f}  [{why}]\n" + _node_text(hit.node))
+        lines.append(f"{rank:3d}. {hit.score:.4f}  {_hit_line(hit.node)}\n       why: {why}")
     if not lines:
         if found.withheld:
             floor = args.min_confidence
-            return f"nothing relevant: the best match's confidence {found.confidence:.2f} is under {floor:g}"
+            sure = math.floor(found.confidence * 100) / 100  # rounded down: never "0.73 is under 0.73"
+            return f"nothing relevant: the best match's confidence {sure:.2f} is under {floor:g}"
         return "no memories found"
     return "\n".join([f"confidence {found.confidence:.2f} (that the first hit answers)", *lines])
 

@@ -293,14 +293,18 @@ class MemoryTools:
         ] = False,
         min_confidence: Annotated[
             float | None,
-            Field(description="return no hits when the confidence that the first answers is under this (0 to 1)"),
+            Field(
+                description="return no hits when the confidence that the first answers is under this (0 to 1)",
+                strict=True,  # true, false or "0.5" are not numbers: refused, as the API refuses them
+            ),
         ] = None,
     ) -> dict[str, Any]:
         """Hybrid recall (words, meaning, the people and things named, dates), best first.
 
         Each hit says what it is, who said it (speaker), in which session, since when it holds (date) and
         why it came. Superseded versions are left out unless asked for. ``confidence``: how likely the first
-        hit answers; under ``min_confidence``, no hits and ``nothing_relevant: true``.
+        hit answers. No hits: ``nothing_relevant: true``, and ``withheld: true`` when some were found but the
+        confidence is under ``min_confidence``.
         """
         found = self.db.recall(
             query,
@@ -318,6 +322,7 @@ class MemoryTools:
         }
         if not found.hits:
             answer["nothing_relevant"] = True
+            answer["withheld"] = found.withheld
         return answer
 
     def memory_list(

@@ -104,7 +104,7 @@ def signals(view: ReadView, query: str, vector: np.ndarray | None, hits: Sequenc
     matched = [0.0]
     if view.tokens is not None:
         texts = [" ".join(_said(hit)) for hit in hits[:3]]
-        matched = text_scores(view.tokens(), query, texts, READ_CHARS).tolist()
+        matched = np.clip(text_scores(view.tokens(), query, texts, READ_CHARS), 0.0, 1.0).tolist()  # float32 steps
     cosine = gap = 0.0
     if vector is not None:
         found = view.index().cosines(nids, vector)
@@ -164,4 +164,6 @@ def confidence(signal: Mapping[str, float], weights: Mapping[str, float] = WEIGH
     if not signal:
         return 0.0
     z = bias + sum(weights[name] * float(signal.get(name, 0.0)) for name in SIGNALS)
+    if math.isnan(z):  # no signal can say how sure: not sure (the clamp below would make it 1)
+        return 0.0
     return 1.0 / (1.0 + math.exp(-max(-60.0, min(60.0, z))))

@@ -417,8 +417,10 @@ class Reader:
             embed = None if view.embed is None else functools.lru_cache(maxsize=1)(view.embed)  # embedded once too
             view = replace(view, index=lambda: index, embed=embed)
             with blas.one_thread():
-                hits = hybrid_recall(view, text, k=k, reranker=reranker, late=late)
+                # the signals read the first BACKGROUND hits whatever k is: the same first hit is as sure at k = 1
+                hits = hybrid_recall(view, text, k=max(k, confidence.BACKGROUND), reranker=reranker, late=late)
                 signal = confidence.signals(view, text, view.embed(text) if view.embed else None, hits)
+                hits = hits[:k]
             sure = confidence.confidence(signal)
             if floor is not None and sure < floor:  # found, but not likely to answer: nothing relevant
                 return Recall(text, (), view.valid, view.belief, sure, signal, withheld=bool(hits))
