@@ -1,6 +1,6 @@
 """Knowing when nothing is known (issue 37): how well a recall tells answerable questions from unanswerable ones.
 
-    python bench/abstention.py [--sets locomo,scenarios] [--locomo PATH] [--cases PATH] [--json OUT]
+    python bench/abstention.py [--sets locomo,offtopic,scenarios] [--locomo PATH] [--cases PATH] [--json OUT]
 
 Two sets, each split into dev and test:
 
@@ -8,6 +8,11 @@ Two sets, each split into dev and test:
   questions of categories 1-4 with a real evidence turn are answerable, its category-5 (adversarial)
   questions ask what the conversation never says. Conversations at even positions of the file are
   dev, at odd positions test (5 and 5).
+* ``offtopic``: the LoCoMo set's answerable questions against questions that name neither speaker and that
+  no conversation answers (``tests/fixtures/offtopic/questions.jsonl``, written blind: general knowledge,
+  tasks, news, gibberish, other people, personal things no one said), each asked of every store of its
+  split; its questions at even positions are dev (asked of the dev conversations), at odd positions test,
+  so no question is both fit on and judged.
 * ``scenarios``: the blind corpus (``tests/fixtures/scenarios/cases.jsonl``): its ``never_said`` cases
   against its answerable ones, each in a store holding its person's conversation (``bench/scenarios.py``),
   split as the corpus splits them.
@@ -45,6 +50,8 @@ from worlddb_lite import StaticEmbedder, WorldDB  # noqa: E402
 
 K = 10
 BINS = 10
+OFFTOPIC = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "offtopic" / "questions.jsonl"
+SETS = ("locomo", "offtopic", "scenarios")
 SIGNALS = ("top1_score", "confidence")
 
 
@@ -128,8 +135,17 @@ def signals_of(result: Any) -> dict[str, float]:
     return out
 
 
-def run_locomo(path: Path, limit: int | None, tell: Callable[[str], None]) -> list[Asked]:
-    """Every answerable and category-5 question of each conversation, asked of a store holding it alone."""
+def offtopic_questions(path: Path = OFFTOPIC) -> dict[str, list[str]]:
+    """The off-topic questions by split: those at even positions of the file dev, at odd positions test."""
+    asked = [str(json.loads(line)["question"]) for line in path.read_text("utf-8").splitlines() if line.strip()]
+    return {"dev": asked[0::2], "test": asked[1::2]}
+
+
+def run_locomo(
+    path: Path, limit: int | None, tell: Callable[[str], None], offtopic: dict[str, list[str]] | None = None
+) -> tuple[list[Asked], list[Asked]]:
+    """Every answerable and category-5 question of each conversation, asked of a store holding it alone; and
+    the ``offtopic`` questions of the conversation's split, asked of it too (the second list)."""
     raw = json.loads(path.read_text("utf-8"))
     adversarial = {
         str(s["sample_id"]): [str(qa["question"]) for qa in s.get("qa", []) if str(qa.get("category")) == "5"]
@@ -137,6 +153,7 @@ def run_locomo(path: Path, limit: int | None, tell: Callable[[str], None]) -> li
     }
     order = {str(s["sample_id"]): i for i, s in enumerate(raw)}
     asked: list[Asked] = []
+    off: list[Asked] = []
     cases = prepare_locomo(path).cases[:limit]
     for case in cases:
         conversation_id = case.conversation.conversation_id
@@ -152,8 +169,10 @@ def run_locomo(path: Path, limit: int | None, tell: Callable[[str], None]) -> li
                 asked.append(Asked(split, True, correct, signals_of(result)))
             for text in adversarial.get(conversation_id, []):
                 asked.append(Asked(split, False, False, signals_of(db.recall(text, scope=scope, k=K))))
+            for text in (offtopic or {}).get(split, []):
+                off.append(Asked(split, False, False, signals_of(db.recall(text, scope=scope, k=K))))
         tell(f"{conversation_id} ({split}): {len(case.questions)} answerable, {len(adversarial[conversation_id])} not")
-    return asked
+    return asked, off
 
 
 def run_scenarios(cases_path: Path, locomo: Path, limit: int | None, tell: Callable[[str], None]) -> list[Asked]:
@@ -182,16 +201,16 @@ def run_scenarios(cases_path: Path, locomo: Path, limit: int | None, tell: Calla
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--sets", default="locomo,scenarios", help="which sets to run (comma list)")
+    parser.add_argument("--sets", default=",".join(SETS), help="which sets to run (comma list)")
     parser.add_argument("--locomo", default=str(DEFAULT_PATHS["locomo"]))
     parser.add_argument("--cases", default=str(scenario_cases.DEFAULT_PATH))
     parser.add_argument("--limit", type=int, help="only the first N conversations / cases of each set (a smoke run)")
     parser.add_argument("--json", help="also write the result to this file")
     args = parser.parse_args(argv)
     sets = [s for s in args.sets.split(",") if s]
-    unknown = [s for s in sets if s not in ("locomo", "scenarios")]
+    unknown = [s for s in sets if s not in SETS]
     if unknown or not sets:
-        print(f"--sets takes locomo and/or scenarios, not {args.sets!r}", file=sys.stderr)
+        print(f"--sets takes some of {', '.join(SETS)}, not {args.sets!r}", file=sys.stderr)
         return 2
     locomo = Path(args.locomo)
     if not locomo.is_file():
@@ -199,8 +218,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     started = time.perf_counter()
     result: dict[str, Any] = {"benchmark": "abstention", "k": K, "sets": {}}
-    if "locomo" in sets:
-        result["sets"]["locomo"] = summarise(run_locomo(locomo, args.limit, progress))
+    if "locomo" in sets or "offtopic" in sets:
+        offtopic = offtopic_questions() if "offtopic" in sets else None
+        asked, off = run_locomo(locomo, args.limit, progress, offtopic)
+        if "locomo" in sets:
+            result["sets"]["locomo"] = summarise(asked)
+        if "offtopic" in sets:
+            result["sets"]["offtopic"] = summarise([a for a in asked if a.answerable] + off)
     if "scenarios" in sets:
         result["sets"]["scenarios"] = summarise(run_scenarios(Path(args.cases), locomo, args.limit, progress))
     result["seconds"] = round(time.perf_counter() - started, 1)

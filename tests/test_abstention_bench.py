@@ -66,7 +66,7 @@ def test_bad_arguments_are_refused_with_a_reason(tmp_path: Path) -> None:
         text=True,
         timeout=60,
     )
-    assert done.returncode == 2 and "--sets takes locomo and/or scenarios" in done.stderr
+    assert done.returncode == 2 and "--sets takes some of locomo, offtopic, scenarios" in done.stderr
 
 
 def test_the_fit_learns_a_signal_that_tells_right_from_wrong_in_its_own_units() -> None:

@@ -73,6 +73,14 @@ def test_the_example_in_docs_recall_holds(tmp_path: Path) -> None:
         assert told.startswith("Nothing relevant is stored")
 
 
+@pytest.mark.parametrize("said", ["ok", "thanks", "asdf qwerty", "what is the capital of Peru?", "🤔", "x"])
+def test_filler_gibberish_and_world_questions_are_not_taken_for_answers(ana: WorldDB, said: str) -> None:
+    """An assistant recalls on every message: "ok" or a question about the world must not pass a floor."""
+    answered = ana.recall("is Ana allergic to cashews?", scope="ana").confidence
+    sure = ana.recall(said, scope="ana").confidence
+    assert sure < 0.5 <= answered and sure < answered - 0.3
+
+
 def test_below_the_floor_nothing_is_returned_and_the_context_says_so(ana: WorldDB) -> None:
     question = "what is the wifi password at the office?"
     everything = ana.recall(question, scope="ana")
@@ -146,3 +154,26 @@ def test_a_hit_in_other_words_still_matches_the_question_token_by_token() -> Non
     sport, printer, empty, function = text_scores(EMBEDDER.token_vectors(), "which sport does she do?", texts, 2000)
     assert sport > printer > 0.0
     assert empty == function == 0.0
+
+
+def test_a_hit_of_the_cold_tier_is_as_close_to_the_question_as_when_it_was_hot(tmp_path: Path) -> None:
+    with WorldDB(str(tmp_path / "cold.db"), embedder=EMBEDDER) as db:
+        db.write("Ana is allergic to cashews and carries an antihistamine", scope="ana")
+        for n in range(30):
+            db.write(f"Ana note {n}: the garden had {n} tomatoes and the weather was mild", scope="ana")
+        question = "allergic cashews antihistamine"
+        hot = db.recall(question, scope="ana", include_cold=True)
+        db.set_retention(max_hot_vectors=5)
+        db.consolidate()
+        cold = db.recall(question, scope="ana", include_cold=True)
+        assert cold.hits[0].node.id == hot.hits[0].node.id
+        assert db.retention()["cold"] > 0
+        assert cold.signals["cosine"] == pytest.approx(hot.signals["cosine"], abs=1e-3)
+
+
+def test_a_possessive_is_its_owner_so_a_speakers_name_is_left_out_of_what_is_asked() -> None:
+    assert confidence_module.content_words("What is Jon's bakery selling?") == {"jon", "baker", "sell"}
+    assert (
+        confidence_module.content_words("works worked working") == {"work"} == confidence_module.content_words("work")
+    )
+    assert confidence_module.content_words("Emma’s dog") == {"emma", "dog"}

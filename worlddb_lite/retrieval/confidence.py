@@ -32,10 +32,12 @@ them; the test splits judge them). A recall with no hits is 0.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from ..store.vector_table import VectorTable
 from ..text.stopwords import is_function_word
 from ..text.words import WORD
 from ..types import Hit
@@ -57,34 +59,47 @@ SIGNALS = (
 )
 ABOUT_ASKED = "person"  # the reason the person prior gives a hit about whom the question asks (retrieval/recall.py)
 STEM = 5  # words compared by their first letters: "allergy" and "allergic" agree
+POSSESSIVE = re.compile(r"['’]s$")
+ENDINGS = ("ing", "ed", "s")  # the endings a word is compared without
 READ_CHARS = 2000  # characters of a hit read for its words
 BACKGROUND = 10  # the hits a first hit is compared with, at most ...
 LEAST_BACKGROUND = 3  # ... and at least (fewer: no gap is told, as in a store of a few memories)
-# Fit on the dev splits (LoCoMo conversations at even positions + the scenario corpus's dev cases): the
-# direction for "something stored answers", the scale for "the first hit answers" (python
+# Fit on the dev splits (LoCoMo conversations at even positions, the off-topic questions at even
+# positions, the scenario corpus's dev cases): the direction for "something stored answers", each weight
+# on the side bench/confidence_fit.py's SIGNS says, the scale for "the first hit answers" (python
 # bench/confidence_fit.py, 2026-12-06). Correlated signals share the weight: read none alone.
 WEIGHTS: Mapping[str, float] = {
-    "coverage": -0.2282,
-    "coverage_near": -0.1957,
-    "coverage_all": -0.394,
-    "matched": 1.5877,
-    "matched_near": 1.1702,
-    "cosine": -0.3071,
-    "cosine_gap": -0.0547,
-    "asked": -1.1897,
-    "asked_coverage": 0.3228,
-    "other_coverage": -0.6571,
-    "asked_lead": 0.8789,
+    "coverage": 0.0,
+    "coverage_near": 0.201,
+    "coverage_all": 0.3661,
+    "matched": 1.0258,
+    "matched_near": 1.1801,
+    "cosine": 0.5925,
+    "cosine_gap": 0.1318,
+    "asked": 1.3098,
+    "asked_coverage": 0.0,
+    "other_coverage": -0.5935,
+    "asked_lead": 0.8496,
 }
-BIAS = -0.7017
+BIAS = -4.2455
 
 
 def content_words(text: str) -> set[str]:
     """The words of ``text`` that carry its content, by their first ``STEM`` letters (function words out).
 
     Read to ``READ_CHARS``: a long message's words past it rarely decide whether it answers, and cost.
+    A possessive is its owner: "Jon's" is "jon", as the speaker's name it may be left out as; a word is
+    compared without an ending "s", "ed" or "ing" ("works", "worked", "working" and "work" agree).
     """
-    return {w[:STEM] for w in set(WORD.findall(text[:READ_CHARS].casefold())) if not is_function_word(w)}
+    said = {POSSESSIVE.sub("", w) for w in WORD.findall(text[:READ_CHARS].casefold())}
+    return {_stem(w) for w in said if w and not is_function_word(w)}
+
+
+def _stem(word: str) -> str:
+    for ending in ENDINGS:
+        if word.endswith(ending) and len(word) - len(ending) >= 3 and not word.endswith("ss"):
+            return word[: -len(ending)][:STEM]
+    return word[:STEM]
 
 
 def signals(view: ReadView, query: str, vector: np.ndarray | None, hits: Sequence[Hit]) -> dict[str, float]:
@@ -108,7 +123,11 @@ def signals(view: ReadView, query: str, vector: np.ndarray | None, hits: Sequenc
     cosine = gap = 0.0
     if vector is not None:
         found = view.index().cosines(nids, vector)
-        cosines = [found.get(nid, 0.0) for nid in nids]
+        cold = [nid for nid in nids if nid not in found]  # the cold tier's are out of the index: read from the file
+        if cold:
+            rows = VectorTable(view.conn).exact_rows(np.array(cold, dtype=np.int64), vector.shape[0])
+            found.update((nid, float(row @ vector)) for nid, row in zip(cold, rows, strict=True) if row[0] == row[0])
+        cosines = [found.get(nid, 0.0) for nid in nids]  # 0: a hit with no vector at all
         cosine = cosines[0]
         rest = cosines[1:]
         gap = cosine - sum(rest) / len(rest) if len(rest) >= LEAST_BACKGROUND else 0.0

@@ -414,7 +414,7 @@ class Reader:
             inside = [self.scope_id(str(ref)) for ref in checks.scope_refs(scope)] if scope is not None else world
             view = self.view(as_of, known_as_of, include_superseded, world=inside, include_cold=include_cold)
             index = view.index()  # caught up once, for the lanes and the confidence alike
-            embed = None if view.embed is None else functools.lru_cache(maxsize=1)(view.embed)  # embedded once too
+            embed = None if view.embed is None else functools.lru_cache(maxsize=2)(view.embed)  # once, beside what_else
             view = replace(view, index=lambda: index, embed=embed)
             with blas.one_thread():
                 # the signals read the first BACKGROUND hits whatever k is: the same first hit is as sure at k = 1
