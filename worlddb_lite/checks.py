@@ -64,12 +64,12 @@ def number(value: object, field: str) -> float:
 def share(value: object, field: str) -> float:
     """A number from 0 to 1, or InvalidInput naming the range (a bool, a string or NaN is none)."""
     try:
-        inside = not isinstance(value, bool) and isinstance(value, (int, float)) and 0.0 <= float(value) <= 1.0
-    except OverflowError:  # an int past any float
-        inside = False
-    if not inside:
+        result = number(value, field)
+    except InvalidInput:
+        result = math.nan  # not a number, or past any float: said with the range below
+    if not 0.0 <= result <= 1.0:
         raise InvalidInput(f"{field} must be a number from 0 to 1, got {value!r}")
-    return float(value)  # type: ignore[arg-type]
+    return result
 
 
 def text(value: object, field: str, *, required: bool) -> str | None:

@@ -37,10 +37,10 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from ..store.vector_table import VectorTable
 from ..text.stopwords import is_function_word
 from ..text.words import WORD
 from ..types import Hit
+from .lanes import file_cosines
 from .late import text_scores
 from .view import ReadView
 
@@ -108,13 +108,9 @@ def signals(view: ReadView, query: str, vector: np.ndarray | None, hits: Sequenc
         return {}
     asked = content_words(query)
     held = [content_words(" ".join(_said(hit))) for hit in hits[:BACKGROUND]]
-
-    def share(words: set[str]) -> float:
-        return len(asked & words) / len(asked) if asked else 0.0
-
-    coverage = share(held[0])
-    near = max(share(words) for words in held[:3])
-    every = share(set().union(*held))
+    coverage = _share(asked, held[0])
+    near = max(_share(asked, words) for words in held[:3])
+    every = _share(asked, set().union(*held))
     nids = [view.store.resolve(hit.node.id) for hit in hits[:BACKGROUND]]
     matched = [0.0]
     if view.tokens is not None:
@@ -125,8 +121,7 @@ def signals(view: ReadView, query: str, vector: np.ndarray | None, hits: Sequenc
         found = view.index().cosines(nids, vector)
         cold = [nid for nid in nids if nid not in found]  # the cold tier's are out of the index: read from the file
         if cold:
-            rows = VectorTable(view.conn).exact_rows(np.array(cold, dtype=np.int64), vector.shape[0])
-            found.update((nid, float(row @ vector)) for nid, row in zip(cold, rows, strict=True) if row[0] == row[0])
+            found.update(file_cosines(view, cold, vector))
         cosines = [found.get(nid, 0.0) for nid in nids]  # 0: a hit with no vector at all
         cosine = cosines[0]
         rest = cosines[1:]
@@ -151,13 +146,9 @@ def whose_words(asked: set[str], hits: Sequence[Hit], held: Sequence[set[str]]) 
     """
     names = set().union(*(content_words(name) for hit in hits for name in _speakers(hit)))
     asked = asked - names
-
-    def share(words: set[str]) -> float:
-        return len(asked & words) / len(asked) if asked else 0.0
-
     about = [any(reason.lane == ABOUT_ASKED for reason in hit.why) for hit in hits]
-    theirs = max((share(words) for words, yes in zip(held, about, strict=True) if yes), default=0.0)
-    others = max((share(words) for words, yes in zip(held, about, strict=True) if not yes), default=0.0)
+    theirs = max((_share(asked, words) for words, yes in zip(held, about, strict=True) if yes), default=0.0)
+    others = max((_share(asked, words) for words, yes in zip(held, about, strict=True) if not yes), default=0.0)
     named = any(about)
     return {
         "asked": float(named),
@@ -165,6 +156,11 @@ def whose_words(asked: set[str], hits: Sequence[Hit], held: Sequence[set[str]]) 
         "other_coverage": others,
         "asked_lead": theirs - others if named else 0.0,
     }
+
+
+def _share(asked: set[str], words: set[str]) -> float:
+    """The share of the ``asked`` words among ``words`` (0 when nothing is asked)."""
+    return len(asked & words) / len(asked) if asked else 0.0
 
 
 def _said(hit: Hit) -> list[str]:

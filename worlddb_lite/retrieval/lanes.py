@@ -218,10 +218,17 @@ def with_cold(
     hot = {nid for nid, _ in scored}
     cold = [nid for nid in queries.cold_among(view.conn, found, TEXT_TYPES) if nid not in hot]
     if cold:
-        rows = VectorTable(view.conn).exact_rows(np.array(cold, dtype=np.int64), vector.shape[0])
-        read = [(nid, float(row @ vector)) for nid, row in zip(cold, rows, strict=True) if not np.isnan(row[0])]
-        scored = scored + read
+        scored = scored + file_cosines(view, cold, vector)
     return [nid for nid, _ in by_score(scored, view.tie_keys)[:depth]]
+
+
+def file_cosines(view: ReadView, nids: Sequence[int], vector: np.ndarray) -> list[tuple[int, float]]:
+    """(nid, cosine to ``vector``) of each of ``nids`` whose vector the file holds, read and scored exactly.
+
+    For what the in-memory index does not hold: the cold tier (ops/retention.py).
+    """
+    rows = VectorTable(view.conn).exact_rows(np.array(nids, dtype=np.int64), vector.shape[0])
+    return [(nid, float(row @ vector)) for nid, row in zip(nids, rows, strict=True) if not np.isnan(row[0])]
 
 
 @dataclass(frozen=True)
