@@ -440,6 +440,8 @@ CALLS: dict[str, st.SearchStrategy[Call]] = {
         speaker=strings,
         extractor=st.one_of(st.none(), st.just(RuleExtractor()), anything),
         deferred=anything,
+        tags=st.one_of(st.lists(strings, max_size=3), anything),
+        new=anything,
     ),
     "write_many": call("write_many", st.one_of(st.lists(records, max_size=3), anything)),
     "amend": call("amend", ids(), maybe(names), valid_at=times, props=anything),
@@ -514,10 +516,19 @@ CALLS: dict[str, st.SearchStrategy[Call]] = {
         "search", maybe(names), k=small, scope=scopes, as_of=times, known_as_of=times, include_superseded=anything
     ),
     "list_memories": call(
-        "list_memories", scopes, type=names, include_retired=anything, limit=small, cursor=maybe(ids())
+        "list_memories",
+        scopes,
+        type=names,
+        include_retired=anything,
+        limit=small,
+        cursor=maybe(ids()),
+        tag=st.one_of(strings, anything),
+        newest_first=anything,
     ),
     "scopes": call("scopes"),
-    "retire_all": call("retire_all", scopes, at=times),
+    "retire_all": call("retire_all", scopes, at=times, tag=st.one_of(strings, anything)),
+    "purge_tagged": call("purge_tagged", scopes, st.one_of(strings, anything)),
+    "read_time": call("read_time", st.one_of(times, strings), field=strings),
     "set_retention": call("set_retention", max_hot_vectors=st.one_of(st.none(), numbers), cold_below=anything),
     "retention": call("retention"),
     "purge_scope": call("purge_scope", scopes),
@@ -540,6 +551,9 @@ CALLS: dict[str, st.SearchStrategy[Call]] = {
         known_as_of=times,
         include_superseded=anything,
         reranker=junk,
+        type=names,
+        tag=st.one_of(strings, anything),
+        during=st.one_of(strings, st.sampled_from(["last week", "in March 2024", "2024", "next blursday"]), anything),
     ),
     "context": call("context", maybe(names), budget=small, k=small, scope=scopes, as_of=times, world=ids()),
     "query": call("query", st.one_of(query_specs, anything)),
@@ -666,7 +680,7 @@ def test_hostile_calls_inside_a_batch_long(batch: list[Call]) -> None:
 
 def test_every_public_method_is_attacked() -> None:
     public = {name for name in dir(WorldDB) if not name.startswith("_")}
-    no_data = {"close", "root_id", "checkpoint", "stats", "verify", "store_id", "sync_token"}  # no argument to attack
+    no_data = {"close", "root_id", "checkpoint", "stats", "verify", "store_id", "sync_token"}  # no argument
     code = {"batch", "register_edge_type"}  # take code, not data
     elsewhere = {"reembed"}  # rewrites every vector with a model: `worlddb reembed --model` in the CLI fuzz
     assert public - no_data - code - elsewhere <= set(CALLS), sorted(public - no_data - code - elsewhere - set(CALLS))
@@ -985,6 +999,12 @@ REVIEWED_SQL_SITES: dict[str, Counter[str]] = {
             "descendants_sql: predicate(include_superseded)": 1,
             "descendants_sql: predicate(include_superseded, 'e')": 1,
             "descendants_sql: type_param": 2,
+            # the cursor's bound and the order: two fixed texts chosen by a bool; the tag is a bound parameter
+            "descendants_sql: beyond": 1,
+            "descendants_sql: 'desc' if newest_first else ''": 1,
+            "descendants_sql: tag_param": 2,
+            # the note's conditions: a constant text with the visibility predicate
+            "same_note: same": 2,
             "inside_sql: _marks(memberships, 5)": 1,
             "inside_sql: predicate(include_superseded, 'e')": 1,
             "linked_sql: _marks(edge_types, 4)": 1,

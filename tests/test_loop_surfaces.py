@@ -111,29 +111,32 @@ def _mcp(db: WorldDB) -> tuple[Callable[..., Any], type[Exception]]:
 
 def _mcp_asks(call: Callable[..., Any], **options: Any) -> None:
     for question in QUESTIONS:
-        for tool in ("recall", "memory_recall"):
-            assert "hits" in call(tool, query=question, scope="caroline", **options)
-        assert isinstance(call("context", query=question, scope="caroline", **options), str)
+        assert "hits" in call("memory_recall", query=question, scope="caroline", **options)
+        assert isinstance(call("memory_context", query=question, scope="caroline", **options), str)
 
 
 def test_the_loop_through_mcp(tmp_path: Path, embedder: StaticEmbedder) -> None:
     with WorldDB(str(tmp_path / "mcp.db"), embedder=embedder, clock=FakeClock()) as db:
         call, tool_error = _mcp(db)
-        said = [call("add_turn", text=t, scope="caroline", speaker=s, at=at)["id"] for t, s, at in TURNS]
-        first = call("remember", text="Our team standup is at 9:00", scope="caroline", valid_at="2023-12-01")["id"]
+        said = [call("memory_add_turn", text=t, scope="caroline", speaker=s, at=at)["id"] for t, s, at in TURNS]
+        first = call("memory_write", text="Our team standup is at 9:00", scope="caroline", valid_at="2023-12-01")["id"]
         call("memory_write", text="We switched the standup to 9:30", scope="caroline", valid_at="2024-01-10")
         _mcp_asks(call)  # issue 34: the SDK turned the KeyError into "Error executing tool recall"
-        call("amend", id=said[1], text="Great, I went kayaking on Saturday")
+        call("memory_amend", id=said[1], text="Great, I went kayaking on Saturday")
         _mcp_asks(call)
         call("memory_retire", id=first)
         _mcp_asks(call, as_of="2023-12-15")
-        call("purge", id=said[0], confirm=True)
+        call("memory_purge", id=said[0], confirm=said[0])
         _mcp_asks(call)
         for tool, arguments, message in [
-            ("recall", {"query": "when is the standup?", "scope": "nobody"}, "NotFound: no scope named 'nobody'"),
+            (
+                "memory_recall",
+                {"query": "when is the standup?", "scope": "nobody"},
+                "NotFound: no scope named 'nobody'",
+            ),
             ("memory_recall", {"query": "standup", "scope": "caroline", "as_of": "soon"}, "InvalidTime: as_of"),
-            ("add_turn", {"text": "  ", "scope": "caroline"}, "InvalidInput"),
-            ("amend", {"id": said[0], "text": "gone"}, "NotCurrent: " + said[0][:12] + " was purged"),
+            ("memory_add_turn", {"text": "  ", "scope": "caroline"}, "InvalidInput"),
+            ("memory_amend", {"id": said[0], "text": "gone"}, "NotCurrent: " + said[0][:12] + " was purged"),
         ]:
             with pytest.raises(tool_error) as refused:
                 call(tool, **arguments)

@@ -48,27 +48,31 @@ def script() -> Script:
         return check
 
     return [
-        ("remember", lambda s: {"text": "the spare key is under the blue pot", "scope": "ana"}, keep("key")),
+        ("memory_write", lambda s: {"text": "the spare key is under the blue pot", "scope": "ana"}, keep("key")),
         ("memory_write", lambda s: {"text": "the bike code is 2580", "scope": ["ana", "agent:helper"]}, keep("bike")),
-        ("add_turn", lambda s: {"text": "I adopted a kitten called Miso", "scope": "ana", "speaker": "ana"}, has("id")),
-        ("recall", lambda s: {"query": "where is the spare key", "scope": "ana", "k": 3}, has("hits")),
+        (
+            "memory_add_turn",
+            lambda s: {"text": "I adopted a kitten called Miso", "scope": "ana", "speaker": "ana"},
+            has("id"),
+        ),
         ("memory_recall", lambda s: {"query": "bike code", "scope": "agent:helper"}, keep("found")),
-        ("context", lambda s: {"query": "kitten", "scope": "ana", "budget": 200}, lambda a, _: None),
-        ("read", lambda s: {"id": s["key"]["id"]}, has("content")),
-        ("memory_read", lambda s: {"id": s["bike"]["id"][:8]}, has("content")),
+        ("memory_context", lambda s: {"query": "kitten", "scope": "ana", "budget": 200}, lambda a, _: None),
+        ("memory_read", lambda s: {"id": s["bike"]["id"][:8]}, has("text")),
         ("memory_list", lambda s: {"scope": "ana", "limit": 2}, has("memories")),
         ("memory_list_scopes", lambda s: {"kind": "agent"}, has("scopes")),
-        ("amend", lambda s: {"id": s["key"]["id"], "text": "the spare key is with the neighbour"}, keep("amended")),
-        ("history", lambda s: {"id": s["amended"]["id"]}, has("versions")),
-        ("memory_amend", lambda s: {"id": s["bike"]["id"], "text": "the bike code is 9914"}, keep("bike2")),
-        ("memory_retire", lambda s: {"id": s["bike2"]["id"]}, has("retired")),
-        ("retire", lambda s: {"id": s["amended"]["id"]}, has("retired")),
-        ("memory_write", lambda s: {"text": "scratch for the run", "scope": "run:1"}, keep("scratch")),
-        ("memory_retire_all", lambda s: {"scope": "run:1"}, has("retired")),
-        ("purge", lambda s: {"id": s["scratch"]["id"], "confirm": True}, lambda a, _: None),
-        ("memory_purge_scope", lambda s: {"scope": "run:1", "confirm": "run:1"}, has("erased")),
-        ("stats", lambda s: {}, lambda a, _: None),
-        ("verify", lambda s: {}, lambda a, _: None),
+        ("memory_links", lambda s: {"about": "Miso"}, has("links")),
+        (
+            "memory_amend",
+            lambda s: {"id": s["key"]["id"], "text": "the spare key is with the neighbour"},
+            keep("amended"),
+        ),
+        ("memory_read", lambda s: {"id": s["amended"]["id"], "history": True}, has("versions")),
+        ("memory_retire", lambda s: {"id": s["amended"]["id"]}, has("retired")),
+        ("memory_write", lambda s: {"text": "scratch for the run", "scope": "run:1", "tags": ["tmp"]}, keep("scratch")),
+        ("memory_retire", lambda s: {"scope": "run:1", "tag": "tmp"}, has("retired")),
+        ("memory_purge", lambda s: {"id": s["scratch"]["id"], "confirm": s["scratch"]["id"]}, has("erased")),
+        ("memory_purge", lambda s: {"scope": "run:1", "confirm": "run:1"}, has("erased")),
+        ("memory_stats", lambda s: {}, lambda a, _: None),
     ]
 
 
@@ -107,8 +111,8 @@ def test_every_tool_round_trips_and_refuses_a_bad_argument(transport: str, tmp_p
             for name in TOOL_NAMES:
                 refused = await opened.call_tool(name, {"bogus": 1})
                 assert is_error(refused) and "bogus" in refused.content[0].text, (name, refused.content[0].text)
-            alive = await opened.call_tool("verify", {})
-            seen["verify"] = _json(alive)
+            alive = await opened.call_tool("memory_stats", {"verify": True})
+            seen["verify"] = _json(alive)["verify"]
         return seen
 
     seen = asyncio.run(talk())

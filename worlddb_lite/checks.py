@@ -72,6 +72,37 @@ def share(value: object, field: str) -> float:
     return result
 
 
+MAX_TAGS = 16  # tags on one memory
+TAG_CHARS = 40  # characters in one tag
+
+
+def tag(value: object, field: str = "tag") -> str:
+    """One tag: a short label (1 to 40 characters, no comma or control character), compared case-blind."""
+    if not isinstance(value, str):
+        raise InvalidInput(f"{field} must be text such as 'work' or 'health', got {type(value).__name__}")
+    label = " ".join(value.split()).casefold()
+    if not label or len(label) > TAG_CHARS or "," in label or any(not c.isprintable() for c in label):
+        raise InvalidInput(
+            f"{field} {value!r:.60} is not a tag: give a short label of 1 to {TAG_CHARS} characters "
+            "without commas or control characters, e.g. 'work'"
+        )
+    return label
+
+
+def tags(value: object) -> list[str]:
+    """Tags for a memory: a list of up to 16 tags (``tag``), kept sorted and once each; a lone string is one tag."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, (list, tuple)):
+        raise InvalidInput(f"tags must be a list of short labels, e.g. ['work', 'travel']; got {type(value).__name__}")
+    found = sorted({tag(v, "each tag") for v in value})
+    if len(found) > MAX_TAGS:
+        raise InvalidInput(f"a memory takes at most {MAX_TAGS} tags, got {len(found)}; nothing was written")
+    return found
+
+
 def text(value: object, field: str, *, required: bool) -> str | None:
     """Caller text: UTF-8 without NUL (bytes are decoded), and not blank where ``required``."""
     if value is None:

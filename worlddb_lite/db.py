@@ -41,7 +41,7 @@ from .store import connection, embedder_record, migrations, queries, sync_rows, 
 from .store.access_log import AccessLog
 from .store.rows import Store
 from .store.side_reader import SideReader
-from .text.dates import Clock, TimeLike, parse_time, system_clock
+from .text.dates import Clock, TimeLike, parse_time, read_moment, system_clock
 from .text.extract import Extractor, check_extractor
 from .types import (
     Direction,
@@ -68,7 +68,7 @@ from .write.conversation import (
 from .write.conversation import ingest as ingest_conversation
 from .write.gate import EncodingGate
 from .write.notes import amend_note, write_note
-from .write.reconciler import Reconciler, WriteScope
+from .write.reconciler import Reconciler, Transaction, WriteScope
 from .write.resolver import New, PreferTiers, Resolution, ResolverConfig, Tiebreaker
 from .write.writer import DEFAULT_SCOPE, Writer
 
@@ -318,6 +318,8 @@ class WorldDB:
         speaker: str | None = None,
         extractor: Extractor | None = DEFAULT_EXTRACTOR,
         deferred: bool = False,
+        tags: Sequence[str] | None = None,
+        new: bool = False,
     ) -> str:
         """Store ``text`` verbatim in ``world`` (or in the Scope called ``scope``); return its id.
 
@@ -331,8 +333,13 @@ class WorldDB:
         person (the Scope's name) unless ``speaker`` names another. ``deferred`` queues that work for
         ``consolidate`` instead. Without either, the text is stored alone (System 1).
 
+        ``tags`` label a note (up to 16 short labels, kept lower-case: ``recall``, ``list_memories``,
+        ``retire_all`` and ``purge_tagged`` filter by them).
+
         ``valid_at`` is when it became true (default: now). Writing the same text with the
-        same valid time into the same world returns the existing id. ``index_context`` is
+        same valid time into the same world returns the existing id, and so does writing a note again
+        (same text and speaker as a note of the scope true now, no ``valid_at``): a retried call does
+        not make a second memory; ``new=True`` does. ``index_context`` is
         indexed (full text and vector) after the text but not stored in the node, so it
         leaves the id alone: what a turn's pronouns refer to (see write/bridge.py). ``word_context``
         is indexed for its words alone (full text, weighed lower), also outside the id: the
@@ -355,6 +362,8 @@ class WorldDB:
             salience=salience,
             index_context=index_context,
             word_context=word_context,
+            tags=tags,
+            new=new,
         )
 
     def write_many(self, records: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -519,19 +528,22 @@ class WorldDB:
         """
         when = parse_time(at, field="at") if at is not None else None
         with self._txn() as txn:
-            nid = self._store.resolve(ref)
-            alone = queries.learned_only_from(self._conn, nid)
-            txn.close(nid, when, retire=True)
-            closed = self._store.node_row(nid).invalid_at
-            for fact in alone:
-                txn.close(fact, max(str(closed), self._store.node_row(fact).valid_at))
+            self._retire(txn, self._store.resolve(ref), when)
+
+    def _retire(self, txn: Transaction, nid: int, when: str | None) -> None:
+        """Close ``nid`` and the facts learned from it alone (``retire``), inside ``txn``."""
+        alone = queries.learned_only_from(self._conn, nid)
+        txn.close(nid, when, retire=True)
+        closed = self._store.node_row(nid).invalid_at
+        for fact in alone:
+            txn.close(fact, max(str(closed), self._store.node_row(fact).valid_at))
 
     def retract(self, ref: str) -> None:
         """Stop believing a memory from now on (belief time); what was believed before stays readable."""
         with self._txn() as txn:
             txn.close(self._store.resolve(ref), expire=True)
 
-    def retire_all(self, scope: str, *, at: TimeLike | None = None) -> list[str]:
+    def retire_all(self, scope: str, *, at: TimeLike | None = None, tag: str | None = None) -> list[str]:
         """Close the validity of every memory of a scope (the Scope called ``scope``) that is true now; their ids.
 
         Memories are the nodes that say something (notes, turns, facts); the entities they name and the
@@ -539,12 +551,17 @@ class WorldDB:
         scopes) stays true for the scope it lives in: only this scope's ``contains`` edge to it closes.
         One transaction: a memory that cannot be closed at ``at`` (it starts later) refuses the whole
         call. Everything stays readable as history (``as_of``); the scope stays, to be written into again.
+        With ``tag``, only the notes carrying it close (each as ``retire`` closes one, with the facts
+        learned from it alone), and only their ``contains`` edges.
         """
         when = parse_time(at, field="at") if at is not None else None
         with self._txn() as txn:
-            nids, held = self._reader.current_in(scope)
+            nids, held = self._reader.current_in(scope, tag)
             for nid in nids:
-                txn.close(nid, when, retire=True)
+                if tag is None:
+                    txn.close(nid, when, retire=True)
+                else:
+                    self._retire(txn, nid, when)
             for eid in held:
                 txn.close_edge(eid, when)
             return [self._store.header(nid).id.hex() for nid in nids]
@@ -702,6 +719,14 @@ class WorldDB:
 
     # ---- reads --------------------------------------------------------------------
 
+    def read_time(self, value: TimeLike, *, field: str = "as_of") -> tuple[str, str | None]:
+        """A moment given as ISO-8601 or in words ("last week", "in March 2024"), read against the store's clock.
+
+        (canonical time, what the words were read as: None for ISO); words name a period, and the moment is
+        its end, or now if it has not ended (``text.dates.read_moment``). Unreadable words: ``InvalidTime``.
+        """
+        return read_moment(value, field=field, now=self._clock())
+
     def read(self, ref: str, *, as_of: TimeLike | None = None, known_as_of: TimeLike | None = None) -> Node:
         """A node by id or unique prefix (any version). With ``as_of``, only if visible then."""
         return self._reader.read(ref, as_of=as_of, known_as_of=known_as_of)
@@ -742,14 +767,26 @@ class WorldDB:
         include_retired: bool = False,
         limit: int = 50,
         cursor: str | None = None,
+        tag: str | None = None,
+        newest_first: bool = False,
     ) -> Page:
         """The nodes inside the Scope called ``scope``, in the order written, ``limit`` (1..1000) at a time.
+
+        ``newest_first`` lists the last written first; ``tag`` keeps the notes carrying it.
 
         Default: what is true now; ``include_retired`` adds what was retired or superseded (purged nodes never
         come back). ``type`` keeps one node type (``Memory``, ``Turn``, ``Fact``, ``Entity``, ...). The page's
         ``cursor`` asks for the next page (None: this was the last); a page never repeats a node.
         """
-        return self._reader.page(scope, type=type, include_retired=include_retired, limit=limit, cursor=cursor)
+        return self._reader.page(
+            scope,
+            type=type,
+            include_retired=include_retired,
+            limit=limit,
+            cursor=cursor,
+            tag=tag,
+            newest_first=newest_first,
+        )
 
     def scopes(self, kind: str | None = None) -> list[Node]:
         """Every scope of the store, or of one ``kind`` (user, agent, app, run), oldest first.
@@ -837,6 +874,9 @@ class WorldDB:
         late: bool = True,
         include_cold: bool = False,
         min_confidence: float | None = None,
+        type: str | None = None,
+        tag: str | None = None,
+        during: str | None = None,
     ) -> Recall:
         """Hybrid recall: BM25, vector, entity-graph, time and standing lanes fused by RRF (k = 60), best first.
 
@@ -853,6 +893,11 @@ class WorldDB:
         (``retrieval/confidence.py``; ``signals``, what it was weighed from). ``min_confidence`` (0 to 1)
         returns no hits below it (``withheld`` says something was found); by default every recall
         returns its k hits.
+
+        Filters keep, among the lanes' finds ranked as usual, the hits of node ``type`` (``Memory``,
+        ``Turn``, ``Fact``, ...), notes carrying ``tag`` (``write``'s tags), or dated ``during`` a
+        period in words or ISO ("last week", "in March 2024", "2024-05-01": ``text.dates.read_period``;
+        ``Recall.during`` says how it was read).
         """
         found = self._reader.recall(
             query,
@@ -866,6 +911,9 @@ class WorldDB:
             late=late,
             include_cold=include_cold,
             min_confidence=min_confidence,
+            type=type,
+            tag=tag,
+            during=during,
         )
         self._access.note([bytes.fromhex(hit.node.id) for hit in found.hits], self._clock())
         if self._access.due:  # never waits, never raises: see store/access_log.py
@@ -1120,10 +1168,26 @@ class WorldDB:
         with connection.translate():
             start = self._store.resolve(ref)
             inside = self._store.resolve(self._reader.scope_id(scope)) if scope is not None else None
+        return self._erase([start], inside)
+
+    def purge_tagged(self, scope: str, tag: str) -> dict[str, Any]:
+        """``purge`` of every note of the Scope called ``scope`` carrying ``tag`` (any version), in one transaction.
+
+        What was learned from them goes with them; nothing outside the scope is touched. A tag no note
+        carries erases nothing (``purged`` is empty).
+        """
+        self._outside_batch("purge_tagged")
+        world, nids = self._reader.tagged(scope, tag)
+        if not nids:
+            return {"purged": [], "checkpoint": None}
+        return self._erase(nids, world)
+
+    def _erase(self, starts: list[int], inside: int | None) -> dict[str, Any]:
+        """Erase ``starts`` and what goes with them (``ops/purge.targets``) for good; see ``purge``."""
         self._store.secure_delete(True)  # freed space is zeroed, not left readable
         try:
             with self._reconciler.transaction(prepare=lambda: purge.hold(self._conn)) as txn:
-                ids = purge.erase(txn, self._conn, purge.targets(self._conn, self._store, start, inside))
+                ids = purge.erase(txn, self._conn, purge.targets(self._conn, self._store, starts, inside))
                 # marked with the erasure and cleared once a checkpoint has completed: a crash before the
                 # VACUUM, or a reader in the checkpoint's way, leaves the mark for the next open, close or checkpoint
                 mark = f"vacuum {uuid.uuid4().hex}"

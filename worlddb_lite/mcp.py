@@ -10,8 +10,9 @@ threads, and one store handle is not shared between concurrent transactions. Ove
 session reaches the same server, so the same handle and the same lock: concurrent clients queue, one
 call at a time. The HTTP transport has no authentication; it binds to loopback by default.
 
-Two families of tools sit side by side: the short names (``remember``, ``recall``, ...) and the
-WorldDB paper's ``memory_*`` surface, named apart from Mem0's so both servers fit in one client.
+One family of tools, the WorldDB paper's ``memory_*`` names (apart from generic names another server
+may use). Their list is read into every conversation of the agent, so it is kept small: short
+descriptions, and schemas without pydantic's titles and nulls (``_lean``).
 """
 
 from __future__ import annotations
@@ -32,85 +33,70 @@ from pydantic import Field, ValidationError
 
 from . import __version__
 from .db import DEFAULT_BUDGET, DEFAULT_EXTRACTOR, DEFAULT_SCOPE, MAX_SCOPES, WorldDB
-from .errors import InvalidInput, WorldDBError
-from .types import Hit, Node, plain, scope_record
+from .errors import InvalidInput, NotFound, WorldDBError
+from .types import SPEAKER, TAGS, Hit, Node, plain, scope_record
 
 INSTRUCTIONS = (
-    "Long-term memory of one person, kept in one local SQLite file. `memory_write` (or `remember`) what is "
-    "worth keeping (kept verbatim, its facts learned), `memory_recall` (or `recall`, `context`) before "
-    "answering, `memory_amend` a memory that changed (the old version stays as history), `memory_retire` one "
-    "that stopped being true, `memory_list` and `memory_list_scopes` to see what is kept, `purge` one the "
-    "person wants erased for good."
+    "Long-term memory of one person, kept in one local SQLite file. `memory_write` what is worth keeping, "
+    "`memory_add_turn` each turn as it is said, `memory_recall` (or `memory_context`) before answering, "
+    "`memory_amend` what changed (the old version stays as history), `memory_retire` what stopped being "
+    "true, `memory_purge` what the person wants erased for good."
 )
 
-# the tools' parameters, described for the model that calls them
-Text = Annotated[str, Field(description="the memory, verbatim (at most 500,000 characters)")]
-SCOPE_NAMES = (
-    "a user's name (ana), or agent:NAME, app:NAME or run:NAME for an agent, an app or one run (see memory_list_scopes)"
-)
-ScopeName = Annotated[str, Field(description=f"a scope: {SCOPE_NAMES}")]
-ScopeFilter = Annotated[
-    str | list[str] | None,
-    Field(
-        description=f"only what lies inside this scope, or inside any of a list of scopes: {SCOPE_NAMES}; "
-        "leave out for the whole store"
-    ),
-]
-Ref = Annotated[
-    str, Field(description="a memory's id: its 64 hex characters, or a unique prefix of at least 8 of them")
-]
+# the tools' parameters, described for the model that calls them; the descriptions are short on purpose:
+# the whole tool list is read into every conversation (the target is 8,000 characters: tests/test_mcp.py)
+Text = Annotated[str, Field(description="verbatim, up to 500,000 characters")]
+ScopeName = Annotated[str, Field(description="a person's name (ana), or agent:X, app:X, run:X")]
+ScopeFilter = Annotated[str | list[str] | None, Field(description="a scope, or a list of them; default all")]
+Ref = Annotated[str, Field(description="a memory's id (12 or more of its hex characters)")]
 AsOf = Annotated[
-    str | None,
-    Field(
-        description="read as things were true at this moment: an ISO-8601 date or time, e.g. 2024-05-01 or "
-        "2024-05-01T09:30:00Z (UTC unless it has an offset); leave out for now"
-    ),
+    str | None, Field(description="as things stood then: ISO-8601 or words ('last week', 'in March 2024')")
 ]
-ValidAt = Annotated[
-    str | None,
-    Field(description="when it became true: an ISO-8601 date or time, e.g. 2024-05-01; leave out for now"),
-]
-At = Annotated[
-    str | None,
-    Field(description="when it stopped being true: an ISO-8601 date or time, not before it began; leave out for now"),
-]
-K = Annotated[int, Field(description="how many hits to return, best first (1 to 1000)")]
-Superseded = Annotated[
-    bool, Field(description="also return versions a newer one replaced, marked with superseded_by (history)")
-]
+Kind = Literal["note", "turn", "fact", "summary", "entity", "session"]
+KindFilter = Annotated[Kind | None, Field(description="only this kind")]
+TagFilter = Annotated[str | None, Field(description="only notes with this tag")]
 Speaker = Annotated[str | None, Field(description="who says it (default: the scope's person)")]
-AmendSpeaker = Annotated[str | None, Field(description="who says it (default: whom the old version spoke for)")]
-Verbatim = Annotated[
-    bool, Field(description="keep the text alone: learn no facts from it, replace nothing (default: learn)")
-]
+Verbatim = Annotated[bool, Field(description="keep the text alone, learn no facts")]
+ValidAt = Annotated[str | None, Field(description="true since (ISO-8601); default now")]
+At = Annotated[str | None, Field(description="when (ISO-8601); default now")]
+
+# a node's type as a kind (a note is what the API calls a Memory), and back
+KIND_OF_TYPE = {"Memory": "note", "Turn": "turn", "Fact": "fact", "Summary": "summary", "Entity": "entity"}
+TYPE_OF_KIND = {**{kind: type_ for type_, kind in KIND_OF_TYPE.items()}, "session": "Session"}
+SHORT_ID = 12  # hex characters of an id in what the tools return: unique in practice, and a prefix resolves
+
+
+def _short(ids: Any) -> Any:
+    return [i[:SHORT_ID] for i in ids] if isinstance(ids, (list, tuple)) else ids[:SHORT_ID]
 
 
 def _compact(node: Node, turns: tuple[Node, ...] = ()) -> dict[str, Any]:
-    """A node as a model reads it: what it says, who said it, in which session, when; empty fields left out.
+    """A node as a model reads it: id, text, kind, who said it, in which session, since when; empty fields left out.
 
     A turn's speaker is its name; a note's is in its props; a fact's is that of the turn it was learned from.
     """
     said = turns[0] if turns and node.type == "Fact" else node
-    speaker = said.props.get("speaker") or (said.name if said.type == "Turn" else None)
+    speaker = said.props.get(SPEAKER) or (said.name if said.type == "Turn" else None)
     out: dict[str, Any] = {
-        "id": node.id,
-        "type": node.type,
-        "content": node.content if node.content is not None else node.name,
+        "id": _short(node.id),
+        "text": node.content if node.content is not None else node.name,
+        "kind": KIND_OF_TYPE.get(node.type, node.type.lower()),
         "speaker": speaker,
         "session": said.props.get("session"),
         "date": node.valid_at,
         "until": node.invalid_at,
+        "tags": node.props.get(TAGS),
         "retired": node.retired or None,
         "purged": node.purged or None,
-        "superseded_by": list(node.superseded_by) or None,
-        "contradicted_by": list(node.contradicted_by) or None,
+        "superseded_by": _short(list(node.superseded_by)) or None,
+        "contradicted_by": _short(list(node.contradicted_by)) or None,
     }
     return {key: value for key, value in out.items() if value is not None}
 
 
 def _hit(hit: Hit) -> dict[str, Any]:
     why = ", ".join(f"{r.lane}#{r.rank}" + (f" via {r.via}" if r.via else "") for r in hit.why)
-    return {**_compact(hit.node, hit.turns), "score": round(hit.score, 6), "why": why}
+    return {**_compact(hit.node, hit.turns), "score": round(hit.score, 4), "why": why}
 
 
 def _extractor(verbatim: bool) -> Any:
@@ -118,340 +104,280 @@ def _extractor(verbatim: bool) -> Any:
     return None if verbatim else DEFAULT_EXTRACTOR
 
 
+def _type(kind: str | None) -> str | None:
+    return None if kind is None else TYPE_OF_KIND[kind]
+
+
 class MemoryTools:
-    """The tools, each one facade call over an open store; results are JSON-ready."""
+    """The tools, each one facade call (or two) over an open store; results are JSON-ready."""
 
     def __init__(self, db: WorldDB) -> None:
         self.db = db
 
-    def remember(
-        self,
-        text: Text,
-        scope: ScopeName = DEFAULT_SCOPE,
-        valid_at: ValidAt = None,
-        speaker: Speaker = None,
-        verbatim: Verbatim = False,
-    ) -> dict[str, str]:
-        """Remember a note in a scope (one per person or project); returns its id.
-
-        The text is kept verbatim and its facts are learned at once ("I moved to Porto" replaces where the
-        person lived). ``speaker``: who says it (default: the scope's person). ``verbatim``: keep the text alone.
-        """
-        extractor = _extractor(verbatim)
-        return {"id": self.db.write(text, scope=scope, valid_at=valid_at, speaker=speaker, extractor=extractor)}
-
-    def add_turn(
-        self,
-        text: Annotated[str, Field(description="what was said, verbatim")],
-        scope: ScopeName = DEFAULT_SCOPE,
-        speaker: Annotated[str | None, Field(description="who said it")] = None,
-        session: Annotated[
-            str | None, Field(description="the session to join (default: the scope's latest, new after 30 minutes)")
-        ] = None,
-        at: Annotated[str | None, Field(description="when it was said: ISO-8601; leave out for now")] = None,
-    ) -> dict[str, str]:
-        """Append one turn of the conversation as it is said (who said it, when); returns its id.
-
-        Turns of one sitting share a session: the scope's latest unless 30 minutes passed, or ``session``.
-        """
-        return {"id": self.db.add_turn(text, scope=scope, speaker=speaker, session=session, at=at)}
-
-    def recall(
-        self,
-        query: Annotated[str, Field(description="the question or words to recall by")],
-        scope: ScopeFilter = None,
-        k: K = 10,
-        as_of: AsOf = None,
-        include_superseded: Superseded = False,
-        late: Annotated[bool, Field(description="re-rank the finds token by token (false: a few ms faster)")] = True,
-    ) -> dict[str, Any]:
-        """Hybrid recall (text, vectors, entity graph, named dates, then a token re-ranking ``late=False`` skips)."""
-        found = self.db.recall(query, scope=scope, k=k, as_of=as_of, include_superseded=include_superseded, late=late)
-        return {
-            "as_of": found.as_of,
-            "hits": [
-                {
-                    "id": h.node.id,
-                    "type": h.node.type,
-                    "content": h.node.content,
-                    "valid_at": h.node.valid_at,
-                    "invalid_at": h.node.invalid_at,
-                    "score": round(h.score, 6),
-                    "why": plain(h.why),
-                }
-                for h in found.hits
-            ],
-        }
-
-    def context(
-        self,
-        query: Annotated[str, Field(description="the question the context is for")],
-        scope: ScopeFilter = None,
-        budget: Annotated[
-            int, Field(description="at most this many tokens (about 4 characters each)")
-        ] = DEFAULT_BUDGET,
-        as_of: AsOf = None,
-    ) -> str:
-        """A dated, provenance-tagged context of at most ``budget`` tokens, ready for a prompt."""
-        return self.db.context(query, scope=scope, budget=budget, as_of=as_of).text
-
-    def read(self, id: Ref, as_of: AsOf = None) -> dict[str, Any]:  # noqa: A002 (the tool's word)
-        """One memory by id (or unique id prefix), as it was at ``as_of`` if given."""
-        return dict(plain(self.db.read(id, as_of=as_of)))
-
-    def history(self, id: Ref) -> dict[str, Any]:  # noqa: A002
-        """Every version of a memory, oldest first, with its validity interval."""
-        return {"versions": [plain(node) for node in self.db.history(id)]}
-
-    def amend(  # noqa: A002
-        self,
-        id: Ref,
-        text: Text,
-        valid_at: ValidAt = None,
-        speaker: AmendSpeaker = None,
-        verbatim: Verbatim = False,
-    ) -> dict[str, str]:
-        """Write a new version of a memory; the old one is closed, not lost. Returns the new id.
-
-        Read as ``remember`` reads a note: a value it changes replaces the old one. ``speaker``: who says it
-        (default: whom the old version spoke for). ``verbatim``: keep the new text alone.
-        """
-        extractor = _extractor(verbatim)
-        return {"id": self.db.amend(id, text, valid_at=valid_at, speaker=speaker, extractor=extractor)}
-
-    def retire(self, id: Ref, at: At = None) -> dict[str, str]:  # noqa: A002
-        """Close a memory's validity (it stays readable as history)."""
-        self.db.retire(id, at=at)
-        return {"retired": id}
-
-    def purge(  # noqa: A002
-        self,
-        id: Ref,
-        confirm: Annotated[
-            bool,
-            Field(
-                strict=True,  # JSON true only: not "yes", not 1
-                description="true, to say the erasure is meant: every version of the memory and all that was "
-                "learned from them go for good, and it cannot be undone",
-            ),
-        ],
-        scope: Annotated[str | None, Field(description="refuse unless the memory lies inside this scope")] = None,
-    ) -> dict[str, Any]:
-        """Erase a memory for good: EVERY version of it and every fact learned from any of them; cannot be undone.
-
-        The id of any one version, older or newer, names them all; only their hashes stay. Only with ``confirm``
-        true. To close a memory that stopped being true and keep its history, use ``memory_retire``.
-        """
-        if confirm is not True:
-            raise InvalidInput("confirm must be true to purge: it erases every version for good; nothing was purged")
-        return dict(plain(self.db.purge(id, scope=scope)))
-
-    def stats(self) -> dict[str, Any]:
-        """Counts, sizes and the store's Merkle root; the store's file name, not where it lies."""
-        found = dict(plain(self.db.stats()))
-        found["path"] = os.path.basename(found["path"])  # the folders name the person and their machine
-        return found
-
-    def verify(self) -> dict[str, Any]:
-        """Recompute every hash and root; lists any broken invariant."""
-        report = self.db.verify()
-        return {"ok": report.ok, "checked": dict(report.checked), "violations": plain(report.violations)}
-
-    # ---- the WorldDB paper's surface ------------------------------------------------------
+    def _moment(self, as_of: str | None) -> tuple[str | None, str | None]:
+        """``as_of`` as the engine reads it, ISO-8601 or words, and what the words were read as (to echo)."""
+        if as_of is None:
+            return None, None
+        return self.db.read_time(as_of)
 
     def memory_write(
         self,
         text: Text,
         scope: Annotated[
-            str | list[str],
-            Field(
-                description=f"the scope to write into, or a list of up to {MAX_SCOPES} that all hold the one "
-                f"memory (the first owns it and learns its facts): {SCOPE_NAMES}"
-            ),
+            str | list[str], Field(description=f"a scope, or up to {MAX_SCOPES} that all hold it")
         ] = DEFAULT_SCOPE,
-        valid_at: ValidAt = None,
+        tags: Annotated[list[str] | None, Field(description="short labels to filter by")] = None,
         speaker: Speaker = None,
+        valid_at: ValidAt = None,
         verbatim: Verbatim = False,
+        new: Annotated[bool, Field(description="a second memory even if this note exists")] = False,
     ) -> dict[str, Any]:
-        """Remember a text in one or more scopes, verbatim, its facts learned; returns its id.
+        """Remember a note; its facts are learned ("I moved to Porto" replaces where the person lived).
 
-        "I moved to Porto" replaces where the person lived. A list of scopes stores one memory that each of
-        them holds (a recall in any finds it), in one transaction.
+        The same text again in the same scope returns the existing id (safe to retry).
         """
         extractor = _extractor(verbatim)
-        return {"id": self.db.write(text, scope=scope, valid_at=valid_at, speaker=speaker, extractor=extractor)}
+        found = self.db.write(
+            text, scope=scope, valid_at=valid_at, speaker=speaker, extractor=extractor, tags=tags, new=new
+        )
+        return {"id": _short(found)}
+
+    def memory_add_turn(
+        self,
+        text: Annotated[str, Field(description="what was said, verbatim")],
+        scope: ScopeName = DEFAULT_SCOPE,
+        speaker: Annotated[str | None, Field(description="who said it")] = None,
+        session: Annotated[str | None, Field(description="default: the latest, new after 30 minutes")] = None,
+        at: Annotated[str | None, Field(description="when said (ISO-8601), not before the session's last turn")] = None,
+    ) -> dict[str, Any]:
+        """Append one conversation turn as it is said."""
+        return {"id": _short(self.db.add_turn(text, scope=scope, speaker=speaker, session=session, at=at))}
 
     def memory_recall(
         self,
-        query: Annotated[str, Field(description="the question or words to recall by")],
+        query: Annotated[str, Field(description="the question")],
         scope: ScopeFilter = None,
-        k: K = 10,
+        k: Annotated[int, Field(description="hits, 1 to 1000")] = 10,
+        kind: KindFilter = None,
+        tag: TagFilter = None,
+        during: Annotated[str | None, Field(description="only what is dated in this period, e.g. 'last week'")] = None,
         as_of: AsOf = None,
-        include_superseded: Superseded = False,
-        include_cold: Annotated[
-            bool, Field(description="also rank memories of the cold tier (out of the in-memory vector index)")
-        ] = False,
         min_confidence: Annotated[
             float | None,
-            Field(
-                description="return no hits when the confidence that the first answers is under this (0 to 1)",
-                strict=True,  # true, false or "0.5" are not numbers: refused, as the API refuses them
-            ),
+            Field(description="no hits under this confidence (0 to 1)", strict=True),  # true or "0.5": refused
         ] = None,
+        include_superseded: Annotated[bool, Field(description="also old versions")] = False,
+        include_cold: Annotated[bool, Field(description="also the cold tier")] = False,
     ) -> dict[str, Any]:
-        """Hybrid recall (words, meaning, the people and things named, dates), best first.
+        """Memories that answer a question, best first, each with why it came.
 
-        Each hit says what it is, who said it (speaker), in which session, since when it holds (date) and
-        why it came. Superseded versions are left out unless asked for. ``confidence``: how likely the first
-        hit answers. No hits: ``nothing_relevant: true``, and ``withheld: true`` when some were found but the
-        confidence is under ``min_confidence``.
+        ``confidence``: how likely the first hit answers; no hits: ``nothing_relevant``.
         """
+        moment, read_as = self._moment(as_of)
         found = self.db.recall(
             query,
             scope=scope,
             k=k,
-            as_of=as_of,
+            as_of=moment,
             include_superseded=include_superseded,
             include_cold=include_cold,
             min_confidence=min_confidence,
+            type=_type(kind),
+            tag=tag,
+            during=during,
         )
-        answer: dict[str, Any] = {
-            "as_of": found.as_of,
-            "confidence": round(found.confidence, 4),
-            "hits": [_hit(h) for h in found.hits],
-        }
+        answer: dict[str, Any] = {"confidence": round(found.confidence, 4), "hits": [_hit(h) for h in found.hits]}
+        if as_of is not None:
+            answer["as_of"] = read_as or found.as_of
+        if found.during is not None:
+            answer["during"] = found.during[2]
         if not found.hits:
             answer["nothing_relevant"] = True
             answer["withheld"] = found.withheld
         return answer
 
+    def memory_context(
+        self,
+        query: Annotated[str, Field(description="the question")],
+        scope: ScopeFilter = None,
+        budget: Annotated[int, Field(description="at most this many tokens")] = DEFAULT_BUDGET,
+        as_of: AsOf = None,
+    ) -> str:
+        """What is known about a question as dated lines for a prompt, within a token budget."""
+        return self.db.context(query, scope=scope, budget=budget, as_of=self._moment(as_of)[0]).text
+
     def memory_list(
         self,
         scope: ScopeName,
-        type: Annotated[  # noqa: A002 (the tool's word)
-            str | None, Field(description="only nodes of this type: Memory (a note), Turn, Fact, Entity, Session")
-        ] = None,
-        include_retired: Annotated[
-            bool, Field(description="also list memories that were retired or superseded (history)")
-        ] = False,
-        limit: Annotated[int, Field(description="at most this many per page (1 to 1000)")] = 50,
-        cursor: Annotated[
-            str | None, Field(description="the cursor the previous page returned; leave out for the first page")
-        ] = None,
+        kind: KindFilter = None,
+        tag: TagFilter = None,
+        oldest_first: Annotated[bool, Field(description="oldest first (default newest)")] = False,
+        include_retired: Annotated[bool, Field(description="also retired and old versions")] = False,
+        limit: Annotated[int, Field(description="per page, 1 to 1000")] = 20,
+        cursor: Annotated[str | None, Field(description="from the previous page")] = None,
     ) -> dict[str, Any]:
-        """The memories of a scope in the order written, a page at a time; ``cursor`` is null on the last page."""
-        page = self.db.list_memories(scope, type=type, include_retired=include_retired, limit=limit, cursor=cursor)
+        """A scope's memories, newest first, a page at a time (``cursor`` null on the last)."""
+        page = self.db.list_memories(
+            scope,
+            type=_type(kind),
+            tag=tag,
+            newest_first=not oldest_first,
+            include_retired=include_retired,
+            limit=limit,
+            cursor=cursor,
+        )
         return {"memories": [_compact(node) for node in page.nodes], "cursor": page.cursor}
 
-    def memory_read(self, id: Ref, as_of: AsOf = None) -> dict[str, Any]:  # noqa: A002
-        """One memory by id (or a unique prefix of at least 8 hex characters), any version.
-
-        With ``as_of``, only if it was true then.
-        """
-        node = self.db.read(id, as_of=as_of)
+    def memory_read(  # noqa: A002 (the tool's word)
+        self,
+        id: Ref,
+        as_of: AsOf = None,
+        history: Annotated[bool, Field(description="every version, oldest first")] = False,
+    ) -> dict[str, Any]:
+        """One memory by id, any version (with ``as_of``: only if true then)."""
+        if history:
+            return {"versions": [_compact(node) for node in self.db.history(id)]}
+        node = self.db.read(id, as_of=self._moment(as_of)[0])
         extra = {"name": node.name, "props": dict(node.props) or None, "created_at": node.created_at}
-        return {**_compact(node), **{key: value for key, value in extra.items() if value is not None}}
+        return {**_compact(node), "id": node.id, **{key: value for key, value in extra.items() if value is not None}}
 
     def memory_amend(  # noqa: A002
         self,
         id: Ref,
         text: Text,
         valid_at: ValidAt = None,
-        speaker: AmendSpeaker = None,
+        speaker: Annotated[str | None, Field(description="who says it (default: as before)")] = None,
         verbatim: Verbatim = False,
-    ) -> dict[str, str]:
-        """Write a new memory that supersedes one that changed; the old one stays, closed, as history."""
-        old = self.db.read(id).id
-        extractor = _extractor(verbatim)
-        new = self.db.amend(old, text, valid_at=valid_at, speaker=speaker, extractor=extractor)
-        return {"id": new, "supersedes": old}
-
-    def memory_retire(self, id: Ref, at: At = None) -> dict[str, Any]:  # noqa: A002
-        """Close one memory's validity: it stopped being true (it stays readable as history)."""
-        node = self.db.read(id)
-        self.db.retire(node.id, at=at)
-        return {"retired": node.id, "until": self.db.read(node.id).invalid_at}
-
-    def memory_retire_all(self, scope: ScopeName, at: At = None) -> dict[str, Any]:
-        """Close the validity of every memory of a scope that is true now, in one transaction (history stays)."""
-        return {"scope": scope, "retired": len(self.db.retire_all(scope, at=at))}
-
-    def memory_purge_scope(
-        self,
-        scope: ScopeName,
-        confirm: Annotated[str, Field(description="the scope's name again: the purge cannot be undone")],
     ) -> dict[str, Any]:
-        """Erase a scope and everything in it for good (content, index rows, the scope's name); only hashes stay.
+        """A new version of a memory that changed; the old one stays, closed, as history."""
+        old = self.db.read(id).id
+        new = self.db.amend(old, text, valid_at=valid_at, speaker=speaker, extractor=_extractor(verbatim))
+        return {"id": _short(new), "supersedes": _short(old)}
 
-        Only when ``confirm`` repeats the scope's name exactly. Nothing outside the scope is touched.
+    def memory_retire(  # noqa: A002
+        self,
+        id: Annotated[str | None, Field(description="one memory's id")] = None,
+        scope: Annotated[str | None, Field(description="or every memory of a scope")] = None,
+        tag: Annotated[str | None, Field(description="with scope: only its notes with this tag")] = None,
+        at: At = None,
+    ) -> dict[str, Any]:
+        """Mark what stopped being true (it stays as history): one memory, a scope's, or a scope's tagged notes."""
+        if (id is None) == (scope is None) or (tag is not None and scope is None):
+            raise InvalidInput("give id (one memory), or scope (all of it), or scope and tag; nothing was retired")
+        if id is not None:
+            node = self.db.read(id)
+            self.db.retire(node.id, at=at)
+            return {"retired": [_short(node.id)]}
+        assert scope is not None
+        return {"retired": _short(self.db.retire_all(scope, at=at, tag=tag))}
+
+    def memory_purge(  # noqa: A002
+        self,
+        confirm: Annotated[str, Field(description="the id, scope or tag again: it cannot be undone")],
+        id: Annotated[str | None, Field(description="a memory, all its versions and facts")] = None,
+        scope: Annotated[str | None, Field(description="or a whole scope")] = None,
+        tag: Annotated[str | None, Field(description="with scope: only its notes with this tag")] = None,
+    ) -> dict[str, Any]:
+        """Erase for good, only hashes stay: a memory with all its versions, a scope, or a scope's tagged notes.
+
+        To keep history use ``memory_retire``.
         """
-        if confirm != scope:
-            raise InvalidInput(
-                f"confirm must repeat the scope's name ({scope!r}) exactly, got {confirm!r}; nothing was purged"
-            )
-        report = self.db.purge_scope(scope)
-        return {"purged_scope": scope, "erased": len(report["purged"]), "checkpoint": plain(report["checkpoint"])}
+        if (id is None) == (scope is None) or (tag is not None and scope is None):
+            raise InvalidInput("give id (one memory), or scope (all of it), or scope and tag; nothing was purged")
+        named = id if id is not None else tag if tag is not None else scope
+        if confirm != named:
+            raise InvalidInput(f"confirm must repeat {named!r} exactly, got {confirm!r}; nothing was purged")
+        if id is not None:
+            report = self.db.purge(id)
+        elif tag is not None:
+            assert scope is not None
+            report = self.db.purge_tagged(scope, tag)
+        else:
+            assert scope is not None
+            report = self.db.purge_scope(scope)
+        return {"erased": len(report["purged"]), "checkpoint": plain(report["checkpoint"])}
 
     def memory_list_scopes(
-        self,
-        kind: Annotated[
-            Literal["user", "agent", "app", "run"] | None,
-            Field(description="only scopes of this kind; leave out for every kind"),
-        ] = None,
+        self, kind: Annotated[Literal["user", "agent", "app", "run"] | None, Field(description="default all")] = None
     ) -> dict[str, Any]:
-        """Every scope of the store (of one kind if asked), oldest first.
-
-        Each with the name to pass as ``scope``, its kind, its id and when it was created.
-        """
+        """Every scope, oldest first, with the name to pass as ``scope``."""
         return {"scopes": [scope_record(n) for n in self.db.scopes(kind=kind)]}
+
+    def memory_links(
+        self,
+        about: Annotated[str, Field(description="a memory's id, or a name (a person, a place, a thing)")],
+        as_of: AsOf = None,
+    ) -> dict[str, Any]:
+        """Who and what is linked to a memory or a named person or thing: each link's type, way and far end."""
+        moment = self._moment(as_of)[0]
+        seeds = self._named(about)
+        links = []
+        for seed in seeds:
+            found = self.db.neighbours(seed, direction="both", as_of=moment)
+            ends = {node.id: node for node in found.nodes}
+            for edge in found.edges:
+                far = edge.dst if edge.src == seed else edge.src
+                if far in ends:
+                    link = {"link": edge.type, "way": "out" if edge.src == seed else "in", **_compact(ends[far])}
+                    links.append(link)
+        return {"about": [_short(seed) for seed in seeds], "links": links}
+
+    def _named(self, about: str) -> list[str]:
+        """The nodes ``about`` names: a memory by id (prefix), or the entities called that name."""
+        text = about.strip()
+        if len(text) >= 8 and all(c in "0123456789abcdefABCDEF" for c in text):
+            try:
+                return [self.db.read(text).id]
+            except NotFound:
+                pass
+        found = list(self.db.lookup_alias(text))
+        if not found:
+            raise NotFound(f"no memory with id {text!r} and nothing called {text!r}; try memory_recall")
+        return found
+
+    def memory_stats(
+        self, verify: Annotated[bool, Field(description="also recompute every hash (slow)")] = False
+    ) -> dict[str, Any]:
+        """Counts, sizes and the Merkle root; with ``verify``, every hash and invariant checked."""
+        found = dict(plain(self.db.stats()))
+        found["path"] = os.path.basename(found["path"])  # the folders name the person and their machine
+        if verify:
+            report = self.db.verify()
+            found["verify"] = {"ok": report.ok, "violations": plain(report.violations)}
+        return found
 
 
 TOOL_NAMES = (
-    "remember",
-    "add_turn",
-    "recall",
-    "context",
-    "read",
-    "history",
-    "amend",
-    "retire",
-    "purge",
-    "stats",
-    "verify",
     "memory_write",
+    "memory_add_turn",
     "memory_recall",
+    "memory_context",
     "memory_list",
     "memory_read",
     "memory_amend",
     "memory_retire",
-    "memory_retire_all",
-    "memory_purge_scope",
+    "memory_purge",
     "memory_list_scopes",
+    "memory_links",
+    "memory_stats",
 )
 # What each tool does to the store, for a client to show or ask before it runs (MCP tool annotations):
 # (reads only, destroys what was there, a repeat with the same arguments changes nothing more). A recall
-# notes its hits in the access log and changes no memory: read-only. Nothing reaches outside the file.
+# notes its hits in the access log and changes no memory: read-only. A write repeated returns the same
+# note (not for turns: each is said once). Nothing reaches outside the file.
 TOOL_EFFECTS: dict[str, tuple[bool, bool, bool]] = {
-    "remember": (False, False, False),
-    "add_turn": (False, False, False),
-    "recall": (True, False, True),
-    "context": (True, False, True),
-    "read": (True, False, True),
-    "history": (True, False, True),
-    "amend": (False, False, False),
-    "retire": (False, True, True),
-    "purge": (False, True, True),
-    "stats": (True, False, True),
-    "verify": (True, False, True),
-    "memory_write": (False, False, False),
+    "memory_write": (False, False, True),
+    "memory_add_turn": (False, False, False),
     "memory_recall": (True, False, True),
+    "memory_context": (True, False, True),
     "memory_list": (True, False, True),
     "memory_read": (True, False, True),
     "memory_amend": (False, False, False),
     "memory_retire": (False, True, True),
-    "memory_retire_all": (False, True, True),
-    "memory_purge_scope": (False, True, True),
+    "memory_purge": (False, True, True),
     "memory_list_scopes": (True, False, True),
+    "memory_links": (True, False, True),
+    "memory_stats": (True, False, True),
 }
 # the facade's advice names CLI commands; over MCP it names the tools that do the same
 TOOL_FOR_COMMAND = {
@@ -459,8 +385,8 @@ TOOL_FOR_COMMAND = {
     "`worlddb search`": "`memory_recall`",
     "`worlddb scopes`": "`memory_list_scopes`",
     "`worlddb write` printed": "`memory_write` returned",
-    "`worlddb verify`": "`verify`",
-    "`worlddb stats`": "`stats`",
+    "`worlddb verify`": "`memory_stats` with verify",
+    "`worlddb stats`": "`memory_stats`",
 }
 
 
@@ -500,6 +426,29 @@ def _invalid(tool: str, error: ValidationError, described: dict[str, str]) -> st
             given = given if len(given) <= 40 else given[:37] + "..."
             said.append(f"{where}: {problem['msg'][:1].lower()}{problem['msg'][1:]}, got {given}")
     return " ".join(f"{tool}: {'; '.join(said)}".split())  # no line breaks, whatever the input held
+
+
+def _lean(schema: dict[str, Any]) -> dict[str, Any]:
+    """A tool's JSON schema as a model needs it: no titles, and an optional value's type without its null.
+
+    Leaving a parameter out is how a tool is told "none"; the server still takes an explicit null.
+    """
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key == "title" or (key == "default" and value is None):
+            continue
+        if key == "properties" and isinstance(value, dict):
+            value = {name: _lean(part) for name, part in value.items()}
+        elif key == "anyOf" and isinstance(value, list):
+            kept = [_lean(part) for part in value if part != {"type": "null"}]
+            if len(kept) == 1:
+                out.update(kept[0])
+                continue
+            value = kept
+        elif isinstance(value, dict):
+            value = _lean(value)
+        out[key] = value
+    return out
 
 
 def _result(value: Any) -> Any:
@@ -549,7 +498,18 @@ def build_server(db: WorldDB) -> Any:
                 raise tool_error(f"InvalidInput: {_invalid(name, exc.__cause__, described.get(name, {}))}") from None
             raise
 
-    server_type = type("WorldDBServer", (server_class,), {"call_tool": call_tool})
+    async def list_tools(self: Any, *args: Any, **kwargs: Any) -> Any:
+        listed = await parent.list_tools(self, *args, **kwargs)
+        for tool in listed:
+            for field in ("inputSchema", "input_schema"):
+                if isinstance(getattr(tool, field, None), dict):
+                    setattr(tool, field, _lean(getattr(tool, field)))
+            for field in ("outputSchema", "output_schema"):  # "an object": says nothing the result does not
+                if hasattr(tool, field):
+                    setattr(tool, field, None)
+        return listed
+
+    server_type = type("WorldDBServer", (server_class,), {"call_tool": call_tool, "list_tools": list_tools})
     server = server_type("worlddb", instructions=INSTRUCTIONS, version=version())
 
     def guarded(method: Callable[..., Any]) -> Callable[..., Any]:

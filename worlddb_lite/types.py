@@ -14,6 +14,7 @@ ASSISTANT_ROLES = frozenset({"assistant", "system"})
 
 
 SPEAKER = "speaker"  # the prop naming whom a note speaks for, when not the scope's person
+TAGS = "tags"  # the prop holding a note's tags: a sorted list of short lower-case labels (checks.tags)
 MAY_UPDATE = "may_update"  # the edge from a newer memory telling of a change to the older note it may update
 MAY_UPDATE_FROM = ("Memory", "Turn")  # ... from a note or a turn
 MAY_UPDATE_TO = "Memory"  # ... to a note
@@ -249,6 +250,7 @@ class Recall:
     confidence: float = 0.0
     signals: Mapping[str, float] = field(default_factory=dict)
     withheld: bool = False
+    during: tuple[str, str, str] | None = None  # a ``during`` filter: its [start, end) and what the words were read as
 
 
 def plain(value: Any) -> Any:

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 import apsw
@@ -62,21 +62,23 @@ def hold(conn: apsw.Connection) -> None:
     Store(conn).hold_session(HOLDER)
 
 
-def targets(conn: apsw.Connection, store: Store, start: int, scope: int | None) -> list[int]:
-    """What purging ``start`` erases: it, its subtree, its versions, facts extracted from it.
+def targets(conn: apsw.Connection, store: Store, start: int | Sequence[int], scope: int | None) -> list[int]:
+    """What purging ``start`` (a node, or several) erases: it, its subtree, its versions, facts extracted from it.
 
-    With ``scope``, only nodes inside that world (the start must be one of them). Parents come
+    With ``scope``, only nodes inside that world (each start must be one of them). Parents come
     before children in the result.
     """
-    if store.header(start).parent is None:
-        raise InvalidInput("the store's root cannot be purged; purge a scope or a memory inside it")
-    if scope is not None and not _inside(store, start, scope):
-        raise NotFound(
-            f"{store.header(start).id.hex()[:16]} is not inside the given scope; nothing was purged "
-            "(a scoped purge never touches another scope)"
-        )
-    seen = {start}
-    todo = [start]
+    starts = [start] if isinstance(start, int) else list(start)
+    for first in starts:
+        if store.header(first).parent is None:
+            raise InvalidInput("the store's root cannot be purged; purge a scope or a memory inside it")
+        if scope is not None and not _inside(store, first, scope):
+            raise NotFound(
+                f"{store.header(first).id.hex()[:16]} is not inside the given scope; nothing was purged "
+                "(a scoped purge never touches another scope)"
+            )
+    seen = set(starts)
+    todo = list(starts)
     while todo:
         while todo:
             nid = todo.pop()

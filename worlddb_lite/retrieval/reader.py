@@ -27,11 +27,12 @@ from ..store.hashing import node_body, node_id
 from ..store.rows import EdgeRow, NodeRow, Store, believed_sql, visible_sql
 from ..store.side_reader import SideReader
 from ..store.vector_index import VectorLane
-from ..text.dates import TimeLike, parse_time
-from ..types import Direction, Identity, MergeProposal, MergeStatus, Node, Page, Recall, ScopeRef, Subgraph
+from ..text.dates import TimeLike, parse_time, read_period
+from ..types import TAGS, Direction, Identity, MergeProposal, MergeStatus, Node, Page, Recall, ScopeRef, Subgraph
 from . import blas, confidence, lanes
 from .query import QuerySpec, execute
 from .query import check as check_query
+from .recall import LANE_DEPTH, HitFilter
 from .recall import recall as hybrid_recall
 from .view import ReadView
 
@@ -162,11 +163,24 @@ class Reader:
             found = self.store.load_nodes(queries.scopes(self.conn, self.root_nid))
         return [node for node in found if kind is None or ScopeRef.of(node).kind == kind]
 
-    def page(self, scope: str, *, type: str | None, include_retired: bool, limit: int, cursor: str | None) -> Page:
-        """The nodes inside a scope in the order written, ``limit`` at a time from after ``cursor``."""
+    def page(
+        self,
+        scope: str,
+        *,
+        type: str | None,
+        include_retired: bool,
+        limit: int,
+        cursor: str | None,
+        tag: str | None = None,
+        newest_first: bool = False,
+    ) -> Page:
+        """The nodes inside a scope in the order written (or newest first), ``limit`` at a time from ``cursor`` on."""
         self.settle(indexes=False)
         node_type = checks.text(type, "type", required=False)
         limit = checks.whole(limit, "limit", least=1, most=1000)
+        label = None if tag is None else checks.tag(tag)
+        if not isinstance(newest_first, bool):
+            raise InvalidInput(f"newest_first must be True or False, got {newest_first!r}")
         rules = self.rules(include_retired)
         valid, belief = self.times(None, None)
         with translate():
@@ -182,12 +196,16 @@ class Reader:
                 include_superseded=include_retired,
                 limit=limit + 1,  # one more than asked: whether another page follows
                 after=after,
+                tag=label,
+                newest_first=newest_first,
             )
             nodes = self.store.load_nodes(nids[:limit], rules.annotate)
         return Page(tuple(nodes), nodes[-1].id if len(nids) > limit else None)
 
-    def current_in(self, scope: str) -> tuple[list[int], list[int]]:
+    def current_in(self, scope: str, tag: str | None = None) -> tuple[list[int], list[int]]:
         """What ``retire_all`` closes: the scope's own memories true now, and its current ``contains`` edges.
+
+        With ``tag``, only the notes carrying it and the edges to notes carrying it.
 
         Memories: what says something (notes, turns, facts) and lives in the scope by its parents. Not
         the entities they name, which stay who they are, nor the worlds holding them (sessions): closing
@@ -195,6 +213,7 @@ class Reader:
         ``contains`` edge stays true for its owner: the edge closes, so it leaves this scope alone.
         """
         valid, belief = self.times(None, None)
+        label = None if tag is None else checks.tag(tag)
         with translate():
             world = self.named_scope(scope)
             nids = queries.descendants(
@@ -206,17 +225,39 @@ class Reader:
                 node_type=None,
                 include_superseded=False,
                 limit=-1,  # SQLite's "no limit": a retirement covers the whole scope
+                tag=label,
             )
             nodes = self.store.load_nodes(nids)
             held = queries.linked(
                 self.conn, ("contains",), [world], None, valid, belief, towards=False, include_superseded=False
             )
+            if label is not None:
+                far = self.store.load_nodes([dst for _, _, dst, _ in held])
+                held = [edge for edge, node in zip(held, far, strict=True) if label in (node.props.get(TAGS) or ())]
             owned = [
                 nid
                 for nid, node in zip(nids, nodes, strict=True)
                 if not node.retired and node.type != "Entity" and node.members == 0
             ]
             return owned, [eid for eid, _, _, _ in held]
+
+    def tagged(self, scope: str, tag: str) -> tuple[int, list[int]]:
+        """The scope's nid and its own notes carrying ``tag``, in any state: what ``purge_tagged`` erases."""
+        label = checks.tag(tag)
+        valid, belief = self.times(None, None)
+        with translate():
+            world = self.named_scope(scope)
+            return world, queries.descendants(
+                self.conn,
+                world,
+                valid,
+                belief,
+                memberships=(),
+                node_type=None,
+                include_superseded=True,
+                limit=-1,
+                tag=label,
+            )
 
     def _after(self, cursor: object) -> int:
         """The nid a page starts after: 0 for the first page, else the node the cursor names."""
@@ -395,9 +436,13 @@ class Reader:
         late: bool,
         include_cold: bool = False,
         min_confidence: float | None = None,
+        type: str | None = None,
+        tag: str | None = None,
+        during: str | None = None,
     ) -> Recall:
         """Hybrid recall (see ``WorldDB.recall``)."""
         self.settle()
+        keep = self._keep(type, tag, during)
         text = checks.required_text(query, "query")
         if not text.strip():
             raise InvalidInput("the query is empty; ask with some words")
@@ -418,13 +463,27 @@ class Reader:
             view = replace(view, index=lambda: index, embed=embed)
             with blas.one_thread():
                 # the signals read the first BACKGROUND hits whatever k is: the same first hit is as sure at k = 1
-                hits = hybrid_recall(view, text, k=max(k, confidence.BACKGROUND), reranker=reranker, late=late)
+                head = max(k, confidence.BACKGROUND)
+                # a filter keeps the hits it admits among the lanes' whole depth, ranked as usual
+                hits = hybrid_recall(
+                    view, text, k=head if keep is None else max(head, LANE_DEPTH), reranker=reranker, late=late
+                )
+                if keep is not None:
+                    hits = [hit for hit in hits if keep.admits(hit)][:head]
                 signal = confidence.signals(view, text, view.embed(text) if view.embed else None, hits)
                 hits = hits[:k]
             sure = confidence.confidence(signal)
+            during_read = None if keep is None else keep.period
             if floor is not None and sure < floor:  # found, but not likely to answer: nothing relevant
-                return Recall(text, (), view.valid, view.belief, sure, signal, withheld=bool(hits))
-            return Recall(text, tuple(hits), view.valid, view.belief, sure, signal)
+                return Recall(text, (), view.valid, view.belief, sure, signal, withheld=bool(hits), during=during_read)
+            return Recall(text, tuple(hits), view.valid, view.belief, sure, signal, during=during_read)
+
+    def _keep(self, type: object, tag: object, during: object) -> HitFilter | None:
+        """The hits a filtered recall keeps (None: no filter), its arguments checked before anything runs."""
+        if type is None and tag is None and during is None:
+            return None
+        period = None if during is None else read_period(during, field="during", now=self.now())
+        return HitFilter(checks.text(type, "type", required=False), None if tag is None else checks.tag(tag), period)
 
     def query(self, spec: QuerySpec) -> Subgraph:
         """Run a declarative query: a start set and a pipeline of operators, into a Subgraph."""

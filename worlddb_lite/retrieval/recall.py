@@ -19,7 +19,7 @@ from ..text.extract import says_change
 from ..text.slots import INSTRUCTIONS, PREFERENCES, slot_words
 from ..text.stopwords import is_function_word
 from ..text.words import words as split_words
-from ..types import MAY_UPDATE, MAY_UPDATE_FROM, SPEAKER, Hit, Node, Reason, is_assistant, voice
+from ..types import MAY_UPDATE, MAY_UPDATE_FROM, SPEAKER, TAGS, Hit, Node, Reason, is_assistant, voice
 from .fusion import LANE_WEIGHTS, rrf
 from .lanes import (
     NOTES_K,
@@ -62,6 +62,27 @@ MATCH_SHARE = 0.1  # ... or the first tenth of the memories, in a large store (s
 LATE_NOTES = 50  # the notes nearest the question the late lane also scores for the notes lane's match (bounds its cost)
 AFTER_PRIORS = ("notes",)  # lanes fused after the session prior, so their lift stays with the node they rank
 STANDING_LANES = frozenset({"instruction", "preference"})  # they rank what holds for every question, not answers
+
+
+@dataclass(frozen=True)
+class HitFilter:
+    """What a filtered recall keeps: hits of a node type, carrying a tag, or dated in a period.
+
+    Tags are a note's own (what was learned from it carries none); a hit's date is when it became
+    true (a turn: when it was said). ``period``: (start, end, what the words were read as).
+    """
+
+    type: str | None
+    tag: str | None
+    period: tuple[str, str, str] | None
+
+    def admits(self, hit: Hit) -> bool:
+        node = hit.node
+        if self.type is not None and node.type != self.type:
+            return False
+        if self.tag is not None and self.tag not in (node.props.get(TAGS) or ()):
+            return False
+        return self.period is None or self.period[0] <= node.valid_at < self.period[1]
 
 
 def recall(

@@ -8,6 +8,7 @@ placeholders are formatted in. ``?1`` is the valid time and ``?2`` the belief ti
 from __future__ import annotations
 
 import json
+import re
 import weakref
 from collections.abc import Sequence
 
@@ -30,23 +31,28 @@ def is_visible(conn: apsw.Connection, nid: int, valid: str, belief: str) -> bool
     return conn.execute(sql, (valid, belief, nid)).fetchone() is not None
 
 
-def descendants_sql(memberships: int, include_superseded: bool) -> str:
-    """Nodes inside world ?3 (parents, and membership edges visible at ?1/?2), optionally of type ?N.
+def descendants_sql(memberships: int, include_superseded: bool, newest_first: bool = False) -> str:
+    """Nodes inside world ?3 (parents, and membership edges visible at ?1/?2), optionally of type ?N and tag ?N+3.
 
-    Only nids above the one bound after the type (0: from the first), in nid order: a page starts
-    where the last one stopped (``cursor``), and nids only grow, so a page never repeats a node.
+    Only nids beyond the one bound after the type (0: from the first), in nid order, or newest first
+    below it: a page starts where the last one stopped (``cursor``), and nids only grow, so a page
+    never repeats a node. A tag is one of the node's props ``tags`` (a note's labels).
     """
     marks = ",".join("?" for _ in range(memberships)) or "''"
     type_param, limit_param, after_param = 4 + memberships, 5 + memberships, 6 + memberships
+    tag_param = 7 + memberships
+    beyond = f"(?{after_param} = 0 or i.nid < ?{after_param})" if newest_first else f"i.nid > ?{after_param}"
     return (
         "with recursive inside(nid) as (select ?3 union "
         "select n.nid from node as n join inside on n.parent = inside.nid union "
         f"select e.dst from edge as e join inside on e.src = inside.nid where e.type in ({marks}) "
         f"and {predicate(include_superseded, 'e')}) "
         "select i.nid from inside as i join node as n on n.nid = i.nid join node_state as s on s.nid = i.nid "
-        f"where i.nid != ?3 and i.nid > ?{after_param} and n.body is not null "
+        f"where i.nid != ?3 and {beyond} and n.body is not null "
         f"and (?{type_param} is null or n.type = ?{type_param}) "
-        f"and {predicate(include_superseded)} order by i.nid limit ?{limit_param}"
+        f"and (?{tag_param} is null or exists (select 1 from json_each(n.body, '$.props.tags') as t "
+        f"where t.value = ?{tag_param})) "
+        f"and {predicate(include_superseded)} order by i.nid {'desc' if newest_first else ''} limit ?{limit_param}"
     )
 
 
@@ -61,11 +67,37 @@ def descendants(
     include_superseded: bool,
     limit: int,
     after: int = 0,
+    tag: str | None = None,
+    newest_first: bool = False,
 ) -> list[int]:
-    """The nids inside ``world`` that are visible, above ``after`` (see ``descendants_sql``)."""
-    sql = descendants_sql(len(memberships), include_superseded)
-    params = [valid, belief, world, *memberships, node_type, limit, after]
+    """The nids inside ``world`` that are visible, beyond ``after`` (see ``descendants_sql``)."""
+    sql = descendants_sql(len(memberships), include_superseded, newest_first)
+    params = [valid, belief, world, *memberships, node_type, limit, after, tag]
     return [as_int(r[0]) for r in conn.execute(sql, params)]
+
+
+def same_note(conn: apsw.Connection, world: int, text: str, speaker: str | None, now: str) -> int | None:
+    """A note of ``world`` (its own, by parent) true now whose text is ``text`` and speaker ``speaker``; or None.
+
+    Found through the full-text index by the text's first words (a phrase), then compared whole; a text
+    without a word is looked for among the world's notes one by one.
+    """
+    words = re.findall(r"\w+", text[:2000])[:12]
+    same = (
+        "n.parent = ?3 and n.type = 'Memory' and json_extract(n.body, '$.content') = ?4 "
+        "and json_extract(n.body, '$.props.speaker') is ?5 and s.retired = 0 and " + visible_sql()
+    )
+    if words:
+        sql = (
+            "select n.nid from node_fts as f join node as n on n.nid = f.rowid join node_state as s on s.nid = n.nid "
+            f"where node_fts match ?6 and {same} order by n.nid limit 1"
+        )
+        params: list[object] = [now, now, world, text, speaker, 'content : "' + " ".join(words) + '"']
+    else:
+        sql = f"select n.nid from node as n join node_state as s on s.nid = n.nid where {same} order by n.nid limit 1"
+        params = [now, now, world, text, speaker]
+    row = conn.execute(sql, params).fetchone()
+    return None if row is None else as_int(row[0])
 
 
 def scopes(conn: apsw.Connection, root: int) -> list[int]:

@@ -153,6 +153,19 @@ def named_periods(text: str, now: str) -> list[tuple[str, str]]:
     so each period reaches ``TOLD_BEFORE`` / ``TOLD_AFTER`` beyond what it names.
     """
     text = text[:NAMED_CHARS]
+    spans = _spans(text, dt.date.fromisoformat(now[:10]))
+
+    def widened(start: dt.date, end: dt.date) -> tuple[str, str] | None:
+        try:
+            return format_time(_midnight(start - TOLD_BEFORE)), format_time(_midnight(end + TOLD_AFTER))
+        except OverflowError:  # a period at the calendar's end (read as of 0001 or 9999) names no time
+            return None
+
+    return sorted({period for span in spans if (period := widened(*span)) is not None})[:MOST_PERIODS]
+
+
+def _spans(text: str, today: dt.date) -> list[tuple[dt.date, dt.date]]:
+    """The days, months and relative periods ``text`` names against ``today``, [start, end) (``named_periods``)."""
     days: list[dt.date] = []
     spans: list[tuple[dt.date, dt.date]] = []
     taken: list[tuple[int, int]] = []
@@ -163,7 +176,6 @@ def named_periods(text: str, now: str) -> list[tuple[str, str]]:
             except ValueError:
                 pass
             taken.append(found.span())
-    today = dt.date.fromisoformat(now[:10])
     for pattern in _NAMED_DAY_NO_YEAR:
         for found in pattern.finditer(text):
             if any(a <= found.start() < b for a, b in taken):
@@ -187,14 +199,77 @@ def named_periods(text: str, now: str) -> list[tuple[str, str]]:
         spans.append(_month_span(int(found["year"]), _month_number(found["month"])))
     spans += [(day, day + dt.timedelta(days=1)) for day in days]
     spans += _relative_periods(text, today)
+    return spans
 
-    def widened(start: dt.date, end: dt.date) -> tuple[str, str] | None:
-        try:
-            return format_time(_midnight(start - TOLD_BEFORE)), format_time(_midnight(end + TOLD_AFTER))
-        except OverflowError:  # a period at the calendar's end (read as of 0001 or 9999) names no time
-            return None
 
-    return sorted({period for span in spans if (period := widened(*span)) is not None})[:MOST_PERIODS]
+# A person's words for a time: month names in any case, a bare year ("2024", "in 2024")
+_ANY_CASE_MONTH = re.compile(r"\b(?:" + MONTH.removesuffix(r"\.?") + r")\b", re.IGNORECASE)
+_YEAR_ONLY = re.compile(r"^(?:in |during )?(?P<year>\d{4})$", re.IGNORECASE)
+SAID_EXAMPLES = "'yesterday', 'last week', '3 days ago', 'in March', 'May 2024', '25 May 2024', '2024'"
+
+
+def read_period(value: object, *, field: str, now: str) -> tuple[str, str, str]:
+    """The one period a person's words name against ``now``: (start, end, what was understood), [start, end).
+
+    An ISO date is that day; words are read as recall reads a question's dates ("last week", "in
+    March", "May 2024", "3 days ago"), plus a bare year. Anything else, or words naming no period or
+    several, is an ``InvalidTime`` that says what was understood.
+    """
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidTime(f"{field}: give a period in words or ISO-8601 such as {SAID_EXAMPLES}; got {value!r:.60}")
+    text = " ".join(value.split())
+    today = dt.date.fromisoformat(now[:10])
+    year = _YEAR_ONLY.match(text)
+    if year and 1 <= int(year["year"]) <= 9998:
+        spans = [(dt.date(int(year["year"]), 1, 1), dt.date(int(year["year"]) + 1, 1, 1))]
+    else:
+        words = _ANY_CASE_MONTH.sub(lambda m: m[0][:1].upper() + m[0][1:].lower(), text[:NAMED_CHARS])
+        spans = sorted(set(_spans(words, today)))
+        rest = _unread(words)
+        if rest and len(spans) == 1:  # "May and June 2024": June understood, the rest not
+            spans.append(spans[0])
+    if len(spans) != 1:
+        understood = "; ".join(_days(a, b) for a, b in dict.fromkeys(spans))
+        left = f", not {rest!r}" if not year and rest and spans else ""
+        raise InvalidTime(
+            f"{field}: cannot read {value!r:.80} as one period (understood: {understood or 'no date or period'}"
+            f"{left}); give one, e.g. {SAID_EXAMPLES}, or an ISO-8601 date"
+        )
+    start, end = spans[0]
+    return format_time(_midnight(start)), format_time(_midnight(end)), f"{text!r} read as {_days(start, end)}"
+
+
+def _days(start: dt.date, end: dt.date) -> str:
+    """[start, end) as a person says it: one day, or the first and last day."""
+    last = end - dt.timedelta(days=1)
+    return start.isoformat() if last == start else f"{start.isoformat()} to {last.isoformat()}"
+
+
+_FILLER = frozenset({"in", "on", "during", "the", "of", "as", "at", "since", "around", "about"})
+
+
+def _unread(words: str) -> str:
+    """What of ``words`` no date pattern reads, filler words ("in", "the", ...) aside."""
+    for pattern in (*_NAMED_DAY, *_NAMED_DAY_NO_YEAR, _NAMED_MONTH, _RELATIVE_PERIOD, _IN_MONTH):
+        words = pattern.sub(" ", words)
+    return " ".join(w for w in re.findall(r"\w+", words) if w.lower() not in _FILLER)
+
+
+def read_moment(value: TimeLike, *, field: str, now: str) -> tuple[str, str | None]:
+    """A time given as ISO-8601 (``parse_time``) or in words: (canonical time, what the words were read as).
+
+    Words name a period (``read_period``); the moment is its end ("as of last week": as things stood when
+    it ended), or ``now`` when the period has not ended yet. ISO input is read as ``parse_time`` reads it
+    (nothing to echo: None).
+    """
+    try:
+        return parse_time(value, field=field), None
+    except InvalidTime:
+        if not isinstance(value, str):
+            raise
+    start, end, said = read_period(value, field=field, now=now)
+    moment = min(format_time(_midnight(dt.date.fromisoformat(end[:10])) - dt.timedelta(microseconds=1)), now)
+    return moment, f"{said}; as of {moment}"
 
 
 def _midnight(day: dt.date) -> dt.datetime:

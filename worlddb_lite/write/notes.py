@@ -17,7 +17,7 @@ from ..errors import InvalidInput
 from ..store import queries
 from ..text.dates import TimeLike
 from ..text.extract import Extractor, check_extractor
-from ..types import SPEAKER, is_assistant, speaks_for
+from ..types import SPEAKER, TAGS, is_assistant, speaks_for
 from .facts import understand
 from .queue import enqueue
 from .updates import carry_updates
@@ -34,31 +34,57 @@ def write_note(
     extractor: Extractor | None,
     deferred: bool,
     speaker: object = None,
+    tags: object = None,
+    new: bool = False,
     **fields: Any,
 ) -> str:
     """Write ``text`` (``Writer.write``'s fields), then System 2 on it if it is a note in a Scope; its id.
 
-    A named speaker is kept in the note's props (``speaker``), so a later version speaks for them too.
-    ``scope`` may name several scopes: the note lives in the first (its parent, where its facts are
-    learned) and each other one holds it through a ``contains`` edge, so it is one memory in all of them.
+    A named speaker is kept in the note's props (``speaker``), so a later version speaks for them too;
+    ``tags`` (``checks.tags``) in props ``tags``. ``scope`` may name several scopes: the note lives in the
+    first (its parent, where its facts are learned) and each other one holds it through a ``contains``
+    edge, so it is one memory in all of them.
+
+    A retried write changes nothing: a note whose text and speaker are those of a note of the same scope
+    true now, written without a valid time, is that note (its id returned, its tags as first written; the
+    other scopes listed hold it), unless ``new`` asks for a second memory.
     """
     who = _checked(extractor, deferred, speaker)
-    if who and fields.get("type", NOTE_TYPE) == NOTE_TYPE:
-        fields["props"] = {**(checks.props(fields.get("props")) or {}), SPEAKER: who}
+    labels = checks.tags(tags)
+    if not isinstance(new, bool):
+        raise InvalidInput(f"new must be True or False, got {new!r}")
+    note_type = fields.get("type", NOTE_TYPE)
+    if (who or labels) and note_type == NOTE_TYPE:
+        fields["props"] = {
+            **(checks.props(fields.get("props")) or {}),
+            **({SPEAKER: who} if who else {}),
+            **({TAGS: labels} if labels else {}),
+        }
+    elif labels:
+        raise InvalidInput(f"tags are for notes (type {NOTE_TYPE}); a {note_type} takes its labels in props")
     home, *others = checks.scope_refs(fields.get("scope", DEFAULT_SCOPE))
     if others and fields.get("world") is not None:
         raise InvalidInput("give several scopes or a world, not both")
     fields["scope"] = str(home)
-    with writer.transaction():
-        note = writer.write(text, **fields)
+    retry = not new and note_type == NOTE_TYPE and fields.get("world") is None and fields.get("valid_at") is None
+    with writer.transaction() as txn:
+        same = None
+        if retry:
+            said = checks.memory_text(text, "text")  # refused here, before it is looked for
+            same = queries.same_note(writer.conn, writer.scope_nid(txn, str(home)), said, who, writer.clock())
+        note = writer.store.header(same).id.hex() if same is not None else writer.write(text, **fields)
         since = writer.read(note).valid_at  # in every scope since it holds: an as_of read finds it in each
         nid = writer.store.resolve(note)
+        holding = set(_holders(writer, nid)) if same is not None else set()
         for other in others:
             holder = writer.scope(str(other))
+            if holder in holding:
+                continue
             # a scope that once held it and let it go (retire_all) holds it again from now on
             again = queries.ever_linked(writer.conn, "contains", writer.store.resolve(holder), nid)
-            writer.link(holder, note, "contains", valid_at=writer.clock() if again else since)
-        _learn(writer, note, extractor=extractor, deferred=deferred, speaker=who)
+            writer.link(holder, note, "contains", valid_at=writer.clock() if again or same else since)
+        if same is None:
+            _learn(writer, note, extractor=extractor, deferred=deferred, speaker=who)
         return note
 
 
