@@ -128,7 +128,7 @@ def test_bad_turns_write_nothing(db: WorldDB, text: str, options: dict[str, obje
 def test_a_turn_said_before_the_last_one_of_its_session_is_refused(db: WorldDB) -> None:
     db.add_turn("second thought", scope="me", session="s", at="2024-01-02T10:05:00Z")
     before = table_digest(db)
-    with pytest.raises(InvalidInput, match="in the order they were said"):
+    with pytest.raises(InvalidInput, match="never dated before the last turn of the session it joins"):
         db.add_turn("first thought", scope="me", session="s", at="2024-01-02T10:00:00Z")
     assert table_digest(db) == before
     db.add_turn("an earlier sitting", scope="me", session="t", at=dt.datetime(2024, 1, 1, tzinfo=dt.UTC))
@@ -162,7 +162,32 @@ def test_mcp_add_turn_appends_and_refuses_bad_input(tmp_path: Path) -> None:
     _, tool_error = _sdk()
     with WorldDB(str(tmp_path / "mcp.db"), embedder=FakeEmbedder(), clock=FakeClock()) as db:
         server = build_server(db)
-        asyncio.run(server.call_tool("add_turn", {"text": "I live in Lisbon", "scope": "ana", "speaker": "ana"}))
+        asyncio.run(server.call_tool("memory_add_turn", {"text": "I live in Lisbon", "scope": "ana", "speaker": "ana"}))
         assert [n.content for n in db.nodes(type="Fact")] == ["ana lives in: Lisbon"]
         with pytest.raises(tool_error, match="InvalidInput"):
-            asyncio.run(server.call_tool("add_turn", {"text": "  ", "scope": "ana"}))
+            asyncio.run(server.call_tool("memory_add_turn", {"text": "  ", "scope": "ana"}))
+
+
+def test_one_order_rule_a_turn_before_the_scopes_last_is_refused_not_moved(db: WorldDB) -> None:
+    """Issue 38: one minute earlier was refused, sixty minutes earlier silently started a session of its own."""
+    db.add_turn("hello", scope="me", speaker="me", at="2024-01-02T10:00:00Z")
+    db.add_turn("hello again", scope="me", speaker="me", at="2024-01-02T10:05:00Z")
+    before = table_digest(db)
+    for at in ("2024-01-02T10:04:00Z", "2024-01-02T09:05:00Z", "2023-06-01"):
+        with pytest.raises(InvalidInput, match="never dated before the last turn of the session it joins"):
+            db.add_turn("an earlier line", scope="me", speaker="me", at=at)
+    assert table_digest(db) == before
+    earlier = db.add_turn("an earlier sitting", scope="me", speaker="me", session="morning", at="2024-01-02T09:05:00Z")
+    later = db.add_turn("after a long pause", scope="me", speaker="me", at="2024-01-02T11:00:00Z")
+    assert db.read(earlier).props["session"] == "morning"
+    assert db.read(later).props["session"] == "2024-01-02T11:00:00.000000Z"  # 55 minutes of silence: a new one
+
+
+def test_a_retried_turn_is_the_turn_already_kept(db: WorldDB) -> None:
+    first = db.add_turn("hello", scope="me", speaker="me", at="2024-01-02T10:00:00Z")
+    db.add_turn("hello again", scope="me", speaker="me", at="2024-01-02T10:05:00Z")
+    before = table_digest(db)
+    assert db.add_turn("hello", scope="me", speaker="me", at="2024-01-02T10:00:00Z") == first
+    assert table_digest(db) == before
+    with pytest.raises(InvalidInput):  # another speaker at that time is another turn, and out of order
+        db.add_turn("hello", scope="me", speaker="you", at="2024-01-02T10:00:00Z")

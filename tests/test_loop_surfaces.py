@@ -79,7 +79,7 @@ def test_the_loop_through_the_cli(tmp_path: Path, capsys: pytest.CaptureFixture[
         (("recall", "{db}", "when is the standup?", "--scope", "caroline", "--k", "0"), "k"),
         (
             ("add-turn", "{db}", "an earlier thought", "--scope", "caroline", "--session", "s", "--at", "2023-01-01"),
-            "in the order they were said",
+            "never dated before the last turn of the session it joins",
         ),
         (("retire", "{db}", "0123456789ab"), "no node id starts with"),
     ],

@@ -666,6 +666,18 @@ def session_turns(conn: apsw.Connection, world: int, last: int) -> list[tuple[in
     return [(as_int(nid), as_text(content), as_text(who), str(at)) for nid, content, who, at in reversed(rows)]
 
 
+def same_turn(conn: apsw.Connection, scope: int, text: str, speaker: str | None, said: str) -> int | None:
+    """A turn of the scope's sessions said at ``said`` by ``speaker`` with this text (a retried append); or None."""
+    row = conn.execute(
+        "select t.nid from node_state as st join node as t on t.nid = st.nid join node as s on s.nid = t.parent "
+        "where st.valid_at = ?1 and t.type = 'Turn' and s.parent = ?2 and s.type = 'Session' "
+        "and json_extract(t.body, '$.content') = ?3 and json_extract(t.body, '$.name') is ?4 "
+        "order by t.nid limit 1",
+        (said, scope, text, speaker),
+    ).fetchone()
+    return None if row is None else as_int(row[0])
+
+
 def latest_session(conn: apsw.Connection, scope: int) -> tuple[str, str] | None:
     """(name, valid time of its last turn) of the scope's session whose last turn is the latest; None: none yet."""
     row = conn.execute(

@@ -1,7 +1,10 @@
 """Live turns: a conversation appended one turn at a time, indexed as if it had been ingested whole.
 
-A turn joins a session of its scope: the one named, else the scope's latest session if its last
-turn is at most ``SESSION_GAP`` older, else a new session named by the turn's time. The session
+A turn joins a session of its scope: the one named, else the scope's latest session unless its last
+turn is more than ``SESSION_GAP`` older (then a new session named by the turn's time). One order rule:
+a turn is never dated before the last turn of the session it joins, so without a session named, never
+before the scope's last turn (refused, not moved to a session of its own). A turn appended again (the
+same text, speaker and time ``at`` in the scope) is the turn already kept: a retried call adds nothing. The session
 is the Session world ``"<scope> / <session>"``, as ``ingest`` names a conversation's sessions when
 the conversation is named after its scope, and the turn carries the same props (its own ``props``,
 a dataset's ``turn_id`` among them, then speaker, session and conversation); so the same turns,
@@ -66,6 +69,11 @@ def add_turn(
         raise InvalidInput(f"the turn is dated {when}, after now ({now}); a memory cannot be from the future")
     with writer.transaction():
         home = writer.scope(home_name)
+        if at is not None:  # a retried append of a turn said at a given time: the turn already kept
+            with translate():
+                again = queries.same_turn(writer.conn, writer.store.resolve(home), text, said_by, when)
+            if again is not None:
+                return writer.store.header(again).id.hex()
         with translate():
             name = named or _current_session(writer, home, home_name, when, gap)
         world = writer.world(f"{home_name} / {name}", parent=home, type="Session")
@@ -73,8 +81,9 @@ def add_turn(
             turns = queries.session_turns(writer.conn, writer.store.resolve(world), REACH)
         if turns and when < turns[-1][3]:
             raise InvalidInput(
-                f"the turn is dated {when}, before the last turn of session {name!r} ({turns[-1][3]}); "
-                "turns are appended in the order they were said"
+                f"the turn is dated {when}, before the last turn of session {name!r} ({turns[-1][3]}); a turn is "
+                "never dated before the last turn of the session it joins (by default the scope's latest): give a "
+                "later time, or name a new session for an earlier conversation"
             )
         run = turns[max((i + 1 for i, turn in enumerate(turns) if turn[1] is None), default=0) :]
         texts = [content or "" for _, content, _, _ in run] + [text]
@@ -121,7 +130,8 @@ def _current_session(writer: Writer, home: str, scope: str, when: str, gap: dt.t
     if latest is not None:
         world_name, last = latest
         prefix = scope + " / "
-        if world_name.startswith(prefix) and last <= when and _seconds(last, when) <= gap.total_seconds():
+        # one order rule: a turn dated before the latest session's last one joins it, and is refused there
+        if world_name.startswith(prefix) and _seconds(last, when) <= gap.total_seconds():
             return world_name[len(prefix) :]
     return when
 
