@@ -604,3 +604,9 @@ def test_file_memory_smoke(tmp_path):
     assert len(runs) == 6 and all(r["verdict"] == "applied" or r["unchanged"] for r in runs.values())
     assert runs["honest/changes"]["verdict"] == "applied" and runs["honest/export"]["verdict"] == "applied"
     assert result["real"]["honest/changes"]["cost_per_byte"] > 0
+
+
+def test_mcp_tools_smoke(tmp_path):
+    result = run("mcp_tools.py", tmp_path=tmp_path, store=False)
+    assert result["tools"] == 12 and 0 < result["tool_list_chars"] <= result["tool_list_chars_spaced"]
+    assert result["recall_hits"] == 10 and result["recall_answer_chars"] > 0

@@ -22,8 +22,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 EXTRA = "pip install 'worlddb_lite[rerank]'"
 RUNTIME = ("onnxruntime", "tokenizers")
-MCP_EXTRA = "pip install 'worlddb_lite[mcp]'"
-HUB_EXTRA = "pip install 'worlddb_lite[hub]'"
+MCP_EXTRA = "pip install 'worlddb_lite[mcp]' (in a clone of the source: pip install '.[mcp]')"
+HUB_EXTRA = "pip install 'worlddb_lite[hub]' (in a clone of the source: pip install '.[hub]')"
 
 
 def run_python(code: str, cwd: Path, *, block: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:

@@ -28,10 +28,10 @@ from . import (
     load_conversations,
 )
 from .db import CONSOLIDATION_STEPS, DEFAULT_BUDGET, DEFAULT_EXTRACTOR, DEFAULT_MIN_AGE, DEFAULT_SCOPE, WorldDB
-from .errors import InvalidInput, MissingExtra, StoreUnwritable, WorldDBError
+from .errors import InvalidInput, MissingExtra, StoreUnwritable, WorldDBError, install_hint
 from .types import SCOPE_KINDS, Node, Page, plain, scope_record
 
-MCP_EXTRA = "pip install 'worlddb_lite[mcp]'"  # the MCP server's SDK is not in the default install
+MCP_EXTRA = install_hint("mcp")  # the MCP server's SDK is not in the default install
 
 DEFAULT_THRESHOLD = EncodingGate().threshold
 

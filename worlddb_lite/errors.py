@@ -107,3 +107,8 @@ class MissingExtra(WorldDBError, ImportError):
 
 class TiebreakerError(WorldDBError, RuntimeError):
     """The resolver's tiebreaker raised or chose something it was not offered; nothing was written."""
+
+
+def install_hint(extra: str) -> str:
+    """How to add an extra: by name where the package is installed, by path in a clone of its source."""
+    return f"pip install 'worlddb_lite[{extra}]' (in a clone of the source: pip install '.[{extra}]')"

@@ -23,11 +23,11 @@ from typing import Any, Protocol, runtime_checkable
 import blake3
 import numpy as np
 
-from ..errors import EmbedderError, InvalidInput, MissingExtra
+from ..errors import EmbedderError, InvalidInput, MissingExtra, install_hint
 
 BUNDLED_MODEL = "minilm-l6-static-256"
 _HUB_NAME = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
-HUB_EXTRA = "pip install 'worlddb_lite[hub]'"
+HUB_EXTRA = install_hint("hub")
 
 
 @runtime_checkable

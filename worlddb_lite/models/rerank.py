@@ -28,12 +28,12 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from ..checks import number, whole
-from ..errors import InvalidInput, MissingExtra, RerankerError
+from ..errors import InvalidInput, MissingExtra, RerankerError, install_hint
 from ..text import caches
 from .embed import _digest, is_folder
 
 _KNOWN_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
-RERANK_EXTRA = "pip install 'worlddb_lite[rerank]'"
+RERANK_EXTRA = install_hint("rerank")
 _EXPORT_HINT = (
     "a cross-encoder folder must hold model.onnx and tokenizer.json; to make one, export e.g. "
     "cross-encoder/ms-marco-MiniLM-L-6-v2 on a machine with a model hub (torch.onnx.export with inputs "
