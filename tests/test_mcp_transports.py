@@ -1,8 +1,9 @@
 """Every MCP tool round-trips over both transports, with the official client; a bad argument is a tool error.
 
-One server process per transport (stdio, then streamable HTTP on loopback) takes a script that calls
-each tool of ``TOOL_NAMES`` once with good arguments and once with an argument it does not take; the
-server answers both and lives on. A tool added without a call here fails the test.
+One server process per transport (stdio, streamable HTTP on loopback, and HTTP behind a bearer token)
+takes a script that calls each tool of ``TOOL_NAMES`` once with good arguments and once with an
+argument it does not take; the server answers both and lives on. A tool added without a call here
+fails the test.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import pytest
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from tests.test_mcp_http import CLI, http_client, is_error, start_server, stop_server
+from tests.test_mcp_http import CLI, _client_with, http_client, is_error, start_server, stop_server
 from worlddb_lite.mcp import TOOL_NAMES
 
 Script = list[tuple[str, Callable[[dict[str, Any]], dict[str, Any]], Callable[[Any, dict[str, Any]], None]]]
@@ -84,16 +85,24 @@ async def session(transport: str, path: Path, tmp_path: Path) -> AsyncIterator[C
             await opened.initialize()
             yield opened
         return
-    child, url = start_server(path, tmp_path / "server.log")
+    token = "round-trip-token-for-tests"
+    guard: list[str] = []
+    if transport == "http-token":
+        secret = tmp_path / "token"
+        secret.write_text(token + "\n", encoding="utf-8")
+        secret.chmod(0o600)
+        guard = ["--token-file", str(secret)]
+    child, url = start_server(path, tmp_path / "server.log", *guard)
+    client = _client_with(url, token) if guard else http_client(url)
     try:
-        async with http_client(url) as (read, write, *_), ClientSession(read, write) as opened:
+        async with client as (read, write, *_), ClientSession(read, write) as opened:
             await opened.initialize()
             yield opened
     finally:
         stop_server(child)
 
 
-@pytest.mark.parametrize("transport", ["stdio", "http"])
+@pytest.mark.parametrize("transport", ["stdio", "http", "http-token"])
 def test_every_tool_round_trips_and_refuses_a_bad_argument(transport: str, tmp_path: Path) -> None:
     steps = script()
     assert {name for name, _, _ in steps} == set(TOOL_NAMES)  # a new tool needs a call here
