@@ -124,3 +124,12 @@ def test_the_views_answer_in_the_stock_shell_layout(store: dict[str, Any]) -> No
             assert not any(isinstance(v, bytes) for row in cursor for v in row)
     finally:
         reader.close()
+
+
+def test_memory_is_searched_through_the_full_text_index_by_its_nid(
+    store: dict[str, Any], conn: sqlite3.Connection
+) -> None:
+    found = rows(
+        conn, "select id, text from memory where nid in (select rowid from node_fts where node_fts match 'oolong')"
+    )
+    assert found == [(store["oolong"], "Oolong is nice")]

@@ -544,7 +544,8 @@ select
     when s.valid_at > strftime('%Y-%m-%dT%H:%M:%fZ', 'now') then 'future'
     else 'current'
   end as state,
-  json_extract(n.body, '$.props.tags') as tags  -- a JSON list of short strings, where the note has tags
+  json_extract(n.body, '$.props.tags') as tags,  -- a JSON list of short strings, where the note has tags
+  n.nid as nid  -- the row number node_fts, node_text and node_vec use: ... where nid in (select rowid from node_fts ...)
 from node as n
 join node_state as s on s.nid = n.nid
 left join node as p1 on p1.nid = n.parent
