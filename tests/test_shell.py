@@ -12,7 +12,7 @@ import pytest
 import sqlite_vec
 
 from worlddb_lite import WorldDB
-from worlddb_lite.browse import load_line
+from worlddb_lite.browse import load_line, shell_argv
 
 from .conftest import run
 
@@ -101,3 +101,11 @@ def test_the_real_shell_reads_the_views_with_sqlite_vec_loaded(store: str) -> No
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "1|I live in Lisbon"
+
+
+def test_a_store_this_user_may_not_write_is_opened_read_only_and_immutable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", str(fake_bin(tmp_path)))
+    argv = shell_argv(str(tmp_path / "a b.db"), sealed=True)
+    assert argv[1] == "-readonly" and argv[-1] == f"file:{tmp_path / 'a%20b.db'}?immutable=1"

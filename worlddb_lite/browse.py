@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 import types
+import urllib.parse
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -50,7 +51,8 @@ def shell_argv(path: str, *, sealed: bool = False) -> list[str]:
         )
     target = os.path.abspath(path)
     if sealed:
-        return [binary, "-readonly", "-cmd", load_line(), "-cmd", ".mode box", f"file:{target}?immutable=1"]
+        uri = "file:" + urllib.parse.quote(target) + "?immutable=1"
+        return [binary, "-readonly", "-cmd", load_line(), "-cmd", ".mode box", uri]
     return [binary, "-cmd", load_line(), "-cmd", ".mode box", target]
 
 
