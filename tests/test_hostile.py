@@ -853,7 +853,9 @@ def cli_store(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
     return path, memory
 
 
-SERVERS = {"mcp"}  # long-running (serves stdin/stdout); its tool arguments are the MCP tests' business
+# long-running (mcp serves stdin/stdout, browse HTTP) or replacing this process (shell execs sqlite3); their
+# arguments are the MCP and browse tests' business
+SERVERS = {"mcp", "browse", "shell"}
 # argv never holds NUL; undecodable bytes arrive as lone surrogates (surrogateescape), so those stay in
 cli_values = st.one_of(
     strings.filter(lambda s: "\x00" not in s),

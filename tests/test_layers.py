@@ -29,16 +29,18 @@ LAYERS = {
     "background": 9,
     "cli": 9,
     "mcp": 9,
+    "browse": 9,  # the sqlite3 shell's command line and Datasette (worlddb shell, worlddb browse)
     "": 10,  # the package root: the public API
 }
-FRONT_ENDS = {"cli", "mcp", "background"}
+FRONT_ENDS = {"cli", "mcp", "background", "browse"}
 FRONT_END_MAY_IMPORT = {
     "",
     "db",
     "errors",
     "types",
     "mcp",
-}  # the facade, its vocabulary, the public API; cli starts mcp
+    "browse",
+}  # the facade, its vocabulary, the public API; cli starts mcp and browse
 
 
 def modules() -> dict[str, Path]:

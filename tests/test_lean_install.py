@@ -51,14 +51,15 @@ def test_the_rerank_runtime_is_an_extra_not_a_dependency():
     for name, extra in (("mcp", "mcp"), ("model2vec", "hub")):
         assert name not in default, f"{name} is a default dependency; it belongs to the {extra} extra"
         assert any(dep.startswith(name) for dep in extras[extra])
-    assert "worlddb_lite[rerank,mcp,hub]" in extras["test"]  # the rerank, MCP and parity tests run with the tests
+    assert "worlddb_lite[rerank,mcp,hub,browse]" in extras["test"]  # the rerank, MCP, parity and browse tests run
+    assert any(dep.startswith("datasette") for dep in extras["browse"]) and "datasette" not in default
 
 
 def test_importing_the_package_imports_no_rerank_runtime(tmp_path):
     done = run_python(
         """
         import worlddb_lite, worlddb_lite.cli, worlddb_lite.models.rerank
-        optional = {"onnxruntime", "tokenizers", "onnx", "mcp", "pydantic", "model2vec", "huggingface_hub"}
+        optional = {"onnxruntime", "tokenizers", "onnx", "mcp", "pydantic", "model2vec", "huggingface_hub", "datasette"}
         loaded = sorted({m.split(".")[0] for m in sys.modules} & optional)
         assert not loaded, loaded
         """,

@@ -223,8 +223,14 @@ drop index edge_world; alter table node drop column ord; alter table edge drop c
 """
 
 
+def undo_v13(conn: apsw.Connection) -> None:
+    """Take version 13's views off a current store."""
+    conn.execute("drop view memory; drop view fact")
+
+
 def undo_v12(conn: apsw.Connection) -> None:
-    """Take version 12's guards off a current store (a file of an older version has none)."""
+    """Take versions 13 and 12 off a current store: the views, then the guards (a file of an older version has none)."""
+    undo_v13(conn)
     for name in migrations.GUARDS:
         conn.execute(f"drop trigger {name}")
 
@@ -413,3 +419,33 @@ def test_version_10_lifts_with_its_noted_merge_conflicts_as_changes(tmp_path: Pa
         assert logged == [("proposal",)]
         trigger = db._conn.execute("select sql from sqlite_master where name = 'change_proposal_decided'")
         assert "conflict" in trigger.fetchall()[0][0]
+
+
+def test_version_12_gains_the_views_memory_and_fact_with_its_roots_unchanged(tmp_path: Path) -> None:
+    path = tmp_path / "v12.db"
+    with WorldDB(path) as db:
+        db.write("I live in Lisbon", scope="ana", valid_at="2024-01-01")
+        db.write("I moved to Porto", scope="ana", valid_at="2024-06-01")
+    conn = apsw.Connection(str(path))  # as version 12 left it: no views memory and fact
+    undo_v13(conn)
+    with conn:
+        conn.execute("pragma user_version = 12")
+        with connection.engine_write(conn):
+            conn.execute("update meta set value = '12' where key = 'schema_version'")
+    roots = conn.execute("select nid, root from node_state order by nid").fetchall()
+    conn.close()
+    before = raw_contents(path)
+    with WorldDB(path) as db:
+        assert db.migrated_from == 12 and db.verify().ok
+    after = raw_contents(path)
+    assert {k: v for k, v in after.items() if k not in ("meta", "user_version")} == {
+        k: v for k, v in before.items() if k not in ("meta", "user_version")
+    }  # no row of any table changed: every hash and root is the same
+    reader = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        assert reader.execute("select nid, root from node_state order by nid").fetchall() == roots
+        facts = reader.execute("select value, until is null from fact order by since").fetchall()
+        assert facts == [("Lisbon", 0), ("Porto", 1)]
+        assert reader.execute("select count(*) from memory where kind = 'Memory'").fetchall() == [(2,)]
+    finally:
+        reader.close()

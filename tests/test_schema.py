@@ -30,6 +30,8 @@ VIEWS = (
     "world_tree",
     "current_edge",
     "node_text",
+    "memory",
+    "fact",
 )
 
 

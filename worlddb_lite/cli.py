@@ -12,6 +12,7 @@ import datetime as dt
 import json
 import math
 import os
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -54,7 +55,9 @@ def command(name: str, help_text: str, arguments: Arguments) -> Callable[[Handle
 
 
 # what a store this user may not write still answers (`WorldDB.read_only`); every other command writes
-READS = frozenset({"read", "history", "search", "list", "scopes", "recall", "merges", "verify", "stats", "export"})
+READS = frozenset(
+    {"read", "history", "search", "list", "scopes", "recall", "merges", "verify", "stats", "export", "shell", "browse"}
+)
 
 
 def _open(args: argparse.Namespace, *, create: bool = False) -> WorldDB:
@@ -960,6 +963,44 @@ def cmd_mcp(args: argparse.Namespace) -> Any:
             serve_http(db, host=args.host, port=args.port, token=token)
         else:
             serve(db)
+
+
+@command(
+    "shell",
+    "open the sqlite3 shell on the store with sqlite-vec loaded (try: select * from memory)",
+    _with(),
+)
+def cmd_shell(args: argparse.Namespace) -> Any:
+    from . import browse  # the shell's command line: sqlite-vec's loadable, box mode
+
+    with _open(args) as db:  # a store (lifted to the current schema, so its views are there), then closed
+        path, sealed = db.path, db.read_only
+    argv = browse.shell_argv(path, sealed=sealed)
+    print(f"worlddb shell: {browse.SHELL_HINT}", file=sys.stderr)
+    sys.stderr.flush()
+    sys.stdout.flush()
+    if os.name == "posix":
+        os.execv(argv[0], argv)  # the shell takes this process over: its exit code is the command's
+    raise SystemExit(subprocess.call(argv))
+
+
+@command(
+    "browse",
+    "serve the store read-only in Datasette (views, full-text search, canned queries); the browse extra",
+    _with(
+        lambda p: p.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)"),
+        lambda p: p.add_argument("--port", type=int, default=8001, help="port to bind (default: 8001)"),
+    ),
+)
+def cmd_browse(args: argparse.Namespace) -> Any:
+    from . import browse
+
+    with _open(args) as db:
+        path, sealed = db.path, db.read_only
+    datasette = browse.datasette_for(path, sealed=sealed)  # MissingExtra without the browse extra
+    where = f"http://{args.host}:{args.port}/"
+    print(f"worlddb browse: serving {path} read-only at {where} (Ctrl-C stops)", file=sys.stderr)
+    browse.serve(datasette, host=args.host, port=args.port)
 
 
 def _token(path: str) -> str:

@@ -354,6 +354,12 @@ def _to_v12(conn: apsw.Connection) -> None:
         conn.execute(schema_statement(name))
 
 
+def _to_v13(conn: apsw.Connection) -> None:
+    """Version 13: the views memory and fact, what a person reads first in the sqlite3 shell or ``worlddb browse``."""
+    conn.execute(schema_statement("memory"))
+    conn.execute(schema_statement("fact"))
+
+
 # STEPS[n] lifts a file from version n to n + 1.
 STEPS: dict[int, Callable[[apsw.Connection], None]] = {
     1: _to_v2,
@@ -367,6 +373,7 @@ STEPS: dict[int, Callable[[apsw.Connection], None]] = {
     9: _to_v10,
     10: _to_v11,
     11: _to_v12,
+    12: _to_v13,
 }
 assert all(v in STEPS for v in range(min(STEPS), SCHEMA_VERSION)), "a schema version bump needs its step"
 

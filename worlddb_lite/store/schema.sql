@@ -1,6 +1,8 @@
--- worlddb_lite schema (version 12; migrations.py lifts older files): the single source of truth for the store's layout.
+-- worlddb_lite schema (version 13; migrations.py lifts older files): the single source of truth for the store's layout.
 --
--- One SQLite file holds an assistant's whole memory. Read it in the sqlite3 shell:
+-- One SQLite file holds an assistant's whole memory. Read it in the sqlite3 shell (`worlddb shell DB`):
+--   select * from memory;              every note, turn, fact and summary: scope, speaker, text, current or stale
+--   select * from fact;                what was learned: subject, slot, value, since, until, and from what
 --   select * from current_node;        what is true now
 --   select * from node_history;        every version with its validity interval
 --   select * from open_contradiction;  conflicts the store keeps on purpose
@@ -11,7 +13,7 @@
 --                                      what full-text search finds, as it was indexed
 -- Ids are blake3-256 hashes; the views print them as hex. Times are UTC ISO-8601 text
 -- (2024-05-01T09:30:00.000000Z) so plain text comparison orders them.
--- Everything but the sqlite-vec table at the end works in a stock sqlite3 shell.
+-- Everything works in a stock sqlite3 shell; sqlite-vec, which `worlddb shell` loads, adds functions over node_vec.
 
 create table meta (
   key text primary key,  -- schema_version, embedder_id, embedder_dim, created_at, store_id (ops/sync.py)
@@ -514,6 +516,70 @@ join node as a on a.nid = e.src
 join node as b on b.nid = e.dst
 where e.expired_at is null
   and (e.invalid_at is null or e.invalid_at > strftime('%Y-%m-%dT%H:%M:%fZ', 'now'));
+
+-- Version 13: the two views a person reads first (`sqlite3 -box store.db 'select * from memory'`).
+create view memory as
+select
+  -- One row per memory that says something: notes (Memory), turns, facts and summaries, every version,
+  -- purged ones left out (entities and sessions are in node_history). The scope is the Scope world the node
+  -- lies under (scopes hang under the root, so it is at most three worlds up: a turn's session's parent).
+  -- state: current (what current_node shows), future (true from a later time), stale (retired, superseded,
+  -- closed or no longer believed). speaker: a turn's name, a note's props.speaker, a fact's that of the
+  -- turn or note it was learned from (see fact).
+  lower(hex(n.id)) as id,
+  json_extract(case when p1.type = 'Scope' then p1.body when p2.type = 'Scope' then p2.body
+    when p3.type = 'Scope' then p3.body end, '$.name') as scope,
+  n.type as kind,
+  coalesce(json_extract(n.body, '$.props.speaker'), case when n.type = 'Turn' then json_extract(n.body, '$.name') end,
+    (select coalesce(json_extract(x.body, '$.props.speaker'), case when x.type = 'Turn' then json_extract(x.body, '$.name') end)
+      from edge as e join node as x on x.nid = e.dst
+      where n.type = 'Fact' and e.src = n.nid and e.type = 'refers_to' and x.type in ('Turn', 'Memory')
+      order by e.eid limit 1)) as speaker,
+  json_extract(n.body, '$.content') as text,
+  s.valid_at as valid_at,
+  s.invalid_at as invalid_at,
+  case
+    when s.retired = 1 or s.expired_at is not null
+      or (s.invalid_at is not null and s.invalid_at <= strftime('%Y-%m-%dT%H:%M:%fZ', 'now')) then 'stale'
+    when s.valid_at > strftime('%Y-%m-%dT%H:%M:%fZ', 'now') then 'future'
+    else 'current'
+  end as state,
+  json_extract(n.body, '$.props.tags') as tags,  -- a JSON list of short strings, where the note has tags
+  n.nid as nid  -- the row number node_fts, node_text and node_vec use: ... where nid in (select rowid from node_fts ...)
+from node as n
+join node_state as s on s.nid = n.nid
+left join node as p1 on p1.nid = n.parent
+left join node as p2 on p2.nid = p1.parent
+left join node as p3 on p3.nid = p2.parent
+where n.type in ('Memory', 'Turn', 'Fact', 'Summary') and n.body is not null;
+
+create view fact as
+select
+  -- What the store learned, one row per Fact version: subject, slot and value, true since / until (world
+  -- time: an update closes the old value's until at the new one's since), and the turn or note it was
+  -- learned from (its first refers_to edge to one, in the order written: later ones said it again).
+  lower(hex(n.id)) as id,
+  json_extract(p.body, '$.name') as scope,
+  json_extract(n.body, '$.props.subject') as subject,
+  json_extract(n.body, '$.props.slot') as slot,
+  json_extract(n.body, '$.props.value') as value,
+  s.valid_at as since,
+  s.invalid_at as until,
+  case
+    when s.retired = 1 or s.expired_at is not null
+      or (s.invalid_at is not null and s.invalid_at <= strftime('%Y-%m-%dT%H:%M:%fZ', 'now')) then 'stale'
+    when s.valid_at > strftime('%Y-%m-%dT%H:%M:%fZ', 'now') then 'future'
+    else 'current'
+  end as state,
+  lower(hex(src.id)) as learned_from,
+  json_extract(src.body, '$.content') as learned_from_text
+from node as n
+join node_state as s on s.nid = n.nid
+left join node as p on p.nid = n.parent and p.type = 'Scope'
+left join node as src on src.nid = (
+  select e.dst from edge as e join node as x on x.nid = e.dst
+  where e.src = n.nid and e.type = 'refers_to' and x.type in ('Turn', 'Memory') order by e.eid limit 1)
+where n.type = 'Fact' and n.body is not null;
 
 -- Composed world embeddings (derived, rebuilt by `worlddb reembed`). A world's effective
 -- embedding, the one node_vec holds, pools its children's effective embeddings around its own
