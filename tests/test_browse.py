@@ -14,7 +14,7 @@ from worlddb_lite import WorldDB, browse
 
 from .conftest import FakeEmbedder, run
 
-pytest.importorskip("datasette", reason="Datasette is the browse extra: pip install -e '.[browse]'")
+pytest.importorskip("datasette", reason="Datasette is the browse extra: pip install '.[browse]'")
 
 
 @pytest.fixture(scope="module")
@@ -140,4 +140,4 @@ def test_without_datasette_the_error_names_the_extra(
     monkeypatch.setitem(sys.modules, "datasette.app", None)  # as if it were not installed
     code, _, err = run(capsys, "browse", bundled)
     assert code == 2
-    assert "pip install 'worlddb_lite[browse]'" in err and "pip install -e '.[browse]'" in err
+    assert "pip install 'worlddb_lite[browse]'" in err and "pip install '.[browse]'" in err

@@ -17,9 +17,9 @@ from typing import Any
 
 import sqlite_vec
 
-from .errors import MissingExtra
+from .errors import MissingExtra, install_hint
 
-BROWSE_EXTRA = "pip install 'worlddb_lite[browse]'"
+BROWSE_EXTRA = install_hint("browse")
 SHELL_HINT = (
     "try select * from memory; select * from fact where state = 'current'; and the views current_node, "
     "node_history, open_contradiction, pending_merge (.tables lists them all); sqlite-vec's functions are loaded"
@@ -174,7 +174,7 @@ def datasette_for(path: str, *, sealed: bool = False) -> Any:
     except ImportError as exc:
         raise MissingExtra(
             f"worlddb browse needs Datasette, and {exc.name or 'it'} is not installed; it is the browse extra: "
-            f"{BROWSE_EXTRA} (from a clone: pip install -e '.[browse]')"
+            f"{BROWSE_EXTRA}"
         ) from None
     _register()
     target = os.path.abspath(path)
