@@ -2,6 +2,9 @@
 
 Every command takes ``--json`` for machine-readable output. Errors are turned into
 one-line messages (exit code 2) in one place, ``main``.
+
+Building the parser imports no numpy, SQLite or model (``--help`` and ``--version`` answer at
+once); each handler imports the facade when it runs. tests/test_cli.py checks both.
 """
 
 from __future__ import annotations
@@ -9,6 +12,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime as dt
+import gc
 import json
 import math
 import os
@@ -16,24 +20,25 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
-from . import (
-    CONVERSATION_FORMATS,
-    EncodingGate,
-    IngestStats,
-    OnnxCrossEncoder,
-    StaticEmbedder,
-    __version__,
-    load_conversations,
-)
-from .db import CONSOLIDATION_STEPS, DEFAULT_BUDGET, DEFAULT_EXTRACTOR, DEFAULT_MIN_AGE, DEFAULT_SCOPE, WorldDB
+from . import __version__
 from .errors import InvalidInput, MissingExtra, StoreUnwritable, WorldDBError
-from .types import SCOPE_KINDS, Node, Page, plain, scope_record
+
+if TYPE_CHECKING:
+    from .db import WorldDB
+    from .types import Node
 
 MCP_EXTRA = "pip install 'worlddb_lite[mcp]'"  # the MCP server's SDK is not in the default install
 
-DEFAULT_THRESHOLD = EncodingGate().threshold
+# The library's values the parser shows or offers, spelled out here: reading them from their modules
+# would load numpy, SQLite and the model for `--help`. tests/test_cli.py checks that they agree.
+CONVERSATION_FORMATS = ("locomo", "beam", "longmemeval", "jsonl")  # write.loaders.FORMATS
+CONSOLIDATION_STEPS = ("queue", "summaries", "timelines", "infer", "sweep", "dedup", "updates", "retention")
+DEFAULT_MIN_AGE_MINUTES = 60.0  # ops.consolidation.DEFAULT_MIN_AGE
+DEFAULT_BUDGET = 2000  # retrieval.context.DEFAULT_BUDGET, tokens
+DEFAULT_THRESHOLD = 0.3  # write.gate.DEFAULT_THRESHOLD
+SCOPE_KINDS = ("user", "agent", "app", "run")  # types.SCOPE_KINDS
 
 Handler = Callable[[argparse.Namespace], Any]
 SCOPE_HELP = "a user's name, or agent:NAME, app:NAME, run:NAME (see `worlddb scopes`)"
@@ -58,6 +63,8 @@ READS = frozenset({"read", "history", "search", "list", "scopes", "recall", "mer
 
 
 def _open(args: argparse.Namespace, *, create: bool = False) -> WorldDB:
+    from . import StaticEmbedder, WorldDB  # here, not at the top: the parser alone must not load them
+
     if args.model:
         db = WorldDB(args.db, embedder=StaticEmbedder(args.model), create=create)
     else:
@@ -166,6 +173,8 @@ def cmd_init(args: argparse.Namespace) -> Any:
 def cmd_write(args: argparse.Namespace) -> Any:
     if args.verbatim and args.deferred:
         raise InvalidInput("--verbatim stores the text alone and --deferred queues what to learn from it; give one")
+    from .db import DEFAULT_SCOPE
+
     with _open(args, create=True) as db:
         return db.write(
             _text_of(args.text),
@@ -181,6 +190,8 @@ def cmd_write(args: argparse.Namespace) -> Any:
 
 def _extractor(args: argparse.Namespace) -> Any:
     """What reads a memory's text: the default write path's extractor, or none with --verbatim."""
+    from .db import DEFAULT_EXTRACTOR
+
     return None if args.verbatim else DEFAULT_EXTRACTOR
 
 
@@ -336,6 +347,8 @@ def cmd_list(args: argparse.Namespace) -> Any:
     ),
 )
 def cmd_scopes(args: argparse.Namespace) -> Any:
+    from .types import scope_record
+
     with _open(args) as db:
         found = [scope_record(n) for n in db.scopes(kind=args.kind)]
     if args.json:
@@ -393,6 +406,8 @@ def cmd_scopes(args: argparse.Namespace) -> Any:
     ),
 )
 def cmd_recall(args: argparse.Namespace) -> Any:
+    from . import OnnxCrossEncoder
+
     reranker = OnnxCrossEncoder(args.rerank) if args.rerank else None
     options: dict[str, Any] = {
         "scope": args.scope,
@@ -481,6 +496,8 @@ def cmd_verify(args: argparse.Namespace) -> Any:
 
 @command("reembed", "re-embed every node in place with --model (the bundled model by default)", _with())
 def cmd_reembed(args: argparse.Namespace) -> Any:
+    from . import StaticEmbedder, WorldDB
+
     embedder = StaticEmbedder(args.model) if args.model else StaticEmbedder()
     return WorldDB.reembed(args.db, embedder=embedder, progress=None if args.json else _progress_bar("re-embedding"))
 
@@ -524,6 +541,8 @@ def cmd_reindex(args: argparse.Namespace) -> Any:
     ),
 )
 def cmd_ingest(args: argparse.Namespace) -> Any:
+    from . import EncodingGate, IngestStats, load_conversations
+
     gate = EncodingGate(threshold=args.gate) if args.gate is not None else None  # a bad threshold stops here
     conversations = load_conversations(
         args.file, args.format, args.scope
@@ -572,9 +591,8 @@ MAX_MIN_AGE_MINUTES = 100 * 366 * 24 * 60.0  # a century: anything longer means 
         lambda p: p.add_argument(
             "--min-age",
             type=float,
-            default=DEFAULT_MIN_AGE.total_seconds() / 60,
-            help="summarise only worlds unchanged for this many minutes "
-            f"(default {DEFAULT_MIN_AGE.total_seconds() / 60:g})",
+            default=DEFAULT_MIN_AGE_MINUTES,
+            help=f"summarise only worlds unchanged for this many minutes (default {DEFAULT_MIN_AGE_MINUTES:g})",
         ),
         lambda p: p.add_argument("--limit", type=int, help="stop after this many queued turns (default: every one)"),
     ),
@@ -994,6 +1012,8 @@ def cmd_purge(args: argparse.Namespace) -> Any:
 
 def _value_text(value: Any) -> str:
     """A value of a result as text: a list or mapping spelled out, never a Python repr."""
+    from .types import plain
+
     value = plain(value)
     if isinstance(value, dict):
         return ", ".join(f"{k}={_value_text(v)}" for k, v in value.items()) or "-"
@@ -1012,6 +1032,8 @@ def _line(node: Node) -> str:
 
 
 def _print(result: Any, as_json: bool) -> None:
+    from .types import Node, Page, plain
+
     if as_json:
         print(json.dumps(plain(result), ensure_ascii=False, indent=2))
         return
@@ -1075,8 +1097,12 @@ class _Parser(argparse.ArgumentParser):
 HINTS = {"merge": "to list the proposals, run `worlddb merges DB`"}  # a mistyped `merges` lands on `merge`
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser with every sub-command."""
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The argument parser with every sub-command, or with ``only`` that one (``main``: the one called).
+
+    A parser of one command parses and refuses its line as the whole one does (the usage names no
+    command list: ``COMMAND``), and skips building the others' arguments: ~20 ms of each call.
+    """
     parser = _Parser(
         prog="worlddb",
         description="worlddb_lite: an assistant's memory in one SQLite file",
@@ -1088,6 +1114,8 @@ def build_parser() -> argparse.ArgumentParser:
     _global_options(parser, json=False, model=None)  # before the command ...
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
     for name, (help_text, handler, arguments) in COMMANDS.items():
+        if only is not None and name != only:
+            continue
         p = sub.add_parser(name, help=help_text, description=help_text)
         p.hint = HINTS.get(name)
         p.scoped = scoped if name in SCOPED else None
@@ -1107,13 +1135,35 @@ def _global_options(p: argparse.ArgumentParser, *, json: Any, model: Any) -> Non
     )
 
 
+def _called(argv: Sequence[str]) -> str | None:
+    """The command a line calls, when nothing before it asks for the whole parser (--help, --version)."""
+    words = iter(argv)
+    for word in words:
+        if word in ("-h", "--help", "--version", "--"):
+            return None
+        if word == "--model":
+            next(words, None)  # its value
+        elif not word.startswith("-"):
+            return word if word in COMMANDS else None
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``worlddb`` command. Returns the exit code."""
-    parser = build_parser()
-    if not (sys.argv[1:] if argv is None else list(argv)):  # `worlddb` alone: what it can do, not an error
+    code = _run(sys.argv[1:] if argv is None else list(argv))
+    if argv is None:
+        # The process ends now (the `worlddb` script): frozen, the objects the imports made are not
+        # swept for cycles once more at exit, ~50 ms after a recall (bench/cli_start.py).
+        gc.freeze()
+    return code
+
+
+def _run(line: list[str]) -> int:
+    parser = build_parser(_called(line))
+    if not line:  # `worlddb` alone: what it can do, not an error
         parser.print_help()
         return 0
-    args = parser.parse_args(argv)
+    args = parser.parse_args(line)
     if "db" in vars(args) and not args.db:
         parser.error(f"{args.command} needs the store's file: give DB or set {STORE_VARIABLE}")
     if args.command in SCOPED and getattr(args, "scope", "") is None and os.environ.get(SCOPE_VARIABLE):

@@ -415,9 +415,9 @@ _CHANGE = (
     r"dropped|grown|grew|expanded|revised|upgraded|downgraded|switched|reached|risen|rose|fallen|fell|"
     r"climbed|jumped|gone (?:up|down)|went (?:up|down)|doubled|set)"
 )
-_CHANGES: tuple[re.Pattern[str], ...] = (
+_CHANGES = (  # pattern sources, compiled on first use (_compiled)
     # "the deadline was extended to May 20", "my coverage, which has recently improved to 78%"
-    re.compile(
+    (
         _DET + r" " + _NP + r",? (?:(?:which|that) )?(?:has |have |had )?(?:now |recently |just |finally |"
         r"since |also |officially )?(?:been |was |were |got |is |are )?(?:now |recently |just |officially )?"
         + _CHANGE
@@ -427,7 +427,7 @@ _CHANGES: tuple[re.Pattern[str], ...] = (
         r"(?:to|up to|down to) " + _QUANTITY
     ),
     # "I've adjusted our gift budget to $450", "we moved the launch to June 3", "I switched my plan from $10 to $15"
-    re.compile(
+    (
         r"\b(?:I|[Ww]e)(?:'ve| have|'d| had)? (?:just |recently |now |also |finally |officially )?"
         + _CHANGE
         + r" "
@@ -440,17 +440,17 @@ _CHANGES: tuple[re.Pattern[str], ...] = (
         + _QUANTITY
     ),
     # "the new sprint deadline of April 5", "the increased budget of $6,200", "my new daily quota is 1,200 calls"
-    re.compile(
+    (
         r"\b(?:[Tt]he|[Mm]y|[Oo]ur|[Aa]n?|[Tt]his) (?:new|updated|revised|increased|reduced|adjusted|extended|"
         r"higher|lower|raised|lowered) " + _NP + r" (?:of|is|at|to|will be|of about|of around) " + _QUANTITY
     ),
     # "the new April 25 deadline", "my increased $50 budget"
-    re.compile(
+    (
         r"\b(?:[Tt]he|[Mm]y|[Oo]ur|[Aa]n?|[Tt]his) (?:new|updated|revised|increased|reduced|adjusted|extended|"
         r"higher|lower) " + _QUANTITY + r" " + _NP_AFTER
     ),
     # "we switched our database from MySQL to PostgreSQL", "I moved my hosting to Fly"
-    re.compile(
+    (
         r"\b(?:I|[Ww]e)(?:'ve| have)? (?:just |recently |now |also |finally )?(?:switched|moved|migrated|"
         r"changed) "
         + _DET[2:]
@@ -460,23 +460,35 @@ _CHANGES: tuple[re.Pattern[str], ...] = (
         + _VALUE
     ),
     # "<slot> changed from 10 to 12"
-    re.compile(
+    (
         _DET + r" " + _NP + r" (?:has |have )?(?:changed|gone|moved|went|grown|grew|dropped|risen|rose|"
         r"fell|fallen|increased|decreased|improved) from " + _QUANTITY.replace("value", "old") + r" to " + _QUANTITY
     ),
 )
-_STATES: tuple[re.Pattern[str], ...] = (
+_STATES = (
     # "my budget is $500", "our team size is now 8 people", "the deadline is now May 3"
-    re.compile(
+    (
         r"\b(?:[Mm]y|[Oo]ur) " + _NP + r" (?:is|are|was|were|'s) (?:now |currently |still |set (?:at|to) |"
         r"about |around |roughly )?" + _QUANTITY
     ),
-    re.compile(r"\b[Tt]he " + _NP + r" (?:is|are|'s) now " + _QUANTITY),
+    r"\b[Tt]he " + _NP + r" (?:is|are|'s) now " + _QUANTITY,
     # "my $35 monthly budget", "our April 20 deadline"
-    re.compile(r"\b(?:[Mm]y|[Oo]ur) (?=\$|" + _MONTH + r" \d)" + _QUANTITY + r" " + _NP_AFTER),
+    r"\b(?:[Mm]y|[Oo]ur) (?=\$|" + _MONTH + r" \d)" + _QUANTITY + r" " + _NP_AFTER,
     # "Deadline: April 5", "- Budget: $500" at the start of a line
-    re.compile(r"(?m)^[ \t]*(?:[-*] )?(?:\*\*)?" + _NP + r"(?:\*\*)?:(?:\*\*)? " + _QUANTITY + r"[ \t]*$"),
+    r"(?m)^[ \t]*(?:[-*] )?(?:\*\*)?" + _NP + r"(?:\*\*)?:(?:\*\*)? " + _QUANTITY + r"[ \t]*$",
 )
+
+
+@functools.cache
+def _compiled(sources: tuple[str, ...], flags: int = 0) -> tuple[re.Pattern[str], ...]:
+    """Patterns compiled once, when first used.
+
+    _CHANGES, _STATES and _CHANGE_CUE take ~50 ms to compile, which a process that only reads
+    (`worlddb recall`) would pay at import for nothing.
+    """
+    return tuple(re.compile(source, flags) for source in sources)
+
+
 # a clause that asks, wants, plans or supposes: what follows in it is not said to be true
 _UNASSERTED = re.compile(
     r"\b(?:if|whether|unless|suppose|supposing|imagine|assuming|what if|would|could|should|might|shall|will|can|"
@@ -617,7 +629,7 @@ _CODE = re.compile(r"```.*?(?:```|$)|`[^`\n]*`", re.DOTALL)  # code states no va
 def _values(text: str, me: str, when: str | None) -> list[FactMention]:
     """Stated and changed values of the speaker's slots (see ``_CHANGES`` and ``_STATES``)."""
     found: dict[str, FactMention] = {}
-    for changed, patterns in ((True, _CHANGES), (False, _STATES)):
+    for changed, patterns in ((True, _compiled(_CHANGES)), (False, _compiled(_STATES))):
         for index, pattern in enumerate(patterns):
             for match in pattern.finditer(text):
                 slot = normalise_slot(match.group("slot"))
@@ -634,7 +646,7 @@ def _values(text: str, me: str, when: str | None) -> list[FactMention]:
 # A change said of anything, the thing maybe unnamed: "it's been rescheduled to March 22 at 4:30 PM",
 # "I've managed to get it down to just 4 hours", "commits ..., which has now reached 165".
 _LEVEL = r"(?:just |only |about |around |roughly )?"
-_CHANGE_CUE = re.compile(
+_CHANGE_CUE = (  # its source, compiled on first use (_compiled): read only where a cue word stands
     r"\b"
     + _CHANGE
     + r"\b(?: [\w'-]+){0,4}? (?:to|up to|down to) "
@@ -645,8 +657,7 @@ _CHANGE_CUE = re.compile(
     + _QUANTITY.replace("value", "reached")
     + r"|\b(?:get|got|gotten|bring|brought) (?:it|that|them) (?:down|up) to "
     + _LEVEL
-    + _QUANTITY.replace("value", "brought"),
-    re.IGNORECASE,
+    + _QUANTITY.replace("value", "brought")
 )  # "Rescheduled to 4:30 PM." opens a sentence
 CUE_CHARS = 4000  # a turn is read for a change in its first 4,000 characters: the rest of a long one is a paste
 
@@ -696,7 +707,7 @@ def _says_change(head: str) -> bool:
     prose = _CODE.sub(" ", head)
     for word in WORD.finditer(prose.lower()):  # the pattern is tried only where a cue word opens it
         if word.group() in _CUE_WORDS and (word.start() == 0 or not prose[word.start() - 1].isalpha()):
-            found = _CHANGE_CUE.match(prose, word.start())
+            found = _compiled((_CHANGE_CUE,), re.IGNORECASE)[0].match(prose, word.start())
             if found is not None and _asserted(prose, found.start(), strict=False):
                 return True
     return False
