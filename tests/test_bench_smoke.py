@@ -604,3 +604,12 @@ def test_file_memory_smoke(tmp_path):
     assert len(runs) == 6 and all(r["verdict"] == "applied" or r["unchanged"] for r in runs.values())
     assert runs["honest/changes"]["verdict"] == "applied" and runs["honest/export"]["verdict"] == "applied"
     assert result["real"]["honest/changes"]["cost_per_byte"] > 0
+
+
+def test_cli_start_smoke(tmp_path):
+    """bench/cli_start.py: each command timed as a fresh process (the targets are the bench's, not checked here)."""
+    result = run("cli_start.py", "--runs", "1", tmp_path=tmp_path, store=False)
+    timed = result["results"]["this"]
+    assert set(timed) == {"pass", "version", "help", "recall", "stats"}
+    assert all(row["n"] == 1 and row["median_ms"] > 0 for row in timed.values())
+    assert timed["recall"]["target_ms"] == 500 and "met" in timed["recall"] and result["env"]["python"]
