@@ -288,8 +288,43 @@ def cmd_history(args: argparse.Namespace) -> Any:
     ),
 )
 def cmd_link(args: argparse.Namespace) -> Any:
+    from .types import Edge
+
     with _open(args) as db:
-        return db.link(args.src, args.dst, args.type)
+        made = db.link(args.src, args.dst, args.type)
+        if args.json:
+            return made
+        if isinstance(made, Edge):
+            return _edge_text(made)
+        decide = f"nothing merges until it is decided: worlddb merge DB {made.pid} accept|reject"
+        return f"{_proposal_text(db, made)}\n{decide}"
+
+
+def _edge_text(edge: Any) -> str:
+    """One edge on one line: short id, type, source -> target, validity (``types.Edge``)."""
+    closed = "  (retracted)" if edge.expired_at else ""
+    return (
+        f"{edge.id[:SHORT_ID]}  {edge.type}  {edge.src[:SHORT_ID]} -> {edge.dst[:SHORT_ID]}  "
+        f"[{edge.valid_at} .. {edge.invalid_at or 'open'}){closed}"
+    )
+
+
+def _proposal_text(db: WorldDB, proposal: Any) -> str:
+    """One merge proposal on one line: number, status, both sides (short id and name), score, tier, reason."""
+    sides = []
+    for ref in (proposal.a, proposal.b):
+        try:
+            name = db.read(ref).name
+        except WorldDBError:  # a side that cannot be read shows its id alone
+            name = None
+        sides.append(f"{ref[:SHORT_ID]}" + (f" {name!r}" if name else ""))
+    how = [f"score {proposal.score:.2f}"] if proposal.score is not None else []
+    how += [f"tier {proposal.tier}"] if proposal.tier else []
+    how += [proposal.reason] if proposal.reason else []
+    decided = f", decided {proposal.decided_at[:10]}" if proposal.decided_at else ""
+    return f"proposal {proposal.pid}  {proposal.status}{decided}  {sides[0]} same_as {sides[1]}" + (
+        f"  ({'; '.join(how)})" if how else ""
+    )
 
 
 @command(
@@ -455,7 +490,11 @@ def cmd_recall(args: argparse.Namespace) -> Any:
 )
 def cmd_merges(args: argparse.Namespace) -> Any:
     with _open(args) as db:
-        return db.merge_proposals(None if args.status == "all" else args.status)
+        found = db.merge_proposals(None if args.status == "all" else args.status)
+        if args.json:
+            return found
+        which = "" if args.status == "all" else f"{args.status} "
+        return "\n".join(_proposal_text(db, p) for p in found) or f"no {which}merge proposals"
 
 
 @command(
@@ -473,7 +512,8 @@ def cmd_merges(args: argparse.Namespace) -> Any:
 def cmd_merge(args: argparse.Namespace) -> Any:
     with _open(args) as db:
         (db.accept_merge if args.decision == "accept" else db.reject_merge)(args.pid)
-        return db.merge_proposal(args.pid)
+        decided = db.merge_proposal(args.pid)
+        return decided if args.json else _proposal_text(db, decided)
 
 
 @command(
@@ -1035,7 +1075,11 @@ def _print(result: Any, as_json: bool) -> None:
     from .types import Node, Page, plain
 
     if as_json:
-        print(json.dumps(plain(result), ensure_ascii=False, indent=2))
+        if isinstance(result, list):  # JSON lines: one object a line (none for an empty list)
+            for item in result:
+                print(json.dumps(plain(item), ensure_ascii=False))
+        else:
+            print(json.dumps(plain(result), ensure_ascii=False, indent=2))
         return
     if isinstance(result, Node):
         print(_node_text(result))
@@ -1068,8 +1112,10 @@ def _print(result: Any, as_json: bool) -> None:
             print(f"{key}: {_value_text(value)}")
     elif result is None:
         pass
-    else:
-        print(json.dumps(plain(result), ensure_ascii=False, indent=2))
+    else:  # a record without lines of its own above: its fields, one a line, as for a mapping
+        value = plain(result)
+        for key, field in value.items() if isinstance(value, dict) else [("result", value)]:
+            print(f"{key}: {_value_text(field)}")
 
 
 class _Parser(argparse.ArgumentParser):
