@@ -515,3 +515,38 @@ def test_a_listing_prints_one_json_object_a_line(store: dict[str, str], capsys: 
     assert code == 0 and out == ""  # an empty listing: no line at all
     code, out, _ = run(capsys, "stats", store["path"], "--json")
     assert code == 0 and json.loads(out)["nodes"] > 0  # one record: one (indented) document, as before
+
+
+# ---- consolidate says what it left alone ---------------------------------------------------------
+
+
+def test_consolidate_says_which_worlds_wait_and_why(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    chat = tmp_path / "chat.jsonl"
+    long = (
+        "I adopted a kitten called Miso last spring and she sleeps on the radiator every single afternoon now, "
+        "right after she has chased the red laser toy around the flat for an hour or so"
+    )  # two of them: a session long enough to summarise (60 words)
+    rows = [
+        {"session": "1", "date": "2024-03-01", "speaker": "Ana", "text": long},
+        {"session": "1", "date": "2024-03-01", "speaker": "Ana", "text": long.replace("Miso", "Tofu")},
+        {"session": "2", "date": "2024-06-01", "speaker": "Ana", "text": "I moved to Denver"},
+    ]
+    chat.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    path = str(tmp_path / "sleep.db")
+    code, _, err = run(capsys, "ingest", path, str(chat), "--format", "jsonl", "--scope", "ana")
+    assert code == 0, err
+    report = run_json(capsys, "consolidate", path, "--dry-run")
+    waiting = {(s["kind"], s["name"]) for s in report["skipped"] if s["reason"] == "recent"}
+    assert {("session", "chat / 1"), ("session", "chat / 2"), ("timeline", "ana")} <= waiting
+    assert report["summaries"] == 0
+    first = next(s for s in report["skipped"] if s["name"] == "chat / 1")
+    assert first["step"] == "summaries" and first["ready_at"] > first["changed_at"]
+    code, out, _ = run(capsys, "consolidate", path)
+    assert code == 0 and "session 'chat / 1': last changed less than a minute ago, within the 60-minute minimum" in out
+    assert "(or run again with --min-age 0)" in out and "summaries: 0" in out
+    report = run_json(capsys, "consolidate", path, "--min-age", "0")
+    assert report["summaries"] >= 2  # the long session and the scope's timeline
+    assert [(s["name"], s["reason"]) for s in report["skipped"]] == [("chat / 2", "small")]
+    assert "1 turn and 4 words, too short to summarise" in report["skipped"][0]["detail"]
+    report = run_json(capsys, "consolidate", path, "--only", "queue")
+    assert report["skipped"] == []  # only the summaries and timelines steps leave worlds alone

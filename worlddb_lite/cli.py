@@ -653,7 +653,42 @@ def cmd_consolidate(args: argparse.Namespace) -> Any:
             limit=args.limit,
             progress=None if args.json else progress,
         )
-        return {**report.done, "dry_run": report.dry_run, "pending": db.queued()}
+        out = {**report.done, "dry_run": report.dry_run, "pending": db.queued()}
+    if args.json:
+        return {**out, "skipped": report.skipped}
+    lines = [f"{key}: {_value_text(value)}" for key, value in out.items()]
+    if report.skipped:
+        lines.append(f"left alone ({len(report.skipped)}):")
+        lines += [f"  {_skipped_text(s, report.ran_at, args.min_age)}" for s in report.skipped[:SKIPPED_SHOWN]]
+        if len(report.skipped) > SKIPPED_SHOWN:
+            lines.append(f"  and {len(report.skipped) - SKIPPED_SHOWN} more (--json lists every one)")
+    return "\n".join(lines)
+
+
+SKIPPED_SHOWN = 10  # lines of what consolidate left alone; --json has them all
+
+
+def _skipped_text(skipped: Any, ran_at: str, min_age: float) -> str:
+    """One world (or subject) consolidate left alone, and why, on one line (``summaries.Skipped``)."""
+    what = f"{skipped.kind} {skipped.name!r}"
+    if skipped.reason != "recent":
+        return f"{what}: {skipped.detail}"
+    said = f"{skipped.detail}; " if skipped.detail else ""
+    ready = f"; ready at {skipped.ready_at[:16].replace('T', ' ')} UTC" if skipped.ready_at else ""
+    return (
+        f"{what}: {said}last changed {_ago(skipped.changed_at, ran_at)} ago, within the {min_age:g}-minute "
+        f"minimum age{ready} (or run again with --min-age 0)"
+    )
+
+
+def _ago(then: str, now: str) -> str:
+    """How long before ``now`` ``then`` was (two store times), in whole minutes, hours or days."""
+    seconds = (dt.datetime.fromisoformat(now[:-1]) - dt.datetime.fromisoformat(then[:-1])).total_seconds()
+    for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60)):
+        if seconds >= size:
+            count = int(seconds // size)
+            return f"{count} {unit}{'' if count == 1 else 's'}"
+    return "less than a minute"
 
 
 def _progress_bar(label: str) -> Callable[[int, int], None]:
