@@ -96,24 +96,21 @@ _PHRASE = r"(?P<value>[a-z][a-z -]*[a-z])"
 _THING = r"(?P<value>[^.,!?;]+?)"
 _END = r"(?=[.,!?;]|\s+(?:now|anymore|any more|these days|last|this|yesterday|in|since|a|two|three)\b|$)"
 
-# (slot, functional, pattern): the first person's facts
-_FIRST_PERSON: tuple[tuple[str, bool, re.Pattern[str]], ...] = tuple(
-    (slot, functional, re.compile(pattern, re.IGNORECASE if slot.startswith(("opinion", "favourite")) else 0))
-    for slot, functional, pattern in (
-        ("lives in", True, r"\bI(?: now)? (?:live|am living|'m living) in " + _VALUE),
-        ("lives in", True, r"\bI (?:just |recently |have |'ve )?(?:moved|relocated) to " + _VALUE),
-        ("works at", True, r"\bI (?:now )?(?:work|am working|'m working) (?:at|for) " + _VALUE),
-        ("works at", True, r"\bI (?:just |recently )?(?:started (?:a new job )?at|joined|got a job at) " + _VALUE),
-        ("job title", True, r"\bI (?:work|am working|'m working) as an? " + _PHRASE + _END),
-        (
-            "job title",
-            True,
-            r"\bI(?:'m| am) (?:now )?an? " + r"(?P<value>[a-z]+ (?:engineer|developer|designer|"
-            r"teacher|nurse|doctor|manager|writer|lawyer|scientist|"
-            r"student|chef|artist|accountant))\b",
-        ),
-        ("visited", False, r"\bI (?:visited|went to|travell?ed to) " + _VALUE),
-    )
+# (slot, functional, pattern source): the first person's facts, compiled on first use (_first_person)
+_FIRST_PERSON: tuple[tuple[str, bool, str], ...] = (
+    ("lives in", True, r"\bI(?: now)? (?:live|am living|'m living) in " + _VALUE),
+    ("lives in", True, r"\bI (?:just |recently |have |'ve )?(?:moved|relocated) to " + _VALUE),
+    ("works at", True, r"\bI (?:now )?(?:work|am working|'m working) (?:at|for) " + _VALUE),
+    ("works at", True, r"\bI (?:just |recently )?(?:started (?:a new job )?at|joined|got a job at) " + _VALUE),
+    ("job title", True, r"\bI (?:work|am working|'m working) as an? " + _PHRASE + _END),
+    (
+        "job title",
+        True,
+        r"\bI(?:'m| am) (?:now )?an? " + r"(?P<value>[a-z]+ (?:engineer|developer|designer|"
+        r"teacher|nurse|doctor|manager|writer|lawyer|scientist|"
+        r"student|chef|artist|accountant))\b",
+    ),
+    ("visited", False, r"\bI (?:visited|went to|travell?ed to) " + _VALUE),
 )
 # The same facts said of the speaker by name ("Sam moved to Porto", in a note of Sam's): {who} is the name
 _BY_NAME = (
@@ -245,22 +242,22 @@ _MONTH_DAY = (
 # the words that may follow a noun phrase's last word ("the budget for", "a deadline, which")
 _BOUNDARY = r"(?:for|of|to|and|or|so|but|which|that|with|by|on|in|is|was|are|were|at|this|the|my|i|we|now|per)\b"
 # counts and amounts: one value at a time for each thing counted, budgeted, measured or scheduled
-_AMOUNTS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("budget", re.compile(r"budget(?: allocation)?(?: of| to| is| at)? \$(?P<value>\d[\d,]*(?:\.\d+)?)")),
+_AMOUNTS: tuple[tuple[str, str], ...] = (  # (template, pattern source), compiled on first use (_amounts)
+    ("budget", r"budget(?: allocation)?(?: of| to| is| at)? \$(?P<value>\d[\d,]*(?:\.\d+)?)"),
     (
         "budget",
-        re.compile(r"\$(?P<value>\d[\d,]*(?:\.\d+)?) (?P<what>(?:\w+ )?)budget\b(?! (?!" + _BOUNDARY + r")[a-z])"),
+        r"\$(?P<value>\d[\d,]*(?:\.\d+)?) (?P<what>(?:\w+ )?)budget\b(?! (?!" + _BOUNDARY + r")[a-z])",
     ),  # not "a $9 budget proposal"
     (
         "{what}",
-        re.compile(
+        (
             r"\b(?P<what>accuracy|coverage|completion rate|success rate|"
             r"conversion rate|score|progress)\b[^.%]{0,40}?(?P<value>\d+(?:\.\d+)?%)"
         ),
     ),
     (
         "{what} date",
-        re.compile(
+        (
             r"\b(?P<what>meeting|call|webinar|session|interview|"
             r"appointment|deadline|launch|release)\b(?! (?:my|our|your|their|his|her|the|this|that|"
             r"these|those|a|an|it|them|all|every)\b)"  # not "meeting my deadline"
@@ -270,7 +267,7 @@ _AMOUNTS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ),
     (
         "number of {what}",
-        re.compile(
+        (
             r"\b(?:have|has|had|secured|added|reached|total of|finalized|read|wrote|"
             r"completed|mentored|now) (?P<value>\d[\d,]*) (?P<what>(?:[a-z]+ )?"
             r"(?:sources|books|interviews|words|mentees|commits|cards|projects|clients|"
@@ -483,10 +480,26 @@ _STATES = (
 def _compiled(sources: tuple[str, ...], flags: int = 0) -> tuple[re.Pattern[str], ...]:
     """Patterns compiled once, when first used.
 
-    _CHANGES, _STATES and _CHANGE_CUE take ~50 ms to compile, which a process that only reads
-    (`worlddb recall`) would pay at import for nothing.
+    The patterns only writes read (_CHANGES, _STATES, _FIRST_PERSON, _AMOUNTS, _MOVED) and _CHANGE_CUE
+    take ~65 ms to compile, which a process that only reads (`worlddb recall`) would pay at import for
+    nothing.
     """
     return tuple(re.compile(source, flags) for source in sources)
+
+
+@functools.cache
+def _first_person() -> tuple[tuple[str, bool, re.Pattern[str]], ...]:
+    """_FIRST_PERSON compiled (on first use, as _compiled)."""
+    return tuple(
+        (slot, functional, re.compile(pattern, re.IGNORECASE if slot.startswith(("opinion", "favourite")) else 0))
+        for slot, functional, pattern in _FIRST_PERSON
+    )
+
+
+@functools.cache
+def _amounts() -> tuple[tuple[str, re.Pattern[str]], ...]:
+    """_AMOUNTS compiled (on first use, as _compiled)."""
+    return tuple((template, re.compile(source)) for template, source in _AMOUNTS)
 
 
 # a clause that asks, wants, plans or supposes: what follows in it is not said to be true
@@ -572,10 +585,9 @@ def value_kind(value: str) -> str:
     return "name"
 
 
-_MOVED = re.compile(
+_MOVED = (  # its source, compiled on first use (_compiled)
     r"\b(?:new|moved?|moving|rescheduled?|rescheduling|postponed?|pushed|extended|changed|shifted|"
-    r"delayed|bumped|brought forward)\b",
-    re.IGNORECASE,
+    r"delayed|bumped|brought forward)\b"
 )
 _BEFORE = {
     template: re.compile(r"(?:\b[\w'-]+ ){0,3}$" if template == "budget" else r"(?:\b[\w'-]+ ){0,2}$")
@@ -785,7 +797,7 @@ def _object(text: str, cue: int, start: int, cut: re.Pattern[str]) -> str | None
 def _scan(text: str, me: str, when: str | None) -> tuple[tuple[EntityMention, ...], tuple[FactMention, ...]]:
     """The entities and facts of one turn (``when``: the date first-person facts became true)."""
     facts: list[FactMention] = []
-    patterns = [(rule, False) for rule in _FIRST_PERSON] + [(rule, True) for rule in _by_name(me)]
+    patterns = [(rule, False) for rule in _first_person()] + [(rule, True) for rule in _by_name(me)]
     for (slot, functional, pattern), by_name in patterns:
         for found in pattern.finditer(text):
             if by_name and not _named_alone(text, found.start()):
@@ -816,7 +828,7 @@ def _scan(text: str, me: str, when: str | None) -> tuple[tuple[EntityMention, ..
                 facts.append(FactMention(me, f"opinion of {thing}", opinion, True, when))
     prose = _CODE.sub(" ", text)
     values = _values(prose, me, when)
-    for template, pattern in _AMOUNTS:
+    for template, pattern in _amounts():
         for found in pattern.finditer(prose):
             what = (found.groupdict().get("what") or "").lower().strip()
             # the words just before: "the dining out budget", "the sprint deadline", "their quiz score"
@@ -845,7 +857,8 @@ def _scan(text: str, me: str, when: str | None) -> tuple[tuple[EntityMention, ..
             if any(named <= set(v.slot.split()) and _digits(v.value) == _digits(value) for v in values):
                 continue  # the same value under the fuller name the text gives it ("snack budget")
             if template == "{what} date":  # an event's date: many meetings, one value each; a change only when said
-                moved = _MOVED.search(prose, max(0, found.start() - len(pre) - 40), found.end()) is not None
+                near = max(0, found.start() - len(pre) - 40)
+                moved = _compiled((_MOVED,), re.IGNORECASE)[0].search(prose, near, found.end()) is not None
                 facts.append(FactMention(me, slot, value, False, None, moved, event=True))
             else:
                 facts.append(FactMention(me, slot, value, " " in slot, None))  # "budget" alone: see _values
