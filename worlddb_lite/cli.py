@@ -4,7 +4,7 @@ Every command takes ``--json`` for machine-readable output. Errors are turned in
 one-line messages (exit code 2) in one place, ``main``.
 
 Building the parser imports no numpy, SQLite or model (``--help`` and ``--version`` answer at
-once); each handler imports the facade when it runs. tests/test_cli.py checks both.
+once); each handler imports the facade when it runs. tests/test_cli_start.py checks both.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 MCP_EXTRA = "pip install 'worlddb_lite[mcp]'"  # the MCP server's SDK is not in the default install
 
 # The library's values the parser shows or offers, spelled out here: reading them from their modules
-# would load numpy, SQLite and the model for `--help`. tests/test_cli.py checks that they agree.
+# would load numpy, SQLite and the model for `--help`. tests/test_cli_start.py checks that they agree.
 CONVERSATION_FORMATS = ("locomo", "beam", "longmemeval", "jsonl")  # write.loaders.FORMATS
 CONSOLIDATION_STEPS = ("queue", "summaries", "timelines", "infer", "sweep", "dedup", "updates", "retention")
 DEFAULT_MIN_AGE_MINUTES = 60.0  # ops.consolidation.DEFAULT_MIN_AGE
@@ -1234,7 +1234,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     code = _run(sys.argv[1:] if argv is None else list(argv))
     if argv is None:
         # The process ends now (the `worlddb` script): frozen, the objects the imports made are not
-        # swept for cycles once more at exit, ~50 ms after a recall (bench/cli_start.py).
+        # swept for cycles once more at exit, 30-50 ms after a recall (bench/cli_start.py).
         gc.freeze()
     return code
 
