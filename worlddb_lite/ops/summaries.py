@@ -235,7 +235,7 @@ def stale_timelines(
             written = queries.current_summary(conn, scope, "timeline")  # its newest part: what it covers is no wait
             waiting = [at for at in waiting if written is None or at > written[1]]
         if waiting and skipped is not None:
-            detail = f"{len(waiting)} of its {len(every)} sessions wait to join its timeline"
+            detail = f"{len(waiting)} of its {len(every)} sessions are not in its timeline yet"
             skipped.append(Skipped("summaries", "timeline", name, "recent", max(waiting), detail=detail))
         for part, start in enumerate(range(0, len(sessions), TIMELINE_PART)):
             chunk = sessions[start : start + TIMELINE_PART]
