@@ -610,3 +610,12 @@ def test_mcp_tools_smoke(tmp_path):
     result = run("mcp_tools.py", tmp_path=tmp_path, store=False)
     assert result["tools"] == 12 and 0 < result["tool_list_chars"] <= result["tool_list_chars_spaced"]
     assert result["recall_hits"] == 10 and result["recall_answer_chars"] > 0
+
+
+def test_cli_start_smoke(tmp_path):
+    """bench/cli_start.py: each command timed as a fresh process (the targets are the bench's, not checked here)."""
+    result = run("cli_start.py", "--runs", "1", tmp_path=tmp_path, store=False)
+    timed = result["results"]["this"]
+    assert set(timed) == {"pass", "version", "help", "recall", "stats"}
+    assert all(row["n"] == 1 and row["median_ms"] > 0 for row in timed.values())
+    assert timed["recall"]["target_ms"] == 500 and "met" in timed["recall"] and result["env"]["python"]

@@ -10,6 +10,7 @@ import io
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,6 +19,15 @@ from worlddb_lite.cli import COMMANDS, build_parser, main
 from worlddb_lite.store import connection
 
 from .conftest import run, run_json
+
+LISTINGS = {"history", "search", "merges", "scopes"}  # their --json is JSON lines: one object a line
+
+
+def run_jsonl(capsys: pytest.CaptureFixture[str], *argv: str) -> list[Any]:
+    """A listing's ``--json`` answer, one JSON object a line, after checking it exited 0."""
+    code, out, err = run(capsys, *argv, "--json")
+    assert code == 0, err
+    return [json.loads(line) for line in out.splitlines()]
 
 
 @pytest.fixture(scope="module")
@@ -162,7 +172,7 @@ def test_read_as_of(store: dict[str, str], capsys: pytest.CaptureFixture[str]) -
 )
 def test_json_output_parses(store: dict[str, str], capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:
     args = [argv[0], store["path"], *[a.format(**store) for a in argv[1:]]]
-    data = run_json(capsys, *args)
+    data = run_jsonl(capsys, *args) if argv[0] in LISTINGS else run_json(capsys, *args)
     assert data is not None
     code, out, err = run(capsys, *args)  # and the human form prints something
     assert code == 0, err
@@ -173,13 +183,13 @@ def test_json_shapes(store: dict[str, str], capsys: pytest.CaptureFixture[str]) 
     stats = run_json(capsys, "stats", store["path"])
     assert stats["embedder"] == "minilm-l6-static-256" and stats["dim"] == 256  # type: ignore[index]
     assert stats["open_contradictions"] == 1 and stats["pending_merges"] == 1  # type: ignore[index]
-    history = run_json(capsys, "history", store["path"], store["b"])
-    assert [n["id"] for n in history] == [store["a"], store["b"]]  # type: ignore[union-attr,index]
-    hits = run_json(capsys, "search", store["path"], "Porto")
-    assert store["b"] in [h["node"]["id"] for h in hits]  # type: ignore[index]  # beside the fact learned from it
-    assert isinstance(hits[0]["score"], float)  # type: ignore[index]
-    merges = run_json(capsys, "merges", store["path"])
-    assert [m["pid"] for m in merges] == [int(store["pid"])] and merges[0]["status"] == "pending"  # type: ignore[index]
+    history = run_jsonl(capsys, "history", store["path"], store["b"])
+    assert [n["id"] for n in history] == [store["a"], store["b"]]
+    hits = run_jsonl(capsys, "search", store["path"], "Porto")
+    assert store["b"] in [h["node"]["id"] for h in hits]  # beside the fact learned from it
+    assert isinstance(hits[0]["score"], float)
+    merges = run_jsonl(capsys, "merges", store["path"])
+    assert [m["pid"] for m in merges] == [int(store["pid"])] and merges[0]["status"] == "pending"
     report = run_json(capsys, "verify", store["path"])
     assert report["violations"] == [] and report["checked"]["nodes"] > 0  # type: ignore[index]
 
@@ -378,13 +388,13 @@ def test_list_pages_through_a_scope(store: dict[str, str], capsys: pytest.Captur
 
 
 def test_scopes_and_search_within_a_scope(store: dict[str, str], capsys: pytest.CaptureFixture[str]) -> None:
-    scopes = run_json(capsys, "scopes", store["path"])
-    assert [s["name"] for s in scopes] == ["me"]  # type: ignore[index,union-attr]
+    scopes = run_jsonl(capsys, "scopes", store["path"])
+    assert [s["name"] for s in scopes] == ["me"]
     code, out, _ = run(capsys, "scopes", store["path"])
     assert code == 0 and out.split()[-1] == "me"
-    hits = run_json(capsys, "search", store["path"], "Porto", "--scope", "me")
-    assert store["b"] in [h["node"]["id"] for h in hits]  # type: ignore[index,union-attr]
-    assert run_json(capsys, "search", store["path"], "Porto", "--scope", "me", "--as-of", "2024-02-01") == []
+    hits = run_jsonl(capsys, "search", store["path"], "Porto", "--scope", "me")
+    assert store["b"] in [h["node"]["id"] for h in hits]
+    assert run_jsonl(capsys, "search", store["path"], "Porto", "--scope", "me", "--as-of", "2024-02-01") == []
     code, out, _ = run(capsys, "search", store["path"], "Porto", "--as-of", "2024-02-01")
     assert code == 0 and out.strip() == "nothing found"  # text, not a Python or JSON empty list
 
@@ -467,3 +477,76 @@ def test_recall_prints_one_line_a_hit_in_score_order_with_an_id_read_takes(
     with pytest.raises(SystemExit):
         main(["recall", "--help"])
     assert "late (the question matched token by token)" in " ".join(capsys.readouterr().out.split())
+
+
+# ---- text by default, JSON lines for listings (issue 38) ----------------------------------------
+
+
+def test_link_merges_and_merge_print_text_by_default(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = str(tmp_path / "text.db")
+    ids = []
+    for text, name in (("Robert Smith", "Robert Smith"), ("Bob Smith", "Bob Smith"), ("I live in Lisbon", None)):
+        extra = ["--type", "Entity", "--name", name] if name else []
+        code, out, err = run(capsys, "write", path, text, "--scope", "alice", *extra)
+        assert code == 0, err
+        ids.append(out.strip())
+    robert, bob, note = ids
+    code, out, _ = run(capsys, "link", path, note[:12], robert[:12], "refers_to")
+    assert code == 0 and f"refers_to  {note[:12]} -> {robert[:12]}" in out
+    assert not out.lstrip().startswith("{")
+    code, out, _ = run(capsys, "link", path, robert[:12], bob[:12], "same_as")
+    assert code == 0 and "proposal 1  pending" in out and "'Robert Smith' same_as" in out
+    assert "worlddb merge DB 1 accept|reject" in out
+    code, out, _ = run(capsys, "merges", path)
+    assert code == 0 and out.strip().startswith("proposal 1  pending") and len(out.splitlines()) == 1
+    code, out, _ = run(capsys, "merge", path, "1", "accept")
+    assert code == 0 and out.startswith("proposal 1  accepted, decided ") and "{" not in out
+    code, out, _ = run(capsys, "merges", path)
+    assert code == 0 and out.strip() == "no pending merge proposals"
+    code, out, _ = run(capsys, "merges", path, "--status", "all", "--json")
+    assert code == 0 and [json.loads(line)["status"] for line in out.splitlines()] == ["accepted"]
+
+
+def test_a_listing_prints_one_json_object_a_line(store: dict[str, str], capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "history", store["path"], store["b"], "--json")
+    lines = out.splitlines()
+    assert code == 0 and len(lines) == 2 and [json.loads(line)["id"] for line in lines] == [store["a"], store["b"]]
+    code, out, _ = run(capsys, "search", store["path"], "nothing matches this", "--json")
+    assert code == 0 and out == ""  # an empty listing: no line at all
+    code, out, _ = run(capsys, "stats", store["path"], "--json")
+    assert code == 0 and json.loads(out)["nodes"] > 0  # one record: one (indented) document, as before
+
+
+# ---- consolidate says what it left alone ---------------------------------------------------------
+
+
+def test_consolidate_says_which_worlds_wait_and_why(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    chat = tmp_path / "chat.jsonl"
+    long = (
+        "I adopted a kitten called Miso last spring and she sleeps on the radiator every single afternoon now, "
+        "right after she has chased the red laser toy around the flat for an hour or so"
+    )  # two of them: a session long enough to summarise (60 words)
+    rows = [
+        {"session": "1", "date": "2024-03-01", "speaker": "Ana", "text": long},
+        {"session": "1", "date": "2024-03-01", "speaker": "Ana", "text": long.replace("Miso", "Tofu")},
+        {"session": "2", "date": "2024-06-01", "speaker": "Ana", "text": "I moved to Denver"},
+    ]
+    chat.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    path = str(tmp_path / "sleep.db")
+    code, _, err = run(capsys, "ingest", path, str(chat), "--format", "jsonl", "--scope", "ana")
+    assert code == 0, err
+    report = run_json(capsys, "consolidate", path, "--dry-run")
+    waiting = {(s["kind"], s["name"]) for s in report["skipped"] if s["reason"] == "recent"}
+    assert {("session", "chat / 1"), ("session", "chat / 2"), ("timeline", "ana")} <= waiting
+    assert report["summaries"] == 0
+    first = next(s for s in report["skipped"] if s["name"] == "chat / 1")
+    assert first["step"] == "summaries" and first["ready_at"] > first["changed_at"]
+    code, out, _ = run(capsys, "consolidate", path)
+    assert code == 0 and "session 'chat / 1': last changed less than a minute ago, within the 60-minute minimum" in out
+    assert "(or run again with --min-age 0)" in out and "summaries: 0" in out
+    report = run_json(capsys, "consolidate", path, "--min-age", "0")
+    assert report["summaries"] >= 2  # the long session and the scope's timeline
+    assert [(s["name"], s["reason"]) for s in report["skipped"]] == [("chat / 2", "small")]
+    assert "1 turn and 4 words, too short to summarise" in report["skipped"][0]["detail"]
+    report = run_json(capsys, "consolidate", path, "--only", "queue")
+    assert report["skipped"] == []  # only the summaries and timelines steps leave worlds alone

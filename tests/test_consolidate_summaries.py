@@ -173,7 +173,9 @@ def test_the_cli_consolidates_step_by_step(tmp_path: Path, capsys: pytest.Captur
     with WorldDB(path) as db:
         db.ingest(conversation())
     assert main(["consolidate", path, "--only", "summaries", "--dry-run", "--min-age", "0", "--json"]) == 0
-    assert json.loads(capsys.readouterr().out) == {"summaries": 2, "dry_run": True, "pending": 0}
+    dry = json.loads(capsys.readouterr().out)
+    assert [(s["name"], s["reason"]) for s in dry.pop("skipped")] == [("c1 / s2", "small")]  # one turn: its own summary
+    assert dry == {"summaries": 2, "dry_run": True, "pending": 0}
     assert main(["consolidate", path, "--min-age", "0", "--json"]) == 0
     done = json.loads(capsys.readouterr().out)
     assert done["summaries"] == 2 and done["dry_run"] is False
@@ -324,3 +326,19 @@ def test_a_scope_talked_to_every_hour_still_gets_the_timeline_of_its_quiet_sessi
     clock.advance(dt.timedelta(hours=2))
     assert db.consolidate(min_age=dt.timedelta(hours=1))["summaries"] == 1  # now it is done: the part grows
     assert "painting" in summaries(db, "timeline")[0]
+
+
+def test_the_report_names_what_waits_for_the_minimum_age_and_when_it_will_be_ready(ana: WorldDB) -> None:
+    hour = dt.timedelta(hours=1)
+    report = ana.consolidate(min_age=hour, dry_run=True)
+    assert report["summaries"] == 0 and report.ran_at
+    waiting = {(s.step, s.kind, s.name) for s in report.skipped if s.reason == "recent"}
+    assert {("summaries", "session", "c1 / s1"), ("summaries", "timeline", "ana")} <= waiting
+    for skipped in report.skipped:
+        assert skipped.changed_at is not None and skipped.changed_at <= report.ran_at
+        changed = dt.datetime.fromisoformat(skipped.changed_at[:-1])
+        assert skipped.ready_at == (changed + hour).isoformat(timespec="microseconds") + "Z"
+    done = ana.consolidate(min_age=NOW)
+    assert done["summaries"] > 0 and [s.reason for s in done.skipped] == ["small"]  # s2: two short turns
+    again = ana.consolidate(min_age=hour).skipped  # what is summarised waits for nothing; s2 is still new
+    assert [(s.name, s.reason) for s in again] == [("c1 / s2", "recent")]

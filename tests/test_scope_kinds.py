@@ -135,11 +135,12 @@ def test_the_cli_writes_to_several_scopes_and_lists_them_by_kind(
     assert main(["recall", path, "boiler serviced", "--scope", "agent:home", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["hits"][0]["node"]["id"] == note
     assert main(["scopes", path, "--kind", "agent", "--json"]) == 0
-    assert [(s["name"], s["kind"]) for s in json.loads(capsys.readouterr().out)] == [("agent:home", "agent")]
+    lines = capsys.readouterr().out.splitlines()  # JSON lines: one scope a line
+    assert [(s["name"], s["kind"]) for s in map(json.loads, lines)] == [("agent:home", "agent")]
     assert main(["scopes", path]) == 0
     assert "agent  agent:home" in capsys.readouterr().out
     assert main(["search", path, "boiler", "--scope", "ana", "--scope", "agent:home", "--json"]) == 0
-    assert [hit["node"]["id"] for hit in json.loads(capsys.readouterr().out)] == [note]
+    assert [json.loads(line)["node"]["id"] for line in capsys.readouterr().out.splitlines()] == [note]
 
 
 def test_writing_a_shared_memory_again_after_one_scope_let_it_go(db: WorldDB) -> None:

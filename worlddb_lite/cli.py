@@ -2,6 +2,9 @@
 
 Every command takes ``--json`` for machine-readable output. Errors are turned into
 one-line messages (exit code 2) in one place, ``main``.
+
+Building the parser imports no numpy, SQLite or model (``--help`` and ``--version`` answer at
+once); each handler imports the facade when it runs. tests/test_cli_start.py checks both.
 """
 
 from __future__ import annotations
@@ -9,6 +12,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime as dt
+import gc
 import json
 import math
 import os
@@ -17,24 +21,25 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
-from . import (
-    CONVERSATION_FORMATS,
-    EncodingGate,
-    IngestStats,
-    OnnxCrossEncoder,
-    StaticEmbedder,
-    __version__,
-    load_conversations,
-)
-from .db import CONSOLIDATION_STEPS, DEFAULT_BUDGET, DEFAULT_EXTRACTOR, DEFAULT_MIN_AGE, DEFAULT_SCOPE, WorldDB
+from . import __version__
 from .errors import InvalidInput, MissingExtra, StoreUnwritable, WorldDBError, install_hint
-from .types import SCOPE_KINDS, Node, Page, plain, scope_record
+
+if TYPE_CHECKING:
+    from .db import WorldDB
+    from .types import Node
 
 MCP_EXTRA = install_hint("mcp")  # the MCP server's SDK is not in the default install
 
-DEFAULT_THRESHOLD = EncodingGate().threshold
+# The library's values the parser shows or offers, spelled out here: reading them from their modules
+# would load numpy, SQLite and the model for `--help`. tests/test_cli_start.py checks that they agree.
+CONVERSATION_FORMATS = ("locomo", "beam", "longmemeval", "jsonl")  # write.loaders.FORMATS
+CONSOLIDATION_STEPS = ("queue", "summaries", "timelines", "infer", "sweep", "dedup", "updates", "retention")
+DEFAULT_MIN_AGE_MINUTES = 60.0  # ops.consolidation.DEFAULT_MIN_AGE
+DEFAULT_BUDGET = 2000  # retrieval.context.DEFAULT_BUDGET, tokens
+DEFAULT_THRESHOLD = 0.3  # write.gate.DEFAULT_THRESHOLD
+SCOPE_KINDS = ("user", "agent", "app", "run")  # types.SCOPE_KINDS
 
 Handler = Callable[[argparse.Namespace], Any]
 SCOPE_HELP = "a user's name, or agent:NAME, app:NAME, run:NAME (see `worlddb scopes`)"
@@ -61,6 +66,8 @@ READS = frozenset(
 
 
 def _open(args: argparse.Namespace, *, create: bool = False) -> WorldDB:
+    from . import StaticEmbedder, WorldDB  # here, not at the top: the parser alone must not load them
+
     if args.model:
         db = WorldDB(args.db, embedder=StaticEmbedder(args.model), create=create)
     else:
@@ -169,6 +176,8 @@ def cmd_init(args: argparse.Namespace) -> Any:
 def cmd_write(args: argparse.Namespace) -> Any:
     if args.verbatim and args.deferred:
         raise InvalidInput("--verbatim stores the text alone and --deferred queues what to learn from it; give one")
+    from .db import DEFAULT_SCOPE
+
     with _open(args, create=True) as db:
         return db.write(
             _text_of(args.text),
@@ -184,6 +193,8 @@ def cmd_write(args: argparse.Namespace) -> Any:
 
 def _extractor(args: argparse.Namespace) -> Any:
     """What reads a memory's text: the default write path's extractor, or none with --verbatim."""
+    from .db import DEFAULT_EXTRACTOR
+
     return None if args.verbatim else DEFAULT_EXTRACTOR
 
 
@@ -280,8 +291,43 @@ def cmd_history(args: argparse.Namespace) -> Any:
     ),
 )
 def cmd_link(args: argparse.Namespace) -> Any:
+    from .types import Edge
+
     with _open(args) as db:
-        return db.link(args.src, args.dst, args.type)
+        made = db.link(args.src, args.dst, args.type)
+        if args.json:
+            return made
+        if isinstance(made, Edge):
+            return _edge_text(made)
+        decide = f"nothing merges until it is decided: worlddb merge DB {made.pid} accept|reject"
+        return f"{_proposal_text(db, made)}\n{decide}"
+
+
+def _edge_text(edge: Any) -> str:
+    """One edge on one line: short id, type, source -> target, validity (``types.Edge``)."""
+    closed = "  (retracted)" if edge.expired_at else ""
+    return (
+        f"{edge.id[:SHORT_ID]}  {edge.type}  {edge.src[:SHORT_ID]} -> {edge.dst[:SHORT_ID]}  "
+        f"[{edge.valid_at} .. {edge.invalid_at or 'open'}){closed}"
+    )
+
+
+def _proposal_text(db: WorldDB, proposal: Any) -> str:
+    """One merge proposal on one line: number, status, both sides (short id and name), score, tier, reason."""
+    sides = []
+    for ref in (proposal.a, proposal.b):
+        try:
+            name = db.read(ref).name
+        except WorldDBError:  # a side that cannot be read shows its id alone
+            name = None
+        sides.append(f"{ref[:SHORT_ID]}" + (f" {name!r}" if name else ""))
+    how = [f"score {proposal.score:.2f}"] if proposal.score is not None else []
+    how += [f"tier {proposal.tier}"] if proposal.tier else []
+    how += [proposal.reason] if proposal.reason else []
+    decided = f", decided {proposal.decided_at[:10]}" if proposal.decided_at else ""
+    return f"proposal {proposal.pid}  {proposal.status}{decided}  {sides[0]} same_as {sides[1]}" + (
+        f"  ({'; '.join(how)})" if how else ""
+    )
 
 
 @command(
@@ -339,6 +385,8 @@ def cmd_list(args: argparse.Namespace) -> Any:
     ),
 )
 def cmd_scopes(args: argparse.Namespace) -> Any:
+    from .types import scope_record
+
     with _open(args) as db:
         found = [scope_record(n) for n in db.scopes(kind=args.kind)]
     if args.json:
@@ -396,6 +444,8 @@ def cmd_scopes(args: argparse.Namespace) -> Any:
     ),
 )
 def cmd_recall(args: argparse.Namespace) -> Any:
+    from . import OnnxCrossEncoder
+
     reranker = OnnxCrossEncoder(args.rerank) if args.rerank else None
     options: dict[str, Any] = {
         "scope": args.scope,
@@ -443,7 +493,11 @@ def cmd_recall(args: argparse.Namespace) -> Any:
 )
 def cmd_merges(args: argparse.Namespace) -> Any:
     with _open(args) as db:
-        return db.merge_proposals(None if args.status == "all" else args.status)
+        found = db.merge_proposals(None if args.status == "all" else args.status)
+        if args.json:
+            return found
+        which = "" if args.status == "all" else f"{args.status} "
+        return "\n".join(_proposal_text(db, p) for p in found) or f"no {which}merge proposals"
 
 
 @command(
@@ -461,7 +515,8 @@ def cmd_merges(args: argparse.Namespace) -> Any:
 def cmd_merge(args: argparse.Namespace) -> Any:
     with _open(args) as db:
         (db.accept_merge if args.decision == "accept" else db.reject_merge)(args.pid)
-        return db.merge_proposal(args.pid)
+        decided = db.merge_proposal(args.pid)
+        return decided if args.json else _proposal_text(db, decided)
 
 
 @command(
@@ -484,6 +539,8 @@ def cmd_verify(args: argparse.Namespace) -> Any:
 
 @command("reembed", "re-embed every node in place with --model (the bundled model by default)", _with())
 def cmd_reembed(args: argparse.Namespace) -> Any:
+    from . import StaticEmbedder, WorldDB
+
     embedder = StaticEmbedder(args.model) if args.model else StaticEmbedder()
     return WorldDB.reembed(args.db, embedder=embedder, progress=None if args.json else _progress_bar("re-embedding"))
 
@@ -527,6 +584,8 @@ def cmd_reindex(args: argparse.Namespace) -> Any:
     ),
 )
 def cmd_ingest(args: argparse.Namespace) -> Any:
+    from . import EncodingGate, IngestStats, load_conversations
+
     gate = EncodingGate(threshold=args.gate) if args.gate is not None else None  # a bad threshold stops here
     conversations = load_conversations(
         args.file, args.format, args.scope
@@ -575,9 +634,8 @@ MAX_MIN_AGE_MINUTES = 100 * 366 * 24 * 60.0  # a century: anything longer means 
         lambda p: p.add_argument(
             "--min-age",
             type=float,
-            default=DEFAULT_MIN_AGE.total_seconds() / 60,
-            help="summarise only worlds unchanged for this many minutes "
-            f"(default {DEFAULT_MIN_AGE.total_seconds() / 60:g})",
+            default=DEFAULT_MIN_AGE_MINUTES,
+            help=f"summarise only worlds unchanged for this many minutes (default {DEFAULT_MIN_AGE_MINUTES:g})",
         ),
         lambda p: p.add_argument("--limit", type=int, help="stop after this many queued turns (default: every one)"),
     ),
@@ -598,7 +656,42 @@ def cmd_consolidate(args: argparse.Namespace) -> Any:
             limit=args.limit,
             progress=None if args.json else progress,
         )
-        return {**report.done, "dry_run": report.dry_run, "pending": db.queued()}
+        out = {**report.done, "dry_run": report.dry_run, "pending": db.queued()}
+    if args.json:
+        return {**out, "skipped": report.skipped}
+    lines = [f"{key}: {_value_text(value)}" for key, value in out.items()]
+    if report.skipped:
+        lines.append(f"left alone ({len(report.skipped)}):")
+        lines += [f"  {_skipped_text(s, report.ran_at, args.min_age)}" for s in report.skipped[:SKIPPED_SHOWN]]
+        if len(report.skipped) > SKIPPED_SHOWN:
+            lines.append(f"  and {len(report.skipped) - SKIPPED_SHOWN} more (--json lists every one)")
+    return "\n".join(lines)
+
+
+SKIPPED_SHOWN = 10  # lines of what consolidate left alone; --json has them all
+
+
+def _skipped_text(skipped: Any, ran_at: str, min_age: float) -> str:
+    """One world (or subject) consolidate left alone, and why, on one line (``summaries.Skipped``)."""
+    what = f"{skipped.kind} {skipped.name!r}"
+    if skipped.reason != "recent":
+        return f"{what}: {skipped.detail}"
+    said = f"{skipped.detail}; " if skipped.detail else ""
+    ready = f"; ready at {skipped.ready_at[:16].replace('T', ' ')} UTC" if skipped.ready_at else ""
+    return (
+        f"{what}: {said}last changed {_ago(skipped.changed_at, ran_at)} ago, within the {min_age:g}-minute "
+        f"minimum age{ready} (or run again with --min-age 0)"
+    )
+
+
+def _ago(then: str, now: str) -> str:
+    """How long before ``now`` ``then`` was (two store times), in whole minutes, hours or days."""
+    seconds = (dt.datetime.fromisoformat(now[:-1]) - dt.datetime.fromisoformat(then[:-1])).total_seconds()
+    for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60)):
+        if seconds >= size:
+            count = int(seconds // size)
+            return f"{count} {unit}{'' if count == 1 else 's'}"
+    return "less than a minute"
 
 
 def _progress_bar(label: str) -> Callable[[int, int], None]:
@@ -1035,6 +1128,8 @@ def cmd_purge(args: argparse.Namespace) -> Any:
 
 def _value_text(value: Any) -> str:
     """A value of a result as text: a list or mapping spelled out, never a Python repr."""
+    from .types import plain
+
     value = plain(value)
     if isinstance(value, dict):
         return ", ".join(f"{k}={_value_text(v)}" for k, v in value.items()) or "-"
@@ -1053,8 +1148,14 @@ def _line(node: Node) -> str:
 
 
 def _print(result: Any, as_json: bool) -> None:
+    from .types import Node, Page, plain
+
     if as_json:
-        print(json.dumps(plain(result), ensure_ascii=False, indent=2))
+        if isinstance(result, list):  # JSON lines: one object a line (none for an empty list)
+            for item in result:
+                print(json.dumps(plain(item), ensure_ascii=False))
+        else:
+            print(json.dumps(plain(result), ensure_ascii=False, indent=2))
         return
     if isinstance(result, Node):
         print(_node_text(result))
@@ -1087,8 +1188,10 @@ def _print(result: Any, as_json: bool) -> None:
             print(f"{key}: {_value_text(value)}")
     elif result is None:
         pass
-    else:
-        print(json.dumps(plain(result), ensure_ascii=False, indent=2))
+    else:  # a record without lines of its own above: its fields, one a line, as for a mapping
+        value = plain(result)
+        for key, field in value.items() if isinstance(value, dict) else [("result", value)]:
+            print(f"{key}: {_value_text(field)}")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -1116,8 +1219,12 @@ class _Parser(argparse.ArgumentParser):
 HINTS = {"merge": "to list the proposals, run `worlddb merges DB`"}  # a mistyped `merges` lands on `merge`
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser with every sub-command."""
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The argument parser with every sub-command, or with ``only`` that one (``main``: the one called).
+
+    A parser of one command parses and refuses its line as the whole one does (the usage names no
+    command list: ``COMMAND``), and skips building the others' arguments: ~20 ms of each call.
+    """
     parser = _Parser(
         prog="worlddb",
         description="worlddb_lite: an assistant's memory in one SQLite file",
@@ -1129,6 +1236,8 @@ def build_parser() -> argparse.ArgumentParser:
     _global_options(parser, json=False, model=None)  # before the command ...
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
     for name, (help_text, handler, arguments) in COMMANDS.items():
+        if only is not None and name != only:
+            continue
         p = sub.add_parser(name, help=help_text, description=help_text)
         p.hint = HINTS.get(name)
         p.scoped = scoped if name in SCOPED else None
@@ -1148,13 +1257,35 @@ def _global_options(p: argparse.ArgumentParser, *, json: Any, model: Any) -> Non
     )
 
 
+def _called(argv: Sequence[str]) -> str | None:
+    """The command a line calls, when nothing before it asks for the whole parser (--help, --version)."""
+    words = iter(argv)
+    for word in words:
+        if word in ("-h", "--help", "--version", "--"):
+            return None
+        if word == "--model":
+            next(words, None)  # its value
+        elif not word.startswith("-"):
+            return word if word in COMMANDS else None
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``worlddb`` command. Returns the exit code."""
-    parser = build_parser()
-    if not (sys.argv[1:] if argv is None else list(argv)):  # `worlddb` alone: what it can do, not an error
+    code = _run(sys.argv[1:] if argv is None else list(argv))
+    if argv is None:
+        # The process ends now (the `worlddb` script): frozen, the objects the imports made are not
+        # swept for cycles once more at exit, 30-50 ms after a recall (bench/cli_start.py).
+        gc.freeze()
+    return code
+
+
+def _run(line: list[str]) -> int:
+    parser = build_parser(_called(line))
+    if not line:  # `worlddb` alone: what it can do, not an error
         parser.print_help()
         return 0
-    args = parser.parse_args(argv)
+    args = parser.parse_args(line)
     if "db" in vars(args) and not args.db:
         parser.error(f"{args.command} needs the store's file: give DB or set {STORE_VARIABLE}")
     if args.command in SCOPED and getattr(args, "scope", "") is None and os.environ.get(SCOPE_VARIABLE):

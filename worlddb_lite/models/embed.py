@@ -213,7 +213,8 @@ class TokenVectors:
         extra = getattr(model, "weights", None)
         self.weight: np.ndarray = length * (np.asarray(extra, dtype=np.float32) if extra is not None else 1.0)
         self._divisor = np.where(length > 0, length, 1.0).astype(np.float32)
-        self.vocabulary: dict[str, int] = model.tokenizer.get_vocab()
+        # the native model's own copy when it has one: get_vocab builds a new dict of 30k tokens (~15 ms)
+        self.vocabulary: dict[str, int] = getattr(model, "vocabulary_ids", None) or model.tokenizer.get_vocab()
         self._tokenizer = model.tokenizer
         self._direct = self._model_alone_agrees()
 
@@ -331,6 +332,7 @@ class NativeStaticModel:
         if self.token_mapping is None and len(self.embedding) != len(vocabulary):
             raise ValueError(f"{len(vocabulary)} tokens but {len(self.embedding)} vectors, and no token mapping")
         self.median_token_length = int(np.median([len(token) for token in vocabulary]))
+        self.vocabulary_ids: dict[str, int] = vocabulary  # read-only; TokenVectors shares it
         self.normalize = bool(config.get("normalize", False))
         self.max_length: int | None = config.get("max_length", _DEFAULT_MAX_LENGTH)
         if self.max_length is None:

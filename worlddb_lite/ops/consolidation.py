@@ -13,6 +13,7 @@ finds nothing to do. ``dry_run`` counts what a run would write and writes nothin
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -27,6 +28,7 @@ from ..write.writer import Writer
 from . import retention, summaries, timelines
 from .dedup import dedup
 from .infer import infer
+from .summaries import Skipped
 from .sweep import sweep
 
 STEPS = ("queue", "summaries", "timelines", "infer", "sweep", "dedup", "updates", "retention")
@@ -38,10 +40,17 @@ Progress = Callable[[str, int, int], None]  # (step, done, total)
 
 @dataclass
 class Consolidation:
-    """What one run did (or, dry, would do): a count per step that ran."""
+    """What one run did (or, dry, would do): a count per step that ran, and what it left alone.
+
+    ``skipped``: the sessions, scopes' timelines and subjects the summaries and timelines steps did
+    not summarise, each with its reason (``summaries.Skipped``): changed within ``min_age`` of
+    ``ran_at`` (the store clock's time when the run began), or a session too short for a summary.
+    """
 
     done: dict[str, int] = field(default_factory=dict)
     dry_run: bool = False
+    skipped: list[Skipped] = field(default_factory=list)
+    ran_at: str = ""
 
     def __getitem__(self, step: str) -> int:
         return self.done.get(step, 0)
@@ -86,7 +95,8 @@ def run(
         older_than = format_time(now - min_age)
     except OverflowError:
         raise InvalidInput(f"min_age {min_age} reaches before the year 1; give a shorter one") from None
-    report = Consolidation(dry_run=dry_run)
+    report = Consolidation(dry_run=dry_run, ran_at=format_time(now))
+    skipped: list[Skipped] = []
     scopes = queries.worlds_of_type(writer.conn, "Scope")
 
     def told(step: str) -> Callable[[int, int], None] | None:
@@ -101,13 +111,13 @@ def run(
             )
         elif step == "summaries":  # sessions first: a timeline part reads a session after its summary is written
             changed_at = queries.items_changed(writer.conn)  # after the queue step; summaries are no items
-            sessions = summaries.stale_sessions(writer, changed_at, older_than=older_than)
+            sessions = summaries.stale_sessions(writer, changed_at, older_than=older_than, skipped=skipped)
             done = summaries.summarise(writer, summarizer, sessions, dry_run=dry_run, batch=BATCH, progress=told(step))
-            parts = summaries.stale_timelines(writer, scopes, changed_at, older_than=older_than)
+            parts = summaries.stale_timelines(writer, scopes, changed_at, older_than=older_than, skipped=skipped)
             done += summaries.summarise(writer, summarizer, parts, dry_run=dry_run, batch=BATCH, progress=told(step))
             report.done[step] = done
         elif step == "timelines":
-            drafted = timelines.stale_profiles(writer, scopes, older_than=older_than)
+            drafted = timelines.stale_profiles(writer, scopes, older_than=older_than, skipped=skipped)
             report.done[step] = summaries.store_drafted(
                 writer, drafted, dry_run=dry_run, batch=BATCH, progress=told(step)
             )
@@ -122,4 +132,16 @@ def run(
             report.done[step] = len(found) if dry_run else write_updates(writer, found, progress=told(step))
         else:
             report.done[step] = retention.run(writer, dry_run=dry_run, progress=told(step))
+    report.skipped = [_when_ready(s, min_age) for s in skipped]
     return report
+
+
+def _when_ready(skipped: Skipped, min_age: dt.timedelta) -> Skipped:
+    """A world left waiting, with the time it will be old enough (its last change plus ``min_age``)."""
+    if skipped.reason != "recent" or skipped.changed_at is None:
+        return skipped
+    try:
+        ready = format_time(dt.datetime.fromisoformat(skipped.changed_at.replace("Z", "+00:00")) + min_age)
+    except OverflowError:  # past the calendar's end: never, in effect
+        return skipped
+    return dataclasses.replace(skipped, ready_at=ready)

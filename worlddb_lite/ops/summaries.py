@@ -46,6 +46,24 @@ MIN_SESSION_TURNS, MIN_SESSION_WORDS = 2, MAX_WORDS
 
 
 @dataclass(frozen=True)
+class Skipped:
+    """A world (or a subject) a step left alone this run, and why (``Consolidation.skipped``).
+
+    ``reason``: ``recent`` (something in it changed at ``changed_at``, later than the run's minimum
+    age allows: it waits until ``ready_at``) or ``small`` (a session too short to summarise: it is its
+    own summary, and the scope's timeline covers it; ``detail`` says how short).
+    """
+
+    step: str  # summaries, timelines
+    kind: str  # session, timeline (a scope's), subject (a profile and history)
+    name: str  # the session's or scope's name, or the subject's
+    reason: str  # recent, small
+    changed_at: str | None = None  # when what it covers last changed
+    ready_at: str | None = None  # recent: when the minimum age is reached (consolidation.run sets it)
+    detail: str = ""
+
+
+@dataclass(frozen=True)
 class SummaryItem:
     """One memory a summary may draw on: its id, date, speaker, text and how many facts were learned from it."""
 
@@ -152,46 +170,73 @@ class Pending:
     about: tuple[str, ...] = ()  # entities it is about (``refers_to``): the entity lane reaches it as their facts
 
 
-def stale_sessions(writer: Writer, changed_at: Mapping[int, str], *, older_than: str) -> list[Pending]:
+def stale_sessions(
+    writer: Writer, changed_at: Mapping[int, str], *, older_than: str, skipped: list[Skipped] | None = None
+) -> list[Pending]:
     """Sessions of enough turns and words, quiet since ``older_than``, with no summary newer than them.
 
     Enough: ``MIN_SESSION_TURNS`` turns and ``MIN_SESSION_WORDS`` words.
 
     Quiet: none of its turns was written, closed or retired since then (a session still going on
     waits); what else happens in the store (a link between its turns, a summary) does not count.
-    ``changed_at``: ``queries.items_changed``.
+    ``changed_at``: ``queries.items_changed``. The sessions left waiting or too short are added
+    to ``skipped``.
     """
     conn = writer.conn
     out = []
     for session, name in queries.worlds_of_type(conn, "Session"):
         changed = changed_at.get(session)
-        if changed is None or changed > older_than:
-            continue  # nothing to summarise, or still going on
+        if changed is None:
+            continue  # nothing to summarise
         old = queries.current_summary(conn, session, "session")
         if old is not None and changed <= old[1]:
             continue  # no turn or note of the session was written, closed or retired since its summary
+        if changed > older_than:  # still going on
+            if skipped is not None:
+                skipped.append(Skipped("summaries", "session", name, "recent", changed))
+            continue
         items = _items(writer, queries.world_items(conn, session))
         of = writer.store.header(session).id.hex()
-        if len(items) >= MIN_SESSION_TURNS and sum(len(words(item.text)) for item in items) >= MIN_SESSION_WORDS:
+        said = sum(len(words(item.text)) for item in items)
+        if len(items) >= MIN_SESSION_TURNS and said >= MIN_SESSION_WORDS:
             out.append(Pending(session, "session", name, items, of, None, old[0] if old else None))
         elif old is not None:  # too little of it holds now: its summary goes
             out.append(Pending(session, "session", name, [], of, None, old[0]))
+        elif skipped is not None:
+            detail = (
+                f"{len(items)} turn{'' if len(items) == 1 else 's'} and {said} word{'' if said == 1 else 's'}, too "
+                f"short to summarise (a summary needs {MIN_SESSION_TURNS} turns and {MIN_SESSION_WORDS} words; the "
+                "scope's timeline covers it)"
+            )
+            skipped.append(Skipped("summaries", "session", name, "small", changed, detail=detail))
     return out
 
 
 def stale_timelines(
-    writer: Writer, scopes: Sequence[tuple[int, str]], changed_at: Mapping[int, str], *, older_than: str
+    writer: Writer,
+    scopes: Sequence[tuple[int, str]],
+    changed_at: Mapping[int, str],
+    *,
+    older_than: str,
+    skipped: list[Skipped] | None = None,
 ) -> list[Pending]:
     """Timeline parts of ``scopes`` whose sessions changed since the part was written.
 
-    A part covers sessions quiet since ``older_than`` (the one going on joins when it is done).
+    A part covers sessions quiet since ``older_than`` (the one going on joins when it is done); a
+    scope with sessions left out so is added to ``skipped``.
     """
     conn = writer.conn
     out = []
     for scope, name in scopes:
-        sessions = [  # (session, name), in the order they happened
-            (s, n) for s, n in queries.scope_sessions(conn, scope) if changed_at.get(s, "") <= older_than
-        ]
+        every = queries.scope_sessions(conn, scope)
+        sessions = [(s, n) for s, n in every if changed_at.get(s, "") <= older_than]  # in the order they happened
+        waiting = [changed_at[s] for s, _ in every if changed_at.get(s, "") > older_than]
+        if waiting and skipped is not None:
+            written = queries.current_summary(conn, scope, "timeline")  # its newest part: what it covers is no wait
+            waiting = [at for at in waiting if written is None or at > written[1]]
+        if waiting and skipped is not None:
+            detail = f"{len(waiting)} of its {len(every)} sessions are not in its timeline yet"
+            skipped.append(Skipped("summaries", "timeline", name, "recent", max(waiting), detail=detail))
         for part, start in enumerate(range(0, len(sessions), TIMELINE_PART)):
             chunk = sessions[start : start + TIMELINE_PART]
             old = queries.current_summary(conn, scope, "timeline", part=part)

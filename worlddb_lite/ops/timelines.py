@@ -18,18 +18,19 @@ from collections.abc import Sequence
 
 from ..store import queries
 from ..write.writer import Writer
-from .summaries import Drafted, Pending, SummaryItem
+from .summaries import Drafted, Pending, Skipped, SummaryItem
 
 MIN_FACTS = 2  # one fact is its own profile
 KINDS = ("profile", "history")
 
 
 def stale_profiles(
-    writer: Writer, scopes: Sequence[tuple[int, str]], *, older_than: str
+    writer: Writer, scopes: Sequence[tuple[int, str]], *, older_than: str, skipped: list[Skipped] | None = None
 ) -> list[tuple[Pending, Drafted]]:
     """The profiles and histories to (re)write in ``scopes``, drafted: subjects whose facts changed since theirs.
 
-    Only subjects none of whose facts changed after ``older_than`` (a conversation about them still going on waits).
+    Only subjects none of whose facts changed after ``older_than`` (a conversation about them still going on
+    waits: added to ``skipped`` when they have the ``MIN_FACTS`` a profile needs).
     """
     conn = writer.conn
     out = []
@@ -40,8 +41,13 @@ def stale_profiles(
         summarised = set(queries.summarised_subjects(conn, scope, KINDS))
         for subject in sorted(set(by_subject) | summarised):
             facts = by_subject.get(subject, [])
-            if facts and max(row[6] for row in facts) > older_than:
-                continue  # still being talked about: later
+            if facts and max(row[6] for row in facts) > older_than:  # still being talked about: later
+                if skipped is not None and len(facts) >= MIN_FACTS:
+                    changed = max(row[6] for row in facts)
+                    old = queries.current_summary(conn, scope, "profile", of=subject)
+                    if old is None or changed > old[1]:  # a profile as new as its facts waits for nothing
+                        skipped.append(Skipped("timelines", "subject", facts[-1][1], "recent", changed))
+                continue
             if len(facts) < MIN_FACTS:  # too few facts hold now: what was written of the subject goes
                 for kind in KINDS:
                     old = queries.current_summary(conn, scope, kind, of=subject)

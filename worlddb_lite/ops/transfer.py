@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import importlib.metadata
 import itertools
 import json
 import re
@@ -52,6 +51,8 @@ AHEAD = dt.timedelta(days=1)
 
 
 def _package_version() -> str:
+    import importlib.metadata  # here: it loads the email package (~20 ms), which a `worlddb recall` never needs
+
     try:
         return importlib.metadata.version("worlddb_lite")
     except importlib.metadata.PackageNotFoundError:

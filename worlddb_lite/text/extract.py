@@ -96,24 +96,21 @@ _PHRASE = r"(?P<value>[a-z][a-z -]*[a-z])"
 _THING = r"(?P<value>[^.,!?;]+?)"
 _END = r"(?=[.,!?;]|\s+(?:now|anymore|any more|these days|last|this|yesterday|in|since|a|two|three)\b|$)"
 
-# (slot, functional, pattern): the first person's facts
-_FIRST_PERSON: tuple[tuple[str, bool, re.Pattern[str]], ...] = tuple(
-    (slot, functional, re.compile(pattern, re.IGNORECASE if slot.startswith(("opinion", "favourite")) else 0))
-    for slot, functional, pattern in (
-        ("lives in", True, r"\bI(?: now)? (?:live|am living|'m living) in " + _VALUE),
-        ("lives in", True, r"\bI (?:just |recently |have |'ve )?(?:moved|relocated) to " + _VALUE),
-        ("works at", True, r"\bI (?:now )?(?:work|am working|'m working) (?:at|for) " + _VALUE),
-        ("works at", True, r"\bI (?:just |recently )?(?:started (?:a new job )?at|joined|got a job at) " + _VALUE),
-        ("job title", True, r"\bI (?:work|am working|'m working) as an? " + _PHRASE + _END),
-        (
-            "job title",
-            True,
-            r"\bI(?:'m| am) (?:now )?an? " + r"(?P<value>[a-z]+ (?:engineer|developer|designer|"
-            r"teacher|nurse|doctor|manager|writer|lawyer|scientist|"
-            r"student|chef|artist|accountant))\b",
-        ),
-        ("visited", False, r"\bI (?:visited|went to|travell?ed to) " + _VALUE),
-    )
+# (slot, functional, pattern source): the first person's facts, compiled on first use (_first_person)
+_FIRST_PERSON: tuple[tuple[str, bool, str], ...] = (
+    ("lives in", True, r"\bI(?: now)? (?:live|am living|'m living) in " + _VALUE),
+    ("lives in", True, r"\bI (?:just |recently |have |'ve )?(?:moved|relocated) to " + _VALUE),
+    ("works at", True, r"\bI (?:now )?(?:work|am working|'m working) (?:at|for) " + _VALUE),
+    ("works at", True, r"\bI (?:just |recently )?(?:started (?:a new job )?at|joined|got a job at) " + _VALUE),
+    ("job title", True, r"\bI (?:work|am working|'m working) as an? " + _PHRASE + _END),
+    (
+        "job title",
+        True,
+        r"\bI(?:'m| am) (?:now )?an? " + r"(?P<value>[a-z]+ (?:engineer|developer|designer|"
+        r"teacher|nurse|doctor|manager|writer|lawyer|scientist|"
+        r"student|chef|artist|accountant))\b",
+    ),
+    ("visited", False, r"\bI (?:visited|went to|travell?ed to) " + _VALUE),
 )
 # The same facts said of the speaker by name ("Sam moved to Porto", in a note of Sam's): {who} is the name
 _BY_NAME = (
@@ -245,22 +242,22 @@ _MONTH_DAY = (
 # the words that may follow a noun phrase's last word ("the budget for", "a deadline, which")
 _BOUNDARY = r"(?:for|of|to|and|or|so|but|which|that|with|by|on|in|is|was|are|were|at|this|the|my|i|we|now|per)\b"
 # counts and amounts: one value at a time for each thing counted, budgeted, measured or scheduled
-_AMOUNTS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("budget", re.compile(r"budget(?: allocation)?(?: of| to| is| at)? \$(?P<value>\d[\d,]*(?:\.\d+)?)")),
+_AMOUNTS: tuple[tuple[str, str], ...] = (  # (template, pattern source), compiled on first use (_amounts)
+    ("budget", r"budget(?: allocation)?(?: of| to| is| at)? \$(?P<value>\d[\d,]*(?:\.\d+)?)"),
     (
         "budget",
-        re.compile(r"\$(?P<value>\d[\d,]*(?:\.\d+)?) (?P<what>(?:\w+ )?)budget\b(?! (?!" + _BOUNDARY + r")[a-z])"),
+        r"\$(?P<value>\d[\d,]*(?:\.\d+)?) (?P<what>(?:\w+ )?)budget\b(?! (?!" + _BOUNDARY + r")[a-z])",
     ),  # not "a $9 budget proposal"
     (
         "{what}",
-        re.compile(
+        (
             r"\b(?P<what>accuracy|coverage|completion rate|success rate|"
             r"conversion rate|score|progress)\b[^.%]{0,40}?(?P<value>\d+(?:\.\d+)?%)"
         ),
     ),
     (
         "{what} date",
-        re.compile(
+        (
             r"\b(?P<what>meeting|call|webinar|session|interview|"
             r"appointment|deadline|launch|release)\b(?! (?:my|our|your|their|his|her|the|this|that|"
             r"these|those|a|an|it|them|all|every)\b)"  # not "meeting my deadline"
@@ -270,7 +267,7 @@ _AMOUNTS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ),
     (
         "number of {what}",
-        re.compile(
+        (
             r"\b(?:have|has|had|secured|added|reached|total of|finalized|read|wrote|"
             r"completed|mentored|now) (?P<value>\d[\d,]*) (?P<what>(?:[a-z]+ )?"
             r"(?:sources|books|interviews|words|mentees|commits|cards|projects|clients|"
@@ -415,9 +412,9 @@ _CHANGE = (
     r"dropped|grown|grew|expanded|revised|upgraded|downgraded|switched|reached|risen|rose|fallen|fell|"
     r"climbed|jumped|gone (?:up|down)|went (?:up|down)|doubled|set)"
 )
-_CHANGES: tuple[re.Pattern[str], ...] = (
+_CHANGES = (  # pattern sources, compiled on first use (_compiled)
     # "the deadline was extended to May 20", "my coverage, which has recently improved to 78%"
-    re.compile(
+    (
         _DET + r" " + _NP + r",? (?:(?:which|that) )?(?:has |have |had )?(?:now |recently |just |finally |"
         r"since |also |officially )?(?:been |was |were |got |is |are )?(?:now |recently |just |officially )?"
         + _CHANGE
@@ -427,7 +424,7 @@ _CHANGES: tuple[re.Pattern[str], ...] = (
         r"(?:to|up to|down to) " + _QUANTITY
     ),
     # "I've adjusted our gift budget to $450", "we moved the launch to June 3", "I switched my plan from $10 to $15"
-    re.compile(
+    (
         r"\b(?:I|[Ww]e)(?:'ve| have|'d| had)? (?:just |recently |now |also |finally |officially )?"
         + _CHANGE
         + r" "
@@ -440,17 +437,17 @@ _CHANGES: tuple[re.Pattern[str], ...] = (
         + _QUANTITY
     ),
     # "the new sprint deadline of April 5", "the increased budget of $6,200", "my new daily quota is 1,200 calls"
-    re.compile(
+    (
         r"\b(?:[Tt]he|[Mm]y|[Oo]ur|[Aa]n?|[Tt]his) (?:new|updated|revised|increased|reduced|adjusted|extended|"
         r"higher|lower|raised|lowered) " + _NP + r" (?:of|is|at|to|will be|of about|of around) " + _QUANTITY
     ),
     # "the new April 25 deadline", "my increased $50 budget"
-    re.compile(
+    (
         r"\b(?:[Tt]he|[Mm]y|[Oo]ur|[Aa]n?|[Tt]his) (?:new|updated|revised|increased|reduced|adjusted|extended|"
         r"higher|lower) " + _QUANTITY + r" " + _NP_AFTER
     ),
     # "we switched our database from MySQL to PostgreSQL", "I moved my hosting to Fly"
-    re.compile(
+    (
         r"\b(?:I|[Ww]e)(?:'ve| have)? (?:just |recently |now |also |finally )?(?:switched|moved|migrated|"
         r"changed) "
         + _DET[2:]
@@ -460,23 +457,51 @@ _CHANGES: tuple[re.Pattern[str], ...] = (
         + _VALUE
     ),
     # "<slot> changed from 10 to 12"
-    re.compile(
+    (
         _DET + r" " + _NP + r" (?:has |have )?(?:changed|gone|moved|went|grown|grew|dropped|risen|rose|"
         r"fell|fallen|increased|decreased|improved) from " + _QUANTITY.replace("value", "old") + r" to " + _QUANTITY
     ),
 )
-_STATES: tuple[re.Pattern[str], ...] = (
+_STATES = (
     # "my budget is $500", "our team size is now 8 people", "the deadline is now May 3"
-    re.compile(
+    (
         r"\b(?:[Mm]y|[Oo]ur) " + _NP + r" (?:is|are|was|were|'s) (?:now |currently |still |set (?:at|to) |"
         r"about |around |roughly )?" + _QUANTITY
     ),
-    re.compile(r"\b[Tt]he " + _NP + r" (?:is|are|'s) now " + _QUANTITY),
+    r"\b[Tt]he " + _NP + r" (?:is|are|'s) now " + _QUANTITY,
     # "my $35 monthly budget", "our April 20 deadline"
-    re.compile(r"\b(?:[Mm]y|[Oo]ur) (?=\$|" + _MONTH + r" \d)" + _QUANTITY + r" " + _NP_AFTER),
+    r"\b(?:[Mm]y|[Oo]ur) (?=\$|" + _MONTH + r" \d)" + _QUANTITY + r" " + _NP_AFTER,
     # "Deadline: April 5", "- Budget: $500" at the start of a line
-    re.compile(r"(?m)^[ \t]*(?:[-*] )?(?:\*\*)?" + _NP + r"(?:\*\*)?:(?:\*\*)? " + _QUANTITY + r"[ \t]*$"),
+    r"(?m)^[ \t]*(?:[-*] )?(?:\*\*)?" + _NP + r"(?:\*\*)?:(?:\*\*)? " + _QUANTITY + r"[ \t]*$",
 )
+
+
+@functools.cache
+def _compiled(sources: tuple[str, ...], flags: int = 0) -> tuple[re.Pattern[str], ...]:
+    """Patterns compiled once, when first used.
+
+    The patterns only writes read (_CHANGES, _STATES, _FIRST_PERSON, _AMOUNTS, _MOVED) and _CHANGE_CUE
+    take ~65 ms to compile, which a process that only reads (`worlddb recall`) would pay at import for
+    nothing.
+    """
+    return tuple(re.compile(source, flags) for source in sources)
+
+
+@functools.cache
+def _first_person() -> tuple[tuple[str, bool, re.Pattern[str]], ...]:
+    """_FIRST_PERSON compiled (on first use, as _compiled)."""
+    return tuple(
+        (slot, functional, re.compile(pattern, re.IGNORECASE if slot.startswith(("opinion", "favourite")) else 0))
+        for slot, functional, pattern in _FIRST_PERSON
+    )
+
+
+@functools.cache
+def _amounts() -> tuple[tuple[str, re.Pattern[str]], ...]:
+    """_AMOUNTS compiled (on first use, as _compiled)."""
+    return tuple((template, re.compile(source)) for template, source in _AMOUNTS)
+
+
 # a clause that asks, wants, plans or supposes: what follows in it is not said to be true
 _UNASSERTED = re.compile(
     r"\b(?:if|whether|unless|suppose|supposing|imagine|assuming|what if|would|could|should|might|shall|will|can|"
@@ -560,10 +585,9 @@ def value_kind(value: str) -> str:
     return "name"
 
 
-_MOVED = re.compile(
+_MOVED = (  # its source, compiled on first use (_compiled)
     r"\b(?:new|moved?|moving|rescheduled?|rescheduling|postponed?|pushed|extended|changed|shifted|"
-    r"delayed|bumped|brought forward)\b",
-    re.IGNORECASE,
+    r"delayed|bumped|brought forward)\b"
 )
 _BEFORE = {
     template: re.compile(r"(?:\b[\w'-]+ ){0,3}$" if template == "budget" else r"(?:\b[\w'-]+ ){0,2}$")
@@ -617,7 +641,7 @@ _CODE = re.compile(r"```.*?(?:```|$)|`[^`\n]*`", re.DOTALL)  # code states no va
 def _values(text: str, me: str, when: str | None) -> list[FactMention]:
     """Stated and changed values of the speaker's slots (see ``_CHANGES`` and ``_STATES``)."""
     found: dict[str, FactMention] = {}
-    for changed, patterns in ((True, _CHANGES), (False, _STATES)):
+    for changed, patterns in ((True, _compiled(_CHANGES)), (False, _compiled(_STATES))):
         for index, pattern in enumerate(patterns):
             for match in pattern.finditer(text):
                 slot = normalise_slot(match.group("slot"))
@@ -634,7 +658,7 @@ def _values(text: str, me: str, when: str | None) -> list[FactMention]:
 # A change said of anything, the thing maybe unnamed: "it's been rescheduled to March 22 at 4:30 PM",
 # "I've managed to get it down to just 4 hours", "commits ..., which has now reached 165".
 _LEVEL = r"(?:just |only |about |around |roughly )?"
-_CHANGE_CUE = re.compile(
+_CHANGE_CUE = (  # its source, compiled on first use (_compiled): read only where a cue word stands
     r"\b"
     + _CHANGE
     + r"\b(?: [\w'-]+){0,4}? (?:to|up to|down to) "
@@ -645,8 +669,7 @@ _CHANGE_CUE = re.compile(
     + _QUANTITY.replace("value", "reached")
     + r"|\b(?:get|got|gotten|bring|brought) (?:it|that|them) (?:down|up) to "
     + _LEVEL
-    + _QUANTITY.replace("value", "brought"),
-    re.IGNORECASE,
+    + _QUANTITY.replace("value", "brought")
 )  # "Rescheduled to 4:30 PM." opens a sentence
 CUE_CHARS = 4000  # a turn is read for a change in its first 4,000 characters: the rest of a long one is a paste
 
@@ -696,7 +719,7 @@ def _says_change(head: str) -> bool:
     prose = _CODE.sub(" ", head)
     for word in WORD.finditer(prose.lower()):  # the pattern is tried only where a cue word opens it
         if word.group() in _CUE_WORDS and (word.start() == 0 or not prose[word.start() - 1].isalpha()):
-            found = _CHANGE_CUE.match(prose, word.start())
+            found = _compiled((_CHANGE_CUE,), re.IGNORECASE)[0].match(prose, word.start())
             if found is not None and _asserted(prose, found.start(), strict=False):
                 return True
     return False
@@ -774,7 +797,7 @@ def _object(text: str, cue: int, start: int, cut: re.Pattern[str]) -> str | None
 def _scan(text: str, me: str, when: str | None) -> tuple[tuple[EntityMention, ...], tuple[FactMention, ...]]:
     """The entities and facts of one turn (``when``: the date first-person facts became true)."""
     facts: list[FactMention] = []
-    patterns = [(rule, False) for rule in _FIRST_PERSON] + [(rule, True) for rule in _by_name(me)]
+    patterns = [(rule, False) for rule in _first_person()] + [(rule, True) for rule in _by_name(me)]
     for (slot, functional, pattern), by_name in patterns:
         for found in pattern.finditer(text):
             if by_name and not _named_alone(text, found.start()):
@@ -805,7 +828,7 @@ def _scan(text: str, me: str, when: str | None) -> tuple[tuple[EntityMention, ..
                 facts.append(FactMention(me, f"opinion of {thing}", opinion, True, when))
     prose = _CODE.sub(" ", text)
     values = _values(prose, me, when)
-    for template, pattern in _AMOUNTS:
+    for template, pattern in _amounts():
         for found in pattern.finditer(prose):
             what = (found.groupdict().get("what") or "").lower().strip()
             # the words just before: "the dining out budget", "the sprint deadline", "their quiz score"
@@ -834,7 +857,8 @@ def _scan(text: str, me: str, when: str | None) -> tuple[tuple[EntityMention, ..
             if any(named <= set(v.slot.split()) and _digits(v.value) == _digits(value) for v in values):
                 continue  # the same value under the fuller name the text gives it ("snack budget")
             if template == "{what} date":  # an event's date: many meetings, one value each; a change only when said
-                moved = _MOVED.search(prose, max(0, found.start() - len(pre) - 40), found.end()) is not None
+                near = max(0, found.start() - len(pre) - 40)
+                moved = _compiled((_MOVED,), re.IGNORECASE)[0].search(prose, near, found.end()) is not None
                 facts.append(FactMention(me, slot, value, False, None, moved, event=True))
             else:
                 facts.append(FactMention(me, slot, value, " " in slot, None))  # "budget" alone: see _values
