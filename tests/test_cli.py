@@ -550,3 +550,25 @@ def test_consolidate_says_which_worlds_wait_and_why(tmp_path: Path, capsys: pyte
     assert "1 turn and 4 words, too short to summarise" in report["skipped"][0]["detail"]
     report = run_json(capsys, "consolidate", path, "--only", "queue")
     assert report["skipped"] == []  # only the summaries and timelines steps leave worlds alone
+
+
+def test_tags_retries_filters_and_times_in_words(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """Issue 38: the CLI writes tags, a retried write is the same memory, recall filters and reads words."""
+    db = str(tmp_path / "tags.db")
+    code, key, _ = run(capsys, "write", db, "the spare key is under the blue pot", "-s", "ana", "--tag", "Home")
+    assert code == 0
+    assert run(capsys, "write", db, "the spare key is under the blue pot", "-s", "ana")[1] == key
+    assert run(capsys, "write", db, "the spare key is under the blue pot", "-s", "ana", "--new")[1] != key
+    run(capsys, "write", db, "the dentist is on Friday", "-s", "ana", "--tag", "health")
+    found = run_json(capsys, "recall", db, "where is the key", "-s", "ana", "--tag", "home")
+    assert [h["node"]["id"] for h in found["hits"]] == [key.strip()]
+    code, out, err = run(capsys, "recall", db, "where is the key", "-s", "ana", "--during", "2020", "--as-of", "today")
+    assert code == 0 and out.strip() == "no memories found"
+    assert "'2020' read as 2020-01-01 to 2020-12-31" in err and "'today' read as" in err
+    code, _, err = run(capsys, "recall", db, "where is the key", "-s", "ana", "--during", "blursday")
+    assert code == 2 and "understood: no date or period" in err
+    listed = run_json(capsys, "list", db, "-s", "ana", "--type", "Memory", "--newest")["memories"]
+    assert [m["content"] for m in listed][0] == "the dentist is on Friday"
+    assert [m["content"] for m in run_json(capsys, "list", db, "-s", "ana", "--tag", "health")["memories"]] == [
+        "the dentist is on Friday"
+    ]

@@ -171,6 +171,14 @@ def cmd_init(args: argparse.Namespace) -> Any:
             help="store the text alone: no entities or facts learned from it, nothing superseded",
         ),
         lambda p: p.add_argument("--deferred", action="store_true", help="queue its extraction for `consolidate`"),
+        lambda p: p.add_argument(
+            "--tag", action="append", help="a short label to filter by (recall --tag, list --tag); repeat for more"
+        ),
+        lambda p: p.add_argument(
+            "--new",
+            action="store_true",
+            help="a second memory even if the scope holds this note already (default: its id, so a retry is safe)",
+        ),
     ),
 )
 def cmd_write(args: argparse.Namespace) -> Any:
@@ -188,6 +196,8 @@ def cmd_write(args: argparse.Namespace) -> Any:
             extractor=_extractor(args),
             deferred=args.deferred,
             speaker=args.speaker,
+            tags=args.tag,
+            new=args.new,
         )
 
 
@@ -365,12 +375,20 @@ def cmd_search(args: argparse.Namespace) -> Any:
         lambda p: p.add_argument(
             "--cursor", help="start after this page's end, as the previous page printed (default: the first page)"
         ),
+        lambda p: p.add_argument("--tag", help="only notes with this tag"),
+        lambda p: p.add_argument("--newest", action="store_true", help="newest first (default: the order written)"),
     ),
 )
 def cmd_list(args: argparse.Namespace) -> Any:
     with _open(args) as db:
         page = db.list_memories(
-            args.scope, type=args.type, include_retired=args.retired, limit=args.limit, cursor=args.cursor
+            args.scope,
+            type=args.type,
+            include_retired=args.retired,
+            limit=args.limit,
+            cursor=args.cursor,
+            tag=args.tag,
+            newest_first=args.newest,
         )
     if args.json:
         return {"memories": list(page.nodes), "cursor": page.cursor}
@@ -407,7 +425,15 @@ def cmd_scopes(args: argparse.Namespace) -> Any:
             help=f"only memories inside this scope: {SCOPE_HELP}; repeat it for several (default: the whole store)",
         ),
         lambda p: p.add_argument("--k", type=int, default=10, help="how many hits (default 10)"),
-        lambda p: p.add_argument("--as-of", help="recall as things were true at this time (ISO-8601; default: now)"),
+        lambda p: p.add_argument(
+            "--as-of",
+            help="recall as things were true then: ISO-8601 or words ('last week', 'in March 2024'; default: now)",
+        ),
+        lambda p: p.add_argument("--type", help="only hits of this node type: Memory (a note), Turn, Fact, ..."),
+        lambda p: p.add_argument("--tag", help="only notes with this tag"),
+        lambda p: p.add_argument(
+            "--during", help="only what is dated in this period: words or ISO ('last week', 'May 2024', '2024-05-01')"
+        ),
         lambda p: p.add_argument(
             "--include-superseded", action="store_true", help="also return superseded facts, marked as historical"
         ),
@@ -449,7 +475,6 @@ def cmd_recall(args: argparse.Namespace) -> Any:
     reranker = OnnxCrossEncoder(args.rerank) if args.rerank else None
     options: dict[str, Any] = {
         "scope": args.scope,
-        "as_of": args.as_of,
         "include_superseded": args.include_superseded,
         "reranker": reranker,
         "late": args.late,
@@ -457,10 +482,17 @@ def cmd_recall(args: argparse.Namespace) -> Any:
         "min_confidence": args.min_confidence,
     }
     with _open(args) as db:
+        as_of, read_as = db.read_time(args.as_of) if args.as_of is not None else (None, None)
+        if read_as is not None:
+            print(f"as of {read_as}", file=sys.stderr)
         if args.context:
-            context = db.context(args.query, budget=args.budget, k=args.k, **options)
+            context = db.context(args.query, budget=args.budget, k=args.k, as_of=as_of, **options)
             return context if args.json else context.text
-        found = db.recall(args.query, k=args.k, **options)
+        found = db.recall(
+            args.query, k=args.k, as_of=as_of, type=args.type, tag=args.tag, during=args.during, **options
+        )
+    if found.during is not None:
+        print(f"during {found.during[2]}", file=sys.stderr)
     if args.json:
         return found
     lines = []
