@@ -29,7 +29,7 @@ from .checks import MAX_SCOPES, file_name
 from .edges import EdgeRegistry, EdgeType
 from .errors import IntegrityViolation, InvalidInput, NotFound, WorldDBError
 from .models.embed import Embedder, embed_checked, token_table
-from .ops import consolidation, maintenance, purge, reembed, retention, sync, transfer
+from .ops import consolidation, maintenance, purge, reembed, retention
 from .ops.consolidation import DEFAULT_MIN_AGE, Consolidation
 from .ops.consolidation import STEPS as CONSOLIDATION_STEPS
 from .ops.summaries import ExtractiveSummarizer, Summarizer
@@ -1013,6 +1013,8 @@ class WorldDB:
         rebuilds them in another store. A purged node comes as a tombstone, without its text.
         The records are read from one snapshot: finish iterating before writing to this store.
         """
+        from .ops import transfer  # only here: a recall or a write does not load them
+
         self._settle()
         yield from transfer.export_records(self._reconciler, self._root, scope)
 
@@ -1024,6 +1026,8 @@ class WorldDB:
         transaction; importing the same file again changes nothing. ``worlds`` compares each exported
         world's root with its root here: they agree unless this store held other members in it.
         """
+        from .ops import transfer  # only here: a recall or a write does not load them
+
         if isinstance(lines, (str, os.PathLike)):
             try:
                 handle = open(lines, encoding="utf-8")  # noqa: SIM115 (closed below; open's errors are worded here)
@@ -1046,6 +1050,8 @@ class WorldDB:
 
     def sync_token(self) -> str:
         """What this store has seen of itself and of each replica, for another store's ``changes(since=...)``."""
+        from .ops import sync  # only here: a recall or a write does not load them
+
         return sync.token(self._reconciler)
 
     def changes(
@@ -1060,6 +1066,8 @@ class WorldDB:
         ``scopes``: only those scopes' memories (and the worlds above them). Returns the records and bytes
         written. The receiver applies it with ``apply_changes``.
         """
+        from .ops import sync  # only here: a recall or a write does not load them
+
         self._outside_batch("changes")
         return sync.write_changes(self._reconciler, self._root, target, token_text=since, scopes=scopes)
 
@@ -1077,6 +1085,8 @@ class WorldDB:
         conflicts it flagged), as two devices may each hold a current value of one slot; what an apply with
         ``sweep=False``, or one killed before its sweep, brought is swept by the next apply.
         """
+        from .ops import sync  # only here: a recall or a write does not load them
+
         self._outside_batch("apply_changes")
         if not isinstance(sweep, bool):
             raise InvalidInput(f"sweep is True or False, got {sweep!r:.40}")
@@ -1105,6 +1115,8 @@ class WorldDB:
         Both directions (the default) leave the two with the same rows and the same roots (``converged``);
         each direction is one transaction on its receiver. ``scopes`` limits both to those scopes.
         """
+        from .ops import sync  # only here: a recall or a write does not load them
+
         self._outside_batch("sync")
         if not isinstance(pull, bool) or not isinstance(push, bool):
             raise InvalidInput(f"pull and push are True or False, got {pull!r:.40} and {push!r:.40}")
@@ -1145,6 +1157,8 @@ class WorldDB:
 
         The copy counts this store's changes as seen, so their first ``sync`` sends only what changed since.
         """
+        from .ops import sync  # only here: a recall or a write does not load them
+
         self._outside_batch("replica")
         if not overwrite and isinstance(dest, (str, os.PathLike)) and os.path.exists(dest):
             raise InvalidInput(f"{os.fspath(dest)} already exists; remove it, choose another name, or pass overwrite")
