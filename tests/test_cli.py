@@ -557,11 +557,13 @@ def test_tags_retries_filters_and_times_in_words(capsys: pytest.CaptureFixture[s
     db = str(tmp_path / "tags.db")
     code, key, _ = run(capsys, "write", db, "the spare key is under the blue pot", "-s", "ana", "--tag", "Home")
     assert code == 0
-    assert run(capsys, "write", db, "the spare key is under the blue pot", "-s", "ana")[1] == key
-    assert run(capsys, "write", db, "the spare key is under the blue pot", "-s", "ana", "--new")[1] != key
+    assert run(capsys, "write", db, "the spare key is under the blue pot", "-s", "ana", "--tag", "home")[1] == key
+    assert (
+        run(capsys, "write", db, "the spare key is under the blue pot", "-s", "ana", "--tag", "home", "--new")[1] != key
+    )
     run(capsys, "write", db, "the dentist is on Friday", "-s", "ana", "--tag", "health")
     found = run_json(capsys, "recall", db, "where is the key", "-s", "ana", "--tag", "home")
-    assert [h["node"]["id"] for h in found["hits"]] == [key.strip()]
+    assert key.strip() in [h["node"]["id"] for h in found["hits"]] and len(found["hits"]) == 2  # and the --new one
     code, out, err = run(capsys, "recall", db, "where is the key", "-s", "ana", "--during", "2020", "--as-of", "today")
     assert code == 0 and out.strip() == "no memories found"
     assert "'2020' read as 2020-01-01 to 2020-12-31" in err and "'today' read as" in err
@@ -572,3 +574,16 @@ def test_tags_retries_filters_and_times_in_words(capsys: pytest.CaptureFixture[s
     assert [m["content"] for m in run_json(capsys, "list", db, "-s", "ana", "--tag", "health")["memories"]] == [
         "the dentist is on Friday"
     ]
+
+
+@pytest.mark.parametrize("line", [("stats", "{db}", "--bogus"), ("--bogus", "stats", "{db}")])
+def test_a_mistyped_option_is_refused_with_the_commands_own_usage(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, line: tuple[str, ...]
+) -> None:
+    """Issue 38: `worlddb stats DB --bogus` printed the top-level usage (every command), not stats'."""
+    db = str(tmp_path / "u.db")
+    with pytest.raises(SystemExit) as info:
+        main([part.format(db=db) for part in line])
+    out, err = capsys.readouterr()
+    assert info.value.code == 2 and out == "" and "usage: worlddb stats" in err
+    assert "unrecognized arguments: --bogus" in err and "COMMAND" not in err

@@ -191,3 +191,14 @@ def test_a_retried_turn_is_the_turn_already_kept(db: WorldDB) -> None:
     assert table_digest(db) == before
     with pytest.raises(InvalidInput):  # another speaker at that time is another turn, and out of order
         db.add_turn("hello", scope="me", speaker="you", at="2024-01-02T10:00:00Z")
+
+
+def test_a_turn_said_again_is_not_another_turn_at_the_same_time(db: WorldDB) -> None:
+    """Review: a retry matched any turn of the scope with that text, speaker and time, swallowing new ones."""
+    first = db.add_turn("ok", scope="me", speaker="me", at="2024-05-01T10:00:00Z", props={"turn_id": "D1:1"})
+    db.add_turn("do you like it?", scope="me", speaker="you", at="2024-05-01T10:00:00Z")
+    third = db.add_turn("ok", scope="me", speaker="me", at="2024-05-01T10:00:00Z", props={"turn_id": "D1:3"})
+    assert third != first
+    assert db.add_turn("ok", scope="me", speaker="me", at="2024-05-01T10:00:00Z", props={"turn_id": "D1:3"}) == third
+    one = db.add_turn("hello", scope="us", session="s1", at="2024-05-01T10:00:00Z")
+    assert db.add_turn("hello", scope="us", session="s2", at="2024-05-01T10:00:00Z") != one

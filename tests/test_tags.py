@@ -150,3 +150,39 @@ def test_moments_in_words_are_the_end_of_the_period_or_now() -> None:
     assert read_moment("today", field="as_of", now=NOW)[0] == NOW
     with pytest.raises(InvalidTime):
         read_moment("the day after tomorrow", field="as_of", now=NOW)
+
+
+def test_a_filter_looks_deeper_when_the_first_finds_hold_too_few(db: WorldDB) -> None:
+    """Review: 300 notes about Porto hid the one tagged note at k = 5 (the filter saw the first 200 finds)."""
+    db.write_many([{"text": f"Porto note number {i} about the harbour", "scope": "ana"} for i in range(300)])
+    rare = db.write("Porto tagged rare", scope="ana", tags=["rare"])
+    assert [h.node.id for h in db.recall("Porto", scope="ana", tag="rare", k=5).hits] == [rare]
+
+
+def test_retries_compare_what_is_stored(db: WorldDB) -> None:
+    """Review: NFD text, a first word cut at the 2,000th character, other tags, tags passed in props."""
+    import unicodedata
+
+    nfd = unicodedata.normalize("NFD", "Café au lait")
+    assert db.write(nfd, scope="ana") == db.write(nfd, scope="ana")
+    long = "x" * 2001 + " tail"
+    assert db.write(long, scope="ana") == db.write(long, scope="ana")
+    home = db.write("keep the tags", scope="ana", tags=["home"])
+    assert db.write("keep the tags", scope="ana", tags=["family"]) != home  # another call, not a retry
+    assert db.write("keep the tags", scope="ana", tags=["home"]) == home
+    assert db.read(db.write("I moved", scope="ana", props={"tags": "Work"})).props["tags"] == ["work"]
+    with pytest.raises(InvalidInput, match="not both"):
+        db.write("I moved", scope="ana", props={"tags": ["a"]}, tags=["b"])
+    with pytest.raises(InvalidInput, match="is not a tag"):
+        db.write("I moved", scope="ana", props={"tags": ["a,b"]})
+
+
+@pytest.mark.parametrize("kind", ["note", "memory", "Bogus"])
+def test_an_unknown_type_filter_is_refused_with_the_types(db: WorldDB, kind: str) -> None:
+    db.write("Ana's spare key is under the blue pot", scope="ana")
+    with pytest.raises(InvalidInput, match="names no node of this store.*a note is a Memory"):
+        db.recall("key", scope="ana", type=kind)
+    with pytest.raises(InvalidInput, match="names no node of this store"):
+        db.list_memories("ana", type=kind)
+    db.write("call the plumber", type="Task", scope="ana")  # a type of the caller's own, once written, is taken
+    assert [n.content for n in db.list_memories("ana", type="Task").nodes] == ["call the plumber"]

@@ -172,7 +172,9 @@ def cmd_init(args: argparse.Namespace) -> Any:
         ),
         lambda p: p.add_argument("--deferred", action="store_true", help="queue its extraction for `consolidate`"),
         lambda p: p.add_argument(
-            "--tag", action="append", help="a short label to filter by (recall --tag, list --tag); repeat for more"
+            "--tag",
+            action="append",
+            help="a short label to filter by (recall --tag, list --tag); repeat for more (default: none)",
         ),
         lambda p: p.add_argument(
             "--new",
@@ -375,7 +377,7 @@ def cmd_search(args: argparse.Namespace) -> Any:
         lambda p: p.add_argument(
             "--cursor", help="start after this page's end, as the previous page printed (default: the first page)"
         ),
-        lambda p: p.add_argument("--tag", help="only notes with this tag"),
+        lambda p: p.add_argument("--tag", help="only notes with this tag (default: any)"),
         lambda p: p.add_argument("--newest", action="store_true", help="newest first (default: the order written)"),
     ),
 )
@@ -429,10 +431,14 @@ def cmd_scopes(args: argparse.Namespace) -> Any:
             "--as-of",
             help="recall as things were true then: ISO-8601 or words ('last week', 'in March 2024'; default: now)",
         ),
-        lambda p: p.add_argument("--type", help="only hits of this node type: Memory (a note), Turn, Fact, ..."),
-        lambda p: p.add_argument("--tag", help="only notes with this tag"),
         lambda p: p.add_argument(
-            "--during", help="only what is dated in this period: words or ISO ('last week', 'May 2024', '2024-05-01')"
+            "--type", help="only hits of this node type: Memory (a note), Turn, Fact, ... (default: any)"
+        ),
+        lambda p: p.add_argument("--tag", help="only notes with this tag (default: any)"),
+        lambda p: p.add_argument(
+            "--during",
+            help="only what is dated in this period: words or ISO ('last week', 'May 2024', '2024-05-01'; "
+            "default: any)",
         ),
         lambda p: p.add_argument(
             "--include-superseded", action="store_true", help="also return superseded facts, marked as historical"
@@ -1235,6 +1241,7 @@ class _Parser(argparse.ArgumentParser):
 
     hint: str | None = None
     scoped: str | None = None  # the scope from the environment, for a command of SCOPED
+    commands: dict[str, argparse.ArgumentParser]  # on the top-level parser: each command's own
 
     def error(self, message: str) -> NoReturn:
         super().error(f"{message}; {self.hint}" if self.hint else message)
@@ -1251,7 +1258,7 @@ class _Parser(argparse.ArgumentParser):
 HINTS = {"merge": "to list the proposals, run `worlddb merges DB`"}  # a mistyped `merges` lands on `merge`
 
 
-def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> _Parser:
     """The argument parser with every sub-command, or with ``only`` that one (``main``: the one called).
 
     A parser of one command parses and refuses its line as the whole one does (the usage names no
@@ -1267,10 +1274,12 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     scoped = os.environ.get(SCOPE_VARIABLE) or None
     _global_options(parser, json=False, model=None)  # before the command ...
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
+    parser.commands = {}  # a mistyped option is refused with the command's own usage (_run)
     for name, (help_text, handler, arguments) in COMMANDS.items():
         if only is not None and name != only:
             continue
         p = sub.add_parser(name, help=help_text, description=help_text)
+        parser.commands[name] = p
         p.hint = HINTS.get(name)
         p.scoped = scoped if name in SCOPED else None
         arguments(p)
@@ -1317,7 +1326,9 @@ def _run(line: list[str]) -> int:
     if not line:  # `worlddb` alone: what it can do, not an error
         parser.print_help()
         return 0
-    args = parser.parse_args(line)
+    args, unknown = parser.parse_known_args(line)
+    if unknown:  # said with the command's usage, not the top level's
+        parser.commands.get(args.command, parser).error(f"unrecognized arguments: {' '.join(unknown)}")
     if "db" in vars(args) and not args.db:
         parser.error(f"{args.command} needs the store's file: give DB or set {STORE_VARIABLE}")
     if args.command in SCOPED and getattr(args, "scope", "") is None and os.environ.get(SCOPE_VARIABLE):

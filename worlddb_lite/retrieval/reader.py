@@ -36,6 +36,10 @@ from .recall import LANE_DEPTH, HitFilter
 from .recall import recall as hybrid_recall
 from .view import ReadView
 
+FILTER_DEPTH = 1000  # a filtered recall looks this deep when the lanes' first 200 give fewer than k hits
+# the node types the engine writes (a caller may write others: a type some node of the store has is taken too)
+NODE_TYPES = ("Memory", "Turn", "Fact", "Summary", "Entity", "Session", "Scope", "World")
+
 if TYPE_CHECKING:
     from ..models.rerank import Reranker
 
@@ -176,7 +180,7 @@ class Reader:
     ) -> Page:
         """The nodes inside a scope in the order written (or newest first), ``limit`` at a time from ``cursor`` on."""
         self.settle(indexes=False)
-        node_type = checks.text(type, "type", required=False)
+        node_type = self.node_type(type)
         limit = checks.whole(limit, "limit", least=1, most=1000)
         label = None if tag is None else checks.tag(tag)
         if not isinstance(newest_first, bool):
@@ -464,12 +468,14 @@ class Reader:
             with blas.one_thread():
                 # the signals read the first BACKGROUND hits whatever k is: the same first hit is as sure at k = 1
                 head = max(k, confidence.BACKGROUND)
-                # a filter keeps the hits it admits among the lanes' whole depth, ranked as usual
-                hits = hybrid_recall(
-                    view, text, k=head if keep is None else max(head, LANE_DEPTH), reranker=reranker, late=late
-                )
-                if keep is not None:
-                    hits = [hit for hit in hits if keep.admits(hit)][:head]
+                if keep is None:
+                    hits = hybrid_recall(view, text, k=head, reranker=reranker, late=late)
+                else:  # the hits it admits, ranked as usual, looking deeper while fewer than k pass
+                    for depth in (max(head, LANE_DEPTH), FILTER_DEPTH):
+                        found = hybrid_recall(view, text, k=depth, reranker=reranker, late=late)
+                        hits = [hit for hit in found if keep.admits(hit)][:head]
+                        if len(hits) >= k or len(found) < depth:
+                            break
                 signal = confidence.signals(view, text, view.embed(text) if view.embed else None, hits)
                 hits = hits[:k]
             sure = confidence.confidence(signal)
@@ -483,7 +489,20 @@ class Reader:
         if type is None and tag is None and during is None:
             return None
         period = None if during is None else read_period(during, field="during", now=self.now())
-        return HitFilter(checks.text(type, "type", required=False), None if tag is None else checks.tag(tag), period)
+        return HitFilter(self.node_type(type), None if tag is None else checks.tag(tag), period)
+
+    def node_type(self, value: object) -> str | None:
+        """A node type to filter by: one the engine writes, or one this store holds; else a clear refusal."""
+        named = checks.text(value, "type", required=False)
+        if named is None or named in NODE_TYPES or queries.has_type(self.conn, named):
+            return named
+        near = next((t for t in NODE_TYPES if t.lower() == named.strip().lower()), None)
+        hint = "Memory" if named.strip().lower() in ("note", "notes", "memories") else near
+        raise InvalidInput(
+            f"type {named!r} names no node of this store"
+            + (f" (did you mean {hint!r}?)" if hint else "")
+            + f"; the engine's types are {', '.join(NODE_TYPES)} (a note is a Memory)"
+        )
 
     def query(self, spec: QuerySpec) -> Subgraph:
         """Run a declarative query: a start set and a pipeline of operators, into a Subgraph."""

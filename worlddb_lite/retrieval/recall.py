@@ -80,7 +80,8 @@ class HitFilter:
         node = hit.node
         if self.type is not None and node.type != self.type:
             return False
-        if self.tag is not None and self.tag not in (node.props.get(TAGS) or ()):
+        labels = node.props.get(TAGS)
+        if self.tag is not None and not (isinstance(labels, list) and self.tag in labels):
             return False
         return self.period is None or self.period[0] <= node.valid_at < self.period[1]
 

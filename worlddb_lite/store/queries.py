@@ -17,6 +17,7 @@ import apsw
 from ..text import caches
 from . import quoted
 from .connection import as_bytes, as_float, as_int, as_text, one_row
+from .hashing import nfc
 from .rows import believed_sql, visible_sql
 
 
@@ -76,28 +77,39 @@ def descendants(
     return [as_int(r[0]) for r in conn.execute(sql, params)]
 
 
-def same_note(conn: apsw.Connection, world: int, text: str, speaker: str | None, now: str) -> int | None:
-    """A note of ``world`` (its own, by parent) true now whose text is ``text`` and speaker ``speaker``; or None.
+def same_note(
+    conn: apsw.Connection, world: int, text: str, speaker: str | None, tags: Sequence[str], now: str
+) -> int | None:
+    """A note of ``world`` (its own, by parent) true now with this text, speaker and tags; or None.
 
-    Found through the full-text index by the text's first words (a phrase), then compared whole; a text
-    without a word is looked for among the world's notes one by one.
+    Found through the full-text index by the text's first words, as a phrase at the start of the
+    content column, then compared whole (as stored: NFC); a text without a word is looked for among
+    the world's notes one by one.
     """
-    words = re.findall(r"\w+", text[:2000])[:12]
+    said = nfc(text)
+    head = said[:2000]
+    words = [m[0] for m in re.finditer(r"\w+", head) if m.end() < len(head) or len(said) == len(head)][:12]
     same = (
         "n.parent = ?3 and n.type = 'Memory' and json_extract(n.body, '$.content') = ?4 "
-        "and json_extract(n.body, '$.props.speaker') is ?5 and s.retired = 0 and " + visible_sql()
+        "and json_extract(n.body, '$.props.speaker') is ?5 "
+        "and coalesce(json_extract(n.body, '$.props.tags'), '[]') = ?6 and s.retired = 0 and " + visible_sql()
     )
+    params: list[object] = [now, now, world, said, speaker, json.dumps(list(tags), ensure_ascii=False)]
     if words:
         sql = (
             "select n.nid from node_fts as f join node as n on n.nid = f.rowid join node_state as s on s.nid = n.nid "
-            f"where node_fts match ?6 and {same} order by n.nid limit 1"
+            f"where node_fts match ?7 and {same} order by n.nid limit 1"
         )
-        params: list[object] = [now, now, world, text, speaker, 'content : "' + " ".join(words) + '"']
+        params.append('content : ^ "' + " ".join(words) + '"')
     else:
         sql = f"select n.nid from node as n join node_state as s on s.nid = n.nid where {same} order by n.nid limit 1"
-        params = [now, now, world, text, speaker]
     row = conn.execute(sql, params).fetchone()
     return None if row is None else as_int(row[0])
+
+
+def has_type(conn: apsw.Connection, node_type: str) -> bool:
+    """Whether any node of the store is of ``node_type``."""
+    return conn.execute("select 1 from node where type = ? limit 1", (node_type,)).fetchone() is not None
 
 
 def scopes(conn: apsw.Connection, root: int) -> list[int]:
@@ -664,18 +676,6 @@ def session_turns(conn: apsw.Connection, world: int, last: int) -> list[tuple[in
         (world, last),
     ).fetchall()
     return [(as_int(nid), as_text(content), as_text(who), str(at)) for nid, content, who, at in reversed(rows)]
-
-
-def same_turn(conn: apsw.Connection, scope: int, text: str, speaker: str | None, said: str) -> int | None:
-    """A turn of the scope's sessions said at ``said`` by ``speaker`` with this text (a retried append); or None."""
-    row = conn.execute(
-        "select t.nid from node_state as st join node as t on t.nid = st.nid join node as s on s.nid = t.parent "
-        "where st.valid_at = ?1 and t.type = 'Turn' and s.parent = ?2 and s.type = 'Session' "
-        "and json_extract(t.body, '$.content') = ?3 and json_extract(t.body, '$.name') is ?4 "
-        "order by t.nid limit 1",
-        (said, scope, text, speaker),
-    ).fetchone()
-    return None if row is None else as_int(row[0])
 
 
 def latest_session(conn: apsw.Connection, scope: int) -> tuple[str, str] | None:

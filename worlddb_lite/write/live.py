@@ -4,7 +4,8 @@ A turn joins a session of its scope: the one named, else the scope's latest sess
 turn is more than ``SESSION_GAP`` older (then a new session named by the turn's time). One order rule:
 a turn is never dated before the last turn of the session it joins, so without a session named, never
 before the scope's last turn (refused, not moved to a session of its own). A turn appended again (the
-same text, speaker and time ``at`` in the scope) is the turn already kept: a retried call adds nothing. The session
+same text, speaker, time ``at`` and props, in the session it joins) is the turn already kept: a retried
+call adds nothing. The session
 is the Session world ``"<scope> / <session>"``, as ``ingest`` names a conversation's sessions when
 the conversation is named after its scope, and the turn carries the same props (its own ``props``,
 a dataset's ``turn_id`` among them, then speaker, session and conversation); so the same turns,
@@ -25,6 +26,7 @@ from .. import checks
 from ..errors import InvalidInput
 from ..store import queries
 from ..store.connection import translate
+from ..store.hashing import nfc
 from ..text.dates import TimeLike, parse_time
 from ..text.extract import Extractor, check_extractor
 from ..text.windows import window as windowed
@@ -69,16 +71,16 @@ def add_turn(
         raise InvalidInput(f"the turn is dated {when}, after now ({now}); a memory cannot be from the future")
     with writer.transaction():
         home = writer.scope(home_name)
-        if at is not None:  # a retried append of a turn said at a given time: the turn already kept
-            with translate():
-                again = queries.same_turn(writer.conn, writer.store.resolve(home), text, said_by, when)
-            if again is not None:
-                return writer.store.header(again).id.hex()
         with translate():
             name = named or _current_session(writer, home, home_name, when, gap)
         world = writer.world(f"{home_name} / {name}", parent=home, type="Session")
         with translate():  # the windows of the new turn and of the turns it is "after" for reach no further back
             turns = queries.session_turns(writer.conn, writer.store.resolve(world), REACH)
+        own = {**(checks.props(props) or {}), "speaker": said_by, "session": name, "conversation": home_name}
+        own = {key: value for key, value in own.items() if value is not None}
+        again = _said_again(writer, turns, nfc(text), said_by, when, own) if at is not None else None
+        if again is not None:  # a retried append of a turn said at a given time: the turn already kept
+            return again
         if turns and when < turns[-1][3]:
             raise InvalidInput(
                 f"the turn is dated {when}, before the last turn of session {name!r} ({turns[-1][3]}); a turn is "
@@ -92,7 +94,6 @@ def add_turn(
         words = words_around(
             texts, speakers=speakers, before=DEFAULT_WORD_WINDOW, skip=DEFAULT_WINDOW, after=DEFAULT_WORD_AFTER
         )
-        own = {**(checks.props(props) or {}), "speaker": said_by, "session": name, "conversation": home_name}
         (turn,) = writer.write_many(
             [
                 {
@@ -101,7 +102,7 @@ def add_turn(
                     "type": "Turn",
                     "name": said_by,
                     "valid_at": when,
-                    "props": {k: v for k, v in own.items() if v is not None},
+                    "props": own,
                     "index_context": before[-1] or None,
                     "word_context": words[-1] or None,
                 }
@@ -122,6 +123,23 @@ def add_turn(
                 writer, extractor, text, source=turn, scope=home, said_at=when, said_in=home_name, speaker=said_by
             )
         return turn
+
+
+def _said_again(
+    writer: Writer,
+    turns: list[tuple[int, str | None, str | None, str]],
+    text: str,
+    speaker: str | None,
+    when: str,
+    props: dict[str, Any],
+) -> str | None:
+    """The id of the session's turn that is this one again (text, speaker, time and props alike), or None."""
+    for nid, content, said_by, said_at in turns:
+        if said_at == when and content == text and said_by == speaker:
+            node = writer.store.load_nodes([nid])[0]
+            if dict(node.props) == props:
+                return node.id
+    return None
 
 
 def _current_session(writer: Writer, home: str, scope: str, when: str, gap: dt.timedelta) -> str:

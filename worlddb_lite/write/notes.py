@@ -45,18 +45,23 @@ def write_note(
     first (its parent, where its facts are learned) and each other one holds it through a ``contains``
     edge, so it is one memory in all of them.
 
-    A retried write changes nothing: a note whose text and speaker are those of a note of the same scope
-    true now, written without a valid time, is that note (its id returned, its tags as first written; the
-    other scopes listed hold it), unless ``new`` asks for a second memory.
+    A retried write changes nothing: a note whose text, speaker and tags are those of a note of the same
+    scope true now, written without a valid time, is that note (its id returned; the other scopes listed
+    hold it), unless ``new`` asks for a second memory.
     """
     who = _checked(extractor, deferred, speaker)
+    given = checks.props(fields.get("props")) or {}
+    note_type = fields.get("type", NOTE_TYPE)
+    if TAGS in given and note_type == NOTE_TYPE:  # a note's labels, checked alike whichever way they come
+        if tags is not None:
+            raise InvalidInput("give tags or props['tags'], not both")
+        tags = given[TAGS]
     labels = checks.tags(tags)
     if not isinstance(new, bool):
         raise InvalidInput(f"new must be True or False, got {new!r}")
-    note_type = fields.get("type", NOTE_TYPE)
     if (who or labels) and note_type == NOTE_TYPE:
         fields["props"] = {
-            **(checks.props(fields.get("props")) or {}),
+            **{key: value for key, value in given.items() if key != TAGS},
             **({SPEAKER: who} if who else {}),
             **({TAGS: labels} if labels else {}),
         }
@@ -71,7 +76,8 @@ def write_note(
         same = None
         if retry:
             said = checks.memory_text(text, "text")  # refused here, before it is looked for
-            same = queries.same_note(writer.conn, writer.scope_nid(txn, str(home)), said, who, writer.clock())
+            home_nid = writer.scope_nid(txn, str(home))
+            same = queries.same_note(writer.conn, home_nid, said, who, labels, writer.clock())
         note = writer.store.header(same).id.hex() if same is not None else writer.write(text, **fields)
         since = writer.read(note).valid_at  # in every scope since it holds: an as_of read finds it in each
         nid = writer.store.resolve(note)
