@@ -74,6 +74,15 @@ def test_full_text_search_returns_the_text(store: dict[str, str]) -> None:
     )
     assert [r["text"] for r in view.json()] == ["Ana never drinks tea, only coffee"]
     assert {r["text"] for r in canned.json()} == {"Ana likes green tea", "Ana never drinks tea, only coffee"}
+    # trial: an apostrophe or a lone quote was an FTS5 syntax error (HTTP 400); words are words
+    apostrophe, quote, phrase = fetch(
+        store["path"],
+        "/mem/search.json?words=Ana%27s&_shape=array",
+        "/mem/search.json?words=%22unclosed&_shape=array",
+        "/mem/search.json?words=green%20tea&_shape=array",
+    )
+    assert apostrophe.status_code == 200 and quote.status_code == 200 and quote.json() == []
+    assert [r["text"] for r in phrase.json()] == ["Ana likes green tea"]
 
 
 def test_the_canned_queries(store: dict[str, str]) -> None:

@@ -20,7 +20,7 @@ from worlddb_lite.store import connection
 
 from .conftest import run, run_json
 
-LISTINGS = {"history", "search", "merges", "scopes"}  # their --json is JSON lines: one object a line
+LISTINGS = {"history", "search", "merges", "scopes", "list"}  # their --json is JSON lines: one object a line
 
 
 def run_jsonl(capsys: pytest.CaptureFixture[str], *argv: str) -> list[Any]:
@@ -124,8 +124,8 @@ def test_the_store_and_scope_come_from_the_environment_when_left_out(
     monkeypatch.setenv("WORLDDB_SCOPE", "ana")
     assert run(capsys, "write", "Ana's dentist is Dr Sato")[0] == 0
     assert run(capsys, "write", "Bo's dentist is Dr Ruiz", "--scope", "bo")[0] == 0  # given: it holds
-    listed = run_json(capsys, "list")
-    assert [n["content"] for n in listed["memories"] if n["type"] == "Memory"] == ["Ana's dentist is Dr Sato"]
+    listed = run_jsonl(capsys, "list")
+    assert [n["content"] for n in listed if n["type"] == "Memory"] == ["Ana's dentist is Dr Sato"]
     found = run_json(capsys, "recall", "who is the dentist?")
     assert {hit["node"]["content"] for hit in found["hits"]} == {"Ana's dentist is Dr Sato"}
     other = str(tmp_path / "other.db")
@@ -373,15 +373,17 @@ def test_list_pages_through_a_scope(store: dict[str, str], capsys: pytest.Captur
     code, out, err = run(capsys, "list", store["path"], "--scope", "me", "--limit", "2")
     assert code == 0 and len(out.splitlines()) == 2 and "--cursor" in err
     cursor = err.split("--cursor", 1)[1].split()[0]
-    first = run_json(capsys, "list", store["path"], "--scope", "me", "--limit", "2")
-    assert first["cursor"] == cursor  # type: ignore[index]
-    rest = run_json(capsys, "list", store["path"], "--scope", "me", "--limit", "1000", "--cursor", cursor)
-    every = run_json(capsys, "list", store["path"], "--scope", "me", "--limit", "1000")
-    ids = [n["id"] for n in first["memories"] + rest["memories"]]  # type: ignore[index,operator]
-    assert ids == [n["id"] for n in every["memories"]] and rest["cursor"] is None  # type: ignore[index]
-    notes = run_json(capsys, "list", store["path"], "--scope", "me", "--type", "Memory")["memories"]  # type: ignore[index]
+    code, out, err = run(capsys, "list", store["path"], "--scope", "me", "--limit", "2", "--json")
+    first = [json.loads(line) for line in out.splitlines()]  # JSON lines; the cursor on stderr, as in text
+    assert code == 0 and len(first) == 2 and err.split("--cursor", 1)[1].split()[0] == cursor
+    code, out, err = run(capsys, "list", store["path"], "--scope", "me", "--limit", "1000", "--cursor", cursor, "-j")
+    rest = [json.loads(line) for line in out.splitlines()]
+    assert "--cursor" not in err  # the last page
+    every = run_jsonl(capsys, "list", store["path"], "--scope", "me", "--limit", "1000")
+    assert [n["id"] for n in first + rest] == [n["id"] for n in every]
+    notes = run_jsonl(capsys, "list", store["path"], "--scope", "me", "--type", "Memory")
     assert store["a"] not in [n["id"] for n in notes]  # superseded: only with --retired
-    closed = run_json(capsys, "list", store["path"], "--scope", "me", "--type", "Memory", "--retired")["memories"]  # type: ignore[index]
+    closed = run_jsonl(capsys, "list", store["path"], "--scope", "me", "--type", "Memory", "--retired")
     assert store["a"] in [n["id"] for n in closed]
     code, out, _ = run(capsys, "list", store["path"], "--scope", "me", "--type", "Memory", "--retired")
     assert code == 0 and "I live in Lisbon" in out and "(closed)" in out
@@ -569,9 +571,9 @@ def test_tags_retries_filters_and_times_in_words(capsys: pytest.CaptureFixture[s
     assert "'2020' read as 2020-01-01 to 2020-12-31" in err and "'today' read as" in err
     code, _, err = run(capsys, "recall", db, "where is the key", "-s", "ana", "--during", "blursday")
     assert code == 2 and "understood: no date or period" in err
-    listed = run_json(capsys, "list", db, "-s", "ana", "--type", "Memory", "--newest")["memories"]
+    listed = run_jsonl(capsys, "list", db, "-s", "ana", "--type", "Memory", "--newest")
     assert [m["content"] for m in listed][0] == "the dentist is on Friday"
-    assert [m["content"] for m in run_json(capsys, "list", db, "-s", "ana", "--tag", "health")["memories"]] == [
+    assert [m["content"] for m in run_jsonl(capsys, "list", db, "-s", "ana", "--tag", "health")] == [
         "the dentist is on Friday"
     ]
 

@@ -339,7 +339,7 @@ def test_the_tools_refuse_bad_input_with_a_tool_error_and_change_nothing(served:
         ("memory_list_scopes", {"kinds": "user"}, "takes no argument"),
         ("memory_list_scopes", {"kind": "robot"}, "kind"),
         ("memory_write", {"text": "x", "scope": "run:"}, "names a kind but no scope"),
-        ("memory_recall", {"query": "kept", "scope": ["ana", "agent:nobody"]}, "NotFound"),
+        ("memory_recall", {"query": "kept", "scope": ["agent:nobody", "run:none"]}, "NotFound"),
         ("memory_write", {"text": "x", "scopes": ["a"]}, "takes no argument"),
         ("remember", {"text": "x"}, "Unknown tool|unknown tool|remember"),  # the short family is gone
     ]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from worlddb_lite import WorldDB
-from worlddb_lite.errors import InvalidInput, InvalidTime, NotFound
+from worlddb_lite.errors import InvalidInput, InvalidTime, NotCurrent, NotFound
 from worlddb_lite.text.dates import read_moment, read_period
 
 NOW = "2026-12-06T17:00:00.000000Z"
@@ -186,3 +186,24 @@ def test_an_unknown_type_filter_is_refused_with_the_types(db: WorldDB, kind: str
         db.list_memories("ana", type=kind)
     db.write("call the plumber", type="Task", scope="ana")  # a type of the caller's own, once written, is taken
     assert [n.content for n in db.list_memories("ana", type="Task").nodes] == ["call the plumber"]
+
+
+def test_a_recall_over_several_scopes_reads_those_that_exist(db: WorldDB) -> None:
+    """Trial: one scope of a list not written into yet made the whole recall fail."""
+    key = db.write("Ana's spare key is under the blue pot", scope="ana")
+    assert key in [h.node.id for h in db.recall("where is the key", scope=["ana", "bob"]).hits]
+    with pytest.raises(NotFound, match="no scope named 'bob'"):
+        db.recall("where is the key", scope=["bob", "carl"])
+
+
+def test_retire_again_changes_nothing_and_an_old_version_is_refused(db: WorldDB) -> None:
+    old = db.write("My manager is Sarah", scope="ana", valid_at="2024-01-10")
+    new = db.amend(old, "My manager is Tom", valid_at="2024-06-01")
+    assert db.amend(old[:12], "My manager is Tom", valid_at="2024-06-01") == new  # a retried amend
+    before = db.root()
+    with pytest.raises(NotCurrent, match="old version"):
+        db.retire(old)
+    db.retire(new)
+    after = db.root()
+    db.retire(new)
+    assert db.root() == after != before

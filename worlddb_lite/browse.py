@@ -64,11 +64,12 @@ VECTORS = {"embedding": ("float32", 4), "centroid": ("float32", 4), "anchor": ("
 QUERIES: dict[str, dict[str, Any]] = {
     "search": {
         "title": "Search",
-        "description": "Memories whose words match (full-text, BM25: best first); stale ones included.",
+        "description": "Memories holding these words, in this order (full-text, BM25: best first); stale ones "
+        "included. Quotes and apostrophes are words like any other.",
         "sql": (
             "select m.scope, m.kind, m.speaker, m.text, m.state, m.valid_at, m.id\n"
             "from node_fts join memory as m on m.nid = node_fts.rowid\n"
-            "where node_fts match :words\n"
+            "where node_fts match '\"' || replace(:words, '\"', '\"\"') || '\"'\n"
             "order by node_fts.rank limit 100"
         ),
     },

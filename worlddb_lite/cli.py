@@ -392,8 +392,6 @@ def cmd_list(args: argparse.Namespace) -> Any:
             tag=args.tag,
             newest_first=args.newest,
         )
-    if args.json:
-        return {"memories": list(page.nodes), "cursor": page.cursor}
     return page
 
 
@@ -1189,7 +1187,12 @@ def _print(result: Any, as_json: bool) -> None:
     from .types import Node, Page, plain
 
     if as_json:
-        if isinstance(result, list):  # JSON lines: one object a line (none for an empty list)
+        if isinstance(result, Page):  # a page of a listing: JSON lines, and the next page's cursor as in text
+            for node in result.nodes:
+                print(json.dumps(plain(node), ensure_ascii=False))
+            if result.cursor:
+                print(f"more: add --cursor {result.cursor}", file=sys.stderr)
+        elif isinstance(result, list):  # JSON lines: one object a line (none for an empty list)
             for item in result:
                 print(json.dumps(plain(item), ensure_ascii=False))
         else:

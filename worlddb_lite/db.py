@@ -27,7 +27,7 @@ import numpy as np
 from . import checks
 from .checks import MAX_SCOPES, file_name
 from .edges import EdgeRegistry, EdgeType
-from .errors import IntegrityViolation, InvalidInput, NotFound, WorldDBError
+from .errors import IntegrityViolation, InvalidInput, NotCurrent, NotFound, WorldDBError
 from .models.embed import Embedder, embed_checked, token_table
 from .ops import consolidation, maintenance, purge, reembed, retention
 from .ops.consolidation import DEFAULT_MIN_AGE, Consolidation
@@ -521,14 +521,26 @@ class WorldDB:
         )
 
     def retire(self, ref: str, *, at: TimeLike | None = None) -> None:
-        """Close a memory's validity (it stops being true; its history stays).
+        """Close a memory's validity (it stops being true; its history stays). Retiring it again changes nothing.
+
+        An old version (one an amend superseded) is refused: the memory's current version is what to retire.
 
         A fact learned from it alone (no other current turn or note says it) stands on nothing the
         person still holds: it closes at the same time, as when the memory is amended (``amend``).
         """
         when = parse_time(at, field="at") if at is not None else None
         with self._txn() as txn:
-            self._retire(txn, self._store.resolve(ref), when)
+            nid = self._store.resolve(ref)
+            node = self._store.to_node(self._store.node_row(nid), ("supersedes",))
+            if node.retired and node.expired_at is None:
+                return  # retired already: a repeated call changes nothing
+            if node.superseded_by:
+                newer = ", ".join(i[:12] for i in node.superseded_by)
+                raise NotCurrent(
+                    f"{node.id[:12]} is an old version (superseded by {newer}); nothing was retired: retire the "
+                    "current version"
+                )
+            self._retire(txn, nid, when)
 
     def _retire(self, txn: Transaction, nid: int, when: str | None) -> None:
         """Close ``nid`` and the facts learned from it alone (``retire``), inside ``txn``."""

@@ -143,6 +143,14 @@ class Reader:
             )
         return self.store.header(nid).id.hex()
 
+    def _scopes_read(self, scope: str | Sequence[str]) -> list[str]:
+        """The ids of the scopes a recall reads: one must exist; of a list, those that do (one at least)."""
+        refs = [str(ref) for ref in checks.scope_refs(scope)]
+        found = [self.store.header(nid).id.hex() for ref in refs if (nid := self.existing_scope(ref)) is not None]
+        if not found:  # none written into yet: said, naming the first (a misspelt name, most often)
+            self.scope_id(refs[0])
+        return found
+
     def named_scope(self, name: object) -> int:
         """The nid of the Scope called ``name``, which must exist (listing, retiring, purging never create one)."""
         nid = self.existing_scope(name)
@@ -460,7 +468,7 @@ class Reader:
                 raise InvalidInput(f"{flag} must be True or False, got {value!r}")
         floor = None if min_confidence is None else checks.share(min_confidence, "min_confidence")
         with translate():
-            inside = [self.scope_id(str(ref)) for ref in checks.scope_refs(scope)] if scope is not None else world
+            inside = self._scopes_read(scope) if scope is not None else world
             view = self.view(as_of, known_as_of, include_superseded, world=inside, include_cold=include_cold)
             index = view.index()  # caught up once, for the lanes and the confidence alike
             embed = None if view.embed is None else functools.lru_cache(maxsize=2)(view.embed)  # once, beside what_else

@@ -15,7 +15,8 @@ from typing import Any
 from .. import checks
 from ..errors import InvalidInput
 from ..store import queries
-from ..text.dates import TimeLike
+from ..store.hashing import nfc
+from ..text.dates import TimeLike, parse_time
 from ..text.extract import Extractor, check_extractor
 from ..types import SPEAKER, TAGS, is_assistant, speaks_for
 from .facts import understand
@@ -119,6 +120,9 @@ def amend_note(
         extra = {**(extra or {}), SPEAKER: who}
     with writer.transaction() as txn:
         old = writer.store.resolve(ref)
+        again = _amended_again(writer, old, text, valid_at)
+        if again is not None:  # a retried amend: the version it wrote
+            return again
         holders = _holders(writer, old)
         new = writer.amend(ref, text, valid_at=valid_at, props=extra)
         since = writer.read(new).valid_at
@@ -132,6 +136,20 @@ def amend_note(
         for fact in queries.learned_only_from(writer.store.conn, old):
             txn.close(fact, max(starts, writer.store.node_row(fact).valid_at))
         return new
+
+
+def _amended_again(writer: Writer, old: int, text: str | bytes, valid_at: TimeLike | None) -> str | None:
+    """The version that already superseded ``old`` with this text (and valid time, if given), or None."""
+    node = writer.store.to_node(writer.store.node_row(old), ("supersedes",))
+    if not node.superseded_by:
+        return None
+    said = nfc(checks.memory_text(text, "text"))
+    since = parse_time(valid_at, field="valid_at") if valid_at is not None else None
+    for newer in node.superseded_by:
+        version = writer.read(newer)
+        if version.content == said and (since is None or version.valid_at == since):
+            return version.id
+    return None
 
 
 def _holders(writer: Writer, note: int) -> list[str]:
