@@ -136,6 +136,8 @@ def test_tags_filter_recall_and_listing_and_retire_and_purge_by_tag(served: tupl
     assert turns and {h["kind"] for h in turns} == {"turn"}
     listed = call(server, "memory_list", {"scope": "ana", "kind": "note"})["memories"]
     assert [m["id"] for m in listed] == [doc["id"], key["id"]]  # newest first
+    said = call(server, "memory_list", {"scope": "ana"})["memories"]  # what was said and learned, no worlds
+    assert {m["kind"] for m in said} <= {"note", "turn", "fact", "summary"} and len(said) >= 3
     oldest = call(server, "memory_list", {"scope": "ana", "kind": "note", "oldest_first": True})["memories"]
     assert [m["id"] for m in oldest] == [key["id"], doc["id"]]
     assert call(server, "memory_list", {"scope": "ana", "tag": "health"})["memories"][0]["id"] == doc["id"]
@@ -339,7 +341,7 @@ def test_the_tools_refuse_bad_input_with_a_tool_error_and_change_nothing(served:
         ("memory_list_scopes", {"kinds": "user"}, "takes no argument"),
         ("memory_list_scopes", {"kind": "robot"}, "kind"),
         ("memory_write", {"text": "x", "scope": "run:"}, "names a kind but no scope"),
-        ("memory_recall", {"query": "kept", "scope": ["agent:nobody", "run:none"]}, "NotFound"),
+        ("memory_recall", {"query": "kept", "scope": ["ana", "agent:nobody"]}, "NotFound"),
         ("memory_write", {"text": "x", "scopes": ["a"]}, "takes no argument"),
         ("remember", {"text": "x"}, "Unknown tool|unknown tool|remember"),  # the short family is gone
     ]:

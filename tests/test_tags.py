@@ -188,14 +188,6 @@ def test_an_unknown_type_filter_is_refused_with_the_types(db: WorldDB, kind: str
     assert [n.content for n in db.list_memories("ana", type="Task").nodes] == ["call the plumber"]
 
 
-def test_a_recall_over_several_scopes_reads_those_that_exist(db: WorldDB) -> None:
-    """Trial: one scope of a list not written into yet made the whole recall fail."""
-    key = db.write("Ana's spare key is under the blue pot", scope="ana")
-    assert key in [h.node.id for h in db.recall("where is the key", scope=["ana", "bob"]).hits]
-    with pytest.raises(NotFound, match="no scope named 'bob'"):
-        db.recall("where is the key", scope=["bob", "carl"])
-
-
 def test_retire_again_changes_nothing_and_an_old_version_is_refused(db: WorldDB) -> None:
     old = db.write("My manager is Sarah", scope="ana", valid_at="2024-01-10")
     new = db.amend(old, "My manager is Tom", valid_at="2024-06-01")

@@ -775,7 +775,7 @@ class WorldDB:
         self,
         scope: str,
         *,
-        type: str | None = None,
+        type: str | Sequence[str] | None = None,
         include_retired: bool = False,
         limit: int = 50,
         cursor: str | None = None,
@@ -787,7 +787,7 @@ class WorldDB:
         ``newest_first`` lists the last written first; ``tag`` keeps the notes carrying it.
 
         Default: what is true now; ``include_retired`` adds what was retired or superseded (purged nodes never
-        come back). ``type`` keeps one node type (``Memory``, ``Turn``, ``Fact``, ``Entity``, ...). The page's
+        come back). ``type`` keeps one node type (``Memory``, ``Turn``, ``Fact``, ``Entity``, ...) or a list. The page's
         ``cursor`` asks for the next page (None: this was the last); a page never repeats a node.
         """
         return self._reader.page(

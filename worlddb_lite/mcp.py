@@ -63,6 +63,7 @@ At = Annotated[str | None, Field(description="when (ISO-8601); default now")]
 # a node's type as a kind (a note is what the API calls a Memory), and back
 KIND_OF_TYPE = {"Memory": "note", "Turn": "turn", "Fact": "fact", "Summary": "summary", "Entity": "entity"}
 TYPE_OF_KIND = {**{kind: type_ for type_, kind in KIND_OF_TYPE.items()}, "session": "Session"}
+SAID = ["Memory", "Turn", "Fact", "Summary"]  # what memory_list lists unless asked for a kind: not worlds or names
 SHORT_ID = 12  # hex characters of an id in what the tools return: unique in practice, and a prefix resolves
 
 
@@ -216,10 +217,10 @@ class MemoryTools:
         limit: Annotated[int, Field(description="per page, 1 to 1000")] = 20,
         cursor: Annotated[str | None, Field(description="from the previous page")] = None,
     ) -> dict[str, Any]:
-        """A scope's memories, newest first, a page at a time (``cursor`` null on the last)."""
+        """A scope's notes, turns, facts and summaries (or one kind), newest first, a page at a time."""
         page = self.db.list_memories(
             scope,
-            type=_type(kind),
+            type=_type(kind) or SAID,
             tag=tag,
             newest_first=not oldest_first,
             include_retired=include_retired,

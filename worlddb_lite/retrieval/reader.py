@@ -143,14 +143,6 @@ class Reader:
             )
         return self.store.header(nid).id.hex()
 
-    def _scopes_read(self, scope: str | Sequence[str]) -> list[str]:
-        """The ids of the scopes a recall reads: one must exist; of a list, those that do (one at least)."""
-        refs = [str(ref) for ref in checks.scope_refs(scope)]
-        found = [self.store.header(nid).id.hex() for ref in refs if (nid := self.existing_scope(ref)) is not None]
-        if not found:  # none written into yet: said, naming the first (a misspelt name, most often)
-            self.scope_id(refs[0])
-        return found
-
     def named_scope(self, name: object) -> int:
         """The nid of the Scope called ``name``, which must exist (listing, retiring, purging never create one)."""
         nid = self.existing_scope(name)
@@ -179,7 +171,7 @@ class Reader:
         self,
         scope: str,
         *,
-        type: str | None,
+        type: str | Sequence[str] | None,
         include_retired: bool,
         limit: int,
         cursor: str | None,
@@ -188,7 +180,10 @@ class Reader:
     ) -> Page:
         """The nodes inside a scope in the order written (or newest first), ``limit`` at a time from ``cursor`` on."""
         self.settle(indexes=False)
-        node_type = self.node_type(type)
+        if isinstance(type, (list, tuple)):
+            node_type: str | list[str] | None = [str(self.node_type(t)) for t in type] or None
+        else:
+            node_type = self.node_type(type)
         limit = checks.whole(limit, "limit", least=1, most=1000)
         label = None if tag is None else checks.tag(tag)
         if not isinstance(newest_first, bool):
@@ -468,7 +463,7 @@ class Reader:
                 raise InvalidInput(f"{flag} must be True or False, got {value!r}")
         floor = None if min_confidence is None else checks.share(min_confidence, "min_confidence")
         with translate():
-            inside = self._scopes_read(scope) if scope is not None else world
+            inside = [self.scope_id(str(ref)) for ref in checks.scope_refs(scope)] if scope is not None else world
             view = self.view(as_of, known_as_of, include_superseded, world=inside, include_cold=include_cold)
             index = view.index()  # caught up once, for the lanes and the confidence alike
             embed = None if view.embed is None else functools.lru_cache(maxsize=2)(view.embed)  # once, beside what_else

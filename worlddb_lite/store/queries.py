@@ -33,7 +33,7 @@ def is_visible(conn: apsw.Connection, nid: int, valid: str, belief: str) -> bool
 
 
 def descendants_sql(memberships: int, include_superseded: bool, newest_first: bool = False) -> str:
-    """Nodes inside world ?3 (parents, and membership edges visible at ?1/?2), optionally of type ?N and tag ?N+3.
+    """Nodes inside world ?3 (parents, and membership edges visible at ?1/?2), optionally of types ?N and tag ?N+3.
 
     Only nids beyond the one bound after the type (0: from the first), in nid order, or newest first
     below it: a page starts where the last one stopped (``cursor``), and nids only grow, so a page
@@ -50,7 +50,7 @@ def descendants_sql(memberships: int, include_superseded: bool, newest_first: bo
         f"and {predicate(include_superseded, 'e')}) "
         "select i.nid from inside as i join node as n on n.nid = i.nid join node_state as s on s.nid = i.nid "
         f"where i.nid != ?3 and {beyond} and n.body is not null "
-        f"and (?{type_param} is null or n.type = ?{type_param}) "
+        f"and (?{type_param} is null or n.type in (select value from json_each(?{type_param}))) "
         f"and (?{tag_param} is null or exists (select 1 from json_each(n.body, '$.props.tags') as t "
         f"where t.value = ?{tag_param})) "
         f"and {predicate(include_superseded)} order by i.nid {'desc' if newest_first else ''} limit ?{limit_param}"
@@ -64,16 +64,17 @@ def descendants(
     belief: str,
     *,
     memberships: Sequence[str],
-    node_type: str | None,
+    node_type: str | Sequence[str] | None,
     include_superseded: bool,
     limit: int,
     after: int = 0,
     tag: str | None = None,
     newest_first: bool = False,
 ) -> list[int]:
-    """The nids inside ``world`` that are visible, beyond ``after`` (see ``descendants_sql``)."""
+    """The nids inside ``world`` that are visible, beyond ``after`` (see ``descendants_sql``), of a type or types."""
     sql = descendants_sql(len(memberships), include_superseded, newest_first)
-    params = [valid, belief, world, *memberships, node_type, limit, after, tag]
+    types = None if node_type is None else json.dumps([node_type] if isinstance(node_type, str) else list(node_type))
+    params = [valid, belief, world, *memberships, types, limit, after, tag]
     return [as_int(r[0]) for r in conn.execute(sql, params)]
 
 
