@@ -97,7 +97,7 @@ def tags(value: object) -> list[str]:
         value = [value]
     if not isinstance(value, (list, tuple)):
         raise InvalidInput(f"tags must be a list of short labels, e.g. ['work', 'travel']; got {type(value).__name__}")
-    found = sorted({tag(v, "each tag") for v in value})
+    found = sorted({tag(v) for v in value})
     if len(found) > MAX_TAGS:
         raise InvalidInput(f"a memory takes at most {MAX_TAGS} tags, got {len(found)}; nothing was written")
     return found
@@ -123,7 +123,9 @@ def text(value: object, field: str, *, required: bool) -> str | None:
     if "\x00" in value:
         raise InvalidInput(f"{field} holds a NUL character; remove it")
     if required and not value.strip():
-        raise InvalidInput(f"{field} is empty; there is nothing to remember")
+        raise InvalidInput(
+            f"{field} is empty; " + ("there is nothing to remember" if field == "text" else "give some words")
+        )
     return value
 
 

@@ -1271,7 +1271,7 @@ def build_parser(only: str | None = None) -> _Parser:
         prog="worlddb",
         description="worlddb_lite: an assistant's memory in one SQLite file",
         epilog=f"Options may come before or after the command. {STORE_VARIABLE} names the store when DB is left "
-        f"out; {SCOPE_VARIABLE} the scope of {', '.join(sorted(SCOPED))} when --scope is.",
+        f"out; {SCOPE_VARIABLE} the scope of {', '.join(sorted(SCOPED))} when --scope is left out.",
     )
     parser.add_argument("--version", action="version", version=f"worlddb {__version__}")
     scoped = os.environ.get(SCOPE_VARIABLE) or None

@@ -55,9 +55,10 @@ class Supersedes(BaseEdgeType):
         if edge.dst.expired_at is not None:
             raise NotCurrent(f"{edge.dst.id[:12]} was retracted, so nothing of it is left to supersede")
         if edge.src.valid_at < edge.dst.valid_at:
+            newer = "the new version" if edge.src.id.startswith("(") else edge.src.id[:12]
             raise EdgeRefused(
-                f"{edge.src.id[:12]} became true ({edge.src.valid_at}) before the version it would "
-                f"supersede ({edge.dst.valid_at}); record the pair with contradicts instead"
+                f"{newer} would be true from {edge.src.valid_at}, before the version it supersedes "
+                f"({edge.dst.valid_at}); give a valid time at or after that, or record the pair with contradicts"
             )
         if edge.dst.invalid_at is not None and edge.dst.invalid_at <= edge.src.valid_at:
             return []  # already closed at or before this point: validity only tightens
