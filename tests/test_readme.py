@@ -56,6 +56,7 @@ def test_readme_starts_with_install_and_test_commands():
 
 def test_readme_examples_run(tmp_path):
     run_blocks("README", blocks(), tmp_path)
+    run_blocks("README, again", blocks(), tmp_path)  # an example runs twice: a reader tries it again
 
 
 def test_docs_pages_are_found():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from worlddb_lite import WorldDB
-from worlddb_lite.errors import InvalidInput, InvalidTime, NotCurrent, NotFound
+from worlddb_lite.errors import InvalidInput, InvalidTime, NotCurrent, NotFound, WorldDBError
 from worlddb_lite.text.dates import read_moment, read_period
 
 NOW = "2026-12-06T17:00:00.000000Z"
@@ -199,3 +199,15 @@ def test_retire_again_changes_nothing_and_an_old_version_is_refused(db: WorldDB)
     after = db.root()
     db.retire(new)
     assert db.root() == after != before
+
+
+def test_the_same_merge_decision_again_changes_nothing(db: WorldDB) -> None:
+    db.write("Robert Smith", type="Entity", name="Robert Smith", scope="me", valid_at="2024-01-01")
+    db.resolve_entity("Robert Smyth", scope="me")
+    (proposal,) = db.merge_proposals()
+    db.accept_merge(proposal.pid)
+    before = db.root()
+    db.accept_merge(proposal.pid)  # a retried call
+    assert db.root() == before
+    with pytest.raises(WorldDBError, match="decisions are final"):
+        db.reject_merge(proposal.pid)

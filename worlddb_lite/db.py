@@ -1173,7 +1173,10 @@ class WorldDB:
 
         self._outside_batch("replica")
         if not overwrite and isinstance(dest, (str, os.PathLike)) and os.path.exists(dest):
-            raise InvalidInput(f"{os.fspath(dest)} already exists; remove it, choose another name, or pass overwrite")
+            raise InvalidInput(
+                f"{os.fspath(dest)} already exists; remove it, choose another name, or pass overwrite "
+                "(`worlddb replica --force`)"
+            )
         result = maintenance.backup(self._conn, self.path, dest, overwrite=overwrite)
         result["store_id"] = sync.make_replica(self._reconciler, os.fspath(dest))
         return result

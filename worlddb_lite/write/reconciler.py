@@ -566,8 +566,10 @@ class Transaction:
             self._mark(row.world, row.slot, ("e", eid))
 
     def decide_merge(self, pid: int, accept: bool) -> None:
-        """Accept (writing symmetric same_as edges) or reject a pending proposal."""
+        """Accept (writing symmetric same_as edges) or reject a pending proposal; the same decision again is a no-op."""
         proposal = self.store.proposal_row(pid)
+        if proposal.status is (MergeStatus.ACCEPTED if accept else MergeStatus.REJECTED):
+            return  # the same decision again (a retried call): nothing more to do
         if proposal.status is not MergeStatus.PENDING:
             raise MergeError(f"proposal {pid} is already {proposal.status.value}; decisions are final")
         a, b = self.store.proposal_pair(pid)
