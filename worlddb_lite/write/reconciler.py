@@ -213,9 +213,9 @@ class Transaction:
         self.pending_ids: set[bytes] = set()
         self.next_eid: int | None = None
         self.poisoned = False
-        # Member order (write/order.py): each world's size before this transaction, the members it gained
-        # (world -> member -> (created_at, id)), and the worlds where adopted rows or a merge may place
-        # members before ones already there.
+        # Member order (by created_at, ord, id: schema.sql's node.ord): each world's size before this transaction,
+        # the members it gained (world -> member -> (created_at, id)), and the worlds where adopted rows or a merge
+        # may place members before ones already there.
         self.base: dict[int, int] = {}
         self.added: dict[int, dict[Member, tuple[str, int, bytes]]] = {}
         self.reorder: dict[int, str] = {}  # world -> the earliest created_at whose members may move
