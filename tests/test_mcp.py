@@ -17,7 +17,7 @@ import worlddb_lite
 from worlddb_lite import WorldDB
 from worlddb_lite.mcp import TOOL_EFFECTS, TOOL_NAMES, MemoryTools, _sdk, build_server, version
 
-from .conftest import FakeClock, FakeEmbedder, table_digest
+from .conftest import FakeClock, FakeEmbedder, bench_module, table_digest
 
 _, ToolError = _sdk()
 try:  # mcp 2.x tells a crash inside a tool (UnexpectedToolError) from a deliberate ToolError
@@ -57,24 +57,10 @@ def test_every_tool_is_listed_with_its_arguments(served: tuple[WorldDB, Any]) ->
     assert all(t.description for t in tools.values())
 
 
-def tool_list_characters(server: Any, separators: tuple[str, str] = (",", ":")) -> int:
-    """What the tool list costs every conversation: names, descriptions and schemas, as JSON."""
-    total = 0
-    for tool in asyncio.run(server.list_tools()):
-        dumped = tool.model_dump(by_alias=True, exclude_none=True)
-        schemas = [dumped.get(key) for key in ("inputSchema", "outputSchema") if dumped.get(key)]
-        total += (
-            len(tool.name)
-            + len(tool.description or "")
-            + sum(len(json.dumps(x, separators=separators)) for x in schemas)
-        )
-    return total
-
-
 def test_the_tool_list_stays_small(served: tuple[WorldDB, Any]) -> None:
     """Issue 38: 20 tools took 15,701 characters of every conversation; the target is 8,000 (spaced JSON too)."""
     _, server = served
-    assert tool_list_characters(server, (", ", ": ")) <= 8000
+    assert bench_module("mcp_tools").tool_list(server, (", ", ": ")) <= 8000  # the bench's own measure
     tools = asyncio.run(server.list_tools())
     dumped = json.dumps([t.model_dump(by_alias=True, exclude_none=True) for t in tools])
     assert '"title"' not in dumped and '{"type": "null"}' not in dumped  # pydantic's filler, taken out

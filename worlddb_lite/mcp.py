@@ -105,6 +105,13 @@ def _extractor(verbatim: bool) -> Any:
     return None if verbatim else DEFAULT_EXTRACTOR
 
 
+def _one_target(id: str | None, scope: str | None, tag: str | None, done: str) -> str:  # noqa: A002
+    """What a retire or a purge names: an id, a scope, or a scope's tag (the tag); refused unless exactly one."""
+    if (id is None) == (scope is None) or (tag is not None and scope is None):
+        raise InvalidInput(f"give id (one memory), or scope (all of it), or scope and tag; nothing was {done}")
+    return id if id is not None else tag if tag is not None else str(scope)
+
+
 def _type(kind: str | None) -> str | None:
     return None if kind is None else TYPE_OF_KIND[kind]
 
@@ -263,8 +270,7 @@ class MemoryTools:
         at: At = None,
     ) -> dict[str, Any]:
         """Mark what stopped being true (it stays as history): one memory, a scope's, or a scope's tagged notes."""
-        if (id is None) == (scope is None) or (tag is not None and scope is None):
-            raise InvalidInput("give id (one memory), or scope (all of it), or scope and tag; nothing was retired")
+        _one_target(id, scope, tag, "retired")
         if id is not None:
             node = self.db.read(id)
             self.db.retire(node.id, at=at)
@@ -283,9 +289,7 @@ class MemoryTools:
 
         To keep history use ``memory_retire``.
         """
-        if (id is None) == (scope is None) or (tag is not None and scope is None):
-            raise InvalidInput("give id (one memory), or scope (all of it), or scope and tag; nothing was purged")
-        named = id if id is not None else tag if tag is not None else scope
+        named = _one_target(id, scope, tag, "purged")
         if confirm != named:
             raise InvalidInput(f"confirm must repeat {named!r} exactly, got {confirm!r}; nothing was purged")
         if id is not None:

@@ -37,6 +37,12 @@ def speaks_for(note: Node, home: Node) -> str | None:
     return voice(note.props.get(SPEAKER), home)
 
 
+def carries(node: Node, tag: str) -> bool:
+    """Whether ``node`` carries ``tag`` (a checked tag) among its props ``TAGS``."""
+    labels = node.props.get(TAGS)
+    return isinstance(labels, list) and tag in labels
+
+
 def voice(speaker: object, home: Node) -> str | None:
     """Whom a note in ``home`` whose ``SPEAKER`` prop is ``speaker`` (maybe none) speaks for (``speaks_for``)."""
     return str(speaker or "").strip() or person_of(home)

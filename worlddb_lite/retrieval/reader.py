@@ -28,7 +28,7 @@ from ..store.rows import EdgeRow, NodeRow, Store, believed_sql, visible_sql
 from ..store.side_reader import SideReader
 from ..store.vector_index import VectorLane
 from ..text.dates import TimeLike, parse_time, read_period
-from ..types import TAGS, Direction, Identity, MergeProposal, MergeStatus, Node, Page, Recall, ScopeRef, Subgraph
+from ..types import Direction, Identity, MergeProposal, MergeStatus, Node, Page, Recall, ScopeRef, Subgraph, carries
 from . import blas, confidence, lanes
 from .query import QuerySpec, execute
 from .query import check as check_query
@@ -223,24 +223,14 @@ class Reader:
         label = None if tag is None else checks.tag(tag)
         with translate():
             world = self.named_scope(scope)
-            nids = queries.descendants(
-                self.conn,
-                world,
-                valid,
-                belief,
-                memberships=(),
-                node_type=None,
-                include_superseded=False,
-                limit=-1,  # SQLite's "no limit": a retirement covers the whole scope
-                tag=label,
-            )
+            nids = self._own(world, valid, belief, include_superseded=False, tag=label)
             nodes = self.store.load_nodes(nids)
             held = queries.linked(
                 self.conn, ("contains",), [world], None, valid, belief, towards=False, include_superseded=False
             )
             if label is not None:
                 far = self.store.load_nodes([dst for _, _, dst, _ in held])
-                held = [edge for edge, node in zip(held, far, strict=True) if label in (node.props.get(TAGS) or ())]
+                held = [edge for edge, node in zip(held, far, strict=True) if carries(node, label)]
             owned = [
                 nid
                 for nid, node in zip(nids, nodes, strict=True)
@@ -254,17 +244,21 @@ class Reader:
         valid, belief = self.times(None, None)
         with translate():
             world = self.named_scope(scope)
-            return world, queries.descendants(
-                self.conn,
-                world,
-                valid,
-                belief,
-                memberships=(),
-                node_type=None,
-                include_superseded=True,
-                limit=-1,
-                tag=label,
-            )
+            return world, self._own(world, valid, belief, include_superseded=True, tag=label)
+
+    def _own(self, world: int, valid: str, belief: str, *, include_superseded: bool, tag: str | None) -> list[int]:
+        """Every node of ``world`` by its parents (not what it holds through edges), visible at these times."""
+        return queries.descendants(
+            self.conn,
+            world,
+            valid,
+            belief,
+            memberships=(),
+            node_type=None,
+            include_superseded=include_superseded,
+            limit=-1,  # SQLite's "no limit": a retirement or a purge covers the whole scope
+            tag=tag,
+        )
 
     def _after(self, cursor: object) -> int:
         """The nid a page starts after: 0 for the first page, else the node the cursor names."""

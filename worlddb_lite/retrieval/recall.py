@@ -19,7 +19,7 @@ from ..text.extract import says_change
 from ..text.slots import INSTRUCTIONS, PREFERENCES, slot_words
 from ..text.stopwords import is_function_word
 from ..text.words import words as split_words
-from ..types import MAY_UPDATE, MAY_UPDATE_FROM, SPEAKER, TAGS, Hit, Node, Reason, is_assistant, voice
+from ..types import MAY_UPDATE, MAY_UPDATE_FROM, SPEAKER, Hit, Node, Reason, carries, is_assistant, voice
 from .fusion import LANE_WEIGHTS, rrf
 from .lanes import (
     NOTES_K,
@@ -80,8 +80,7 @@ class HitFilter:
         node = hit.node
         if self.type is not None and node.type != self.type:
             return False
-        labels = node.props.get(TAGS)
-        if self.tag is not None and not (isinstance(labels, list) and self.tag in labels):
+        if self.tag is not None and not carries(node, self.tag):
             return False
         return self.period is None or self.period[0] <= node.valid_at < self.period[1]
 
