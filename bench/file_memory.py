@@ -223,7 +223,7 @@ def real_ratios(files: dict[str, str]) -> dict[str, Any]:
     """What each honest change set needs of the budget: ``rate``, the least ``COST_RATE`` it passes with (its
     ``COST_SLACK`` helps a small set), and ``cost_per_byte``, its whole cost over its compressed bytes (what a
     large set of such records needs)."""
-    from worlddb_lite.ops import changeset
+    from worlddb_lite.sync import changeset
 
     if not hasattr(changeset, "line_cost"):  # a run against a tree without the budget
         return {}

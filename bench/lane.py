@@ -1,4 +1,4 @@
-"""The shipped vector lane (``worlddb_lite.store.vector_index``) measured on real and random vectors.
+"""The shipped vector lane (``worlddb_lite.index.vector_index``) measured on real and random vectors.
 
     python bench/lane.py --n 100000 [--data real|random|both] [--queries 200] [--json OUT]
 
@@ -29,8 +29,8 @@ import numpy as np
 from common import emit, environment, percentiles, progress
 from vectors import random_dataset, real_dataset
 
-from worlddb_lite.store.ivf import IvfIndex, assign, nprobe_for, quantize, spherical_kmeans, split_in_two
-from worlddb_lite.store.vector_index import SAMPLE_PER_LIST, hydrate, nlist_for, split_limit
+from worlddb_lite.index.ivf import IvfIndex, assign, nprobe_for, quantize, spherical_kmeans, split_in_two
+from worlddb_lite.index.vector_index import SAMPLE_PER_LIST, hydrate, nlist_for, split_limit
 from worlddb_lite.store.vector_table import VectorTable
 
 WORLDS = 10  # rows are spread over 10 worlds under one scope (a world keeps ~10%) ...

@@ -14,7 +14,7 @@ schema is migrated once when first opened).
 The pair: side A is a copy of the base (it keeps the base's store id), side B is ``A.replica()``, so B
 counts A's rows as seen. Their first ``sync`` is timed (``first_sync``: ~0 records for a base written at
 schema 10 or later; a migrated base's change log starts empty, so its first exchange sends everything,
-ops/sync.py). Then one memory is written on each side and synced (``settle``: each side has now seen a
+sync/replicas.py). Then one memory is written on each side and synced (``settle``: each side has now seen a
 change of the other; for a migrated base this exchange sends everything again, since each side had seen
 change 0 of the other, which a token cannot tell from having seen nothing; synced again while a sync
 still sends something, at most SETTLE_ROUNDS times), and an idle sync is timed (``idle_sync``: should send
@@ -28,7 +28,7 @@ directions differ in text length and B's writes and change sets are the bigger; 
 these are not the sync) and the second pair gets copies of those files. Then
 * ``sync``: ``a.sync(b)`` on the first pair, its wall time; ``pull`` (B to A) and ``push`` (A to B) with
   the bytes of each change set, its records and what was added; ``converged`` and whether the roots are
-  equal; then ``again``: a second ``a.sync(b)`` (what a side adopted may travel back once, ops/sync.py),
+  equal; then ``again``: a second ``a.sync(b)`` (what a side adopted may travel back once, sync/replicas.py),
   and ``quiet``: a third (sends nothing: its time says what a sync costs with no change at this size);
 * ``directions``: on the second pair, each direction by hand, as ``sync`` does it: ``changes`` (the
   sender reads and compresses its change set, ``changes_s``) and ``apply_changes`` (the receiver checks
@@ -57,7 +57,7 @@ from common import emit, environment, progress, remove_store, store_bytes  # noq
 from recall_scale import BUILD, SCOPE, START_DAY, build, pool_of_turns  # noqa: E402
 
 from worlddb_lite import WorldDB  # noqa: E402
-from worlddb_lite.store import sync_rows  # noqa: E402
+from worlddb_lite.sync import rows as sync_rows  # noqa: E402
 from worlddb_lite.write.conversation import ConversationIn, SessionIn, TurnIn  # noqa: E402
 
 TURNS_PER_SESSION, TURNS_PER_CONVERSATION = 25, 500  # as recall_scale.py writes the base
@@ -193,7 +193,7 @@ def make_pair(
                 write_side(db, side, 1, "settle", pool, base_size)
             out["settle"] = [timed_sync(a, b)]
             while out["settle"][-1]["records"] and len(out["settle"]) < SETTLE_ROUNDS:
-                out["settle"].append(timed_sync(a, b))  # what a side adopted may be sent back once (ops/sync.py)
+                out["settle"].append(timed_sync(a, b))  # what a side adopted may be sent back once (sync/replicas.py)
             out["idle_sync"] = timed_sync(a, b)
             progress(f"  settled; idle sync {out['idle_sync']['records']} records, {out['idle_sync']['seconds']} s")
             out["tokens"] = {"a": a.sync_token(), "b": b.sync_token()}

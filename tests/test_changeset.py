@@ -1,4 +1,4 @@
-"""ops/changeset.py: the change-set file round-trips, streams, and refuses anything not whole and unaltered."""
+"""sync/changeset.py: the change-set file round-trips, streams, and refuses anything not whole and unaltered."""
 
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from worlddb_lite.errors import InvalidInput, StoreUnwritable
-from worlddb_lite.ops import changeset
-from worlddb_lite.ops.changeset import ChangeSet, encode, read, write
+from worlddb_lite.sync import changeset
+from worlddb_lite.sync.changeset import ChangeSet, encode, read, write
 
 HEADER: dict[str, Any] = {"from": "phone", "since": {"laptop": 41}, "roots": ["ab" * 32]}
 RECORDS: list[dict[str, Any]] = [

@@ -17,8 +17,8 @@ from blake3 import blake3
 
 from worlddb_lite import WorldDB
 from worlddb_lite.errors import InvalidInput
-from worlddb_lite.ops import changeset
 from worlddb_lite.store.hashing import canonical_json, edge_body, edge_id
+from worlddb_lite.sync import changeset
 from worlddb_lite.write.loaders import load
 
 from .conftest import open_device, table_digest

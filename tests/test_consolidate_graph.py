@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 
 from worlddb_lite import WorldDB
+from worlddb_lite.consolidate.dedup import dedup, restates
+from worlddb_lite.consolidate.infer import closure, infer
+from worlddb_lite.consolidate.sweep import sweep
 from worlddb_lite.edges import BaseEdgeType, Decision, EdgeContext, EdgeDraft
 from worlddb_lite.edges.builtin import Causes
-from worlddb_lite.ops.dedup import dedup, restates
-from worlddb_lite.ops.infer import closure, infer
-from worlddb_lite.ops.sweep import sweep
 from worlddb_lite.text.slots import slot_key
 
 from .conftest import FakeClock, FakeEmbedder, table_digest

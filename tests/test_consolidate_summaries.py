@@ -12,8 +12,8 @@ import pytest
 from tests.conftest import FakeClock, FakeEmbedder, table_digest
 from worlddb_lite import ConversationIn, InvalidInput, SessionIn, TurnIn, WorldDB
 from worlddb_lite.cli import main
-from worlddb_lite.ops import consolidation
-from worlddb_lite.ops.summaries import Drafted, SummaryItem
+from worlddb_lite.consolidate import cycle as consolidation
+from worlddb_lite.consolidate.summaries import Drafted, SummaryItem
 
 NOW = dt.timedelta(0)
 LINES = [

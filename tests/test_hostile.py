@@ -968,7 +968,7 @@ def test_cli_hostile_arguments_long(cli_store: tuple[str, str], argv: tuple[str,
 REVIEWED_SQL_SITES: dict[str, Counter[str]] = {
     # module integer constants in pragmas
     "store/connection.py": Counter({"configure: WAL_CHECKPOINT_PAGES": 1, "install: SCHEMA_VERSION": 1}),
-    "store/side_reader.py": Counter({"_connection: CACHE_KIB": 1}),
+    "index/side_reader.py": Counter({"_connection: CACHE_KIB": 1}),
     # the version constant; a regex over schema.sql, for names the code lists
     # _to_v10 drops and recreates triggers named in a constant tuple
     "store/migrations.py": Counter(
@@ -976,7 +976,7 @@ REVIEWED_SQL_SITES: dict[str, Counter[str]] = {
     ),
     # temp table names from a literal tuple; the CREATE text's PREFIX constant; _rows gets literal where/order/
     # source fragments from its three callers (values bound as ?1, ?2) and an int() limit
-    "store/name_index.py": Counter(
+    "index/name_index.py": Counter(
         {
             "<module>: PREFIX": 1,
             "_build: name": 1,
@@ -1026,7 +1026,7 @@ REVIEWED_SQL_SITES: dict[str, Counter[str]] = {
         }
     ),
     # "?" placeholder lists sized by len() of module constants
-    "ops/retention.py": Counter({"score_store: marks": 1}),
+    "consolidate/retention.py": Counter({"score_store: marks": 1}),
     # the hot-tier predicate, a module constant
     "store/vector_table.py": Counter({"<module>: HOT": 2, "hot_count: HOT": 1}),
     "write/reconciler.py": Counter({"decide_merge: pid": 1}),  # an error message that says "join" (not SQL): an int

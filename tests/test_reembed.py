@@ -11,8 +11,8 @@ import pytest
 
 from worlddb_lite import EmbedderError, EmbedderMismatch, WorldDB
 from worlddb_lite.cli import main
+from worlddb_lite.index import vector_index
 from worlddb_lite.models.embed import bundled_model_path
-from worlddb_lite.store import vector_index
 
 from .conftest import FakeClock, FakeEmbedder, table_digest
 

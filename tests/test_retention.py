@@ -13,7 +13,7 @@ import pytest
 
 from tests.conftest import FakeClock, FakeEmbedder
 from worlddb_lite import InvalidInput, WorldDB
-from worlddb_lite.ops import retention
+from worlddb_lite.consolidate import retention
 from worlddb_lite.store import access_log, connection
 
 NOW = dt.datetime(2025, 1, 1, tzinfo=dt.UTC)

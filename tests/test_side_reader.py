@@ -14,8 +14,8 @@ import apsw
 import pytest
 
 from worlddb_lite import WorldDB
+from worlddb_lite.index.side_reader import SideReader, Unavailable
 from worlddb_lite.store import queries
-from worlddb_lite.store.side_reader import SideReader, Unavailable
 
 from .conftest import FakeClock, FakeEmbedder, child_exit_code
 

@@ -1,4 +1,4 @@
-"""Sync between store files (ops/sync.py): convergence, the merge lattice, purges that follow, refusals."""
+"""Sync between store files (sync/replicas.py): convergence, the merge lattice, purges that follow, refusals."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ import pytest
 from tests.conftest import open_device as _open  # each replica's clock runs on its own, as on separate devices
 from tests.conftest import table_digest
 from worlddb_lite import WorldDB
+from worlddb_lite.consolidate import sweep as sweep_module
 from worlddb_lite.errors import InvalidInput
-from worlddb_lite.ops import changeset
-from worlddb_lite.ops import sweep as sweep_module
-from worlddb_lite.ops.sync import SWEPT_UPTO
+from worlddb_lite.sync import changeset
+from worlddb_lite.sync.replicas import SWEPT_UPTO
 
 QUERIES = ["tea", "Lisbon", "sister", "chess", "running"]
 

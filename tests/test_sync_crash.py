@@ -27,8 +27,8 @@ import pytest
 
 from worlddb_lite import WorldDB
 from worlddb_lite.ops import maintenance
-from worlddb_lite.ops.sync import SWEPT_UPTO
-from worlddb_lite.store import sync_rows
+from worlddb_lite.sync import rows as sync_rows
+from worlddb_lite.sync.replicas import SWEPT_UPTO
 from worlddb_lite.write.reconciler import Transaction
 
 from .conftest import START, FakeClock, FakeEmbedder, child_exit_code, table_digest

@@ -12,10 +12,11 @@ import numpy as np
 import pytest
 
 from worlddb_lite import StaticEmbedder, WorldDB
+from worlddb_lite.index import token_index
+from worlddb_lite.index.token_index import ContentTokens, content_tokens
 from worlddb_lite.models.embed import TokenVectors
 from worlddb_lite.ops import reembed
-from worlddb_lite.store import connection, token_index
-from worlddb_lite.store.token_index import ContentTokens, content_tokens
+from worlddb_lite.store import connection
 from worlddb_lite.write.conversation import ConversationIn, SessionIn, TurnIn
 
 from .conftest import FakeEmbedder
@@ -184,7 +185,7 @@ def test_the_whole_index_is_rewritten_batch_by_batch(tmp_path: Path, model: Stat
         _chat(db, "We pitched our tents at the campground", "Our dogs sleep on the sofa", "The lake was cold")
         before = _index(db)
         with db.batch():
-            assert db._store.reindex_tokens(model.token_vectors(), batch=1) == len(before)
+            assert db._store.reindex_tokens(token_index.coder(model.token_vectors()), batch=1) == len(before)
         assert _index(db) == before
 
 

@@ -1,4 +1,4 @@
-"""Export and import (ops/transfer.py): round trips keep ids, roots and history; bad files write nothing."""
+"""Export and import (sync/transfer.py): round trips keep ids, roots and history; bad files write nothing."""
 
 from __future__ import annotations
 

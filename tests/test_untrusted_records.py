@@ -17,7 +17,7 @@ import pytest
 
 from worlddb_lite import WorldDB
 from worlddb_lite.errors import InvalidInput
-from worlddb_lite.ops import changeset
+from worlddb_lite.sync import changeset
 
 from .conftest import open_device as _open
 from .conftest import table_digest
@@ -311,7 +311,7 @@ def test_a_2_mb_hostile_set_is_refused_in_bounded_memory(pair: Any, tmp_path: Pa
 def test_a_set_that_committed_never_reports_failure(pair: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """The sweep after the commit failed and `apply` reported failure for rows it had written (issue 35)."""
     from worlddb_lite.errors import StoreBusy
-    from worlddb_lite.ops import sync
+    from worlddb_lite.sync import replicas as sync
 
     a, b = pair
     data = b"".join(changeset.encode(_set(a, b).header, _set(a, b).records))

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from worlddb_lite import WorldDB
-from worlddb_lite.store import vector_index
-from worlddb_lite.store.ivf import IvfIndex, Source, assign, nprobe_for, quantize, spherical_kmeans, spread_of
-from worlddb_lite.store.vector_index import nlist_for
+from worlddb_lite.index import vector_index
+from worlddb_lite.index.ivf import IvfIndex, Source, assign, nprobe_for, quantize, spherical_kmeans, spread_of
+from worlddb_lite.index.vector_index import nlist_for
 
 from .conftest import FakeClock, FakeEmbedder
 
@@ -235,7 +235,7 @@ def test_the_cli_reindexes_a_store(tmp_path: Path, capsys: pytest.CaptureFixture
 def test_a_scope_that_outgrows_the_shared_cells_gets_its_own_and_filters_stay_exact(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from worlddb_lite.store import ivf
+    from worlddb_lite.index import ivf
 
     monkeypatch.setattr(ivf, "BIG_SCOPE", 300)
     monkeypatch.setattr(ivf, "GATHER_COST", 1e9)  # never exact: the scans are what is tested
@@ -401,7 +401,7 @@ def test_the_packed_cell_keys_and_the_row_wise_fallback_lay_out_the_same_cells()
 
 
 def test_the_write_that_trains_the_partitions_leaves_none_past_the_split_limit(tmp_path: Path) -> None:
-    from worlddb_lite.store.vector_index import TRAIN_AT, split_limit
+    from worlddb_lite.index.vector_index import TRAIN_AT, split_limit
 
     with _store(tmp_path / "t.db") as db:
         db.write_many([{"text": f"note {i} on theme {i % 97} and {i % 89}", "scope": "s"} for i in range(TRAIN_AT)])

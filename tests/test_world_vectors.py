@@ -1,4 +1,4 @@
-"""store/world_vectors.py: composed world embeddings kept incrementally at commit (content/effective split)."""
+"""index/world_vectors.py: composed world embeddings kept incrementally at commit (content/effective split)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from worlddb_lite import InvalidInput, WorldDB
+from worlddb_lite.index.world_vectors import compose_from_scratch, pool_weights
 from worlddb_lite.store import connection
-from worlddb_lite.store.world_vectors import compose_from_scratch, pool_weights
 
 from .conftest import FakeClock, FakeEmbedder
 

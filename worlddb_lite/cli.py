@@ -36,7 +36,7 @@ MCP_EXTRA = install_hint("mcp")  # the MCP server's SDK is not in the default in
 # would load numpy, SQLite and the model for `--help`. tests/test_cli_start.py checks that they agree.
 CONVERSATION_FORMATS = ("locomo", "beam", "longmemeval", "jsonl")  # write.loaders.FORMATS
 CONSOLIDATION_STEPS = ("queue", "summaries", "timelines", "infer", "sweep", "dedup", "updates", "retention")
-DEFAULT_MIN_AGE_MINUTES = 60.0  # ops.consolidation.DEFAULT_MIN_AGE
+DEFAULT_MIN_AGE_MINUTES = 60.0  # consolidate.cycle.DEFAULT_MIN_AGE
 DEFAULT_BUDGET = 2000  # retrieval.context.DEFAULT_BUDGET, tokens
 DEFAULT_THRESHOLD = 0.3  # write.gate.DEFAULT_THRESHOLD
 SCOPE_KINDS = ("user", "agent", "app", "run")  # types.SCOPE_KINDS
@@ -873,7 +873,7 @@ def cmd_import(args: argparse.Namespace) -> Any:
         raise
 
 
-# ---- sync between replicas (ops/sync.py) ------------------------------------------------------
+# ---- sync between replicas (sync/replicas.py) ------------------------------------------------------
 
 SYNC_SCOPE_HELP = "only this scope's memories (a name); repeat it for several (default: every scope)"
 

@@ -26,21 +26,25 @@ import numpy as np
 
 from . import checks
 from .checks import MAX_SCOPES, file_name
+from .consolidate import cycle as consolidation
+from .consolidate import retention
+from .consolidate.cycle import DEFAULT_MIN_AGE, Consolidation
+from .consolidate.cycle import STEPS as CONSOLIDATION_STEPS
+from .consolidate.summaries import ExtractiveSummarizer, Summarizer
 from .edges import EdgeRegistry, EdgeType
 from .errors import IntegrityViolation, InvalidInput, NotCurrent, NotFound, WorldDBError
+from .index import embedder_record, token_index
+from .index.side_reader import SideReader
 from .models.embed import Embedder, embed_checked, token_table
-from .ops import consolidation, maintenance, purge, reembed, retention
-from .ops.consolidation import DEFAULT_MIN_AGE, Consolidation
-from .ops.consolidation import STEPS as CONSOLIDATION_STEPS
-from .ops.summaries import ExtractiveSummarizer, Summarizer
+from .ops import maintenance, purge, reembed
 from .ops.verify import root_history_divergences, verify_store
 from .retrieval.context import DEFAULT_BUDGET, Context, assemble
 from .retrieval.query import QuerySpec
 from .retrieval.reader import Reader
-from .store import connection, embedder_record, migrations, queries, sync_rows, token_index
+from .store import connection, migrations, queries
 from .store.access_log import AccessLog
 from .store.rows import Store
-from .store.side_reader import SideReader
+from .sync import rows as sync_rows
 from .text.dates import Clock, TimeLike, parse_time, read_moment, system_clock
 from .text.extract import Extractor, check_extractor
 from .types import (
@@ -151,7 +155,7 @@ class WorldDB:
                     ("embedder_dim", str(self.dim)),
                     ("compose", compose),
                     ("created_at", self._clock()),
-                    ("store_id", uuid.uuid4().hex),  # names this file to the replicas it syncs with (ops/sync.py)
+                    ("store_id", uuid.uuid4().hex),  # names this file to the replicas it syncs with (sync/replicas.py)
                 ]
                 if token_table(self._embedder) is not None:
                     meta.append(("token_format", token_index.FORMAT))
@@ -933,7 +937,7 @@ class WorldDB:
         return found
 
     def set_retention(self, *, max_hot_vectors: int | None = None, cold_below: float | None = None) -> None:
-        """Bound the in-memory vector index (ops/retention.py); None turns a setting off (the default).
+        """Bound the in-memory vector index (consolidate/retention.py); None turns a setting off (the default).
 
         ``max_hot_vectors``: at most this many memories keep their vectors in memory, the highest
         retention scores; ``cold_below``: a memory scoring under it goes cold. Stored in the file, so
@@ -1025,7 +1029,7 @@ class WorldDB:
         rebuilds them in another store. A purged node comes as a tombstone, without its text.
         The records are read from one snapshot: finish iterating before writing to this store.
         """
-        from .ops import transfer  # only here: a recall or a write does not load them
+        from .sync import transfer  # only here: a recall or a write does not load them
 
         self._settle()
         yield from transfer.export_records(self._reconciler, self._root, scope)
@@ -1038,7 +1042,7 @@ class WorldDB:
         transaction; importing the same file again changes nothing. ``worlds`` compares each exported
         world's root with its root here: they agree unless this store held other members in it.
         """
-        from .ops import transfer  # only here: a recall or a write does not load them
+        from .sync import transfer  # only here: a recall or a write does not load them
 
         if isinstance(lines, (str, os.PathLike)):
             try:
@@ -1062,7 +1066,7 @@ class WorldDB:
 
     def sync_token(self) -> str:
         """What this store has seen of itself and of each replica, for another store's ``changes(since=...)``."""
-        from .ops import sync  # only here: a recall or a write does not load them
+        from .sync import replicas as sync  # only here: a recall or a write does not load them
 
         return sync.token(self._reconciler)
 
@@ -1078,7 +1082,7 @@ class WorldDB:
         ``scopes``: only those scopes' memories (and the worlds above them). Returns the records and bytes
         written. The receiver applies it with ``apply_changes``.
         """
-        from .ops import sync  # only here: a recall or a write does not load them
+        from .sync import replicas as sync  # only here: a recall or a write does not load them
 
         self._outside_batch("changes")
         return sync.write_changes(self._reconciler, self._root, target, token_text=since, scopes=scopes)
@@ -1097,7 +1101,7 @@ class WorldDB:
         conflicts it flagged), as two devices may each hold a current value of one slot; what an apply with
         ``sweep=False``, or one killed before its sweep, brought is swept by the next apply.
         """
-        from .ops import sync  # only here: a recall or a write does not load them
+        from .sync import replicas as sync  # only here: a recall or a write does not load them
 
         self._outside_batch("apply_changes")
         if not isinstance(sweep, bool):
@@ -1127,7 +1131,7 @@ class WorldDB:
         Both directions (the default) leave the two with the same rows and the same roots (``converged``);
         each direction is one transaction on its receiver. ``scopes`` limits both to those scopes.
         """
-        from .ops import sync  # only here: a recall or a write does not load them
+        from .sync import replicas as sync  # only here: a recall or a write does not load them
 
         self._outside_batch("sync")
         if not isinstance(pull, bool) or not isinstance(push, bool):
@@ -1169,7 +1173,7 @@ class WorldDB:
 
         The copy counts this store's changes as seen, so their first ``sync`` sends only what changed since.
         """
-        from .ops import sync  # only here: a recall or a write does not load them
+        from .sync import replicas as sync  # only here: a recall or a write does not load them
 
         self._outside_batch("replica")
         if not overwrite and isinstance(dest, (str, os.PathLike)) and os.path.exists(dest):

@@ -155,13 +155,13 @@ class BaseEdgeType:
         db.register_edge_type(Mentors())
 
     Set ``functional = True`` on a type that holds one current dst per src ("lives_in"): the
-    consolidator flags a src with several current ones (``ops/sweep.py``).
+    consolidator flags a src with several current ones (``consolidate/sweep.py``).
     """
 
     name: str = ""
     allow_self_loop: bool = False
     # One current dst per src (a person lives in one city): the consolidator's sweep
-    # (ops/sweep.py) flags the dsts of a src holding several with contradicts edges.
+    # (consolidate/sweep.py) flags the dsts of a src holding several with contradicts edges.
     functional: bool = False
 
     def on_insert(self, edge: EdgeDraft, ctx: EdgeContext) -> Sequence[Decision]:

@@ -163,7 +163,7 @@ class Precedes(Acyclic):
 class Duplicates(BaseEdgeType):
     """src restates dst (the earlier memory, the one kept): both stay; recall returns one of them.
 
-    The consolidator's dedup writes it (ops/dedup.py) between memories of one type and scope;
+    The consolidator's dedup writes it (consolidate/dedup.py) between memories of one type and scope;
     closing it undoes the link, and dedup does not link that pair again.
     """
 

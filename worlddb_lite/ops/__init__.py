@@ -1,5 +1,4 @@
-"""Operations on a whole store.
+"""Operations on a whole store: verify, purge, backup and checkpoint, re-embedding.
 
-Verify, purge, backup and checkpoint, re-embedding; the consolidator's steps (summaries, timelines, inference,
-the contradiction sweep, near-duplicates, retention); sync, change sets, export and import.
+The consolidator's steps live in ``consolidate/``, sync, change sets, export and import in ``sync/``.
 """

@@ -193,7 +193,7 @@ def _reindex_alone(txn: Transaction, conn: apsw.Connection, nids: list[int]) -> 
     for nid in nids:
         name, content, members = erasure.own_text(conn, nid)
         txn.store.unindex_texts([nid])
-        txn.store.index_texts([(nid, name or "", content or "", None, None)], txn.r.tokens())
+        txn.store.index_texts([(nid, name or "", content or "", None, None)], txn.r.token_rows())
         text = embedding_text(name, content)
         if embedder is None or members or not text:
             continue  # caller-supplied vectors (no text in them) and worlds keep theirs

@@ -11,8 +11,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from ..index import token_index, vector_index
 from ..models.embed import embed_checked, embedding_text
-from ..store import queries, token_index, vector_index
+from ..store import queries
 from ..store.connection import translate
 from ..write.reconciler import Reconciler
 
@@ -20,7 +21,7 @@ from ..write.reconciler import Reconciler
 def rewrite_token_index(reconciler: Reconciler) -> None:
     """Inside a write: every token index row again, and the format they are in (none: no token table)."""
     tokens = reconciler.tokens()
-    reconciler.store.reindex_tokens(tokens)
+    reconciler.store.reindex_tokens(token_index.coder(tokens))
     if tokens is None:
         reconciler.store.delete_meta(["token_format"])
     else:

@@ -18,6 +18,8 @@ import apsw
 import numpy as np
 
 from ..edges import EdgeRegistry
+from ..index.token_index import content_tokens
+from ..index.world_vectors import compose_from_scratch
 from ..models.embed import TokenVectors
 from ..store import integrity, queries
 from ..store.connection import BUSY_TIMEOUT_MS, one_row
@@ -26,9 +28,7 @@ from ..store.merkle import compute_levels
 from ..store.merkle_replay import Divergence, replay
 from ..store.migrations import GUARDS
 from ..store.rows import NodeRow, Store
-from ..store.token_index import content_tokens
 from ..store.vector_table import VectorTable
-from ..store.world_vectors import compose_from_scratch
 from ..types import VerifyReport, Violation
 from . import verify_tables
 
@@ -56,7 +56,7 @@ REQUIRED_TRIGGERS = (
     "edge_belief_final",
     *GUARDS,
 )
-# Without these a write would not reach the change log, and sync would never send it (ops/sync.py).
+# Without these a write would not reach the change log, and sync would never send it (sync/replicas.py).
 CHANGE_TRIGGERS = (
     "change_node",
     "change_node_state",
@@ -541,7 +541,7 @@ def _check_member_order(
 ) -> None:
     """Each world's members sit in (created_at, ord, id) order past the slots a pre-version-10 file kept.
 
-    Replicas that hold the same members agree on their roots only because of this order (ops/sync.py).
+    Replicas that hold the same members agree on their roots only because of this order (sync/replicas.py).
     """
     legacy = integrity.legacy_sizes(conn)
     keyed: dict[int, list[tuple[int, tuple[str, int, bytes]]]] = defaultdict(list)

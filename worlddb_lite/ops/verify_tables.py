@@ -18,7 +18,7 @@ from ..models.embed import embedding_text
 from ..store import integrity
 from ..store.connection import user_version
 from ..store.erasure import ERASED_REASON
-from ..store.sync_rows import legacy_digest
+from ..store.migrations import legacy_digest
 from ..text.names import normalise_alias
 
 Bad = Callable[[str, str], None]
@@ -33,7 +33,7 @@ REQUIRED_META = ("schema_version", "embedder_id", "embedder_dim", "created_at", 
 COLD_REASON = re.compile(
     r"retention score (\S+) (?:below cold_below \S+|not among the [\d,]+ highest \(max_hot_vectors\))"
 )
-COLD_KINDS = ("Memory", "Summary", "Fact", "Turn")  # ops/retention.py KINDS: what may go cold
+COLD_KINDS = ("Memory", "Summary", "Fact", "Turn")  # consolidate/retention.py KINDS: what may go cold
 
 # Tables verify reads but cannot fully judge: why a forged or deleted row of each can pass.
 UNCHECKED = {
@@ -52,7 +52,7 @@ UNCHECKED = {
     "meta": "the store id, the embedder and the settings are facts about the file no row derives from: "
     "verify checks every required key is present and well formed, not that a well-formed value is the one "
     "written",
-    "node_access": "recall counts are this file's own bookkeeping (ops/retention.py); a forged count only "
+    "node_access": "recall counts are this file's own bookkeeping (consolidate/retention.py); a forged count only "
     "moves a memory between tiers at the next retention run",
 }
 # Every table verify reads (ops/verify.py and here); FTS5's shadow tables are read through node_fts.

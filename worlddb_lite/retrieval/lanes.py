@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..index.ivf import IvfIndex
 from ..store import queries, traverse
-from ..store.ivf import IvfIndex
 from ..store.vector_table import VectorTable
 from ..text.dates import named_periods
 from ..text.names import normalise_alias
@@ -212,7 +212,7 @@ def with_cold(
 ) -> list[int]:
     """The vector lane (``scored``) with the cold-tier memories among ``found`` (the text lane's) placed by cosine.
 
-    A cold memory (ops/retention.py) is out of the in-memory index, so only its words find it; its
+    A cold memory (consolidate/retention.py) is out of the in-memory index, so only its words find it; its
     vector is read from the file and scored exactly, as the index scores its hits.
     """
     hot = {nid for nid, _ in scored}
@@ -225,7 +225,7 @@ def with_cold(
 def file_cosines(view: ReadView, nids: Sequence[int], vector: np.ndarray) -> list[tuple[int, float]]:
     """(nid, cosine to ``vector``) of each of ``nids`` whose vector the file holds, read and scored exactly.
 
-    For what the in-memory index does not hold: the cold tier (ops/retention.py).
+    For what the in-memory index does not hold: the cold tier (consolidate/retention.py).
     """
     rows = VectorTable(view.conn).exact_rows(np.array(nids, dtype=np.int64), vector.shape[0])
     return [(nid, float(row @ vector)) for nid, row in zip(nids, rows, strict=True) if not np.isnan(row[0])]

@@ -25,9 +25,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ..index.token_index import content_tokens, index_rows
 from ..models.embed import TokenVectors
 from ..store import queries
-from ..store.token_index import content_tokens, index_rows
 from .view import ReadView
 
 LATE_POOL = 300  # candidates re-ranked: the first of the other lanes' fusion (their lanes are 200 deep)

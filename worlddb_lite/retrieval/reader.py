@@ -20,13 +20,13 @@ import numpy as np
 from .. import checks
 from ..edges import EdgeRegistry, QueryRules
 from ..errors import InvalidInput, NotFound
+from ..index.side_reader import SideReader
+from ..index.vector_index import VectorLane
 from ..models.embed import Embedder, embed_checked, token_table
 from ..store import queries, traverse
 from ..store.connection import translate
 from ..store.hashing import node_body, node_id
 from ..store.rows import EdgeRow, NodeRow, Store, believed_sql, visible_sql
-from ..store.side_reader import SideReader
-from ..store.vector_index import VectorLane
 from ..text.dates import TimeLike, parse_time, read_period
 from ..types import Direction, Identity, MergeProposal, MergeStatus, Node, Page, Recall, ScopeRef, Subgraph, carries
 from . import blas, confidence, lanes

@@ -306,7 +306,7 @@ def shown_scores(scores: Sequence[float], moved: Sequence[bool]) -> list[float]:
 def one_of_duplicates(view: ReadView, fused: list[int], k: int) -> list[int]:
     """The first ``k`` of ``fused`` without a hit that a hit ranked above it restates or is restated by.
 
-    The consolidator links near-duplicate memories with ``duplicates`` (ops/dedup.py) instead of
+    The consolidator links near-duplicate memories with ``duplicates`` (consolidate/dedup.py) instead of
     deleting them; a group linked that way returns once, as its best-ranked member. Without such
     links (no dedup ran) this is ``fused[:k]``: one indexed probe of the edge table.
     """

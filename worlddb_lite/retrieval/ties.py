@@ -1,7 +1,7 @@
 """Equal scores in the same order on every replica: by the nodes' member keys, not their row numbers.
 
 A row number (nid) is this file's own: two replicas that hold the same memories number them in the order
-each learned them (ops/sync.py), so a tie broken by it would rank the same memories apart on two devices.
+each learned them (sync/replicas.py), so a tie broken by it would rank the same memories apart on two devices.
 The member key, (created_at, ord, id), is the same everywhere once they have synced; on one store written
 in order it follows the row numbers (later writes, later keys), so a tie goes the way it went before,
 but for rows of one commit in different worlds.

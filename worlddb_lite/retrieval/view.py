@@ -9,11 +9,11 @@ from typing import TypeVar
 import apsw
 import numpy as np
 
+from ..index.ivf import IvfIndex
+from ..index.side_reader import SideReader, Unavailable
 from ..models.embed import TokenVectors
 from ..store import queries
-from ..store.ivf import IvfIndex
 from ..store.rows import Store
-from ..store.side_reader import SideReader, Unavailable
 from ..types import Node
 
 T = TypeVar("T")

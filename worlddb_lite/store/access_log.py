@@ -19,7 +19,7 @@ from .connection import BUSY_TIMEOUT_MS
 
 BATCH = 256  # accesses written together (about 25 recalls of 10 hits)
 MAX_PENDING = 8192  # accesses held while the file cannot be written
-RECENT = 8  # access times kept per memory (ops/retention.py reads them)
+RECENT = 8  # access times kept per memory (consolidate/retention.py reads them)
 
 
 class AccessLog:

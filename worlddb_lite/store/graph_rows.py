@@ -1,4 +1,4 @@
-"""The reads the consolidator's graph steps make (``ops/infer.py``, ``ops/sweep.py``, ``ops/dedup.py``).
+"""The reads the consolidator's graph steps make (``consolidate/`` infer, sweep and dedup).
 
 "Current" here is what an edge handler calls current (``EndView.current``): still valid, still
 believed, not retired; for an edge, both its ends too. The steps write through the reconciler;

@@ -15,6 +15,7 @@ import unicodedata
 from collections.abc import Callable
 
 import apsw
+from blake3 import blake3
 
 from ..errors import SchemaTooNew, SchemaTooOld
 from ..text.windows import words_around
@@ -241,7 +242,7 @@ def _to_v8(conn: apsw.Connection) -> None:
 
 
 def _to_v9(conn: apsw.Connection) -> None:
-    """Version 9: retention's tables, empty: every memory starts hot and unrecalled (ops/retention.py)."""
+    """Version 9: retention's tables, empty: every memory starts hot and unrecalled (consolidate/retention.py)."""
     for name in ("node_access", "cold_node", "cold_memory"):
         conn.execute(schema_statement(name))
 
@@ -254,7 +255,7 @@ def _to_v10(conn: apsw.Connection) -> None:
     for what a merge changed.
 
     The history before this step stays as it was: the change log starts empty, so the first exchange
-    with any replica sends everything (ops/sync.py).
+    with any replica sends everything (sync/replicas.py).
     """
     conn.execute("alter table node add column ord integer not null default 0 check (ord >= 0)")
     conn.execute("alter table edge add column ord integer not null default 0 check (ord >= 0)")
@@ -338,6 +339,16 @@ GUARDS = tuple(
 )
 
 
+def legacy_digest(conn: apsw.Connection) -> str:
+    """A digest of legacy_order by world id ('' for a file created at version 10 or later)."""
+    digest = blake3()
+    for raw, size in conn.execute(
+        "select n.id, l.size from legacy_order as l join node as n on n.nid = l.world order by n.id"
+    ):
+        digest.update(bytes(raw) + as_int(size).to_bytes(8, "big"))
+    return "" if conn.execute("select 1 from legacy_order limit 1").fetchone() is None else digest.hexdigest()[:32]
+
+
 def _to_v12(conn: apsw.Connection) -> None:
     """Version 12: raw writes to every table whose rows matter are refused; legacy_order's digest kept in meta.
 
@@ -345,8 +356,6 @@ def _to_v12(conn: apsw.Connection) -> None:
     check and make sync send everything) is named; a file created at version 10 or later has neither. The
     digest is written before the guards, which refuse any write outside an engine transaction.
     """
-    from .sync_rows import legacy_digest
-
     digest = legacy_digest(conn)
     if digest:
         conn.execute("insert or replace into meta (key, value) values ('legacy_digest', ?)", (digest,))

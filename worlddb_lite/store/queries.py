@@ -723,7 +723,7 @@ def set_word_context(conn: apsw.Connection, rows: Sequence[tuple[str | None, int
         )
 
 
-# ---- the consolidator's reads (ops/summaries.py, ops/timelines.py) ----------------------------
+# ---- the consolidator's reads (consolidate/summaries.py, consolidate/timelines.py) ----------------------------
 
 
 def worlds_of_type(conn: apsw.Connection, node_type: str) -> list[tuple[int, str]]:

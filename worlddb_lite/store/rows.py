@@ -10,19 +10,21 @@ from __future__ import annotations
 import itertools
 import json
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import apsw
 
 from ..errors import AmbiguousId, InvalidId, NotFound
-from ..models.embed import TokenVectors
 from ..types import Edge, MergeProposal, MergeStatus, Node
 from . import quoted
 from .connection import as_bytes, as_int, as_text, engine_write, one_row, with_retry
 from .hashing import ID_BYTES, state_bytes
-from .token_index import index_rows
+
+# (nid, name, content) texts to their node_tokens rows (nid, ids): index/token_index.py codes them with the
+# model's token table; the store only writes what it is given, so it needs no model
+TokenRows = Callable[[Sequence[tuple[int, str | None, str | None]]], Iterable[tuple[int, bytes]]]
 
 _HEX = re.compile(r"^[0-9a-f]+$")
 MIN_PREFIX = 8
@@ -467,7 +469,7 @@ class Store:
             )
 
     def index_texts(
-        self, rows: Sequence[tuple[int, str, str, str | None, str | None]], tokens: TokenVectors | None
+        self, rows: Sequence[tuple[int, str, str, str | None, str | None]], tokens: TokenRows | None
     ) -> None:
         """Index (nid, name, content, added, context) rows: full text, index_text and, with a token table, tokens.
 
@@ -510,7 +512,7 @@ class Store:
         self.conn.executemany("delete from index_text where nid = ?", gone)
         self.conn.executemany("delete from node_tokens where nid = ?", gone)
 
-    def reindex_tokens(self, tokens: TokenVectors | None, batch: int = 4096) -> int:
+    def reindex_tokens(self, tokens: TokenRows | None, batch: int = 4096) -> int:
         """Rewrite the whole token index from the full-text rows (none without a token table); rows written."""
         self.conn.execute("delete from node_tokens")
         written = 0
@@ -520,8 +522,9 @@ class Store:
             written += len(chunk)
         return written
 
-    def _index_tokens(self, tokens: TokenVectors | None, rows: Sequence[tuple[int, str | None, str | None]]) -> None:
-        self.conn.executemany("insert into node_tokens (nid, ids) values (?, ?)", index_rows(tokens, rows))
+    def _index_tokens(self, tokens: TokenRows | None, rows: Sequence[tuple[int, str | None, str | None]]) -> None:
+        if tokens is not None:
+            self.conn.executemany("insert into node_tokens (nid, ids) values (?, ?)", tokens(rows))
 
     def set_meta(self, rows: Iterable[tuple[str, str]]) -> None:
         """Write store-level settings (embedder id and dimension, ...)."""

@@ -16,7 +16,7 @@
 -- Everything works in a stock sqlite3 shell; sqlite-vec, which `worlddb shell` loads, adds functions over node_vec.
 
 create table meta (
-  key text primary key,  -- schema_version, embedder_id, embedder_dim, created_at, store_id (ops/sync.py)
+  key text primary key,  -- schema_version, embedder_id, embedder_dim, created_at, store_id (sync/replicas.py)
   value text not null
 ) strict, without rowid;
 
@@ -24,7 +24,7 @@ create table reconciler_session (
   -- The reconciler holds one row here only inside its own write transaction, so the
   -- guard triggers below let its writes through and stop every other writer (the sqlite3
   -- shell included). A row visible at rest was forged: `worlddb verify` reports it.
-  -- 'merge' (ops/sync.py applying another replica's rows) may also move created_at, valid_at and
+  -- 'merge' (sync/replicas.py applying another replica's rows) may also move created_at, valid_at and
   -- expired_at earlier: replicas agree on the earliest time any of them knew a thing.
   holder text not null check (holder in ('reconciler', 'purge', 'merge')),
   origin integer  -- sync_peer.peer whose rows this transaction adopts (change_log.origin), null: written here
@@ -148,7 +148,7 @@ create table merge_proposal (
   reason text,
   proposed_at text not null,
   decided_at text,
-  -- Version 10: the other decision a replica made of the same pair (ops/sync.py): accepted here and
+  -- Version 10: the other decision a replica made of the same pair (sync/replicas.py): accepted here and
   -- rejected there, or the reverse. Each keeps its own; the same_as edges of the acceptance travel, so
   -- every replica holds them, and select * from merge_conflict lists the pairs someone must settle.
   conflict text check (conflict in ('accepted', 'rejected') and conflict <> status),
@@ -181,7 +181,7 @@ create table legacy_order (
   size integer not null check (size > 0)  -- slots 0 to size - 1 keep the order the file gave them
 ) strict;
 
--- Sync (ops/sync.py): this file's outbox, one row per thing it wrote or adopted, in commit order. A
+-- Sync (sync/replicas.py): this file's outbox, one row per thing it wrote or adopted, in commit order. A
 -- replica that has seen this store up to seq N is sent the rows changed after N, in their current state.
 create table change_log (
   seq integer primary key,  -- the change number a token names
@@ -189,7 +189,7 @@ create table change_log (
   ref integer not null,  -- node.nid (node, alias, tombstone), edge.eid or merge_proposal.pid
   origin integer references sync_peer (peer),  -- the replica it came from, null: written here
   -- a random number drawn for this change: a file restored from an older copy hands its seq out again,
-  -- to another change with another stamp (ops/sync.py: a token names the change it saw by both)
+  -- to another change with another stamp (sync/replicas.py: a token names the change it saw by both)
   stamp integer not null default (random())
 ) strict;
 
@@ -608,7 +608,7 @@ create table work_queue (
 create index work_queue_pending on work_queue (qid) where done_at is null;
 create unique index work_queue_turn on work_queue (turn);
 
--- Retention (ops/retention.py): which memories keep a place in the in-memory vector index. Operational
+-- Retention (consolidate/retention.py): which memories keep a place in the in-memory vector index. Operational
 -- like node_vec: outside the Merkle roots, written in batches by recall and by the consolidator.
 -- A memory's recent recalls: each time a recall returned it (recorded in batches, not by each read).
 create table node_access (
@@ -676,7 +676,7 @@ from (
   left join index_text as x on x.nid = d.id
 ) as t;
 
--- The first content tokens of each full-text row under the store's static model (store/token_index.py),
+-- The first content tokens of each full-text row under the store's static model (index/token_index.py),
 -- for the late-interaction stage of recall. Derived like node_fts: rewritten on re-embedding, and
 -- whole when meta token_format names the code's format; empty for a store of another embedder.
 create table node_tokens (
@@ -685,7 +685,7 @@ create table node_tokens (
 ) strict;
 
 -- Each node's effective embedding (see world_vec), searched through an in-memory IVF index
--- (store/vector_index.py). A plain table, so any sqlite3 shell reads it; with sqlite-vec loaded,
+-- (index/vector_index.py). A plain table, so any sqlite3 shell reads it; with sqlite-vec loaded,
 -- vec_distance_cosine(embedding, vec_f32('[...]')) scores it directly.
 create table node_vec (
   nid integer primary key references node (nid),
@@ -696,7 +696,7 @@ create table node_vec (
 create index node_vec_seq on node_vec (seq);
 create index node_vec_part on node_vec (part);  -- partition sizes, for splitting the ones that swell
 
--- IVF centroids (unit float32), trained by k-means over the vectors (store/vector_index.py).
+-- IVF centroids (unit float32), trained by k-means over the vectors (index/vector_index.py).
 create table vec_centroid (
   part integer primary key,  -- the partition number node_vec.part refers to
   centroid blob not null  -- float32 little-endian, unit length

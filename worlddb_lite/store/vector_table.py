@@ -17,7 +17,7 @@ from .connection import as_bytes, as_int
 
 Pool = tuple[np.ndarray | None, np.ndarray, int]  # (anchor, running weighted sum, members pooled)
 _COLUMNS = "select v.nid, v.part, v.seq, v.embedding, n.parent, n.type from node_vec as v "
-HOT = "v.nid not in (select nid from cold_node)"  # the rows the in-memory index holds (ops/retention.py)
+HOT = "v.nid not in (select nid from cold_node)"  # the rows the in-memory index holds (consolidate/retention.py)
 _EVERY_ROW = _COLUMNS + f"join node as n on n.nid = v.nid where {HOT}"
 _ROWS_SINCE = _COLUMNS + f"join node as n on n.nid = v.nid where v.seq > ? and {HOT}"
 

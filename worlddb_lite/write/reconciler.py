@@ -32,6 +32,9 @@ from ..edges import (
     StageMerge,
 )
 from ..errors import InvalidInput, MergeError, NotCurrent, WorldDBError
+from ..index import token_index
+from ..index.vector_index import VectorLane
+from ..index.world_vectors import Composer
 from ..models.embed import Embedder, TokenVectors, embed_checked, embedding_text, token_table
 from ..store import connection, traverse
 from ..store.erasure import ERASED_REASON
@@ -48,9 +51,7 @@ from ..store.hashing import (
     world_root,
 )
 from ..store.merkle import MerkleWriter
-from ..store.rows import Header, Store, added_text, node_state_bytes
-from ..store.vector_index import VectorLane
-from ..store.world_vectors import Composer
+from ..store.rows import Header, Store, TokenRows, added_text, node_state_bytes
 from ..text.dates import Clock, check_interval, just_after
 from ..text.names import normalise_alias
 from ..types import Edge, MergeStatus
@@ -542,7 +543,7 @@ class Transaction:
             self.pending_edges = []
         if indexes:
             if self.pending_text:  # (a token table loads the model: not for writes without text)
-                self.store.index_texts(self.pending_text, self.r.tokens())
+                self.store.index_texts(self.pending_text, self.r.token_rows())
             self.r.composer.commit(self.pending_vectors)
             self.pending_text, self.pending_vectors = [], []
 
@@ -597,7 +598,7 @@ class Transaction:
         with self._writing():
             self.store.insert_alias(nid, alias.strip(), normalise_alias(alias), source, self.now)
 
-    # ---- adoption: rows another store already decided (ops/transfer.py, import) -------
+    # ---- adoption: rows another store already decided (sync/transfer.py, import) -------
     # An imported row carries its source's belief times and state history, so roots recompute to the
     # source's. Edge handlers do not run again: they ran in the source, whose decisions (closes,
     # proposals) the rows and states carry; running them here would decide twice, at this clock.
@@ -959,6 +960,10 @@ class Reconciler:
         """The embedder's token table, which the token index is written in; None: it has none."""
         table = token_table(self.embedder)
         return None if table is None else table()
+
+    def token_rows(self) -> TokenRows | None:
+        """How a text's token index row is coded (``Store.index_texts``); None: the embedder has no token table."""
+        return token_index.coder(self.tokens())
 
     def check_vector(self, vector: Any) -> np.ndarray:
         """A float32 vector of the store's dimension, or a clear error."""

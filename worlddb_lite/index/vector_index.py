@@ -31,11 +31,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..errors import EmbedderMismatch
+from ..store.vector_table import VectorTable
 from .ivf import IvfIndex, Source, assign, quantize, spherical_kmeans, split_in_two, spread_of
-from .vector_table import VectorTable
 
 if TYPE_CHECKING:
-    from .rows import Store
+    from ..store.rows import Store
 
 TRAIN_AT = 8192
 AUTO_TRAIN_LIMIT = 131_072
@@ -195,7 +195,7 @@ class VectorLane:
     def renew(self) -> None:
         """A new epoch (in the caller's transaction): every open store reads its index again.
 
-        For a change of which rows the index holds (memories moved between tiers: ops/retention.py).
+        For a change of which rows the index holds (memories moved between tiers: consolidate/retention.py).
         """
         self.store.set_meta([("vec_epoch", _new_epoch())])
 

@@ -1,4 +1,4 @@
-"""The SQL of export and import (``ops/transfer.py``): what a scope holds, and the rows beside its nodes.
+"""The SQL of export and import (``sync/transfer.py``): what a scope holds, and the rows beside its nodes.
 
 Reads only, but for the two rows an import adds outside the reconciler's node and edge writes:
 a purge tombstone and a queued extraction (the guards do not cover either table).
@@ -12,8 +12,8 @@ from typing import Any
 
 import apsw
 
-from .connection import as_int
-from .sync_rows import PROPOSAL_ROWS
+from ..store.connection import as_int
+from .rows import PROPOSAL_ROWS
 
 
 def _json(nids: Sequence[int]) -> str:

@@ -47,7 +47,7 @@ def sweep(
     ``progress(done, total)`` runs after each committed batch of ``batch`` edges. ``near``: only the
     conflicts these nodes take part in (as a fact, or as the src of a functional edge), found through the
     slot's alias (``text/slots.slot_key``) rather than by reading every current fact: what a sync brought
-    (ops/sync.py). A fact written by hand without that alias is then found by a whole sweep only.
+    (sync/replicas.py). A fact written by hand without that alias is then found by a whole sweep only.
     """
     size = check_options(dry_run, batch)
     return write_links(writer, conflicts(writer, near), dry_run=dry_run, progress=progress, batch=size)

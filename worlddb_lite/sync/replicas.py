@@ -12,8 +12,8 @@ matches: a sender restored from an older copy numbers its changes again). Rows t
 receiver's whole change sets stay home: the header names the receiver's newest change the sender has seen
 (``echo``), and a receiver that no longer holds that change (restored from an older copy, it may lack
 them) counts nothing of the sender as seen, so the sender's next set holds everything (``resend``).
-The rows travel as the records of an export (``ops/transfer.py``) inside a change set
-(``ops/changeset.py``: compressed, counted, digested, refused whole if damaged).
+The rows travel as the records of an export (``sync/transfer.py``) inside a change set
+(``sync/changeset.py``: compressed, counted, digested, refused whole if damaged).
 
 Applying is one transaction. Ids are content hashes, so a row either is new (adopted) or is one the
 receiver holds, whose state merges as a lattice (``Transaction.merge_node``): the earlier close, the
@@ -39,13 +39,16 @@ from typing import IO, Any
 import apsw
 
 from .. import checks
+from ..consolidate import sweep
 from ..errors import InvalidInput
-from ..store import sync_rows, transfer_rows
+from ..ops import maintenance, purge
 from ..store.connection import connect, engine_write, translate
+from ..store.migrations import legacy_digest
 from ..text.dates import system_clock
 from ..write.reconciler import Reconciler
 from ..write.writer import Writer
-from . import changeset, maintenance, purge, sweep, transfer
+from . import changeset, transfer, transfer_rows
+from . import rows as sync_rows
 
 _ID = re.compile(r"^[0-9a-f]{32}$")
 # meta keys (``sweep_arrived``): while present, the change after which what applies brought awaits the
@@ -211,7 +214,7 @@ def changes(
             if reset:
                 seen = 0
             # what this store adopted from the receiver stays home: the receiver holds it, unless it lost changes
-            # of its own since (a restore), which the claim lets it find out (``apply``; ops/sync.py docstring)
+            # of its own since (a restore), which the claim lets it find out (``apply``; sync/replicas.py docstring)
             heard = None if reset or receiver is None else sync_rows.heard(conn, receiver)
             besides = None if heard is None else heard[0]
             picked = _selection(r, root, seen, upto, scopes, everything=reset, besides=besides)
@@ -222,7 +225,7 @@ def changes(
                 "tip": sync_rows.tip(conn, upto),
                 "since": seen,
                 "reset": reset,
-                "legacy": sync_rows.legacy_digest(conn),
+                "legacy": legacy_digest(conn),
                 "store_root": store.header(root).id.hex(),
                 "scopes": list(scopes) if scopes else None,
                 "roots": {store.header(t).id.hex(): store.root_of(t).hex() for t in tops},
@@ -348,7 +351,7 @@ def apply(
     """
     conn, store = r.conn, r.store
     with translate():
-        me, mine = sync_rows.store_id(conn), sync_rows.legacy_digest(conn)
+        me, mine = sync_rows.store_id(conn), legacy_digest(conn)
     parsed = transfer.Parsed({})
 
     def header_first(header: dict[str, Any]) -> None:  # before any record is parsed: a foreign set costs nothing

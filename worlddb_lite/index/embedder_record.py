@@ -10,7 +10,7 @@ import apsw
 
 from ..errors import EmbedderMismatch, IntegrityViolation, InvalidInput
 from ..models.embed import BUNDLED_MODEL, Embedder, StaticEmbedder
-from .queries import meta_value
+from ..store.queries import meta_value
 
 EXTERNAL_VECTORS = "external"  # the caller supplies every vector: no embedder
 

@@ -10,7 +10,7 @@ import apsw
 from blake3 import blake3
 
 from ..errors import NotFound
-from .connection import as_int, one_row
+from ..store.connection import as_int, one_row
 
 
 def _json(refs: Sequence[int]) -> str:
@@ -140,16 +140,6 @@ def touched_since(conn: apsw.Connection, since: int, upto: int) -> set[int]:
             (since, upto),
         )
     }
-
-
-def legacy_digest(conn: apsw.Connection) -> str:
-    """A digest of legacy_order by world id ('' for a file created at version 10 or later)."""
-    digest = blake3()
-    for raw, size in conn.execute(
-        "select n.id, l.size from legacy_order as l join node as n on n.nid = l.world order by n.id"
-    ):
-        digest.update(bytes(raw) + as_int(size).to_bytes(8, "big"))
-    return "" if conn.execute("select 1 from legacy_order limit 1").fetchone() is None else digest.hexdigest()[:32]
 
 
 def log_is_complete(conn: apsw.Connection) -> bool:

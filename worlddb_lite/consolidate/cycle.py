@@ -1,12 +1,12 @@
 """The consolidator's run: the store's sleep cycle, one step after another, each idempotent.
 
 Steps, in order (``STEPS``): ``queue`` (System 2 over deferred turns and notes), ``summaries``
-(sessions, then scopes' timelines: ops/summaries.py), ``timelines`` (subjects' profiles and
-histories: ops/timelines.py), ``infer`` (transitive closure of causes and subtype_of: ops/infer.py),
-``sweep`` (contradictions on functional edge types and slots: ops/sweep.py), ``dedup`` (near
-duplicates linked: ops/dedup.py), ``updates`` (a newer memory telling of a change linked to the
+(sessions, then scopes' timelines: consolidate/summaries.py), ``timelines`` (subjects' profiles and
+histories: consolidate/timelines.py), ``infer`` (transitive closure of causes and subtype_of: consolidate/infer.py),
+``sweep`` (contradictions on functional edge types and slots: consolidate/sweep.py), ``dedup`` (near
+duplicates linked: consolidate/dedup.py), ``updates`` (a newer memory telling of a change linked to the
 older note it may update, where no write could: write/updates.py), ``retention`` (memories moved
-between the vector index's hot and cold tiers by their retention score: ops/retention.py). Each
+between the vector index's hot and cold tiers by their retention score: consolidate/retention.py). Each
 commits in batches, so a kill keeps the batches done and a rerun finishes the rest; a second run
 finds nothing to do. ``dry_run`` counts what a run would write and writes nothing.
 """
@@ -89,7 +89,7 @@ def run(
     if not isinstance(min_age, dt.timedelta) or min_age < dt.timedelta(0):
         raise InvalidInput(f"min_age must be a datetime.timedelta of zero or more, got {min_age!r}")
     if not isinstance(summarizer, summaries.Summarizer):
-        raise InvalidInput("summarizer must have summarize(kind, title, items) -> Drafted (ops/summaries.py)")
+        raise InvalidInput("summarizer must have summarize(kind, title, items) -> Drafted (consolidate/summaries.py)")
     now = dt.datetime.fromisoformat(writer.clock().replace("Z", "+00:00"))
     try:
         older_than = format_time(now - min_age)

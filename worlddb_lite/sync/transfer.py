@@ -30,7 +30,6 @@ from typing import Any
 from .. import checks
 from ..errors import InvalidInput, InvalidTime, NotFound
 from ..models.embed import embed_checked, embedding_text
-from ..store import transfer_rows
 from ..store.connection import translate
 from ..store.hashing import canonical_json, edge_body, edge_id, nfc, node_id
 from ..store.merkle_replay import replay
@@ -38,6 +37,7 @@ from ..store.rows import EdgeRow, NodeRow, Store, added_text
 from ..text.dates import format_time, parse_time
 from ..types import MAY_UPDATE, MAY_UPDATE_FROM, MAY_UPDATE_TO, MergeStatus
 from ..write.reconciler import AdoptedEdge, AdoptedNode, Reconciler, Transaction
+from . import transfer_rows
 
 FORMAT = "worlddb-export"
 VERSION = 1

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import string
 from collections.abc import Iterable
+from functools import partial
 from itertools import chain, islice
 from weakref import WeakKeyDictionary, ref
 
@@ -21,6 +22,7 @@ import blake3
 import numpy as np
 
 from ..models.embed import TokenVectors
+from ..store.rows import TokenRows
 from ..text import caches
 from ..text.stopwords import STOPWORDS
 
@@ -111,3 +113,8 @@ def index_rows(
         return []
     reader = content_tokens(tokens)
     return [(nid, reader.row(name, content)) for nid, name, content in texts]
+
+
+def coder(tokens: TokenVectors | None) -> TokenRows | None:
+    """What ``Store.index_texts`` writes a text's token row with, under this token table; None without one."""
+    return None if tokens is None else partial(index_rows, tokens)

@@ -25,7 +25,7 @@ from ..errors import InvalidInput
 from ..models.compose import compose, default_scale
 
 if TYPE_CHECKING:
-    from .rows import Store
+    from ..store.rows import Store
     from .vector_index import VectorLane
 
 Delta = tuple[np.ndarray | None, np.ndarray | None]  # (old vector or None: joined, new vector or None: purged)
