@@ -32,6 +32,16 @@ def test_a_named_speaker_speaks_instead_of_the_scope(db: WorldDB) -> None:
     assert _facts(db, "family") == ["Sam lives in: Lisbon"]
 
 
+def test_the_assistants_words_teach_nothing_about_the_person_in_a_note_as_in_a_turn(db: WorldDB) -> None:
+    """One rule for every memory (queue.learn_or_queue): what the assistant says is not about the person."""
+    db.write("I live in Lisbon", scope="ana", speaker="assistant", extractor=RuleExtractor())
+    db.add_turn("I live in Porto", scope="ana", speaker="Assistant", extractor=RuleExtractor())
+    db.write("I live in Lisbon", scope="ana", speaker="assistant", deferred=True, extractor=RuleExtractor())
+    assert _facts(db, "ana") == [] and db.queued() == 0
+    db.write("I live in Rome", scope="ana", extractor=RuleExtractor())
+    assert _facts(db, "ana") == ["ana lives in: Rome"]
+
+
 def test_deferred_queues_the_same_work_for_consolidate(db: WorldDB, tmp_path) -> None:
     other = WorldDB(str(tmp_path / "inline.db"), embedder=db._embedder, clock=db._clock)
     try:

@@ -61,19 +61,13 @@ from .types import (
     Violation,
 )
 from .write import identity, live, queue
-from .write.conversation import (
-    DEFAULT_EXTRACTOR,
-    DEFAULT_WINDOW,
-    DEFAULT_WORD_AFTER,
-    DEFAULT_WORD_WINDOW,
-    ConversationIn,
-    IngestStats,
-)
+from .write.conversation import DEFAULT_EXTRACTOR, ConversationIn, IngestStats
 from .write.conversation import ingest as ingest_conversation
 from .write.gate import EncodingGate
 from .write.notes import amend_note, write_note
 from .write.reconciler import Reconciler, Transaction, WriteScope
 from .write.resolver import New, PreferTiers, Resolution, ResolverConfig, Tiebreaker
+from .write.turns import DEFAULT_WINDOW, DEFAULT_WORD_AFTER, DEFAULT_WORD_WINDOW
 from .write.writer import DEFAULT_SCOPE, Writer
 
 if TYPE_CHECKING:

@@ -15,7 +15,6 @@ from collections.abc import Sequence
 import apsw
 
 from ..text import caches
-from . import quoted
 from .connection import as_bytes, as_float, as_int, as_text, one_row
 from .hashing import nfc
 from .rows import believed_sql, visible_sql
@@ -688,39 +687,6 @@ def latest_session(conn: apsw.Connection, scope: int) -> tuple[str, str] | None:
         (scope,),
     ).fetchone()
     return None if row is None else (str(row[0]), str(row[1]))
-
-
-def set_word_context(conn: apsw.Connection, rows: Sequence[tuple[str | None, int]]) -> None:
-    """Rewrite the words-only context column of full-text rows: (context, nid) pairs.
-
-    node_fts is contentless: the row is removed with the values it was indexed with (node_text)
-    and indexed again with the new context; index_text keeps that context.
-    """
-    for context, nid in rows:
-        row = conn.execute("select name, content, context from node_text where nid = ?", (nid,)).fetchone()
-        if row is None:
-            continue
-        name, content, old = row
-        conn.execute(
-            "insert into node_fts (node_fts, rowid, name, content, context) values ('delete', ?, ?, ?, ?)",
-            (nid, name, content, old),
-        )
-        conn.execute(
-            "insert into node_fts (rowid, name, content, context) values (?, ?, ?, ?)", (nid, name, content, context)
-        )
-        ((_, _, kept, _, kept_from),) = quoted.plan(conn, [(nid, None, context)])
-        conn.execute(
-            "insert into index_text (nid, context, context_from) values (?1, ?2, ?3) "
-            "on conflict (nid) do update set context = excluded.context, context_from = excluded.context_from",
-            (nid, kept, kept_from),
-        )
-        if kept_from is not None and quoted.unread(conn, {nid: (content, context)}):
-            conn.execute("update index_text set context = ?, context_from = null where nid = ?", (context, nid))
-        conn.execute(
-            "delete from index_text where nid = ? and added is null and context is null "
-            "and added_from is null and context_from is null",
-            (nid,),
-        )
 
 
 # ---- the consolidator's reads (consolidate/summaries.py, consolidate/timelines.py) ----------------------------

@@ -496,6 +496,41 @@ class Store:
         )
         self._index_tokens(tokens, [(nid, name, content) for nid, name, content, _ in full])
 
+    def set_word_context(self, rows: Sequence[tuple[str | None, int]]) -> None:
+        """Rewrite the words-only context column of full-text rows: (context, nid) pairs.
+
+        node_fts is contentless: the row is removed with the values it was indexed with (node_text)
+        and indexed again with the new context; index_text keeps that context.
+        """
+        for context, nid in rows:
+            row = self.conn.execute("select name, content, context from node_text where nid = ?", (nid,)).fetchone()
+            if row is None:
+                continue
+            name, content, old = row
+            self.conn.execute(
+                "insert into node_fts (node_fts, rowid, name, content, context) values ('delete', ?, ?, ?, ?)",
+                (nid, name, content, old),
+            )
+            self.conn.execute(
+                "insert into node_fts (rowid, name, content, context) values (?, ?, ?, ?)",
+                (nid, name, content, context),
+            )
+            ((_, _, kept, _, kept_from),) = quoted.plan(self.conn, [(nid, None, context)])
+            self.conn.execute(
+                "insert into index_text (nid, context, context_from) values (?1, ?2, ?3) "
+                "on conflict (nid) do update set context = excluded.context, context_from = excluded.context_from",
+                (nid, kept, kept_from),
+            )
+            if kept_from is not None and quoted.unread(self.conn, {nid: (content, context)}):
+                self.conn.execute(
+                    "update index_text set context = ?, context_from = null where nid = ?", (context, nid)
+                )
+            self.conn.execute(
+                "delete from index_text where nid = ? and added is null and context is null "
+                "and added_from is null and context_from is null",
+                (nid,),
+            )
+
     def unindex_texts(self, nids: Sequence[int]) -> None:
         """Remove nodes' full-text, index_text and token index rows (a node without one is skipped).
 

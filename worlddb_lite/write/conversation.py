@@ -15,7 +15,7 @@ changes what is stored: every turn is kept verbatim.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from .. import checks
@@ -23,31 +23,17 @@ from ..errors import InvalidInput
 from ..store.hashing import canonical_json, nfc
 from ..text.dates import parse_time
 from ..text.extract import Extractor, RuleExtractor, check_extractor
-from ..text.windows import window as windowed
-from ..text.windows import words_around
-from ..types import is_assistant
 from .bridge import ContextBridge
-from .facts import understand
 from .gate import EncodingGate
-from .queue import enqueue
+from .queue import learn_or_queue, learns
+from .turns import DEFAULT_WINDOW, DEFAULT_WORD_AFTER, DEFAULT_WORD_WINDOW, TurnIn, check_turn, turn_props
+from .turns import contexts as windows_of
+from .turns import turn_record as record_of
 from .writer import Writer
 
+__all__ = ["ConversationIn", "IngestStats", "SessionIn", "TurnIn", "check_conversation", "ingest"]  # TurnIn: turns.py
+
 DEFAULT_EXTRACTOR = RuleExtractor()
-# The windows indexed with each turn (chosen with bench/recall.py on LoCoMo; docs/decisions.md has the figures)
-DEFAULT_WINDOW = 1  # the turn before each turn is indexed with it (full text, vector and token index)
-DEFAULT_WORD_WINDOW = 4  # the turns before that, up to the 4th, indexed for their words alone (node_fts.context)
-DEFAULT_WORD_AFTER = 2  # ... and the 2 turns after each turn (a question is found by its answer's words)
-
-
-@dataclass(frozen=True)
-class TurnIn:
-    """One utterance, verbatim."""
-
-    text: str
-    speaker: str | None = None
-    turn_id: str | None = None  # the dataset's own id (LoCoMo dia_id, BEAM message id, ...)
-    at: str | None = None  # when it was said, if the source says; else the session's date
-    props: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -145,26 +131,6 @@ def _check_props(props: Mapping[str, Any], where: str) -> None:
         raise InvalidInput(f"{where}: its props cannot be stored ({exc})") from None
 
 
-def check_turn(turn: TurnIn, where: str) -> None:
-    """A clear error for a turn the store must not take."""
-    if not isinstance(turn.text, str) or not turn.text.strip():
-        raise InvalidInput(f"{where}: the turn has no text")
-    if len(turn.text) > checks.MAX_TEXT_CHARS:
-        raise InvalidInput(
-            f"{where}: the turn holds {len(turn.text):,} characters, more than {checks.MAX_TEXT_CHARS:,}; "
-            "split it into several turns"
-        )
-    if "\x00" in turn.text:
-        raise InvalidInput(f"{where}: the turn holds a NUL character (binary data?); decode it to text first")
-    try:
-        turn.text.encode("utf-8")
-    except UnicodeEncodeError as exc:  # a JSON "\ud800" escape decodes to half a character
-        raise InvalidInput(
-            f"{where}: the turn's text holds a lone surrogate at character {exc.start} (a broken \\u escape?), "
-            "which is not text; fix it in the source and try again"
-        ) from None
-
-
 def _runs(walls: Sequence[bool]) -> list[list[int]]:
     """The indices between walls, in runs: ``[F, F, T, F]`` -> ``[[0, 1], [3]]``."""
     runs: list[list[int]] = [[]]
@@ -229,25 +195,22 @@ def ingest(
             scores = gate.session(writer, texts, scope=home) if gate is not None else None  # before the session lands
             speakers = [nfc(turn.speaker) if turn.speaker else turn.speaker for turn in session.turns]
             records = [
-                {
-                    "text": turn.text,
-                    "world": world,
-                    "type": "Turn",
-                    "name": turn.speaker,  # who said it: indexed with the words
-                    "valid_at": turn.at or session.date,
-                    "props": {
-                        k: v
-                        for k, v in {
-                            **turn.props,
-                            "speaker": turn.speaker,
-                            "turn_id": turn.turn_id,
-                            "session": session.session_id,
-                            "conversation": conversation.conversation_id,
-                        }.items()
-                        if v is not None
-                    },
-                    "salience": scores[i].score if scores is not None else 0.0,
-                }
+                record_of(
+                    turn.text,
+                    world=world,
+                    speaker=turn.speaker,
+                    valid_at=turn.at or session.date,
+                    props=turn_props(
+                        turn.props,
+                        speaker=turn.speaker,
+                        session=session.session_id,
+                        conversation=conversation.conversation_id,
+                        turn_id=turn.turn_id,
+                    ),
+                    index_context=None,
+                    word_context=None,
+                    salience=scores[i].score if scores is not None else 0.0,
+                )
                 for i, turn in enumerate(session.turns)
             ]
             # a turn purged before (the same transcript ingested again) is a wall no words cross
@@ -256,8 +219,7 @@ def ingest(
             for run in _runs(walls):
                 said, who = [texts[i] for i in run], [speakers[i] for i in run]
                 run_bridged = bridging.session(said, speakers=who) if bridging is not None else [""] * len(run)
-                before = windowed(said, speakers=who, turns=window)
-                far = words_around(said, speakers=who, before=word_window, skip=window, after=word_after)
+                before, far = windows_of(said, who, window=window, word_window=word_window, word_after=word_after)
                 for j, i in enumerate(run):
                     bridged[i], farther[i] = run_bridged[j], far[j]
                     contexts[i] = "\n".join(c for c in (run_bridged[j], before[j]) if c)
@@ -271,21 +233,18 @@ def ingest(
             counts.turns += len(written)
             counts.bridged += sum(1 for context in bridged if context)
             counts.below_gate += sum(1 for score in scores or () if not score.kept)
-            if extractor is None and not deferred:
+            if not learns(extractor, deferred):
                 continue
             for i, (turn, turn_id) in enumerate(zip(session.turns, written, strict=True)):
-                if is_assistant(turn.speaker) or (scores is not None and not scores[i].kept) or walls[i]:
-                    continue  # not about the person, or not worth System 2 (the turn itself is stored)
+                if (scores is not None and not scores[i].kept) or walls[i]:
+                    continue  # not worth System 2, or a turn a purge erased (the turn itself is stored)
                 when = turn.at or session.date
                 said_at = parse_time(when, field="turn time") if when else writer.read(turn_id).valid_at
-                if deferred:
-                    enqueue(writer, turn_id, home, said_at, conversation.conversation_id, turn.speaker)
-                    continue
-                assert extractor is not None
-                understand(
+                learn_or_queue(
                     writer,
                     extractor,
                     turn.text,
+                    deferred=deferred,
                     source=turn_id,
                     scope=home,
                     said_at=said_at,

@@ -29,12 +29,8 @@ from ..store.connection import translate
 from ..store.hashing import nfc
 from ..text.dates import TimeLike, parse_time
 from ..text.extract import Extractor, check_extractor
-from ..text.windows import window as windowed
-from ..text.windows import words_around
-from ..types import is_assistant
-from .conversation import DEFAULT_WINDOW, DEFAULT_WORD_AFTER, DEFAULT_WORD_WINDOW, TurnIn, check_turn
-from .facts import understand
-from .queue import enqueue
+from .queue import learn_or_queue
+from .turns import DEFAULT_WORD_AFTER, DEFAULT_WORD_WINDOW, TurnIn, check_turn, contexts, turn_props, turn_record
 from .writer import Writer
 
 # the earlier turns a new turn's windows can touch: the turns after which it falls, and their windows back
@@ -76,8 +72,7 @@ def add_turn(
         world = writer.world(f"{home_name} / {name}", parent=home, type="Session")
         with translate():  # the windows of the new turn and of the turns it is "after" for reach no further back
             turns = queries.session_turns(writer.conn, writer.store.resolve(world), REACH)
-        own = {**(checks.props(props) or {}), "speaker": said_by, "session": name, "conversation": home_name}
-        own = {key: value for key, value in own.items() if value is not None}
+        own = turn_props(checks.props(props) or {}, speaker=said_by, session=name, conversation=home_name)
         again = _said_again(writer, turns, nfc(text), said_by, when, own) if at is not None else None
         if again is not None:  # a retried append of a turn said at a given time: the turn already kept
             return again
@@ -90,38 +85,34 @@ def add_turn(
         run = turns[max((i + 1 for i, turn in enumerate(turns) if turn[1] is None), default=0) :]
         texts = [content or "" for _, content, _, _ in run] + [text]
         speakers = [who for _, _, who, _ in run] + [said_by]
-        before = windowed(texts, speakers=speakers, turns=DEFAULT_WINDOW)
-        words = words_around(
-            texts, speakers=speakers, before=DEFAULT_WORD_WINDOW, skip=DEFAULT_WINDOW, after=DEFAULT_WORD_AFTER
-        )
+        before, words = contexts(texts, speakers)
         (turn,) = writer.write_many(
             [
-                {
-                    "text": text,
-                    "world": world,
-                    "type": "Turn",
-                    "name": said_by,
-                    "valid_at": when,
-                    "props": own,
-                    "index_context": before[-1] or None,
-                    "word_context": words[-1] or None,
-                }
+                turn_record(
+                    text,
+                    world=world,
+                    speaker=said_by,
+                    valid_at=when,
+                    props=own,
+                    index_context=before[-1],
+                    word_context=words[-1],
+                )
             ]
         )
         # the turns before it now have this one among the turns after them
-        writer.settle()  # their full-text rows exist, even if they were written in this transaction
         earlier = range(max(0, len(run) - DEFAULT_WORD_AFTER), len(run))
-        with translate():
-            queries.set_word_context(writer.conn, [(words[i] or None, run[i][0]) for i in earlier])
-        if is_assistant(said_by) or (extractor is None and not deferred):
-            return turn
-        if deferred:
-            enqueue(writer, turn, home, when, home_name, said_by)
-        else:
-            assert extractor is not None
-            understand(
-                writer, extractor, text, source=turn, scope=home, said_at=when, said_in=home_name, speaker=said_by
-            )
+        writer.set_word_context([(words[i] or None, run[i][0]) for i in earlier])
+        learn_or_queue(
+            writer,
+            extractor,
+            text,
+            deferred=deferred,
+            source=turn,
+            scope=home,
+            said_at=when,
+            said_in=home_name,
+            speaker=said_by,
+        )
         return turn
 
 

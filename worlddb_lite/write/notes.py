@@ -18,9 +18,8 @@ from ..store import queries
 from ..store.hashing import nfc
 from ..text.dates import TimeLike, parse_time
 from ..text.extract import Extractor, check_extractor
-from ..types import SPEAKER, TAGS, is_assistant, speaks_for
-from .facts import understand
-from .queue import enqueue
+from ..types import SPEAKER, TAGS, speaks_for
+from .queue import learn_or_queue, learns
 from .updates import carry_updates
 from .writer import DEFAULT_SCOPE, Writer
 
@@ -174,14 +173,14 @@ def _learn(writer: Writer, note: str, *, extractor: Extractor | None, deferred: 
     A note in a Scope speaks for the scope's person (or its speaker); a person's turn in a session of
     a Scope for who said it, read as it was when added (``write/live.py``).
     """
-    if extractor is None and not deferred:
+    if not learns(extractor, deferred):
         return False
     node = writer.read(note)
     if node.type not in (NOTE_TYPE, TURN_TYPE) or node.parent is None or node.purged:
         return False
     home, said_in = writer.read(node.parent), None  # a note's facts are said in no named place
     if node.type == TURN_TYPE:  # a turn speaks for who said it, in its session
-        if is_assistant(node.name) or home.type != "Session" or home.parent is None:
+        if home.type != "Session" or home.parent is None:
             return False
         home = writer.read(home.parent)
         said_in = home.name  # a turn's facts are said in its scope, as write/live.py says them
@@ -191,18 +190,14 @@ def _learn(writer: Writer, note: str, *, extractor: Extractor | None, deferred: 
         said_by = node.name
     else:
         said_by = speaker or speaks_for(node, home)
-    if deferred:
-        enqueue(writer, note, home.id, node.valid_at, said_in, said_by)
-        return True
-    assert extractor is not None
-    understand(
+    return learn_or_queue(
         writer,
         extractor,
         node.content or "",
+        deferred=deferred,
         source=note,
         scope=home.id,
         said_at=node.valid_at,
         said_in=said_in,
         speaker=said_by,
     )
-    return True

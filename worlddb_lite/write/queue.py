@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 from ..store import work_queue
 from ..text.extract import Extractor
+from ..types import is_assistant
 from .facts import understand
 from .identity import recluster as recluster_identities
 from .writer import Writer
@@ -26,6 +27,49 @@ def enqueue(writer: Writer, turn: str, scope: str, said_at: str, said_in: str | 
     """Queue a turn (call inside the transaction that wrote it)."""
     store = writer.store
     work_queue.add(writer.conn, store.resolve(turn), store.resolve(scope), said_at, said_in, speaker, writer.clock())
+
+
+def learns(extractor: Extractor | None, deferred: bool) -> bool:
+    """Whether System 2 runs at all: with an extractor, or queued for one."""
+    return extractor is not None or deferred
+
+
+def learn_or_queue(
+    writer: Writer,
+    extractor: Extractor | None,
+    text: str,
+    *,
+    deferred: bool,
+    source: str,
+    scope: str,
+    said_at: str,
+    said_in: str | None,
+    speaker: str | None,
+    speakers: dict[str, str] | None = None,
+) -> bool:
+    """System 2 on a memory that speaks for someone: now, or queued when ``deferred``; whether either ran.
+
+    The one place a turn of an ingest, a live turn, a note and an amended note take that turn; the
+    assistant's own words are not about the person, and without an extractor nothing is learned.
+    """
+    if is_assistant(speaker) or not learns(extractor, deferred):
+        return False
+    if deferred:
+        enqueue(writer, source, scope, said_at, said_in, speaker)
+    else:
+        assert extractor is not None
+        understand(
+            writer,
+            extractor,
+            text,
+            source=source,
+            scope=scope,
+            said_at=said_at,
+            said_in=said_in,
+            speaker=speaker,
+            speakers=speakers,
+        )
+    return True
 
 
 def pending(writer: Writer) -> int:

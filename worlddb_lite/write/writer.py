@@ -92,6 +92,12 @@ class Writer:
             with translate():
                 active.write_pending(indexes=indexes)
 
+    def set_word_context(self, rows: Sequence[tuple[str | None, int]]) -> None:
+        """Rewrite turns' words-only context, (context, nid) pairs; rows queued in this transaction go first."""
+        self.settle()
+        with translate():
+            self.store.set_word_context(rows)
+
     # ---- worlds -------------------------------------------------------------------
 
     def world(self, name: object, *, parent: str | None = None, type: str = "World") -> str:
