@@ -62,7 +62,7 @@ if TYPE_CHECKING:  # what the names are, for mypy and editors; at run time ``__g
         VerifyReport,
     )
     from .write.bridge import ContextBridge
-    from .write.conversation import ConversationIn, IngestStats, SessionIn, TurnIn
+    from .write.conversation import ConversationIn, IngestStats, SessionIn
     from .write.gate import EncodingGate
     from .write.loaders import FORMATS as CONVERSATION_FORMATS
     from .write.loaders import load as load_conversations
@@ -77,6 +77,8 @@ if TYPE_CHECKING:  # what the names are, for mypy and editors; at run time ``__g
         ResolverConfig,
         Tiebreaker,
     )
+    from .write.turns import TurnIn
+    from .write.writer import MemoryIn
 
 __version__ = "0.1.0"
 
@@ -139,7 +141,8 @@ _LAZY: dict[str, tuple[str, str]] = {
     "ConversationIn": (".write.conversation", "ConversationIn"),
     "IngestStats": (".write.conversation", "IngestStats"),
     "SessionIn": (".write.conversation", "SessionIn"),
-    "TurnIn": (".write.conversation", "TurnIn"),
+    "TurnIn": (".write.turns", "TurnIn"),
+    "MemoryIn": (".write.writer", "MemoryIn"),
     "EncodingGate": (".write.gate", "EncodingGate"),
     "CONVERSATION_FORMATS": (".write.loaders", "FORMATS"),
     "load_conversations": (".write.loaders", "load"),
@@ -183,6 +186,7 @@ __all__ = [
     "RuleExtractor",
     "SessionIn",
     "TurnIn",
+    "MemoryIn",
     "load_conversations",
     "Ambiguous",
     "AmbiguousId",

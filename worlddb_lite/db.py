@@ -68,7 +68,7 @@ from .write.notes import amend_note, write_note
 from .write.reconciler import Reconciler, Transaction, WriteScope
 from .write.resolver import New, PreferTiers, Resolution, ResolverConfig, Tiebreaker
 from .write.turns import DEFAULT_WINDOW, DEFAULT_WORD_AFTER, DEFAULT_WORD_WINDOW
-from .write.writer import DEFAULT_SCOPE, Writer
+from .write.writer import DEFAULT_SCOPE, MemoryIn, Writer
 
 if TYPE_CHECKING:
     from .models.rerank import Reranker
@@ -343,12 +343,8 @@ class WorldDB:
         is indexed for its words alone (full text, weighed lower), also outside the id: the
         turns around a turn (see ``ingest``).
         """
-        return write_note(
-            self._writer,
+        memory = MemoryIn(
             text,
-            extractor=extractor,
-            deferred=deferred,
-            speaker=speaker,
             scope=scope,
             world=world,
             type=type,
@@ -360,9 +356,11 @@ class WorldDB:
             salience=salience,
             index_context=index_context,
             word_context=word_context,
+            speaker=speaker,
             tags=tags,
             new=new,
         )
+        return write_note(self._writer, memory, extractor=extractor, deferred=deferred)
 
     def write_many(self, records: Sequence[Mapping[str, Any]]) -> list[str]:
         """Write many memories in one transaction; returns their ids in order.

@@ -31,7 +31,7 @@ from ..store import queries
 from ..text.stopwords import is_function_word
 from ..text.words import words
 from ..types import is_assistant
-from ..write.writer import Writer
+from ..write.writer import MemoryIn, Writer
 
 SUMMARY_TYPE = "Summary"
 KIND = "summary"  # the prop naming a summary's kind (session, timeline, profile, history)
@@ -305,12 +305,14 @@ def store_summary(writer: Writer, txn: Any, pending: Pending, drafted: Drafted, 
         )
     else:
         new = writer.write(
-            drafted.text,
-            world=writer.store.header(pending.world).id.hex(),
-            type=SUMMARY_TYPE,
-            name=f"{pending.kind} of {pending.title}",
-            valid_at=valid,
-            props=props,
+            MemoryIn(
+                drafted.text,
+                world=writer.store.header(pending.world).id.hex(),
+                type=SUMMARY_TYPE,
+                name=f"{pending.kind} of {pending.title}",
+                valid_at=valid,
+                props=props,
+            )
         )
     since = writer.read(new).valid_at
     edges = [(new, source, "derived_from") for source in sources] + [(new, e, "refers_to") for e in pending.about]

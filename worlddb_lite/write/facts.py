@@ -32,7 +32,7 @@ from ..text.slots import STANDING, slot_key, slot_words, word_key
 from .identity import mention as checked_mention
 from .identity import resolve_in
 from .updates import link_updates
-from .writer import Writer
+from .writer import MemoryIn, Writer
 
 if TYPE_CHECKING:
     from ..types import Node
@@ -201,22 +201,24 @@ def _fact(
     words = (word_key(fact.subject, w) for w in sorted(slot_words(fact.slot)))
     standing = (STANDING[fact.slot],) if fact.slot in STANDING else ()
     written = writer.write(
-        f"{fact.subject} {fact.slot}: {fact.value}",
-        world=scope,
-        type="Fact",
-        name=fact.slot,
-        valid_at=valid,
-        aliases=(key, *words, *standing),
-        index_context=context,
-        props={
-            "subject": fact.subject,
-            "slot": fact.slot,
-            "value": fact.value,
-            "functional": fact.functional,
-            "said_in": said_in,
-            **({"event": True} if fact.event else {}),
-            **({"changed": True} if fact.changed else {}),
-        },
+        MemoryIn(
+            f"{fact.subject} {fact.slot}: {fact.value}",
+            world=scope,
+            type="Fact",
+            name=fact.slot,
+            valid_at=valid,
+            aliases=(key, *words, *standing),
+            index_context=context,
+            props={
+                "subject": fact.subject,
+                "slot": fact.slot,
+                "value": fact.value,
+                "functional": fact.functional,
+                "said_in": said_in,
+                **({"event": True} if fact.event else {}),
+                **({"changed": True} if fact.changed else {}),
+            },
+        )
     )
     writer.link(written, turn, "refers_to", valid_at=said_at)
     if fact.functional or replaced:

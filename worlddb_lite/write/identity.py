@@ -26,7 +26,7 @@ from ..text.dates import TimeLike, parse_time
 from ..text.names import normalise_alias
 from .reconciler import EdgeSpec, Transaction
 from .resolver import Ambiguous, Candidate, Mention, Resolution, Resolved, Tiebreaker
-from .writer import Writer
+from .writer import MemoryIn, Writer
 
 WATERMARK = "resolver_nid"  # meta key: nodes up to this nid have had their neighbourhood re-resolved
 # meta key prefix: one row per entity given an alias after it was written, not yet re-resolved
@@ -105,13 +105,15 @@ def resolve_entity(
         return result.match.entity, result
     fields = {"kind": mention.kind, "context": mention.context, **(props or {})}
     written = writer.write(
-        mention.name,
-        world=store.header(world).id.hex(),
-        type="Entity",
-        name=mention.name,
-        valid_at=valid_at,
-        aliases=(mention.name, *mention.aliases),
-        props={k: v for k, v in fields.items() if v is not None},
+        MemoryIn(
+            mention.name,
+            world=store.header(world).id.hex(),
+            type="Entity",
+            name=mention.name,
+            valid_at=valid_at,
+            aliases=(mention.name, *mention.aliases),
+            props={k: v for k, v in fields.items() if v is not None},
+        )
     )
     stage(txn, store, store.resolve(written), result, mention.name)
     return written, result

@@ -10,6 +10,7 @@ so "I moved to Porto" written into the scope "ana" is a fact about ana.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from .. import checks
@@ -21,24 +22,14 @@ from ..text.extract import Extractor, check_extractor
 from ..types import SPEAKER, TAGS, speaks_for
 from .queue import learn_or_queue, learns
 from .updates import carry_updates
-from .writer import DEFAULT_SCOPE, Writer
+from .writer import MemoryIn, Writer
 
 NOTE_TYPE = "Memory"  # what a note is; other node types are stored as given (System 1 only)
 TURN_TYPE = "Turn"  # a turn amended is read again as it was when added (write/live.py)
 
 
-def write_note(
-    writer: Writer,
-    text: str | bytes,
-    *,
-    extractor: Extractor | None,
-    deferred: bool,
-    speaker: object = None,
-    tags: object = None,
-    new: bool = False,
-    **fields: Any,
-) -> str:
-    """Write ``text`` (``Writer.write``'s fields), then System 2 on it if it is a note in a Scope; its id.
+def write_note(writer: Writer, memory: MemoryIn, *, extractor: Extractor | None, deferred: bool) -> str:
+    """Write ``memory`` (``Writer.write``), then System 2 on it if it is a note in a Scope; its id.
 
     A named speaker is kept in the note's props (``speaker``), so a later version speaks for them too;
     ``tags`` (``checks.tags``) in props ``tags``. ``scope`` may name several scopes: the note lives in the
@@ -49,36 +40,37 @@ def write_note(
     scope true now, written without a valid time, is that note (its id returned; the other scopes listed
     hold it), unless ``new`` asks for a second memory.
     """
-    who = _checked(extractor, deferred, speaker)
-    given = checks.props(fields.get("props")) or {}
-    note_type = fields.get("type", NOTE_TYPE)
+    who = _checked(extractor, deferred, memory.speaker)
+    given = checks.props(memory.props) or {}
+    note_type, tags = memory.type, memory.tags
     if TAGS in given and note_type == NOTE_TYPE:  # a note's labels, checked alike whichever way they come
         if tags is not None:
             raise InvalidInput("give tags or props['tags'], not both")
         tags = given[TAGS]
     labels = checks.tags(tags)
-    if not isinstance(new, bool):
-        raise InvalidInput(f"new must be True or False, got {new!r}")
+    if not isinstance(memory.new, bool):
+        raise InvalidInput(f"new must be True or False, got {memory.new!r}")
+    props = memory.props
     if (who or labels) and note_type == NOTE_TYPE:
-        fields["props"] = {
+        props = {
             **{key: value for key, value in given.items() if key != TAGS},
             **({SPEAKER: who} if who else {}),
             **({TAGS: labels} if labels else {}),
         }
     elif labels:
         raise InvalidInput(f"tags are for notes (type {NOTE_TYPE}); a {note_type} takes its labels in props")
-    home, *others = checks.scope_refs(fields.get("scope", DEFAULT_SCOPE))
-    if others and fields.get("world") is not None:
+    home, *others = checks.scope_refs(memory.scope)
+    if others and memory.world is not None:
         raise InvalidInput("give several scopes or a world, not both")
-    fields["scope"] = str(home)
-    retry = not new and note_type == NOTE_TYPE and fields.get("world") is None and fields.get("valid_at") is None
+    memory = replace(memory, scope=str(home), props=props)
+    retry = not memory.new and note_type == NOTE_TYPE and memory.world is None and memory.valid_at is None
     with writer.transaction() as txn:
         same = None
         if retry:
-            said = checks.memory_text(text, "text")  # refused here, before it is looked for
+            said = checks.memory_text(memory.text, "text")  # refused here, before it is looked for
             home_nid = writer.scope_nid(txn, str(home))
             same = queries.same_note(writer.conn, home_nid, said, who, labels, writer.clock())
-        note = writer.store.header(same).id.hex() if same is not None else writer.write(text, **fields)
+        note = writer.store.header(same).id.hex() if same is not None else writer.write(memory)
         since = writer.read(note).valid_at  # in every scope since it holds: an as_of read finds it in each
         nid = writer.store.resolve(note)
         holding = set(_holders(writer, nid)) if same is not None else set()

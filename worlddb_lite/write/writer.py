@@ -11,6 +11,7 @@ calls the facade back.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import apsw
@@ -46,6 +47,37 @@ RECORD_FIELDS = frozenset(
         "word_context",
     }
 )
+
+
+@dataclass(frozen=True)
+class MemoryIn:
+    """One memory to write and how, as ``WorldDB.write`` takes it (its docstring says what each field does).
+
+    The node's fields (``write_many``'s record fields) come first; ``speaker``, ``tags`` and ``new`` are a
+    note's (write/notes.py). Checked where they are used, so a bad value writes nothing.
+    """
+
+    text: str | bytes
+    scope: str | Sequence[str] = DEFAULT_SCOPE
+    world: str | None = None
+    type: str = "Memory"
+    name: str | None = None
+    valid_at: TimeLike | None = None
+    props: Mapping[str, Any] | None = None
+    vector: Sequence[float] | np.ndarray | None = None
+    aliases: Sequence[str] = ()
+    salience: float = 0.0
+    index_context: str | None = None
+    word_context: str | None = None
+    speaker: object = None
+    tags: object = None
+    new: object = False
+
+    def record(self) -> dict[str, Any]:
+        """The node's fields, as ``Writer.node_spec`` takes them (the text aside)."""
+        return {key: getattr(self, key) for key in RECORD_FIELDS if key != "text"}
+
+
 # (vector, k, world, types) -> (nid, cosine) of the k nearest visible nodes of those types inside the world
 Nearest = Callable[[np.ndarray, int, int, Sequence[str]], list[tuple[int, float]]]
 
@@ -121,10 +153,10 @@ class Writer:
 
     # ---- memories -----------------------------------------------------------------
 
-    def write(self, text: str | bytes, **fields: Any) -> str:
-        """Store ``text`` verbatim (see ``WorldDB.write`` for the fields); its id."""
+    def write(self, memory: MemoryIn) -> str:
+        """Store ``memory``'s text verbatim (System 1: its note options are write/notes.py's); its id."""
         with self.transaction() as txn:
-            nid, _ = txn.add_nodes([self.node_spec(txn, text, **fields)])[0]
+            nid, _ = txn.add_nodes([self.node_spec(txn, memory.text, **memory.record())])[0]
             return self.store.header(nid).id.hex()
 
     def write_many(self, records: Sequence[Mapping[str, Any]]) -> list[str]:
