@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import io
 import os
 import uuid
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
@@ -32,12 +31,12 @@ from .consolidate.cycle import DEFAULT_MIN_AGE, Consolidation
 from .consolidate.cycle import STEPS as CONSOLIDATION_STEPS
 from .consolidate.summaries import ExtractiveSummarizer, Summarizer
 from .edges import EdgeRegistry, EdgeType
-from .errors import IntegrityViolation, InvalidInput, NotCurrent, NotFound, WorldDBError
+from .errors import IntegrityViolation, InvalidInput, NotCurrent, NotFound
 from .index import embedder_record, token_index
 from .index.side_reader import SideReader
 from .models.embed import Embedder, embed_checked, token_table
 from .ops import maintenance, purge, reembed
-from .ops.verify import root_history_divergences, verify_store
+from .ops.verify import root_history_divergences, verify_in_snapshot
 from .retrieval.context import DEFAULT_BUDGET, Context, assemble
 from .retrieval.query import QuerySpec
 from .retrieval.reader import Reader
@@ -941,8 +940,8 @@ class WorldDB:
     def retention(self) -> dict[str, Any]:
         """The retention settings and how many memories are cold (``select * from cold_memory`` lists them)."""
         cap, below = retention.settings(self._store.meta_values(retention.SETTINGS))
-        row = self._conn.execute("select count(*) from cold_node").fetchone()
-        return {"max_hot_vectors": cap, "cold_below": below, "cold": int(row[0]) if row else 0}
+        with connection.translate():
+            return {"max_hot_vectors": cap, "cold_below": below, "cold": queries.cold_count(self._conn)}
 
     def context(
         self,
@@ -1098,17 +1097,7 @@ class WorldDB:
         self._outside_batch("apply_changes")
         if not isinstance(sweep, bool):
             raise InvalidInput(f"sweep is True or False, got {sweep!r:.40}")
-        summary, mark = sync.apply(self._reconciler, self._root, source)
-        if mark is not None:
-            with connection.translate():
-                summary["checkpoint"] = maintenance.finish_wipe(self._conn, self._store, wait=True, mark=mark)
-        summary["swept"] = 0
-        if sweep:
-            try:
-                summary["swept"] = sync.sweep_arrived(self._writer)
-            except WorldDBError as exc:  # the set committed: a sweep that failed is done by the next apply's
-                summary["sweep_failed"] = str(exc)
-        return summary
+        return sync.receive(self._writer, self._root, source, sweep_after=sweep)
 
     def sync(
         self,
@@ -1130,35 +1119,12 @@ class WorldDB:
             raise InvalidInput(f"pull and push are True or False, got {pull!r:.40} and {push!r:.40}")
         scopes = sync.scope_list(scopes)
         if isinstance(other, WorldDB):
-            return self._sync_with(other, pull, push, scopes)
+            return sync.exchange(self, other, pull=pull, push=push, scopes=scopes)
         path = checks.file_name(other, "the other store", "give the path of another worlddb store file")
         if path == ":memory:" or not os.path.isfile(path):
             raise InvalidInput(f"{path!r:.200} is not a store file; give the path of another worlddb store")
         with WorldDB(path, embedder=self._embedder, dim=self.dim, create=False) as opened:
-            return self._sync_with(opened, pull, push, scopes)
-
-    def _sync_with(self, other: WorldDB, pull: bool, push: bool, scopes: Sequence[str] | None) -> dict[str, Any]:
-        if other.store_id == self.store_id:
-            raise InvalidInput(
-                f"{other.path} has this store's own id: it is a plain copy of this file, or this file itself. "
-                "Make replicas with `worlddb replica` (WorldDB.replica), which gives the copy its own id"
-            )
-        out: dict[str, Any] = {}
-        for name, sender, receiver, wanted in (("pull", other, self, pull), ("push", self, other, push)):
-            if not wanted:
-                continue
-            sent, first = 0, None
-            for _ in range(2):  # a receiver that lost changes of its own (a restore) asks for everything, once
-                buffer = io.BytesIO()
-                sent += sender.changes(buffer, since=receiver.sync_token(), scopes=scopes)["bytes"]
-                applied = receiver.apply_changes(buffer.getvalue())
-                if not applied["resend"]:
-                    break
-                first = applied
-            out[name] = {**applied, "bytes": sent} if first is None else {**applied, "bytes": sent, "first": first}
-        if pull and push and not scopes:
-            out["converged"] = self.root() == other.root()
-        return out
+            return sync.exchange(self, opened, pull=pull, push=push, scopes=scopes)
 
     def replica(self, dest: str | os.PathLike[str], *, overwrite: bool = False) -> dict[str, Any]:
         """Copy this store to ``dest`` as a replica of its own, with a new store id.
@@ -1193,7 +1159,7 @@ class WorldDB:
         with connection.translate():
             start = self._store.resolve(ref)
             inside = self._store.resolve(self._reader.scope_id(scope)) if scope is not None else None
-        return self._erase([start], inside)
+        return purge.erase_for_good(self._reconciler, [start], inside)
 
     def purge_tagged(self, scope: str, tag: str) -> dict[str, Any]:
         """``purge`` of every note of the Scope called ``scope`` carrying ``tag`` (any version), in one transaction.
@@ -1205,24 +1171,7 @@ class WorldDB:
         world, nids = self._reader.tagged(scope, tag)
         if not nids:
             return {"purged": [], "checkpoint": None}
-        return self._erase(nids, world)
-
-    def _erase(self, starts: list[int], inside: int | None) -> dict[str, Any]:
-        """Erase ``starts`` and what goes with them (``ops/purge.targets``) for good; see ``purge``."""
-        self._store.secure_delete(True)  # freed space is zeroed, not left readable
-        try:
-            with self._reconciler.transaction(prepare=lambda: purge.hold(self._conn)) as txn:
-                ids = purge.erase(txn, self._conn, purge.targets(self._conn, self._store, starts, inside))
-                # marked with the erasure and cleared once a checkpoint has completed: a crash before the
-                # VACUUM, or a reader in the checkpoint's way, leaves the mark for the next open, close or checkpoint
-                mark = f"vacuum {uuid.uuid4().hex}"
-                self._store.set_meta([(maintenance.WIPE_PENDING, mark)])
-        finally:
-            self._store.secure_delete(False)
-        with connection.translate():
-            wiped = maintenance.finish_wipe(self._conn, self._store, wait=True, mark=mark)
-        assert wiped is not None
-        return {"purged": ids, "checkpoint": wiped}
+        return purge.erase_for_good(self._reconciler, nids, world)
 
     def purge_scope(self, scope: str) -> dict[str, Any]:
         """Erase the Scope called ``scope`` for good, with everything in it: ``purge`` of the scope's world.
@@ -1258,25 +1207,17 @@ class WorldDB:
         every world root in the history log, reporting the first divergence.
         """
         self._settle()
-        outside = self._conn.getautocommit()
-        with connection.translate():
-            if outside:  # one read snapshot: another process's commit must not land between two checks
-                self._conn.execute("begin")
-            try:
-                return verify_store(
-                    self._conn,
-                    self._store,
-                    self._registry,
-                    self._embedder is not None,
-                    progress,
-                    deep=deep,
-                    tokens=token_table(self._embedder),
-                    embed=self._verify_embed(),
-                    sealed=self._sealed,
-                )
-            finally:
-                if outside and not self._conn.getautocommit():
-                    self._conn.execute("commit")
+        return verify_in_snapshot(
+            self._conn,
+            self._store,
+            self._registry,
+            self._embedder is not None,
+            progress,
+            deep=deep,
+            tokens=token_table(self._embedder),
+            embed=self._verify_embed(),
+            sealed=self._sealed,
+        )
 
     def _verify_embed(self) -> Callable[[Sequence[str]], np.ndarray] | None:
         """How the deep verify embeds a text again: as the write path did (None: no embedder)."""

@@ -38,23 +38,47 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import apsw
 
 from ..errors import InvalidInput, NotFound
 from ..models.embed import embed_checked, embedding_text
 from ..store import erasure, quoted
+from ..store.connection import translate
 from ..store.hashing import nfc
 from ..store.rows import Store
 from ..text import caches
 from ..write.bridge import mentions
+from . import maintenance
 
 if TYPE_CHECKING:
-    from ..write.reconciler import Transaction
+    from ..write.reconciler import Reconciler, Transaction
 
 HOLDER = "purge"
 PROBE_CHARS = 48
+
+
+def erase_for_good(r: Reconciler, starts: Sequence[int], inside: int | None) -> dict[str, Any]:
+    """Erase ``starts`` and what goes with them (``targets``) in one transaction, then wipe the file.
+
+    Freed pages are zeroed while it runs; the store is marked with the erasure until a checkpoint has
+    completed, so a crash before the VACUUM, or a reader in the checkpoint's way, leaves the mark for
+    the next open, close or checkpoint. Returns the purged ids and that checkpoint.
+    """
+    conn, store = r.conn, r.store
+    store.secure_delete(True)
+    try:
+        with r.transaction(prepare=lambda: hold(conn)) as txn:
+            ids = erase(txn, conn, targets(conn, store, starts, inside))
+            mark = f"vacuum {uuid.uuid4().hex}"
+            store.set_meta([(maintenance.WIPE_PENDING, mark)])
+    finally:
+        store.secure_delete(False)
+    with translate():
+        wiped = maintenance.finish_wipe(conn, store, wait=True, mark=mark)
+    assert wiped is not None
+    return {"purged": ids, "checkpoint": wiped}
 
 
 def hold(conn: apsw.Connection) -> None:

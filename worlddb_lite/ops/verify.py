@@ -13,6 +13,7 @@ import unicodedata
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
+from typing import Any
 
 import apsw
 import numpy as np
@@ -22,7 +23,7 @@ from ..index.token_index import content_tokens
 from ..index.world_vectors import compose_from_scratch
 from ..models.embed import TokenVectors
 from ..store import integrity, queries
-from ..store.connection import BUSY_TIMEOUT_MS, one_row
+from ..store.connection import BUSY_TIMEOUT_MS, one_row, translate
 from ..store.hashing import EMPTY_TREE, edge_body, edge_id, edge_leaf, node_id, world_root
 from ..store.merkle import compute_levels
 from ..store.merkle_replay import Divergence, replay
@@ -88,6 +89,19 @@ def _structure(conn: apsw.Connection, *, sealed: bool = False) -> list[str]:
         return list(integrity.quick_check(fresh))
     finally:
         fresh.close()
+
+
+def verify_in_snapshot(conn: apsw.Connection, *args: Any, **kwargs: Any) -> VerifyReport:
+    """``verify_store`` in one read snapshot: another process's commit must not land between two checks."""
+    outside = conn.getautocommit()
+    with translate():
+        if outside:
+            conn.execute("begin")
+        try:
+            return verify_store(conn, *args, **kwargs)
+        finally:
+            if outside and not conn.getautocommit():
+                conn.execute("commit")
 
 
 def verify_store(

@@ -689,6 +689,11 @@ def latest_session(conn: apsw.Connection, scope: int) -> tuple[str, str] | None:
     return None if row is None else (str(row[0]), str(row[1]))
 
 
+def cold_count(conn: apsw.Connection) -> int:
+    """How many memories the retention put in the cold tier (``cold_memory`` lists them)."""
+    return as_int(one_row(conn.execute("select count(*) from cold_node").fetchone())[0])
+
+
 # ---- the consolidator's reads (consolidate/summaries.py, consolidate/timelines.py) ----------------------------
 
 

@@ -28,19 +28,20 @@ the other is reported as a conflict and left as each side decided.
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
 import re
 import uuid
 from collections.abc import Generator, Iterator, Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 import apsw
 
 from .. import checks
 from ..consolidate import sweep
-from ..errors import InvalidInput
+from ..errors import InvalidInput, WorldDBError
 from ..ops import maintenance, purge
 from ..store.connection import connect, engine_write, translate
 from ..store.migrations import legacy_digest
@@ -444,6 +445,72 @@ def apply(
     )
     summary.setdefault("purged", [])
     return summary, mark
+
+
+def receive(
+    writer: Writer, root: int, source: bytes | str | os.PathLike[str] | IO[bytes], *, sweep_after: bool
+) -> dict[str, Any]:
+    """``apply`` a change set, finish the wipe of the purges it carried, then sweep what arrived (``sweep_after``).
+
+    The set committed before the sweep runs: a sweep that fails is reported (``sweep_failed``) and done by
+    the next apply's.
+    """
+    r = writer.reconciler
+    summary, mark = apply(r, root, source)
+    if mark is not None:
+        with translate():
+            summary["checkpoint"] = maintenance.finish_wipe(r.conn, r.store, wait=True, mark=mark)
+    summary["swept"] = 0
+    if sweep_after:
+        try:
+            summary["swept"] = sweep_arrived(writer)
+        except WorldDBError as exc:
+            summary["sweep_failed"] = str(exc)
+    return summary
+
+
+class Side(Protocol):
+    """One store of a sync, as the facade presents it."""
+
+    path: str
+
+    @property
+    def store_id(self) -> str: ...
+
+    def sync_token(self) -> str: ...
+
+    def changes(
+        self, target: Any, *, since: str | None = None, scopes: Sequence[str] | None = None
+    ) -> dict[str, Any]: ...
+
+    def apply_changes(self, source: Any, *, sweep: bool = True) -> dict[str, Any]: ...
+
+    def root(self) -> str: ...
+
+
+def exchange(this: Side, other: Side, *, pull: bool, push: bool, scopes: Sequence[str] | None) -> dict[str, Any]:
+    """``pull`` the other's changes here and ``push`` this one's there, each direction one change set."""
+    if other.store_id == this.store_id:
+        raise InvalidInput(
+            f"{other.path} has this store's own id: it is a plain copy of this file, or this file itself. "
+            "Make replicas with `worlddb replica` (WorldDB.replica), which gives the copy its own id"
+        )
+    out: dict[str, Any] = {}
+    for name, sender, receiver, wanted in (("pull", other, this, pull), ("push", this, other, push)):
+        if not wanted:
+            continue
+        sent, first = 0, None
+        for _ in range(2):  # a receiver that lost changes of its own (a restore) asks for everything, once
+            buffer = io.BytesIO()
+            sent += sender.changes(buffer, since=receiver.sync_token(), scopes=scopes)["bytes"]
+            applied = receiver.apply_changes(buffer.getvalue())
+            if not applied["resend"]:
+                break
+            first = applied
+        out[name] = {**applied, "bytes": sent} if first is None else {**applied, "bytes": sent, "first": first}
+    if pull and push and not scopes:
+        out["converged"] = this.root() == other.root()
+    return out
 
 
 def sweep_arrived(writer: Writer) -> int:
