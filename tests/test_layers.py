@@ -202,3 +202,21 @@ def test_store_imports_no_model() -> None:
     edges = graph()
     reach = sorted(f"{name} -> {t}" for name, ts in edges.items() if name.startswith("store") for t in ts)
     assert not [r for r in reach if " -> models" in r or " -> index" in r], reach
+
+
+def test_errors_are_translated_at_the_facade_and_at_commit_only() -> None:
+    """Issue 39: raw SQLite errors rise through the layers and are named once, at the door (db.py's
+    ``_translated``) or where a transaction commits (write/reconciler.py), and in store/ where SQL runs.
+    """
+    allowed = {"db", "write.reconciler"}
+    found = []
+    for name, path in modules().items():
+        if name.startswith("store") or name in allowed:
+            continue
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            if isinstance(node, ast.Call):
+                func = node.func
+                called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+                if called == "translate" and not node.args:  # str.translate takes a table
+                    found.append(f"{name}:{node.lineno}")
+    assert found == [], f"translate() called below the facade: {found}"

@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import functools
+import inspect
 import os
 import uuid
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
@@ -75,6 +77,7 @@ if TYPE_CHECKING:
 
 COMPOSE_KINDS = ("attention", "mean")  # v2 (default) and v1 composed world embeddings
 _DEFAULT = object()
+T = TypeVar("T")
 
 __all__ = [
     "CONSOLIDATION_STEPS",
@@ -89,6 +92,36 @@ __all__ = [
 ]
 
 
+def _translated(cls: type[T]) -> type[T]:
+    """Every public call of the facade turns a raw SQLite error into a WorldDBError, here and at commit only.
+
+    The layers below let apsw's errors rise; one translation at the door names them for every caller.
+    """
+    for name, member in list(vars(cls).items()):
+        if not name.startswith("_") and inspect.isfunction(member):
+            setattr(cls, name, _translating(member))
+    return cls
+
+
+def _translating(method: Callable[..., Any]) -> Callable[..., Any]:
+    if inspect.isgeneratorfunction(method):  # export: its rows are read as they are taken
+
+        @functools.wraps(method)
+        def stream(*args: Any, **kwargs: Any) -> Any:
+            with connection.translate():
+                yield from method(*args, **kwargs)
+
+        return stream
+
+    @functools.wraps(method)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        with connection.translate():
+            return method(*args, **kwargs)
+
+    return call
+
+
+@_translated
 class WorldDB:
     """One memory store in one SQLite file.
 
@@ -485,8 +518,7 @@ class WorldDB:
 
     def queued(self) -> int:
         """How many turns wait in the extraction queue."""
-        with connection.translate():
-            return queue.pending(self._writer)
+        return queue.pending(self._writer)
 
     def amend(
         self,
@@ -674,13 +706,12 @@ class WorldDB:
         found = identity.mention(name, aliases, context, kind)
         if scope is not None and world is not None:
             raise InvalidInput("give scope (a name) or world (an id), not both")
-        with connection.translate():
-            if scope is not None:
-                inside = self._reader.existing_scope(scope)
-                if inside is None:
-                    return New()  # nothing is known in a scope that does not exist yet
-            else:
-                inside = self._store.resolve(world) if world is not None else None
+        if scope is not None:
+            inside = self._reader.existing_scope(scope)
+            if inside is None:
+                return New()  # nothing is known in a scope that does not exist yet
+        else:
+            inside = self._store.resolve(world) if world is not None else None
         return identity.resolve(self._writer, found, world=inside, tiebreaker=tiebreaker)
 
     def resolve_entity(
@@ -940,8 +971,7 @@ class WorldDB:
     def retention(self) -> dict[str, Any]:
         """The retention settings and how many memories are cold (``select * from cold_memory`` lists them)."""
         cap, below = retention.settings(self._store.meta_values(retention.SETTINGS))
-        with connection.translate():
-            return {"max_hot_vectors": cap, "cold_below": below, "cold": queries.cold_count(self._conn)}
+        return {"max_hot_vectors": cap, "cold_below": below, "cold": queries.cold_count(self._conn)}
 
     def context(
         self,
@@ -1008,8 +1038,8 @@ class WorldDB:
     def checkpoint(self) -> dict[str, Any]:
         """Fold the write-ahead log into the main file and truncate it (``busy``: it could not)."""
         self._outside_batch("checkpoint")
-        with connection.translate():  # a purge's wipe left pending is finished on the way
-            finished = maintenance.finish_wipe(self._conn, self._store, wait=True)
+        # a purge's wipe left pending is finished on the way
+        finished = maintenance.finish_wipe(self._conn, self._store, wait=True)
         return finished if finished is not None else maintenance.checkpoint(self._conn)
 
     def export(self, scope: str | None = None) -> Generator[dict[str, Any], None, None]:
@@ -1156,9 +1186,8 @@ class WorldDB:
         process, tries again; call ``checkpoint()`` once that reader is done to be sure).
         """
         self._outside_batch("purge")
-        with connection.translate():
-            start = self._store.resolve(ref)
-            inside = self._store.resolve(self._reader.scope_id(scope)) if scope is not None else None
+        start = self._store.resolve(ref)
+        inside = self._store.resolve(self._reader.scope_id(scope)) if scope is not None else None
         return purge.erase_for_good(self._reconciler, [start], inside)
 
     def purge_tagged(self, scope: str, tag: str) -> dict[str, Any]:
@@ -1180,8 +1209,7 @@ class WorldDB:
         Writing into the same name later starts it again, empty.
         """
         self._outside_batch("purge_scope")
-        with connection.translate():
-            world = self._store.header(self._reader.named_scope(scope)).id.hex()
+        world = self._store.header(self._reader.named_scope(scope)).id.hex()
         return self.purge(world, scope=scope)
 
     # ---- witness ------------------------------------------------------------------
@@ -1196,9 +1224,8 @@ class WorldDB:
 
     def verify_root_history(self, world: str | None = None) -> list[Violation]:
         """Recompute every root a world ever committed from the nodes, edges and state log."""
-        with connection.translate():
-            nid = self._store.resolve(world) if world is not None else self._root
-            return root_history_divergences(self._conn, nid)
+        nid = self._store.resolve(world) if world is not None else self._root
+        return root_history_divergences(self._conn, nid)
 
     def verify(self, *, deep: bool = False, progress: Callable[[str], None] | None = None) -> VerifyReport:
         """Recompute every hash and root and check every invariant of docs/design.md.
@@ -1229,16 +1256,15 @@ class WorldDB:
     def stats(self) -> dict[str, Any]:
         """Counts and facts about the store, for people and monitoring."""
         self._settle()
-        with connection.translate():
-            files = [Path(self.path + suffix) for suffix in ("", "-wal")] if self.path != ":memory:" else []
-            return {
-                "path": self.path,
-                "schema_version": connection.user_version(self._conn),
-                "embedder": self._meta_value("embedder_id"),
-                "dim": self.dim,
-                **queries.counts(self._conn),
-                "file_bytes": sum(f.stat().st_size for f in files if f.exists()),
-                # a purge's wipe still waits for a checkpoint: the purged text may be in the main file
-                "wipe_pending": self._meta_value(maintenance.WIPE_PENDING) is not None,
-                "root": self.root(),
-            }
+        files = [Path(self.path + suffix) for suffix in ("", "-wal")] if self.path != ":memory:" else []
+        return {
+            "path": self.path,
+            "schema_version": connection.user_version(self._conn),
+            "embedder": self._meta_value("embedder_id"),
+            "dim": self.dim,
+            **queries.counts(self._conn),
+            "file_bytes": sum(f.stat().st_size for f in files if f.exists()),
+            # a purge's wipe still waits for a checkpoint: the purged text may be in the main file
+            "wipe_pending": self._meta_value(maintenance.WIPE_PENDING) is not None,
+            "root": self.root(),
+        }

@@ -24,7 +24,6 @@ import numpy as np
 
 from ..errors import InvalidInput
 from ..store import graph_rows
-from ..store.connection import translate
 from ..text import caches
 from ..text.stopwords import is_function_word
 from ..write.writer import Writer
@@ -74,10 +73,9 @@ def duplicates(writer: Writer, threshold: float = THRESHOLD) -> list[Link]:
     if not held.size:
         return []
     names = {code: name for name, code in index.type_names.items()}
-    with translate():
-        current = graph_rows.current_among(writer.conn, held.tolist())
-        known = graph_rows.linked_pairs(writer.conn, DUPLICATES)
-        withdrawn = {frozenset(p) for p in graph_rows.withdrawn_pairs(writer.conn, DUPLICATES)}
+    current = graph_rows.current_among(writer.conn, held.tolist())
+    known = graph_rows.linked_pairs(writer.conn, DUPLICATES)
+    withdrawn = {frozenset(p) for p in graph_rows.withdrawn_pairs(writer.conn, DUPLICATES)}
     texts: dict[int, str] = {}
     out: list[Link] = []
     for nid in sorted(current):
@@ -93,8 +91,7 @@ def duplicates(writer: Writer, threshold: float = THRESHOLD) -> list[Link]:
             continue
         wanted = [n for n in (nid, *(o for o, _ in near)) if n not in texts]
         if wanted:
-            with translate():
-                texts.update(graph_rows.contents(writer.conn, wanted))
+            texts.update(graph_rows.contents(writer.conn, wanted))
         if nid not in texts:
             continue
         for other, score in sorted(near):  # the earliest that says the same

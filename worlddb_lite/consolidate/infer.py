@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections import defaultdict
 
 from ..store import graph_rows
-from ..store.connection import translate
 from ..write.writer import Writer
 from .batches import BATCH, Link, Progress, check_options, write_links
 
@@ -34,16 +33,15 @@ def missing(writer: Writer) -> list[Link]:
     """The closure's edges the store lacks, by type, then source, then target (nid order)."""
     writer.settle(indexes=False)
     out: list[Link] = []
-    with translate():
-        for edge_type in TRANSITIVE:
-            pairs = graph_rows.current_pairs(writer.conn, edge_type)
-            known = graph_rows.linked_pairs(writer.conn, edge_type)
-            withdrawn = graph_rows.withdrawn_pairs(writer.conn, edge_type, "inferred")
-            out.extend(
-                (src, dst, edge_type, INFERRED)
-                for src, dst in closure(pairs)
-                if (src, dst) not in known and (src, dst) not in withdrawn
-            )
+    for edge_type in TRANSITIVE:
+        pairs = graph_rows.current_pairs(writer.conn, edge_type)
+        known = graph_rows.linked_pairs(writer.conn, edge_type)
+        withdrawn = graph_rows.withdrawn_pairs(writer.conn, edge_type, "inferred")
+        out.extend(
+            (src, dst, edge_type, INFERRED)
+            for src, dst in closure(pairs)
+            if (src, dst) not in known and (src, dst) not in withdrawn
+        )
     return out
 
 

@@ -24,7 +24,6 @@ from typing import NamedTuple
 
 from ..edges.base import is_functional
 from ..store import graph_rows, queries
-from ..store.connection import translate
 from ..text.extract import value_kind
 from ..text.names import normalise_alias
 from ..text.slots import slot_key
@@ -57,13 +56,12 @@ def conflicts(writer: Writer, near: Collection[int] | None = None) -> list[Link]
     """The ``contradicts`` edges the sweep would write (``near``: see ``sweep``), edge types first, then facts."""
     writer.settle(indexes=False)
     registry = writer.reconciler.registry
-    with translate():
-        flagged = {frozenset(pair) for pair in graph_rows.linked_pairs(writer.conn, CONTRADICTS)}
-        found: list[Link] = []
-        for name in registry.names():
-            if is_functional(registry.get(name)):
-                found.extend(_pairs(_functional_edges(writer, name, near), flagged))
-        found.extend(_pairs(_functional_facts(writer, near), flagged))
+    flagged = {frozenset(pair) for pair in graph_rows.linked_pairs(writer.conn, CONTRADICTS)}
+    found: list[Link] = []
+    for name in registry.names():
+        if is_functional(registry.get(name)):
+            found.extend(_pairs(_functional_edges(writer, name, near), flagged))
+    found.extend(_pairs(_functional_facts(writer, near), flagged))
     return found
 
 

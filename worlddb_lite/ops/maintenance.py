@@ -71,17 +71,15 @@ def _copy(conn: apsw.Connection, target: Path) -> dict[str, Any]:
         leftover.unlink(missing_ok=True)  # from an interrupted earlier backup
     started = time.perf_counter()
     try:
-        with connection.translate():
-            copy = apsw.Connection(str(partial))
-    except WorldDBError:
+        copy = apsw.Connection(str(partial))
+    except apsw.Error:
         raise InvalidInput(f"cannot create {partial}; choose a writable path") from None
     try:
-        with connection.translate():
-            with copy.backup("main", conn, "main") as job:
-                connection.with_retry(lambda: job.step(-1))
-                pages = job.page_count
-            # the copy is a WAL-mode file like its source: fold it so DEST is one self-contained file
-            file_ops.checkpoint_truncate(copy)
+        with copy.backup("main", conn, "main") as job:
+            connection.with_retry(lambda: job.step(-1))
+            pages = job.page_count
+        # the copy is a WAL-mode file like its source: fold it so DEST is one self-contained file
+        file_ops.checkpoint_truncate(copy)
     except BaseException:
         copy.close()
         partial.unlink(missing_ok=True)
@@ -123,7 +121,7 @@ def checkpoint(conn: apsw.Connection, *, wait: bool = True) -> dict[str, Any]:
     timeout, so the WAL could not be emptied: a plain copy of the main file is then not safe.
     ``wait`` False gives up at once instead of waiting out the busy timeout (for a retry in passing).
     """
-    with connection.translate(), no_waiting(conn) if not wait else contextlib.nullcontext():
+    with no_waiting(conn) if not wait else contextlib.nullcontext():
         busy, frames, folded = file_ops.checkpoint_truncate(conn)
     if frames < 0:  # -1: the store is not in WAL mode (an in-memory store): nothing to fold
         return {"busy": False, "wal_frames": 0, "checkpointed": 0}
@@ -140,11 +138,10 @@ def vacuum(conn: apsw.Connection, *, retry: bool = True) -> float:
     one attempt, for a try in passing (under ``no_waiting`` it fails at once when the file is locked).
     """
     started = time.perf_counter()
-    with connection.translate():
-        if retry:
-            connection.with_retry(lambda: file_ops.vacuum(conn))
-        else:
-            file_ops.vacuum(conn)
+    if retry:
+        connection.with_retry(lambda: file_ops.vacuum(conn))
+    else:
+        file_ops.vacuum(conn)
     return round(time.perf_counter() - started, 3)
 
 
@@ -202,8 +199,7 @@ def _swap_mark(store: Store, expected: str, value: str | None, *, retry: bool) -
     def swap() -> bool:
         return store.swap_meta(WIPE_PENDING, expected, value)
 
-    with connection.translate():
-        if retry:
-            connection.with_retry(swap)
-        else:
-            swap()
+    if retry:
+        connection.with_retry(swap)
+    else:
+        swap()

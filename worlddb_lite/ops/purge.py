@@ -45,7 +45,6 @@ import apsw
 from ..errors import InvalidInput, NotFound
 from ..models.embed import embed_checked, embedding_text
 from ..store import erasure, quoted
-from ..store.connection import translate
 from ..store.hashing import nfc
 from ..store.rows import Store
 from ..text import caches
@@ -75,8 +74,7 @@ def erase_for_good(r: Reconciler, starts: Sequence[int], inside: int | None) -> 
             store.set_meta([(maintenance.WIPE_PENDING, mark)])
     finally:
         store.secure_delete(False)
-    with translate():
-        wiped = maintenance.finish_wipe(conn, store, wait=True, mark=mark)
+    wiped = maintenance.finish_wipe(conn, store, wait=True, mark=mark)
     assert wiped is not None
     return {"purged": ids, "checkpoint": wiped}
 

@@ -14,7 +14,6 @@ from typing import Any
 from ..index import token_index, vector_index
 from ..models.embed import embed_checked, embedding_text
 from ..store import queries
-from ..store.connection import translate
 from ..write.reconciler import Reconciler
 
 
@@ -36,8 +35,7 @@ def reembed_all(reconciler: Reconciler, progress: Callable[[int, int], None] | N
     embedder, store, dim = reconciler.embedder, reconciler.store, reconciler.dim
     assert embedder is not None
     started = time.perf_counter()
-    with translate():
-        total = queries.text_count(reconciler.conn)
+    total = queries.text_count(reconciler.conn)
     done = 0
     lane = reconciler.lane
     lane.auto_train = False  # one training at the end, not one per doubling on the way

@@ -23,7 +23,7 @@ from ..index.token_index import content_tokens
 from ..index.world_vectors import compose_from_scratch
 from ..models.embed import TokenVectors
 from ..store import integrity, queries
-from ..store.connection import BUSY_TIMEOUT_MS, one_row, translate
+from ..store.connection import BUSY_TIMEOUT_MS, one_row
 from ..store.hashing import EMPTY_TREE, edge_body, edge_id, edge_leaf, node_id, world_root
 from ..store.merkle import compute_levels
 from ..store.merkle_replay import Divergence, replay
@@ -94,14 +94,13 @@ def _structure(conn: apsw.Connection, *, sealed: bool = False) -> list[str]:
 def verify_in_snapshot(conn: apsw.Connection, *args: Any, **kwargs: Any) -> VerifyReport:
     """``verify_store`` in one read snapshot: another process's commit must not land between two checks."""
     outside = conn.getautocommit()
-    with translate():
-        if outside:
-            conn.execute("begin")
-        try:
-            return verify_store(conn, *args, **kwargs)
-        finally:
-            if outside and not conn.getautocommit():
-                conn.execute("commit")
+    if outside:
+        conn.execute("begin")
+    try:
+        return verify_store(conn, *args, **kwargs)
+    finally:
+        if outside and not conn.getautocommit():
+            conn.execute("commit")
 
 
 def verify_store(

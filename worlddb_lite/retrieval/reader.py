@@ -24,7 +24,6 @@ from ..index.side_reader import SideReader
 from ..index.vector_index import VectorLane
 from ..models.embed import Embedder, embed_checked, token_table
 from ..store import queries, traverse
-from ..store.connection import translate
 from ..store.hashing import node_body, node_id
 from ..store.rows import EdgeRow, NodeRow, Store, believed_sql, visible_sql
 from ..text.dates import TimeLike, parse_time, read_period
@@ -163,8 +162,7 @@ class Reader:
     def scopes(self, kind: str | None = None) -> list[Node]:
         """Every Scope world under the root (of ``kind`` if given), oldest first (a purged one has lost its name)."""
         self.settle(indexes=False)
-        with translate():
-            found = self.store.load_nodes(queries.scopes(self.conn, self.root_nid))
+        found = self.store.load_nodes(queries.scopes(self.conn, self.root_nid))
         return [node for node in found if kind is None or ScopeRef.of(node).kind == kind]
 
     def page(
@@ -190,23 +188,22 @@ class Reader:
             raise InvalidInput(f"newest_first must be True or False, got {newest_first!r}")
         rules = self.rules(include_retired)
         valid, belief = self.times(None, None)
-        with translate():
-            world = self.named_scope(scope)
-            after = self._after(cursor)
-            nids = queries.descendants(
-                self.conn,
-                world,
-                valid,
-                belief,
-                memberships=sorted(rules.membership),
-                node_type=node_type,
-                include_superseded=include_retired,
-                limit=limit + 1,  # one more than asked: whether another page follows
-                after=after,
-                tag=label,
-                newest_first=newest_first,
-            )
-            nodes = self.store.load_nodes(nids[:limit], rules.annotate)
+        world = self.named_scope(scope)
+        after = self._after(cursor)
+        nids = queries.descendants(
+            self.conn,
+            world,
+            valid,
+            belief,
+            memberships=sorted(rules.membership),
+            node_type=node_type,
+            include_superseded=include_retired,
+            limit=limit + 1,  # one more than asked: whether another page follows
+            after=after,
+            tag=label,
+            newest_first=newest_first,
+        )
+        nodes = self.store.load_nodes(nids[:limit], rules.annotate)
         return Page(tuple(nodes), nodes[-1].id if len(nids) > limit else None)
 
     def current_in(self, scope: str, tag: str | None = None) -> tuple[list[int], list[int]]:
@@ -221,30 +218,28 @@ class Reader:
         """
         valid, belief = self.times(None, None)
         label = None if tag is None else checks.tag(tag)
-        with translate():
-            world = self.named_scope(scope)
-            nids = self._own(world, valid, belief, include_superseded=False, tag=label)
-            nodes = self.store.load_nodes(nids)
-            held = queries.linked(
-                self.conn, ("contains",), [world], None, valid, belief, towards=False, include_superseded=False
-            )
-            if label is not None:
-                far = self.store.load_nodes([dst for _, _, dst, _ in held])
-                held = [edge for edge, node in zip(held, far, strict=True) if carries(node, label)]
-            owned = [
-                nid
-                for nid, node in zip(nids, nodes, strict=True)
-                if not node.retired and node.type != "Entity" and node.members == 0
-            ]
-            return owned, [eid for eid, _, _, _ in held]
+        world = self.named_scope(scope)
+        nids = self._own(world, valid, belief, include_superseded=False, tag=label)
+        nodes = self.store.load_nodes(nids)
+        held = queries.linked(
+            self.conn, ("contains",), [world], None, valid, belief, towards=False, include_superseded=False
+        )
+        if label is not None:
+            far = self.store.load_nodes([dst for _, _, dst, _ in held])
+            held = [edge for edge, node in zip(held, far, strict=True) if carries(node, label)]
+        owned = [
+            nid
+            for nid, node in zip(nids, nodes, strict=True)
+            if not node.retired and node.type != "Entity" and node.members == 0
+        ]
+        return owned, [eid for eid, _, _, _ in held]
 
     def tagged(self, scope: str, tag: str) -> tuple[int, list[int]]:
         """The scope's nid and its own notes carrying ``tag``, in any state: what ``purge_tagged`` erases."""
         label = checks.tag(tag)
         valid, belief = self.times(None, None)
-        with translate():
-            world = self.named_scope(scope)
-            return world, self._own(world, valid, belief, include_superseded=True, tag=label)
+        world = self.named_scope(scope)
+        return world, self._own(world, valid, belief, include_superseded=True, tag=label)
 
     def _own(self, world: int, valid: str, belief: str, *, include_superseded: bool, tag: str | None) -> list[int]:
         """Every node of ``world`` by its parents (not what it holds through edges), visible at these times."""
@@ -279,21 +274,19 @@ class Reader:
     def read(self, ref: str, *, as_of: TimeLike | None = None, known_as_of: TimeLike | None = None) -> Node:
         """A node by id or unique prefix (any version). With ``as_of``, only if visible then."""
         self.settle(indexes=False)
-        with translate():
-            nid = self.store.resolve(ref)
-            if as_of is not None or known_as_of is not None:
-                valid, belief = self.times(as_of, known_as_of)
-                if not queries.is_visible(self.conn, nid, valid, belief):
-                    raise NotFound(f"{ref} was not valid at {valid} as known at {belief}")
-            return self.store.to_node(self.store.node_row(nid), self.rules(True).annotate)
+        nid = self.store.resolve(ref)
+        if as_of is not None or known_as_of is not None:
+            valid, belief = self.times(as_of, known_as_of)
+            if not queries.is_visible(self.conn, nid, valid, belief):
+                raise NotFound(f"{ref} was not valid at {valid} as known at {belief}")
+        return self.store.to_node(self.store.node_row(nid), self.rules(True).annotate)
 
     def history(self, ref: str) -> list[Node]:
         """Every version of a memory (joined by supersedes), oldest valid time first."""
         self.settle(indexes=False)
-        with translate():
-            versions = traverse.closure(self.store.resolve(ref), self.store.version_links)
-            nodes = self.store.load_nodes(sorted(versions), self.rules(True).annotate)
-            return sorted(nodes, key=lambda n: (n.valid_at, n.created_at, n.id))
+        versions = traverse.closure(self.store.resolve(ref), self.store.version_links)
+        nodes = self.store.load_nodes(sorted(versions), self.rules(True).annotate)
+        return sorted(nodes, key=lambda n: (n.valid_at, n.created_at, n.id))
 
     def nodes(
         self,
@@ -310,19 +303,18 @@ class Reader:
         valid, belief = self.times(as_of, known_as_of)
         rules = self.rules(include_superseded)
         node_type = checks.text(type, "type", required=False)
-        with translate():
-            start = self.store.resolve(world) if world is not None else self.root_nid
-            nids = queries.descendants(
-                self.conn,
-                start,
-                valid,
-                belief,
-                memberships=sorted(rules.membership),
-                node_type=node_type,
-                include_superseded=include_superseded,
-                limit=checks.whole(limit, "limit", least=1, most=1_000_000),
-            )
-            return self.store.load_nodes(nids, rules.annotate)
+        start = self.store.resolve(world) if world is not None else self.root_nid
+        nids = queries.descendants(
+            self.conn,
+            start,
+            valid,
+            belief,
+            memberships=sorted(rules.membership),
+            node_type=node_type,
+            include_superseded=include_superseded,
+            limit=checks.whole(limit, "limit", least=1, most=1_000_000),
+        )
+        return self.store.load_nodes(nids, rules.annotate)
 
     def neighbours(
         self,
@@ -341,25 +333,24 @@ class Reader:
         for edge_type in checks.names(types, "types", "['refers_to', 'causes']") or ():
             self.registry.get(edge_type)
         annotate = self.rules(include_superseded).annotate
-        with translate():
-            seed = self.store.resolve(ref)
-            edge_pred = visible_sql("e") if not include_superseded else believed_sql("e")
-            node_pred = visible_sql("s") if not include_superseded else believed_sql("s")
-            edges: list[EdgeRow] = []
-            far_rows: dict[int, NodeRow] = {}
-            for outgoing in (True, False):
-                if way is not Direction.BOTH and (way is Direction.OUT) != outgoing:
+        seed = self.store.resolve(ref)
+        edge_pred = visible_sql("e") if not include_superseded else believed_sql("e")
+        node_pred = visible_sql("s") if not include_superseded else believed_sql("s")
+        edges: list[EdgeRow] = []
+        far_rows: dict[int, NodeRow] = {}
+        for outgoing in (True, False):
+            if way is not Direction.BOTH and (way is Direction.OUT) != outgoing:
+                continue
+            for edge_row, node_row in self.store.hop(
+                seed, outgoing=outgoing, edge_pred=edge_pred, node_pred=node_pred, params=(valid, belief)
+            ):
+                if types and edge_row.type not in types:
                     continue
-                for edge_row, node_row in self.store.hop(
-                    seed, outgoing=outgoing, edge_pred=edge_pred, node_pred=node_pred, params=(valid, belief)
-                ):
-                    if types and edge_row.type not in types:
-                        continue
-                    edges.append(edge_row)
-                    far_rows.setdefault(node_row.nid, node_row)
-            rows = [self.store.node_row(seed), *far_rows.values()]
-            nodes = self.store.to_nodes(rows, annotate)
-            return Subgraph(tuple(nodes), tuple(self.store.to_edge(e) for e in edges))
+                edges.append(edge_row)
+                far_rows.setdefault(node_row.nid, node_row)
+        rows = [self.store.node_row(seed), *far_rows.values()]
+        nodes = self.store.to_nodes(rows, annotate)
+        return Subgraph(tuple(nodes), tuple(self.store.to_edge(e) for e in edges))
 
     # ---- search -----------------------------------------------------------------------
 
@@ -379,22 +370,21 @@ class Reader:
         k = checks.whole(k, "k", least=1, most=10_000)
         valid, belief = self.times(as_of, known_as_of)
         rules = self.rules(include_superseded)
-        with translate():
-            worlds = [self.named_scope(str(ref)) for ref in checks.scope_refs(scope)] if scope is not None else []
-            if not query:
-                return []
-            hits = queries.bm25(
-                self.conn,
-                query,
-                valid,
-                belief,
-                k=k,
-                include_superseded=include_superseded,
-                worlds=worlds,
-                memberships=sorted(rules.membership),
-            )
-            nodes = self.store.load_nodes([nid for nid, _ in hits], rules.annotate)
-            return [(node, score) for node, (_, score) in zip(nodes, hits, strict=True)]
+        worlds = [self.named_scope(str(ref)) for ref in checks.scope_refs(scope)] if scope is not None else []
+        if not query:
+            return []
+        hits = queries.bm25(
+            self.conn,
+            query,
+            valid,
+            belief,
+            k=k,
+            include_superseded=include_superseded,
+            worlds=worlds,
+            memberships=sorted(rules.membership),
+        )
+        nodes = self.store.load_nodes([nid for nid, _ in hits], rules.annotate)
+        return [(node, score) for node, (_, score) in zip(nodes, hits, strict=True)]
 
     def nearest(
         self,
@@ -412,11 +402,10 @@ class Reader:
         vector = self.query_vector(query)
         checks.names(types, "types", "['Turn', 'Fact']")
         k = checks.whole(k, "k", least=1, most=4096)
-        with translate():
-            view = self.view(as_of, known_as_of, include_superseded, world=world)
-            kept = lanes.nearest(view, vector, k, types)
-            nodes = view.nodes([nid for nid, _ in kept])
-            return [(node, score) for node, (_, score) in zip(nodes, kept, strict=True)]
+        view = self.view(as_of, known_as_of, include_superseded, world=world)
+        kept = lanes.nearest(view, vector, k, types)
+        nodes = view.nodes([nid for nid, _ in kept])
+        return [(node, score) for node, (_, score) in zip(nodes, kept, strict=True)]
 
     def nearest_in(self, vector: np.ndarray, k: int, world: int, types: Sequence[str]) -> list[tuple[int, float]]:
         """(nid, cosine) of the ``k`` nodes of ``types`` inside ``world`` nearest to a unit ``vector``, visible now."""
@@ -456,30 +445,29 @@ class Reader:
             if not isinstance(value, bool):
                 raise InvalidInput(f"{flag} must be True or False, got {value!r}")
         floor = None if min_confidence is None else checks.share(min_confidence, "min_confidence")
-        with translate():
-            inside = [self.scope_id(str(ref)) for ref in checks.scope_refs(scope)] if scope is not None else world
-            view = self.view(as_of, known_as_of, include_superseded, world=inside, include_cold=include_cold)
-            index = view.index()  # caught up once, for the lanes and the confidence alike
-            embed = None if view.embed is None else functools.lru_cache(maxsize=2)(view.embed)  # once, beside what_else
-            view = replace(view, index=lambda: index, embed=embed)
-            with blas.one_thread():
-                # the signals read the first BACKGROUND hits whatever k is: the same first hit is as sure at k = 1
-                head = max(k, confidence.BACKGROUND)
-                if keep is None:
-                    hits = hybrid_recall(view, text, k=head, reranker=reranker, late=late)
-                else:  # the hits it admits, ranked as usual, looking deeper while fewer than k pass
-                    for depth in (max(head, LANE_DEPTH), FILTER_DEPTH):
-                        found = hybrid_recall(view, text, k=depth, reranker=reranker, late=late)
-                        hits = [hit for hit in found if keep.admits(hit)][:head]
-                        if len(hits) >= k or len(found) < depth:
-                            break
-                signal = confidence.signals(view, text, view.embed(text) if view.embed else None, hits)
-                hits = hits[:k]
-            sure = confidence.confidence(signal)
-            during_read = None if keep is None else keep.period
-            if floor is not None and sure < floor:  # found, but not likely to answer: nothing relevant
-                return Recall(text, (), view.valid, view.belief, sure, signal, withheld=bool(hits), during=during_read)
-            return Recall(text, tuple(hits), view.valid, view.belief, sure, signal, during=during_read)
+        inside = [self.scope_id(str(ref)) for ref in checks.scope_refs(scope)] if scope is not None else world
+        view = self.view(as_of, known_as_of, include_superseded, world=inside, include_cold=include_cold)
+        index = view.index()  # caught up once, for the lanes and the confidence alike
+        embed = None if view.embed is None else functools.lru_cache(maxsize=2)(view.embed)  # once, beside what_else
+        view = replace(view, index=lambda: index, embed=embed)
+        with blas.one_thread():
+            # the signals read the first BACKGROUND hits whatever k is: the same first hit is as sure at k = 1
+            head = max(k, confidence.BACKGROUND)
+            if keep is None:
+                hits = hybrid_recall(view, text, k=head, reranker=reranker, late=late)
+            else:  # the hits it admits, ranked as usual, looking deeper while fewer than k pass
+                for depth in (max(head, LANE_DEPTH), FILTER_DEPTH):
+                    found = hybrid_recall(view, text, k=depth, reranker=reranker, late=late)
+                    hits = [hit for hit in found if keep.admits(hit)][:head]
+                    if len(hits) >= k or len(found) < depth:
+                        break
+            signal = confidence.signals(view, text, view.embed(text) if view.embed else None, hits)
+            hits = hits[:k]
+        sure = confidence.confidence(signal)
+        during_read = None if keep is None else keep.period
+        if floor is not None and sure < floor:  # found, but not likely to answer: nothing relevant
+            return Recall(text, (), view.valid, view.belief, sure, signal, withheld=bool(hits), during=during_read)
+        return Recall(text, tuple(hits), view.valid, view.belief, sure, signal, during=during_read)
 
     def _keep(self, type: object, tag: object, during: object) -> HitFilter | None:
         """The hits a filtered recall keeps (None: no filter), its arguments checked before anything runs."""
@@ -508,22 +496,19 @@ class Reader:
         check_query(spec)
         self.settle()
         checks.whole(spec.k, "k", least=1, most=10_000)
-        with translate():
-            view = self.view(spec.as_of, spec.known_as_of, spec.include_superseded, world=spec.world)
-            vector = None if spec.vector is None else self.query_vector(spec.vector)
-            result = execute(view, spec, vector)
-            edges = tuple(self.store.to_edge(self.store.edge_row(eid)) for eid in result.eids)
-            return Subgraph(tuple(view.nodes(result.nids)), edges)
+        view = self.view(spec.as_of, spec.known_as_of, spec.include_superseded, world=spec.world)
+        vector = None if spec.vector is None else self.query_vector(spec.vector)
+        result = execute(view, spec, vector)
+        edges = tuple(self.store.to_edge(self.store.edge_row(eid)) for eid in result.eids)
+        return Subgraph(tuple(view.nodes(result.nids)), edges)
 
     # ---- identities -------------------------------------------------------------------
 
     def merge_proposals(self, status: MergeStatus | str | None) -> list[MergeProposal]:
-        with translate():
-            return self.store.proposals(checks.choice(MergeStatus, status, "status") if status is not None else None)
+        return self.store.proposals(checks.choice(MergeStatus, status, "status") if status is not None else None)
 
     def merge_proposal(self, pid: object) -> MergeProposal:
-        with translate():
-            return self.store.proposal_row(checks.proposal_number(pid))
+        return self.store.proposal_row(checks.proposal_number(pid))
 
     def class_nids(self, ref: str) -> set[int]:
         """Every node joined to ``ref`` through accepted same_as, transitively."""
@@ -554,18 +539,16 @@ class Reader:
 
     def root_of(self, world: str | None, *, as_of: TimeLike | None) -> str:
         """The Merkle root of a world (the whole store by default), now or as committed at ``as_of``."""
-        with translate():
-            nid = self.store.resolve(world) if world is not None else self.root_nid
-            if as_of is None:
-                return self.store.node_row(nid).root.hex()
-            when = parse_time(as_of, field="as_of")
-            found = queries.root_at(self.conn, nid, when)
-            if found is None:
-                raise NotFound(f"world {nid} had no members yet at {when}")
-            return found.hex()
+        nid = self.store.resolve(world) if world is not None else self.root_nid
+        if as_of is None:
+            return self.store.node_row(nid).root.hex()
+        when = parse_time(as_of, field="as_of")
+        found = queries.root_at(self.conn, nid, when)
+        if found is None:
+            raise NotFound(f"world {nid} had no members yet at {when}")
+        return found.hex()
 
     def root_history(self, world: str | None) -> list[tuple[str, str, int]]:
         """(committed at, root, member count) for every change of a world's root, oldest first."""
-        with translate():
-            nid = self.store.resolve(world) if world is not None else self.root_nid
-            return [(at, root.hex(), size) for at, root, size in queries.root_log(self.conn, nid)]
+        nid = self.store.resolve(world) if world is not None else self.root_nid
+        return [(at, root.hex(), size) for at, root, size in queries.root_log(self.conn, nid)]

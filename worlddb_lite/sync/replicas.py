@@ -43,7 +43,7 @@ from .. import checks
 from ..consolidate import sweep
 from ..errors import InvalidInput, WorldDBError
 from ..ops import maintenance, purge
-from ..store.connection import connect, engine_write, translate
+from ..store.connection import connect, engine_write
 from ..store.migrations import legacy_digest
 from ..text.dates import system_clock
 from ..write.reconciler import Reconciler
@@ -63,9 +63,8 @@ APPLIED_UPTO = "sync_applied_upto"
 
 def token(r: Reconciler) -> str:
     """What this store has seen: its own id and last change, then each peer's id, the change seen and its tip."""
-    with translate():
-        me = f"{sync_rows.store_id(r.conn)}:{sync_rows.last_seq(r.conn)}"
-        return ",".join([me, *(f"{other}:{seen}:{tip}" for other, seen, tip in sync_rows.peers(r.conn))])
+    me = f"{sync_rows.store_id(r.conn)}:{sync_rows.last_seq(r.conn)}"
+    return ",".join([me, *(f"{other}:{seen}:{tip}" for other, seen, tip in sync_rows.peers(r.conn))])
 
 
 _TIP = re.compile(r"^[0-9a-f]{0,64}$")  # a change's random stamp, as a token entry carries it
@@ -193,46 +192,44 @@ def changes(
     conn, store = r.conn, r.store
     stack = contextlib.ExitStack()
     if conn.getautocommit():
-        with translate():
-            conn.execute("begin")
+        conn.execute("begin")
         stack.callback(lambda: conn.execute("commit") if not conn.getautocommit() else None)
     try:
-        with translate():
-            me = sync_rows.store_id(conn)
-            pairs = parse_token(token_text)
-            receiver = pairs[0][0] if pairs else None
-            if receiver == me:
-                raise InvalidInput(
-                    "the token is this store's own: give the receiving store's token (`worlddb token RECEIVER`)"
-                )
-            entry = next(((n, t) for other, n, t in pairs[1:] if other == me), None)
-            upto = sync_rows.last_seq(conn)
-            # a receiver that never saw this store is sent everything; so is one whose count names numbers this
-            # file handed out again (a restore from an older copy): merging what it holds changes nothing
-            seen, digest = entry if entry is not None else (0, None)
-            stale = seen > upto or (seen > 0 and digest is not None and sync_rows.tip(conn, seen) != digest)
-            reset = entry is None or stale
-            if reset:
-                seen = 0
-            # what this store adopted from the receiver stays home: the receiver holds it, unless it lost changes
-            # of its own since (a restore), which the claim lets it find out (``apply``; sync/replicas.py docstring)
-            heard = None if reset or receiver is None else sync_rows.heard(conn, receiver)
-            besides = None if heard is None else heard[0]
-            picked = _selection(r, root, seen, upto, scopes, everything=reset, besides=besides)
-            tops = [root] if not scopes else sorted({t for s in scopes for t in transfer.scope_tops(r, root, s)})
-            header = {
-                "store_id": me,
-                "seq": upto,
-                "tip": sync_rows.tip(conn, upto),
-                "since": seen,
-                "reset": reset,
-                "legacy": legacy_digest(conn),
-                "store_root": store.header(root).id.hex(),
-                "scopes": list(scopes) if scopes else None,
-                "roots": {store.header(t).id.hex(): store.root_of(t).hex() for t in tops},
-                "sent_at": r.now(),
-                "echo": None if heard is None else {"seen": heard[1], "tip": heard[2]},
-            }
+        me = sync_rows.store_id(conn)
+        pairs = parse_token(token_text)
+        receiver = pairs[0][0] if pairs else None
+        if receiver == me:
+            raise InvalidInput(
+                "the token is this store's own: give the receiving store's token (`worlddb token RECEIVER`)"
+            )
+        entry = next(((n, t) for other, n, t in pairs[1:] if other == me), None)
+        upto = sync_rows.last_seq(conn)
+        # a receiver that never saw this store is sent everything; so is one whose count names numbers this
+        # file handed out again (a restore from an older copy): merging what it holds changes nothing
+        seen, digest = entry if entry is not None else (0, None)
+        stale = seen > upto or (seen > 0 and digest is not None and sync_rows.tip(conn, seen) != digest)
+        reset = entry is None or stale
+        if reset:
+            seen = 0
+        # what this store adopted from the receiver stays home: the receiver holds it, unless it lost changes
+        # of its own since (a restore), which the claim lets it find out (``apply``; sync/replicas.py docstring)
+        heard = None if reset or receiver is None else sync_rows.heard(conn, receiver)
+        besides = None if heard is None else heard[0]
+        picked = _selection(r, root, seen, upto, scopes, everything=reset, besides=besides)
+        tops = [root] if not scopes else sorted({t for s in scopes for t in transfer.scope_tops(r, root, s)})
+        header = {
+            "store_id": me,
+            "seq": upto,
+            "tip": sync_rows.tip(conn, upto),
+            "since": seen,
+            "reset": reset,
+            "legacy": legacy_digest(conn),
+            "store_root": store.header(root).id.hex(),
+            "scopes": list(scopes) if scopes else None,
+            "roots": {store.header(t).id.hex(): store.root_of(t).hex() for t in tops},
+            "sent_at": r.now(),
+            "echo": None if heard is None else {"seen": heard[1], "tip": heard[2]},
+        }
     except BaseException:
         stack.close()
         raise
@@ -258,7 +255,7 @@ def _records(
 ) -> Generator[dict[str, Any], None, None]:
     """Nodes (parents first), edges, aliases, proposals: each in its export record's form."""
     conn, store = r.conn, r.store
-    with stack, translate():
+    with stack:
         nodes = sorted(picked["node"])
         histories = sync_rows.state_changes(conn, "node", nodes)
         for start in range(0, len(nodes), 4096):
@@ -351,8 +348,7 @@ def apply(
     and sweeps for contradictions around what arrived (``sweep_arrived``).
     """
     conn, store = r.conn, r.store
-    with translate():
-        me, mine = sync_rows.store_id(conn), legacy_digest(conn)
+    me, mine = sync_rows.store_id(conn), legacy_digest(conn)
     parsed = transfer.Parsed({})
 
     def header_first(header: dict[str, Any]) -> None:  # before any record is parsed: a foreign set costs nothing
@@ -388,12 +384,10 @@ def apply(
     # change is not here (a restore from an older copy), this store may lack some of it, and counts
     # nothing of the sender as seen, so its next set holds everything
     echo = header.get("echo")
-    with translate():
-        lost = echo is not None and sync_rows.tip(conn, echo["seen"]) != echo["tip"]
+    lost = echo is not None and sync_rows.tip(conn, echo["seen"]) != echo["tip"]
     planned = transfer.plan(r, root, parsed, partial=lost)
     tombstones = [bytes.fromhex(h) for h, (_, rec) in parsed.nodes.items() if rec["body"] is None]
-    with translate():
-        erase = sync_rows.live(conn, tombstones) if tombstones else []
+    erase = sync_rows.live(conn, tombstones) if tombstones else []
     mark = None
     if erase:
         store.secure_delete(True)  # freed space is zeroed, as a local purge does
@@ -427,12 +421,11 @@ def apply(
     finally:
         if erase:
             store.secure_delete(False)
-    with translate():
-        worlds = []
-        for hex_id, sent in header["roots"].items():
-            nid = store.nid_of(bytes.fromhex(hex_id)) if re.fullmatch(r"[0-9a-f]{64}", hex_id) else None
-            now = store.root_of(nid).hex() if nid is not None else None
-            worlds.append({"id": hex_id, "sender_root": sent, "root": now, "same": now == sent})
+    worlds = []
+    for hex_id, sent in header["roots"].items():
+        nid = store.nid_of(bytes.fromhex(hex_id)) if re.fullmatch(r"[0-9a-f]{64}", hex_id) else None
+        now = store.root_of(nid).hex() if nid is not None else None
+        worlds.append({"id": hex_id, "sender_root": sent, "root": now, "same": now == sent})
     summary.update(
         {
             "from": header["store_id"],
@@ -458,13 +451,12 @@ def receive(
     r = writer.reconciler
     summary, mark = apply(r, root, source)
     if mark is not None:
-        with translate():
-            summary["checkpoint"] = maintenance.finish_wipe(r.conn, r.store, wait=True, mark=mark)
+        summary["checkpoint"] = maintenance.finish_wipe(r.conn, r.store, wait=True, mark=mark)
     summary["swept"] = 0
     if sweep_after:
         try:
             summary["swept"] = sweep_arrived(writer)
-        except WorldDBError as exc:
+        except (WorldDBError, apsw.Error) as exc:  # reported, not raised: the set has committed
             summary["sweep_failed"] = str(exc)
     return summary
 
@@ -523,14 +515,13 @@ def sweep_arrived(writer: Writer) -> int:
     written while the mark waits.
     """
     conn = writer.conn
-    with translate():
-        held = writer.store.meta_values([SWEPT_UPTO]).get(SWEPT_UPTO)
-        if held is None:
-            return 0
-        upto = sync_rows.last_seq(conn)
-        near = sync_rows.touched_since(conn, int(held), upto)
+    held = writer.store.meta_values([SWEPT_UPTO]).get(SWEPT_UPTO)
+    if held is None:
+        return 0
+    upto = sync_rows.last_seq(conn)
+    near = sync_rows.touched_since(conn, int(held), upto)
     done = sweep.sweep(writer, near=near) if near else 0
-    with writer.transaction(), translate():
+    with writer.transaction():
         marks = writer.store.meta_values([SWEPT_UPTO, APPLIED_UPTO])
         if int(marks.get(APPLIED_UPTO, "0")) <= upto:
             writer.store.delete_meta([SWEPT_UPTO])
@@ -546,11 +537,10 @@ def make_replica(r: Reconciler, path: str) -> str:
     changed since; the copy's rows are marked as the original's (change_log.origin).
     """
     new = uuid.uuid4().hex
-    with translate():
-        original = sync_rows.store_id(r.conn)
+    original = sync_rows.store_id(r.conn)
     conn = connect(path, create=False)
     try:
-        with translate(), conn, engine_write(conn):  # version 12: meta and sync_peer are guarded
+        with conn, engine_write(conn):  # version 12: meta and sync_peer are guarded
             sync_rows.set_store_id(conn, new)
             peer = sync_rows.add_peer(conn, original)
             seq = sync_rows.last_seq(conn)
@@ -559,6 +549,6 @@ def make_replica(r: Reconciler, path: str) -> str:
             sync_rows.attribute(conn, peer)
     finally:
         conn.close()
-    with translate(), r.conn, engine_write(r.conn):
+    with r.conn, engine_write(r.conn):
         sync_rows.saw(r.conn, sync_rows.add_peer(r.conn, new), seq, digest, system_clock(), reset=True)
     return new

@@ -30,7 +30,6 @@ from typing import Any
 from .. import checks
 from ..errors import InvalidInput, InvalidTime, NotFound
 from ..models.embed import embed_checked, embedding_text
-from ..store.connection import translate
 from ..store.hashing import canonical_json, edge_body, edge_id, nfc, node_id
 from ..store.merkle_replay import replay
 from ..store.rows import EdgeRow, NodeRow, Store, added_text
@@ -220,51 +219,47 @@ def export_records(r: Reconciler, root: int, scope: str | None = None) -> Iterat
     conn, store = r.conn, r.store
     with contextlib.ExitStack() as stack:
         if conn.getautocommit():
-            with translate():
-                conn.execute("begin")
+            conn.execute("begin")
             stack.callback(lambda: conn.execute("commit") if not conn.getautocommit() else None)
-        with translate():
-            tops, chosen, whole = _chosen(r, root, scope)
-            meta = store.meta_values(["embedder_id", "embedder_dim"])
+        tops, chosen, whole = _chosen(r, root, scope)
+        meta = store.meta_values(["embedder_id", "embedder_dim"])
+        yield {
+            "kind": "header",
+            "format": FORMAT,
+            "version": VERSION,
+            "package": _package_version(),
+            "store_root": store.header(root).id.hex(),
+            "scope": scope,
+            "worlds": {store.header(t).id.hex(): store.root_of(t).hex() for t in tops},
+            "embedder": meta.get("embedder_id"),
+            "dim": int(meta.get("embedder_dim", r.dim)),
+            "exported_at": r.now(),
+        }
+        node_changes = transfer_rows.state_changes(conn, "node")
+        logged = transfer_rows.logged_roots(conn, whole)
+        rows = store.iter_node_rows("where n.parent is not null order by n.depth, n.nid", ())
+        while batch := list(itertools.islice(rows, 4096)):
+            texts = transfer_rows.fts_rows(conn, [row.nid for row in batch if row.nid in chosen])
+            for row in batch:
+                if row.nid in chosen:
+                    yield node_record(r, row, node_changes.get(row.nid, []), logged.get(row.nid), texts)
+        edge_changes = transfer_rows.state_changes(conn, "edge")
+        for eid in list(transfer_rows.edges_within(conn, chosen)):
+            yield edge_record(r, store.edge_row(eid), edge_changes.get(eid, []))
+        for nid, alias, _norm, source, created_at in list(transfer_rows.aliases_of(conn, chosen)):
+            yield alias_record(r, nid, alias, source, created_at)
+        for proposal in list(transfer_rows.proposals_within(conn, chosen)):
+            yield proposal_record(r, proposal)
+        for turn, in_scope, said_at, said_in, speaker, enqueued_at in list(transfer_rows.queued_within(conn, chosen)):
             yield {
-                "kind": "header",
-                "format": FORMAT,
-                "version": VERSION,
-                "package": _package_version(),
-                "store_root": store.header(root).id.hex(),
-                "scope": scope,
-                "worlds": {store.header(t).id.hex(): store.root_of(t).hex() for t in tops},
-                "embedder": meta.get("embedder_id"),
-                "dim": int(meta.get("embedder_dim", r.dim)),
-                "exported_at": r.now(),
+                "kind": "queued",
+                "turn": store.header(turn).id.hex(),
+                "scope": store.header(in_scope).id.hex(),
+                "said_at": said_at,
+                "said_in": said_in,
+                "speaker": speaker,
+                "enqueued_at": enqueued_at,
             }
-            node_changes = transfer_rows.state_changes(conn, "node")
-            logged = transfer_rows.logged_roots(conn, whole)
-            rows = store.iter_node_rows("where n.parent is not null order by n.depth, n.nid", ())
-            while batch := list(itertools.islice(rows, 4096)):
-                texts = transfer_rows.fts_rows(conn, [row.nid for row in batch if row.nid in chosen])
-                for row in batch:
-                    if row.nid in chosen:
-                        yield node_record(r, row, node_changes.get(row.nid, []), logged.get(row.nid), texts)
-            edge_changes = transfer_rows.state_changes(conn, "edge")
-            for eid in list(transfer_rows.edges_within(conn, chosen)):
-                yield edge_record(r, store.edge_row(eid), edge_changes.get(eid, []))
-            for nid, alias, _norm, source, created_at in list(transfer_rows.aliases_of(conn, chosen)):
-                yield alias_record(r, nid, alias, source, created_at)
-            for proposal in list(transfer_rows.proposals_within(conn, chosen)):
-                yield proposal_record(r, proposal)
-            for turn, in_scope, said_at, said_in, speaker, enqueued_at in list(
-                transfer_rows.queued_within(conn, chosen)
-            ):
-                yield {
-                    "kind": "queued",
-                    "turn": store.header(turn).id.hex(),
-                    "scope": store.header(in_scope).id.hex(),
-                    "said_at": said_at,
-                    "said_in": said_in,
-                    "speaker": speaker,
-                    "enqueued_at": enqueued_at,
-                }
 
 
 # ---- checking a file ------------------------------------------------------------------------
@@ -745,28 +740,27 @@ def plan(r: Reconciler, root: int, parsed: Parsed, *, partial: bool = False) -> 
     ``partial``: a change set that may lack rows this store lost (``_merges_whole``).
     """
     store = r.store
-    with translate():
-        root_hex = store.header(root).id.hex()
-        if parsed.header["store_root"] != root_hex:
-            raise _bad(1, "field 'store_root' names another root than this store's; it is not a worlddb export")
-        outside = {ref for _, _, ref in _references(parsed) if ref not in parsed.nodes}
-        found = store.nids_of([bytes.fromhex(h) for h in sorted(outside)])
-        nids = {raw.hex(): nid for raw, nid in found.items()}
-        nids[root_hex] = root
-        for line, name, ref in _references(parsed):
-            if ref not in parsed.nodes and ref not in nids:
-                raise _bad(line, f"field {name!r} names {ref[:16]}…, which neither the file nor this store holds")
-        held = store.nids_of([bytes.fromhex(h) for h in parsed.nodes])
-        unheld = {h for h in parsed.nodes if bytes.fromhex(h) not in held}
-        new = {h for h in unheld if parsed.nodes[h][1]["body"] is not None}
-        _purged_in_time(store, parsed, held)
-        unknown = sorted({rec["type"] for _, rec in parsed.edges} - set(r.registry.names()))
-        if unknown:  # its handler's rules could not be kept: this store cannot tell a good edge of it from a bad
-            line = next(line for line, rec in parsed.edges if rec["type"] == unknown[0])
-            said = f"edge type {unknown[0]!r} is not registered here; register it (or, if the sender runs a newer "
-            raise _bad(line, said + "worlddb_lite, upgrade this device), then apply the file")
-        _superseded_closed(store, parsed, held)
-        _merges_whole(store, parsed, {**nids, **{raw.hex(): nid for raw, nid in held.items()}}, partial=partial)
+    root_hex = store.header(root).id.hex()
+    if parsed.header["store_root"] != root_hex:
+        raise _bad(1, "field 'store_root' names another root than this store's; it is not a worlddb export")
+    outside = {ref for _, _, ref in _references(parsed) if ref not in parsed.nodes}
+    found = store.nids_of([bytes.fromhex(h) for h in sorted(outside)])
+    nids = {raw.hex(): nid for raw, nid in found.items()}
+    nids[root_hex] = root
+    for line, name, ref in _references(parsed):
+        if ref not in parsed.nodes and ref not in nids:
+            raise _bad(line, f"field {name!r} names {ref[:16]}…, which neither the file nor this store holds")
+    held = store.nids_of([bytes.fromhex(h) for h in parsed.nodes])
+    unheld = {h for h in parsed.nodes if bytes.fromhex(h) not in held}
+    new = {h for h in unheld if parsed.nodes[h][1]["body"] is not None}
+    _purged_in_time(store, parsed, held)
+    unknown = sorted({rec["type"] for _, rec in parsed.edges} - set(r.registry.names()))
+    if unknown:  # its handler's rules could not be kept: this store cannot tell a good edge of it from a bad
+        line = next(line for line, rec in parsed.edges if rec["type"] == unknown[0])
+        said = f"edge type {unknown[0]!r} is not registered here; register it (or, if the sender runs a newer "
+        raise _bad(line, said + "worlddb_lite, upgrade this device), then apply the file")
+    _superseded_closed(store, parsed, held)
+    _merges_whole(store, parsed, {**nids, **{raw.hex(): nid for raw, nid in held.items()}}, partial=partial)
     return Plan(nids, _vectors(r, parsed, new), _latest(parsed, r.now()), unheld)
 
 
@@ -910,8 +904,7 @@ def _history_holds(conn: Any, parsed: Parsed, unheld: set[str]) -> None:
     sent = {hex_id: line for hex_id, (line, rec) in parsed.nodes.items() if rec.get("roots") and hex_id in unheld}
     if not sent:
         return
-    with translate():
-        _, wrong = replay(conn)
+    _, wrong = replay(conn)
     legacy = parsed.ords == {False}
     for divergence in wrong:
         if divergence.world in sent:
@@ -945,11 +938,10 @@ def import_records(r: Reconciler, root: int, lines: Iterable[str]) -> dict[str, 
         summary = write(txn, parsed, planned)
         txn.flush()  # the roots this import logs, then its history replayed: a file's logged roots are claims
         _history_holds(r.conn, parsed, planned.unheld)
-    with translate():
-        worlds = []
-        for hex_id, exported in header["worlds"].items():
-            now = store.root_of(store.resolve(hex_id)).hex()
-            worlds.append({"id": hex_id, "exported_root": exported, "root": now, "same": now == exported})
+    worlds = []
+    for hex_id, exported in header["worlds"].items():
+        now = store.root_of(store.resolve(hex_id)).hex()
+        worlds.append({"id": hex_id, "exported_root": exported, "root": now, "same": now == exported})
     summary["worlds"] = worlds
     summary["roots_agree"] = all(w["same"] for w in worlds)
     summary["scope"] = header.get("scope")

@@ -20,7 +20,6 @@ from typing import Any
 
 from .. import checks
 from ..store import queries, traverse
-from ..store.connection import translate
 from ..store.rows import Store
 from ..text.dates import TimeLike, parse_time
 from ..text.names import normalise_alias
@@ -60,8 +59,7 @@ def resolve(writer: Writer, found: Mention, *, world: int | None, tiebreaker: Ti
     Reads only.
     """
     writer.settle(indexes=False)  # edges (same_as classes); names are indexed at once
-    with translate():
-        return writer.resolver.resolve(found, world=world, tiebreaker=tiebreaker)
+    return writer.resolver.resolve(found, world=world, tiebreaker=tiebreaker)
 
 
 def resolve_in(

@@ -25,7 +25,6 @@ from typing import Any
 from .. import checks
 from ..errors import InvalidInput
 from ..store import queries
-from ..store.connection import translate
 from ..store.hashing import nfc
 from ..text.dates import TimeLike, parse_time
 from ..text.extract import Extractor, check_extractor
@@ -67,11 +66,10 @@ def add_turn(
         raise InvalidInput(f"the turn is dated {when}, after now ({now}); a memory cannot be from the future")
     with writer.transaction():
         home = writer.scope(home_name)
-        with translate():
-            name = named or _current_session(writer, home, home_name, when, gap)
+        name = named or _current_session(writer, home, home_name, when, gap)
         world = writer.world(f"{home_name} / {name}", parent=home, type="Session")
-        with translate():  # the windows of the new turn and of the turns it is "after" for reach no further back
-            turns = queries.session_turns(writer.conn, writer.store.resolve(world), REACH)
+        # the windows of the new turn and of the turns it is "after" for reach no further back
+        turns = queries.session_turns(writer.conn, writer.store.resolve(world), REACH)
         own = turn_props(checks.props(props) or {}, speaker=said_by, session=name, conversation=home_name)
         again = _said_again(writer, turns, nfc(text), said_by, when, own) if at is not None else None
         if again is not None:  # a retried append of a turn said at a given time: the turn already kept

@@ -27,7 +27,6 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from ..store import graph_rows, queries
-from ..store.connection import translate
 from ..text.extract import tells_change
 from ..text.slots import slot_words
 from ..text.stopwords import is_function_word
@@ -72,10 +71,7 @@ def link_updates(writer: Writer, source: str, text: str, *, scope: str, speaker:
 def carry_updates(writer: Writer, old: int, new: int) -> int:
     """An amended note keeps the links of the version it replaces, from memories still newer than it; how many."""
     now = writer.clock()
-    with translate():
-        links = queries.linked(
-            writer.conn, (MAY_UPDATE,), [old], None, now, now, towards=True, include_superseded=False
-        )
+    links = queries.linked(writer.conn, (MAY_UPDATE,), [old], None, now, now, towards=True, include_superseded=False)
     if not links:
         return 0
     starts = writer.store.node_row(new).valid_at
@@ -99,14 +95,12 @@ def missing_updates(writer: Writer) -> list[Update]:
     codes = [index.type_names[t] for t in (NOTE_TYPE, TURN_TYPE) if t in index.type_names]
     held = np.flatnonzero(index.pos >= 0)
     held = held[np.isin(index.type_code[held], codes)].tolist()
-    with translate():
-        linked = graph_rows.linked_pairs(writer.conn, MAY_UPDATE) | graph_rows.withdrawn_pairs(writer.conn, MAY_UPDATE)
+    linked = graph_rows.linked_pairs(writer.conn, MAY_UPDATE) | graph_rows.withdrawn_pairs(writer.conn, MAY_UPDATE)
     out: list[Update] = []
     for start in range(0, len(held), BATCH):
         chunk = held[start : start + BATCH]
-        with translate():
-            current = graph_rows.current_among(writer.conn, chunk)
-            texts = graph_rows.contents(writer.conn, [nid for nid in chunk if nid in current])
+        current = graph_rows.current_among(writer.conn, chunk)
+        texts = graph_rows.contents(writer.conn, [nid for nid in chunk if nid in current])
         changes = [nid for nid in chunk if nid in texts and tells_change(texts[nid])]
         for nid, node in zip(changes, writer.store.load_nodes(changes), strict=True):
             person = _person(writer, node)
@@ -128,8 +122,7 @@ def _updates(writer: Writer, nid: int, newer: Node, text: str, person: str, home
     searched = [n for n, _ in index.search(vector, SEARCHED, world=home, types=[NOTE_TYPE], rough=True) if n != nid]
     exact = index.cosines(searched, vector)
     found = sorted(exact.items(), key=lambda item: (-item[1], item[0]))
-    with translate():
-        current = graph_rows.current_among(writer.conn, [n for n, _ in found])
+    current = graph_rows.current_among(writer.conn, [n for n, _ in found])
     near = [(n, cosine) for n, cosine in found if n in current and cosine >= SAME_THING][:NEAREST]
     if not near:
         return []

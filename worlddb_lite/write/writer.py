@@ -22,7 +22,6 @@ from ..edges import EndView
 from ..errors import InvalidInput, NotCurrent
 from ..models.embed import Embedder, embed_checked, embedding_text
 from ..store import queries
-from ..store.connection import translate
 from ..store.rows import Store
 from ..text.dates import Clock, TimeLike, parse_time
 from ..text.names import normalise_alias
@@ -121,14 +120,12 @@ class Writer:
         """
         active = self.reconciler.active
         if active is not None:
-            with translate():
-                active.write_pending(indexes=indexes)
+            active.write_pending(indexes=indexes)
 
     def set_word_context(self, rows: Sequence[tuple[str | None, int]]) -> None:
         """Rewrite turns' words-only context, (context, nid) pairs; rows queued in this transaction go first."""
         self.settle()
-        with translate():
-            self.store.set_word_context(rows)
+        self.store.set_word_context(rows)
 
     # ---- worlds -------------------------------------------------------------------
 
@@ -228,14 +225,12 @@ class Writer:
         The same content written again finds its purged node (content addressing). Only a world
         that holds a purged child can say yes, so a new session costs one index probe, not the ids.
         """
-        with translate():
-            if not queries.holds_purged(self.conn, self.store.resolve(world)):
-                return [False] * len(records)
+        if not queries.holds_purged(self.conn, self.store.resolve(world)):
+            return [False] * len(records)
         with self.transaction() as txn:
             ids = txn.node_ids(self.specs(txn, records))
-        with translate():
-            existing = self.store.nids_of(ids)
-            kept = set(queries.with_text(self.conn, list(existing.values())))
+        existing = self.store.nids_of(ids)
+        kept = set(queries.with_text(self.conn, list(existing.values())))
         return [raw in existing and existing[raw] not in kept for raw in ids]
 
     def amend(
@@ -337,26 +332,23 @@ class Writer:
     def read(self, ref: str) -> Node:
         """A node by id or unique prefix (any version), with what supersedes or contradicts it."""
         self.settle(indexes=False)
-        with translate():
-            row = self.store.node_row(self.store.resolve(ref))
-            return self.store.to_node(row, self.reconciler.registry.rules(include_superseded=True).annotate)
+        row = self.store.node_row(self.store.resolve(ref))
+        return self.store.to_node(row, self.reconciler.registry.rules(include_superseded=True).annotate)
 
     def lookup_alias(self, alias: object) -> tuple[str, ...]:
         """Ids of nodes known by this name or alias (case-insensitive)."""
         self.settle(indexes=False)
         norm = normalise_alias(checks.required_text(alias, "alias"))
-        with translate():
-            return tuple(self.store.header(nid).id.hex() for nid in queries.alias_nids(self.conn, norm))
+        return tuple(self.store.header(nid).id.hex() for nid in queries.alias_nids(self.conn, norm))
 
     def nearest(self, vector: np.ndarray, k: int, world: int, types: Sequence[str]) -> list[tuple[Node, float]]:
         """The ``k`` nodes of ``types`` inside ``world`` nearest to ``vector``, visible now, best first."""
         self.settle()
         checked = self.reconciler.check_vector(vector)
-        with translate():
-            kept = self._nearest(checked, k, world, types)
-            annotate = self.reconciler.registry.rules(include_superseded=False).annotate
-            nodes = self.store.load_nodes([nid for nid, _ in kept], annotate)
-            return [(node, score) for node, (_, score) in zip(nodes, kept, strict=True)]
+        kept = self._nearest(checked, k, world, types)
+        annotate = self.reconciler.registry.rules(include_superseded=False).annotate
+        nodes = self.store.load_nodes([nid for nid, _ in kept], annotate)
+        return [(node, score) for node, (_, score) in zip(nodes, kept, strict=True)]
 
     def embed(self, texts: Sequence[str]) -> np.ndarray | None:
         """``texts`` as unit vectors in one batch (None: the store has no embedder)."""
