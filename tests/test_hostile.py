@@ -976,7 +976,7 @@ REVIEWED_SQL_SITES: dict[str, Counter[str]] = {
     ),
     # temp table names from a literal tuple; the CREATE text's PREFIX constant; _rows gets literal where/order/
     # source fragments from its three callers (values bound as ?1, ?2) and an int() limit
-    "index/name_index.py": Counter(
+    "store/name_index.py": Counter(
         {
             "<module>: PREFIX": 1,
             "_build: name": 1,

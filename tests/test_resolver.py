@@ -15,7 +15,7 @@ import pytest
 from worlddb_lite import Consolidator, InvalidInput, MergeStatus, WorldDB
 from worlddb_lite.errors import TiebreakerError
 from worlddb_lite.index import vector_index
-from worlddb_lite.index.name_index import deletions
+from worlddb_lite.store.name_index import deletions
 from worlddb_lite.text.extract import EntityMention, Extraction, RuleExtractor
 from worlddb_lite.text.phonetic import fold, key, keys, respell
 from worlddb_lite.write.facts import write_extraction

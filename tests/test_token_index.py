@@ -185,7 +185,7 @@ def test_the_whole_index_is_rewritten_batch_by_batch(tmp_path: Path, model: Stat
         _chat(db, "We pitched our tents at the campground", "Our dogs sleep on the sofa", "The lake was cold")
         before = _index(db)
         with db.batch():
-            assert db._store.reindex_tokens(token_index.coder(model.token_vectors()), batch=1) == len(before)
+            assert token_index.rewrite(db._store, model.token_vectors(), batch=1) == len(before)
         assert _index(db) == before
 
 

@@ -2,7 +2,6 @@
 
 ``vector_index`` keeps the IVF cells of int8 codes (``ivf``) in step with ``node_vec``;
 ``world_vectors`` composes a world's vector from its members'; ``token_index`` codes a text's
-content tokens; ``name_index`` is the resolver's index of names; ``side_reader`` is the second read
-connection; ``embedder_record`` says which embedder a store was written with. The SQL they read and
-write is the store's, one layer down.
+content tokens; ``side_reader`` is the second read connection; ``embedder_record`` says which
+embedder a store was written with. The SQL they read and write is the store's, one layer down.
 """

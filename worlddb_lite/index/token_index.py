@@ -13,8 +13,7 @@ written in, and opening a store written in another (or before the index existed)
 from __future__ import annotations
 
 import string
-from collections.abc import Iterable
-from functools import partial
+from collections.abc import Iterable, Sequence
 from itertools import chain, islice
 from weakref import WeakKeyDictionary, ref
 
@@ -22,7 +21,7 @@ import blake3
 import numpy as np
 
 from ..models.embed import TokenVectors
-from ..store.rows import TokenRows
+from ..store.rows import Store, indexed_content
 from ..text import caches
 from ..text.stopwords import STOPWORDS
 
@@ -115,6 +114,23 @@ def index_rows(
     return [(nid, reader.row(name, content)) for nid, name, content in texts]
 
 
-def coder(tokens: TokenVectors | None) -> TokenRows | None:
-    """What ``Store.index_texts`` writes a text's token row with, under this token table; None without one."""
-    return None if tokens is None else partial(index_rows, tokens)
+def index_texts(
+    store: Store, tokens: TokenVectors | None, rows: Sequence[tuple[int, str, str, str | None, str | None]]
+) -> None:
+    """``Store.index_texts`` of (nid, name, content, added, context) rows, and their token rows under ``tokens``."""
+    store.index_texts(rows)
+    if tokens is not None:
+        store.write_tokens(
+            index_rows(tokens, [(nid, name, indexed_content(text, added)) for nid, name, text, added, _ in rows])
+        )
+
+
+def rewrite(store: Store, tokens: TokenVectors | None, batch: int = 4096) -> int:
+    """Rewrite the whole token index from the full-text rows (none without a token table); rows written."""
+    store.clear_tokens()
+    written = 0
+    if tokens is not None:
+        for chunk in store.text_rows(batch):
+            store.write_tokens(index_rows(tokens, chunk))
+            written += len(chunk)
+    return written

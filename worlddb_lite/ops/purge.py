@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 import apsw
 
 from ..errors import InvalidInput, NotFound
+from ..index import token_index
 from ..models.embed import embed_checked, embedding_text
 from ..store import erasure, quoted
 from ..store.hashing import nfc
@@ -215,7 +216,7 @@ def _reindex_alone(txn: Transaction, conn: apsw.Connection, nids: list[int]) -> 
     for nid in nids:
         name, content, members = erasure.own_text(conn, nid)
         txn.store.unindex_texts([nid])
-        txn.store.index_texts([(nid, name or "", content or "", None, None)], txn.r.token_rows())
+        token_index.index_texts(txn.store, txn.r.tokens(), [(nid, name or "", content or "", None, None)])
         text = embedding_text(name, content)
         if embedder is None or members or not text:
             continue  # caller-supplied vectors (no text in them) and worlds keep theirs

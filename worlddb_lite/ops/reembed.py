@@ -20,7 +20,7 @@ from ..write.reconciler import Reconciler
 def rewrite_token_index(reconciler: Reconciler) -> None:
     """Inside a write: every token index row again, and the format they are in (none: no token table)."""
     tokens = reconciler.tokens()
-    reconciler.store.reindex_tokens(token_index.coder(tokens))
+    token_index.rewrite(reconciler.store, tokens)
     if tokens is None:
         reconciler.store.delete_meta(["token_format"])
     else:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 import json
 import re
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -21,10 +21,6 @@ from ..types import Edge, MergeProposal, MergeStatus, Node
 from . import quoted
 from .connection import as_bytes, as_int, as_text, engine_write, one_row, with_retry
 from .hashing import ID_BYTES, state_bytes
-
-# (nid, name, content) texts to their node_tokens rows (nid, ids): index/token_index.py codes them with the
-# model's token table; the store only writes what it is given, so it needs no model
-TokenRows = Callable[[Sequence[tuple[int, str | None, str | None]]], Iterable[tuple[int, bytes]]]
 
 _HEX = re.compile(r"^[0-9a-f]+$")
 MIN_PREFIX = 8
@@ -468,10 +464,8 @@ class Store:
                 aliases,
             )
 
-    def index_texts(
-        self, rows: Sequence[tuple[int, str, str, str | None, str | None]], tokens: TokenRows | None
-    ) -> None:
-        """Index (nid, name, content, added, context) rows: full text, index_text and, with a token table, tokens.
+    def index_texts(self, rows: Sequence[tuple[int, str, str, str | None, str | None]]) -> None:
+        """Index (nid, name, content, added, context) rows: full text and index_text (tokens: ``write_tokens``).
 
         ``name`` and ``content`` are the node's own, as its blob holds them (NFC); ``added`` is indexed
         after the content (a neighbour's text, bridged names: what the vector and the token index read
@@ -494,7 +488,6 @@ class Store:
             "update index_text set added = ?, context = ?, added_from = null, context_from = null where nid = ?",
             [(*literal[nid], nid) for nid in wrong],
         )
-        self._index_tokens(tokens, [(nid, name, content) for nid, name, content, _ in full])
 
     def set_word_context(self, rows: Sequence[tuple[str | None, int]]) -> None:
         """Rewrite the words-only context column of full-text rows: (context, nid) pairs.
@@ -547,19 +540,19 @@ class Store:
         self.conn.executemany("delete from index_text where nid = ?", gone)
         self.conn.executemany("delete from node_tokens where nid = ?", gone)
 
-    def reindex_tokens(self, tokens: TokenRows | None, batch: int = 4096) -> int:
-        """Rewrite the whole token index from the full-text rows (none without a token table); rows written."""
-        self.conn.execute("delete from node_tokens")
-        written = 0
-        rows = self.conn.execute("select nid, name, content from node_text")
-        while tokens is not None and (chunk := [(as_int(n), a, b) for n, a, b in itertools.islice(rows, batch)]):
-            self._index_tokens(tokens, chunk)
-            written += len(chunk)
-        return written
+    def write_tokens(self, rows: Iterable[tuple[int, bytes]]) -> None:
+        """Write token index rows, (nid, ids) as index/token_index.py codes them."""
+        self.conn.executemany("insert into node_tokens (nid, ids) values (?, ?)", rows)
 
-    def _index_tokens(self, tokens: TokenRows | None, rows: Sequence[tuple[int, str | None, str | None]]) -> None:
-        if tokens is not None:
-            self.conn.executemany("insert into node_tokens (nid, ids) values (?, ?)", tokens(rows))
+    def clear_tokens(self) -> None:
+        """Empty the token index (before it is written again, or when the embedder has no token table)."""
+        self.conn.execute("delete from node_tokens")
+
+    def text_rows(self, batch: int) -> Iterator[list[tuple[int, str | None, str | None]]]:
+        """Every full-text row's (nid, name, content), ``batch`` at a time."""
+        rows = self.conn.execute("select nid, name, content from node_text")
+        while chunk := [(as_int(n), a, b) for n, a, b in itertools.islice(rows, batch)]:
+            yield chunk
 
     def set_meta(self, rows: Iterable[tuple[str, str]]) -> None:
         """Write store-level settings (embedder id and dimension, ...)."""

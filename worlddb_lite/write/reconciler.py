@@ -51,7 +51,7 @@ from ..store.hashing import (
     world_root,
 )
 from ..store.merkle import MerkleWriter
-from ..store.rows import Header, Store, TokenRows, added_text, node_state_bytes
+from ..store.rows import Header, Store, added_text, node_state_bytes
 from ..text.dates import Clock, check_interval, just_after
 from ..text.names import normalise_alias
 from ..types import Edge, MergeStatus
@@ -543,7 +543,7 @@ class Transaction:
             self.pending_edges = []
         if indexes:
             if self.pending_text:  # (a token table loads the model: not for writes without text)
-                self.store.index_texts(self.pending_text, self.r.token_rows())
+                token_index.index_texts(self.store, self.r.tokens(), self.pending_text)
             self.r.composer.commit(self.pending_vectors)
             self.pending_text, self.pending_vectors = [], []
 
@@ -960,10 +960,6 @@ class Reconciler:
         """The embedder's token table, which the token index is written in; None: it has none."""
         table = token_table(self.embedder)
         return None if table is None else table()
-
-    def token_rows(self) -> TokenRows | None:
-        """How a text's token index row is coded (``Store.index_texts``); None: the embedder has no token table."""
-        return token_index.coder(self.tokens())
 
     def check_vector(self, vector: Any) -> np.ndarray:
         """A float32 vector of the store's dimension, or a clear error."""

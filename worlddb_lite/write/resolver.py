@@ -41,8 +41,8 @@ import jellyfish
 import numpy as np
 
 from ..errors import InvalidInput, TiebreakerError
-from ..index.name_index import Name, NameIndex
 from ..store import traverse
+from ..store.name_index import Name, NameIndex
 from ..store.rows import Store
 from ..text import caches, phonetic
 from ..text.names import normalise_alias

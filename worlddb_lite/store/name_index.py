@@ -23,9 +23,9 @@ from typing import NamedTuple
 
 import apsw
 
-from ..store.connection import as_int, one_row
 from ..text import phonetic
 from ..text.names import normalise_alias
+from .connection import as_int, one_row
 
 PREFIX = 3  # letters of a word's prefix term in the second pass of blocking (FTS5 keeps prefixes this long)
 MAX_WORDS = 8  # words of a mention used in blocking
