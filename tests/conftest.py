@@ -174,7 +174,7 @@ def schema_tables(db: WorldDB) -> list[str]:
     """Every ordinary table of the store (not FTS5 shadow tables), plus the two index tables."""
     names = [
         r[0]
-        for r in db._conn.execute(
+        for r in db.sql(
             "select name from sqlite_schema where type = 'table' and name not like 'sqlite_%' "
             "and name not like 'node_fts%' and name not like 'node_vec%' order by name"
         )
@@ -184,23 +184,32 @@ def schema_tables(db: WorldDB) -> list[str]:
 
 def table_digest(db: WorldDB) -> dict[str, Any]:
     """Row counts and content digests of every table, plus the store's root."""
-    conn = db._conn  # tests may look at the raw connection; the package never exposes it
     out: dict[str, Any] = {"root": db.root()}
     for table in schema_tables(db):
         if table == "node_fts":
-            rows = conn.execute("select rowid, name, content, context from node_fts order by rowid").fetchall()
+            rows = db.sql("select rowid, name, content, context from node_fts order by rowid")
         elif table == "node_vec":
-            rows = conn.execute("select * from node_vec order by nid").fetchall()
+            rows = db.sql("select * from node_vec order by nid")
         else:
-            rows = sorted(conn.execute(f"select * from {table}").fetchall(), key=repr)
+            rows = sorted(db.sql(f"select * from {table}"), key=repr)
         out[table] = (len(rows), hashlib.sha256(repr(rows).encode()).hexdigest())
     return out
 
 
+def nid_of(db: WorldDB, ref: str) -> int:
+    """The row number (``nid``) of the node whose full hex id is ``ref``, read with ``WorldDB.sql``."""
+    return int(db.sql("select nid from node where lower(hex(id)) = ?", (ref.lower(),))[0][0])
+
+
+def meta_of(db: WorldDB, key: str) -> str | None:
+    """The store's ``meta`` value for ``key`` (None when there is none), read with ``WorldDB.sql``."""
+    rows = db.sql("select value from meta where key = ?", (key,))
+    return None if not rows else str(rows[0][0])
+
+
 def row_counts(db: WorldDB) -> dict[str, int]:
     """Row count of every table (the brief's list and any other table of the schema)."""
-    conn = db._conn
-    return {table: int(conn.execute(f"select count(*) from {table}").fetchone()[0]) for table in schema_tables(db)}
+    return {table: int(db.sql(f"select count(*) from {table}")[0][0]) for table in schema_tables(db)}
 
 
 def child_exit_code(pid: int, what: str, *, seconds: float = 60) -> int:

@@ -12,7 +12,7 @@ from worlddb_lite.text.windows import window, words_around
 from worlddb_lite.write.bridge import ContextBridge, mentions
 from worlddb_lite.write.conversation import ConversationIn, IngestStats, SessionIn, TurnIn
 
-from .conftest import FakeClock, FakeEmbedder, OtherFakeEmbedder, table_digest
+from .conftest import FakeClock, FakeEmbedder, OtherFakeEmbedder, nid_of, table_digest
 
 PARK = ("I met Caroline at the park.", "She told me about the adoption agency.")
 
@@ -127,7 +127,7 @@ def test_the_word_window_indexes_turns_around_for_their_words_alone(tmp_path: Pa
         found = _found(wide, "pottery")
         assert sorted(found[:2]) == sorted(talk[:2]) and sorted(found[2:]) == sorted(talk[2:5])  # 4 turns back at most
         assert sorted(_found(narrow, "pottery")) == sorted(talk[:2])
-        rows = dict(wide._conn.execute("select content, context from node_text where content like 'Lovely.%'"))
+        rows = dict(wide.sql("select content, context from node_text where content like 'Lovely.%'"))
         assert rows == {
             "Lovely.\nme: Yes, and I made a bowl!": (
                 "me: Did you go to the pottery class on Sunday?\nme: Thanks!\nme: What glaze?"
@@ -160,8 +160,8 @@ def test_words_around_stop_at_an_assistant_turn_on_both_sides() -> None:
 
 
 def test_words_of_the_context_column_weigh_less_than_the_content(db: WorldDB, monkeypatch: pytest.MonkeyPatch) -> None:
-    inside = db._store.resolve(db.write("pottery class", word_context="filler words here"))
-    beside = db._store.resolve(db.write("filler words here", word_context="pottery class"))  # same words and length
+    inside = nid_of(db, db.write("pottery class", word_context="filler words here"))
+    beside = nid_of(db, db.write("filler words here", word_context="pottery class"))  # same words and length
 
     def scores() -> dict[int, float]:
         return dict(queries.fts_ranked(db._conn, "pottery", 5))

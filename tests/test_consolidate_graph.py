@@ -20,7 +20,7 @@ from worlddb_lite.edges import BaseEdgeType, Decision, EdgeContext, EdgeDraft
 from worlddb_lite.edges.builtin import Causes
 from worlddb_lite.text.slots import slot_key
 
-from .conftest import FakeClock, FakeEmbedder, table_digest
+from .conftest import FakeClock, FakeEmbedder, nid_of, table_digest
 
 Step = Callable[..., int]
 
@@ -40,13 +40,13 @@ class Likes(BaseEdgeType):
 
 def edges(db: WorldDB, edge_type: str) -> set[tuple[str, str, str]]:
     """(src, dst, props) of the current edges of a type; an entity by its name, anything else by its content."""
-    rows = db._conn.execute(
+    rows = db.sql(
         "select iif(a.type = 'Entity', json_extract(a.body, '$.name'), null), json_extract(a.body, '$.content'), "
         "iif(b.type = 'Entity', json_extract(b.body, '$.name'), null), json_extract(b.body, '$.content'), e.props "
         "from edge as e join node as a on a.nid = e.src join node as b on b.nid = e.dst "
         "where e.type = ? and e.invalid_at is null and e.expired_at is null",
         (edge_type,),
-    ).fetchall()
+    )
     return {(str(an or ac), str(bn or bc), str(props)) for an, ac, bn, bc, props in rows}
 
 
@@ -123,7 +123,7 @@ def test_closed_premises_and_withdrawn_inferences(db: WorldDB) -> None:
     assert infer(db._writer) == 0
     ids = chain(db, "causes", "x", "y", "z")
     assert infer(db._writer) == 1
-    row = db._conn.execute("select id from edge where json_extract(props, '$.inferred') = 1").fetchone()
+    row = next(iter(db.sql("select id from edge where json_extract(props, '$.inferred') = 1")), None)
     assert row is not None
     db.unlink(bytes(row[0]).hex())
     assert infer(db._writer) == 0  # a withdrawn inference is not made again
@@ -170,7 +170,7 @@ def test_sweep_flags_a_planted_conflict_and_nothing_else(db: WorldDB) -> None:
         ("Porto", "Lisbon", '{"sweep":"lives_in"}'),
         ("ana lives in: Madrid", "ana lives in: Lisbon", '{"sweep":"lives in"}'),
     }
-    assert {(row[1], row[3]) for row in db._conn.execute("select * from open_contradiction")} == {
+    assert {(row[1], row[3]) for row in db.sql("select * from open_contradiction")} == {
         ("Porto", "Lisbon"),
         ("ana lives in: Madrid", "ana lives in: Lisbon"),
     }
@@ -195,11 +195,11 @@ def test_sweep_leaves_a_pair_already_flagged(db: WorldDB) -> None:
 def test_a_sweep_near_some_nodes_flags_only_their_conflicts(db: WorldDB) -> None:
     plant_conflicts(db)
     madrid = next(n.id for n in db.nodes(type="Fact") if "Madrid" in (n.content or ""))
-    near = {db._store.resolve(madrid)}
+    near = {nid_of(db, madrid)}
     assert sweep(db._writer, near=near, dry_run=True) == 1  # the fact's slot, found through its alias
     assert sweep(db._writer, near=near) == 1
     assert {x for x, _, _ in edges(db, "contradicts")} == {"ana lives in: Madrid"}
-    held = {n.name: db._store.resolve(n.id) for n in db.nodes(type="Entity")}
+    held = {n.name: nid_of(db, n.id) for n in db.nodes(type="Entity")}
     assert sweep(db._writer, near={held["Porto"], held["Bob"]}) == 0  # a dst; a src of one value
     assert sweep(db._writer, near={held["Ana"]}) == 1  # the src of two current lives_in edges
     assert sweep(db._writer) == 0
@@ -285,11 +285,11 @@ def test_dry_run_writes_nothing(db: WorldDB, name: str, step: Step) -> None:
 
 def graph(db: WorldDB) -> set[tuple[str, str, str, str]]:
     """Every current edge as (type, src, dst, props): what the steps wrote, free of times and row numbers."""
-    rows = db._conn.execute(
+    rows = db.sql(
         "select e.type, lower(hex(a.id)), lower(hex(b.id)), e.props from edge as e "
         "join node as a on a.nid = e.src join node as b on b.nid = e.dst "
         "where e.invalid_at is null and e.expired_at is null"
-    ).fetchall()
+    )
     return {(str(t), str(a), str(b), str(p)) for t, a, b, p in rows}
 
 

@@ -437,7 +437,7 @@ def test_same_as_stages_a_proposal_and_writes_no_edge(db: WorldDB) -> None:
     assert db.merge_proposals() == [proposal]
     assert db.link(robert, bob, "same_as") == proposal  # the pair, in either order, is one proposal
     assert len(db.merge_proposals()) == 1
-    pending = db._conn.execute("select pid, a_name, b_name from pending_merge").fetchall()
+    pending = db.sql("select pid, a_name, b_name from pending_merge")
     assert pending == [(proposal.pid, "Bob", "Robert")]
     assert db.equivalence_class(bob) == (bob,)
     assert db.verify().ok
@@ -528,11 +528,11 @@ def test_contradicts_keeps_both_sides_and_flags_them(db: WorldDB) -> None:
     assert db.read(a).contradicted_by == (b,)
     assert db.read(b).contradicted_by == (a,)
     assert {n.id for n in db.nodes(type="Memory")} == {a, b}
-    rows = db._conn.execute("select a_id, a_content, b_id, b_content from open_contradiction").fetchall()
+    rows = db.sql("select a_id, a_content, b_id, b_content from open_contradiction")
     assert rows == [(a, "The meeting is on Monday", b, "The meeting is on Tuesday")]
     assert db.stats()["open_contradictions"] == 1
     db.retire(b)
-    assert db._conn.execute("select count(*) from open_contradiction").fetchone()[0] == 0
+    assert db.sql("select count(*) from open_contradiction")[0][0] == 0
     assert db.verify().ok
 
 
@@ -543,7 +543,7 @@ def test_a_contradiction_stays_open_while_both_sides_are_valid(db: WorldDB) -> N
     db.retire(b, at="2999-01-01")  # true until far in the future
     assert {n.id for n in db.nodes(type="Memory")} == {a, b}
     assert db.read(a).contradicted_by == (b,)
-    assert db._conn.execute("select count(*) from open_contradiction").fetchone()[0] == 1
+    assert db.sql("select count(*) from open_contradiction")[0][0] == 1
 
 
 # ---- custom edge types ----------------------------------------------------------------------
@@ -827,3 +827,58 @@ def test_an_amended_memory_keeps_its_aliases(db: WorldDB) -> None:
     new = db.amend(old, "Sarah Connor, my manager")
     assert set(db.lookup_alias("my manager")) == {old, new}
     assert db._store.alias_rows(db._store.resolve(new)) == db._store.alias_rows(db._store.resolve(old))
+
+
+# ---- sql: the public read-only query -------------------------------------------------------------
+
+
+def test_sql_reads_what_the_handle_wrote(db: WorldDB) -> None:
+    key = db.write("The spare key is under the blue pot", scope="ana")
+    assert db.sql("select id, scope, kind, text from memory") == [
+        (key, "ana", "Memory", "The spare key is under the blue pot")
+    ]
+    assert db.sql("select count(*) from node where lower(hex(id)) = ?", (key,)) == [(1,)]
+    assert db.sql("select count(*) from node where lower(hex(id)) = :id", {"id": key}) == [(1,)]
+    assert db.sql("pragma user_version")[0][0] == db.stats()["schema_version"]
+    assert ("text",) in [(row[1],) for row in db.sql("pragma table_info(memory)")]
+    with db.batch():  # a batch's rows are settled before the read
+        db.write("The dentist is on Friday", scope="ana")
+        assert len(db.sql("select * from memory")) == 2
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "delete from node",
+        "update meta set value = 'x'",
+        "insert into meta (key, value) values ('x', 'y')",
+        "drop view memory",
+        "create temp table t (x)",
+        "attach ':memory:' as other",
+        "begin",
+        "pragma user_version = 3",
+        "pragma wal_checkpoint",
+        "select 1; delete from node",
+    ],
+)
+def test_sql_refuses_writes(db: WorldDB, statement: str) -> None:
+    db.write("The spare key is under the blue pot", scope="ana")
+    root, rows = db.root(), db.sql("select * from node")
+    db.sql("select count(*) from node")  # a cached statement must not slip past the check
+    with pytest.raises(InvalidInput, match="only reads"):
+        db.sql(statement)
+    assert db.sql("select * from node") == rows and db.root() == root
+    assert db.sql("pragma user_version")[0][0] == db.stats()["schema_version"]
+    assert db.verify().ok
+    db.write("A write through the API still works", scope="ana")  # the guard was lifted after the call
+
+
+@pytest.mark.parametrize(
+    ("query", "params"),
+    [("selec 1", ()), ("select ?", ()), ("select ?", 3), ("select :x", {"y": 1}), (3, ()), ("select '\ud800'", ())],
+)
+def test_sql_a_query_sqlite_cannot_run_is_invalid_input(db: WorldDB, query: Any, params: Any) -> None:
+    before = table_digest(db)
+    with pytest.raises(InvalidInput):
+        db.sql(query, params)
+    assert table_digest(db) == before

@@ -141,9 +141,9 @@ def test_a_caller_vector_is_stored_unit_length_and_a_zero_vector_is_refused(tmp_
     db = WorldDB(tmp_path / "ext.db", embedder=None, dim=4)
     try:
         node = db.write("given", scope="s", vector=[3, 0, 4, 0])
-        stored = db._conn.execute(
+        stored = db.sql(
             "select embedding from node_vec where rowid = (select nid from node where id = ?)", (bytes.fromhex(node),)
-        ).fetchone()[0]
+        )[0][0]
         assert np.allclose(np.frombuffer(stored, dtype=np.float32), [0.6, 0, 0.8, 0])
         with pytest.raises(InvalidInput, match="zero vector"):
             db.write("nothing", scope="s", vector=[0, 0, 0, 0])

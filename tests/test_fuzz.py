@@ -199,10 +199,10 @@ class ReconcilerMachine(RuleBasedStateMachine):
         self.outcomes["batch:ok"] += 1
 
     def _edge_exists(self, edge: str) -> bool:
-        return self.db._conn.execute("select 1 from edge where id = ?", (bytes.fromhex(edge),)).fetchone() is not None
+        return bool(self.db.sql("select 1 from edge where id = ?", (bytes.fromhex(edge),)))
 
     def _pid_exists(self, pid: int) -> bool:
-        return self.db._conn.execute("select 1 from merge_proposal where pid = ?", (pid,)).fetchone() is not None
+        return bool(self.db.sql("select 1 from merge_proposal where pid = ?", (pid,)))
 
     # ---- invariants -----------------------------------------------------------------------
 
@@ -221,7 +221,7 @@ class ReconcilerMachine(RuleBasedStateMachine):
 
     @invariant()
     def validity_never_widens(self) -> None:
-        rows = self.db._conn.execute("select nid, valid_at, invalid_at, expired_at, retired from node_state").fetchall()
+        rows = self.db.sql("select nid, valid_at, invalid_at, expired_at, retired from node_state")
         for nid, valid_at, invalid_at, expired_at, retired in rows:
             old = self.validity.get(nid)
             if old is not None:
@@ -238,41 +238,39 @@ class ReconcilerMachine(RuleBasedStateMachine):
 
     @invariant()
     def merges_are_consistent(self) -> None:
-        conn = self.db._conn
-        nodes = {int(r[0]) for r in conn.execute("select nid from node")}
+        nodes = {int(r[0]) for r in self.db.sql("select nid from node")}
         same_as = {
             (int(a), int(b))
-            for a, b in conn.execute(
+            for a, b in self.db.sql(
                 "select src, dst from edge where type = 'same_as' and invalid_at is null and expired_at is null"
             )
         }
         for src, dst in same_as:
             assert (dst, src) in same_as, "accepted same_as is not symmetric"
-        for a, b, status in conn.execute("select a, b, status from merge_proposal"):
+        for a, b, status in self.db.sql("select a, b, status from merge_proposal"):
             assert a in nodes and b in nodes and a < b, "orphan proposal"
             linked = (a, b) in same_as or (b, a) in same_as
             assert linked == (status == "accepted"), f"proposal ({a}, {b}) is {status} but linked={linked}"
         proposals = {
-            (int(a), int(b)) for a, b in conn.execute("select a, b from merge_proposal where status = 'accepted'")
+            (int(a), int(b)) for a, b in self.db.sql("select a, b from merge_proposal where status = 'accepted'")
         }
         for src, dst in same_as:
             assert (min(src, dst), max(src, dst)) in proposals, "same_as edge without an accepted proposal"
 
     @invariant()
     def indexes_match_nodes(self) -> None:
-        conn = self.db._conn
         with_text = {
             int(r[0])
-            for r in conn.execute(
+            for r in self.db.sql(
                 "select nid from node where coalesce(json_extract(body, '$.name'), '') != '' "
                 "or coalesce(json_extract(body, '$.content'), '') != ''"
             )
         }
-        fts = {int(r[0]) for r in conn.execute("select rowid from node_fts")}
-        vec = {int(r[0]) for r in conn.execute("select rowid from node_vec")}
+        fts = {int(r[0]) for r in self.db.sql("select rowid from node_fts")}
+        vec = {int(r[0]) for r in self.db.sql("select rowid from node_vec")}
         above = {  # every world above a node with text holds a composed vector, the root excepted
             int(r[0])
-            for r in conn.execute(
+            for r in self.db.sql(
                 "with recursive up(nid) as (select parent from node where nid in (select rowid from node_fts) "
                 "union select n.parent from node as n join up on n.nid = up.nid) "
                 "select nid from up where nid is not null and (select parent from node where nid = up.nid) is not null"
@@ -280,7 +278,7 @@ class ReconcilerMachine(RuleBasedStateMachine):
         }
         assert with_text == fts
         assert vec == with_text | above
-        assert conn.execute("select count(*) from reconciler_session").fetchone()[0] == 0
+        assert self.db.sql("select count(*) from reconciler_session")[0][0] == 0
 
 
 ReconcilerMachine.TestCase.settings = settings(

@@ -423,6 +423,20 @@ def _reopen(path: Any, dim: Any, compose: Any, create: Any) -> Call:
     return f"WorldDB({path!r:.200}, dim={dim!r}, compose={compose!r}, create={create!r})", run
 
 
+SQL_QUERIES = [
+    "select count(*) from node",
+    "select * from memory where scope = ?",
+    "select * from node where nid = :nid",
+    "select * from node_fts where node_fts match ?",
+    "pragma table_info(node)",
+    "delete from node",
+    "update meta set value = ?",
+    "pragma user_version = 9",
+    "select 1; drop table meta",
+    "vacuum",
+    "rollback",
+]
+
 CALLS: dict[str, st.SearchStrategy[Call]] = {
     "write": call(
         "write",
@@ -524,6 +538,11 @@ CALLS: dict[str, st.SearchStrategy[Call]] = {
         cursor=maybe(ids()),
         tag=st.one_of(strings, anything),
         newest_first=anything,
+    ),
+    "sql": call(
+        "sql",
+        st.one_of(strings, st.sampled_from(SQL_QUERIES)),
+        st.one_of(st.just(()), st.tuples(anything), st.dictionaries(names, anything, max_size=2), anything),
     ),
     "scopes": call("scopes"),
     "retire_all": call("retire_all", scopes, at=times, tag=st.one_of(strings, anything)),

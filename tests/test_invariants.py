@@ -40,7 +40,7 @@ def _populated(db: WorldDB) -> dict[str, str]:
 
 
 def _nid(db: WorldDB, hex_id: str) -> int:
-    return int(db._conn.execute("select nid from node where id = ?", (bytes.fromhex(hex_id),)).fetchone()[0])
+    return int(db.sql("select nid from node where id = ?", (bytes.fromhex(hex_id),))[0][0])
 
 
 # ---- invariant 1: content addressing -------------------------------------------------------
@@ -48,7 +48,7 @@ def _nid(db: WorldDB, hex_id: str) -> int:
 
 def test_1_every_node_id_is_blake3_of_its_blob(db: WorldDB) -> None:
     _populated(db)
-    rows = db._conn.execute("select id, body from node").fetchall()
+    rows = db.sql("select id, body from node")
     assert len(rows) == 7  # root, two worlds, four memories
     for raw_id, body in rows:
         assert bytes(raw_id) == blake3(NODE_DOMAIN + body.encode("utf-8")).digest()
@@ -80,7 +80,7 @@ def test_1_id_depends_only_on_what_the_node_says(clock: FakeClock, tmp_path: Pat
 def _all_roots(db: WorldDB) -> dict[str, str]:
     return {
         bytes(i).hex(): bytes(r).hex()
-        for i, r in db._conn.execute("select n.id, s.root from node as n join node_state as s on s.nid = n.nid")
+        for i, r in db.sql("select n.id, s.root from node as n join node_state as s on s.nid = n.nid")
     }
 
 
@@ -367,7 +367,7 @@ def test_6_same_as_writes_no_edge_until_accepted(db: WorldDB) -> None:
 
 def _text_nids(db: WorldDB) -> set[int]:
     out = set()
-    for nid, body in db._conn.execute("select nid, body from node"):
+    for nid, body in db.sql("select nid, body from node"):
         record = json.loads(body)
         if record.get("name") or record.get("content"):
             out.add(int(nid))
@@ -379,10 +379,7 @@ def _expected_vectors(db: WorldDB) -> dict[int, np.ndarray]:
     the composition (``compose.compose``, written apart from the incremental composer) of its
     children's vectors; a world without text mean-pools."""
     embedder = FakeEmbedder()
-    rows = [
-        (int(n), p, int(d), json.loads(b))
-        for n, p, d, b in db._conn.execute("select nid, parent, depth, body from node")
-    ]
+    rows = [(int(n), p, int(d), json.loads(b)) for n, p, d, b in db.sql("select nid, parent, depth, body from node")]
     content = {
         n: embedder.embed([" ".join(t for t in (r.get("name"), r.get("content")) if t)])[0]
         for n, _, _, r in rows
@@ -409,15 +406,13 @@ def test_7_fts_and_vector_rows_match_nodes(db: WorldDB) -> None:
     _populated(db)
     db.write("with a name", name="Named", scope="s")
     texts = _text_nids(db)
-    fts = {int(r[0]) for r in db._conn.execute("select rowid from node_fts")}
+    fts = {int(r[0]) for r in db.sql("select rowid from node_fts")}
     assert texts == fts
-    for nid, name, content in db._conn.execute("select nid, name, content from node_text"):
-        record = json.loads(db._conn.execute("select body from node where nid = ?", (nid,)).fetchone()[0])
+    for nid, name, content in db.sql("select nid, name, content from node_text"):
+        record = json.loads(db.sql("select body from node where nid = ?", (nid,))[0][0])
         assert name == (record.get("name") or "") and content == (record.get("content") or "")
     expected = _expected_vectors(db)
-    stored = {
-        int(n): np.frombuffer(b, dtype=np.float32) for n, b in db._conn.execute("select rowid, embedding from node_vec")
-    }
+    stored = {int(n): np.frombuffer(b, dtype=np.float32) for n, b in db.sql("select rowid, embedding from node_vec")}
     assert set(stored) == set(expected) == texts  # every world here has text; the root is not composed
     for nid, vector in stored.items():
         assert np.allclose(vector, expected[nid], atol=1e-5), nid
@@ -428,7 +423,7 @@ def test_7_store_without_embedder_indexes_only_given_vectors(tmp_path: Path) -> 
     try:
         a = db.write("with vector", scope="s", vector=[1, 0, 0, 0])
         db.write("without vector", scope="s")
-        vec = {int(r[0]) for r in db._conn.execute("select rowid from node_vec")}
+        vec = {int(r[0]) for r in db.sql("select rowid from node_vec")}
         node = db.read(a)
         assert vec == {_nid(db, a), _nid(db, node.parent)}  # type: ignore[arg-type]  # the leaf and its scope
         assert db.verify(deep=True).ok

@@ -136,13 +136,12 @@ class Oracle:
     """Which node ids a read confined to a world may return, computed without the read path."""
 
     def __init__(self, db: WorldDB) -> None:
-        conn = db._conn
-        self.hex = {int(nid): bytes(raw).hex() for nid, raw in conn.execute("select nid, id from node")}
+        self.hex = {int(nid): bytes(raw).hex() for nid, raw in db.sql("select nid, id from node")}
         self.children: dict[int, set[int]] = {}
-        for nid, parent in conn.execute("select nid, parent from node where parent is not null"):
+        for nid, parent in db.sql("select nid, parent from node where parent is not null"):
             self.children.setdefault(int(parent), set()).add(int(nid))
         self.edges: dict[str, list[tuple[int, int, bool]]] = {}  # type -> (src, dst, valid now)
-        for src, dst, edge_type, invalid_at, expired_at in conn.execute(
+        for src, dst, edge_type, invalid_at, expired_at in db.sql(
             "select src, dst, type, invalid_at, expired_at from edge"
         ):
             if expired_at is None:

@@ -50,7 +50,7 @@ def test_the_token_table_has_one_unit_row_and_one_weight_per_token(tokens: Token
 
 def test_a_candidate_that_says_it_in_other_words_ranks_first(store: WorldDB, tokens: TokenVectors) -> None:
     view = store._reader.view(None, None, False, world=None)
-    nids = [int(n) for (n,) in store._conn.execute("select nid from node_text")]
+    nids = [int(n) for (n,) in store.sql("select nid from node_text")]
     texts = _texts(store, nids)
     for question, word in (("Where did we go camping?", "campground"), ("Which pets do they have?", "dogs")):
         given = sorted(nids, key=lambda n: word in texts[n])  # the one that answers comes last
@@ -61,7 +61,7 @@ def test_a_candidate_that_says_it_in_other_words_ranks_first(store: WorldDB, tok
 
 def test_a_candidate_without_a_token_row_is_read_from_its_text(store: WorldDB, tokens: TokenVectors) -> None:
     view = store._reader.view(None, None, False, world=None)
-    nids = [int(n) for (n,) in store._conn.execute("select nid from node_text")]
+    nids = [int(n) for (n,) in store.sql("select nid from node_text")]
     texts = _texts(store, nids)
     given = sorted(nids, key=lambda n: "campground" in texts[n])
     indexed = late.late_lane(view, tokens, "Where did we go camping?", given)
@@ -75,7 +75,7 @@ def test_the_lane_reads_the_stored_token_rows_not_the_texts(
     store: WorldDB, tokens: TokenVectors, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     view = store._reader.view(None, None, False, world=None)
-    nids = [int(n) for (n,) in store._conn.execute("select nid from node_text")]
+    nids = [int(n) for (n,) in store.sql("select nid from node_text")]
 
     def no_texts(*_: object) -> None:
         raise AssertionError("the late lane read texts although every candidate has a token row")
@@ -88,7 +88,7 @@ def test_extra_candidates_are_scored_past_the_pool_cut(
     store: WorldDB, tokens: TokenVectors, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     view = store._reader.view(None, None, False, world=None)
-    nids = [int(n) for (n,) in store._conn.execute("select nid from node_text")]
+    nids = [int(n) for (n,) in store.sql("select nid from node_text")]
     texts = _texts(store, nids)
     camp = next(n for n in nids if "campground" in texts[n])
     others = [n for n in nids if n != camp]
@@ -161,7 +161,7 @@ def test_a_long_question_is_matched_by_its_weightiest_tokens(
     store: WorldDB, tokens: TokenVectors, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     view = store._reader.view(None, None, False, world=None)
-    nids = [int(n) for (n,) in store._conn.execute("select nid from node_text")]
+    nids = [int(n) for (n,) in store.sql("select nid from node_text")]
     texts = _texts(store, nids)
     assert tokens.weight[tokens.vocabulary["campground"]] > tokens.weight[tokens.vocabulary["laptop"]]
     monkeypatch.setattr(late, "LATE_ASKED", 1)

@@ -9,7 +9,7 @@ import pytest
 
 from worlddb_lite import ConversationIn, InvalidInput, SessionIn, TurnIn, WorldDB
 
-from .conftest import FakeClock, FakeEmbedder, table_digest
+from .conftest import FakeClock, FakeEmbedder, nid_of, table_digest
 
 SAID = [  # (session, time, speaker, text)
     ("1", "2024-01-02T10:00:00Z", "ana", "I adopted a kitten called Miso last week"),
@@ -31,22 +31,20 @@ def _stores(tmp_path: Path) -> tuple[WorldDB, WorldDB]:
 
 
 def _index(db: WorldDB) -> dict[str, object]:
-    rows = db._conn.execute(
+    rows = db.sql(
         "select n.id, f.name, f.content, f.context from node_text as f join node as n on n.nid = f.nid order by n.id"
-    ).fetchall()
-    vectors = db._conn.execute(
+    )
+    vectors = db.sql(
         "select n.id, v.embedding from node_vec as v join node as n on n.nid = v.nid "
         "where n.type = 'Turn' order by n.id"
-    ).fetchall()
-    tokens = db._conn.execute(
-        "select n.id, t.ids from node_tokens as t join node as n on n.nid = t.nid order by n.id"
-    ).fetchall()
+    )
+    tokens = db.sql("select n.id, t.ids from node_tokens as t join node as n on n.nid = t.nid order by n.id")
     facts = sorted(n.content or "" for n in db.nodes(type="Fact", include_superseded=True))
     current = sorted(n.content or "" for n in db.nodes(type="Fact"))
-    updates = db._conn.execute(
+    updates = db.sql(
         "select s.id, d.id from edge as e join node as s on s.nid = e.src join node as d on d.nid = e.dst "
         "where e.type = 'may_update' order by 1, 2"
-    ).fetchall()
+    )
     return {"fts": rows, "vectors": vectors, "tokens": tokens, "facts": facts, "current": current, "updates": updates}
 
 
@@ -86,8 +84,8 @@ def test_the_latest_turn_context_is_rewritten_as_turns_arrive(db: WorldDB) -> No
     first = db.add_turn(
         "Did you go to the pottery class on Sunday?", scope="me", speaker="me", at="2024-01-02T10:00:00Z"
     )
-    nid = db._store.resolve(first)
-    context = lambda: db._conn.execute("select context from node_text where nid = ?", (nid,)).fetchone()[0]  # noqa: E731
+    nid = nid_of(db, first)
+    context = lambda: db.sql("select context from node_text where nid = ?", (nid,))[0][0]  # noqa: E731
     assert context() is None
     db.add_turn("Yes, and I made a bowl!", scope="me", speaker="me", at="2024-01-02T10:01:00Z")
     assert context() == "me: Yes, and I made a bowl!"
@@ -101,9 +99,9 @@ def test_a_purged_turn_is_a_wall_no_words_cross(db: WorldDB) -> None:
     secret = db.add_turn("and the spare is 9902", scope="me", speaker="me", at="2024-01-02T10:01:00Z")
     db.purge(secret)
     after = db.add_turn("ok, noted", scope="me", speaker="me", at="2024-01-02T10:02:00Z")
-    row = db._conn.execute(
-        "select content, context from node_text where nid = ?", (db._store.resolve(after),)
-    ).fetchone()
+    row = db.sql(
+        "select content, context from node_text where nid = (select nid from node where lower(hex(id)) = ?)", (after,)
+    )[0]
     assert "4471" not in repr(row) and "9902" not in repr(row)
 
 

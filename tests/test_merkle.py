@@ -105,9 +105,9 @@ def test_a_big_world_stays_cheap_per_write(db: WorldDB) -> None:
     with db.batch():
         for i in range(300):
             db.write(f"memory {i}", world=world, valid_at="2024-01-01")
-    rows_before = db._conn.execute("select count(*) from merkle").fetchone()[0]
+    rows_before = db.sql("select count(*) from merkle")[0][0]
     db.write("one more", world=world, valid_at="2024-01-01")
-    rows_after = db._conn.execute("select count(*) from merkle").fetchone()[0]
+    rows_after = db.sql("select count(*) from merkle")[0][0]
     assert rows_after - rows_before <= tree_height(301) + 3  # the new path, plus the parents' leaves
     assert db.read(world).members == 301
     assert db.verify().ok

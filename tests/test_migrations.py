@@ -20,6 +20,8 @@ from worlddb_lite.cli import main
 from worlddb_lite.store import connection, migrations, queries
 from worlddb_lite.write.conversation import ConversationIn, SessionIn, TurnIn
 
+from .conftest import nid_of
+
 FIXTURES = Path(__file__).parent / "fixtures"
 FIXTURE = FIXTURES / "store-v1.db"
 # version 1 as written from c160660 on: porter stemming and the edge_type index had already reached
@@ -95,11 +97,8 @@ def test_opening_a_version_1_store_lifts_it_and_keeps_every_hash(old_store: Path
     assert db.root() == root  # layout changed, content did not
     assert db.verify().ok
     assert db.verify_root_history() == []
-    conn = db._conn
-    assert {t: conn.execute(f"select count(*) from {t}").fetchall()[0][0] for t in counts} == counts
-    assert conn.execute("select value from meta where key = 'schema_version'").fetchall()[0][0] == str(
-        connection.SCHEMA_VERSION
-    )
+    assert {t: db.sql(f"select count(*) from {t}")[0][0] for t in counts} == counts
+    assert db.sql("select value from meta where key = 'schema_version'")[0][0] == str(connection.SCHEMA_VERSION)
     db.close()
 
     again = WorldDB(old_store)
@@ -144,7 +143,7 @@ WITH_CONTEXT = "select substr(content, 1, 16), context from node_text where cont
 
 def test_the_migration_indexes_old_turns_with_their_neighbours_words(old_store: Path, tmp_path: Path) -> None:
     with WorldDB(old_store) as db:
-        rows = dict(db._conn.execute(WITH_CONTEXT))
+        rows = dict(db.sql(WITH_CONTEXT))
         # the fixture's first session: Ana, Ana, Bot (a speaker no rule reads as an assistant)
         assert rows == {
             "I live in Austin": "Ana: My sister Emma is running a marathon in May.\n"
@@ -174,7 +173,7 @@ def test_the_migration_indexes_old_turns_with_their_neighbours_words(old_store: 
                 ],
             ),
         )
-        fresh = dict(new._conn.execute(WITH_CONTEXT))
+        fresh = dict(new.sql(WITH_CONTEXT))
     assert fresh == {k: v for k, v in rows.items() if not k.startswith("I moved")}
 
 
@@ -199,8 +198,8 @@ def test_the_context_fill_stops_at_a_purged_turn_and_skips_amended_versions(tmp_
     conn.close()
     with WorldDB(path) as db:
         assert db.migrated_from == 5
-        rows = dict(db._conn.execute("select nid, context from node_text"))
-        context = {node: rows.get(db._store.resolve(node)) for node in [*ids, newer]}
+        rows = dict(db.sql("select nid, context from node_text"))
+        context = {node: rows.get(nid_of(db, node)) for node in [*ids, newer]}
         assert not any("4417" in (text or "") for text in context.values())
         assert context[ids[0]] == "me: I booked the ferry."  # the turn after; the purged one is a wall
         assert context[ids[3]] == "me: We leave on Friday."  # nothing from before the wall
@@ -270,19 +269,16 @@ def test_version_6_lifts_to_a_contentless_index_that_ranks_as_before(tmp_path: P
     old.close()
     with WorldDB(path) as db:
         assert db.migrated_from == 6 and db.root() == bytes(root).hex()
-        conn = db._conn
-        assert (
-            conn.execute("select sql from sqlite_schema where name = 'node_fts'").fetchall()[0][0].count("content = ''")
-        )
-        assert not conn.execute("select count(*) from sqlite_schema where name = 'node_fts_content'").fetchall()[0][0]
-        lifted = conn.execute("select nid, name, content, context from node_text order by nid").fetchall()
+        assert db.sql("select sql from sqlite_schema where name = 'node_fts'")[0][0].count("content = ''")
+        assert not db.sql("select count(*) from sqlite_schema where name = 'node_fts_content'")[0][0]
+        lifted = db.sql("select nid, name, content, context from node_text order by nid")
         # every row reads back as it was indexed; the one text that was not NFC reads back as its blob holds it
         assert lifted == [(n, a, unicodedata.normalize("NFC", b), c) for n, a, b, c in rows]
         assert any(unicodedata.normalize("NFC", b) != b for _, _, b, _ in rows)
-        assert conn.execute("select count(*) from index_text").fetchall()[0][0] == sum(
+        assert db.sql("select count(*) from index_text")[0][0] == sum(
             1 for _, _, b, c in rows if c is not None or "\n" in b
         )
-        assert ranked(conn) == before
+        assert ranked(db._conn) == before
         assert db.verify(deep=True).ok
         # a purge after the lift erases the text from the index too
         note = next(node.id for node, _ in db.search("fjord"))
@@ -305,13 +301,12 @@ def test_version_7_lifts_to_turns_quoted_by_reference(tmp_path: Path) -> None:
     old.close()
     with WorldDB(path) as db:
         assert db.migrated_from == 7 and db.root() == bytes(root).hex()
-        conn = db._conn
-        assert conn.execute("select nid, name, content, context from node_text order by nid").fetchall() == rows
+        assert db.sql("select nid, name, content, context from node_text order by nid") == rows
         # every window of the fixture's sessions is its turns: none is kept as text any more
-        assert conn.execute(
+        assert db.sql(
             "select count(*), count(added_from) + count(context_from), count(added) + count(context) from index_text"
-        ).fetchall()[0] == (literal, 7, 0)
-        assert ranked(conn) == before and db.verify(deep=True).ok
+        )[0] == (literal, 7, 0)
+        assert ranked(db._conn) == before and db.verify(deep=True).ok
 
 
 def test_a_failed_migration_leaves_the_old_file_as_it_was(old_store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -415,10 +410,10 @@ def test_version_10_lifts_with_its_noted_merge_conflicts_as_changes(tmp_path: Pa
     conn.close()
     with WorldDB(path) as db:
         assert db.migrated_from == 10  # (verify would want the same_as edges a real acceptance elsewhere brings)
-        logged = db._conn.execute("select kind from change_log where seq > ?", (last,)).fetchall()
+        logged = db.sql("select kind from change_log where seq > ?", (last,))
         assert logged == [("proposal",)]
-        trigger = db._conn.execute("select sql from sqlite_master where name = 'change_proposal_decided'")
-        assert "conflict" in trigger.fetchall()[0][0]
+        trigger = db.sql("select sql from sqlite_master where name = 'change_proposal_decided'")
+        assert "conflict" in trigger[0][0]
 
 
 def test_version_12_gains_the_views_memory_and_fact_with_its_roots_unchanged(tmp_path: Path) -> None:

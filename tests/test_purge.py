@@ -21,7 +21,7 @@ from worlddb_lite.text import caches
 from worlddb_lite.text.extract import RuleExtractor
 from worlddb_lite.write.conversation import ConversationIn, SessionIn, TurnIn
 
-from .conftest import FakeClock, FakeEmbedder, table_digest
+from .conftest import FakeClock, FakeEmbedder, meta_of, nid_of, table_digest
 
 SECRET = "Zorblatquux48213"
 
@@ -58,7 +58,7 @@ def test_a_purged_secret_is_nowhere_in_the_files_and_the_store_still_verifies(fi
     assert db.lookup_alias(f"{SECRET} alias") == ()
     assert all(SECRET not in (h.node.content or "") for h in db.recall(f"pin {SECRET}", scope="alice").hits)
     assert db.search(SECRET) == []
-    tomb = db._conn.execute("select * from tombstone").fetchall()
+    tomb = db.sql("select * from tombstone")
     assert sorted(bytes(r[0]).hex() for r in tomb) == sorted(result["purged"]) and all(len(r) == 2 for r in tomb)
     db.close()
     assert SECRET.lower().encode() not in _raw(file_db_path)
@@ -143,14 +143,18 @@ def test_purging_a_turn_erases_the_facts_extracted_from_it_and_the_context_that_
     secret_turn, reply, later = db.ingest(conv)
     facts = [n for n in db.nodes(type="Fact") if SECRET in (n.content or "")]
     assert facts, "the rule extractor should have found the workplace"
-    quoted = db._conn.execute("select content from node_text where nid = ?", (db._store.resolve(reply),)).fetchone()
+    quoted = db.sql(
+        "select content from node_text where nid = (select nid from node where lower(hex(id)) = ?)", (reply,)
+    )[0]
     assert SECRET in quoted[0]  # the reply is indexed with the turn before it
-    further = db._conn.execute("select context from node_text where nid = ?", (db._store.resolve(later),)).fetchone()
+    further = db.sql(
+        "select context from node_text where nid = (select nid from node where lower(hex(id)) = ?)", (later,)
+    )[0]
     assert SECRET in further[0]  # and the turn after that for its words (conversation.DEFAULT_WORD_WINDOW)
     result = db.purge(secret_turn)
     assert {f.id for f in facts} <= set(result["purged"]) and not {reply, later} & set(result["purged"])
     assert db.read(reply).content == "That sounds great"
-    rows = db._conn.execute("select name, content, context from node_text").fetchall()
+    rows = db.sql("select name, content, context from node_text")
     assert rows and not any(SECRET.lower() in str(r).lower() for r in rows)
     report = db.verify(deep=True)
     assert report.ok, report.violations
@@ -176,9 +180,9 @@ def test_purging_a_turn_erases_the_names_the_context_bridge_took_from_it(file_db
         ],
     )
     told, answer, later = db.ingest(conv, bridge=True)
-    indexed = dict(db._conn.execute("select nid, content from node_text").fetchall())
-    assert name in indexed[db._store.resolve(later)]  # bridged: the windows of whole turns stop at the assistant
-    assert name not in str(db._conn.execute("select context from node_text").fetchall())
+    indexed = dict(db.sql("select nid, content from node_text"))
+    assert name in indexed[nid_of(db, later)]  # bridged: the windows of whole turns stop at the assistant
+    assert name not in str(db.sql("select context from node_text"))
     db.purge(told)
     assert db.read(later).content == "He said my results look fine" and db.read(answer).content is not None
     assert name.split()[1].lower().encode() not in _raw(file_db_path)
@@ -250,9 +254,10 @@ def test_a_session_ingested_again_with_more_turns_takes_no_words_from_a_purged_t
         bridge=bridge,
     )
     assert again[:3] == ids and db.read(ids[1]).purged
-    rows = db._conn.execute(
-        "select content, context from node_text where nid = ?", (db._store.resolve(again[3]),)
-    ).fetchone()
+    rows = db.sql(
+        "select content, context from node_text where nid = (select nid from node where lower(hex(id)) = ?)",
+        (again[3],),
+    )[0]
     assert "ok" in str(rows)  # the new turn still takes the words on its side of the wall
     assert db.search("Quillonzorb") == [] and db.search("48213") == []
     db.close()
@@ -326,7 +331,7 @@ def _busy_purge(path: str) -> tuple[WorldDB, apsw.Connection]:
     db._conn.set_busy_timeout(50)  # the purge's checkpoint gives up after 50 ms instead of 5 s
     result = db.purge(secret, scope="alice")
     assert result["checkpoint"]["busy"] is True
-    assert db._meta_value(maintenance.WIPE_PENDING) is not None  # marked, for whoever comes next
+    assert meta_of(db, maintenance.WIPE_PENDING) is not None  # marked, for whoever comes next
     assert db.stats()["wipe_pending"] is True
     assert SECRET.lower().encode() in Path(path).read_bytes().lower()  # the main file still has the old page
     return db, reader
@@ -338,7 +343,7 @@ def test_a_wipe_a_reader_held_up_is_finished_when_the_store_closes(file_db_path:
     db.close()
     assert SECRET.lower().encode() not in _raw(file_db_path)
     with WorldDB(file_db_path, embedder=FakeEmbedder()) as again:
-        assert again._meta_value(maintenance.WIPE_PENDING) is None and again.verify().ok
+        assert meta_of(again, maintenance.WIPE_PENDING) is None and again.verify().ok
     reader.close()
 
 
@@ -348,7 +353,7 @@ def test_a_pending_wipe_is_finished_by_the_next_process_to_open_the_store(file_d
     assert SECRET.lower().encode() in _raw(file_db_path)
     reader.execute("commit")
     with WorldDB(file_db_path, embedder=FakeEmbedder()) as again:  # another process, later
-        assert again._meta_value(maintenance.WIPE_PENDING) is None
+        assert meta_of(again, maintenance.WIPE_PENDING) is None
         assert SECRET.lower().encode() not in _raw(file_db_path)
     reader.close()
 
@@ -356,10 +361,10 @@ def test_a_pending_wipe_is_finished_by_the_next_process_to_open_the_store(file_d
 def test_a_checkpoint_that_completes_clears_a_pending_wipe(file_db_path: str) -> None:
     db, reader = _busy_purge(file_db_path)
     assert db.checkpoint()["busy"] is True  # still held: still pending
-    assert db._meta_value(maintenance.WIPE_PENDING) is not None
+    assert meta_of(db, maintenance.WIPE_PENDING) is not None
     reader.execute("commit")
     assert db.checkpoint()["busy"] is False
-    assert db._meta_value(maintenance.WIPE_PENDING) is None and db.stats()["wipe_pending"] is False
+    assert meta_of(db, maintenance.WIPE_PENDING) is None and db.stats()["wipe_pending"] is False
     assert SECRET.lower().encode() not in _raw(file_db_path)
     db.close()
     reader.close()
@@ -388,7 +393,7 @@ def test_a_wipe_cut_short_before_its_vacuum_is_carried_on_by_the_next_open(
     vacuumed: list[float] = []
     monkeypatch.setattr(maintenance, "vacuum", lambda conn, retry=True: vacuumed.append(vacuum(conn)) or vacuumed[-1])
     with WorldDB(file_db_path, embedder=FakeEmbedder()) as again:  # the next open rewrites the file, then folds it
-        assert len(vacuumed) == 1 and again._meta_value(maintenance.WIPE_PENDING) is None
+        assert len(vacuumed) == 1 and meta_of(again, maintenance.WIPE_PENDING) is None
         assert again.read(secret).purged and again.verify(deep=True).ok
     assert SECRET.lower().encode() not in _raw(file_db_path)
 
@@ -410,7 +415,7 @@ def test_finishing_an_older_wipe_leaves_a_newer_purges_mark_alone(
 
     monkeypatch.setattr(maintenance, "checkpoint", newer_purge_meanwhile)
     assert db.checkpoint()["busy"] is False
-    assert db._meta_value(maintenance.WIPE_PENDING) == "vacuum newer"  # not cleared: its VACUUM is still to run
+    assert meta_of(db, maintenance.WIPE_PENDING) == "vacuum newer"  # not cleared: its VACUUM is still to run
     vacuums: list[float] = []
     vacuum = maintenance.vacuum
     monkeypatch.setattr(maintenance, "vacuum", lambda conn, retry=True: vacuums.append(vacuum(conn)) or vacuums[-1])
@@ -437,7 +442,7 @@ def test_open_and_close_never_wait_for_a_writer_to_finish_a_wipe(
     writer.execute("rollback")
     writer.close()
     with WorldDB(file_db_path, embedder=FakeEmbedder()) as last:  # nobody in the way now: it is finished
-        assert last._meta_value(maintenance.WIPE_PENDING) is None
+        assert meta_of(last, maintenance.WIPE_PENDING) is None
 
 
 def test_purging_a_note_keeps_the_facts_other_memories_still_say(tmp_path: Path) -> None:

@@ -105,8 +105,8 @@ def test_a_drain_killed_mid_queue_loses_nothing_and_repeats_nothing(tmp_path: Pa
         turns = {n.id for n in db.nodes(world=db.scope("me"), type="Turn")}
         per_turn = [len([e for e in db.neighbours(f.id, types=["refers_to"]).edges if e.dst in turns]) for f in facts]
         assert per_turn == [1] * 40
-        done = db._conn.execute("select count(*), count(distinct turn) from work_queue where done_at is not null")
-        assert tuple(done.fetchone()) == (40, 40)
+        done = db.sql("select count(*), count(distinct turn) from work_queue where done_at is not null")
+        assert tuple(done[0]) == (40, 40)
         assert db.verify().ok
 
 

@@ -19,7 +19,7 @@ from worlddb_lite.retrieval.lanes import fts_query
 from worlddb_lite.store import queries
 from worlddb_lite.write.conversation import ConversationIn, SessionIn, TurnIn
 
-from .conftest import FakeEmbedder, table_digest
+from .conftest import FakeEmbedder, nid_of, table_digest
 
 
 def _conversation(scope: str, sessions: list[tuple[str, list[str]]]) -> ConversationIn:
@@ -484,7 +484,7 @@ def test_an_unnamed_change_stays_below_a_later_statement_of_the_value(db: WorldD
     view = db._reader.view(None, None, False, world=db._reader.scope_id("ana"))
     turns = {
         str(text): int(nid)
-        for nid, text in db._conn.execute("select nid, json_extract(body, '$.content') from node where type = 'Turn'")
+        for nid, text in db.sql("select nid, json_extract(body, '$.content') from node where type = 'Turn'")
     }
     first, change, restated = (turns[text] for _, text in said)
     query = "When is my dentist appointment?"
@@ -516,7 +516,7 @@ def test_an_older_change_never_moves_above_a_later_change_of_the_same_thing(db: 
     view = db._reader.view(None, None, False, world=db._reader.scope_id("ana"))
     turns = {
         str(text): int(nid)
-        for nid, text in db._conn.execute("select nid, json_extract(body, '$.content') from node where type = 'Turn'")
+        for nid, text in db.sql("select nid, json_extract(body, '$.content') from node where type = 'Turn'")
     }
     log, older, newer = (
         turns[t]
@@ -579,7 +579,7 @@ def test_a_busy_period_keeps_only_what_the_other_lanes_found(db: WorldDB, monkey
     view = db._reader.view(None, None, False, world=db._reader.scope_id("ana"))
     turns = {
         str(text): int(nid)
-        for nid, text in db._conn.execute("select nid, json_extract(body, '$.content') from node where type = 'Turn'")
+        for nid, text in db.sql("select nid, json_extract(body, '$.content') from node where type = 'Turn'")
     }
     question = "What about the quilt on 25 May 2022?"
     found = [turns["The quilt took a month"]]
@@ -666,7 +666,7 @@ def test_a_turn_scores_also_by_the_best_turn_of_its_session(ana: WorldDB) -> Non
     view = ana._reader.view(None, None, False, world=ana._reader.scope_id("ana"))
     turns = {
         str(text): int(nid)
-        for nid, text in ana._conn.execute("select nid, json_extract(body, '$.content') from node where type = 'Turn'")
+        for nid, text in ana.sql("select nid, json_extract(body, '$.content') from node where type = 'Turn'")
     }
     best, same, other = turns["I moved to Denver last week"], turns["I adopted a kitten"], turns["I live in Austin"]
     ranked = [(best, 0.05), (other, 0.021), (same, 0.02)]
@@ -724,7 +724,7 @@ def test_a_turn_said_by_the_person_the_query_names_gains(db: WorldDB) -> None:
     view = db._reader.view(None, None, False, world=db._reader.scope_id("ana"))
     turns = {
         str(name): int(nid)
-        for nid, name in db._conn.execute("select nid, json_extract(body, '$.name') from node where type = 'Turn'")
+        for nid, name in db.sql("select nid, json_extract(body, '$.name') from node where type = 'Turn'")
     }
     caroline, melanie, assistant = turns["Caroline"], turns["Melanie"], turns["assistant"]
     ranked = [(assistant, 0.06), (melanie, 0.05), (caroline, 0.047)]
@@ -756,7 +756,7 @@ def test_a_speaker_without_words_is_named_by_no_query(db: WorldDB) -> None:
 
     db.ingest(_dialogue("ana", "2024-01-10", [("-", "I took a painting class")]))
     view = db._reader.view(None, None, False, world=db._reader.scope_id("ana"))
-    turn = int(db._conn.execute("select nid from node where type = 'Turn'").fetchall()[0][0])
+    turn = int(db.sql("select nid from node where type = 'Turn'")[0][0])
     assert person_prior(view, [(turn, 0.05)], "which painting class?", Found({}, {}), depth=10) == [(turn, 0.05)]
 
 
@@ -773,7 +773,7 @@ def test_the_turn_said_next_is_found_past_what_was_written_between(db: WorldDB) 
         type="Turn",
         name="Ana",
     )
-    nid = {node: db._store.resolve(node) for node in (first, second, elsewhere)}
+    nid = {node: nid_of(db, node) for node in (first, second, elsewhere)}
     assert queries.next_turns(db._conn, [nid[first], nid[second]]) == {nid[first]: (nid[second],)}  # the last has none
 
 
@@ -793,7 +793,7 @@ def test_the_entity_lane_orders_by_the_question_without_the_names_it_matched(ana
 def test_the_in_memory_containment_check_agrees_with_the_sql_walk(ana: WorldDB) -> None:
     from worlddb_lite.store import queries
 
-    every = [int(r[0]) for r in ana._conn.execute("select nid from node order by nid")]
+    every = [int(r[0]) for r in ana.sql("select nid from node order by nid")]
     for scope in ("ana", "bob"):
         view = ana._reader.view(None, None, False, world=ana._reader.scope_id(scope))
         assert len(view.worlds) == 1
@@ -816,7 +816,7 @@ def test_word_counts_are_remembered_until_the_next_write(ana: WorldDB, db_path: 
     from worlddb_lite.store import queries
 
     def fresh(word: str) -> int:
-        return int(ana._conn.execute("select count(*) from node_fts where node_fts match ?", (word,)).fetchone()[0])
+        return int(ana.sql("select count(*) from node_fts where node_fts match ?", (word,))[0][0])
 
     assert queries.term_rows(ana._conn, ["kitten", "kittens", "zebra"]) == {
         "kitten": fresh("kitten"),
@@ -836,7 +836,7 @@ def test_word_counts_are_remembered_until_the_next_write(ana: WorldDB, db_path: 
 
 
 def test_kinds_read_from_the_index_agree_with_the_store(ana: WorldDB) -> None:
-    every = [int(r[0]) for r in ana._conn.execute("select nid from node order by nid")]
+    every = [int(r[0]) for r in ana.sql("select nid from node order by nid")]
     view = ana._reader.view(None, None, False, world=ana._reader.scope_id("ana"))
     held = [n for n in every if n < view.index().pos.shape[0] and view.index().pos[n] >= 0]
     assert held  # the index answers for most; the rest (the root, nodes without text) go through headers
@@ -899,10 +899,10 @@ def test_a_note_scores_also_by_the_best_note_or_fact_of_its_world(db: WorldDB) -
     """As a turn by its session's best: a note is read among its scope's notes and facts, so turns do not bury it."""
     from worlddb_lite.retrieval.recall import session_prior
 
-    note = db._store.resolve(db.write("The spare key is under the blue flowerpot", scope="ana"))
-    other = db._store.resolve(db.write("The wifi password is on the fridge", scope="ana"))
+    note = nid_of(db, db.write("The spare key is under the blue flowerpot", scope="ana"))
+    other = nid_of(db, db.write("The wifi password is on the fridge", scope="ana"))
     (turn,) = db.ingest(_dialogue("ana", "2024-01-01", [("ana", "Where did I leave my keys again?")]))
-    turn_nid = db._store.resolve(turn)
+    turn_nid = nid_of(db, turn)
     view = db._reader.view(None, None, False, world=db._reader.scope_id("ana"))
     ranked = [(turn_nid, 0.05), (note, 0.04), (other, 0.01)]
     prior = dict(session_prior(view, ranked, 1.0))

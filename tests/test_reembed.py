@@ -59,11 +59,11 @@ def test_reembed_replaces_every_vector_keeps_every_root_and_switches_the_model(
         WorldDB(path, embedder=FakeEmbedder())
     with WorldDB(path, embedder=OtherEmbedder()) as db:
         assert db.root() == root_before  # vectors are an index, not content
-        assert db._conn.execute("select count(distinct part) from node_vec").fetchone()[0] > 1
+        assert db.sql("select count(distinct part) from node_vec")[0][0] > 1
         assert db.verify(deep=True).ok
-        leaf = db._conn.execute(
+        leaf = db.sql(
             "select embedding from node_vec where rowid = (select nid from node where id = ?)", (bytes.fromhex(ids[1]),)
-        ).fetchone()[0]
+        )[0][0]
         expected = OtherEmbedder().embed(["turn 0 about the river"])[0]
         assert np.allclose(np.frombuffer(leaf, dtype=np.float32), expected / np.linalg.norm(expected), atol=1e-6)
         assert db.nearest("turn 0 about the river", k=1)[0][0].id in ids

@@ -428,7 +428,7 @@ def test_an_entity_waiting_for_re_resolution_is_one_small_row_whatever_else_wait
     db.recluster()
     for i, nid in enumerate(people):
         db.add_alias(nid, f"colleague number {i}")
-    rows = db._conn.execute("select key, value from meta where key like 'resolver_aliased%'").fetchall()
+    rows = db.sql("select key, value from meta where key like 'resolver_aliased%'")
     assert len(rows) == len(names) and all(value == "" and key.startswith(ALIASED) for key, value in rows)
     db.recluster()
     assert db._store.meta_keys(ALIASED) == []  # a pass clears what it re-resolved

@@ -66,7 +66,7 @@ def test_a_capped_store_keeps_the_best_hot_and_the_rest_stay_findable(db: WorldD
     db.set_retention(max_hot_vectors=4)
     assert db.consolidate(only="retention")["retention"] == len(ANIMALS) - 4
     assert db.retention() == {"max_hot_vectors": 4, "cold_below": None, "cold": len(ANIMALS) - 4}
-    rows = db._conn.execute("select id, type, content, reason from cold_memory order by content").fetchall()
+    rows = db.sql("select id, type, content, reason from cold_memory order by content")
     assert len(rows) == len(ANIMALS) - 4 and all("max_hot_vectors" in r[3] for r in rows)
     cold = {r[0] for r in rows}
     assert ids[0] not in cold  # the otter: recalled
@@ -90,17 +90,17 @@ def test_recalls_are_written_in_batches_and_when_the_store_closes(tmp_path: Path
         note = db.write("The spare key is under the blue pot", scope="ana")
         for _ in range(3):
             db.recall("spare key", scope="ana", k=1)
-        assert db._conn.execute("select count(*) from node_access").fetchone()[0] == 0  # no write per read
+        assert db.sql("select count(*) from node_access")[0][0] == 0  # no write per read
     with WorldDB(path, embedder=FakeEmbedder(), clock=clock) as db:
-        hits, recent = db._conn.execute(
+        ((hits, recent),) = db.sql(
             "select a.hits, a.recent from node_access as a join node as n on n.nid = a.nid where lower(hex(n.id)) = ?",
             (note,),
-        ).fetchone()
+        )
         assert hits == 3 and len(json.loads(recent)) == 3
         for _ in range(access_log.BATCH):  # a batch's worth is written while the store stays open
             db.recall("spare key", scope="ana", k=1)
-        assert db._conn.execute("select max(hits) from node_access").fetchone()[0] >= access_log.BATCH
-        (recent,) = db._conn.execute("select recent from node_access where hits > 3").fetchone()
+        assert db.sql("select max(hits) from node_access")[0][0] >= access_log.BATCH
+        (recent,) = db.sql("select recent from node_access where hits > 3")[0]
         assert len(json.loads(recent)) == access_log.RECENT  # only the latest times are kept
 
 
@@ -137,10 +137,10 @@ def test_a_purge_forgets_a_memorys_recalls_and_tier(db: WorldDB, clock: FakeCloc
     db.purge(ids[1])
     for table in ("node_access", "cold_node"):
         assert (
-            db._conn.execute(
+            db.sql(
                 f"select count(*) from {table} as t join node as n on n.nid = t.nid where lower(hex(n.id)) = ?",
                 (ids[1],),
-            ).fetchone()[0]
+            )[0][0]
             == 0
         )
 
@@ -184,7 +184,7 @@ def test_recall_never_waits_for_another_writer_and_writes_its_accesses_later(tmp
         other.close()
         for _ in range(access_log.BATCH):
             db.recall("spare key", scope="ana", k=1)
-        written = db._conn.execute("select hits from node_access").fetchone()[0]
+        written = db.sql("select hits from node_access")[0][0]
         assert written >= 2 * access_log.BATCH and written + len(db._access.pending) == 2 * access_log.BATCH + 1
 
 

@@ -16,7 +16,7 @@ from worlddb_lite.ops.verify import REQUIRED_TRIGGERS
 from worlddb_lite.store import connection
 from worlddb_lite.write.conversation import ConversationIn, SessionIn, TurnIn
 
-from .conftest import FakeEmbedder
+from .conftest import FakeEmbedder, nid_of
 
 SQLITE3 = shutil.which("sqlite3")
 needs_shell = pytest.mark.skipif(
@@ -70,9 +70,8 @@ def test_every_guard_trigger_is_in_the_schema() -> None:
 
 
 def test_store_records_its_version_and_embedder(db: WorldDB) -> None:
-    conn = db._conn
-    assert conn.execute("pragma user_version").fetchone()[0] == connection.SCHEMA_VERSION
-    meta = dict(conn.execute("select key, value from meta").fetchall())
+    assert db.sql("pragma user_version")[0][0] == connection.SCHEMA_VERSION
+    meta = dict(db.sql("select key, value from meta"))
     assert meta["schema_version"] == str(connection.SCHEMA_VERSION)
     assert meta["embedder_id"] == "fake-hash-32" and meta["embedder_dim"] == "32"
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", meta["created_at"])
@@ -86,16 +85,15 @@ def test_views_answer_on_a_populated_store(db: WorldDB) -> None:
     x = db.write("Bob", type="Entity", name="Bob", scope="alice")
     y = db.write("Robert", type="Entity", name="Robert", scope="alice")
     db.link(x, y, "same_as")
-    conn = db._conn
-    current = {r[0] for r in conn.execute("select id from current_node")}
+    current = {r[0] for r in db.sql("select id from current_node")}
     assert {b, c, x, y} <= current and a not in current
-    history = {r[0]: r for r in conn.execute("select id, superseded_by, supersedes from node_history")}
+    history = {r[0]: r for r in db.sql("select id, superseded_by, supersedes from node_history")}
     assert history[a][1] == b and history[b][2] == a
-    assert conn.execute("select a_id, b_id from open_contradiction").fetchall() == [(b, c)]
-    assert conn.execute("select a_name, b_name from pending_merge").fetchall() == [("Bob", "Robert")]
-    tree = {r[0]: r for r in conn.execute("select id, name, members from world_tree")}
+    assert db.sql("select a_id, b_id from open_contradiction") == [(b, c)]
+    assert db.sql("select a_name, b_name from pending_merge") == [("Bob", "Robert")]
+    tree = {r[0]: r for r in db.sql("select id, name, members from world_tree")}
     assert db.root_id in tree and tree[db.scope("alice")][2] >= 5
-    edges = conn.execute("select type from current_edge order by type").fetchall()
+    edges = db.sql("select type from current_edge order by type")
     assert edges == [("contradicts",), ("supersedes",)]
 
 
@@ -156,7 +154,7 @@ def test_the_shell_reads_a_real_store(tmp_path: Path) -> None:
 def test_the_wal_is_folded_in_large_steps_and_fully_on_close(tmp_path: Path) -> None:
     path = tmp_path / "wal.db"
     db = WorldDB(path, embedder=FakeEmbedder())
-    assert db._conn.execute("pragma wal_autocheckpoint").fetchone()[0] == connection.WAL_CHECKPOINT_PAGES
+    assert db.sql("pragma wal_autocheckpoint")[0][0] == connection.WAL_CHECKPOINT_PAGES
     db.write_many([{"text": f"memory {i}", "scope": "s"} for i in range(50)])
     db.close()
     wal = Path(str(path) + "-wal")
@@ -176,26 +174,23 @@ def test_the_full_text_index_keeps_no_copy_of_the_text(tmp_path: Path) -> None:
                 [SessionIn("1", "2024-03-01", [TurnIn("Vintrel Oxbow skates", "ana"), TurnIn("Nice!", "ana")])],
             )
         )
-        nid, reply = db._store.resolve(note), db._store.resolve(turns[1])
-        conn = db._conn
-        assert not conn.execute("select count(*) from sqlite_schema where name = 'node_fts_content'").fetchone()[0]
-        assert conn.execute("select content from node_text where nid = ?", (nid,)).fetchone()[
-            0
-        ] == unicodedata.normalize("NFC", said)
+        nid, reply = nid_of(db, note), nid_of(db, turns[1])
+        assert not db.sql("select count(*) from sqlite_schema where name = 'node_fts_content'")[0][0]
+        assert db.sql("select content from node_text where nid = ?", (nid,))[0][0] == unicodedata.normalize("NFC", said)
         # the reply is indexed with the turn before it: index_text lists that turn, node_text renders it
-        first = db._store.resolve(turns[0])
-        assert conn.execute("select added, added_from from index_text where nid = ?", (reply,)).fetchone() == (
+        first = nid_of(db, turns[0])
+        assert db.sql("select added, added_from from index_text where nid = ?", (reply,))[0] == (
             None,
             f"[{first}]",
         )
-        assert conn.execute("select content from node_text where nid = ?", (reply,)).fetchone()[0] == (
+        assert db.sql("select content from node_text where nid = ?", (reply,))[0][0] == (
             "Nice!\nana: Vintrel Oxbow skates"
         )
         # a text that is not exactly turns of the world (a bridged name, a caller's context) stays text
         other = db.write("Tea at noon", scope="s", index_context="Quorbly Zanthic", word_context="Muffle")
-        assert conn.execute(
-            "select added, context, added_from, context_from from index_text where nid = ?", (db._store.resolve(other),)
-        ).fetchone() == ("Quorbly Zanthic", "Muffle", None, None)
+        assert db.sql(
+            "select added, context, added_from, context_from from index_text where nid = ?", (nid_of(db, other),)
+        )[0] == ("Quorbly Zanthic", "Muffle", None, None)
         assert [n.id for n, _ in db.search("Zoë")] == [note] and db.verify(deep=True).ok
         db.checkpoint()
     data = path.read_bytes()

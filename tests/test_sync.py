@@ -240,13 +240,13 @@ def test_members_keep_their_written_order_and_verify_checks_it(pair: tuple[World
 
 def test_the_change_log_records_every_kind_of_write(pair: tuple[WorldDB, WorldDB]) -> None:
     a, _ = pair
-    before = {k for (k,) in a._conn.execute("select distinct kind from change_log")}
+    before = {k for (k,) in a.sql("select distinct kind from change_log")}
     x = a.write("Dana", scope="ana", type="Entity", name="Dana")
     a.add_alias(x, "my manager")
     y = a.write("Dana S.", scope="ana", type="Entity", name="Dana S.")
     a.link(x, y, "same_as")
     a.purge(y)
-    kinds = {k for (k,) in a._conn.execute("select distinct kind from change_log")}
+    kinds = {k for (k,) in a.sql("select distinct kind from change_log")}
     assert {"node", "edge"} <= before
     assert {"alias", "proposal", "tombstone"} <= kinds
     assert json.loads(json.dumps(a.sync_token().split(",")))[0].startswith(a.store_id)
@@ -259,7 +259,7 @@ def test_values_of_one_slot_learned_apart_are_flagged_after_the_sync(pair: tuple
     result = a.sync(b)
     assert result["pull"]["swept"] >= 1 and result["converged"]
     for db in (a, b):
-        (row,) = db._conn.execute("select a_content, b_content from open_contradiction").fetchall()
+        (row,) = db.sql("select a_content, b_content from open_contradiction")
         assert {"Porto" in text for text in row if text} == {True, False}
     _converged(a, b)
 
@@ -283,7 +283,7 @@ def test_an_accept_and_a_reject_of_one_merge_are_listed_and_both_verify(pair: tu
     b.reject_merge(b.merge_proposals()[0].pid)
     a.sync(b)
     for db, here, elsewhere in ((a, "accepted", "rejected"), (b, "rejected", "accepted")):
-        rows = db._conn.execute("select decided_here, decided_elsewhere from merge_conflict").fetchall()
+        rows = db.sql("select decided_here, decided_elsewhere from merge_conflict")
         assert rows == [(here, elsewhere)]
         assert db.verify(deep=True).ok
     assert a.root() == b.root()
@@ -380,7 +380,7 @@ def test_an_alias_time_merged_on_one_replica_reaches_a_third(pair: tuple[WorldDB
     a.add_alias(x, "Teatime")  # a's clock is behind b's: its time is the earlier
     a.sync(b)
     c.sync(b)
-    times = [db._conn.execute("select created_at from alias where norm = 'teatime'").fetchall() for db in (a, b, c)]
+    times = [db.sql("select created_at from alias where norm = 'teatime'") for db in (a, b, c)]
     assert times[0] == times[1] == times[2]
     c.close()
 
@@ -508,7 +508,7 @@ def test_an_apply_whose_sweep_did_not_run_is_swept_by_the_next(
             a.apply_changes(_set(b, a))
     b.write("I go running every morning", scope="ana")
     assert a.apply_changes(_set(b, a))["swept"] == 1  # the conflict the first apply brought
-    assert not a._conn.execute("select 1 from meta where key = ?", (SWEPT_UPTO,)).fetchall()  # all swept
+    assert not a.sql("select 1 from meta where key = ?", (SWEPT_UPTO,))  # all swept
     a.write("I work at Acme", scope="ana")  # written here: the write path handled it, the next sweep skips it
     assert a.apply_changes(_set(b, a))["swept"] == 0
     assert a.consolidate(only="sweep")["sweep"] == 0
@@ -528,7 +528,7 @@ def test_a_restored_replica_learns_of_a_merge_decided_both_ways(tmp_path: Path) 
     assert a.sync(b)["converged"]
     (proposal,) = a.merge_proposals(None)
     assert proposal.status.value == "rejected"
-    assert a._conn.execute("select decided_elsewhere from merge_conflict").fetchall() == [("accepted",)]
+    assert a.sql("select decided_elsewhere from merge_conflict") == [("accepted",)]
     _converged(a, b)
     a.close()
     b.close()
@@ -568,7 +568,7 @@ def test_the_link_to_an_older_note_a_newer_memory_may_update_travels(pair: tuple
 def _may_update(db: WorldDB) -> list[tuple[str, str]]:
     return [
         (bytes(src).hex(), bytes(dst).hex())
-        for src, dst in db._conn.execute(
+        for src, dst in db.sql(
             "select s.id, d.id from edge as e join node as s on s.nid = e.src join node as d on d.nid = e.dst "
             "where e.type = 'may_update'"
         )

@@ -51,11 +51,9 @@ def _digest(db: WorldDB) -> dict[str, Any]:
     of a purge's wipe sets) and each change's stamp (change_log.stamp); and without the sweep's mark, which
     moves on after the commit, once the sweep ran (a kill before leaves that sweep to the next apply)."""
     out = table_digest(db)
-    meta = sorted(
-        db._conn.execute("select key, value from meta where key not in ('vec_epoch', ?)", (SWEPT_UPTO,)).fetchall()
-    )
+    meta = sorted(db.sql("select key, value from meta where key not in ('vec_epoch', ?)", (SWEPT_UPTO,)))
     out["meta"] = (len(meta), hashlib.sha256(repr(meta).encode()).hexdigest())
-    log = db._conn.execute("select seq, kind, ref, origin from change_log order by seq").fetchall()
+    log = db.sql("select seq, kind, ref, origin from change_log order by seq")
     out["change_log"] = (len(log), hashlib.sha256(repr(log).encode()).hexdigest())
     return out
 

@@ -19,7 +19,7 @@ from worlddb_lite.ops import reembed
 from worlddb_lite.store import connection
 from worlddb_lite.write.conversation import ConversationIn, SessionIn, TurnIn
 
-from .conftest import FakeEmbedder
+from .conftest import FakeEmbedder, meta_of
 
 FIXTURE = Path(__file__).parent / "fixtures" / "store-v1.db"
 
@@ -40,11 +40,11 @@ def _chat(db: WorldDB, *texts: str) -> None:
 
 
 def _index(db: WorldDB) -> dict[int, bytes]:
-    return {int(n): bytes(b) for n, b in db._conn.execute("select nid, ids from node_tokens")}
+    return {int(n): bytes(b) for n, b in db.sql("select nid, ids from node_tokens")}
 
 
 def _fts(db: WorldDB) -> dict[int, tuple[str, str]]:
-    return {int(n): (a, b) for n, a, b in db._conn.execute("select nid, name, content from node_text")}
+    return {int(n): (a, b) for n, a, b in db.sql("select nid, name, content from node_text")}
 
 
 def test_a_text_is_read_as_its_content_tokens_in_order_and_cut(tokens: TokenVectors) -> None:
@@ -115,14 +115,14 @@ def test_every_full_text_row_gets_its_token_row_in_the_same_write(
         assert set(index) == set(fts) and len(fts) >= 3
         reader = content_tokens(tokens)
         assert all(index[nid] == reader.row(*text) for nid, text in fts.items())
-        assert db._meta_value("token_format") == token_index.FORMAT
+        assert meta_of(db, "token_format") == token_index.FORMAT
         report = db.verify(deep=True)
         assert report.ok and report.checked["token_rows"] == len(fts)
 
 
 def test_a_store_of_another_embedder_keeps_no_token_rows(db: WorldDB) -> None:
     _chat(db, "We pitched our tents at the campground")
-    assert _fts(db) and not _index(db) and db._meta_value("token_format") is None
+    assert _fts(db) and not _index(db) and meta_of(db, "token_format") is None
     assert db.verify(deep=True).ok
 
 
@@ -139,7 +139,7 @@ def test_opening_a_store_of_another_format_rewrites_its_rows(tmp_path: Path, mod
         broken = db.verify(deep=True)
         assert {v.invariant for v in broken.violations} == {"7-indexes"} and len(broken.violations) == 2
     with WorldDB(path, embedder=model) as db:
-        assert _index(db) == before and db._meta_value("token_format") == token_index.FORMAT
+        assert _index(db) == before and meta_of(db, "token_format") == token_index.FORMAT
         assert db.verify(deep=True).ok
 
 
@@ -148,8 +148,8 @@ def test_a_purge_takes_the_token_row_and_rewrites_the_neighbours_that_quoted_it(
 ) -> None:
     with WorldDB(str(tmp_path / "t.db"), embedder=model) as db:
         _chat(db, "Zorblatquux is the name of my pet lizard", "He eats crickets every morning")
-        secret = db._conn.execute("select nid from node_text where content like 'Zorblatquux%'").fetchall()[0][0]
-        ref = bytes(db._conn.execute("select id from node where nid = ?", (secret,)).fetchall()[0][0]).hex()
+        secret = db.sql("select nid from node_text where content like 'Zorblatquux%'")[0][0]
+        ref = bytes(db.sql("select id from node where nid = ?", (secret,))[0][0]).hex()
         db.purge(ref, scope="ana")
         index, fts = _index(db), _fts(db)
         assert secret not in index and set(index) == set(fts)
@@ -165,10 +165,10 @@ def test_re_embedding_moves_the_token_index_with_the_model(tmp_path: Path, model
         rows = _index(db)
     WorldDB.reembed(path, embedder=FakeEmbedder())
     with WorldDB(path, embedder=FakeEmbedder()) as db:
-        assert not _index(db) and db._meta_value("token_format") is None and db.verify(deep=True).ok
+        assert not _index(db) and meta_of(db, "token_format") is None and db.verify(deep=True).ok
     WorldDB.reembed(path)
     with WorldDB(path) as db:
-        assert _index(db) == rows and db._meta_value("token_format") == token_index.FORMAT
+        assert _index(db) == rows and meta_of(db, "token_format") == token_index.FORMAT
 
 
 def test_a_migrated_store_has_its_token_index_filled_on_open(tmp_path: Path) -> None:

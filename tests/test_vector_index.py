@@ -176,12 +176,12 @@ def test_training_starts_at_the_threshold_and_rebuilds_the_index(
         db.write_many(
             [{"text": f"note {i} about subject {i % 13} and detail {i % 7}", "world": session} for i in range(150)]
         )
-        assert db._conn.execute("select count(*) from vec_centroid").fetchone()[0] == 0
+        assert db.sql("select count(*) from vec_centroid")[0][0] == 0
         before = db.nearest("note 3 about subject 3", k=3)
         db.write_many([{"text": f"later note {i} on subject {i % 13}", "world": session} for i in range(100)])
-        lists = db._conn.execute("select count(*) from vec_centroid").fetchone()[0]
-        assert lists == nlist_for(db._conn.execute("select count(*) from node_vec").fetchone()[0])
-        parts = {r[0] for r in db._conn.execute("select distinct part from node_vec")}
+        lists = db.sql("select count(*) from vec_centroid")[0][0]
+        assert lists == nlist_for(db.sql("select count(*) from node_vec")[0][0])
+        parts = {r[0] for r in db.sql("select distinct part from node_vec")}
         assert len(parts) > 1
         assert db.nearest("note 3 about subject 3", k=3)[0][0].id == before[0][0].id
         assert db.verify(deep=True).ok
@@ -304,15 +304,15 @@ def test_a_partition_swollen_by_a_new_topic_splits_and_every_reader_follows(
     trained_pair: tuple[WorldDB, WorldDB],
 ) -> None:
     writer, reader = trained_pair
-    lists = writer._conn.execute("select count(*) from vec_centroid").fetchone()[0]
+    lists = writer.sql("select count(*) from vec_centroid")[0][0]
     assert lists > 0
     for i in range(300):
         writer.write(new_topic(i), scope="s")
-    splits = int(writer._conn.execute("select value from meta where key = 'vec_splits'").fetchone()[0])
+    splits = int(writer.sql("select value from meta where key = 'vec_splits'")[0][0])
     assert splits > 0
-    assert writer._conn.execute("select count(*) from vec_centroid").fetchone()[0] == lists + splits
-    sizes = [r[0] for r in writer._conn.execute("select count(*) from node_vec group by part")]
-    top = writer._conn.execute("select max(nid) from node_vec").fetchone()[0]
+    assert writer.sql("select count(*) from vec_centroid")[0][0] == lists + splits
+    sizes = [r[0] for r in writer.sql("select count(*) from node_vec group by part")]
+    top = writer.sql("select max(nid) from node_vec")[0][0]
     assert max(sizes) <= 2 * vector_index.split_limit(top)  # no partition stays swollen
     probe = "comet lunar rocket 17"
     want = writer.nearest(probe, k=1, types=["Memory"])[0][0].id
@@ -321,7 +321,7 @@ def test_a_partition_swollen_by_a_new_topic_splits_and_every_reader_follows(
         assert index.nlist == lists + splits
         got = index._scan(FakeEmbedder().embed([probe])[0], 1, None, None, index.nlist)
         assert db.nearest(probe, k=1, types=["Memory"])[0][0].id == want
-        assert got[0][0] == db._conn.execute("select nid from node where id = ?", (bytes.fromhex(want),)).fetchone()[0]
+        assert got[0][0] == db.sql("select nid from node where id = ?", (bytes.fromhex(want),))[0][0]
     assert writer.verify().ok
 
 
@@ -341,7 +341,7 @@ def test_a_split_committed_while_a_reader_catches_up_is_not_half_seen(
             fired.append(True)
             for i in range(300):
                 writer.write(new_topic(i), scope="s")
-            assert int(writer._conn.execute("select value from meta where key = 'vec_splits'").fetchone()[0])
+            assert int(writer.sql("select value from meta where key = 'vec_splits'")[0][0])
         return found
 
     monkeypatch.setattr(store, "meta_values", meta_then_split)
@@ -368,11 +368,11 @@ def test_sqlite_vec_reads_the_vector_table_in_plain_sql(db: WorldDB) -> None:
     for text in ("the cat sat on the mat", "quarterly revenue grew", "a kitten napped on a rug"):
         db.write(text, scope="s")
     query = FakeEmbedder().embed(["cat on a mat"])[0]
-    rows = db._conn.execute(
+    rows = db.sql(
         "select n.id, 1 - vec_distance_cosine(v.embedding, ?) as sim from node_vec as v "
         "join node as n on n.nid = v.nid where n.type = 'Memory' order by sim desc",
         (query.tobytes(),),
-    ).fetchall()
+    )
     hits = db.nearest(query, k=3, types=["Memory"])
     assert [bytes(r[0]).hex() for r in rows] == [n.id for n, _ in hits]
     assert np.allclose([r[1] for r in rows], [s for _, s in hits], atol=1e-5)
@@ -405,12 +405,12 @@ def test_the_write_that_trains_the_partitions_leaves_none_past_the_split_limit(t
 
     with _store(tmp_path / "t.db") as db:
         db.write_many([{"text": f"note {i} on theme {i % 97} and {i % 89}", "scope": "s"} for i in range(TRAIN_AT)])
-        sizes = [n for (n,) in db._conn.execute("select count(*) from node_vec group by part")]
-        top = db._conn.execute("select max(nid) from node").fetchone()[0]
+        sizes = [n for (n,) in db.sql("select count(*) from node_vec group by part")]
+        top = db.sql("select max(nid) from node")[0][0]
         assert len(sizes) > 1 and max(sizes) <= split_limit(top)
-        before = db._conn.execute("select value from meta where key = 'vec_splits'").fetchone()
+        before = next(iter(db.sql("select value from meta where key = 'vec_splits'")), None)
         db.write("one more note on theme 3", scope="s")  # a single write finds no debt to pay
-        assert db._conn.execute("select value from meta where key = 'vec_splits'").fetchone() == before
+        assert next(iter(db.sql("select value from meta where key = 'vec_splits'")), None) == before
 
 
 def test_the_index_holds_8_bit_codes_and_answers_with_the_stored_float32_scores(tmp_path: Path) -> None:
@@ -420,7 +420,7 @@ def test_the_index_holds_8_bit_codes_and_answers_with_the_stored_float32_scores(
     lane = db._reconciler.lane
     index = lane.index()
     assert index.matrix.dtype == np.int8 and index.scales.dtype == np.float32
-    rows = db._conn.execute("select nid, embedding from node_vec")
+    rows = db.sql("select nid, embedding from node_vec")
     stored = {nid: np.frombuffer(blob, dtype=np.float32) for nid, blob in rows}
     query = next(iter(stored.values()))
     found = index.search(query, 10)
@@ -461,7 +461,7 @@ def test_exact_rows_read_lately_are_kept_within_a_bound_and_forgotten_when_rows_
         db.write(f"note {i}", scope="ana")
     lane = db._reconciler.lane
     lane.index()
-    nids = np.array(sorted(r[0] for r in db._conn.execute("select nid from node_vec"))[:12], dtype=np.int64)
+    nids = np.array(sorted(r[0] for r in db.sql("select nid from node_vec"))[:12], dtype=np.int64)
     first = lane._exact(nids)  # more than are kept: every row is still answered
     assert np.array_equal(first, lane.table.exact_rows(nids, lane.dim)) and len(lane._rows) == 5
     assert np.array_equal(lane._exact(nids[::-1]), first[::-1])

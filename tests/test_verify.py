@@ -329,8 +329,7 @@ def test_a_corrupted_inner_merkle_row_surfaces_after_the_next_write(
     home = _nid(path, ids["home"])
     _tamper(path, "update merkle set hash = zeroblob(32) where world = ? and level = 0 and idx = 0", (home,))
     with WorldDB(path, embedder=FakeEmbedder()) as db:
-        conn = db._conn
-        sibling = conn.execute("select lower(hex(id)) from node where parent = ? and slot = 1", (home,)).fetchone()[0]
+        sibling = db.sql("select lower(hex(id)) from node where parent = ? and slot = 1", (home,))[0][0]
         db.retire(sibling)
         assert not db.verify().ok
 
@@ -398,8 +397,7 @@ def test_deep_verify_replays_every_logged_root(store: tuple[str, dict[str, str]]
         seen: list[str] = []
         report = db.verify(deep=True, progress=seen.append)
         assert report.ok, report.violations
-        conn = db._conn
-        nameable = conn.execute("select count(*) from (select distinct world, at from root_log)").fetchone()[0]
+        nameable = db.sql("select count(*) from (select distinct world, at from root_log)")[0][0]
         assert report.checked["logged_roots"] == nameable
         assert any(s.startswith("root history") for s in seen)
         assert "logged_roots" not in db.verify().checked  # the plain check does not replay

@@ -15,11 +15,11 @@ from .conftest import FakeClock, FakeEmbedder
 
 
 def _nid(db: WorldDB, node_id: str) -> int:
-    return int(db._conn.execute("select nid from node where id = ?", (bytes.fromhex(node_id),)).fetchone()[0])
+    return int(db.sql("select nid from node where id = ?", (bytes.fromhex(node_id),))[0][0])
 
 
 def _vector(db: WorldDB, node_id: str) -> np.ndarray:
-    blob = db._conn.execute("select embedding from node_vec where rowid = ?", (_nid(db, node_id),)).fetchone()[0]
+    blob = db.sql("select embedding from node_vec where rowid = ?", (_nid(db, node_id),))[0][0]
     return np.frombuffer(blob, dtype=np.float32)
 
 
@@ -48,7 +48,7 @@ def test_the_effective_vector_is_the_pool_of_the_children_and_the_content_stays_
     content = embedder.embed(["session about Porto"])[0]
     children = np.stack([_vector(db, leaf), _vector(db, second)])
     assert np.allclose(_vector(db, session), compose_from_scratch("attention", content, children), atol=1e-6)
-    anchor = db._conn.execute("select anchor from world_vec where nid = ?", (_nid(db, session),)).fetchone()[0]
+    anchor = db.sql("select anchor from world_vec where nid = ?", (_nid(db, session),))[0][0]
     assert np.allclose(np.frombuffer(anchor, dtype=np.float32), content)  # the content anchor is untouched
     assert not np.allclose(_vector(db, session), content)  # the index holds the effective vector
 

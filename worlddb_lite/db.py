@@ -1253,6 +1253,18 @@ class WorldDB:
             return None
         return lambda texts: embed_checked(embedder, texts, dim)
 
+    def sql(self, query: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> list[tuple[Any, ...]]:
+        """The rows of a read-only SQL query on the store, its tables and views (``memory``, ``fact``).
+
+        >>> db.sql("select scope, text from memory where kind = ?", ("Memory",))   # doctest: +SKIP
+
+        It reads what this handle wrote, a batch's settled rows included; a statement that would write
+        (insert, DDL, attach, a pragma with a value) is refused with InvalidInput before it runs, and
+        so is a query SQLite cannot run.
+        """
+        self._settle()
+        return connection.read(self._conn, query, params)
+
     def stats(self) -> dict[str, Any]:
         """Counts and facts about the store, for people and monitoring."""
         self._settle()

@@ -262,6 +262,63 @@ def engine_write(conn: apsw.Connection) -> Iterator[None]:
             conn.execute("delete from reconciler_session")
 
 
+# what a read may do: select, read a column, call a function, recurse; a pragma only from this list, and
+# one outside _NAMED_PRAGMAS only without a value (``pragma user_version`` reads, ``= 5`` would write)
+_READ_ACTIONS = frozenset({apsw.SQLITE_SELECT, apsw.SQLITE_READ, apsw.SQLITE_FUNCTION, apsw.SQLITE_RECURSIVE})
+_NAMED_PRAGMAS = frozenset(
+    {"table_info", "table_xinfo", "table_list", "index_list", "index_info", "index_xinfo", "foreign_key_list"}
+    | {"foreign_key_check", "integrity_check", "quick_check"}
+)
+_VALUE_PRAGMAS = frozenset(
+    {"user_version", "schema_version", "application_id", "data_version", "journal_mode", "foreign_keys"}
+    | {"page_count", "page_size", "freelist_count", "encoding", "auto_vacuum", "synchronous", "cache_size"}
+    | {"busy_timeout", "query_only", "temp_store", "wal_autocheckpoint", "compile_options", "database_list"}
+    | {"function_list", "module_list", "pragma_list", "collation_list"}
+)
+
+# what a query SQLite cannot run raises: its syntax or a function's argument, its parameters (a missing name is a
+# KeyError, a value of no SQL type a TypeError), a text that is not UTF-8
+_BAD_QUERY = (apsw.SQLError, apsw.BindingsError, apsw.MismatchError, apsw.RangeError, KeyError, TypeError, ValueError)
+
+
+def _read_only(action: int, name: str | None, value: str | None, _db: str | None, _trigger: str | None) -> int:
+    """The authorizer of ``read``: SQLITE_OK for a read, SQLITE_DENY for anything that could change the store."""
+    if action in _READ_ACTIONS:
+        return apsw.SQLITE_OK
+    if action == apsw.SQLITE_PRAGMA and name is not None:
+        pragma = name.lower()
+        if pragma in _NAMED_PRAGMAS or (pragma in _VALUE_PRAGMAS and value is None):
+            return apsw.SQLITE_OK
+    return apsw.SQLITE_DENY
+
+
+def read(conn: apsw.Connection, query: str, params: Any = ()) -> list[tuple[Any, ...]]:
+    """Every row ``query`` yields on ``conn``, which an authorizer keeps read-only for this one call.
+
+    The authorizer is consulted as each statement is prepared (never from the statement cache), so an
+    insert, update, delete, DDL, attach, transaction or writing pragma is refused before it runs:
+    InvalidInput, the store unchanged; so is a query SQLite cannot run (its syntax, its parameters). It is
+    the caller's connection, so it sees what the caller wrote.
+    """
+    if not isinstance(query, str):
+        raise InvalidInput(f"the SQL query must be a str, not {type(query).__name__}")
+    previous = conn.authorizer
+    conn.authorizer = _read_only
+    try:
+        with translate():  # a busy, damaged or unreadable file is said as everywhere else
+            try:
+                return [tuple(row) for row in conn.execute(query, params, can_cache=False)]
+            except apsw.AuthError:
+                raise InvalidInput(
+                    "WorldDB.sql only reads (select, and pragmas that read); it refused a statement that would "
+                    "change the store: write through the API (write, amend, retire, link, purge, ...)"
+                ) from None
+            except _BAD_QUERY as exc:
+                raise InvalidInput(f"SQLite could not run the query ({exc}); nothing was written") from None
+    finally:
+        conn.authorizer = previous
+
+
 class translate:  # noqa: N801  (used like a function: ``with translate():``)
     """Turn raw SQLite errors into WorldDBError subclasses (the store boundary).
 
