@@ -32,7 +32,7 @@ from .consolidate.cycle import DEFAULT_MIN_AGE, Consolidation
 from .consolidate.cycle import STEPS as CONSOLIDATION_STEPS
 from .consolidate.summaries import ExtractiveSummarizer, Summarizer
 from .edges import EdgeRegistry, EdgeType
-from .errors import IntegrityViolation, InvalidInput, NotCurrent, NotFound, WorldDBError
+from .errors import Hint, IntegrityViolation, InvalidInput, NotCurrent, NotFound, WorldDBError
 from .index import embedder_record, token_index
 from .index.side_reader import SideReader
 from .models.embed import Embedder, embed_checked, token_table
@@ -211,7 +211,7 @@ class WorldDB:
     def _root_nid(self) -> int:
         nid = queries.root_nid(self._conn)
         if nid is None:
-            raise NotFound(f"{self.path} has no root world; run `worlddb verify` on it")
+            raise NotFound(f"{self.path} has no root world", hint=Hint("verify"))
         return nid
 
     @classmethod
@@ -1009,7 +1009,8 @@ class WorldDB:
                 first = report.violations[0]
                 raise IntegrityViolation(
                     f"the backup at {dest} does not verify ({first.invariant}: {first.detail}); "
-                    "keep the store, and run `worlddb verify` on it"
+                    "keep the store, and verify it",
+                    hint=Hint("verify"),
                 )
             result["verified"] = True
         return result
@@ -1149,7 +1150,8 @@ class WorldDB:
         if other.store_id == self.store_id:
             raise InvalidInput(
                 f"{other.path} has this store's own id: it is a plain copy of this file, or this file itself. "
-                "Make replicas with `worlddb replica` (WorldDB.replica), which gives the copy its own id"
+                "Make replicas with WorldDB.replica, which gives the copy its own id",
+                hint=Hint("replica"),
             )
         out: dict[str, Any] = {}
         for name, sender, receiver, wanted in (("pull", other, self, pull), ("push", self, other, push)):
@@ -1178,8 +1180,8 @@ class WorldDB:
         self._outside_batch("replica")
         if not overwrite and isinstance(dest, (str, os.PathLike)) and os.path.exists(dest):
             raise InvalidInput(
-                f"{os.fspath(dest)} already exists; remove it, choose another name, or pass overwrite "
-                "(`worlddb replica --force`)"
+                f"{os.fspath(dest)} already exists; remove it, choose another name, or overwrite it",
+                hint=Hint("replica", (("dest", os.fspath(dest)), ("overwrite", ""))),
             )
         result = maintenance.backup(self._conn, self.path, dest, overwrite=overwrite)
         result["store_id"] = sync.make_replica(self._reconciler, os.fspath(dest))
