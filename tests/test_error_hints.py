@@ -71,7 +71,7 @@ def test_str_is_a_sentence_in_words_and_the_hint_travels_with_the_error() -> Non
     assert again.hint == Hint("list_memories") and str(again) == str(err)
     assert str(UnknownEdgeType("no edge type 'x'")) == "no edge type 'x'"  # not KeyError's repr
     said = Hint("backup", (("dest", "b.db"), ("overwrite", ""))).said()
-    assert said == "back the store up (dest b.db, overwrite)"
+    assert said == "back the store up (dest b.db, with overwrite)"
 
 
 def test_a_hint_survives_the_store_boundary(tmp_path: Path) -> None:

@@ -44,7 +44,7 @@ class Hint:
     def said(self) -> str:
         """The step in plain words, with no command or tool name."""
         words = ACTION_WORDS.get(self.action, self.action.replace("_", " "))
-        named = [f"{key} {value}" if value else key for key, value in self.args]
+        named = [f"{key} {value}" if value else f"with {key}" for key, value in self.args]
         return f"{words} ({', '.join(named)})" if named else words
 
 
