@@ -412,12 +412,12 @@ def test_a_result_with_lists_prints_text_not_a_python_repr(
 @pytest.mark.parametrize(
     ("argv", "phrase"),
     [
-        (["list", "{path}", "--scope", "nobody"], "`worlddb scopes`"),
+        (["list", "{path}", "--scope", "nobody"], "; run `worlddb scopes "),
         (["list", "{path}", "--scope", "me", "--cursor", "nope"], "not a cursor"),
         (["list", "{path}", "--scope", "me", "--limit", "0"], "limit"),
         (["search", "{path}", "Porto", "--scope", "nobody"], "no scope named"),
         (["search", "{path}", "Porto", "--as-of", "someday"], "cannot read"),
-        (["read", "{path}", "00000000"], "`worlddb list` or `worlddb search`"),
+        (["read", "{path}", "00000000"], "; run `worlddb list "),
     ],
     ids=["unknown-scope", "bad-cursor", "bad-limit", "search-unknown-scope", "search-bad-time", "not-found-advice"],
 )

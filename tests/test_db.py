@@ -127,8 +127,9 @@ def test_opening_a_missing_path_without_create_leaves_no_file(tmp_path: Path) ->
 
 
 def test_missing_path_without_create_is_not_a_store(tmp_path: Path) -> None:
-    with pytest.raises(NotAStore, match="init"):
+    with pytest.raises(NotAStore, match=r"does not exist \(next: create the store\)") as info:
         WorldDB(tmp_path / "missing.db", embedder=FakeEmbedder(), create=False)
+    assert info.value.hint is not None and info.value.hint.action == "create"
 
 
 def test_newer_schema_is_refused(open_file_db: Callable[..., WorldDB], file_db_path: str) -> None:

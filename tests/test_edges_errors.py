@@ -147,7 +147,7 @@ def test_a_truncated_store_is_called_damaged(
     before = cut.read_bytes()
     with pytest.raises(NotAStore, match="damaged store") as info:
         WorldDB(cut, embedder=FakeEmbedder())
-    assert "worlddb backup" in str(info.value) and "not a SQLite database" not in str(info.value)
+    assert "restore it from a backup" in str(info.value) and "not a SQLite database" not in str(info.value)
     for command in ("stats", "verify"):
         err = one_line_error(*run(capsys, command, str(cut)), command)
         assert "damaged" in err and "backup" in err and "give the path of a store" not in err

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from worlddb_lite import InvalidInput, InvalidTime, NotFound, WorldDB
+from worlddb_lite import Hint, InvalidInput, InvalidTime, NotFound, WorldDB
 
 from .conftest import FakeClock, FakeEmbedder, table_digest
 
@@ -71,8 +71,9 @@ def test_purge_scope_erases_the_scope_and_nothing_else(two: WorldDB) -> None:
     report = two.purge_scope("ana")
     assert report["purged"] and [s.name for s in two.scopes()] == ["bo"]
     assert two.search("Lisbon") == [] and two.search("Faro")
-    with pytest.raises(NotFound, match="worlddb scopes"):
+    with pytest.raises(NotFound, match=r"no scope named 'ana'.*\(next: list the scopes\)") as info:
         two.purge_scope("ana")  # gone: a second purge finds nothing to erase
+    assert info.value.hint == Hint("scopes") and "(next:" not in info.value.message
     with pytest.raises(NotFound):
         two.list_memories("ana")
     two.write("a new start", scope="ana")  # the name can be used again
@@ -96,7 +97,7 @@ def test_search_within_a_scope_and_as_of(two: WorldDB) -> None:
         (lambda db: db.list_memories("ana", limit=0), InvalidInput, "limit"),
         (lambda db: db.list_memories("ana", include_retired="yes"), InvalidInput, "True or False"),
         (lambda db: db.list_memories("", limit=5), InvalidInput, "scope"),
-        (lambda db: db.retire_all("nobody"), NotFound, "worlddb scopes"),
+        (lambda db: db.retire_all("nobody"), NotFound, "next: list the scopes"),
         (lambda db: db.retire_all("ana", at="someday"), InvalidTime, "at"),
         (lambda db: db.purge_scope("nobody"), NotFound, "no scope named"),
         (lambda db: db.search("tea", scope="nobody"), NotFound, "no scope named"),

@@ -347,7 +347,7 @@ def test_a_store_without_its_meta_rows_says_so(store: tuple[str, Ids]) -> None:
         conn.execute("drop trigger if exists meta_delete_guard; delete from meta")
     finally:
         conn.close()
-    with pytest.raises(WorldDBError, match=r"meta.*damaged.*worlddb verify"):
+    with pytest.raises(WorldDBError, match=r"meta.*damaged.*\(next: verify the store"):
         WorldDB(path, embedder=FakeEmbedder()).close()
 
 

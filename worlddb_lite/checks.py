@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from enum import Enum
 from typing import Any, TypeVar
 
-from .errors import InvalidInput
+from .errors import Hint, InvalidInput
 from .types import SCOPE_KINDS, ScopeRef
 
 
@@ -220,7 +220,7 @@ def proposal_number(value: object) -> int:
     try:
         found = int(value)
     except ValueError:
-        raise InvalidInput(f"{value!r} is not a merge proposal number; list them with `worlddb merges`") from None
+        raise InvalidInput(f"{value!r} is not a merge proposal number", hint=Hint("merge_proposals")) from None
     if not 1 <= found < 2**63:
         raise InvalidInput(f"{found} is not a merge proposal number; they start at 1")
     return found

@@ -16,6 +16,7 @@ import gc
 import json
 import math
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -24,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from . import __version__
-from .errors import InvalidInput, MissingExtra, StoreUnwritable, WorldDBError, install_hint
+from .errors import Hint, InvalidInput, MissingExtra, StoreUnwritable, WorldDBError, install_hint
 
 if TYPE_CHECKING:
     from .db import WorldDB
@@ -1324,6 +1325,50 @@ def main(argv: Sequence[str] | None = None) -> int:
     return code
 
 
+# an error's next step (errors.Hint: a WorldDB method) as the command that takes it
+COMMAND_FOR_ACTION = {
+    "backup": "backup",
+    "changes": "changes",
+    "checkpoint": "checkpoint",
+    "create": "init",
+    "list_memories": "list",
+    "merge_proposals": "merges",
+    "replica": "replica",
+    "scopes": "scopes",
+    "search": "search",
+    "set_retention": "retention",
+    "sync_token": "token",
+    "verify": "verify",
+}
+FLAG_FOR = {("backup", "overwrite"): "--force"}  # where the option is not the parameter's own name
+
+
+def command_line(hint: Hint, db: str | None) -> str:
+    """The ``worlddb`` line that takes ``hint``'s step on the store ``db`` (DB when unknown)."""
+    command = COMMAND_FOR_ACTION.get(hint.action)
+    if command is None:  # a step no command takes: said in words
+        return hint.said()
+    given = dict(hint.args)
+    store = given.pop("store", None) or db
+    words = ["worlddb", command, "RECEIVER" if command == "token" else shlex.quote(store) if store else "DB"]
+    if "dest" in given:
+        words.append(shlex.quote(given.pop("dest")))
+    for key, value in given.items():
+        words.append(FLAG_FOR.get((command, key), "--" + key.replace("_", "-")))
+        if value:
+            words.append(shlex.quote(value))
+    return " ".join(words)
+
+
+def _advice(exc: WorldDBError, db: str | None) -> str:
+    """The error's message, then its next step as the command to run (in words where none takes it)."""
+    if exc.hint is None:
+        return exc.message
+    if exc.hint.action not in COMMAND_FOR_ACTION:
+        return str(exc)
+    return f"{exc.message}; run `{command_line(exc.hint, db)}`"
+
+
 def _run(line: list[str]) -> int:
     parser = build_parser(_called(line))
     if not line:  # `worlddb` alone: what it can do, not an error
@@ -1339,7 +1384,7 @@ def _run(line: list[str]) -> int:
     try:
         result = args.handler(args)
     except WorldDBError as exc:
-        print(f"worlddb {args.command}: {exc}", file=sys.stderr)
+        print(f"worlddb {args.command}: {_advice(exc, getattr(args, 'db', None))}", file=sys.stderr)
         return 2
     try:
         _print(result, args.json)

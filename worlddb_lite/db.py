@@ -33,7 +33,7 @@ from .consolidate.cycle import DEFAULT_MIN_AGE, Consolidation
 from .consolidate.cycle import STEPS as CONSOLIDATION_STEPS
 from .consolidate.summaries import ExtractiveSummarizer, Summarizer
 from .edges import EdgeRegistry, EdgeType
-from .errors import IntegrityViolation, InvalidInput, NotCurrent, NotFound
+from .errors import Hint, IntegrityViolation, InvalidInput, NotCurrent, NotFound
 from .index import embedder_record, token_index
 from .index.side_reader import SideReader
 from .models.embed import Embedder, embed_checked, token_table
@@ -237,7 +237,7 @@ class WorldDB:
     def _root_nid(self) -> int:
         nid = queries.root_nid(self._conn)
         if nid is None:
-            raise NotFound(f"{self.path} has no root world; run `worlddb verify` on it")
+            raise NotFound(f"{self.path} has no root world", hint=Hint("verify"))
         return nid
 
     @classmethod
@@ -1030,7 +1030,8 @@ class WorldDB:
                 first = report.violations[0]
                 raise IntegrityViolation(
                     f"the backup at {dest} does not verify ({first.invariant}: {first.detail}); "
-                    "keep the store, and run `worlddb verify` on it"
+                    "keep the store, and verify it",
+                    hint=Hint("verify"),
                 )
             result["verified"] = True
         return result
@@ -1166,8 +1167,8 @@ class WorldDB:
         self._outside_batch("replica")
         if not overwrite and isinstance(dest, (str, os.PathLike)) and os.path.exists(dest):
             raise InvalidInput(
-                f"{os.fspath(dest)} already exists; remove it, choose another name, or pass overwrite "
-                "(`worlddb replica --force`)"
+                f"{os.fspath(dest)} already exists; remove it, choose another name, or overwrite it",
+                hint=Hint("replica", (("dest", os.fspath(dest)), ("overwrite", ""))),
             )
         result = maintenance.backup(self._conn, self.path, dest, overwrite=overwrite)
         result["store_id"] = sync.make_replica(self._reconciler, os.fspath(dest))

@@ -3,15 +3,67 @@
 Every error a caller can see is a ``WorldDBError``. Subclasses also inherit the
 matching built-in (``NotFound`` is a ``LookupError``, ``InvalidInput`` a
 ``ValueError``) so ordinary ``except`` clauses keep working. Messages say what
-happened, why, and what to do next. Raw SQLite errors are translated at the
+happened and why; what to do next, when it is an operation of the engine, is a
+``Hint`` the front ends name in their own words (a CLI command, an MCP tool), so
+no layer below them names a command. Raw SQLite errors are translated at the
 store boundary only (``store.connection.translate``).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+# What each action is in plain words, for str(err) read from Python.
+ACTION_WORDS = {
+    "backup": "back the store up",
+    "changes": "write the change set",
+    "checkpoint": "checkpoint the store",
+    "create": "create the store",
+    "list_memories": "list the memories",
+    "merge_proposals": "list the merge proposals",
+    "replica": "make a replica",
+    "scopes": "list the scopes",
+    "search": "search the memories",
+    "set_retention": "set the retention settings",
+    "sync_token": "take a sync token",
+    "verify": "verify the store",
+}
+
+
+@dataclass(frozen=True)
+class Hint:
+    """The next step after an error: an operation of the engine, named as its ``WorldDB`` method.
+
+    ``args`` are the arguments worth naming, as (parameter, value) pairs: ``("overwrite", "")`` for a
+    flag, ``("scope", "ana")``, ``("dest", path)``, or ``("store", "receiver")`` when it is another store's.
+    """
+
+    action: str
+    args: tuple[tuple[str, str], ...] = ()
+
+    def said(self) -> str:
+        """The step in plain words, with no command or tool name."""
+        words = ACTION_WORDS.get(self.action, self.action.replace("_", " "))
+        named = [f"{key} {value}" if value else f"with {key}" for key, value in self.args]
+        return f"{words} ({', '.join(named)})" if named else words
+
 
 class WorldDBError(Exception):
-    """Base class of every error worlddb_lite raises on purpose."""
+    """Base class of every error worlddb_lite raises on purpose; ``hint`` is the next step, if one helps."""
+
+    hint: Hint | None = None
+
+    def __init__(self, *args: object, hint: Hint | None = None) -> None:
+        super().__init__(*args)
+        self.hint = hint
+
+    @property
+    def message(self) -> str:
+        """What happened and why, without the hint."""
+        return str(self.args[0]) if len(self.args) == 1 else Exception.__str__(self)
+
+    def __str__(self) -> str:  # a whole sentence for a Python caller: the hint in plain words
+        return f"{self.message} (next: {self.hint.said()})" if self.hint else self.message
 
 
 class InvalidInput(WorldDBError, ValueError):
@@ -35,10 +87,7 @@ class AmbiguousId(WorldDBError, LookupError):
 
 
 class UnknownEdgeType(WorldDBError, KeyError):
-    """An edge type that is neither built in nor registered."""
-
-    def __str__(self) -> str:  # KeyError would repr() the message
-        return str(self.args[0]) if self.args else ""
+    """An edge type that is neither built in nor registered (``message``: KeyError would repr() it)."""
 
 
 class EdgeRefused(WorldDBError, ValueError):

@@ -384,14 +384,12 @@ TOOL_EFFECTS: dict[str, tuple[bool, bool, bool]] = {
     "memory_links": (True, False, True),
     "memory_stats": (True, False, True),
 }
-# the facade's advice names CLI commands; over MCP it names the tools that do the same
-TOOL_FOR_COMMAND = {
-    "`worlddb list`": "`memory_list`",
-    "`worlddb search`": "`memory_recall`",
-    "`worlddb scopes`": "`memory_list_scopes`",
-    "`worlddb write` printed": "`memory_write` returned",
-    "`worlddb verify`": "`memory_stats` with verify",
-    "`worlddb stats`": "`memory_stats`",
+# an error's next step (errors.Hint: a WorldDB method) as the tool that takes it, with its arguments
+TOOL_FOR_ACTION = {
+    "list_memories": "`memory_list`",
+    "search": "`memory_recall`",
+    "scopes": "`memory_list_scopes`",
+    "verify": "`memory_stats` with verify",
 }
 
 
@@ -403,10 +401,12 @@ def version() -> str:
         return __version__
 
 
-def _advice(message: str) -> str:
-    for command, tool in TOOL_FOR_COMMAND.items():
-        message = message.replace(command, tool)
-    return message
+def advice(exc: WorldDBError) -> str:
+    """The error's message with its next step named as a tool, or in words where no tool takes it."""
+    if exc.hint is None:
+        return exc.message
+    tool = TOOL_FOR_ACTION.get(exc.hint.action)
+    return f"{exc.message}; call {tool}" if tool else str(exc)
 
 
 def _described(method: Callable[..., Any]) -> dict[str, str]:
@@ -524,7 +524,7 @@ def build_server(db: WorldDB) -> Any:
                 try:
                     return _result(method(*args, **kwargs))
                 except WorldDBError as exc:
-                    said = _advice(str(exc))
+                    said = advice(exc)
                     for where in {db.path, os.path.abspath(db.path)} - {":memory:"}:  # as stats: the name alone
                         said = said.replace(where, os.path.basename(where))
                     raise tool_error(f"{type(exc).__name__}: {said}") from None

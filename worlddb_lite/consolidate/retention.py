@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import apsw
 import numpy as np
 
-from ..errors import InvalidInput
+from ..errors import Hint, InvalidInput
 from ..store.connection import as_float, as_int
 from ..write.writer import Writer
 
@@ -157,7 +157,8 @@ def settings(meta: Mapping[str, str | None]) -> tuple[int | None, float | None]:
     except ValueError:
         raise InvalidInput(
             f"the store's retention settings are unreadable (max_hot_vectors {cap!r}, cold_below {below!r}); "
-            "set them again with set_retention or `worlddb retention`"
+            "set them again",
+            hint=Hint("set_retention"),
         ) from None
 
 

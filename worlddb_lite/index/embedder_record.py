@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import apsw
 
-from ..errors import EmbedderMismatch, IntegrityViolation, InvalidInput
+from ..errors import EmbedderMismatch, Hint, IntegrityViolation, InvalidInput
 from ..models.embed import BUNDLED_MODEL, Embedder, StaticEmbedder
 from ..store.queries import meta_value
 
@@ -21,7 +21,8 @@ def require(conn: apsw.Connection, path: str) -> None:
         if meta_value(conn, key) is None:
             raise IntegrityViolation(
                 f"{path}: the store's meta table is damaged (its {key} row is missing: written around the engine); "
-                f"run `worlddb verify {path}` and restore the store from a backup"
+                "restore the store from a backup",
+                hint=Hint("verify", (("store", path),)),
             )
 
 

@@ -31,7 +31,7 @@ from typing import Any
 import apsw
 
 from ..checks import file_name
-from ..errors import InvalidInput, WorldDBError
+from ..errors import Hint, InvalidInput, WorldDBError
 from ..store import connection, file_ops, queries
 from ..store.rows import Store
 
@@ -53,7 +53,8 @@ def backup(
             raise InvalidInput(f"the backup destination {target} is a folder; give a file path inside it")
         if target.exists() and not overwrite:
             raise InvalidInput(
-                f"{target} already exists; remove it, choose another name, or pass overwrite (`worlddb backup --force`)"
+                f"{target} already exists; remove it, choose another name, or overwrite it",
+                hint=Hint("backup", (("dest", str(target)), ("overwrite", ""))),
             )
         if not target.parent.is_dir():
             raise InvalidInput(f"the folder {target.parent} does not exist; create it first")

@@ -19,7 +19,7 @@ import numpy as np
 
 from .. import checks
 from ..edges import EdgeRegistry, QueryRules
-from ..errors import InvalidInput, NotFound
+from ..errors import Hint, InvalidInput, NotFound
 from ..index.side_reader import SideReader
 from ..index.vector_index import VectorLane
 from ..models.embed import Embedder, embed_checked, token_table
@@ -148,7 +148,7 @@ class Reader:
         # a purged scope keeps its id (and is written into again under the same name), not its name: it is
         # gone until something is written into it again
         if nid is None or (self.store.load_nodes([nid])[0].purged and not self._holds_anything(nid)):
-            raise NotFound(f"no scope named {name!r} in {self.path}; see the scopes there with `worlddb scopes`")
+            raise NotFound(f"no scope named {name!r} in {self.path}", hint=Hint("scopes"))
         return nid
 
     def _holds_anything(self, world: int) -> bool:

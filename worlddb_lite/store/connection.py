@@ -21,6 +21,7 @@ import apsw
 import sqlite_vec
 
 from ..errors import (
+    Hint,
     IntegrityViolation,
     InvalidInput,
     NotAStore,
@@ -56,7 +57,12 @@ def connect(path: str | Path, *, create: bool = True) -> apsw.Connection:
     try:
         conn = apsw.Connection(target, flags=flags)
     except apsw.CantOpenError as exc:
-        raise NotAStore(f"cannot open {target}: {exc}; {_open_hint(target, create)}") from None
+        missing = _missing(target)
+        raise NotAStore(
+            f"cannot open {target}: {exc}; "
+            + ("it does not exist" if missing and not create else "check the path and its permissions"),
+            hint=Hint("create") if missing and not create else None,
+        ) from None
     except (apsw.FullError, apsw.IOError) as exc:
         raise unwritable(target, exc) from None
     conn.set_busy_timeout(BUSY_TIMEOUT_MS)
@@ -97,8 +103,9 @@ def connect_sealed(path: str) -> apsw.Connection:
         raise StoreUnwritable(
             f"{path} is read-only here (this user may not write it or its folder), and its write-ahead log "
             f"{wal} holds commits not yet folded into it, which SQLite cannot read without writing beside "
-            f"it; run `worlddb checkpoint {path}` as a user who may write the folder, or copy the store with "
-            "its -wal file to a folder you can write"
+            "it; checkpoint it as a user who may write the folder, or copy the store with "
+            "its -wal file to a folder you can write",
+            hint=Hint("checkpoint", (("store", path),)),
         )
     uri = "file:" + urllib.parse.quote(os.path.abspath(path)) + "?immutable=1"
     try:
@@ -108,13 +115,12 @@ def connect_sealed(path: str) -> apsw.Connection:
     return _with_vec(conn)
 
 
-def _open_hint(target: str, create: bool) -> str:
-    """What to do about a file SQLite could not open."""
+def _missing(target: str) -> bool:
+    """Whether the file SQLite could not open is absent (not when the name cannot even be looked up)."""
     try:
-        missing = not Path(target).exists()
-    except OSError:  # the file system cannot even look the name up (too long, ...)
-        return "check the path"
-    return "run `worlddb init` to create it" if not create and missing else "check the path and its permissions"
+        return not Path(target).exists()
+    except OSError:  # the file system cannot look the name up (too long, ...)
+        return False
 
 
 def unwritable(target: str, exc: apsw.Error) -> StoreUnwritable:
@@ -212,13 +218,13 @@ def check(conn: apsw.Connection, path: str, create: bool) -> bool:
     except apsw.CorruptError:  # a truncated copy, or pages overwritten: the header is a store's, the rest is not
         raise NotAStore(
             f"{path} is a damaged store (SQLite reports it malformed) and cannot be opened; restore it from "
-            "a backup (one made by `worlddb backup`); `sqlite3 FILE .recover` may salvage rows"
+            "a backup; `sqlite3 FILE .recover` may salvage rows"
         ) from None
     except (apsw.FullError, apsw.IOError) as exc:  # a WAL store's reader creates its -shm file first
         raise unwritable(path, exc) from None
     if version == 0 and not tables:
         if not create:
-            raise NotAStore(f"{path} holds no worlddb store; run `worlddb init {path}` first")
+            raise NotAStore(f"{path} holds no worlddb store yet", hint=Hint("create", (("store", path),)))
         return True
     if "meta" not in tables or "node" not in tables:
         raise NotAStore(
@@ -344,7 +350,7 @@ class translate:  # noqa: N801  (used like a function: ``with translate():``)
             raise NotAStore("the file is not a SQLite database") from None
         if isinstance(exc, apsw.CorruptError):
             raise NotAStore(
-                "the store file is damaged (SQLite reports corruption); run `worlddb verify` and restore from a backup"
+                "the store file is damaged (SQLite reports corruption); restore it from a backup", hint=Hint("verify")
             ) from None
         if isinstance(exc, (apsw.FullError, apsw.IOError)):
             raise unwritable("the store", exc) from None

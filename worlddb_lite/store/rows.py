@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 
 import apsw
 
-from ..errors import AmbiguousId, InvalidId, NotFound
+from ..errors import AmbiguousId, Hint, InvalidId, NotFound
 from ..types import Edge, MergeProposal, MergeStatus, Node
 from . import quoted
 from .connection import as_bytes, as_int, as_text, engine_write, one_row, with_retry
@@ -172,7 +172,7 @@ class Store:
         text = ref.strip().lower()
         if not _HEX.match(text) or len(text) > 2 * ID_BYTES:
             raise InvalidId(
-                f"{ref!r} is not a {what} id: give the 64 hex characters `worlddb write` printed, "
+                f"{ref!r} is not a {what} id: give the 64 hex characters of the id a write returned, "
                 f"or a unique prefix of at least {MIN_PREFIX}"
             )
         if len(text) < MIN_PREFIX:
@@ -198,7 +198,7 @@ class Store:
                 "select nid, id, type, parent, depth, slot from node where id = ?", (lo,)
             ).fetchone()
             if row is None:
-                raise NotFound(f"no node has id {ref}; find it with `worlddb list` or `worlddb search`")
+                raise NotFound(f"no node has id {ref}", hint=Hint("list_memories"))
             self.cache_header(Header(*row))
             if len(self._by_hex) >= 1_000_000:
                 self._by_hex.clear()
@@ -206,7 +206,7 @@ class Store:
             return int(row[0])
         rows = self.conn.execute("select nid, id from node where id between ? and ? limit 2", (lo, hi)).fetchall()
         if not rows:
-            raise NotFound(f"no node id starts with {ref!r}; find it with `worlddb list` or `worlddb search`")
+            raise NotFound(f"no node id starts with {ref!r}", hint=Hint("list_memories"))
         if len(rows) > 1:
             raise AmbiguousId(
                 f"{ref!r} matches several nodes "
@@ -799,7 +799,7 @@ class Store:
             "select hash from merkle where world = ? and level = ? and idx = ?", (world, level, idx)
         ).fetchone()
         if row is None:
-            raise NotFound(f"Merkle node ({level}, {idx}) of world {world} is missing; run `worlddb verify`")
+            raise NotFound(f"Merkle node ({level}, {idx}) of world {world} is missing", hint=Hint("verify"))
         return bytes(row[0])
 
     def merkle_put(self, rows: Iterable[tuple[int, int, int, bytes]]) -> None:

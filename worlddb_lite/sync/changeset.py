@@ -32,7 +32,7 @@ from typing import IO, Any
 
 from blake3 import blake3
 
-from ..errors import InvalidInput, WorldDBError
+from ..errors import Hint, InvalidInput, WorldDBError
 
 FORMAT = "worlddb-changes"
 VERSION = 1
@@ -173,8 +173,8 @@ def read(
         raise _refuse(f"cannot read the change set {os.fspath(source)!r} ({exc.strerror or exc})") from None
 
 
-def _refuse(what: str) -> InvalidInput:
-    return InvalidInput(what + _NOTHING)
+def _refuse(what: str, hint: Hint | None = None) -> InvalidInput:
+    return InvalidInput(what + _NOTHING, hint=hint)
 
 
 def _inflate(chunks: Iterator[bytes], max_bytes: int, taken: list[int]) -> Iterator[bytes]:
@@ -265,7 +265,8 @@ def _parse(
                     f"line {number} would take the records read past ~{spent >> 20} MB of memory from {taken[0]:,} "
                     f"compressed bytes, more than {rate:g} bytes a compressed byte (plus {COST_SLACK >> 20} MB), "
                     "which no set a store writes needs: a hostile set (or, if you trust its sender, one to send "
-                    "again in smaller parts: `worlddb changes --scope`)"
+                    "again in smaller parts, a scope at a time)",
+                    hint=Hint("changes", (("scope", ""),)),
                 )
             obj = _object(line, number, one)
             if header is None:

@@ -41,7 +41,7 @@ import apsw
 
 from .. import checks
 from ..consolidate import sweep
-from ..errors import InvalidInput, WorldDBError
+from ..errors import Hint, InvalidInput, WorldDBError
 from ..ops import maintenance, purge
 from ..store.connection import connect, engine_write
 from ..store.migrations import legacy_digest
@@ -83,7 +83,8 @@ def parse_token(text: str | None) -> list[tuple[str, int, str | None]]:
         if found is None:
             raise InvalidInput(
                 f"{part[:80]!r} is not a sync token entry (a store id of 32 hex digits, a colon, a change number, "
-                "and a tip); take the token from `worlddb token RECEIVER`"
+                "and a tip); take the token from the receiving store",
+                hint=Hint("sync_token", (("store", "receiver"),)),
             )
         entries.append((found.group(1), int(found.group(2)), found.group(3)))
     return entries
@@ -126,7 +127,10 @@ def _source(source: object) -> bytes | str | IO[bytes]:
         return source  # type: ignore[return-value]
     path = Path(checks.file_name(source, "the change set", "give the bytes or the path that `changes` wrote"))
     if not path.is_file():
-        raise InvalidInput(f"{path} is not a file; give the path that `worlddb changes` wrote; nothing was applied")
+        raise InvalidInput(
+            f"{path} is not a file; give the path of a change set another store wrote; nothing was applied",
+            hint=Hint("changes"),
+        )
     return str(path)
 
 
@@ -200,7 +204,8 @@ def changes(
         receiver = pairs[0][0] if pairs else None
         if receiver == me:
             raise InvalidInput(
-                "the token is this store's own: give the receiving store's token (`worlddb token RECEIVER`)"
+                "the token is this store's own: give the receiving store's token",
+                hint=Hint("sync_token", (("store", "receiver"),)),
             )
         entry = next(((n, t) for other, n, t in pairs[1:] if other == me), None)
         upto = sync_rows.last_seq(conn)
@@ -357,7 +362,8 @@ def apply(
             raise InvalidInput(
                 "these two files keep the members they had before version 10 in different orders (one was lifted "
                 "from an older version, and the other is not a replica made from it after the lift), so their roots "
-                "could never agree; make the replica with `worlddb replica` from the lifted file; nothing was applied"
+                "could never agree; make the replica from the lifted file; nothing was applied",
+                hint=Hint("replica"),
             )
         parsed.header = header
 
@@ -366,7 +372,8 @@ def apply(
             checked(line, record)
         except InvalidInput as exc:  # read before the end line's digest: an edited set fails here first
             raise InvalidInput(
-                f"{exc} (a change set whose records fail these checks was altered, damaged or forged)"
+                f"{exc.message} (a change set whose records fail these checks was altered, damaged or forged)",
+                hint=exc.hint,
             ) from None
 
     def checked(line: int, record: dict[str, Any]) -> None:
@@ -485,7 +492,8 @@ def exchange(this: Side, other: Side, *, pull: bool, push: bool, scopes: Sequenc
     if other.store_id == this.store_id:
         raise InvalidInput(
             f"{other.path} has this store's own id: it is a plain copy of this file, or this file itself. "
-            "Make replicas with `worlddb replica` (WorldDB.replica), which gives the copy its own id"
+            "Make replicas with WorldDB.replica, which gives the copy its own id",
+            hint=Hint("replica"),
         )
     out: dict[str, Any] = {}
     for name, sender, receiver, wanted in (("pull", other, this, pull), ("push", this, other, push)):

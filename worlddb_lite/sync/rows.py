@@ -9,7 +9,7 @@ from typing import Any
 import apsw
 from blake3 import blake3
 
-from ..errors import NotFound
+from ..errors import Hint, NotFound
 from ..store.connection import as_int, one_row
 
 
@@ -21,7 +21,7 @@ def store_id(conn: apsw.Connection) -> str:
     """The store id of this file (meta store_id, 32 hex digits)."""
     row = conn.execute("select value from meta where key = 'store_id'").fetchone()
     if row is None:
-        raise NotFound("this store has no store_id in meta; run `worlddb verify` on it")
+        raise NotFound("this store has no store_id in meta: its meta table is damaged", hint=Hint("verify"))
     return str(row[0])
 
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import checks
-from ..errors import InvalidInput, InvalidTime, NotFound
+from ..errors import Hint, InvalidInput, InvalidTime, NotFound
 from ..models.embed import embed_checked, embedding_text
 from ..store.hashing import canonical_json, edge_body, edge_id, nfc, node_id
 from ..store.merkle_replay import replay
@@ -71,7 +71,7 @@ def scope_tops(r: Reconciler, root: int, scope: str) -> list[int]:
         if nid is not None and r.store.header(nid).parent == root:
             found = [nid]
     if not found:
-        raise NotFound(f"no scope called {scope!r} in this store; list them with `worlddb scopes`")
+        raise NotFound(f"no scope called {scope!r} in this store", hint=Hint("scopes"))
     return found
 
 
@@ -742,7 +742,7 @@ def plan(r: Reconciler, root: int, parsed: Parsed, *, partial: bool = False) -> 
     store = r.store
     root_hex = store.header(root).id.hex()
     if parsed.header["store_root"] != root_hex:
-        raise _bad(1, "field 'store_root' names another root than this store's; it is not a worlddb export")
+        raise _bad(1, "field 'store_root' names another root than this store's; it is not an export worlddb_lite wrote")
     outside = {ref for _, _, ref in _references(parsed) if ref not in parsed.nodes}
     found = store.nids_of([bytes.fromhex(h) for h in sorted(outside)])
     nids = {raw.hex(): nid for raw, nid in found.items()}

@@ -128,7 +128,7 @@ def _check_props(props: Mapping[str, Any], where: str) -> None:
     try:
         canonical_json({"props": dict(props)})
     except InvalidInput as exc:
-        raise InvalidInput(f"{where}: its props cannot be stored ({exc})") from None
+        raise InvalidInput(f"{where}: its props cannot be stored ({exc.message})", hint=exc.hint) from None
 
 
 def _runs(walls: Sequence[bool]) -> list[list[int]]:
