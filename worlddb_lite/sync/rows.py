@@ -195,7 +195,7 @@ def proposal_pairs(conn: apsw.Connection, pids: Sequence[int]) -> Iterator[tuple
         yield as_int(pid), as_int(a), as_int(b)
 
 
-# a merge proposal as its record is built from (ops/transfer.proposal_record), for sync and export alike
+# a merge proposal as its record is built from (sync/transfer.proposal_record), for sync and export alike
 PROPOSAL_ROWS = "select a, b, status, score, tier, reason, proposed_at, decided_at, conflict from merge_proposal"
 
 
