@@ -883,3 +883,26 @@ def test_sql_a_query_sqlite_cannot_run_is_invalid_input(db: WorldDB, query: Any,
     with pytest.raises(InvalidInput):
         db.sql(query, params)
     assert table_digest(db) == before
+
+
+def test_a_raw_sqlite_error_from_below_is_named_at_the_facade_door() -> None:
+    """Issue 39: the layers let apsw's errors rise; every public method, property and classmethod names them."""
+    from worlddb_lite.errors import StoreError
+
+    for name, member in vars(WorldDB).items():
+        if name.startswith("_"):
+            continue
+        inner = member.fget if isinstance(member, property) else getattr(member, "__func__", member)
+        assert hasattr(inner, "__wrapped__"), f"WorldDB.{name} is not translated (db._translated)"
+    db = WorldDB(":memory:")
+    db._conn.close()  # every statement now fails inside apsw
+    calls = {
+        "write": lambda: db.write("x"),
+        "recall": lambda: db.recall("x"),
+        "store_id": lambda: db.store_id,
+        "export": lambda: list(db.export()),
+        "sql": lambda: db.sql("select 1"),
+    }
+    for what, call in calls.items():
+        with pytest.raises((StoreError, InvalidInput)):  # not apsw.ConnectionClosedError
+            call()

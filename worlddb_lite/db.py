@@ -98,8 +98,14 @@ def _translated(cls: type[T]) -> type[T]:
     The layers below let apsw's errors rise; one translation at the door names them for every caller.
     """
     for name, member in list(vars(cls).items()):
-        if not name.startswith("_") and inspect.isfunction(member):
+        if name.startswith("_"):
+            continue
+        if inspect.isfunction(member):
             setattr(cls, name, _translating(member))
+        elif isinstance(member, classmethod):  # reembed
+            setattr(cls, name, classmethod(_translating(member.__func__)))
+        elif isinstance(member, property) and member.fget is not None:  # store_id, root_id
+            setattr(cls, name, property(_translating(member.fget), doc=member.__doc__))
     return cls
 
 
@@ -1083,8 +1089,7 @@ class WorldDB:
     @property
     def store_id(self) -> str:
         """The id of this file among its replicas (copied with the file: ``replica`` gives a copy its own)."""
-        with connection.translate():
-            return sync_rows.store_id(self._conn)
+        return sync_rows.store_id(self._conn)
 
     def sync_token(self) -> str:
         """What this store has seen of itself and of each replica, for another store's ``changes(since=...)``."""
