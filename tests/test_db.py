@@ -906,3 +906,4 @@ def test_a_raw_sqlite_error_from_below_is_named_at_the_facade_door() -> None:
     for what, call in calls.items():
         with pytest.raises((StoreError, InvalidInput)):  # not apsw.ConnectionClosedError
             call()
+            pytest.fail(f"{what} ran on a closed connection")
