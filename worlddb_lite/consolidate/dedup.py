@@ -65,8 +65,7 @@ def dedup(
 
 def duplicates(writer: Writer, threshold: float = THRESHOLD) -> list[Link]:
     """The ``duplicates`` links missing from the store, later memory -> earliest duplicate, in nid order."""
-    writer.settle()  # index rows too: the vector index must hold every memory
-    index = writer.reconciler.lane.index()
+    index = writer.vectors()  # holding every memory, those written in this transaction too
     codes = [index.type_names[t] for t in KINDS if t in index.type_names]
     held = np.flatnonzero(index.pos >= 0)
     held = held[np.isin(index.type_code[held], codes)]

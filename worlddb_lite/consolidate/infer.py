@@ -31,12 +31,12 @@ def infer(writer: Writer, *, dry_run: bool = False, progress: Progress | None = 
 
 def missing(writer: Writer) -> list[Link]:
     """The closure's edges the store lacks, by type, then source, then target (nid order)."""
-    writer.settle(indexes=False)
+    conn = writer.graph
     out: list[Link] = []
     for edge_type in TRANSITIVE:
-        pairs = graph_rows.current_pairs(writer.conn, edge_type)
-        known = graph_rows.linked_pairs(writer.conn, edge_type)
-        withdrawn = graph_rows.withdrawn_pairs(writer.conn, edge_type, "inferred")
+        pairs = graph_rows.current_pairs(conn, edge_type)
+        known = graph_rows.linked_pairs(conn, edge_type)
+        withdrawn = graph_rows.withdrawn_pairs(conn, edge_type, "inferred")
         out.extend(
             (src, dst, edge_type, INFERRED)
             for src, dst in closure(pairs)

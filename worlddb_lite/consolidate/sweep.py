@@ -54,9 +54,8 @@ def sweep(
 
 def conflicts(writer: Writer, near: Collection[int] | None = None) -> list[Link]:
     """The ``contradicts`` edges the sweep would write (``near``: see ``sweep``), edge types first, then facts."""
-    writer.settle(indexes=False)
     registry = writer.reconciler.registry
-    flagged = {frozenset(pair) for pair in graph_rows.linked_pairs(writer.conn, CONTRADICTS)}
+    flagged = {frozenset(pair) for pair in graph_rows.linked_pairs(writer.graph, CONTRADICTS)}
     found: list[Link] = []
     for name in registry.names():
         if is_functional(registry.get(name)):

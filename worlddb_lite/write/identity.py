@@ -58,7 +58,6 @@ def resolve(writer: Writer, found: Mention, *, world: int | None, tiebreaker: Ti
 
     Reads only.
     """
-    writer.settle(indexes=False)  # edges (same_as classes); names are indexed at once
     return writer.resolver.resolve(found, world=world, tiebreaker=tiebreaker)
 
 
@@ -78,7 +77,6 @@ def resolve_in(
     extra = checks.props(props)
     with writer.transaction() as txn:
         parent = writer.store.resolve(world) if world is not None else writer.scope_nid(txn, scope)
-        writer.settle(indexes=False)  # edges (same_as classes); names are indexed at once
         return resolve_entity(
             writer, txn, found, world=parent, valid_at=when, props=extra, source=source, tiebreaker=tiebreaker
         )
@@ -199,8 +197,7 @@ def recluster_pass(writer: Writer, *, batch: int = RECLUSTER_BATCH) -> tuple[int
         resolver.index.ready()
         mark, top = pending(store)
         upto = min(top, mark + batch)
-        writer.settle(indexes=False)
-        entities = queries.entities_near_new(writer.conn, mark, upto) if mark < top else []
+        entities = queries.entities_near_new(writer.graph, mark, upto) if mark < top else []
         marks = _aliased(store)
         aliased = sorted({int(key[len(ALIASED) :]) for key in marks} - set(entities))
         live = queries.with_text(writer.conn, aliased)  # purged entities are not resolved again

@@ -122,9 +122,8 @@ def amend_note(
         carry_updates(writer, old, writer.store.resolve(new))  # and what may update it still may
         if not _learn(writer, new, extractor=extractor, deferred=deferred, speaker=who) or deferred:
             return new
-        writer.settle(indexes=False)  # the edges written above are read below
         starts = writer.read(new).valid_at
-        for fact in queries.learned_only_from(writer.store.conn, old):
+        for fact in queries.learned_only_from(writer.graph, old):  # with the edges written above
             txn.close(fact, max(starts, writer.store.node_row(fact).valid_at))
         return new
 

@@ -59,7 +59,6 @@ def link_updates(writer: Writer, source: str, text: str, *, scope: str, speaker:
         return []
     if not writer.reconciler.lane.index().rows_of([NOTE_TYPE]):
         return []  # no note to update: no search (one written in this very transaction: the consolidator's)
-    writer.settle()  # the source's vector row is written
     nid = writer.store.resolve(source)
     newer = writer.store.load_nodes([nid])[0]
     updates = _updates(writer, nid, newer, text, speaker, writer.store.resolve(scope))
@@ -88,8 +87,7 @@ def missing_updates(writer: Writer) -> list[Update]:
     Every current turn and note is read for a word of change (in batches); each that tells one looks
     among its nearest notes as ``link_updates`` does. A link once closed is not made again.
     """
-    writer.settle()
-    index = writer.reconciler.lane.index()
+    index = writer.vectors()
     if not index.rows_of([NOTE_TYPE]):
         return []
     codes = [index.type_names[t] for t in (NOTE_TYPE, TURN_TYPE) if t in index.type_names]
@@ -113,7 +111,7 @@ def missing_updates(writer: Writer) -> list[Update]:
 
 def _updates(writer: Writer, nid: int, newer: Node, text: str, person: str, home: int) -> list[Update]:
     """The older notes of ``person`` in the scope ``home`` that ``newer`` (row ``nid``, saying ``text``) may update."""
-    index = writer.reconciler.lane.index()
+    index = writer.vectors()  # the source's vector row is in it
     vector = index.vectors([nid]).get(nid)
     if vector is None:
         return []  # a store without an embedder: nothing is close to anything

@@ -20,6 +20,7 @@ import numpy as np
 from .. import checks
 from ..edges import EndView
 from ..errors import InvalidInput, NotCurrent
+from ..index.ivf import IvfIndex
 from ..models.embed import Embedder, embed_checked, embedding_text
 from ..store import queries
 from ..store.rows import Store
@@ -328,6 +329,19 @@ class Writer:
         return self.store.proposal_row(found[0])
 
     # ---- the reads the write path makes ---------------------------------------------
+    # Each read through the writer first writes what the transaction queued and the read needs (edges;
+    # index rows for the vector reads), so no step of System 2 or the consolidator flushes by hand.
+
+    @property
+    def graph(self) -> apsw.Connection:
+        """The connection, for a read of nodes and edges inside this transaction: its queued edges written first."""
+        self.settle(indexes=False)
+        return self.conn
+
+    def vectors(self) -> IvfIndex:
+        """The vector index with every memory this transaction wrote in it (its queued index rows written first)."""
+        self.settle()
+        return self.reconciler.lane.index()
 
     def read(self, ref: str) -> Node:
         """A node by id or unique prefix (any version), with what supersedes or contradicts it."""
@@ -358,7 +372,11 @@ class Writer:
 
     @property
     def resolver(self) -> Resolver:
-        """The identity resolver of this connection (its name index lives in the connection's temp schema)."""
+        """The identity resolver of this connection (its name index lives in the connection's temp schema).
+
+        It reads same_as classes: the transaction's queued edges are written first.
+        """
+        self.settle(indexes=False)
         if self._resolver is None:
             embedder, dim = self.embedder, self.dim
             embed = (
