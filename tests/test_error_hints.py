@@ -9,6 +9,7 @@ import ast
 import asyncio
 import pickle
 import re
+import shlex
 from pathlib import Path
 
 import pytest
@@ -89,11 +90,15 @@ def test_a_hint_survives_the_store_boundary(tmp_path: Path) -> None:
     ("hint", "line"),
     [
         (Hint("verify"), "worlddb verify my.db"),
-        (Hint("list_memories"), "worlddb list my.db"),
+        (Hint("list_memories"), "worlddb list my.db --scope SCOPE"),
         (Hint("backup", (("dest", "a b.db"), ("overwrite", ""))), "worlddb backup my.db 'a b.db' --force"),
-        (Hint("replica", (("dest", "r.db"), ("overwrite", ""))), "worlddb replica my.db r.db --overwrite"),
-        (Hint("changes", (("scope", ""),)), "worlddb changes my.db --scope"),
-        (Hint("sync_token"), "worlddb token RECEIVER"),
+        (Hint("replica", (("dest", "r.db"), ("overwrite", ""))), "worlddb replica my.db r.db --force"),
+        (Hint("replica"), "worlddb replica my.db DEST"),
+        (
+            Hint("changes", (("store", "sender"), ("scope", ""))),
+            "worlddb changes SENDER --scope SCOPE --since TOKEN",
+        ),
+        (Hint("sync_token", (("store", "receiver"),)), "worlddb token RECEIVER"),
         (Hint("create", (("store", "/x/new.db"),)), "worlddb init /x/new.db"),
         (Hint("frobnicate"), "frobnicate"),  # no command takes it: said in words
     ],
@@ -102,13 +107,26 @@ def test_the_cli_names_a_hint_as_its_command(hint: Hint, line: str) -> None:
     assert command_line(hint, "my.db") == line
 
 
+def test_every_hinted_command_line_is_one_the_cli_takes() -> None:
+    """A hint's line runs as printed once its placeholders are filled (review, issue 39: `worlddb list DB` did not)."""
+    from worlddb_lite.cli import COMMAND_FOR_ACTION, build_parser
+
+    parser = build_parser()
+    for action in COMMAND_FOR_ACTION:
+        words = shlex.split(command_line(Hint(action), "my.db"))[1:]
+        try:
+            parser.parse_args(words)
+        except SystemExit:
+            pytest.fail(f"Hint({action!r}) renders {' '.join(words)!r}, which the CLI refuses")
+
+
 def test_the_cli_prints_the_message_then_the_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = str(tmp_path / "c.db")
     assert main(["init", path]) == 0
     capsys.readouterr()
     assert main(["read", path, "abcdef12"]) == 2
     err = capsys.readouterr().err
-    assert err == f"worlddb read: no node id starts with 'abcdef12'; run `worlddb list {path}`\n"
+    assert err == f"worlddb read: no node id starts with 'abcdef12'; run `worlddb list {path} --scope SCOPE`\n"
     assert main(["list", path, "--scope", "nobody"]) == 2
     assert capsys.readouterr().err.endswith(f"; run `worlddb scopes {path}`\n")
     assert _advice(NotFound("gone", hint=Hint("frobnicate")), path) == "gone (next: frobnicate)"

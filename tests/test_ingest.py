@@ -286,3 +286,14 @@ def test_a_conversation_of_the_wrong_shape_is_refused_whole(db: WorldDB, convers
     with pytest.raises(WorldDBError, match=message):
         db.ingest(conversation)  # type: ignore[arg-type]
     assert table_digest(db) == before
+
+
+def test_an_ingested_turns_id_field_stands_over_its_props_id(db: WorldDB) -> None:
+    """write/turns.py keeps ingest's nodes as they were: a TurnIn's turn_id (None too) replaces props['turn_id'],
+    so a transcript ingested before issue 39 is the same nodes ingested again (review, issue 39)."""
+    turns = [TurnIn("hello there", speaker="ana", props={"turn_id": "kept?"}), TurnIn("hi", "bo", turn_id="t2")]
+    (first, second) = db.ingest(ConversationIn("c", ["ana"], [SessionIn("s1", "2024-01-01", turns)]))
+    assert "turn_id" not in db.read(first).props
+    assert db.read(second).props["turn_id"] == "t2"
+    live = db.add_turn("a live one", scope="ana", session="s1", props={"turn_id": "t3"})
+    assert db.read(live).props["turn_id"] == "t3"  # a live turn's id comes in its props

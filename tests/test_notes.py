@@ -42,6 +42,13 @@ def test_the_assistants_words_teach_nothing_about_the_person_in_a_note_as_in_a_t
     assert _facts(db, "ana") == ["ana lives in: Rome"]
 
 
+@pytest.mark.parametrize("scope", ["assistant", "system", "agent:assistant"])
+def test_a_note_in_a_scope_named_like_the_assistant_still_speaks_for_that_scope(db: WorldDB, scope: str) -> None:
+    """Only a speaker named the assistant makes a note the assistant's; a scope's name does not (review, issue 39)."""
+    db.write("I moved to Porto", scope=scope, extractor=RuleExtractor())
+    assert [fact.endswith("Porto") for fact in _facts(db, scope)] == [True]
+
+
 def test_deferred_queues_the_same_work_for_consolidate(db: WorldDB, tmp_path) -> None:
     other = WorldDB(str(tmp_path / "inline.db"), embedder=db._embedder, clock=db._clock)
     try:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # what the names are, for mypy and editors; at run time ``__getattr__`` loads them
     from .background import Consolidator
+    from .consolidate.summaries import Drafted, ExtractiveSummarizer, Summarizer, SummaryItem
     from .db import WorldDB
     from .edges import BaseEdgeType, EdgeType
     from .errors import (
@@ -145,6 +146,10 @@ _LAZY: dict[str, tuple[str, str]] = {
     "SessionIn": (".write.conversation", "SessionIn"),
     "TurnIn": (".write.turns", "TurnIn"),
     "MemoryIn": (".write.writer", "MemoryIn"),
+    "Summarizer": (".consolidate.summaries", "Summarizer"),
+    "ExtractiveSummarizer": (".consolidate.summaries", "ExtractiveSummarizer"),
+    "SummaryItem": (".consolidate.summaries", "SummaryItem"),
+    "Drafted": (".consolidate.summaries", "Drafted"),
     "EncodingGate": (".write.gate", "EncodingGate"),
     "CONVERSATION_FORMATS": (".write.loaders", "FORMATS"),
     "load_conversations": (".write.loaders", "load"),
@@ -189,6 +194,10 @@ __all__ = [
     "SessionIn",
     "TurnIn",
     "MemoryIn",
+    "Summarizer",
+    "ExtractiveSummarizer",
+    "SummaryItem",
+    "Drafted",
     "load_conversations",
     "Ambiguous",
     "AmbiguousId",

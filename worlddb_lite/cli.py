@@ -1340,7 +1340,10 @@ COMMAND_FOR_ACTION = {
     "sync_token": "token",
     "verify": "verify",
 }
-FLAG_FOR = {("backup", "overwrite"): "--force"}  # where the option is not the parameter's own name
+FLAG_FOR = {("backup", "overwrite"): "--force", ("replica", "overwrite"): "--force"}  # not the parameter's name
+# what a command cannot run without, when the hint does not give it: said as a placeholder to fill in
+REQUIRED = {"list": ("scope", "SCOPE"), "changes": ("since", "TOKEN"), "replica": ("dest", "DEST")}
+SWITCHES = {"overwrite"}  # options that take no value
 
 
 def command_line(hint: Hint, db: str | None) -> str:
@@ -1349,15 +1352,25 @@ def command_line(hint: Hint, db: str | None) -> str:
     if command is None:  # a step no command takes: said in words
         return hint.said()
     given = dict(hint.args)
+    needed = REQUIRED.get(command)
+    if needed is not None and not given.get(needed[0]):
+        given[needed[0]] = needed[1]  # a placeholder, said in capitals
     store = given.pop("store", None) or db
-    words = ["worlddb", command, "RECEIVER" if command == "token" else shlex.quote(store) if store else "DB"]
+    # another store than the one in hand (the receiver of a token, the sender of a change set) is named by its role
+    where = store.upper() if store in ("sender", "receiver") else shlex.quote(store) if store else "DB"
+    words = ["worlddb", command, where]
     if "dest" in given:
-        words.append(shlex.quote(given.pop("dest")))
+        words.append(_word(given.pop("dest")))
     for key, value in given.items():
         words.append(FLAG_FOR.get((command, key), "--" + key.replace("_", "-")))
-        if value:
-            words.append(shlex.quote(value))
+        if key not in SWITCHES:
+            words.append(_word(value or key.upper()))
     return " ".join(words)
+
+
+def _word(value: str) -> str:
+    """A value on the command line: a placeholder as it is, anything else quoted for the shell."""
+    return value if value.isupper() and value.isalpha() else shlex.quote(value)
 
 
 def _advice(exc: WorldDBError, db: str | None) -> str:

@@ -339,26 +339,34 @@ class translate:  # noqa: N801  (used like a function: ``with translate():``)
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
         if exc is None or isinstance(exc, WorldDBError):
             return None
-        if isinstance(exc, apsw.ConstraintError):
-            message = str(exc)
-            if "worlddb:" in message:
-                raise IntegrityViolation(message.split("ConstraintError: ", 1)[-1]) from None
-            raise IntegrityViolation(f"the store refused the write: {message}") from None
-        if isinstance(exc, apsw.BusyError):
-            raise StoreBusy("another process held the store's write lock past the retry budget; try again") from None
-        if isinstance(exc, apsw.NotADBError):
-            raise NotAStore("the file is not a SQLite database") from None
-        if isinstance(exc, apsw.CorruptError):
-            raise NotAStore(
-                "the store file is damaged (SQLite reports corruption); restore it from a backup", hint=Hint("verify")
-            ) from None
-        if isinstance(exc, (apsw.FullError, apsw.IOError)):
-            raise unwritable("the store", exc) from None
-        if isinstance(exc, (apsw.TooBigError, OverflowError)):
-            raise InvalidInput(f"a value is too large to store: {exc}") from None
-        if isinstance(exc, apsw.Error):
-            raise StoreError(f"SQLite refused the operation ({exc}); nothing was written") from None
+        named = named_error(exc)
+        if named is not None:
+            raise named from None
         return None
+
+
+def named_error(exc: BaseException) -> WorldDBError | None:
+    """The WorldDBError a raw SQLite (or size) error stands for; None for any other error."""
+    if isinstance(exc, apsw.ConstraintError):
+        message = str(exc)
+        if "worlddb:" in message:
+            return IntegrityViolation(message.split("ConstraintError: ", 1)[-1])
+        return IntegrityViolation(f"the store refused the write: {message}")
+    if isinstance(exc, apsw.BusyError):
+        return StoreBusy("another process held the store's write lock past the retry budget; try again")
+    if isinstance(exc, apsw.NotADBError):
+        return NotAStore("the file is not a SQLite database")
+    if isinstance(exc, apsw.CorruptError):
+        return NotAStore(
+            "the store file is damaged (SQLite reports corruption); restore it from a backup", hint=Hint("verify")
+        )
+    if isinstance(exc, (apsw.FullError, apsw.IOError)):
+        return unwritable("the store", exc)
+    if isinstance(exc, (apsw.TooBigError, OverflowError)):
+        return InvalidInput(f"a value is too large to store: {exc}")
+    if isinstance(exc, apsw.Error):
+        return StoreError(f"SQLite refused the operation ({exc}); nothing was written")
+    return None
 
 
 def with_retry(action: Callable[[], T], *, attempts: int = 8) -> T:

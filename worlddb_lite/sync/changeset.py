@@ -266,7 +266,7 @@ def _parse(
                     f"compressed bytes, more than {rate:g} bytes a compressed byte (plus {COST_SLACK >> 20} MB), "
                     "which no set a store writes needs: a hostile set (or, if you trust its sender, one to send "
                     "again in smaller parts, a scope at a time)",
-                    hint=Hint("changes", (("scope", ""),)),
+                    hint=Hint("changes", (("store", "sender"), ("scope", ""))),
                 )
             obj = _object(line, number, one)
             if header is None:

@@ -43,7 +43,7 @@ from .. import checks
 from ..consolidate import sweep
 from ..errors import Hint, InvalidInput, WorldDBError
 from ..ops import maintenance, purge
-from ..store.connection import connect, engine_write
+from ..store.connection import connect, engine_write, named_error
 from ..store.migrations import legacy_digest
 from ..text.dates import system_clock
 from ..write.reconciler import Reconciler
@@ -129,7 +129,7 @@ def _source(source: object) -> bytes | str | IO[bytes]:
     if not path.is_file():
         raise InvalidInput(
             f"{path} is not a file; give the path of a change set another store wrote; nothing was applied",
-            hint=Hint("changes"),
+            hint=Hint("changes", (("store", "sender"),)),
         )
     return str(path)
 
@@ -464,7 +464,7 @@ def receive(
         try:
             summary["swept"] = sweep_arrived(writer)
         except (WorldDBError, apsw.Error) as exc:  # reported, not raised: the set has committed
-            summary["sweep_failed"] = str(exc)
+            summary["sweep_failed"] = str(named_error(exc) or exc)
     return summary
 
 
@@ -492,7 +492,7 @@ def exchange(this: Side, other: Side, *, pull: bool, push: bool, scopes: Sequenc
     if other.store_id == this.store_id:
         raise InvalidInput(
             f"{other.path} has this store's own id: it is a plain copy of this file, or this file itself. "
-            "Make replicas with WorldDB.replica, which gives the copy its own id",
+            "Make a replica of it instead: a replica has an id of its own",
             hint=Hint("replica"),
         )
     out: dict[str, Any] = {}

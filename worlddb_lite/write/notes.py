@@ -19,7 +19,7 @@ from ..store import queries
 from ..store.hashing import nfc
 from ..text.dates import TimeLike, parse_time
 from ..text.extract import Extractor, check_extractor
-from ..types import SPEAKER, TAGS, speaks_for
+from ..types import SPEAKER, TAGS, is_assistant, speaks_for
 from .queue import learn_or_queue, learns
 from .updates import carry_updates
 from .writer import MemoryIn, Writer
@@ -178,9 +178,9 @@ def _learn(writer: Writer, note: str, *, extractor: Extractor | None, deferred: 
     if home.type != "Scope":
         return False  # a memory inside another world has no person to speak for
     if node.type == TURN_TYPE:
-        said_by = node.name
-    else:
-        said_by = speaker or speaks_for(node, home)
+        said_by, voice = node.name, node.name
+    else:  # the assistant speaks a note only when named as its speaker, not by a scope's name
+        said_by, voice = speaker or speaks_for(node, home), speaker or node.props.get(SPEAKER)
     return learn_or_queue(
         writer,
         extractor,
@@ -191,4 +191,5 @@ def _learn(writer: Writer, note: str, *, extractor: Extractor | None, deferred: 
         said_at=node.valid_at,
         said_in=said_in,
         speaker=said_by,
+        by_assistant=is_assistant(voice),
     )

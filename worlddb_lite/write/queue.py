@@ -46,13 +46,16 @@ def learn_or_queue(
     said_in: str | None,
     speaker: str | None,
     speakers: dict[str, str] | None = None,
+    by_assistant: bool | None = None,
 ) -> bool:
     """System 2 on a memory that speaks for someone: now, or queued when ``deferred``; whether either ran.
 
     The one place a turn of an ingest, a live turn, a note and an amended note take that turn; the
-    assistant's own words are not about the person, and without an extractor nothing is learned.
+    assistant's own words are not about the person (``by_assistant``: whether the assistant said it, when
+    ``speaker``, whom the facts are about, does not say: a note speaks for its scope's person, whatever the
+    scope is called), and without an extractor nothing is learned.
     """
-    if is_assistant(speaker) or not learns(extractor, deferred):
+    if (is_assistant(speaker) if by_assistant is None else by_assistant) or not learns(extractor, deferred):
         return False
     if deferred:
         enqueue(writer, source, scope, said_at, said_in, speaker)

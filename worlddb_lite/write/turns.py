@@ -21,6 +21,7 @@ from ..text.windows import words_around
 DEFAULT_WINDOW = 1  # the turn before each turn is indexed with it (full text, vector and token index)
 DEFAULT_WORD_WINDOW = 4  # the turns before that, up to the 4th, indexed for their words alone (node_fts.context)
 DEFAULT_WORD_AFTER = 2  # ... and the 2 turns after each turn (a question is found by its answer's words)
+IN_PROPS = object()  # turn_props: the turn's id is its props' own
 
 
 @dataclass(frozen=True)
@@ -55,11 +56,20 @@ def check_turn(turn: TurnIn, where: str) -> None:
 
 
 def turn_props(
-    props: Mapping[str, Any], *, speaker: str | None, session: str, conversation: str, turn_id: str | None = None
+    props: Mapping[str, Any],
+    *,
+    speaker: str | None,
+    session: str,
+    conversation: str,
+    turn_id: str | None | object = IN_PROPS,
 ) -> dict[str, Any]:
-    """A turn's props: its own, then who said it, its id, its session and conversation (a None value is left out)."""
+    """A turn's props: its own, then who said it, its id, its session and conversation (a None value is left out).
+
+    An ingested turn's ``turn_id`` field stands over its props' (None: it has none), as ingest always wrote
+    them; a live turn's id, if any, comes in its props.
+    """
     own = {**props, "speaker": speaker, "session": session, "conversation": conversation}
-    if turn_id is not None:  # a live turn's id, if any, comes in its props
+    if turn_id is not IN_PROPS:
         own["turn_id"] = turn_id
     return {key: value for key, value in own.items() if value is not None}
 
