@@ -220,3 +220,14 @@ def test_errors_are_translated_at_the_facade_and_at_commit_only() -> None:
                 if called == "translate" and not node.args:  # str.translate takes a table
                     found.append(f"{name}:{node.lineno}")
     assert found == [], f"translate() called below the facade: {found}"
+
+
+def test_the_wheel_lists_every_package() -> None:
+    """A package missing from pyproject's list is missing from the wheel (review, issue 39: index/, sync/ and
+    consolidate/ were), which an editable install never shows."""
+    import tomllib
+
+    root = Path(__file__).resolve().parent.parent
+    listed = set(tomllib.loads((root / "pyproject.toml").read_text("utf-8"))["tool"]["setuptools"]["packages"])
+    found = {".".join(p.parent.relative_to(root).parts) for p in (root / "worlddb_lite").rglob("__init__.py")}
+    assert listed == found
