@@ -904,6 +904,6 @@ def test_a_raw_sqlite_error_from_below_is_named_at_the_facade_door() -> None:
         "sql": lambda: db.sql("select 1"),
     }
     for what, call in calls.items():
-        with pytest.raises((StoreError, InvalidInput)):  # not apsw.ConnectionClosedError
+        with pytest.raises((StoreError, InvalidInput), match="closed"):  # not apsw.ConnectionClosedError
             call()
             pytest.fail(f"{what} ran on a closed connection")

@@ -352,6 +352,8 @@ def named_error(exc: BaseException) -> WorldDBError | None:
         if "worlddb:" in message:
             return IntegrityViolation(message.split("ConstraintError: ", 1)[-1])
         return IntegrityViolation(f"the store refused the write: {message}")
+    if isinstance(exc, apsw.ConnectionClosedError):
+        return StoreError("this store handle is closed; open the store again")
     if isinstance(exc, apsw.BusyError):
         return StoreBusy("another process held the store's write lock past the retry budget; try again")
     if isinstance(exc, apsw.NotADBError):

@@ -825,7 +825,7 @@ class Store:
             (pid,),
         ).fetchone()
         if row is None:
-            raise NotFound(f"no merge proposal {pid}; list them with WorldDB.merge_proposals()")
+            raise NotFound(f"no merge proposal {pid}", hint=Hint("merge_proposals"))
         return self._proposal(row)
 
     def proposals(self, status: MergeStatus | None) -> list[MergeProposal]:
@@ -917,7 +917,7 @@ class Store:
         """The (a, b) nids of a proposal."""
         row = self.conn.execute("select a, b from merge_proposal where pid = ?", (pid,)).fetchone()
         if row is None:
-            raise NotFound(f"no merge proposal {pid}; list them with WorldDB.merge_proposals()")
+            raise NotFound(f"no merge proposal {pid}", hint=Hint("merge_proposals"))
         return int(row[0]), int(row[1])
 
     def rejected_between(self, left: Iterable[int], right: Iterable[int]) -> bool:
