@@ -268,3 +268,30 @@ def test_a_body_whose_content_is_not_text_is_refused(source: WorldDB, tmp_path: 
     garbled = {**record, "body": "{not json", "id": node_id("{not json").hex()}
     with _open(tmp_path / "copy.db", LATER) as copy:
         _refused(copy, [*lines[:at], json.dumps(garbled), *lines[at + 1 :]], f"line {at + 1}", "not JSON")
+
+
+def test_a_file_cut_short_or_missing_a_line_is_refused_and_writes_nothing(source: WorldDB, tmp_path: Path) -> None:
+    """Version 2's end line counts the records (new-user trial, issue 39: a file cut at a line's end imported
+    what it held and lost an alias silently)."""
+    lines = [json.dumps(r) for r in source.export()]
+    assert json.loads(lines[-1]) == {"kind": "end", "records": len(lines) - 2}
+    target = _open(tmp_path / "target.db")
+    before = table_digest(target)
+    for cut, said in (
+        (lines[:-1], "cut short"),
+        (lines[:-2] + lines[-1:], "lines are missing"),
+        (lines + [lines[1]], "after the end line"),
+    ):
+        with pytest.raises(InvalidInput, match=said):
+            target.import_records(cut)
+        assert table_digest(target) == before
+    assert target.import_records(lines)["nodes"]["added"] > 0
+
+
+def test_a_version_1_export_without_an_end_line_is_still_read(source: WorldDB, tmp_path: Path) -> None:
+    records = list(source.export())[:-1]
+    records[0] = {**records[0], "version": 1}
+    target = _open(tmp_path / "target.db")
+    assert target.import_records([json.dumps(r) for r in records])["nodes"]["added"] > 0
+    with pytest.raises(InvalidInput, match="versions 1, 2: a newer worlddb_lite wrote it"):
+        target.import_records([json.dumps({**records[0], "version": 3})])

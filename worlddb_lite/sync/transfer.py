@@ -39,7 +39,8 @@ from ..write.reconciler import AdoptedEdge, AdoptedNode, Reconciler, Transaction
 from . import transfer_rows
 
 FORMAT = "worlddb-export"
-VERSION = 1
+VERSION = 2  # 2: an end line counts the records, so a file cut short at a line's end is refused
+READS = (1, 2)  # version 1 files (no end line) are still read: their cut cannot be seen
 KINDS = ("node", "edge", "alias", "proposal", "queued")
 EMBED_BATCH = 512
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
@@ -212,9 +213,22 @@ def proposal_record(r: Reconciler, row: Sequence[Any]) -> dict[str, Any]:
 
 
 def export_records(r: Reconciler, root: int, scope: str | None = None) -> Iterator[dict[str, Any]]:
-    """The records of a whole store (``scope`` None) or of one scope: a header, then nodes, edges and the rest.
+    """The records of a whole store (``scope`` None) or of one scope, between a header and an end line.
 
-    Reads one snapshot (a read transaction of its own unless a write is open on this connection).
+    Nodes, edges and the rest come after the header; the end line counts them, so ``import_records``
+    refuses a file cut short.
+    """
+    count = -1  # the header is not counted
+    for record in _records(r, root, scope):
+        count += 1
+        yield record
+    yield {"kind": "end", "records": count}
+
+
+def _records(r: Reconciler, root: int, scope: str | None) -> Iterator[dict[str, Any]]:
+    """The header and records of ``export_records``, read from one snapshot.
+
+    A read transaction of its own, unless a write is open on this connection.
     """
     conn, store = r.conn, r.store
     with contextlib.ExitStack() as stack:
@@ -504,6 +518,7 @@ def parse(lines: Iterable[str]) -> Parsed:
 
 def _parse_lines(lines: Iterable[str]) -> Parsed | None:
     parsed: Parsed | None = None
+    taken, ended = 0, None  # records after the header; the end line's number
     if isinstance(lines, (str, bytes, Mapping)) or not isinstance(lines, Iterable):
         raise InvalidInput("give the lines of an export (a list of text, or an open file); nothing was written")
     for line, text in enumerate(lines, start=1):
@@ -522,14 +537,35 @@ def _parse_lines(lines: Iterable[str]) -> Parsed | None:
         if parsed is None:
             if record.get("kind") != "header" or record.get("format") != FORMAT:
                 raise _bad(line, f"the file does not start with a {FORMAT} header (field 'format')")
-            if record.get("version") != VERSION:
-                raise _bad(line, f"field 'version' is {record.get('version')!r}; this worlddb reads version {VERSION}")
+            if record.get("version") not in READS:
+                raise _bad(
+                    line,
+                    f"field 'version' is {record.get('version')!r}; this worlddb reads versions "
+                    f"{', '.join(map(str, READS))}: a newer worlddb_lite wrote it, upgrade to read it",
+                )
             _field(record, line, "store_root", "hex")
             if not isinstance(record.get("worlds"), dict):
                 raise _bad(line, "field 'worlds' is not a mapping of world ids to roots")
             parsed = Parsed(record)
             continue
+        if ended is not None:
+            raise _bad(line, f"a record after the end line (line {ended}): the file was altered or joined to another")
+        if record.get("kind") == "end" and parsed.header.get("version", 1) >= 2:
+            if record.get("records") != taken:
+                raise _bad(
+                    line,
+                    f"the end line counts {record.get('records')!r} records, the file holds {taken}: lines are "
+                    "missing or were added; export it again",
+                )
+            ended = line
+            continue
         take(parsed, line, record)
+        taken += 1
+    if parsed is not None and parsed.header.get("version", 1) >= 2 and ended is None:
+        raise InvalidInput(
+            f"the file ends after {taken} records without its end line: it was cut short (a copy or download that "
+            "did not finish?); export it again; nothing was written"
+        )
     return parsed
 
 
