@@ -907,3 +907,18 @@ def test_a_raw_sqlite_error_from_below_is_named_at_the_facade_door() -> None:
         with pytest.raises((StoreError, InvalidInput), match="closed"):  # not apsw.ConnectionClosedError
             call()
             pytest.fail(f"{what} ran on a closed connection")
+
+
+def test_every_kind_of_read_inside_a_batch_sees_what_the_batch_wrote(db: WorldDB) -> None:
+    """Issue 39: the reader's doors (rows, searches, views) write the batch's queued rows first; none by hand."""
+    with db.batch():
+        note = db.write("the heron nests by the old mill", scope="ana", extractor=None)
+        other = db.write("Ana keeps bees", scope="ana", extractor=None)
+        db.link(note, other, "refers_to")
+        assert db.read(note).content.startswith("the heron")
+        assert note in [n.id for n in db.nodes(world=db.scope("ana"), type="Memory")]
+        assert [n.id for n, _ in db.search("heron", k=1)] == [note]
+        assert db.nearest("the heron nests by the old mill", k=1)[0][0].id == note
+        assert db.recall("where does the heron nest?", scope="ana", k=1).hits[0].node.id == note
+        assert other in [n.id for n in db.neighbours(note).nodes]
+    assert db.verify().ok

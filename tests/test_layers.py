@@ -231,3 +231,16 @@ def test_the_wheel_lists_every_package() -> None:
     listed = set(tomllib.loads((root / "pyproject.toml").read_text("utf-8"))["tool"]["setuptools"]["packages"])
     found = {".".join(p.parent.relative_to(root).parts) for p in (root / "worlddb_lite").rglob("__init__.py")}
     assert listed == found
+
+
+def test_no_step_below_the_facade_flushes_by_hand() -> None:
+    """Issue 39: a read through the Writer or the Reader writes what the transaction queued first; no System 2
+    step, consolidator step or read method calls ``settle()`` itself (the Writer's own doors do)."""
+    found = []
+    for name, path in modules().items():
+        if name in ("db", "write.writer"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "settle":
+                found.append(f"{name}:{node.lineno}")
+    assert found == [], f"settle() called by hand: {found}"

@@ -62,9 +62,29 @@ class Reader:
         settle: Callable[..., None],
         side: SideReader | None,
     ) -> None:
-        self.conn, self.store, self.registry, self.vectors = conn, store, registry, vectors
+        self._conn, self._store, self.registry, self.vectors = conn, store, registry, vectors
         self.embedder, self.dim, self.root_nid, self.path = embedder, dim, root, path
-        self.now, self.check_vector, self.settle, self.side = now, check_vector, settle, side
+        self.now, self.check_vector, self._settle, self.side = now, check_vector, settle, side
+
+    # A read inside a batch sees what the batch wrote: each of the reader's doors first writes what the open
+    # transaction queued and the read needs (edges for rows; the full-text and vector rows too for a search).
+
+    @property
+    def conn(self) -> apsw.Connection:
+        """The connection, for a read of rows: the open batch's queued edges written first."""
+        self._settle(indexes=False)
+        return self._conn
+
+    @property
+    def store(self) -> Store:
+        """The store's rows, read as ``conn`` reads them."""
+        self._settle(indexes=False)
+        return self._store
+
+    def searchable(self) -> apsw.Connection:
+        """The connection, for a full-text or vector search: the open batch's index rows written first too."""
+        self._settle()
+        return self._conn
 
     # ---- a read's frame -------------------------------------------------------------
 
@@ -90,6 +110,7 @@ class Reader:
         include_cold: bool = False,
     ) -> ReadView:
         """What one read sees: its times, its world or worlds (None or the root: everything) and its indexes."""
+        conn = self.searchable()
         valid, belief = self.times(as_of, known_as_of)
         rules = self.rules(include_superseded)
         if world is None or isinstance(world, str):
@@ -102,8 +123,8 @@ class Reader:
         embedder, dim = self.embedder, self.dim
         embed = None if embedder is None else (lambda text: embed_checked(embedder, [text], dim)[0])
         return ReadView(
-            conn=self.conn,
-            store=self.store,
+            conn=conn,
+            store=self._store,
             index=self.vectors.index,  # looked up at each read: the index object is replaced as it grows
             embed=embed,
             valid=valid,
@@ -113,7 +134,7 @@ class Reader:
             annotate=frozenset(rules.annotate),
             worlds=() if self.root_nid in inside else inside,
             tokens=token_table(embedder),  # a static model's: the late stage
-            side=self.side if self.conn.getautocommit() else None,  # inside a write it would miss the uncommitted
+            side=self.side if conn.getautocommit() else None,  # inside a write it would miss the uncommitted
             include_cold=include_cold,
         )
 
@@ -161,7 +182,6 @@ class Reader:
 
     def scopes(self, kind: str | None = None) -> list[Node]:
         """Every Scope world under the root (of ``kind`` if given), oldest first (a purged one has lost its name)."""
-        self.settle(indexes=False)
         found = self.store.load_nodes(queries.scopes(self.conn, self.root_nid))
         return [node for node in found if kind is None or ScopeRef.of(node).kind == kind]
 
@@ -177,7 +197,6 @@ class Reader:
         newest_first: bool = False,
     ) -> Page:
         """The nodes inside a scope in the order written (or newest first), ``limit`` at a time from ``cursor`` on."""
-        self.settle(indexes=False)
         if isinstance(type, (list, tuple)):
             node_type: str | list[str] | None = [str(self.node_type(t)) for t in type] or None
         else:
@@ -273,7 +292,6 @@ class Reader:
 
     def read(self, ref: str, *, as_of: TimeLike | None = None, known_as_of: TimeLike | None = None) -> Node:
         """A node by id or unique prefix (any version). With ``as_of``, only if visible then."""
-        self.settle(indexes=False)
         nid = self.store.resolve(ref)
         if as_of is not None or known_as_of is not None:
             valid, belief = self.times(as_of, known_as_of)
@@ -283,7 +301,6 @@ class Reader:
 
     def history(self, ref: str) -> list[Node]:
         """Every version of a memory (joined by supersedes), oldest valid time first."""
-        self.settle(indexes=False)
         versions = traverse.closure(self.store.resolve(ref), self.store.version_links)
         nodes = self.store.load_nodes(sorted(versions), self.rules(True).annotate)
         return sorted(nodes, key=lambda n: (n.valid_at, n.created_at, n.id))
@@ -299,7 +316,6 @@ class Reader:
         limit: int,
     ) -> list[Node]:
         """Nodes inside ``world`` (the root by default), at any depth, that are visible."""
-        self.settle(indexes=False)
         valid, belief = self.times(as_of, known_as_of)
         rules = self.rules(include_superseded)
         node_type = checks.text(type, "type", required=False)
@@ -327,7 +343,6 @@ class Reader:
         include_superseded: bool,
     ) -> Subgraph:
         """One hop from a node: the seed, its visible neighbours and the edges followed."""
-        self.settle(indexes=False)
         valid, belief = self.times(as_of, known_as_of)
         way = checks.choice(Direction, direction, "direction")
         for edge_type in checks.names(types, "types", "['refers_to', 'causes']") or ():
@@ -365,7 +380,6 @@ class Reader:
         include_superseded: bool,
     ) -> list[tuple[Node, float]]:
         """BM25 over names and contents (FTS5); best first, with the BM25 score (higher is better)."""
-        self.settle()
         query = lanes.fts_query(checks.required_text(text, "query"))
         k = checks.whole(k, "k", least=1, most=10_000)
         valid, belief = self.times(as_of, known_as_of)
@@ -374,7 +388,7 @@ class Reader:
         if not query:
             return []
         hits = queries.bm25(
-            self.conn,
+            self.searchable(),
             query,
             valid,
             belief,
@@ -398,7 +412,6 @@ class Reader:
         include_superseded: bool,
     ) -> list[tuple[Node, float]]:
         """Nearest neighbours by cosine inside ``world``, of ``types``; best first, with the cosine."""
-        self.settle()
         vector = self.query_vector(query)
         checks.names(types, "types", "['Turn', 'Fact']")
         k = checks.whole(k, "k", least=1, most=4096)
@@ -431,7 +444,6 @@ class Reader:
         during: str | None = None,
     ) -> Recall:
         """Hybrid recall (see ``WorldDB.recall``)."""
-        self.settle()
         keep = self._keep(type, tag, during)
         text = checks.required_text(query, "query")
         if not text.strip():
@@ -494,7 +506,6 @@ class Reader:
         if not isinstance(spec, QuerySpec):
             raise InvalidInput("query takes a worlddb_lite.QuerySpec")
         check_query(spec)
-        self.settle()
         checks.whole(spec.k, "k", least=1, most=10_000)
         view = self.view(spec.as_of, spec.known_as_of, spec.include_superseded, world=spec.world)
         vector = None if spec.vector is None else self.query_vector(spec.vector)
@@ -512,7 +523,6 @@ class Reader:
 
     def class_nids(self, ref: str) -> set[int]:
         """Every node joined to ``ref`` through accepted same_as, transitively."""
-        self.settle(indexes=False)
         return traverse.closure(self.store.resolve(ref), self.store.same_as_neighbours)
 
     def equivalence_class(self, ref: str) -> tuple[str, ...]:
