@@ -578,6 +578,22 @@ def test_tags_retries_filters_and_times_in_words(capsys: pytest.CaptureFixture[s
     ]
 
 
+@pytest.mark.parametrize("command", ["write", "read", "purge", "import"])
+def test_a_missing_argument_after_the_store_is_not_blamed_on_the_store(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, command: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The new-user trial: `worlddb write s.db` said "write needs the store's file: give DB", though DB was given."""
+    monkeypatch.delenv("WORLDDB_STORE", raising=False)
+    db = str(tmp_path / "s.db")
+    assert main(["init", db]) == 0
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as info:
+        main([command, db])
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and f"usage: worlddb {command}" in err
+    assert f"{db} is the store; {command} needs more after it" in err and "give DB" not in err
+
+
 @pytest.mark.parametrize("line", [("stats", "{db}", "--bogus"), ("--bogus", "stats", "{db}")])
 def test_a_mistyped_option_is_refused_with_the_commands_own_usage(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, line: tuple[str, ...]

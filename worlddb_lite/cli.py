@@ -1391,7 +1391,12 @@ def _run(line: list[str]) -> int:
     if unknown:  # said with the command's usage, not the top level's
         parser.commands.get(args.command, parser).error(f"unrecognized arguments: {' '.join(unknown)}")
     if "db" in vars(args) and not args.db:
-        parser.error(f"{args.command} needs the store's file: give DB or set {STORE_VARIABLE}")
+        command = parser.commands.get(args.command, parser)
+        after = line[line.index(args.command) + 1 :] if args.command in line else []
+        first = next((word for word in after if not word.startswith("-")), None)
+        if first is not None and os.path.isfile(first):  # DB was given: an argument after it is missing
+            command.error(f"{first} is the store; {args.command} needs more after it, as its usage shows")
+        command.error(f"{args.command} needs the store's file: give DB or set {STORE_VARIABLE}")
     if args.command in SCOPED and getattr(args, "scope", "") is None and os.environ.get(SCOPE_VARIABLE):
         args.scope = [os.environ[SCOPE_VARIABLE]]  # an appended --scope left out (add_argument)
     try:
