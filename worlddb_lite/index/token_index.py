@@ -21,7 +21,7 @@ import blake3
 import numpy as np
 
 from ..models.embed import TokenVectors
-from ..store.rows import Store, indexed_content
+from ..store.rows import Store
 from ..text import caches
 from ..text.stopwords import STOPWORDS
 
@@ -118,11 +118,9 @@ def index_texts(
     store: Store, tokens: TokenVectors | None, rows: Sequence[tuple[int, str, str, str | None, str | None]]
 ) -> None:
     """``Store.index_texts`` of (nid, name, content, added, context) rows, and their token rows under ``tokens``."""
-    store.index_texts(rows)
+    indexed = store.index_texts(rows)
     if tokens is not None:
-        store.write_tokens(
-            index_rows(tokens, [(nid, name, indexed_content(text, added)) for nid, name, text, added, _ in rows])
-        )
+        store.write_tokens(index_rows(tokens, indexed))
 
 
 def rewrite(store: Store, tokens: TokenVectors | None, batch: int = 4096) -> int:

@@ -464,8 +464,10 @@ class Store:
                 aliases,
             )
 
-    def index_texts(self, rows: Sequence[tuple[int, str, str, str | None, str | None]]) -> None:
-        """Index (nid, name, content, added, context) rows: full text and index_text (tokens: ``write_tokens``).
+    def index_texts(self, rows: Sequence[tuple[int, str, str, str | None, str | None]]) -> list[tuple[int, str, str]]:
+        """Index (nid, name, content, added, context) rows: full text and index_text; (nid, name, content indexed).
+
+        What is returned is what the token index reads (``write_tokens``: index/token_index.py codes it).
 
         ``name`` and ``content`` are the node's own, as its blob holds them (NFC); ``added`` is indexed
         after the content (a neighbour's text, bridged names: what the vector and the token index read
@@ -488,6 +490,7 @@ class Store:
             "update index_text set added = ?, context = ?, added_from = null, context_from = null where nid = ?",
             [(*literal[nid], nid) for nid in wrong],
         )
+        return [(nid, name, content) for nid, name, content, _ in full]
 
     def set_word_context(self, rows: Sequence[tuple[str | None, int]]) -> None:
         """Rewrite the words-only context column of full-text rows: (context, nid) pairs.

@@ -23,6 +23,7 @@ from ..errors import InvalidInput
 from ..store.hashing import canonical_json, nfc
 from ..text.dates import parse_time
 from ..text.extract import Extractor, RuleExtractor, check_extractor
+from ..types import is_assistant
 from .bridge import ContextBridge
 from .gate import EncodingGate
 from .queue import learn_or_queue, learns
@@ -236,8 +237,9 @@ def ingest(
             if not learns(extractor, deferred):
                 continue
             for i, (turn, turn_id) in enumerate(zip(session.turns, written, strict=True)):
-                if (scores is not None and not scores[i].kept) or walls[i]:
-                    continue  # not worth System 2, or a turn a purge erased (the turn itself is stored)
+                said_by_assistant = is_assistant(turn.speaker)
+                if (scores is not None and not scores[i].kept) or walls[i] or said_by_assistant:
+                    continue  # not worth System 2, a turn a purge erased, the assistant's (the turn itself is stored)
                 when = turn.at or session.date
                 said_at = parse_time(when, field="turn time") if when else writer.read(turn_id).valid_at
                 learn_or_queue(
@@ -251,6 +253,7 @@ def ingest(
                     said_in=conversation.conversation_id,
                     speaker=turn.speaker,
                     speakers=speaker_entities,
+                    by_assistant=said_by_assistant,
                 )
     if stats is not None:  # counted once the conversation has landed
         stats.turns += counts.turns

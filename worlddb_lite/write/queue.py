@@ -29,9 +29,9 @@ def enqueue(writer: Writer, turn: str, scope: str, said_at: str, said_in: str | 
     work_queue.add(writer.conn, store.resolve(turn), store.resolve(scope), said_at, said_in, speaker, writer.clock())
 
 
-def learns(extractor: Extractor | None, deferred: bool) -> bool:
-    """Whether System 2 runs at all: with an extractor, or queued for one."""
-    return extractor is not None or deferred
+def learns(extractor: Extractor | None, deferred: bool, *, by_assistant: bool = False) -> bool:
+    """Whether System 2 runs: with an extractor, or queued for one, on words that are not the assistant's."""
+    return (extractor is not None or deferred) and not by_assistant
 
 
 def learn_or_queue(
@@ -55,7 +55,8 @@ def learn_or_queue(
     ``speaker``, whom the facts are about, does not say: a note speaks for its scope's person, whatever the
     scope is called), and without an extractor nothing is learned.
     """
-    if (is_assistant(speaker) if by_assistant is None else by_assistant) or not learns(extractor, deferred):
+    assistant = is_assistant(speaker) if by_assistant is None else by_assistant
+    if not learns(extractor, deferred, by_assistant=assistant):
         return False
     if deferred:
         enqueue(writer, source, scope, said_at, said_in, speaker)
