@@ -503,7 +503,7 @@ def main() -> None:
     db = WorldDB(str(path))
     open_s = time.perf_counter() - t0
     if not args.side:
-        db._side = None  # a bench-only switch: every read then runs its SQL on the one connection
+        db._reader.side = None  # a bench-only switch: every read then runs its SQL on the one connection
     try:
         t0 = time.perf_counter()
         db.recall(timed[0], scope=SCOPE, k=10, late=args.late)

@@ -29,12 +29,13 @@ LAYERS = {
     "ops": 8,  # whole-store operations: verify, purge, maintenance, re-embedding
     "consolidate": 8,  # beside ops: the sleep cycle's steps
     "sync": 9,  # replicas and transfer: may purge (ops) and sweep what arrived (consolidate)
-    "db": 10,
-    "background": 11,
-    "cli": 11,
-    "mcp": 11,
-    "browse": 11,  # the sqlite3 shell's command line and Datasette (worlddb shell, worlddb browse)
-    "": 12,  # the package root: the public API
+    "engine": 10,  # one open store's parts, opened and wired in order
+    "db": 11,
+    "background": 12,
+    "cli": 12,
+    "mcp": 12,
+    "browse": 12,  # the sqlite3 shell's command line and Datasette (worlddb shell, worlddb browse)
+    "": 13,  # the package root: the public API
 }
 FRONT_ENDS = {"cli", "mcp", "background", "browse"}
 FRONT_END_MAY_IMPORT = {

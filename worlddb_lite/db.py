@@ -6,9 +6,10 @@
 ...     [v.content for v in db.history(second)]
 ['I live in Lisbon', 'I live in Porto']
 
-It opens the file, then hands each call to the layer that does it: writes to ``write.Writer``
-(System 1 and System 2 in one transaction), reads to ``retrieval.Reader``, whole-store
-operations to ``ops``. It holds no SQL and no write or read logic of its own.
+``engine.open_engine`` opens the file and wires the layers; the facade hands each call to the one
+that does it: writes to ``write`` (System 1 and System 2 in one transaction), reads to
+``retrieval.Reader``, whole-store operations to ``ops``, ``consolidate`` and ``sync``. It checks
+arguments and names errors (``_translated``); it holds no SQL and no write or read logic of its own.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ import datetime as dt
 import functools
 import inspect
 import os
-import uuid
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, TypeVar
@@ -32,19 +32,15 @@ from .consolidate import retention
 from .consolidate.cycle import DEFAULT_MIN_AGE, Consolidation
 from .consolidate.cycle import STEPS as CONSOLIDATION_STEPS
 from .consolidate.summaries import ExtractiveSummarizer, Summarizer
-from .edges import EdgeRegistry, EdgeType
-from .errors import Hint, IntegrityViolation, InvalidInput, NotCurrent, NotFound
-from .index import embedder_record, token_index
-from .index.side_reader import SideReader
-from .models.embed import Embedder, embed_checked, token_table
+from .edges import EdgeType
+from .engine import open_engine
+from .errors import Hint, IntegrityViolation, InvalidInput
+from .models.embed import Embedder
 from .ops import maintenance, purge, reembed
-from .ops.verify import root_history_divergences, verify_in_snapshot
+from .ops.verify import root_history_divergences, verify_open
 from .retrieval.context import DEFAULT_BUDGET, Context, assemble
 from .retrieval.query import QuerySpec
-from .retrieval.reader import Reader
-from .store import connection, migrations, queries
-from .store.access_log import AccessLog
-from .store.rows import Store
+from .store import connection, queries
 from .sync import rows as sync_rows
 from .text.dates import Clock, TimeLike, parse_time, read_moment, system_clock
 from .text.extract import Extractor, check_extractor
@@ -61,21 +57,20 @@ from .types import (
     VerifyReport,
     Violation,
 )
-from .write import identity, live, queue
+from .write import identity, live, notes, queue
 from .write.conversation import DEFAULT_EXTRACTOR, ConversationIn, IngestStats
 from .write.conversation import ingest as ingest_conversation
 from .write.gate import EncodingGate
 from .write.notes import amend_note, write_note
-from .write.reconciler import Reconciler, Transaction, WriteScope
+from .write.reconciler import WriteScope
 from .write.resolver import New, PreferTiers, Resolution, ResolverConfig, Tiebreaker
 from .write.turns import DEFAULT_WINDOW, DEFAULT_WORD_AFTER, DEFAULT_WORD_WINDOW
-from .write.writer import DEFAULT_SCOPE, MemoryIn, Writer
+from .write.writer import DEFAULT_SCOPE, MemoryIn
 
 if TYPE_CHECKING:
     from .models.rerank import Reranker
     from .write.bridge import ContextBridge
 
-COMPOSE_KINDS = ("attention", "mean")  # v2 (default) and v1 composed world embeddings
 _DEFAULT = object()
 T = TypeVar("T")
 
@@ -150,101 +145,37 @@ class WorldDB:
         _adopt_embedder: bool = False,
     ) -> None:
         checks.whole(dim, "dim", least=1, most=8192)
-        if compose not in COMPOSE_KINDS:
-            raise InvalidInput(f"compose must be one of {', '.join(COMPOSE_KINDS)}, got {compose!r}")
         self.path = file_name(path, "the store path", "give a file path or ':memory:'")
         self._clock = clock or system_clock
-        # True when this process may not write the file or its folder (a read-only folder, file or file
-        # system): SQLite cannot keep the -wal and -shm files beside it, so the store is read as it lies
-        # (in a folder it may write, SQLite itself reads a file it may not write, the -shm made beside it)
-        self.read_only, self._sealed = connection.read_only_place(self.path)
-        sealed = self._sealed
-        self._conn = connection.connect_sealed(self.path) if sealed else connection.connect(self.path, create=create)
-        try:
-            new = connection.check(self._conn, self.path, create)
-            if not new:
-                embedder_record.require(self._conn, self.path)
-            self._embedder, model_id, self.dim = embedder_record.choose(
-                self._conn, self.path, embedder, dim, default=embedder is _DEFAULT, adopt=_adopt_embedder
-            )
-            if not new and not _adopt_embedder:
-                embedder_record.check(self._conn, self.path, model_id, self.dim)
-                compose = self._meta_value("compose") or compose
-            self.compose = compose
-            connection.configure(self._conn, self.path)
-            # the version this file had before it was lifted to the current schema (None: it was current)
-            self.migrated_from: int | None = None
-            if not new and connection.user_version(self._conn) < connection.SCHEMA_VERSION:
-                self.migrated_from = migrations.migrate(self._conn, self.path)
-            self._store = Store(self._conn)
-            self._registry = EdgeRegistry()
-            self._reconciler = Reconciler(
-                self._conn, self._store, self._registry, self._clock, self._embedder, self.dim, compose
-            )
-            if new:  # schema, meta and root world in one transaction: an interrupted init leaves no store
-                meta = [
-                    ("embedder_id", model_id),
-                    ("embedder_dim", str(self.dim)),
-                    ("compose", compose),
-                    ("created_at", self._clock()),
-                    ("store_id", uuid.uuid4().hex),  # names this file to the replicas it syncs with (sync/replicas.py)
-                ]
-                if token_table(self._embedder) is not None:
-                    meta.append(("token_format", token_index.FORMAT))
-                prepare = lambda: connection.install(self._conn, meta)  # noqa: E731
-                with self._reconciler.transaction(prepare=prepare) as txn:
-                    txn.add_root()
-            elif not _adopt_embedder:  # a re-embedding rewrites the token index anyway
-                self._refresh_token_index()
-            self._root = self._root_nid()
-        except BaseException:
-            self._conn.close()
-            raise
-        # recall's full-text search runs on a second connection beside its vector search (side_reader.py);
-        # an in-memory store has no second connection to the same data
-        where = self._conn.db_filename("main")  # absolute: the worker opens it later, whatever the cwd is then
-        side = where and not sealed  # a second connection could not open where no -shm can be made
-        self._side = SideReader(where, busy_timeout_ms=connection.BUSY_TIMEOUT_MS) if side else None
-        self._reader = Reader(
-            conn=self._conn,
-            store=self._store,
-            registry=self._registry,
-            vectors=self._reconciler.lane,
-            embedder=self._embedder,
-            dim=self.dim,
-            root=self._root,
-            path=self.path,
-            now=self._reconciler.now,
-            check_vector=self._reconciler.check_vector,
-            settle=self._settle,
-            side=self._side,
+        parts = open_engine(
+            self.path,
+            embedder=embedder,
+            default_embedder=embedder is _DEFAULT,
+            dim=dim,
+            compose=compose,
+            clock=self._clock,
+            create=create,
+            adopt_embedder=_adopt_embedder,
         )
-        self._writer = Writer(self._reconciler, self._root, self._reader.nearest_in)
-        self._access = AccessLog()  # what recalls returned, written in batches for retention
-        maintenance.try_finish_wipe(self._conn, self._store)
-
-    # ---- opening ------------------------------------------------------------------
-
-    def _refresh_token_index(self) -> None:
-        """Rewrite the token index if its rows were written in another format, or before it existed.
-
-        Once per store and code change, like a migration, holding the write lock; nothing to do for
-        a store of another embedder, whose recall has no late stage.
-        """
-        if token_table(self._embedder) is None or self._meta_value("token_format") == token_index.FORMAT:
-            return
-        with self._txn():
-            if self._meta_value("token_format") != token_index.FORMAT:  # another process may have done it
-                reembed.rewrite_token_index(self._reconciler)
+        self._engine = parts
+        self.read_only, self._sealed, self.dim, self.compose = parts.read_only, parts.sealed, parts.dim, parts.compose
+        self.migrated_from = parts.migrated_from  # the schema version the file had before this open (None: current)
+        self._conn, self._store, self._registry, self._reconciler = (
+            parts.conn,
+            parts.store,
+            parts.registry,
+            parts.reconciler,
+        )
+        self._reader, self._writer, self._access, self._embedder = (
+            parts.reader,
+            parts.writer,
+            parts.access,
+            parts.embedder,
+        )
+        self._root, self._side = parts.root, parts.side
 
     def _meta_value(self, key: str) -> str | None:
         return queries.meta_value(self._conn, key)
-
-    def _root_nid(self) -> int:
-        nid = queries.root_nid(self._conn)
-        if nid is None:
-            raise NotFound(f"{self.path} has no root world", hint=Hint("verify"))
-        return nid
 
     @classmethod
     def reembed(
@@ -275,13 +206,7 @@ class WorldDB:
 
         Recalls not yet written for retention are written first, if the file can be written now.
         """
-        if self._access.pending:  # if the lock is free at once; what cannot be written now is dropped
-            self._access.write_if_free(self._conn)
-            self._access.pending.clear()  # a second close has none
-        if self._side is not None:
-            self._side.close()
-        maintenance.try_finish_wipe(self._conn, self._store)
-        self._conn.close()
+        self._engine.close()
 
     def __enter__(self) -> WorldDB:
         return self
@@ -295,8 +220,8 @@ class WorldDB:
         return self._reconciler.transaction()
 
     def _settle(self, *, indexes: bool = True) -> None:
-        """Inside a batch, write its queued rows so reads see them (``Writer.settle``)."""
-        self._writer.settle(indexes=indexes)
+        """Inside a batch, write its queued rows so reads see them (``Reconciler.settle``)."""
+        self._reconciler.settle(indexes=indexes)
 
     @contextlib.contextmanager
     def batch(self) -> Iterator[WorldDB]:
@@ -561,32 +486,11 @@ class WorldDB:
         A fact learned from it alone (no other current turn or note says it) stands on nothing the
         person still holds: it closes at the same time, as when the memory is amended (``amend``).
         """
-        when = parse_time(at, field="at") if at is not None else None
-        with self._txn() as txn:
-            nid = self._store.resolve(ref)
-            node = self._store.to_node(self._store.node_row(nid), ("supersedes",))
-            if node.retired and node.expired_at is None:
-                return  # retired already: a repeated call changes nothing
-            if node.superseded_by:
-                newer = ", ".join(i[:12] for i in node.superseded_by)
-                raise NotCurrent(
-                    f"{node.id[:12]} is an old version (superseded by {newer}); nothing was retired: retire the "
-                    "current version"
-                )
-            self._retire(txn, nid, when)
-
-    def _retire(self, txn: Transaction, nid: int, when: str | None) -> None:
-        """Close ``nid`` and the facts learned from it alone (``retire``), inside ``txn``."""
-        alone = queries.learned_only_from(self._conn, nid)
-        txn.close(nid, when, retire=True)
-        closed = self._store.node_row(nid).invalid_at
-        for fact in alone:
-            txn.close(fact, max(str(closed), self._store.node_row(fact).valid_at))
+        notes.retire_memory(self._writer, ref, parse_time(at, field="at") if at is not None else None)
 
     def retract(self, ref: str) -> None:
         """Stop believing a memory from now on (belief time); what was believed before stays readable."""
-        with self._txn() as txn:
-            txn.close(self._store.resolve(ref), expire=True)
+        self._writer.retract(ref)
 
     def retire_all(self, scope: str, *, at: TimeLike | None = None, tag: str | None = None) -> list[str]:
         """Close the validity of every memory of a scope (the Scope called ``scope``) that is true now; their ids.
@@ -600,16 +504,9 @@ class WorldDB:
         learned from it alone), and only their ``contains`` edges.
         """
         when = parse_time(at, field="at") if at is not None else None
-        with self._txn() as txn:
+        with self._txn():
             nids, held = self._reader.current_in(scope, tag)
-            for nid in nids:
-                if tag is None:
-                    txn.close(nid, when, retire=True)
-                else:
-                    self._retire(txn, nid, when)
-            for eid in held:
-                txn.close_edge(eid, when)
-            return [self._store.header(nid).id.hex() for nid in nids]
+            return notes.retire_listed(self._writer, nids, held, when, with_facts=tag is not None)
 
     def link(
         self,
@@ -641,26 +538,21 @@ class WorldDB:
 
     def unlink(self, edge_ref: str, *, at: TimeLike | None = None) -> None:
         """Close an edge's validity through its type's on_delete handler."""
-        when = parse_time(at, field="at") if at is not None else None
-        with self._txn() as txn:
-            txn.close_edge(self._store.resolve_edge(edge_ref), when)
+        self._writer.unlink(edge_ref, parse_time(at, field="at") if at is not None else None)
 
     def add_alias(self, ref: str, alias: str, *, source: str | None = None) -> None:
         """Record another name a node is known by (an entity's is re-resolved by the next ``recluster``)."""
-        with self._txn() as txn:
-            identity.add_aliases(txn, self._store, self._store.resolve(ref), [alias], source)
+        identity.add_alias(self._writer, ref, alias, source)
 
     # ---- identity -----------------------------------------------------------------
 
     def accept_merge(self, pid: int) -> None:
         """Accept a same_as proposal: writes same_as both ways (symmetric)."""
-        with self._txn() as txn:
-            txn.decide_merge(checks.proposal_number(pid), accept=True)
+        self._writer.decide_merge(pid, accept=True)
 
     def reject_merge(self, pid: int) -> None:
         """Reject a same_as proposal: both sides stay independent, and the pair is not proposed again."""
-        with self._txn() as txn:
-            txn.decide_merge(checks.proposal_number(pid), accept=False)
+        self._writer.decide_merge(pid, accept=False)
 
     def merge_proposals(self, status: MergeStatus | str | None = MergeStatus.PENDING) -> list[MergeProposal]:
         """Proposals of a status (pending by default; None for all)."""
@@ -1072,17 +964,7 @@ class WorldDB:
         """
         from .sync import transfer  # only here: a recall or a write does not load them
 
-        if isinstance(lines, (str, os.PathLike)):
-            try:
-                handle = open(lines, encoding="utf-8")  # noqa: SIM115 (closed below; open's errors are worded here)
-            except (OSError, ValueError) as exc:  # ValueError: a NUL in the name
-                why = getattr(exc, "strerror", None) or exc
-                raise InvalidInput(
-                    f"cannot read {os.fspath(lines)!r:.200}: {why}; give the file export wrote"
-                ) from None
-            with handle:
-                return transfer.import_records(self._reconciler, self._root, handle)
-        return transfer.import_records(self._reconciler, self._root, lines)
+        return transfer.import_source(self._reconciler, self._root, lines)
 
     # ---- sync ---------------------------------------------------------------------
 
@@ -1239,25 +1121,7 @@ class WorldDB:
         ``deep`` also recomposes every world's embedding from its members' vectors and recomputes
         every world root in the history log, reporting the first divergence.
         """
-        self._settle()
-        return verify_in_snapshot(
-            self._conn,
-            self._store,
-            self._registry,
-            self._embedder is not None,
-            progress,
-            deep=deep,
-            tokens=token_table(self._embedder),
-            embed=self._verify_embed(),
-            sealed=self._sealed,
-        )
-
-    def _verify_embed(self) -> Callable[[Sequence[str]], np.ndarray] | None:
-        """How the deep verify embeds a text again: as the write path did (None: no embedder)."""
-        embedder, dim = self._embedder, self.dim
-        if embedder is None:
-            return None
-        return lambda texts: embed_checked(embedder, texts, dim)
+        return verify_open(self._reconciler, progress, deep=deep, sealed=self._sealed)
 
     def sql(self, query: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> list[tuple[Any, ...]]:
         """The rows of a read-only SQL query on the store, its tables and views (``memory``, ``fact``).

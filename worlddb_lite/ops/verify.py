@@ -21,7 +21,7 @@ import numpy as np
 from ..edges import EdgeRegistry
 from ..index.token_index import content_tokens
 from ..index.world_vectors import compose_from_scratch
-from ..models.embed import TokenVectors
+from ..models.embed import TokenVectors, embed_checked, token_table
 from ..store import integrity, queries
 from ..store.connection import BUSY_TIMEOUT_MS, one_row
 from ..store.hashing import EMPTY_TREE, edge_body, edge_id, edge_leaf, node_id, world_root
@@ -31,6 +31,7 @@ from ..store.migrations import GUARDS
 from ..store.rows import NodeRow, Store
 from ..store.vector_table import VectorTable
 from ..types import VerifyReport, Violation
+from ..write.reconciler import Reconciler
 from . import verify_tables
 
 REQUIRED_TRIGGERS = (
@@ -89,6 +90,27 @@ def _structure(conn: apsw.Connection, *, sealed: bool = False) -> list[str]:
         return list(integrity.quick_check(fresh))
     finally:
         fresh.close()
+
+
+def verify_open(r: Reconciler, progress: Callable[[str], None] | None, *, deep: bool, sealed: bool) -> VerifyReport:
+    """``verify_store`` of an open store in one snapshot, with its embedder (what the facade's ``verify`` runs).
+
+    The deep check embeds each text again as the write path did (no embedder: vectors are not checked).
+    """
+    r.settle()
+    embedder, dim = r.embedder, r.dim
+    embed = None if embedder is None else (lambda texts: embed_checked(embedder, texts, dim))
+    return verify_in_snapshot(
+        r.conn,
+        r.store,
+        r.registry,
+        embedder is not None,
+        progress,
+        deep=deep,
+        tokens=token_table(embedder),
+        embed=embed,
+        sealed=sealed,
+    )
 
 
 def verify_in_snapshot(conn: apsw.Connection, *args: Any, **kwargs: Any) -> VerifyReport:

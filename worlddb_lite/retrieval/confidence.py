@@ -111,7 +111,9 @@ def signals(view: ReadView, query: str, vector: np.ndarray | None, hits: Sequenc
     coverage = _share(asked, held[0])
     near = max(_share(asked, words) for words in held[:3])
     every = _share(asked, set().union(*held))
-    nids = [view.store.resolve(hit.node.id) for hit in hits[:BACKGROUND]]
+    ids = [bytes.fromhex(hit.node.id) for hit in hits[:BACKGROUND]]
+    known = view.store.nids_of(ids)  # one query for the ten, not a lookup each
+    nids = [known[raw] for raw in ids]
     matched = [0.0]
     if view.tokens is not None:
         texts = [" ".join(_said(hit)) for hit in hits[:3]]

@@ -162,7 +162,6 @@ class Store:
     def __init__(self, conn: apsw.Connection) -> None:
         self.conn = conn
         self._headers: dict[int, Header] = {}
-        self._by_hex: dict[str, int] = {}  # full hex id -> nid; ids never change, so this stays true
 
     # ---- ids -----------------------------------------------------------------
 
@@ -189,9 +188,6 @@ class Store:
             return int(row[0])
         if not isinstance(ref, str):
             raise InvalidId(f"a node reference must be hex text, got {type(ref).__name__}")
-        known = self._by_hex.get(ref)  # short raw bytes just miss; _prefix_bounds rejects them
-        if known is not None:
-            return known
         lo, hi = self._prefix_bounds(ref, "node")
         if lo == hi:  # a full id: one exact lookup that also fills the header cache
             row = self.conn.execute(
@@ -200,9 +196,6 @@ class Store:
             if row is None:
                 raise NotFound(f"no node has id {ref}", hint=Hint("list_memories"))
             self.cache_header(Header(*row))
-            if len(self._by_hex) >= 1_000_000:
-                self._by_hex.clear()
-            self._by_hex[ref] = int(row[0])  # past _prefix_bounds, ref is text
             return int(row[0])
         rows = self.conn.execute("select nid, id from node where id between ? and ? limit 2", (lo, hi)).fetchall()
         if not rows:
@@ -253,8 +246,6 @@ class Store:
         dropped = set(nids)
         for nid in dropped:
             self._headers.pop(nid, None)
-        if dropped:
-            self._by_hex = {k: v for k, v in self._by_hex.items() if v not in dropped}
 
     # ---- node reads -----------------------------------------------------------
 

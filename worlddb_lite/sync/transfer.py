@@ -21,6 +21,7 @@ import contextlib
 import datetime as dt
 import itertools
 import json
+import os
 import re
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -955,6 +956,19 @@ def _history_holds(conn: Any, parsed: Parsed, unheld: set[str]) -> None:
                     else ""
                 ),
             )
+
+
+def import_source(r: Reconciler, root: int, source: Iterable[str] | str | os.PathLike[str]) -> dict[str, Any]:
+    """``import_records`` of an export's lines, or of the .jsonl file at a path (a path is opened here)."""
+    if not isinstance(source, (str, os.PathLike)):
+        return import_records(r, root, source)
+    try:
+        handle = open(source, encoding="utf-8")  # noqa: SIM115 (closed below; open's errors are worded here)
+    except (OSError, ValueError) as exc:  # ValueError: a NUL in the name
+        why = getattr(exc, "strerror", None) or exc
+        raise InvalidInput(f"cannot read {os.fspath(source)!r:.200}: {why}; give the file export wrote") from None
+    with handle:
+        return import_records(r, root, handle)
 
 
 def import_records(r: Reconciler, root: int, lines: Iterable[str]) -> dict[str, Any]:

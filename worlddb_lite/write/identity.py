@@ -166,6 +166,12 @@ def add_aliases(txn: Transaction, store: Store, nid: int, aliases: Iterable[str]
     store.set_meta([(f"{ALIASED}{nid}", "")])
 
 
+def add_alias(writer: Writer, ref: str, alias: str, source: str | None) -> None:
+    """Record another name ``ref`` is known by, in one transaction (``add_aliases``)."""
+    with writer.transaction() as txn:
+        add_aliases(txn, writer.store, writer.store.resolve(ref), [alias], source)
+
+
 def _aliased(store: Store) -> list[str]:
     """The meta keys of the entities waiting to be re-resolved for a new alias."""
     return store.meta_keys(ALIASED)

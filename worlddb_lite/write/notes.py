@@ -9,18 +9,19 @@ so "I moved to Porto" written into the scope "ana" is a fact about ana.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
 from .. import checks
-from ..errors import InvalidInput
+from ..errors import InvalidInput, NotCurrent
 from ..store import queries
 from ..store.hashing import nfc
 from ..text.dates import TimeLike, parse_time
 from ..text.extract import Extractor, check_extractor
 from ..types import SPEAKER, TAGS, is_assistant, speaks_for
 from .queue import learn_or_queue, learns
+from .reconciler import Transaction
 from .updates import carry_updates
 from .writer import MemoryIn, Writer
 
@@ -126,6 +127,52 @@ def amend_note(
         for fact in queries.learned_only_from(writer.graph, old):  # with the edges written above
             txn.close(fact, max(starts, writer.store.node_row(fact).valid_at))
         return new
+
+
+def retire_memory(writer: Writer, ref: str, when: str | None) -> None:
+    """Close a memory's validity and the facts learned from it alone; retiring it again changes nothing.
+
+    An old version (one an amend superseded) is refused: its current version is what to retire.
+    """
+    with writer.transaction() as txn:
+        nid = writer.store.resolve(ref)
+        node = writer.store.to_node(writer.store.node_row(nid), ("supersedes",))
+        if node.retired and node.expired_at is None:
+            return  # retired already: a repeated call changes nothing
+        if node.superseded_by:
+            newer = ", ".join(i[:12] for i in node.superseded_by)
+            raise NotCurrent(
+                f"{node.id[:12]} is an old version (superseded by {newer}); nothing was retired: retire the "
+                "current version"
+            )
+        _retire(writer, txn, nid, when)
+
+
+def retire_listed(
+    writer: Writer, nids: Sequence[int], held: Sequence[int], when: str | None, *, with_facts: bool
+) -> list[str]:
+    """Close ``nids`` (``with_facts``: each as ``retire_memory`` does) and the ``contains`` edges ``held``; their ids.
+
+    ``retire_all``'s write, in the transaction its caller read the lists in.
+    """
+    with writer.transaction() as txn:
+        for nid in nids:
+            if with_facts:
+                _retire(writer, txn, nid, when)
+            else:
+                txn.close(nid, when, retire=True)
+        for eid in held:
+            txn.close_edge(eid, when)
+        return [writer.store.header(nid).id.hex() for nid in nids]
+
+
+def _retire(writer: Writer, txn: Transaction, nid: int, when: str | None) -> None:
+    """Close ``nid`` and the facts learned from it alone, inside ``txn``."""
+    alone = queries.learned_only_from(writer.graph, nid)
+    txn.close(nid, when, retire=True)
+    closed = writer.store.node_row(nid).invalid_at
+    for fact in alone:
+        txn.close(fact, max(str(closed), writer.store.node_row(fact).valid_at))
 
 
 def _amended_again(writer: Writer, old: int, text: str | bytes, valid_at: TimeLike | None) -> str | None:

@@ -983,6 +983,15 @@ class Reconciler:
         """The transaction in progress on this connection, if any."""
         return self._txn
 
+    def settle(self, *, indexes: bool = True) -> None:
+        """Inside a transaction, write its queued edge rows (and index rows, if asked) so reads see them.
+
+        Roots update at commit. Node and alias rows are written at once anyway, and an index flush
+        recomposes world vectors, so reads by id, alias or edge skip it (``indexes=False``).
+        """
+        if self._txn is not None:
+            self._txn.write_pending(indexes=indexes)
+
     def transaction(self, *, prepare: Callable[[], None] | None = None) -> WriteScope:
         """One logical write; nested calls join the outer transaction.
 

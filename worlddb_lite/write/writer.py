@@ -114,14 +114,8 @@ class Writer:
         return self.reconciler.transaction()
 
     def settle(self, *, indexes: bool = True) -> None:
-        """Inside a transaction, write its queued edge rows (and index rows, if asked) so reads see them.
-
-        Roots update at commit. Node and alias rows are written at once anyway, and an index flush
-        recomposes world vectors, so reads by id, alias or edge skip it (``indexes=False``).
-        """
-        active = self.reconciler.active
-        if active is not None:
-            active.write_pending(indexes=indexes)
+        """Inside a transaction, write what it queued so reads see it (``Reconciler.settle``)."""
+        self.reconciler.settle(indexes=indexes)
 
     def set_word_context(self, rows: Sequence[tuple[str | None, int]]) -> None:
         """Rewrite turns' words-only context, (context, nid) pairs; rows queued in this transaction go first."""
@@ -284,6 +278,11 @@ class Writer:
             txn.add_edge("supersedes", nid, old_nid, valid_at=valid)  # the edge holds from the new version on
             return self.store.header(nid).id.hex()
 
+    def retract(self, ref: str) -> None:
+        """Stop believing a memory from now on (belief time)."""
+        with self.transaction() as txn:
+            txn.close(self.store.resolve(ref), expire=True)
+
     # ---- edges --------------------------------------------------------------------
 
     def link(self, src: str, dst: str, type: str, **options: Any) -> Edge | MergeProposal:
@@ -317,6 +316,16 @@ class Writer:
                 )
             results = txn.add_edges(specs)
             return [self._outcome(txn, spec, result) for spec, result in zip(specs, results, strict=True)]
+
+    def unlink(self, edge_ref: str, when: str | None) -> None:
+        """Close an edge's validity through its type's on_delete handler."""
+        with self.transaction() as txn:
+            txn.close_edge(self.store.resolve_edge(edge_ref), when)
+
+    def decide_merge(self, pid: object, *, accept: bool) -> None:
+        """Accept (same_as both ways) or reject a same_as proposal."""
+        with self.transaction() as txn:
+            txn.decide_merge(checks.proposal_number(pid), accept=accept)
 
     def _outcome(self, txn: Transaction, spec: EdgeSpec, result: EdgeResult) -> Edge | MergeProposal:
         if result.edge is not None:
