@@ -8,6 +8,7 @@ import shutil
 import weakref
 from pathlib import Path
 
+import apsw
 import numpy as np
 import pytest
 
@@ -16,7 +17,7 @@ from worlddb_lite.index import token_index
 from worlddb_lite.index.token_index import ContentTokens, content_tokens
 from worlddb_lite.models.embed import TokenVectors
 from worlddb_lite.ops import reembed
-from worlddb_lite.store import connection
+from worlddb_lite.store import connection, queries
 from worlddb_lite.write.conversation import ConversationIn, SessionIn, TurnIn
 
 from .conftest import FakeEmbedder, meta_of
@@ -208,19 +209,19 @@ def test_a_store_another_process_refreshed_meanwhile_is_not_rewritten_again(
         with connection.engine_write(db._conn):
             db._conn.execute("update meta set value = 'an older format' where key = 'token_format'")
     seen: list[str | None] = []
-    real = WorldDB._meta_value
+    real = queries.meta_value
 
-    def racing(self: WorldDB, key: str) -> str | None:
-        found = real(self, key)
+    def racing(conn: apsw.Connection, key: str) -> str | None:
+        found = real(conn, key)
         if key == "token_format":  # stale when first read; current once the write lock is held
             seen.append(found)
             if len(seen) == 2:
-                self._conn.execute("update meta set value = ? where key = 'token_format'", (token_index.FORMAT,))
+                conn.execute("update meta set value = ? where key = 'token_format'", (token_index.FORMAT,))
                 return token_index.FORMAT
         return found
 
     rewrites: list[int] = []
-    monkeypatch.setattr(WorldDB, "_meta_value", racing)
+    monkeypatch.setattr(queries, "meta_value", racing)  # what opening a store reads it with (engine.py)
     monkeypatch.setattr(reembed, "rewrite_token_index", lambda reconciler: rewrites.append(1))
     WorldDB(path, embedder=model).close()
     assert seen[:1] == ["an older format"] and len(seen) >= 2 and not rewrites

@@ -1121,6 +1121,7 @@ class WorldDB:
         ``deep`` also recomposes every world's embedding from its members' vectors and recomputes
         every world root in the history log, reporting the first divergence.
         """
+        self._settle()
         return verify_open(self._reconciler, progress, deep=deep, sealed=self._sealed)
 
     def sql(self, query: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> list[tuple[Any, ...]]:

@@ -97,7 +97,6 @@ def verify_open(r: Reconciler, progress: Callable[[str], None] | None, *, deep: 
 
     The deep check embeds each text again as the write path did (no embedder: vectors are not checked).
     """
-    r.settle()
     embedder, dim = r.embedder, r.dim
     embed = None if embedder is None else (lambda texts: embed_checked(embedder, texts, dim))
     return verify_in_snapshot(
