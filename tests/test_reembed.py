@@ -110,3 +110,15 @@ def test_a_store_re_embedded_by_another_process_refuses_the_stale_handle(tmp_pat
         assert stale.stats()["vectors"] == before[1]
     finally:
         stale.close()
+
+
+def test_a_store_made_with_mean_composition_is_re_embedded_with_it(tmp_path: Path) -> None:
+    """Review of issue 39: re-embedding recomposed every world with the default pooling, whatever the store's."""
+    path = tmp_path / "mean.db"
+    with WorldDB(path, embedder=FakeEmbedder(), compose="mean", clock=FakeClock()) as db:
+        session = db.write("a session in Porto", scope="alice", type="Session")
+        db.write_many([{"text": f"turn {i} about the river", "world": session} for i in range(5)])
+    WorldDB.reembed(path, embedder=OtherEmbedder())
+    with WorldDB(path, embedder=OtherEmbedder()) as db:
+        assert db.compose == "mean"
+        assert not db.verify(deep=True).violations  # the worlds' vectors are their members' mean again

@@ -42,7 +42,7 @@ def _answers(db: WorldDB, query: str) -> list[tuple[str, float, tuple[tuple[str,
 
 
 def test_recall_searches_text_on_the_side_reader_and_finds_what_it_finds_alone(store: WorldDB) -> None:
-    side = store._side
+    side = store._reader.side
     assert side is not None
     ran_on: list[str] = []
     real = side.run
@@ -52,9 +52,10 @@ def test_recall_searches_text_on_the_side_reader_and_finds_what_it_finds_alone(s
     with_side = [_answers(store, q) for q in ("lighthouse keeper", "ferry", "harbour tide rope")]
     assert len(ran_on) == 3 and all(name.startswith("worlddb-side-reader") for name in ran_on)
     assert side._conn is not None
-    store._side = None
-    assert [_answers(store, q) for q in ("lighthouse keeper", "ferry", "harbour tide rope")] == with_side
-    store._side = side
+    store._reader.side = None  # the Reader's is the one recall uses
+    alone = [_answers(store, q) for q in ("lighthouse keeper", "ferry", "harbour tide rope")]
+    assert len(ran_on) == 3 and alone == with_side  # no task reached the side reader, and the answers agree
+    store._reader.side = side
 
 
 def test_a_recall_inside_a_batch_searches_its_own_connection_and_sees_the_batch(store: WorldDB) -> None:
@@ -64,16 +65,16 @@ def test_a_recall_inside_a_batch_searches_its_own_connection_and_sees_the_batch(
         top = store.recall("cormorant").hits[0]
         assert top.node.content == "the cormorant dried its wings"
         assert "text" in {r.lane for r in top.why}
-    assert store._reader.view(None, None, False, world=None).side is store._side
+    assert store._reader.view(None, None, False, world=None).side is store._reader.side
 
 
 def test_a_side_reader_that_cannot_open_leaves_the_work_to_the_caller(store: WorldDB, tmp_path: Path) -> None:
     expected = _answers(store, "lighthouse")
-    assert store._side is not None
-    store._side.close()
-    store._side = store._reader.side = SideReader(str(tmp_path / "missing" / "nowhere.db"), busy_timeout_ms=100)
+    assert store._reader.side is not None
+    store._reader.side.close()
+    store._reader.side = SideReader(str(tmp_path / "missing" / "nowhere.db"), busy_timeout_ms=100)
     assert _answers(store, "lighthouse") == expected  # the first search could not run there and ran here
-    assert store._side.run(lambda conn: 1) is None  # it does not try again
+    assert store._reader.side.run(lambda conn: 1) is None  # it does not try again
     assert _answers(store, "lighthouse") == expected
 
 
@@ -114,7 +115,7 @@ def test_a_store_busy_for_the_whole_timeout_is_not_waited_for_twice(store: World
 
 def test_close_closes_the_side_connection_and_stands_the_reader_down(store: WorldDB) -> None:
     store.recall("ferry")
-    side = store._side
+    side = store._reader.side
     assert side is not None and side._conn is not None
     conn = side._conn
     store.close()
@@ -127,7 +128,7 @@ def test_close_closes_the_side_connection_and_stands_the_reader_down(store: Worl
 def test_an_in_memory_store_has_no_side_reader(clock: FakeClock) -> None:
     with WorldDB(":memory:", embedder=FakeEmbedder(), clock=clock) as db:
         db.write("the lighthouse at dusk")
-        assert db._side is None
+        assert db._reader.side is None
         assert db.recall("lighthouse").hits[0].node.content == "the lighthouse at dusk"
 
 
@@ -141,8 +142,8 @@ def test_a_forked_child_recalls_and_closes_without_the_parents_threads(store: Wo
             inherited = _answers(store, "lighthouse") == expected
             store.close()
             with WorldDB(str(tmp_path / "side.db"), embedder=FakeEmbedder()) as again:
-                fresh = _answers(again, "lighthouse") == expected and again._side is not None
-                fresh = fresh and again._side._conn is not None  # a new worker of its own ran the search
+                fresh = _answers(again, "lighthouse") == expected and again._reader.side is not None
+                fresh = fresh and again._reader.side._conn is not None  # a new worker of its own ran the search
             code = 0 if inherited and fresh else 1
         finally:
             os._exit(code)
@@ -153,7 +154,7 @@ def test_a_forked_child_recalls_and_closes_without_the_parents_threads(store: Wo
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
 def test_a_fork_waits_for_the_workers_to_finish_and_stop_and_they_start_again_after(store: WorldDB) -> None:
     expected = _answers(store, "lighthouse")
-    side = store._side
+    side = store._reader.side
     assert side is not None
     started = threading.Event()
 

@@ -356,3 +356,16 @@ def test_an_amended_note_keeps_what_may_update_it(caroline: WorldDB, tmp_path: P
     assert (newer, fixed) in _may_update_rows(tmp_path / "c.db")
     ids = [h.node.id for h in caroline.recall("how do I get to work?", scope="caroline").hits]
     assert newer in ids and (fixed not in ids or ids.index(newer) < ids.index(fixed))
+
+
+def test_retiring_a_note_inside_the_batch_that_wrote_it_closes_what_was_learned_from_it(tmp_path: Path) -> None:
+    """Review of issue 39: the facts learned from a note alone are read with the batch's queued edges."""
+    with WorldDB(str(tmp_path / "z.db"), embedder=EMBEDDER, clock=FakeClock()) as db:
+        with db.batch():
+            note = db.write("I live in Lisbon", scope="me")
+            db.retire(note)
+        assert db.sql("select count(*), count(until) from fact") == [(1, 1)]
+        with db.batch():
+            tagged = db.write("I work at Initech", scope="me", tags=["job"])
+            assert db.retire_all("me", tag="job") == [tagged]
+        assert db.sql("select count(*), count(until) from fact") == [(2, 2)]

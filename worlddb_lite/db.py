@@ -172,7 +172,7 @@ class WorldDB:
             parts.access,
             parts.embedder,
         )
-        self._root, self._side = parts.root, parts.side
+        self._root = parts.root
 
     def _meta_value(self, key: str) -> str | None:
         return queries.meta_value(self._conn, key)

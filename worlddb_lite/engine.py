@@ -4,8 +4,9 @@ Opening a file is a sequence that must keep its order: connect (read as it lies 
 may not write), check the schema and the embedder recorded in the file, configure the connection,
 migrate an older file, build the store, edge registry and reconciler, then either lay out a new
 store (schema, meta and root world in one transaction: an interrupted init leaves no store) or bring
-an old one's token index to this code's format, and last the side reader, the ``Reader``, the
-``Writer`` and the access log. A failure before the parts exist closes the connection.
+an old one's token index to this code's format, then the side reader, the ``Reader``, the ``Writer``
+and the access log, and last a purge's wipe left pending is finished if nothing is in the way. A
+failure at any step closes what was opened.
 """
 
 from __future__ import annotations
@@ -96,6 +97,7 @@ def open_engine(
         )
         if not new and not adopt_embedder:
             embedder_record.check(conn, path, model_id, dim)
+        if not new:  # a store keeps the composition it was made with, re-embedded too
             compose = queries.meta_value(conn, "compose") or compose
         connection.configure(conn, path)
         migrated_from = None
@@ -111,34 +113,38 @@ def open_engine(
         root = queries.root_nid(conn)
         if root is None:
             raise NotFound(f"{path} has no root world", hint=Hint("verify"))
+        # recall's full-text search runs on a second connection beside its vector search (side_reader.py);
+        # an in-memory store has no second connection to the same data
+        where = conn.db_filename("main")  # absolute: the worker opens it later, whatever the cwd is then
+        side = SideReader(where, busy_timeout_ms=connection.BUSY_TIMEOUT_MS) if where and not sealed else None
+        try:
+            reader = Reader(
+                conn=conn,
+                store=store,
+                registry=registry,
+                vectors=reconciler.lane,
+                embedder=chosen,
+                dim=dim,
+                root=root,
+                path=path,
+                now=reconciler.now,
+                check_vector=reconciler.check_vector,
+                settle=reconciler.settle,
+                side=side,
+            )
+            writer = Writer(reconciler, root, reader.nearest_in)
+            maintenance.try_finish_wipe(conn, store)
+        except BaseException:
+            if side is not None:
+                side.close()
+            raise
     except BaseException:
         conn.close()
         raise
-    # recall's full-text search runs on a second connection beside its vector search (side_reader.py);
-    # an in-memory store has no second connection to the same data
-    where = conn.db_filename("main")  # absolute: the worker opens it later, whatever the cwd is then
-    side = SideReader(where, busy_timeout_ms=connection.BUSY_TIMEOUT_MS) if where and not sealed else None
-    reader = Reader(
-        conn=conn,
-        store=store,
-        registry=registry,
-        vectors=reconciler.lane,
-        embedder=chosen,
-        dim=dim,
-        root=root,
-        path=path,
-        now=reconciler.now,
-        check_vector=reconciler.check_vector,
-        settle=reconciler.settle,
-        side=side,
-    )
-    writer = Writer(reconciler, root, reader.nearest_in)
-    engine = Engine(
+    return Engine(
         path, read_only, sealed, conn, store, registry, reconciler, reader, writer, side, AccessLog(),
         chosen, dim, compose, root, migrated_from,
     )  # fmt: skip
-    maintenance.try_finish_wipe(conn, store)
-    return engine
 
 
 def _lay_out(reconciler: Reconciler, model_id: str, compose: str, clock: Clock) -> None:

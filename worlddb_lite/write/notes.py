@@ -5,6 +5,9 @@ extractor reads it and its entities and facts are written beside it: a fact supe
 value of its slot, a name is resolved in tiers, an instruction stands. ``deferred`` queues that
 work instead (``queue.drain``). The note speaks for the scope's person unless a speaker is named,
 so "I moved to Porto" written into the scope "ana" is a fact about ana.
+
+A memory amended or retired takes with it what was learned from it alone: a fact no other current
+turn or note says closes when it does (``amend_note``, ``retire_memory``, ``retire_listed``).
 """
 
 from __future__ import annotations
