@@ -17,6 +17,7 @@ import pytest
 
 from worlddb_lite import SchemaTooNew, SchemaTooOld, WorldDB
 from worlddb_lite.cli import main
+from worlddb_lite.index import segments
 from worlddb_lite.store import connection, migrations, queries
 from worlddb_lite.write.conversation import ConversationIn, SessionIn, TurnIn
 
@@ -222,8 +223,14 @@ drop index edge_world; alter table node drop column ord; alter table edge drop c
 """
 
 
+def undo_v14(conn: apsw.Connection) -> None:
+    """Take version 14's kept vector index off a current store."""
+    conn.execute("drop table vec_segment")  # its index and guards go with it
+
+
 def undo_v13(conn: apsw.Connection) -> None:
-    """Take version 13's views off a current store."""
+    """Take versions 14 and 13 off a current store: the kept vector index, then the views."""
+    undo_v14(conn)
     conn.execute("drop view memory; drop view fact")
 
 
@@ -433,8 +440,9 @@ def test_version_12_gains_the_views_memory_and_fact_with_its_roots_unchanged(tmp
     with WorldDB(path) as db:
         assert db.migrated_from == 12 and db.verify().ok
     after = raw_contents(path)
-    assert {k: v for k, v in after.items() if k not in ("meta", "user_version")} == {
-        k: v for k, v in before.items() if k not in ("meta", "user_version")
+    derived = ("meta", "user_version", "vec_segment")  # opening writes the vector index into the file (v14)
+    assert {k: v for k, v in after.items() if k not in derived} == {
+        k: v for k, v in before.items() if k not in derived
     }  # no row of any table changed: every hash and root is the same
     reader = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
     try:
@@ -444,3 +452,33 @@ def test_version_12_gains_the_views_memory_and_fact_with_its_roots_unchanged(tmp
         assert reader.execute("select count(*) from memory where kind = 'Memory'").fetchall() == [(2,)]
     finally:
         reader.close()
+
+
+def test_version_13_gains_the_vector_index_kept_in_the_file_with_progress_and_the_same_answers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "v13.db"
+    with WorldDB(path) as db:
+        db.write_many([{"text": f"note {i}: the {i % 9} boats by the river", "scope": "ana"} for i in range(300)])
+        answers = [h.node.id for h in db.recall("boats by the river", scope="ana").hits]
+    conn = apsw.Connection(str(path))  # as version 13 left it: no vec_segment
+    undo_v14(conn)
+    with conn:
+        conn.execute("pragma user_version = 13")
+        with connection.engine_write(conn):
+            conn.execute("update meta set value = '13' where key = 'schema_version'")
+    roots = conn.execute("select nid, root from node_state order by nid").fetchall()
+    conn.close()
+    monkeypatch.setattr(segments, "BASE_ROWS", 64)  # several segments, and a progress bar shown
+    seen: list[tuple[int, int]] = []
+    with WorldDB(path, progress=lambda done, total: seen.append((done, total))) as db:
+        assert db.migrated_from == 13
+        hot = db.sql("select count(*) from node_vec")[0][0]
+        assert seen and seen[-1] == (hot, hot) and len(seen) == -(-hot // 64)
+        assert db.sql("select count(*), sum(rows) from vec_segment") == [(len(seen), hot)]
+        assert db.sql("select nid, root from node_state order by nid") == roots
+        assert db.verify(deep=True).ok
+    seen.clear()
+    with WorldDB(path, progress=lambda done, total: seen.append((done, total))) as db:
+        assert not seen  # written once
+        assert [h.node.id for h in db.recall("boats by the river", scope="ana").hits] == answers

@@ -69,10 +69,12 @@ READS = frozenset(
 def _open(args: argparse.Namespace, *, create: bool = False) -> WorldDB:
     from . import StaticEmbedder, WorldDB  # here, not at the top: the parser alone must not load them
 
+    # opening a store written before the vector index was kept in the file writes it, once
+    progress = None if getattr(args, "json", False) else _progress_bar("indexing vectors")
     if args.model:
-        db = WorldDB(args.db, embedder=StaticEmbedder(args.model), create=create)
+        db = WorldDB(args.db, embedder=StaticEmbedder(args.model), create=create, progress=progress)
     else:
-        db = WorldDB(args.db, create=create)
+        db = WorldDB(args.db, create=create, progress=progress)
     if db.read_only and args.command not in READS:
         db.close()
         raise StoreUnwritable(

@@ -131,6 +131,8 @@ class WorldDB:
     their size). The store records the choice and refuses to open with another one.
     ``compose``: how a world's embedding pools its children's, fixed when the store is
     created: ``"attention"`` (v2, steered by the world's own text) or ``"mean"`` (v1).
+    ``progress`` gets (rows, rows in all) while opening writes the vector index into the file
+    (once, for a store written before it was kept there: seconds at a million memories).
     """
 
     def __init__(
@@ -142,6 +144,7 @@ class WorldDB:
         compose: str = "attention",
         clock: Clock | None = None,
         create: bool = True,
+        progress: Callable[[int, int], None] | None = None,
         _adopt_embedder: bool = False,
     ) -> None:
         checks.whole(dim, "dim", least=1, most=8192)
@@ -156,6 +159,7 @@ class WorldDB:
             clock=self._clock,
             create=create,
             adopt_embedder=_adopt_embedder,
+            progress=progress,
         )
         self._engine = parts
         self.read_only, self._sealed, self.dim, self.compose = parts.read_only, parts.sealed, parts.dim, parts.compose

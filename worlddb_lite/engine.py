@@ -12,6 +12,7 @@ failure at any step closes what was opened.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import apsw
@@ -75,11 +76,13 @@ def open_engine(
     clock: Clock,
     create: bool,
     adopt_embedder: bool = False,
+    progress: Callable[[int, int], None] | None = None,
 ) -> Engine:
     """Open (or create) the store at ``path`` and wire its layers (the module's docstring says the order).
 
     ``default_embedder``: ``embedder`` stands for the bundled model (left out by the caller);
-    ``adopt_embedder``: open with ``embedder`` whatever the file recorded, to re-embed it.
+    ``adopt_embedder``: open with ``embedder`` whatever the file recorded, to re-embed it. ``progress``
+    gets (rows, rows in all) while the vector index is written into the file (``_keep_index``).
     """
     if compose not in COMPOSE_KINDS:
         raise InvalidInput(f"compose must be one of {', '.join(COMPOSE_KINDS)}, got {compose!r}")
@@ -110,6 +113,8 @@ def open_engine(
             _lay_out(reconciler, model_id, compose, clock)
         elif not adopt_embedder:  # a re-embedding rewrites the token index anyway
             _refresh_token_index(reconciler)
+        if not adopt_embedder and not read_only:  # re-embedding writes the new vectors' index itself
+            _keep_index(reconciler, progress)
         root = queries.root_nid(conn)
         if root is None:
             raise NotFound(f"{path} has no root world", hint=Hint("verify"))
@@ -148,7 +153,7 @@ def open_engine(
 
 
 def _lay_out(reconciler: Reconciler, model_id: str, compose: str, clock: Clock) -> None:
-    """A new store's schema, meta and root world, in one transaction."""
+    """A new store's schema, meta, root world and (empty) kept vector index, in one transaction."""
     meta = [
         ("embedder_id", model_id),
         ("embedder_dim", str(reconciler.dim)),
@@ -161,6 +166,21 @@ def _lay_out(reconciler: Reconciler, model_id: str, compose: str, clock: Clock) 
     conn = reconciler.conn
     with reconciler.transaction(prepare=lambda: connection.install(conn, meta)) as txn:
         txn.add_root()
+        reconciler.lane.keep_all()  # an empty index, kept from the start: writes extend it
+
+
+def _keep_index(reconciler: Reconciler, progress: Callable[[int, int], None] | None) -> None:
+    """Write the vector index into the file if the current epoch has none kept (a store from before version 14).
+
+    Once: after it, writes extend it and whatever starts an epoch writes the new one. One read when there
+    is nothing to do; a store this process may not write is searched from node_vec, as before.
+    """
+    lane = reconciler.lane
+    if lane.kept():
+        return
+    with reconciler.transaction():
+        if not lane.kept():  # another process may have written it meanwhile
+            lane.keep_all(progress)
 
 
 def _refresh_token_index(reconciler: Reconciler) -> None:

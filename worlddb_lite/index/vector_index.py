@@ -12,8 +12,11 @@ file over k-means partitions, scanned with numpy, meets recall@10 >= 0.95 in a f
   chunk at a time, and brought
   up to date before every search from the rows whose ``seq`` is newer than what it has seen,
   so writes from this or any other process are visible, and a rolled-back write never is.
-  ``meta.vec_epoch`` changes when every vector changes at once (re-embedding, re-training):
-  the index is then rebuilt.
+  ``meta.vec_epoch`` changes when every vector changes at once (re-embedding, re-training)
+  or the set of rows held does (a purge, the cold tier): the index is then rebuilt.
+* What hydration computes is kept in the file (``segments.py``): opening reads the epoch's
+  segments and catches up by ``seq``; writes append a segment every ``segments.SEGMENT_ROWS``
+  changed rows, and whatever starts an epoch writes the whole index of the new one.
 * Below ``TRAIN_AT`` vectors there is one partition and search is exact. Centroids are
   trained when the store reaches ``TRAIN_AT`` nodes and each time it doubles, inside the
   write transaction, up to ``AUTO_TRAIN_LIMIT`` (training costs seconds beyond that); past
@@ -24,6 +27,7 @@ file over k-means partitions, scanned with numpy, meets recall@10 >= 0.95 in a f
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable
 from itertools import islice
 from typing import TYPE_CHECKING
@@ -32,6 +36,7 @@ import numpy as np
 
 from ..errors import EmbedderMismatch
 from ..store.vector_table import VectorTable
+from . import segments
 from .ivf import IvfIndex, Source, assign, quantize, spherical_kmeans, split_in_two, spread_of
 
 if TYPE_CHECKING:
@@ -59,6 +64,10 @@ def split_limit(rows: int) -> float:
     return max(MIN_SPLIT_ROWS, SPLIT_AT * rows / nlist_for(rows))
 
 
+class IndexRebuilt(UserWarning):
+    """The vector index kept in the file could not be used; it was rebuilt from node_vec (no answer changes)."""
+
+
 class VectorLane:
     """Writes vector rows and answers nearest-neighbour queries, keeping the two in step.
 
@@ -76,6 +85,7 @@ class VectorLane:
         self._splits: str | None = None
         self._centroids: tuple[str | None, np.ndarray | None] | None = None  # (epoch, centroids) for writes
         self.auto_train = True  # off while re-embedding, which trains once at the end
+        self._kept_damaged = False  # the segments in the file failed their check: the next write rewrites them
 
     # ---- writing ------------------------------------------------------------------
 
@@ -102,14 +112,36 @@ class VectorLane:
         ]
         self.table.insert(rows[: len(inserts)])
         self.table.update(rows[len(inserts) :])
-        if not inserts or not self.auto_train:
-            return
-        grown = self.table.max_nid()  # growth is read off the highest node id: no counter row to rewrite
-        if centroids is not None:
-            self._split_overfull(set(parts[: len(inserts)]), centroids, state, grown)
-        trained = int(state.get("vec_trained_nid") or 0)
-        if max(TRAIN_AT, 2 * trained) <= grown <= AUTO_TRAIN_LIMIT:
-            self.train()
+        if inserts and self.auto_train:
+            grown = self.table.max_nid()  # growth is read off the highest node id: no counter row to rewrite
+            if centroids is not None:
+                self._split_overfull(set(parts[: len(inserts)]), centroids, state, grown)
+            trained = int(state.get("vec_trained_nid") or 0)
+            if max(TRAIN_AT, 2 * trained) <= grown <= AUTO_TRAIN_LIMIT:
+                self.train()
+                return  # training wrote the new epoch's index whole
+        self.keep()
+
+    def keep(self) -> None:
+        """In a write: append to the index kept in the file what changed since (``segments.extend``)."""
+        epoch = self._epoch_now()
+        if self._kept_damaged:
+            segments.write_all(self.table, epoch, self.dim)
+            self._kept_damaged = False
+        else:
+            segments.extend(self.table, epoch, self.dim, self.table.max_seq())
+
+    def keep_all(self, progress: Callable[[int, int], None] | None = None) -> int:
+        """In a write: the index of the current epoch written whole into the file (``segments.write_all``)."""
+        self._kept_damaged = False
+        return segments.write_all(self.table, self._epoch_now(), self.dim, progress)
+
+    def kept(self) -> bool:
+        """Whether the file keeps an index of the current epoch (one read)."""
+        return self.table.segment_tail(self._epoch_now()) is not None
+
+    def _epoch_now(self) -> str:
+        return self.store.meta_values(("vec_epoch",)).get("vec_epoch") or ""
 
     def _check_model(self, state: dict[str, str]) -> None:
         """Refuse to mix models: another process may have re-embedded the store since it was opened."""
@@ -184,6 +216,8 @@ class VectorLane:
             self._split_overfull(set(range(centroids.shape[0])), centroids, state, self.table.max_nid())
         self.store.set_meta([("vec_trained_nid", str(self.table.max_nid())), ("vec_epoch", epoch)])
         self._centroids = None
+        say("writing the index into the file")
+        self.keep_all()
         return {"vectors": total, "partitions": int(centroids.shape[0])}
 
     def reset(self) -> None:
@@ -195,9 +229,11 @@ class VectorLane:
     def renew(self) -> None:
         """A new epoch (in the caller's transaction): every open store reads its index again.
 
-        For a change of which rows the index holds (memories moved between tiers: consolidate/retention.py).
+        For a change of which rows the index holds (memories moved between tiers: consolidate/retention.py,
+        a purge): the new epoch's index is written into the file whole.
         """
         self.store.set_meta([("vec_epoch", _new_epoch())])
+        self.keep_all()
 
     # ---- reading ------------------------------------------------------------------
 
@@ -230,7 +266,7 @@ class VectorLane:
         if self._index is None or epoch != self._epoch:
             self._check_model(state)
             self._rows.clear()
-            self._index = self._hydrate()
+            self._index = self._hydrate(epoch)
             self._epoch, self._splits = epoch, splits
         else:
             if splits != self._splits:  # partitions were split: new centroids, moved rows follow below
@@ -241,8 +277,23 @@ class VectorLane:
             self._catch_up(self._index)
         return self._index
 
-    def _hydrate(self) -> IvfIndex:
-        return hydrate(self.table, self.dim, self._exact)
+    def _hydrate(self, epoch: str | None) -> IvfIndex:
+        """The index as the file keeps it, caught up; else (none kept, or damaged) coded from node_vec."""
+        try:
+            kept = segments.load(self.table, epoch or "", self.dim, self._exact)
+        except segments.Damaged as exc:
+            warnings.warn(
+                f"the vector index kept in the file is damaged ({exc}); rebuilt from node_vec, and "
+                "written again by the next write or a reindex",
+                IndexRebuilt,
+                stacklevel=2,
+            )
+            self._kept_damaged = True
+            kept = None
+        if kept is None:
+            return hydrate(self.table, self.dim, self._exact)
+        self._catch_up(kept)
+        return kept
 
     def _exact(self, nids: np.ndarray) -> np.ndarray:
         """The float32 rows of ``nids`` (NaN: none), those read lately from memory, the rest from node_vec."""

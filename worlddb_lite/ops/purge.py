@@ -141,7 +141,7 @@ def erase(txn: Transaction, conn: apsw.Connection, nids: Iterable[int]) -> list[
     _reindex_alone(txn, conn, sorted(neighbours))
     # open stores keep vectors in memory and catch up by change number, which a deletion has none of:
     # a new epoch makes every one of them (this one included) rebuild its index on its next search
-    store.set_meta([("vec_epoch", uuid.uuid4().hex)])
+    txn.r.lane.renew()
     erasure.optimize_fts(conn)  # purged terms leave the segments
     caches.forget()  # nor do this process's caches keep a purged turn's words (text/caches.py)
     return ids

@@ -19,15 +19,16 @@ import apsw
 import numpy as np
 
 from ..edges import EdgeRegistry
+from ..index import segments
 from ..index.token_index import content_tokens
 from ..index.world_vectors import compose_from_scratch
 from ..models.embed import TokenVectors, embed_checked, token_table
 from ..store import integrity, queries
-from ..store.connection import BUSY_TIMEOUT_MS, one_row
+from ..store.connection import BUSY_TIMEOUT_MS, as_bytes, as_int, one_row
 from ..store.hashing import EMPTY_TREE, edge_body, edge_id, edge_leaf, node_id, world_root
 from ..store.merkle import compute_levels
 from ..store.merkle_replay import Divergence, replay
-from ..store.migrations import GUARDS
+from ..store.migrations import GUARDS, SEGMENT_GUARDS
 from ..store.rows import NodeRow, Store
 from ..store.vector_table import VectorTable
 from ..types import VerifyReport, Violation
@@ -57,6 +58,7 @@ REQUIRED_TRIGGERS = (
     "tombstone_no_delete",
     "edge_belief_final",
     *GUARDS,
+    *SEGMENT_GUARDS,
 )
 # Without these a write would not reach the change log, and sync would never send it (sync/replicas.py).
 CHANGE_TRIGGERS = (
@@ -233,6 +235,7 @@ def verify_store(
     if deep:
         _check_fts_index(conn, nodes, bad)
     vec = _check_vectors(conn, nodes, texts, embeds_every_text, deep, bad, embed)
+    kept = _check_kept_index(conn, nodes, deep, bad)
     token_rows = _check_tokens(conn, fts, tokens, deep, bad)
     node_count = len(nodes)
     del nodes, leaves, same_as, texts  # the replay builds its own; both at once would double the peak
@@ -247,6 +250,7 @@ def verify_store(
             "worlds": checked_worlds,
             "fts_rows": len(fts),
             "vector_rows": len(vec),
+            "kept_index_rows": kept,
             "token_rows": token_rows,
             **({"logged_roots": history} if deep else {}),
         },
@@ -354,6 +358,66 @@ _WORD = re.compile(r"\w+")
 def _prefix_of_any(ordered: list[str], part: str) -> bool:
     i = bisect.bisect_left(ordered, part)
     return i < len(ordered) and ordered[i].startswith(part)
+
+
+def _check_kept_index(conn: apsw.Connection, nodes: dict[int, NodeRow], deep: bool, bad: verify_tables.Bad) -> int:
+    """The vector index kept in the file (``index/segments.py``): each segment what the engine wrote; how many rows.
+
+    A damaged segment costs no answer (the engine rebuilds from node_vec and says so), but is named here.
+    Deep: every row it holds is the hot node_vec row it codes (partition, parent, type, codes within
+    their error bound), and every hot node_vec row its change numbers cover is held.
+    """
+    table = VectorTable(conn)
+    epoch = queries.meta_value(conn, "vec_epoch") or ""
+    for (other,) in conn.execute("select distinct epoch from vec_segment where epoch != ?", (epoch,)):
+        bad("7-indexes", f"vec_segment holds segments of epoch {str(other)[:16]!r}, not the current one")
+    dim = next(iter(conn.execute("select value from meta where key = 'embedder_dim'")), ("0",))[0]
+    held: dict[int, tuple[int, str, np.ndarray, float, float, np.ndarray, int]] = {}
+    last = 0
+    try:
+        for row in table.segments(epoch):
+            segment = segments.decode(row, epoch, int(dim))
+            for i, nid in enumerate(segment.nids.tolist()):
+                held[nid] = (
+                    int(segment.parts[i]), segment.types[i], segment.codes[i], float(segment.scales[i, 0]),
+                    float(segment.scales[i, 1]), segment.spread, int(segment.parents[i]),
+                )  # fmt: skip
+            last = segment.last_seq
+    except segments.Damaged as exc:
+        bad(
+            "7-indexes",
+            f"the vector index kept in the file is damaged ({exc}); a reindex writes it again",
+        )
+        return 0
+    if not deep or not held and not last:
+        return len(held)
+    cold = {as_int(nid) for (nid,) in conn.execute("select nid from cold_node")}
+    hot = set()
+    for nid, part, seq, blob in conn.execute("select nid, part, seq, embedding from node_vec"):
+        if nid in cold:
+            continue  # out of the index
+        hot.add(nid)
+        if seq > last:
+            continue  # changed after the last segment: caught up on open
+        found = held.get(nid)
+        node = nodes.get(nid)
+        if found is None:
+            bad("7-indexes", f"vector row {nid} (change {seq}) is covered by the kept index but not held in it")
+            continue
+        kept_part, kept_type, codes, scale, error, spread, parent = found
+        vector = np.frombuffer(as_bytes(blob), dtype=np.float32)
+        distance = float(np.linalg.norm(codes.astype(np.float32) * scale * spread - vector))
+        if (
+            node is None
+            or kept_part != part
+            or kept_type != node.type
+            or parent != (-1 if node.parent is None else node.parent)
+            or distance > error
+        ):
+            bad("7-indexes", f"the kept index's row of node {nid} does not code its vector row (change {seq})")
+    for nid in sorted(set(held) - hot)[:20]:
+        bad("7-indexes", f"the kept index holds node {nid}, which has no hot vector row")
+    return len(held)
 
 
 def _check_vectors(

@@ -73,6 +73,7 @@ CHECKED_TABLES = (
     "node_vec",
     "world_vec",
     "vec_centroid",
+    "vec_segment",
     *UNCHECKED,
 )
 

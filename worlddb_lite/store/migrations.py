@@ -337,6 +337,7 @@ GUARDS = tuple(
     for op in ("insert", "update", "delete")
     if table != "tombstone" or op == "insert"
 )
+SEGMENT_GUARDS = tuple(f"vec_segment_{op}_guard" for op in ("insert", "update", "delete"))  # version 14
 
 
 def legacy_digest(conn: apsw.Connection) -> str:
@@ -369,6 +370,12 @@ def _to_v13(conn: apsw.Connection) -> None:
     conn.execute(schema_statement("fact"))
 
 
+def _to_v14(conn: apsw.Connection) -> None:
+    """Version 14: the table that keeps the vector index in the file, empty; the engine fills it on open."""
+    for name in ("vec_segment", "vec_segment_epoch", *SEGMENT_GUARDS):
+        conn.execute(schema_statement(name))
+
+
 # STEPS[n] lifts a file from version n to n + 1.
 STEPS: dict[int, Callable[[apsw.Connection], None]] = {
     1: _to_v2,
@@ -383,6 +390,7 @@ STEPS: dict[int, Callable[[apsw.Connection], None]] = {
     10: _to_v11,
     11: _to_v12,
     12: _to_v13,
+    13: _to_v14,
 }
 assert all(v in STEPS for v in range(min(STEPS), SCHEMA_VERSION)), "a schema version bump needs its step"
 

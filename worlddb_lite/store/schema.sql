@@ -696,6 +696,30 @@ create table node_vec (
 create index node_vec_seq on node_vec (seq);
 create index node_vec_part on node_vec (part);  -- partition sizes, for splitting the ones that swell
 
+-- Version 14: the in-memory vector index kept in the file, so opening a store reads it instead of coding
+-- every node_vec row again (index/segments.py). Derived like node_vec: each segment holds the rows of
+-- node_vec whose seq lies in (first_seq, last_seq], coded as the index holds them, for the epoch
+-- (meta vec_epoch) they were coded in; a segment of another epoch is dead. Rows are int8 codes times a
+-- per-row scale times the epoch's per-dimension spread; a later segment's row stands over an earlier's.
+create table vec_segment (
+  seg integer primary key,  -- appended in order
+  epoch text not null,  -- meta vec_epoch when coded
+  first_seq integer not null,  -- the node_vec rows with first_seq < seq <= last_seq that are not cold
+  last_seq integer not null,
+  dim integer not null,
+  rows integer not null,
+  nids blob not null,  -- int64 little-endian
+  parts blob not null,  -- int32: each row's IVF partition
+  parents blob not null,  -- int64: each node's parent (-1: none)
+  types text not null,  -- JSON array of the node type names the codes below number
+  type_codes blob not null,  -- uint16: each row's index into types
+  codes blob not null,  -- int8, rows x dim
+  scales blob not null,  -- float32, rows x 2: (scale, error bound)
+  spread blob not null,  -- float32, dim: the divisor of each dimension before coding
+  digest blob not null  -- blake3 of the fields above: a damaged segment is rebuilt from node_vec
+) strict;
+create index vec_segment_epoch on vec_segment (epoch, seg);
+
 -- IVF centroids (unit float32), trained by k-means over the vectors (index/vector_index.py).
 create table vec_centroid (
   part integer primary key,  -- the partition number node_vec.part refers to
@@ -757,6 +781,24 @@ create trigger node_vec_delete_guard before delete on node_vec
 when not exists (select 1 from reconciler_session)
 begin
   select raise(abort, 'worlddb: vectors are written only by the worlddb engine; a raw write around it is refused');
+end;
+
+create trigger vec_segment_insert_guard before insert on vec_segment
+when not exists (select 1 from reconciler_session)
+begin
+  select raise(abort, 'worlddb: the vector index is written only by the worlddb engine; a raw write around it is refused');
+end;
+
+create trigger vec_segment_update_guard before update on vec_segment
+when not exists (select 1 from reconciler_session)
+begin
+  select raise(abort, 'worlddb: the vector index is written only by the worlddb engine; a raw write around it is refused');
+end;
+
+create trigger vec_segment_delete_guard before delete on vec_segment
+when not exists (select 1 from reconciler_session)
+begin
+  select raise(abort, 'worlddb: the vector index is written only by the worlddb engine; a raw write around it is refused');
 end;
 
 create trigger node_tokens_insert_guard before insert on node_tokens

@@ -16,6 +16,11 @@ import numpy as np
 from .connection import as_bytes, as_int
 
 Pool = tuple[np.ndarray | None, np.ndarray, int]  # (anchor, running weighted sum, members pooled)
+# a vec_segment row, its columns in order from epoch to digest (index/segments.py codes and checks them)
+SegmentRow = tuple[str, int, int, int, int, bytes, bytes, bytes, str, bytes, bytes, bytes, bytes, bytes]
+_SEGMENT_COLUMNS = (
+    "epoch, first_seq, last_seq, dim, rows, nids, parts, parents, types, type_codes, codes, scales, spread, digest"
+)
 _COLUMNS = "select v.nid, v.part, v.seq, v.embedding, n.parent, n.type from node_vec as v "
 HOT = "v.nid not in (select nid from cold_node)"  # the rows the in-memory index holds (consolidate/retention.py)
 _EVERY_ROW = _COLUMNS + f"join node as n on n.nid = v.nid where {HOT}"
@@ -196,6 +201,45 @@ class VectorTable:
         self.conn.execute("delete from node_vec")
         self.conn.execute("delete from vec_centroid")
         self.conn.execute("delete from world_vec")
+        self.conn.execute("delete from vec_segment")
+
+    # ---- vec_segment ----------------------------------------------------------------
+
+    def segment_rows(self, epoch: str) -> int | None:
+        """How many rows the segments of ``epoch`` hold (counted twice if held twice); None: it has none."""
+        count, rows = self.conn.execute(
+            "select count(*), coalesce(sum(rows), 0) from vec_segment where epoch = ?", (epoch,)
+        ).fetchone()  # type: ignore[misc]
+        return None if not count else as_int(rows)
+
+    def segments(self, epoch: str) -> Iterator[SegmentRow]:
+        """The segments of ``epoch`` in the order written, one row at a time (a segment's bytes freed after)."""
+        for row in self.conn.execute(
+            f"select {_SEGMENT_COLUMNS} from vec_segment where epoch = ? order by seg", (epoch,)
+        ):
+            blobs = [as_bytes(b) for b in (*row[5:8], *row[9:])]
+            yield (
+                str(row[0]), as_int(row[1]), as_int(row[2]), as_int(row[3]), as_int(row[4]),
+                blobs[0], blobs[1], blobs[2], str(row[8]), blobs[3], blobs[4], blobs[5], blobs[6], blobs[7],
+            )  # fmt: skip
+
+    def segment_tail(self, epoch: str) -> tuple[int, int, np.ndarray] | None:
+        """(segments, the last change number they cover, the epoch's spread) of ``epoch``; None: it has none."""
+        row = self.conn.execute(
+            "select (select count(*) from vec_segment where epoch = ?1), last_seq, spread from vec_segment "
+            "where epoch = ?1 order by seg desc limit 1",
+            (epoch,),
+        ).fetchone()
+        if row is None:
+            return None
+        return as_int(row[0]), as_int(row[1]), np.frombuffer(as_bytes(row[2]), dtype="<f4").astype(np.float32)
+
+    def add_segment(self, row: SegmentRow) -> None:
+        self.conn.execute(f"insert into vec_segment ({_SEGMENT_COLUMNS}) values ({', '.join('?' * 14)})", row)
+
+    def drop_segments(self) -> None:
+        """Forget the index kept in the file (every epoch's)."""
+        self.conn.execute("delete from vec_segment")
 
     # ---- vec_centroid ---------------------------------------------------------------
 

@@ -1,0 +1,248 @@
+"""The vector index kept in the file: what hydration computes, written as segments of ``vec_segment``.
+
+Opening a store used to code every ``node_vec`` row again (read, quantize, lay out: ~1 s at 100k
+memories, ~10 s at 1M). The codes, scales, partitions, parents and types of the rows are kept instead,
+in segments: a *base* written whole (``write_all``: by the operation that starts a new epoch, a
+migration, ``reindex``), and small segments appended by the write that leaves ``SEGMENT_ROWS`` changed
+rows outside them (``extend``). Each segment holds the hot rows whose change number lies in its
+(first_seq, last_seq]; a later segment's row stands over an earlier one's. Opening reads the current
+epoch's segments (``load``) and catches up the rows changed since by ``seq``, as an open store always
+did. Segments of another epoch are dead: every change of which rows the index holds (a purge, the
+cold tier, re-training, re-embedding) starts a new epoch (``vector_index``).
+
+A segment is checked as it is read (its digest, lengths, dimension, the epoch's spread): a damaged,
+truncated or foreign one raises ``Damaged``, and the caller rebuilds from ``node_vec`` and says so.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+import numpy as np
+from blake3 import blake3
+
+from ..store.vector_table import SegmentRow, VectorTable
+from .ivf import IvfIndex, Source, quantize, spread_of
+
+SEGMENT_ROWS = 8192  # changed rows outside the segments that make a write append one
+BASE_ROWS = 65536  # rows per segment when the whole index is written (16 MiB of codes at 256 dimensions)
+MAX_SEGMENTS = 48  # past this many, the next write that can afford it writes the whole index again
+YOUNG = 4 * SEGMENT_ROWS  # a store this young has its first segments written by any write
+
+
+class Damaged(Exception):
+    """A segment that cannot be what the engine wrote: the index is rebuilt from node_vec."""
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One segment, decoded and checked."""
+
+    first_seq: int
+    last_seq: int
+    nids: np.ndarray
+    parts: np.ndarray
+    parents: np.ndarray
+    types: list[str]
+    codes: np.ndarray
+    scales: np.ndarray
+    spread: np.ndarray
+
+
+def _digest(epoch: str, first: int, last: int, dim: int, rows: int, blobs: Iterable[bytes]) -> bytes:
+    digest = blake3(f"{epoch}:{first}:{last}:{dim}:{rows}".encode())
+    for blob in blobs:
+        digest.update(len(blob).to_bytes(8, "little"))
+        digest.update(blob)
+    return digest.digest()
+
+
+def encode(
+    epoch: str,
+    first_seq: int,
+    last_seq: int,
+    nids: np.ndarray,
+    parts: np.ndarray,
+    parents: np.ndarray,
+    types: list[str],
+    codes: np.ndarray,
+    scales: np.ndarray,
+    spread: np.ndarray,
+) -> SegmentRow:
+    """The ``vec_segment`` row of coded rows (``ivf.quantize``'s codes and scales)."""
+    names = sorted(set(types))
+    number = {name: i for i, name in enumerate(names)}
+    rows, dim = codes.shape
+    blobs = (
+        np.ascontiguousarray(nids, dtype="<i8").tobytes(),
+        np.ascontiguousarray(parts, dtype="<i4").tobytes(),
+        np.ascontiguousarray(parents, dtype="<i8").tobytes(),
+        json.dumps(names).encode(),
+        np.array([number[t] for t in types], dtype="<u2").tobytes(),
+        np.ascontiguousarray(codes, dtype=np.int8).tobytes(),
+        np.ascontiguousarray(scales, dtype="<f4").tobytes(),
+        np.ascontiguousarray(spread, dtype="<f4").tobytes(),
+    )
+    digest = _digest(epoch, first_seq, last_seq, dim, rows, blobs)
+    return (epoch, first_seq, last_seq, dim, rows, *blobs[:3], blobs[3].decode(), *blobs[4:], digest)
+
+
+def decode(row: SegmentRow, epoch: str, dim: int) -> Segment:
+    """A ``vec_segment`` row checked against its digest and this store's dimension; ``Damaged`` if it fails."""
+    kept_epoch, first, last, seg_dim, rows, nids, parts, parents, names, type_codes, codes, scales, spread, digest = row
+    blobs = (nids, parts, parents, names.encode(), type_codes, codes, scales, spread)
+    if kept_epoch != epoch or seg_dim != dim:
+        raise Damaged(f"a segment of epoch {kept_epoch!r:.40} and {seg_dim} dimensions in epoch {epoch!r:.40}")
+    if not (0 <= first <= last and 0 <= rows <= 1 << 31):
+        raise Damaged(f"a segment claims rows {first}..{last} ({rows} rows)")
+    if _digest(kept_epoch, first, last, seg_dim, rows, blobs) != digest:
+        raise Damaged(f"the segment of change numbers {first}..{last} does not match its digest")
+    sizes = (8 * rows, 4 * rows, 8 * rows, None, 2 * rows, rows * dim, 8 * rows, 4 * dim)
+    for blob, size in zip(blobs, sizes, strict=True):
+        if size is not None and len(blob) != size:
+            raise Damaged(f"the segment of change numbers {first}..{last} is truncated")
+    try:
+        listed = json.loads(names)
+    except ValueError:
+        raise Damaged("a segment's type names are not JSON") from None
+    if not isinstance(listed, list) or not all(isinstance(n, str) for n in listed):
+        raise Damaged("a segment's type names are not a list of names")
+    numbers = np.frombuffer(type_codes, dtype="<u2")
+    if rows and int(numbers.max()) >= len(listed):
+        raise Damaged("a segment numbers a type it does not name")
+    return Segment(
+        first,
+        last,
+        np.frombuffer(nids, dtype="<i8"),
+        np.frombuffer(parts, dtype="<i4"),
+        np.frombuffer(parents, dtype="<i8"),
+        [listed[i] for i in numbers.tolist()],
+        np.frombuffer(codes, dtype=np.int8).reshape(rows, dim),
+        np.frombuffer(scales, dtype="<f4").reshape(rows, 2),
+        np.frombuffer(spread, dtype="<f4"),
+    )
+
+
+def load(table: VectorTable, epoch: str, dim: int, source: Source | None) -> IvfIndex | None:
+    """The index as the segments of ``epoch`` hold it (``seq``: what they cover), or None when there are none.
+
+    Codes are copied into one matrix as each segment is read (the segment's bytes freed after), so the
+    vectors are held once; a row a later segment holds again is dropped in place.
+    """
+    total = table.segment_rows(epoch)
+    if total is None:
+        return None
+    index = IvfIndex(dim, table.centroids(), source=source)
+    codes = np.empty((total, dim), dtype=np.int8)
+    scales = np.empty((total, 2), dtype=np.float32)
+    nids = np.empty(total, dtype=np.int64)
+    parts = np.empty(total, dtype=np.int64)
+    parents = np.empty(total, dtype=np.int64)
+    types: list[str] = []
+    done, seq, spread, first = 0, 0, None, True
+    for row in table.segments(epoch):
+        segment = decode(row, epoch, dim)
+        if spread is None:
+            spread = segment.spread.copy()
+        elif not np.array_equal(spread, segment.spread):
+            raise Damaged("the segments of one epoch were coded with different spreads")
+        if segment.first_seq != (0 if first else seq):
+            raise Damaged(f"the segments skip change numbers {seq}..{segment.first_seq}")
+        first = False
+        end = done + len(segment.nids)
+        if end > total:
+            raise Damaged("the segments hold more rows than they count")
+        codes[done:end], scales[done:end] = segment.codes, segment.scales
+        nids[done:end], parts[done:end], parents[done:end] = segment.nids, segment.parts, segment.parents
+        types.extend(segment.types)
+        done, seq = end, segment.last_seq
+    if done != total or spread is None:
+        raise Damaged("the segments hold fewer rows than they count")
+    keep = _latest(nids)
+    if keep is not None:  # rows held twice: keep each node's last, moving rows down in place
+        for lo in range(0, len(keep), BASE_ROWS):
+            at = keep[lo : lo + BASE_ROWS]
+            codes[lo : lo + len(at)], scales[lo : lo + len(at)] = codes[at], scales[at]
+        nids, parts, parents = nids[keep], parts[keep], parents[keep]
+        types = [types[i] for i in keep.tolist()]
+        codes, scales = codes[: len(keep)], scales[: len(keep)]
+    if len(nids) and (
+        int(nids.min()) < 0 or (parts.size and (int(parts.min()) < 0 or int(parts.max()) >= index.nlist))
+    ):
+        raise Damaged("a segment names a row or partition that cannot exist")
+    index.spread = spread
+    index.load(nids, parts, (codes, scales), parents, types)
+    index.seq = seq
+    return index
+
+
+def _latest(nids: np.ndarray) -> np.ndarray | None:
+    """Ascending positions of each node's last row, or None when no node is held twice."""
+    reverse = nids[::-1]
+    _, first_in_reverse = np.unique(reverse, return_index=True)
+    if len(first_in_reverse) == len(nids):
+        return None
+    return np.sort(len(nids) - 1 - first_in_reverse)
+
+
+def write_all(table: VectorTable, epoch: str, dim: int, progress: Callable[[int, int], None] | None = None) -> int:
+    """Write the whole index of ``epoch`` again (every segment dropped first), in the caller's transaction; rows.
+
+    The rows are read, coded and written ``BASE_ROWS`` at a time: one chunk of float32 held at once.
+    """
+    table.drop_segments()
+    last = table.max_seq()
+    total = table.hot_count()
+    spread = None
+    done = 0
+    for nids, parts, _, vectors, parents, types in table.everything(dim, chunk=BASE_ROWS):
+        if spread is None:
+            spread = spread_of(vectors)
+        codes, scales = quantize(vectors, spread)
+        # the first segment covers every change up to ``last``; the others add rows of the same span
+        table.add_segment(
+            encode(epoch, 0 if done == 0 else last, last, nids, parts, parents, types, codes, scales, spread)
+        )
+        done += len(nids)
+        if progress is not None and total >= BASE_ROWS:  # a small store's index is written in a blink
+            progress(done, total)
+    if done == 0:  # an empty index still says what it covers, so writes extend it
+        table.add_segment(_empty(epoch, 0, last, dim, np.ones(dim, dtype=np.float32)))
+    return done
+
+
+def _empty(epoch: str, first: int, last: int, dim: int, spread: np.ndarray) -> SegmentRow:
+    none = np.empty(0, dtype=np.int64)
+    codes, scales = np.empty((0, dim), dtype=np.int8), np.empty((0, 2), dtype=np.float32)
+    return encode(epoch, first, last, none, none, none, [], codes, scales, spread)
+
+
+def extend(table: VectorTable, epoch: str, dim: int, newest: int) -> bool:
+    """In a write's transaction: append a segment of the rows changed since the last, if there are enough.
+
+    ``newest`` is the table's newest change number. A store with no segment in this epoch gets its
+    first ones here only while young (``YOUNG``); an older one's come from what started the epoch.
+    Too many segments are written again as one base while that is cheap. Whether it wrote.
+    """
+    tail = table.segment_tail(epoch)
+    if tail is None:
+        if newest > YOUNG:
+            return False
+        write_all(table, epoch, dim)
+        return True
+    count, last, spread = tail
+    if newest - last < SEGMENT_ROWS:
+        return False
+    if count >= MAX_SEGMENTS and newest <= 4 * BASE_ROWS:
+        write_all(table, epoch, dim)
+        return True
+    wrote = False
+    for nids, parts, _, vectors, parents, types in table.everything(dim, since=last, chunk=BASE_ROWS):
+        codes, scales = quantize(vectors, spread)
+        table.add_segment(encode(epoch, last, newest, nids, parts, parents, types, codes, scales, spread))
+        last, wrote = newest, True
+    if not wrote:  # only cold rows changed: an empty segment records that they are covered
+        table.add_segment(_empty(epoch, last, newest, dim, spread))
+    return True
