@@ -560,7 +560,7 @@ class IvfIndex:
         if ids.size == 0:
             return []
         if self.source is None or rough:
-            return [(int(ids[i]), float(coarse[i])) for i in _top(coarse, k)]
+            return [(int(ids[i]), float(coarse[i])) for i in _top(coarse, k, ids)]
         error = self.scales[rows, 1]
         if ids.size > k:
             floor = np.partition(coarse - error, ids.size - k)[ids.size - k]  # the k-th best lower bound
@@ -569,7 +569,7 @@ class IvfIndex:
         scores = self.source(ids) @ query
         held = ~np.isnan(scores)  # a row erased since the index read it
         ids, scores = ids[held], scores[held]
-        return [(int(ids[i]), float(scores[i])) for i in _top(scores, k)]
+        return [(int(ids[i]), float(scores[i])) for i in _top(scores, k, ids)]
 
     def _member_mask(self, world: int) -> np.ndarray:
         """A dense flag per node id: inside ``world``."""
@@ -658,13 +658,25 @@ class IvfIndex:
         return decoded
 
 
-def _top(scores: np.ndarray, k: int) -> np.ndarray:
-    """Indices of the ``k`` highest scores, best first."""
+def _top(scores: np.ndarray, k: int, ids: np.ndarray | None = None) -> np.ndarray:
+    """Indices of the ``k`` highest scores, best first; equal scores in the order of ``ids`` (node ids).
+
+    With ``ids``, the rows a query returns do not depend on where the index holds them: an index read
+    from the file and one built from node_vec lay rows out apart, and equal scores (the same text
+    twice) would otherwise come in the order of their places.
+    """
+    if ids is None:
+        if scores.shape[0] > k:
+            part = np.argpartition(-scores, k - 1)[:k]
+        else:
+            part = np.arange(scores.shape[0])
+        return part[np.argsort(-scores[part], kind="stable")]
     if scores.shape[0] > k:
-        part = np.argpartition(-scores, k - 1)[:k]
+        kth = np.partition(scores, scores.shape[0] - k)[scores.shape[0] - k]  # the k-th best score
+        part = np.flatnonzero(scores >= kth)  # with every row tied with it
     else:
         part = np.arange(scores.shape[0])
-    return part[np.argsort(-scores[part], kind="stable")]
+    return part[np.lexsort((ids[part], -scores[part]))[:k]]
 
 
 def spherical_kmeans(sample: np.ndarray, nlist: int, *, iterations: int = 8, seed: int = 0) -> np.ndarray:

@@ -42,6 +42,8 @@ class Segment:
 
     first_seq: int
     last_seq: int
+    piece: int
+    pieces: int
     nids: np.ndarray
     parts: np.ndarray
     parents: np.ndarray
@@ -51,8 +53,8 @@ class Segment:
     spread: np.ndarray
 
 
-def _digest(epoch: str, first: int, last: int, dim: int, rows: int, blobs: Iterable[bytes]) -> bytes:
-    digest = blake3(f"{epoch}:{first}:{last}:{dim}:{rows}".encode())
+def _digest(epoch: str, numbers: Iterable[int], blobs: Iterable[bytes]) -> bytes:
+    digest = blake3(f"{epoch}:{':'.join(map(str, numbers))}".encode())
     for blob in blobs:
         digest.update(len(blob).to_bytes(8, "little"))
         digest.update(blob)
@@ -63,6 +65,7 @@ def encode(
     epoch: str,
     first_seq: int,
     last_seq: int,
+    piece: tuple[int, int],
     nids: np.ndarray,
     parts: np.ndarray,
     parents: np.ndarray,
@@ -71,7 +74,7 @@ def encode(
     scales: np.ndarray,
     spread: np.ndarray,
 ) -> SegmentRow:
-    """The ``vec_segment`` row of coded rows (``ivf.quantize``'s codes and scales)."""
+    """The ``vec_segment`` row of coded rows (``ivf.quantize``'s codes and scales), ``piece`` (i, of n) of its span."""
     names = sorted(set(types))
     number = {name: i for i, name in enumerate(names)}
     rows, dim = codes.shape
@@ -85,19 +88,21 @@ def encode(
         np.ascontiguousarray(scales, dtype="<f4").tobytes(),
         np.ascontiguousarray(spread, dtype="<f4").tobytes(),
     )
-    digest = _digest(epoch, first_seq, last_seq, dim, rows, blobs)
-    return (epoch, first_seq, last_seq, dim, rows, *blobs[:3], blobs[3].decode(), *blobs[4:], digest)
+    numbers = (first_seq, last_seq, *piece, dim, rows)
+    digest = _digest(epoch, numbers, blobs)
+    return (epoch, *numbers, *blobs[:3], blobs[3].decode(), *blobs[4:], digest)
 
 
 def decode(row: SegmentRow, epoch: str, dim: int) -> Segment:
     """A ``vec_segment`` row checked against its digest and this store's dimension; ``Damaged`` if it fails."""
-    kept_epoch, first, last, seg_dim, rows, nids, parts, parents, names, type_codes, codes, scales, spread, digest = row
+    kept_epoch, first, last, piece, pieces, seg_dim, rows, nids, parts, parents, names, type_codes = row[:12]
+    codes, scales, spread, digest = row[12:]
     blobs = (nids, parts, parents, names.encode(), type_codes, codes, scales, spread)
     if kept_epoch != epoch or seg_dim != dim:
         raise Damaged(f"a segment of epoch {kept_epoch!r:.40} and {seg_dim} dimensions in epoch {epoch!r:.40}")
-    if not (0 <= first <= last and 0 <= rows <= 1 << 31):
-        raise Damaged(f"a segment claims rows {first}..{last} ({rows} rows)")
-    if _digest(kept_epoch, first, last, seg_dim, rows, blobs) != digest:
+    if not (0 <= first <= last and 0 <= rows <= 1 << 31 and 0 <= piece < pieces):
+        raise Damaged(f"a segment claims rows {first}..{last} ({rows} rows, piece {piece} of {pieces})")
+    if _digest(kept_epoch, (first, last, piece, pieces, seg_dim, rows), blobs) != digest:
         raise Damaged(f"the segment of change numbers {first}..{last} does not match its digest")
     sizes = (8 * rows, 4 * rows, 8 * rows, None, 2 * rows, rows * dim, 8 * rows, 4 * dim)
     for blob, size in zip(blobs, sizes, strict=True):
@@ -115,6 +120,8 @@ def decode(row: SegmentRow, epoch: str, dim: int) -> Segment:
     return Segment(
         first,
         last,
+        piece,
+        pieces,
         np.frombuffer(nids, dtype="<i8"),
         np.frombuffer(parts, dtype="<i4"),
         np.frombuffer(parents, dtype="<i8"),
@@ -141,16 +148,22 @@ def load(table: VectorTable, epoch: str, dim: int, source: Source | None) -> Ivf
     parts = np.empty(total, dtype=np.int64)
     parents = np.empty(total, dtype=np.int64)
     types: list[str] = []
-    done, seq, spread, first = 0, 0, None, True
+    done, seq, spread = 0, 0, None
+    span = (0, 0, 0)  # (first, last, pieces) of the span being read; pieces 0: none begun
+    piece = 0
     for row in table.segments(epoch):
         segment = decode(row, epoch, dim)
         if spread is None:
             spread = segment.spread.copy()
         elif not np.array_equal(spread, segment.spread):
             raise Damaged("the segments of one epoch were coded with different spreads")
-        if segment.first_seq != (0 if first else seq):
-            raise Damaged(f"the segments skip change numbers {seq}..{segment.first_seq}")
-        first = False
+        if segment.piece == 0:  # a new span: the last one whole, and this one starting where it ended
+            if piece != span[2] or segment.first_seq != (span[1] if span[2] else 0):
+                raise Damaged(f"the segments skip change numbers or pieces after {span[1]}")
+            span, piece = (segment.first_seq, segment.last_seq, segment.pieces), 0
+        elif (segment.first_seq, segment.last_seq, segment.pieces) != span or segment.piece != piece:
+            raise Damaged(f"a piece of the segments of change numbers {span[0]}..{span[1]} is missing")
+        piece += 1
         end = done + len(segment.nids)
         if end > total:
             raise Damaged("the segments hold more rows than they count")
@@ -158,6 +171,8 @@ def load(table: VectorTable, epoch: str, dim: int, source: Source | None) -> Ivf
         nids[done:end], parts[done:end], parents[done:end] = segment.nids, segment.parts, segment.parents
         types.extend(segment.types)
         done, seq = end, segment.last_seq
+    if piece != span[2]:
+        raise Damaged(f"a piece of the segments of change numbers {span[0]}..{span[1]} is missing")
     if done != total or spread is None:
         raise Damaged("the segments hold fewer rows than they count")
     keep = _latest(nids)
@@ -195,28 +210,27 @@ def write_all(table: VectorTable, epoch: str, dim: int, progress: Callable[[int,
     table.drop_segments()
     last = table.max_seq()
     total = table.hot_count()
+    pieces = max(1, -(-total // BASE_ROWS))
     spread = None
-    done = 0
+    done = piece = 0
     for nids, parts, _, vectors, parents, types in table.everything(dim, chunk=BASE_ROWS):
         if spread is None:
             spread = spread_of(vectors)
         codes, scales = quantize(vectors, spread)
-        # the first segment covers every change up to ``last``; the others add rows of the same span
-        table.add_segment(
-            encode(epoch, 0 if done == 0 else last, last, nids, parts, parents, types, codes, scales, spread)
-        )
-        done += len(nids)
+        row = encode(epoch, 0, last, (piece, pieces), nids, parts, parents, types, codes, scales, spread)
+        table.add_segment(row)
+        done, piece = done + len(nids), piece + 1
         if progress is not None and total >= BASE_ROWS:  # a small store's index is written in a blink
             progress(done, total)
     if done == 0:  # an empty index still says what it covers, so writes extend it
         table.add_segment(_empty(epoch, 0, last, dim, np.ones(dim, dtype=np.float32)))
-    return done
+    return done  # (a count that missed the pieces written would be read as damage, and written again)
 
 
 def _empty(epoch: str, first: int, last: int, dim: int, spread: np.ndarray) -> SegmentRow:
     none = np.empty(0, dtype=np.int64)
     codes, scales = np.empty((0, dim), dtype=np.int8), np.empty((0, 2), dtype=np.float32)
-    return encode(epoch, first, last, none, none, none, [], codes, scales, spread)
+    return encode(epoch, first, last, (0, 1), none, none, none, [], codes, scales, spread)
 
 
 def extend(table: VectorTable, epoch: str, dim: int, newest: int) -> bool:
@@ -238,11 +252,15 @@ def extend(table: VectorTable, epoch: str, dim: int, newest: int) -> bool:
     if count >= MAX_SEGMENTS and newest <= 4 * BASE_ROWS:
         write_all(table, epoch, dim)
         return True
-    wrote = False
+    changed = table.hot_count_since(last)
+    if not changed:  # only cold rows changed: an empty segment records that they are covered
+        table.add_segment(_empty(epoch, last, newest, dim, spread))
+        return True
+    pieces = -(-changed // BASE_ROWS)
+    piece = 0
     for nids, parts, _, vectors, parents, types in table.everything(dim, since=last, chunk=BASE_ROWS):
         codes, scales = quantize(vectors, spread)
-        table.add_segment(encode(epoch, last, newest, nids, parts, parents, types, codes, scales, spread))
-        last, wrote = newest, True
-    if not wrote:  # only cold rows changed: an empty segment records that they are covered
-        table.add_segment(_empty(epoch, last, newest, dim, spread))
+        row = encode(epoch, last, newest, (piece, pieces), nids, parts, parents, types, codes, scales, spread)
+        table.add_segment(row)
+        piece += 1
     return True

@@ -361,9 +361,9 @@ def _prefix_of_any(ordered: list[str], part: str) -> bool:
 
 
 def _check_kept_index(conn: apsw.Connection, nodes: dict[int, NodeRow], deep: bool, bad: verify_tables.Bad) -> int:
-    """The vector index kept in the file (``index/segments.py``): each segment what the engine wrote; how many rows.
+    """The vector index kept in the file (``index/segments.py``) reads as the engine wrote it; how many rows it holds.
 
-    A damaged segment costs no answer (the engine rebuilds from node_vec and says so), but is named here.
+    A damaged one costs no answer (the engine rebuilds from node_vec and says so), but is named here.
     Deep: every row it holds is the hot node_vec row it codes (partition, parent, type, codes within
     their error bound), and every hot node_vec row its change numbers cover is held.
     """
@@ -371,53 +371,43 @@ def _check_kept_index(conn: apsw.Connection, nodes: dict[int, NodeRow], deep: bo
     epoch = queries.meta_value(conn, "vec_epoch") or ""
     for (other,) in conn.execute("select distinct epoch from vec_segment where epoch != ?", (epoch,)):
         bad("7-indexes", f"vec_segment holds segments of epoch {str(other)[:16]!r}, not the current one")
-    dim = next(iter(conn.execute("select value from meta where key = 'embedder_dim'")), ("0",))[0]
-    held: dict[int, tuple[int, str, np.ndarray, float, float, np.ndarray, int]] = {}
-    last = 0
+    dim = int(queries.meta_value(conn, "embedder_dim") or 0)
     try:
-        for row in table.segments(epoch):
-            segment = segments.decode(row, epoch, int(dim))
-            for i, nid in enumerate(segment.nids.tolist()):
-                held[nid] = (
-                    int(segment.parts[i]), segment.types[i], segment.codes[i], float(segment.scales[i, 0]),
-                    float(segment.scales[i, 1]), segment.spread, int(segment.parents[i]),
-                )  # fmt: skip
-            last = segment.last_seq
+        index = segments.load(table, epoch, dim, None)
     except segments.Damaged as exc:
-        bad(
-            "7-indexes",
-            f"the vector index kept in the file is damaged ({exc}); a reindex writes it again",
-        )
+        bad("7-indexes", f"the vector index kept in the file is damaged ({exc}); a reindex writes it again")
         return 0
-    if not deep or not held and not last:
-        return len(held)
+    if index is None:
+        return 0
+    if not deep:
+        return index.size
+    names = {code: name for name, code in index.type_names.items()}
     cold = {as_int(nid) for (nid,) in conn.execute("select nid from cold_node")}
     hot = set()
     for nid, part, seq, blob in conn.execute("select nid, part, seq, embedding from node_vec"):
-        if nid in cold:
-            continue  # out of the index
-        hot.add(nid)
-        if seq > last:
-            continue  # changed after the last segment: caught up on open
-        found = held.get(nid)
         node = nodes.get(nid)
-        if found is None:
+        if nid in cold or node is None or node.parent is None:
+            continue  # out of the index (the root pools everything and is never searched)
+        hot.add(nid)
+        if seq > index.seq:
+            continue  # changed after the last segment: caught up on open
+        row = int(index.pos[nid]) if nid < index.pos.shape[0] else -1
+        if row < 0:
             bad("7-indexes", f"vector row {nid} (change {seq}) is covered by the kept index but not held in it")
             continue
-        kept_part, kept_type, codes, scale, error, spread, parent = found
         vector = np.frombuffer(as_bytes(blob), dtype=np.float32)
-        distance = float(np.linalg.norm(codes.astype(np.float32) * scale * spread - vector))
+        decoded = index.matrix[row].astype(np.float32) * index.scales[row, 0] * index.spread
+        same_place = int(index.part[nid]) == part and int(index.parent[nid]) == node.parent
         if (
-            node is None
-            or kept_part != part
-            or kept_type != node.type
-            or parent != (-1 if node.parent is None else node.parent)
-            or distance > error
+            not same_place
+            or names.get(int(index.type_code[nid])) != node.type
+            or (float(np.linalg.norm(decoded - vector)) > float(index.scales[row, 1]))
         ):
             bad("7-indexes", f"the kept index's row of node {nid} does not code its vector row (change {seq})")
-    for nid in sorted(set(held) - hot)[:20]:
+    live = index.row_nid[: index.used]
+    for nid in sorted(set(live[live >= 0].tolist()) - hot)[:20]:
         bad("7-indexes", f"the kept index holds node {nid}, which has no hot vector row")
-    return len(held)
+    return index.size
 
 
 def _check_vectors(

@@ -706,6 +706,8 @@ create table vec_segment (
   epoch text not null,  -- meta vec_epoch when coded
   first_seq integer not null,  -- the node_vec rows with first_seq < seq <= last_seq that are not cold
   last_seq integer not null,
+  piece integer not null,  -- its place among the segments written together for one span (0 first) ...
+  pieces integer not null,  -- ... and how many there are: a span is whole only with every piece
   dim integer not null,
   rows integer not null,
   nids blob not null,  -- int64 little-endian

@@ -17,9 +17,10 @@ from .connection import as_bytes, as_int
 
 Pool = tuple[np.ndarray | None, np.ndarray, int]  # (anchor, running weighted sum, members pooled)
 # a vec_segment row, its columns in order from epoch to digest (index/segments.py codes and checks them)
-SegmentRow = tuple[str, int, int, int, int, bytes, bytes, bytes, str, bytes, bytes, bytes, bytes, bytes]
+SegmentRow = tuple[str, int, int, int, int, int, int, bytes, bytes, bytes, str, bytes, bytes, bytes, bytes, bytes]
 _SEGMENT_COLUMNS = (
-    "epoch, first_seq, last_seq, dim, rows, nids, parts, parents, types, type_codes, codes, scales, spread, digest"
+    "epoch, first_seq, last_seq, piece, pieces, dim, rows, nids, parts, parents, types, type_codes, codes, scales, "
+    "spread, digest"
 )
 _COLUMNS = "select v.nid, v.part, v.seq, v.embedding, n.parent, n.type from node_vec as v "
 HOT = "v.nid not in (select nid from cold_node)"  # the rows the in-memory index holds (consolidate/retention.py)
@@ -75,6 +76,12 @@ class VectorTable:
 
     def count(self) -> int:
         return as_int(self.conn.execute("select count(*) from node_vec").fetchone()[0])  # type: ignore[index]
+
+    def hot_count_since(self, since: int) -> int:
+        """Rows the in-memory index holds that changed after ``since`` (through the seq index)."""
+        return as_int(
+            self.conn.execute(f"select count(*) from node_vec as v where v.seq > ? and {HOT}", (since,)).fetchone()[0]  # type: ignore[index]
+        )
 
     def hot_count(self) -> int:
         """Rows the in-memory index holds: all but the cold tier's."""
@@ -217,10 +224,11 @@ class VectorTable:
         for row in self.conn.execute(
             f"select {_SEGMENT_COLUMNS} from vec_segment where epoch = ? order by seg", (epoch,)
         ):
-            blobs = [as_bytes(b) for b in (*row[5:8], *row[9:])]
+            blobs = [as_bytes(b) for b in (*row[7:10], *row[11:])]
             yield (
-                str(row[0]), as_int(row[1]), as_int(row[2]), as_int(row[3]), as_int(row[4]),
-                blobs[0], blobs[1], blobs[2], str(row[8]), blobs[3], blobs[4], blobs[5], blobs[6], blobs[7],
+                str(row[0]), as_int(row[1]), as_int(row[2]), as_int(row[3]), as_int(row[4]), as_int(row[5]),
+                as_int(row[6]),
+                blobs[0], blobs[1], blobs[2], str(row[10]), blobs[3], blobs[4], blobs[5], blobs[6], blobs[7],
             )  # fmt: skip
 
     def segment_tail(self, epoch: str) -> tuple[int, int, np.ndarray] | None:
@@ -235,7 +243,7 @@ class VectorTable:
         return as_int(row[0]), as_int(row[1]), np.frombuffer(as_bytes(row[2]), dtype="<f4").astype(np.float32)
 
     def add_segment(self, row: SegmentRow) -> None:
-        self.conn.execute(f"insert into vec_segment ({_SEGMENT_COLUMNS}) values ({', '.join('?' * 14)})", row)
+        self.conn.execute(f"insert into vec_segment ({_SEGMENT_COLUMNS}) values ({', '.join('?' * 16)})", row)
 
     def drop_segments(self) -> None:
         """Forget the index kept in the file (every epoch's)."""

@@ -1,0 +1,257 @@
+"""The vector index kept in the file (issue 40): opening reads it, and it answers as the index built from node_vec."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import apsw
+import numpy as np
+import pytest
+
+from worlddb_lite import WorldDB
+from worlddb_lite.index import segments, vector_index
+from worlddb_lite.index.vector_index import IndexRebuilt
+from worlddb_lite.store import connection
+
+from .conftest import FakeClock, FakeEmbedder
+
+QUESTIONS = ["boats by the river", "the red kite over the hill", "note 17", "my sister Emma", "where do I live"]
+
+
+@pytest.fixture(autouse=True)
+def small_segments(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Segments of a few rows, so a test store has a base, appended segments and rewrites."""
+    monkeypatch.setattr(segments, "SEGMENT_ROWS", 40)
+    monkeypatch.setattr(segments, "BASE_ROWS", 64)
+    monkeypatch.setattr(segments, "MAX_SEGMENTS", 6)
+    monkeypatch.setattr(segments, "YOUNG", 160)
+
+
+def _fill(path: Path, notes: int = 400) -> None:
+    with WorldDB(path, embedder=FakeEmbedder(), clock=FakeClock()) as db:
+        for start in range(0, notes, 25):  # many small writes: every one recomposes the scope's world
+            db.write_many(
+                [
+                    {"text": f"note {i}: the {i % 9} boats by the river", "scope": f"p{i % 3}"}
+                    for i in range(start, start + 25)
+                ]
+            )
+        first = db.write("I live in Lisbon", scope="p0")
+        db.amend(first, "I live in Porto")
+        db.write("the red kite over the hill", scope="p1")
+
+
+def _shape(db: WorldDB) -> dict[int, tuple[int, int, str]]:
+    """The in-memory index's rows: nid -> (partition, parent, type)."""
+    index = db._reader.vectors.index()
+    names = {code: name for name, code in index.type_names.items()}
+    live = index.row_nid[: index.used]
+    nids = sorted(int(n) for n in live[live >= 0])
+    return {n: (int(index.part[n]), int(index.parent[n]), names[int(index.type_code[n])]) for n in nids}
+
+
+def _answers(db: WorldDB) -> list[list[tuple[str, float]]]:
+    return [[(h.node.id, round(h.score, 9)) for h in db.recall(q, k=10).hits] for q in QUESTIONS]
+
+
+@pytest.fixture
+def built(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[Path], tuple[dict[int, tuple[int, int, str]], list]]]:
+    """The index and answers of a store whose index is built from node_vec, as before it was kept."""
+
+    def build(path: Path) -> tuple[dict[int, tuple[int, int, str]], list]:
+        with monkeypatch.context() as patched:
+            patched.setattr(segments, "load", lambda *a, **k: None)
+            with WorldDB(path, embedder=FakeEmbedder()) as db:
+                return _shape(db), _answers(db)
+
+    yield build
+
+
+def _loaded(path: Path) -> tuple[dict[int, tuple[int, int, str]], list]:
+    loads: list[int] = []
+    real = segments.load
+
+    def counting(*args: object, **kwargs: object) -> object:
+        found = real(*args, **kwargs)  # type: ignore[arg-type]
+        loads.append(0 if found is None else 1)
+        return found
+
+    with pytest.MonkeyPatch.context() as patched:
+        patched.setattr(segments, "load", counting)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", IndexRebuilt)
+            with WorldDB(path, embedder=FakeEmbedder()) as db:
+                shape, answers = _shape(db), _answers(db)
+    assert loads == [1], "the index was not read from the file"
+    return shape, answers
+
+
+def _kept(path: Path) -> list[tuple[int, int, int, int]]:
+    conn = apsw.Connection(str(path))
+    try:
+        return conn.execute("select seg, first_seq, last_seq, rows from vec_segment order by seg").fetchall()
+    finally:
+        conn.close()
+
+
+def test_the_index_read_from_the_file_is_the_index_built_from_node_vec(tmp_path: Path, built: Callable) -> None:
+    path = tmp_path / "k.db"
+    _fill(path)
+    kept = _kept(path)
+    assert len(kept) >= 3 and kept[0][1] == 0  # a base and segments appended after it
+    assert all(later[1] == earlier[2] for earlier, later in zip(kept, kept[1:], strict=False) if later[1] != later[2])
+    assert _loaded(path) == built(path)
+    with WorldDB(path, embedder=FakeEmbedder()) as db:
+        report = db.verify(deep=True)
+        assert report.ok and report.checked["kept_index_rows"] > 0
+
+
+def test_training_writes_the_new_epochs_index_whole(
+    tmp_path: Path, built: Callable, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(vector_index, "TRAIN_AT", 100)  # partitions trained as the store grows
+    path = tmp_path / "k.db"
+    _fill(path)
+    conn = apsw.Connection(str(path))
+    epoch = conn.execute("select value from meta where key = 'vec_epoch'").fetchall()[0][0]
+    assert conn.execute("select distinct epoch from vec_segment").fetchall() == [(epoch,)]
+    assert conn.execute("select count(*) from vec_centroid").fetchall()[0][0] > 1
+    conn.close()
+    assert _loaded(path) == built(path)
+
+
+def _damage(path: Path, statement: str, *args: object) -> None:
+    conn = apsw.Connection(str(path))
+    try:
+        with conn, connection.engine_write(conn):
+            conn.execute(statement, args)
+    finally:
+        conn.close()
+
+
+DAMAGE = {
+    "a flipped byte": "update vec_segment set codes = cast(substr(codes, 1, 5) || x'7f' || substr(codes, 7) as blob) "
+    "where seg = (select min(seg) from vec_segment where rows > 0)",
+    "cut short": "update vec_segment set codes = substr(codes, 1, length(codes) - 9) "
+    "where seg = (select max(seg) from vec_segment where rows > 0)",
+    "a row count changed": "update vec_segment set rows = rows + 1 where seg = (select max(seg) from vec_segment)",
+    "another dimension": "update vec_segment set dim = 16 where seg = (select min(seg) from vec_segment)",
+    "a segment gone": "delete from vec_segment where seg = (select min(seg) + 1 from vec_segment)",
+}
+
+
+@pytest.mark.parametrize("damage", DAMAGE)
+def test_a_damaged_kept_index_is_rebuilt_from_node_vec_with_a_message_and_written_again(
+    tmp_path: Path, built: Callable, damage: str
+) -> None:
+    path = tmp_path / "k.db"
+    _fill(path)
+    expected = built(path)
+    _damage(path, DAMAGE[damage])
+    with WorldDB(path, embedder=FakeEmbedder()) as db:
+        assert any(v.invariant == "7-indexes" for v in db.verify().violations)
+        with pytest.warns(IndexRebuilt, match="rebuilt from node_vec"):
+            shape, answers = _shape(db), _answers(db)
+        assert (shape, answers) == expected  # never a wrong answer
+        db.write("one more note, which writes the index again", scope="p2")
+    assert _loaded(path)[1] == built(path)[1]
+    with WorldDB(path, embedder=FakeEmbedder()) as db:
+        assert db.verify(deep=True).ok
+
+
+def test_a_forged_segment_with_a_good_digest_naming_a_partition_that_cannot_exist_is_refused(
+    tmp_path: Path, built: Callable
+) -> None:
+    path = tmp_path / "k.db"
+    _fill(path)
+    conn = apsw.Connection(str(path))
+    row = conn.execute(
+        "select epoch, first_seq, last_seq, dim, rows, nids, parts, parents, types, type_codes, codes, scales, spread, "
+        "pieces from vec_segment where rows > 0 order by seg limit 1"
+    ).fetchall()[0]
+    conn.close()
+    epoch, first, last, dim, rows = row[:5]
+    pieces = row[13]
+    parts = np.frombuffer(row[6], dtype="<i4").copy()
+    parts[:] = 9_999  # every row of it: some are held by no later segment
+    types = json.loads(row[8])
+    forged = segments.encode(
+        epoch, first, last, (0, pieces),
+        np.frombuffer(row[5], dtype="<i8"), parts, np.frombuffer(row[7], dtype="<i8"),
+        [types[i] for i in np.frombuffer(row[9], dtype="<u2").tolist()],
+        np.frombuffer(row[10], dtype=np.int8).reshape(rows, dim), np.frombuffer(row[11], dtype="<f4").reshape(rows, 2),
+        np.frombuffer(row[12], dtype="<f4"),
+    )  # fmt: skip
+    where = "seg = (select min(seg) from vec_segment where rows > 0)"
+    _damage(path, f"update vec_segment set parts = ?, digest = ? where {where}", forged[8], forged[-1])
+    with WorldDB(path, embedder=FakeEmbedder()) as db, pytest.warns(IndexRebuilt, match="cannot exist"):
+        assert _answers(db) == built(path)[1]
+
+
+def test_a_raw_write_to_the_kept_index_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "k.db"
+    _fill(path, notes=50)
+    conn = apsw.Connection(str(path))
+    try:
+        with pytest.raises(apsw.ConstraintError, match="vector index is written only by the worlddb engine"):
+            conn.execute("delete from vec_segment")
+    finally:
+        conn.close()
+
+
+def test_a_purge_writes_the_new_epochs_index_without_the_purged_memory(tmp_path: Path, built: Callable) -> None:
+    path = tmp_path / "k.db"
+    _fill(path)
+    with WorldDB(path, embedder=FakeEmbedder()) as db:
+        gone = db.write("the red kite nests in the old oak", scope="p1")
+        db.purge(gone)
+    shape, answers = _loaded(path)
+    assert (shape, answers) == built(path)
+    assert not any(gone == hit for question in answers for hit, _ in question)
+    with WorldDB(path, embedder=FakeEmbedder()) as db:
+        assert db.verify(deep=True).ok
+
+
+def test_the_cold_tier_leaves_the_kept_index_and_comes_back(tmp_path: Path, built: Callable) -> None:
+    path = tmp_path / "k.db"
+    _fill(path)
+    with WorldDB(path, embedder=FakeEmbedder()) as db:
+        db.set_retention(max_hot_vectors=100)
+        db.consolidate(only="retention")
+        cold = db.retention()["cold"]
+        assert cold > 0
+    assert _loaded(path) == built(path)
+    with WorldDB(path, embedder=FakeEmbedder()) as db:
+        assert db.verify(deep=True).ok
+        assert db.sql("select sum(rows) from vec_segment")[0][0] == db.sql("select count(*) from node_vec")[0][0] - cold
+        db.set_retention(max_hot_vectors=None)
+        db.consolidate(only="retention")
+    assert _loaded(path) == built(path)
+
+
+def test_what_sync_brings_is_in_the_index_after_reopening(tmp_path: Path, built: Callable) -> None:
+    a, b = tmp_path / "a.db", tmp_path / "b.db"
+    _fill(a, notes=100)
+    with WorldDB(a, embedder=FakeEmbedder()) as db:
+        db.replica(b)
+        db.write_many([{"text": f"news {i}: a heron by the weir", "scope": "p0"} for i in range(120)])
+    with WorldDB(b, embedder=FakeEmbedder()) as db:
+        db.sync(str(a))
+    shape, answers = _loaded(b)
+    assert (shape, answers) == built(b)
+    with WorldDB(b, embedder=FakeEmbedder()) as db:
+        assert "heron" in str(db.recall("a heron by the weir", k=1).hits[0].node.content)
+        assert db.verify(deep=True).ok
+
+
+def test_a_store_another_process_extends_is_read_whole_by_the_next_open(tmp_path: Path, built: Callable) -> None:
+    path = tmp_path / "k.db"
+    _fill(path, notes=100)
+    with WorldDB(path, embedder=FakeEmbedder()) as reader, WorldDB(path, embedder=FakeEmbedder()) as writer:
+        before = len(_shape(reader))
+        writer.write_many([{"text": f"later {i}: gulls on the pier", "scope": "p1"} for i in range(90)])
+        assert len(_shape(reader)) == before + 90  # the open one catches up by change number
+    assert _loaded(path) == built(path)
