@@ -26,7 +26,7 @@ def small_segments(monkeypatch: pytest.MonkeyPatch) -> None:
     """Segments of a few rows, so a test store has a base, appended segments and rewrites."""
     monkeypatch.setattr(segments, "SEGMENT_ROWS", 40)
     monkeypatch.setattr(segments, "BASE_ROWS", 64)
-    monkeypatch.setattr(segments, "MAX_SEGMENTS", 6)
+    monkeypatch.setattr(segments, "MERGE_ROWS", 200)
     monkeypatch.setattr(segments, "YOUNG", 160)
 
 
@@ -101,8 +101,11 @@ def test_the_index_read_from_the_file_is_the_index_built_from_node_vec(tmp_path:
     path = tmp_path / "k.db"
     _fill(path)
     kept = _kept(path)
-    assert len(kept) >= 3 and kept[0][1] == 0  # a base and segments appended after it
-    assert all(later[1] == earlier[2] for earlier, later in zip(kept, kept[1:], strict=False) if later[1] != later[2])
+    spans = list(dict.fromkeys((first, last) for _, first, last, _ in kept))
+    assert spans[0][0] == 0 and all(b[0] == a[1] for a, b in zip(spans, spans[1:], strict=False))  # no gap
+    rows = [sum(r for _, f, la, r in kept if (f, la) == span) for span in spans]
+    assert len(spans) >= 2 and len(kept) > len(spans)  # merged spans, in several pieces
+    assert all(a > 2 * b or a + b > segments.MERGE_ROWS for a, b in zip(rows, rows[1:], strict=False))  # as merged
     assert _loaded(path) == built(path)
     with WorldDB(path, embedder=FakeEmbedder()) as db:
         report = db.verify(deep=True)

@@ -5,7 +5,11 @@ memories, ~10 s at 1M). The codes, scales, partitions, parents and types of the 
 in segments: a *base* written whole (``write_all``: by the operation that starts a new epoch, a
 migration, ``reindex``), and small segments appended by the write that leaves ``SEGMENT_ROWS`` changed
 rows outside them (``extend``). Each segment holds the hot rows whose change number lies in its
-(first_seq, last_seq]; a later segment's row stands over an earlier one's. Opening reads the current
+(first_seq, last_seq]; a later segment's row stands over an earlier one's. The segments written
+together for one span are its pieces (``BASE_ROWS`` rows each at most). After an append, the last
+two spans are merged into one while the earlier holds at most twice the later's rows (and both
+together at most ``MERGE_ROWS``), so a store keeps a few spans of growing size, as a log-structured
+merge tree does, and each row is rewritten a few times in all, never in one write all at once. Opening reads the current
 epoch's segments (``load``) and catches up the rows changed since by ``seq``, as an open store always
 did. Segments of another epoch are dead: every change of which rows the index holds (a purge, the
 cold tier, re-training, re-embedding) starts a new epoch (``vector_index``).
@@ -28,7 +32,7 @@ from .ivf import IvfIndex, Source, quantize, spread_of
 
 SEGMENT_ROWS = 8192  # changed rows outside the segments that make a write append one
 BASE_ROWS = 65536  # rows per segment when the whole index is written (16 MiB of codes at 256 dimensions)
-MAX_SEGMENTS = 48  # past this many, the next write that can afford it writes the whole index again
+MERGE_ROWS = 262_144  # spans are merged while the two last are of like size and hold no more than this together
 YOUNG = 4 * SEGMENT_ROWS  # a store this young has its first segments written by any write
 
 
@@ -246,21 +250,46 @@ def extend(table: VectorTable, epoch: str, dim: int, newest: int) -> bool:
             return False
         write_all(table, epoch, dim)
         return True
-    count, last, spread = tail
+    _, last, spread = tail
     if newest - last < SEGMENT_ROWS:
         return False
-    if count >= MAX_SEGMENTS and newest <= 4 * BASE_ROWS:
-        write_all(table, epoch, dim)
-        return True
     changed = table.hot_count_since(last)
     if not changed:  # only cold rows changed: an empty segment records that they are covered
         table.add_segment(_empty(epoch, last, newest, dim, spread))
-        return True
-    pieces = -(-changed // BASE_ROWS)
-    piece = 0
-    for nids, parts, _, vectors, parents, types in table.everything(dim, since=last, chunk=BASE_ROWS):
-        codes, scales = quantize(vectors, spread)
-        row = encode(epoch, last, newest, (piece, pieces), nids, parts, parents, types, codes, scales, spread)
-        table.add_segment(row)
-        piece += 1
+    else:
+        pieces = -(-changed // BASE_ROWS)
+        piece = 0
+        for nids, parts, _, vectors, parents, types in table.everything(dim, since=last, chunk=BASE_ROWS):
+            codes, scales = quantize(vectors, spread)
+            row = encode(epoch, last, newest, (piece, pieces), nids, parts, parents, types, codes, scales, spread)
+            table.add_segment(row)
+            piece += 1
+    _merge_tail(table, epoch, dim)
     return True
+
+
+def _merge_tail(table: VectorTable, epoch: str, dim: int) -> None:
+    """Merge the last two spans into one while they are of like size (the module's docstring says when)."""
+    while True:
+        spans = table.segment_spans(epoch)
+        if len(spans) < 2:
+            return
+        (_, _, earlier, since), (_, last, later, _) = spans[-2], spans[-1]
+        if earlier > 2 * later or earlier + later > MERGE_ROWS:
+            return
+        read = [decode(row, epoch, dim) for row in table.segments(epoch, since)]
+        nids = np.concatenate([s.nids for s in read])
+        keep = _latest(nids)
+        keep = np.arange(len(nids)) if keep is None else keep
+        columns = [np.concatenate([getattr(s, name) for s in read]) for name in ("parts", "parents", "codes", "scales")]
+        types = [t for s in read for t in s.types]
+        first, spread = read[0].first_seq, read[0].spread
+        table.drop_segments(since)
+        pieces = max(1, -(-len(keep) // BASE_ROWS))
+        for piece in range(pieces):
+            at = keep[piece * BASE_ROWS : (piece + 1) * BASE_ROWS]
+            parts, parents, codes, scales = (column[at] for column in columns)
+            rows = [types[i] for i in at.tolist()]
+            table.add_segment(
+                encode(epoch, first, last, (piece, pieces), nids[at], parts, parents, rows, codes, scales, spread)
+            )

@@ -219,10 +219,10 @@ class VectorTable:
         ).fetchone()  # type: ignore[misc]
         return None if not count else as_int(rows)
 
-    def segments(self, epoch: str) -> Iterator[SegmentRow]:
-        """The segments of ``epoch`` in the order written, one row at a time (a segment's bytes freed after)."""
+    def segments(self, epoch: str, since: int = 0) -> Iterator[SegmentRow]:
+        """The segments of ``epoch`` (from segment ``since`` on) in order, one at a time (its bytes freed after)."""
         for row in self.conn.execute(
-            f"select {_SEGMENT_COLUMNS} from vec_segment where epoch = ? order by seg", (epoch,)
+            f"select {_SEGMENT_COLUMNS} from vec_segment where epoch = ? and seg >= ? order by seg", (epoch, since)
         ):
             blobs = [as_bytes(b) for b in (*row[7:10], *row[11:])]
             yield (
@@ -245,9 +245,20 @@ class VectorTable:
     def add_segment(self, row: SegmentRow) -> None:
         self.conn.execute(f"insert into vec_segment ({_SEGMENT_COLUMNS}) values ({', '.join('?' * 16)})", row)
 
-    def drop_segments(self) -> None:
-        """Forget the index kept in the file (every epoch's)."""
-        self.conn.execute("delete from vec_segment")
+    def segment_spans(self, epoch: str) -> list[tuple[int, int, int, int]]:
+        """The spans of ``epoch`` in order: (first_seq, last_seq, rows, first segment), pieces taken together."""
+        return [
+            (as_int(a), as_int(b), as_int(c), as_int(d))
+            for a, b, c, d in self.conn.execute(
+                "select first_seq, last_seq, sum(rows), min(seg) from vec_segment where epoch = ? "
+                "group by first_seq, last_seq order by min(seg)",
+                (epoch,),
+            )
+        ]
+
+    def drop_segments(self, since: int = 0) -> None:
+        """Forget the index kept in the file (every epoch's), or its segments from ``since`` on."""
+        self.conn.execute("delete from vec_segment where seg >= ?", (since,))
 
     # ---- vec_centroid ---------------------------------------------------------------
 
