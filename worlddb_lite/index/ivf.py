@@ -141,16 +141,23 @@ class IvfIndex:
         parts: np.ndarray,
         codes_scales: tuple[np.ndarray, np.ndarray],
         parents: np.ndarray,
-        types: Sequence[str],
+        types: Sequence[str] | tuple[np.ndarray, Sequence[str]],
     ) -> None:
         """Fill the index in one go (hydration, compaction): regions laid out in partition order.
 
-        The rows come quantized (``quantize``). The store's root (no parent) is left out: it pools
-        everything, so it would answer any query.
+        The rows come quantized (``quantize``). ``types``: each row's node type, or (a number per row,
+        the names they number), as the kept index holds them. The store's root (no parent) is left out:
+        it pools everything, so it would answer any query.
         """
         vectors, row_scales = codes_scales
         kept = parents >= 0
-        codes = np.array([self._code(t) for t, keep in zip(types, kept.tolist(), strict=True) if keep], dtype=np.int64)
+        if isinstance(types, tuple):  # numbered: one lookup per name, not per row
+            numbered, listed = types
+            ours = np.array([self._code(name) for name in listed], dtype=np.int64)
+            codes = ours[numbered[kept]] if len(listed) else np.zeros(int(kept.sum()), dtype=np.int64)
+        else:
+            keeps = kept.tolist()
+            codes = np.array([self._code(t) for t, keep in zip(types, keeps, strict=True) if keep], dtype=np.int64)
         rows = np.flatnonzero(kept)  # the vectors stay where they are: a masked copy was a second matrix
         nids, parents, parts = nids[kept], parents[kept], parts[kept].astype(np.int64)
         names, seq, spread = self.type_names, self.seq, self.spread

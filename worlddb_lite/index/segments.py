@@ -51,10 +51,16 @@ class Segment:
     nids: np.ndarray
     parts: np.ndarray
     parents: np.ndarray
-    types: list[str]
+    type_codes: np.ndarray  # each row's number in ``type_names``
+    type_names: list[str]
     codes: np.ndarray
     scales: np.ndarray
     spread: np.ndarray
+
+    @property
+    def types(self) -> list[str]:
+        """Each row's node type."""
+        return [self.type_names[i] for i in self.type_codes.tolist()]
 
 
 def _digest(epoch: str, numbers: Iterable[int], blobs: Iterable[bytes]) -> bytes:
@@ -129,7 +135,8 @@ def decode(row: SegmentRow, epoch: str, dim: int) -> Segment:
         np.frombuffer(nids, dtype="<i8"),
         np.frombuffer(parts, dtype="<i4"),
         np.frombuffer(parents, dtype="<i8"),
-        [listed[i] for i in numbers.tolist()],
+        numbers,
+        listed,
         np.frombuffer(codes, dtype=np.int8).reshape(rows, dim),
         np.frombuffer(scales, dtype="<f4").reshape(rows, 2),
         np.frombuffer(spread, dtype="<f4"),
@@ -151,7 +158,8 @@ def load(table: VectorTable, epoch: str, dim: int, source: Source | None) -> Ivf
     nids = np.empty(total, dtype=np.int64)
     parts = np.empty(total, dtype=np.int64)
     parents = np.empty(total, dtype=np.int64)
-    types: list[str] = []
+    type_codes = np.empty(total, dtype=np.int64)
+    type_names: dict[str, int] = {}  # every segment's names, numbered once
     done, seq, spread = 0, 0, None
     span = (0, 0, 0)  # (first, last, pieces) of the span being read; pieces 0: none begun
     piece = 0
@@ -173,7 +181,8 @@ def load(table: VectorTable, epoch: str, dim: int, source: Source | None) -> Ivf
             raise Damaged("the segments hold more rows than they count")
         codes[done:end], scales[done:end] = segment.codes, segment.scales
         nids[done:end], parts[done:end], parents[done:end] = segment.nids, segment.parts, segment.parents
-        types.extend(segment.types)
+        ours = np.array([type_names.setdefault(n, len(type_names)) for n in segment.type_names], dtype=np.int64)
+        type_codes[done:end] = ours[segment.type_codes] if len(ours) else 0
         done, seq = end, segment.last_seq
     if piece != span[2]:
         raise Damaged(f"a piece of the segments of change numbers {span[0]}..{span[1]} is missing")
@@ -185,14 +194,14 @@ def load(table: VectorTable, epoch: str, dim: int, source: Source | None) -> Ivf
             at = keep[lo : lo + BASE_ROWS]
             codes[lo : lo + len(at)], scales[lo : lo + len(at)] = codes[at], scales[at]
         nids, parts, parents = nids[keep], parts[keep], parents[keep]
-        types = [types[i] for i in keep.tolist()]
+        type_codes = type_codes[keep]
         codes, scales = codes[: len(keep)], scales[: len(keep)]
     if len(nids) and (
         int(nids.min()) < 0 or (parts.size and (int(parts.min()) < 0 or int(parts.max()) >= index.nlist))
     ):
         raise Damaged("a segment names a row or partition that cannot exist")
     index.spread = spread
-    index.load(nids, parts, (codes, scales), parents, types)
+    index.load(nids, parts, (codes, scales), parents, (type_codes, list(type_names)))
     index.seq = seq
     return index
 

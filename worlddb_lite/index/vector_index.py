@@ -32,6 +32,7 @@ from collections.abc import Callable
 from itertools import islice
 from typing import TYPE_CHECKING
 
+import apsw
 import numpy as np
 
 from ..errors import EmbedderMismatch
@@ -281,7 +282,7 @@ class VectorLane:
         """The index as the file keeps it, caught up; else (none kept, or damaged) coded from node_vec."""
         try:
             kept = segments.load(self.table, epoch or "", self.dim, self._exact)
-        except segments.Damaged as exc:
+        except (segments.Damaged, apsw.SQLError) as exc:  # SQLError: its table altered in a shell
             warnings.warn(
                 f"the vector index kept in the file is damaged ({exc}); rebuilt from node_vec, and "
                 "written again by the next write or a reindex",
