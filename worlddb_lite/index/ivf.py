@@ -42,6 +42,9 @@ PROBE_POWER = 0.69
 MIN_PROBE = 8
 # float32 vectors of node ids, in their order (a row of NaN for a node without one)
 Source = Callable[[np.ndarray], np.ndarray]
+# writes the rows' codes and scales into the index's matrix and scales: (place of each row given, -1 for a
+# row left out, matrix, scales)
+Fill = Callable[[np.ndarray, np.ndarray, np.ndarray], None]
 
 
 def spread_of(vectors: np.ndarray) -> np.ndarray:
@@ -139,17 +142,17 @@ class IvfIndex:
         self,
         nids: np.ndarray,
         parts: np.ndarray,
-        codes_scales: tuple[np.ndarray, np.ndarray],
+        codes_scales: tuple[np.ndarray, np.ndarray] | Fill,
         parents: np.ndarray,
         types: Sequence[str] | tuple[np.ndarray, Sequence[str]],
     ) -> None:
         """Fill the index in one go (hydration, compaction): regions laid out in partition order.
 
-        The rows come quantized (``quantize``). ``types``: each row's node type, or (a number per row,
-        the names they number), as the kept index holds them. The store's root (no parent) is left out:
-        it pools everything, so it would answer any query.
+        The rows come quantized (``quantize``), as arrays or as a ``Fill`` that writes them into place
+        once the layout is known (the kept index: no second copy of the codes). ``types``: each row's
+        node type, or (a number per row, the names they number), as the kept index holds them. The
+        store's root (no parent) is left out: it pools everything, so it would answer any query.
         """
-        vectors, row_scales = codes_scales
         kept = parents >= 0
         if isinstance(types, tuple):  # numbered: one lookup per name, not per row
             numbered, listed = types
@@ -207,9 +210,15 @@ class IvfIndex:
         offsets = np.arange(len(nids)) - np.repeat(np.concatenate(([0], np.cumsum(counts)[:-1])), counts)
         positions = np.empty(len(nids), dtype=np.int64)
         positions[order] = starts[cells[order]] + offsets
-        for lo in range(0, len(rows), LOAD_CHUNK):  # a chunk's gathered copy at a time, not all of them
-            self.matrix[positions[lo : lo + LOAD_CHUNK]] = vectors[rows[lo : lo + LOAD_CHUNK]]
-        self.scales[positions] = row_scales[rows]
+        if callable(codes_scales):
+            where = np.full(kept.shape[0], -1, dtype=np.int64)
+            where[rows] = positions
+            codes_scales(where, self.matrix, self.scales)
+        else:
+            vectors, row_scales = codes_scales
+            for lo in range(0, len(rows), LOAD_CHUNK):  # a chunk's gathered copy at a time, not all of them
+                self.matrix[positions[lo : lo + LOAD_CHUNK]] = vectors[rows[lo : lo + LOAD_CHUNK]]
+            self.scales[positions] = row_scales[rows]
         self.row_nid[positions] = nids
         self.used, self.size = total, len(nids)
         self.p_rows = np.bincount(parts, minlength=self.nlist).astype(np.int64)

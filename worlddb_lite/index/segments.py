@@ -105,18 +105,33 @@ def encode(
 
 def decode(row: SegmentRow, epoch: str, dim: int) -> Segment:
     """A ``vec_segment`` row checked against its digest and this store's dimension; ``Damaged`` if it fails."""
+    return _check(row, epoch, dim, whole=True)
+
+
+def _check_body(row: SegmentRow, codes: bytes, scales: bytes) -> None:
+    """The digest and the sizes of a segment whose codes and scales are read apart from the rest (``load``)."""
     kept_epoch, first, last, piece, pieces, seg_dim, rows, nids, parts, parents, names, type_codes = row[:12]
-    codes, scales, spread, digest = row[12:]
+    spread, digest = row[14:]
+    if len(codes) != rows * seg_dim or len(scales) != 8 * rows:
+        raise Damaged(f"the segment of change numbers {first}..{last} is truncated")
     blobs = (nids, parts, parents, names.encode(), type_codes, codes, scales, spread)
+    if _digest(kept_epoch, (first, last, piece, pieces, seg_dim, rows), blobs) != digest:
+        raise Damaged(f"the segment of change numbers {first}..{last} does not match its digest")
+
+
+def _check(row: SegmentRow, epoch: str, dim: int, *, whole: bool) -> Segment:
+    """A segment's fields, checked; ``whole`` False: its codes and scales are not in ``row`` (see ``_check_body``)."""
+    kept_epoch, first, last, piece, pieces, seg_dim, rows, nids, parts, parents, names, type_codes = row[:12]
+    codes, scales, spread, _ = row[12:]
     if kept_epoch != epoch or seg_dim != dim:
         raise Damaged(f"a segment of epoch {kept_epoch!r:.40} and {seg_dim} dimensions in epoch {epoch!r:.40}")
     if not (0 <= first <= last and 0 <= rows <= 1 << 31 and 0 <= piece < pieces):
         raise Damaged(f"a segment claims rows {first}..{last} ({rows} rows, piece {piece} of {pieces})")
-    if _digest(kept_epoch, (first, last, piece, pieces, seg_dim, rows), blobs) != digest:
-        raise Damaged(f"the segment of change numbers {first}..{last} does not match its digest")
-    sizes = (8 * rows, 4 * rows, 8 * rows, None, 2 * rows, rows * dim, 8 * rows, 4 * dim)
-    for blob, size in zip(blobs, sizes, strict=True):
-        if size is not None and len(blob) != size:
+    if whole:
+        _check_body(row, codes, scales)
+    blobs = (nids, parts, parents, type_codes, spread)
+    for blob, size in zip(blobs, (8 * rows, 4 * rows, 8 * rows, 2 * rows, 4 * dim), strict=True):
+        if len(blob) != size:
             raise Damaged(f"the segment of change numbers {first}..{last} is truncated")
     try:
         listed = json.loads(names)
@@ -137,8 +152,8 @@ def decode(row: SegmentRow, epoch: str, dim: int) -> Segment:
         np.frombuffer(parents, dtype="<i8"),
         numbers,
         listed,
-        np.frombuffer(codes, dtype=np.int8).reshape(rows, dim),
-        np.frombuffer(scales, dtype="<f4").reshape(rows, 2),
+        np.frombuffer(codes, dtype=np.int8).reshape(rows, dim) if whole else np.empty((0, dim), dtype=np.int8),
+        np.frombuffer(scales, dtype="<f4").reshape(rows, 2) if whole else np.empty((0, 2), dtype=np.float32),
         np.frombuffer(spread, dtype="<f4"),
     )
 
@@ -146,25 +161,26 @@ def decode(row: SegmentRow, epoch: str, dim: int) -> Segment:
 def load(table: VectorTable, epoch: str, dim: int, source: Source | None) -> IvfIndex | None:
     """The index as the segments of ``epoch`` hold it (``seq``: what they cover), or None when there are none.
 
-    Codes are copied into one matrix as each segment is read (the segment's bytes freed after), so the
-    vectors are held once; a row a later segment holds again is dropped in place.
+    Two reads in the caller's snapshot: every segment's rows without their codes first (what the index
+    lays out by), then the codes, each segment's scattered straight to the rows' places in the index's
+    matrix and checked against its digest: the vectors are held once, never a second copy of all of them.
+    A row a later segment holds again is laid out once, from the later.
     """
     total = table.segment_rows(epoch)
     if total is None:
         return None
     index = IvfIndex(dim, table.centroids(), source=source)
-    codes = np.empty((total, dim), dtype=np.int8)
-    scales = np.empty((total, 2), dtype=np.float32)
     nids = np.empty(total, dtype=np.int64)
     parts = np.empty(total, dtype=np.int64)
     parents = np.empty(total, dtype=np.int64)
     type_codes = np.empty(total, dtype=np.int64)
     type_names: dict[str, int] = {}  # every segment's names, numbered once
+    heads: list[tuple[int, SegmentRow, int, int]] = []  # (seg, its row without codes, first row, end row)
     done, seq, spread = 0, 0, None
     span = (0, 0, 0)  # (first, last, pieces) of the span being read; pieces 0: none begun
     piece = 0
-    for row in table.segments(epoch):
-        segment = decode(row, epoch, dim)
+    for seg, row in table.segment_heads(epoch):
+        segment = _check(row, epoch, dim, whole=False)
         if spread is None:
             spread = segment.spread.copy()
         elif not np.array_equal(spread, segment.spread):
@@ -179,29 +195,41 @@ def load(table: VectorTable, epoch: str, dim: int, source: Source | None) -> Ivf
         end = done + len(segment.nids)
         if end > total:
             raise Damaged("the segments hold more rows than they count")
-        codes[done:end], scales[done:end] = segment.codes, segment.scales
         nids[done:end], parts[done:end], parents[done:end] = segment.nids, segment.parts, segment.parents
         ours = np.array([type_names.setdefault(n, len(type_names)) for n in segment.type_names], dtype=np.int64)
         type_codes[done:end] = ours[segment.type_codes] if len(ours) else 0
+        heads.append((seg, row, done, end))
         done, seq = end, segment.last_seq
     if piece != span[2]:
         raise Damaged(f"a piece of the segments of change numbers {span[0]}..{span[1]} is missing")
     if done != total or spread is None:
         raise Damaged("the segments hold fewer rows than they count")
     keep = _latest(nids)
-    if keep is not None:  # rows held twice: keep each node's last, moving rows down in place
-        for lo in range(0, len(keep), BASE_ROWS):
-            at = keep[lo : lo + BASE_ROWS]
-            codes[lo : lo + len(at)], scales[lo : lo + len(at)] = codes[at], scales[at]
-        nids, parts, parents = nids[keep], parts[keep], parents[keep]
-        type_codes = type_codes[keep]
-        codes, scales = codes[: len(keep)], scales[: len(keep)]
-    if len(nids) and (
-        int(nids.min()) < 0 or (parts.size and (int(parts.min()) < 0 or int(parts.max()) >= index.nlist))
-    ):
+    if keep is None:
+        keep = np.arange(total)
+    else:
+        nids, parts, parents, type_codes = nids[keep], parts[keep], parents[keep], type_codes[keep]
+    if len(nids) and (int(nids.min()) < 0 or int(parts.min()) < 0 or int(parts.max()) >= index.nlist):
         raise Damaged("a segment names a row or partition that cannot exist")
+
+    def fill(where: np.ndarray, matrix: np.ndarray, scales: np.ndarray) -> None:
+        """Each segment's codes and scales to their places (``where``: per row kept, -1 for the root's)."""
+        target = np.full(total, -1, dtype=np.int64)
+        target[keep] = where
+        bodies = table.segment_bodies(epoch)
+        for seg, row, lo, hi in heads:
+            found = next(bodies, None)
+            if found is None or found[0] != seg:
+                raise Damaged("the segments changed while they were read")
+            _, codes, row_scales = found
+            _check_body(row, codes, row_scales)
+            at = target[lo:hi]
+            held = at >= 0
+            matrix[at[held]] = np.frombuffer(codes, dtype=np.int8).reshape(hi - lo, dim)[held]
+            scales[at[held]] = np.frombuffer(row_scales, dtype="<f4").reshape(hi - lo, 2)[held]
+
     index.spread = spread
-    index.load(nids, parts, (codes, scales), parents, (type_codes, list(type_names)))
+    index.load(nids, parts, fill, parents, (type_codes, list(type_names)))
     index.seq = seq
     return index
 

@@ -231,6 +231,24 @@ class VectorTable:
                 blobs[0], blobs[1], blobs[2], str(row[10]), blobs[3], blobs[4], blobs[5], blobs[6], blobs[7],
             )  # fmt: skip
 
+    def segment_heads(self, epoch: str) -> Iterator[tuple[int, SegmentRow]]:
+        """(seg, row) of each segment of ``epoch`` in order, without its codes and scales (``segment_bodies``)."""
+        columns = _SEGMENT_COLUMNS.replace("codes, scales", "x'', x''")
+        for row in self.conn.execute(f"select seg, {columns} from vec_segment where epoch = ? order by seg", (epoch,)):
+            blobs = [as_bytes(b) for b in (*row[8:11], *row[12:])]
+            yield as_int(row[0]), (
+                str(row[1]), as_int(row[2]), as_int(row[3]), as_int(row[4]), as_int(row[5]), as_int(row[6]),
+                as_int(row[7]),
+                blobs[0], blobs[1], blobs[2], str(row[11]), blobs[3], blobs[4], blobs[5], blobs[6], blobs[7],
+            )  # fmt: skip
+
+    def segment_bodies(self, epoch: str) -> Iterator[tuple[int, bytes, bytes]]:
+        """(seg, codes, scales) of each segment of ``epoch`` in order, one at a time."""
+        for seg, codes, scales in self.conn.execute(
+            "select seg, codes, scales from vec_segment where epoch = ? order by seg", (epoch,)
+        ):
+            yield as_int(seg), as_bytes(codes), as_bytes(scales)
+
     def segment_tail(self, epoch: str) -> tuple[int, int, np.ndarray] | None:
         """(segments, the last change number they cover, the epoch's spread) of ``epoch``; None: it has none."""
         row = self.conn.execute(
