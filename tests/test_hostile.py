@@ -1047,7 +1047,18 @@ REVIEWED_SQL_SITES: dict[str, Counter[str]] = {
     # "?" placeholder lists sized by len() of module constants
     "consolidate/retention.py": Counter({"score_store: marks": 1}),
     # the hot-tier predicate, a module constant
-    "store/vector_table.py": Counter({"<module>: HOT": 2, "hot_count: HOT": 1}),
+    # HOT and the kept index's column list are constants of the module; the placeholders a fixed count
+    "store/vector_table.py": Counter(
+        {
+            "<module>: HOT": 2,
+            "hot_count: HOT": 1,
+            "hot_count_since: HOT": 1,
+            "segments: _SEGMENT_COLUMNS": 1,
+            "segment_heads: columns": 1,
+            "add_segment: _SEGMENT_COLUMNS": 1,
+            "add_segment: ', '.join('?' * 16)": 1,
+        }
+    ),
     "write/reconciler.py": Counter({"decide_merge: pid": 1}),  # an error message that says "join" (not SQL): an int
     # table aliases ("s"/"e") and the kind/key derived from them; "src"/"dst" by a bool; predicates from
     # visible_sql/believed_sql; "?" placeholder lists

@@ -48,13 +48,18 @@ def _open(path: Path) -> WorldDB:
 
 def _digest(db: WorldDB) -> dict[str, Any]:
     """``table_digest`` without the random draws an apply makes: meta's vec_epoch (a fresh mark each VACUUM
-    of a purge's wipe sets) and each change's stamp (change_log.stamp); and without the sweep's mark, which
+    of a purge's wipe sets, which the kept vector index names too) and each change's stamp (change_log.stamp); and without the sweep's mark, which
     moves on after the commit, once the sweep ran (a kill before leaves that sweep to the next apply)."""
     out = table_digest(db)
     meta = sorted(db.sql("select key, value from meta where key not in ('vec_epoch', ?)", (SWEPT_UPTO,)))
     out["meta"] = (len(meta), hashlib.sha256(repr(meta).encode()).hexdigest())
     log = db.sql("select seq, kind, ref, origin from change_log order by seq")
     out["change_log"] = (len(log), hashlib.sha256(repr(log).encode()).hexdigest())
+    kept = db.sql(  # the kept vector index without its epoch (that draw again) and the digest over it
+        "select first_seq, last_seq, piece, pieces, dim, rows, nids, parts, parents, types, type_codes, codes, "
+        "scales, spread from vec_segment order by seg"
+    )
+    out["vec_segment"] = (len(kept), hashlib.sha256(repr(kept).encode()).hexdigest())
     return out
 
 
