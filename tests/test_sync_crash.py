@@ -48,8 +48,9 @@ def _open(path: Path) -> WorldDB:
 
 def _digest(db: WorldDB) -> dict[str, Any]:
     """``table_digest`` without the random draws an apply makes: meta's vec_epoch (a fresh mark each VACUUM
-    of a purge's wipe sets, which the kept vector index names too) and each change's stamp (change_log.stamp); and without the sweep's mark, which
-    moves on after the commit, once the sweep ran (a kill before leaves that sweep to the next apply)."""
+    of a purge's wipe sets, which the kept vector index names too) and each change's stamp
+    (change_log.stamp); and without the sweep's mark, which moves on after the commit, once the sweep ran
+    (a kill before leaves that sweep to the next apply)."""
     out = table_digest(db)
     meta = sorted(db.sql("select key, value from meta where key not in ('vec_epoch', ?)", (SWEPT_UPTO,)))
     out["meta"] = (len(meta), hashlib.sha256(repr(meta).encode()).hexdigest())
