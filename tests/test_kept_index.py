@@ -165,33 +165,109 @@ def test_a_damaged_kept_index_is_rebuilt_from_node_vec_with_a_message_and_writte
         assert db.verify(deep=True).ok
 
 
-def test_a_forged_segment_with_a_good_digest_naming_a_partition_that_cannot_exist_is_refused(
-    tmp_path: Path, built: Callable
+COLUMNS = "epoch, first_seq, last_seq, piece, pieces, dim, rows, nids, parts, parents, types, type_codes, codes, scales"
+
+
+def _forge(path: Path, change: Callable[[dict], None], where: str = "seg = (select max(seg) from vec_segment)") -> None:
+    """Rewrite one segment through ``change`` (its fields as arrays) with a digest that matches: an edit on purpose."""
+    conn = apsw.Connection(str(path))
+    try:
+        row = conn.execute(f"select {COLUMNS}, spread from vec_segment where {where}").fetchall()[0]
+    finally:
+        conn.close()
+    epoch, first, last, piece, pieces, dim, rows = row[:7]
+    names = json.loads(row[10])
+    f = {
+        "first": first, "last": last, "piece": (piece, pieces),
+        "nids": np.frombuffer(row[7], dtype="<i8").copy(), "parts": np.frombuffer(row[8], dtype="<i4").copy(),
+        "parents": np.frombuffer(row[9], dtype="<i8").copy(),
+        "types": [names[i] for i in np.frombuffer(row[11], dtype="<u2").tolist()],
+        "codes": np.frombuffer(row[12], dtype=np.int8).reshape(rows, dim).copy(),
+        "scales": np.frombuffer(row[13], dtype="<f4").reshape(rows, 2).copy(), "spread": np.frombuffer(row[14], "<f4"),
+    }  # fmt: skip
+    change(f)
+    forged = segments.encode(
+        epoch, f["first"], f["last"], f["piece"], f["nids"], f["parts"], f["parents"], f["types"], f["codes"],
+        f["scales"], f["spread"],
+    )  # fmt: skip
+    columns = COLUMNS + ", spread, digest"
+    sets = ", ".join(f"{c} = ?" for c in columns.split(", "))
+    _damage(path, f"update vec_segment set {sets} where {where}", *forged)
+
+
+def _drop_first_row(f: dict) -> None:
+    for key in ("nids", "parts", "parents", "codes", "scales"):
+        f[key] = f[key][1:]
+    f["types"] = f["types"][1:]
+
+
+def _parents_in_a_loop(f: dict) -> None:
+    f["parents"][:2] = f["nids"][1::-1]  # each of the first two rows the other's parent
+
+
+FORGED = {
+    "a partition that cannot exist": lambda f: f["parts"].__setitem__(slice(None), 9_999),
+    "parents in a loop": _parents_in_a_loop,
+    "a row number past the store": lambda f: f["nids"].__setitem__(0, 1 << 40),
+    "change numbers not yet given": lambda f: f.update(last=f["last"] + 10_000),
+}
+
+
+@pytest.mark.parametrize("forgery", FORGED)
+def test_a_forged_segment_with_a_good_digest_is_refused_before_it_sizes_or_walks_anything(
+    tmp_path: Path, built: Callable, forgery: str
 ) -> None:
     path = tmp_path / "k.db"
     _fill(path)
-    conn = apsw.Connection(str(path))
-    row = conn.execute(
-        "select epoch, first_seq, last_seq, dim, rows, nids, parts, parents, types, type_codes, codes, scales, spread, "
-        "pieces from vec_segment where rows > 0 order by seg limit 1"
-    ).fetchall()[0]
-    conn.close()
-    epoch, first, last, dim, rows = row[:5]
-    pieces = row[13]
-    parts = np.frombuffer(row[6], dtype="<i4").copy()
-    parts[:] = 9_999  # every row of it: some are held by no later segment
-    types = json.loads(row[8])
-    forged = segments.encode(
-        epoch, first, last, (0, pieces),
-        np.frombuffer(row[5], dtype="<i8"), parts, np.frombuffer(row[7], dtype="<i8"),
-        [types[i] for i in np.frombuffer(row[9], dtype="<u2").tolist()],
-        np.frombuffer(row[10], dtype=np.int8).reshape(rows, dim), np.frombuffer(row[11], dtype="<f4").reshape(rows, 2),
-        np.frombuffer(row[12], dtype="<f4"),
-    )  # fmt: skip
-    where = "seg = (select min(seg) from vec_segment where rows > 0)"
-    _damage(path, f"update vec_segment set parts = ?, digest = ? where {where}", forged[8], forged[-1])
-    with WorldDB(path, embedder=FakeEmbedder()) as db, pytest.warns(IndexRebuilt, match="cannot exist"):
+    expected = built(path)
+    _forge(path, FORGED[forgery])
+    with WorldDB(path, embedder=FakeEmbedder()) as db:
+        assert any(v.invariant == "7-indexes" for v in db.verify().violations)
+        with pytest.warns(IndexRebuilt, match="damaged"):
+            assert (_shape(db), _answers(db)) == expected
+
+
+def test_a_segment_forged_to_leave_a_row_out_is_named_by_verify(tmp_path: Path, built: Callable) -> None:
+    """A digest is no defence against an edit on purpose (its key is public): verify finds the row missing."""
+    path = tmp_path / "k.db"
+    _fill(path)
+    _forge(path, _drop_first_row, where="seg = (select min(seg) from vec_segment where rows > 0)")
+    with WorldDB(path, embedder=FakeEmbedder()) as db:
+        assert any("not held in it" in v.detail for v in db.verify().violations)
+
+
+def test_a_row_count_past_any_memory_is_damage_not_an_allocation(tmp_path: Path, built: Callable) -> None:
+    path = tmp_path / "k.db"
+    _fill(path)
+    _damage(path, "update vec_segment set rows = 1099511627776 where seg = (select max(seg) from vec_segment)")
+    with WorldDB(path, embedder=FakeEmbedder()) as db, pytest.warns(IndexRebuilt):
         assert _answers(db) == built(path)[1]
+
+
+def test_a_write_never_fails_for_a_damaged_kept_index(tmp_path: Path, built: Callable) -> None:
+    """Review: a handle that only writes (an ingest worker) met the damage in the merge and its write failed."""
+    path = tmp_path / "k.db"
+    _fill(path)
+    _damage(path, DAMAGE["a flipped byte"].replace("min(seg)", "max(seg)"))
+    _damage(path, "update vec_segment set spread = substr(spread, 1, 8) where seg = (select max(seg) from vec_segment)")
+    with WorldDB(path, embedder=FakeEmbedder()) as db:
+        db.write_many([{"text": f"more {i}: swifts over the roofs", "scope": "p2"} for i in range(60)])
+    assert _loaded(path) == built(path)
+
+
+def test_a_rollback_leaves_the_damage_to_the_next_write(tmp_path: Path, built: Callable) -> None:
+    path = tmp_path / "k.db"
+    _fill(path)
+    _damage(path, DAMAGE["a flipped byte"])
+    with WorldDB(path, embedder=FakeEmbedder()) as db:
+        with pytest.warns(IndexRebuilt):
+            _answers(db)  # the search finds the damage: the next write rewrites the index
+        with pytest.raises(RuntimeError), db.batch():
+            db.write("a note that never lands", scope="p1")
+            db.sql("select 1")  # its rows written, the index rewritten inside the batch
+            raise RuntimeError("the caller gives up")
+        db.write("a note that lands", scope="p1")
+    assert _loaded(path)[1] == built(path)[1]
 
 
 def test_a_raw_write_to_the_kept_index_is_refused(tmp_path: Path) -> None:

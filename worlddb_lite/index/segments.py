@@ -166,14 +166,10 @@ def load(table: VectorTable, epoch: str, dim: int, source: Source | None) -> Ivf
     matrix and checked against its digest: the vectors are held once, never a second copy of all of them.
     A row a later segment holds again is laid out once, from the later.
     """
-    total = table.segment_rows(epoch)
-    if total is None:
+    if table.segment_rows(epoch) is None:
         return None
     index = IvfIndex(dim, table.centroids(), source=source)
-    nids = np.empty(total, dtype=np.int64)
-    parts = np.empty(total, dtype=np.int64)
-    parents = np.empty(total, dtype=np.int64)
-    type_codes = np.empty(total, dtype=np.int64)
+    columns: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []  # nids, parts, parents, types
     type_names: dict[str, int] = {}  # every segment's names, numbered once
     heads: list[tuple[int, SegmentRow, int, int]] = []  # (seg, its row without codes, first row, end row)
     done, seq, spread = 0, 0, None
@@ -192,25 +188,24 @@ def load(table: VectorTable, epoch: str, dim: int, source: Source | None) -> Ivf
         elif (segment.first_seq, segment.last_seq, segment.pieces) != span or segment.piece != piece:
             raise Damaged(f"a piece of the segments of change numbers {span[0]}..{span[1]} is missing")
         piece += 1
-        end = done + len(segment.nids)
-        if end > total:
-            raise Damaged("the segments hold more rows than they count")
-        nids[done:end], parts[done:end], parents[done:end] = segment.nids, segment.parts, segment.parents
         ours = np.array([type_names.setdefault(n, len(type_names)) for n in segment.type_names], dtype=np.int64)
-        type_codes[done:end] = ours[segment.type_codes] if len(ours) else 0
-        heads.append((seg, row, done, end))
-        done, seq = end, segment.last_seq
+        numbered = ours[segment.type_codes] if len(ours) else np.zeros(len(segment.nids), dtype=np.int64)
+        columns.append((segment.nids, segment.parts.astype(np.int64), segment.parents, numbered))
+        heads.append((seg, row, done, done + len(segment.nids)))
+        done, seq = done + len(segment.nids), segment.last_seq
     if piece != span[2]:
         raise Damaged(f"a piece of the segments of change numbers {span[0]}..{span[1]} is missing")
-    if done != total or spread is None:
-        raise Damaged("the segments hold fewer rows than they count")
+    if spread is None:
+        raise Damaged("the segments hold no spread")
+    total = done
+    nids, parts, parents, type_codes = (np.concatenate([c[i] for c in columns]) for i in range(4))
+    del columns
+    _check_rows(table, seq, nids, parts, parents, index.nlist)
     keep = _latest(nids)
     if keep is None:
         keep = np.arange(total)
     else:
         nids, parts, parents, type_codes = nids[keep], parts[keep], parents[keep], type_codes[keep]
-    if len(nids) and (int(nids.min()) < 0 or int(parts.min()) < 0 or int(parts.max()) >= index.nlist):
-        raise Damaged("a segment names a row or partition that cannot exist")
 
     def fill(where: np.ndarray, matrix: np.ndarray, scales: np.ndarray) -> None:
         """Each segment's codes and scales to their places (``where``: per row kept, -1 for the root's)."""
@@ -232,6 +227,27 @@ def load(table: VectorTable, epoch: str, dim: int, source: Source | None) -> Ivf
     index.load(nids, parts, fill, parents, (type_codes, list(type_names)))
     index.seq = seq
     return index
+
+
+def _check_rows(
+    table: VectorTable, seq: int, nids: np.ndarray, parts: np.ndarray, parents: np.ndarray, nlist: int
+) -> None:
+    """What the rows say is possible in this store, before anything is sized or walked by it: ``Damaged`` if not.
+
+    The digest finds damage, not an edit made on purpose (its key is public); these bounds keep an edited
+    segment from sizing arrays past the store, from parent loops (a parent is always written before its
+    children, so its row number is lower), or from hiding changes behind a change number not yet given.
+    """
+    if seq > table.max_seq():
+        raise Damaged(f"the segments cover change numbers up to {seq}, past the newest vector row")
+    if not len(nids):
+        return
+    top = table.max_nid()
+    held = parents >= 0
+    if int(nids.min()) < 1 or int(nids.max()) > top or (held.any() and bool((parents[held] >= nids[held]).any())):
+        raise Damaged("a segment names a row, or a parent, that cannot exist")
+    if int(parts.min()) < 0 or int(parts.max()) >= nlist:
+        raise Damaged("a segment names a row or partition that cannot exist")
 
 
 def _latest(nids: np.ndarray) -> np.ndarray | None:
@@ -290,6 +306,8 @@ def extend(table: VectorTable, epoch: str, dim: int, newest: int) -> bool:
     _, last, spread = tail
     if newest - last < SEGMENT_ROWS:
         return False
+    if spread.shape != (dim,) or not np.isfinite(spread).all():
+        raise Damaged("the last segment's spread is not one number per dimension")
     changed = table.hot_count_since(last)
     if not changed:  # only cold rows changed: an empty segment records that they are covered
         table.add_segment(_empty(epoch, last, newest, dim, spread))

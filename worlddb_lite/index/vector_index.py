@@ -87,6 +87,7 @@ class VectorLane:
         self._centroids: tuple[str | None, np.ndarray | None] | None = None  # (epoch, centroids) for writes
         self.auto_train = True  # off while re-embedding, which trains once at the end
         self._kept_damaged = False  # the segments in the file failed their check: the next write rewrites them
+        self._cleared = False  # this transaction cleared that flag (restored if it rolls back)
 
     # ---- writing ------------------------------------------------------------------
 
@@ -124,18 +125,26 @@ class VectorLane:
         self.keep()
 
     def keep(self) -> None:
-        """In a write: append to the index kept in the file what changed since (``segments.extend``)."""
+        """In a write: append to the index kept in the file what changed since (``segments.extend``).
+
+        A kept index found damaged (here, or by a search that read it) is written whole instead: a write
+        never fails for the index it keeps.
+        """
         epoch = self._epoch_now()
-        if self._kept_damaged:
-            segments.write_all(self.table, epoch, self.dim)
-            self._kept_damaged = False
-        else:
-            segments.extend(self.table, epoch, self.dim, self.table.max_seq())
+        if not self._kept_damaged:
+            try:
+                segments.extend(self.table, epoch, self.dim, self.table.max_seq())
+                return
+            except segments.Damaged:
+                pass  # written whole below
+        self.keep_all()
 
     def keep_all(self, progress: Callable[[int, int], None] | None = None) -> int:
         """In a write: the index of the current epoch written whole into the file (``segments.write_all``)."""
-        self._kept_damaged = False
-        return segments.write_all(self.table, self._epoch_now(), self.dim, progress)
+        written = segments.write_all(self.table, self._epoch_now(), self.dim, progress)
+        # until this transaction commits: a rollback leaves the damage, and forget() restores the flag
+        self._cleared, self._kept_damaged = self._cleared or self._kept_damaged, False
+        return written
 
     def kept(self) -> bool:
         """Whether the file keeps an index of the current epoch (one read)."""
@@ -238,8 +247,16 @@ class VectorLane:
 
     # ---- reading ------------------------------------------------------------------
 
+    def committed(self) -> None:
+        """The transaction committed: what it wrote of the kept index stands."""
+        self._cleared = False
+
     def forget(self) -> None:
-        """Drop the in-memory index and cached centroids; the next search hydrates again."""
+        """Drop the in-memory index and cached centroids; the next search hydrates again.
+
+        Called when a transaction rolls back: a kept index it rewrote is damaged again.
+        """
+        self._kept_damaged, self._cleared = self._kept_damaged or self._cleared, False
         self._index = None
         self._centroids = None
         self._rows.clear()

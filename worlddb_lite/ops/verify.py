@@ -20,6 +20,7 @@ import numpy as np
 
 from ..edges import EdgeRegistry
 from ..index import segments
+from ..index.ivf import IvfIndex
 from ..index.token_index import content_tokens
 from ..index.world_vectors import compose_from_scratch
 from ..models.embed import TokenVectors, embed_checked, token_table
@@ -363,9 +364,9 @@ def _prefix_of_any(ordered: list[str], part: str) -> bool:
 def _check_kept_index(conn: apsw.Connection, nodes: dict[int, NodeRow], deep: bool, bad: verify_tables.Bad) -> int:
     """The vector index kept in the file (``index/segments.py``) reads as the engine wrote it; how many rows it holds.
 
-    A damaged one costs no answer (the engine rebuilds from node_vec and says so), but is named here.
-    Deep: every row it holds is the hot node_vec row it codes (partition, parent, type, codes within
-    their error bound), and every hot node_vec row its change numbers cover is held.
+    A damaged one costs no answer (the engine rebuilds from node_vec and says so), but is named here. It
+    holds every hot node_vec row its change numbers cover and no other; deep, each row it holds codes its
+    node_vec row (partition, parent, type, codes within their error bound).
     """
     table = VectorTable(conn)
     epoch = queries.meta_value(conn, "vec_epoch") or ""
@@ -379,35 +380,41 @@ def _check_kept_index(conn: apsw.Connection, nodes: dict[int, NodeRow], deep: bo
         return 0
     if index is None:
         return 0
-    if not deep:
-        return index.size
     names = {code: name for name, code in index.type_names.items()}
     cold = {as_int(nid) for (nid,) in conn.execute("select nid from cold_node")}
+    live = index.row_nid[: index.used]
+    held = set(live[live >= 0].tolist())
     hot = set()
-    for nid, part, seq, blob in conn.execute("select nid, part, seq, embedding from node_vec"):
+    for nid, part, seq in conn.execute("select nid, part, seq from node_vec"):
         node = nodes.get(nid)
         if nid in cold or node is None or node.parent is None:
             continue  # out of the index (the root pools everything and is never searched)
         hot.add(nid)
         if seq > index.seq:
             continue  # changed after the last segment: caught up on open
-        row = int(index.pos[nid]) if nid < index.pos.shape[0] else -1
-        if row < 0:
+        if nid not in held:
             bad("7-indexes", f"vector row {nid} (change {seq}) is covered by the kept index but not held in it")
-            continue
-        vector = np.frombuffer(as_bytes(blob), dtype=np.float32)
-        decoded = index.matrix[row].astype(np.float32) * index.scales[row, 0] * index.spread
-        same_place = int(index.part[nid]) == part and int(index.parent[nid]) == node.parent
-        if (
-            not same_place
-            or names.get(int(index.type_code[nid])) != node.type
-            or (float(np.linalg.norm(decoded - vector)) > float(index.scales[row, 1]))
-        ):
+        elif deep and not _codes_row(conn, index, names, nid, part, node):
             bad("7-indexes", f"the kept index's row of node {nid} does not code its vector row (change {seq})")
-    live = index.row_nid[: index.used]
-    for nid in sorted(set(live[live >= 0].tolist()) - hot)[:20]:
+    for nid in sorted(held - hot)[:20]:
         bad("7-indexes", f"the kept index holds node {nid}, which has no hot vector row")
     return index.size
+
+
+def _codes_row(
+    conn: apsw.Connection, index: IvfIndex, names: dict[int, str], nid: int, part: int, node: NodeRow
+) -> bool:
+    """Whether the kept index's row of ``nid`` codes its node_vec row: partition, parent, type, codes in bounds."""
+    row = int(index.pos[nid])
+    blob = one_row(conn.execute("select embedding from node_vec where nid = ?", (nid,)).fetchone())[0]
+    vector = np.frombuffer(as_bytes(blob), dtype=np.float32)
+    decoded = index.matrix[row].astype(np.float32) * index.scales[row, 0] * index.spread
+    return (
+        int(index.part[nid]) == part
+        and int(index.parent[nid]) == node.parent
+        and names.get(int(index.type_code[nid])) == node.type
+        and float(np.linalg.norm(decoded - vector)) <= float(index.scales[row, 1])
+    )
 
 
 def _check_vectors(

@@ -710,15 +710,16 @@ create table vec_segment (
   pieces integer not null,  -- ... and how many there are: a span is whole only with every piece
   dim integer not null,
   rows integer not null,
+  -- the small columns first: a read of them stops before the codes' overflow pages
+  spread blob not null,  -- float32, dim: the divisor of each dimension before coding
+  digest blob not null,  -- blake3 of the other fields: a damaged segment is rebuilt from node_vec
+  types text not null,  -- JSON array of the node type names type_codes number
   nids blob not null,  -- int64 little-endian
   parts blob not null,  -- int32: each row's IVF partition
   parents blob not null,  -- int64: each node's parent (-1: none)
-  types text not null,  -- JSON array of the node type names the codes below number
   type_codes blob not null,  -- uint16: each row's index into types
   codes blob not null,  -- int8, rows x dim
-  scales blob not null,  -- float32, rows x 2: (scale, error bound)
-  spread blob not null,  -- float32, dim: the divisor of each dimension before coding
-  digest blob not null  -- blake3 of the fields above: a damaged segment is rebuilt from node_vec
+  scales blob not null  -- float32, rows x 2: (scale, error bound)
 ) strict;
 create index vec_segment_epoch on vec_segment (epoch, seg);
 

@@ -1067,4 +1067,5 @@ class WriteScope:
         except BaseException:
             self._abort()
             raise
+        r.lane.committed()
         r._txn = None
