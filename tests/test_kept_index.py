@@ -11,9 +11,8 @@ import apsw
 import numpy as np
 import pytest
 
-from worlddb_lite import WorldDB
+from worlddb_lite import IndexRebuilt, IntegrityViolation, WorldDB
 from worlddb_lite.index import segments, vector_index
-from worlddb_lite.index.vector_index import IndexRebuilt
 from worlddb_lite.store import connection
 
 from .conftest import FakeClock, FakeEmbedder
@@ -334,3 +333,53 @@ def test_a_store_another_process_extends_is_read_whole_by_the_next_open(tmp_path
         writer.write_many([{"text": f"later {i}: gulls on the pier", "scope": "p1"} for i in range(90)])
         assert len(_shape(reader)) == before + 90  # the open one catches up by change number
     assert _loaded(path) == built(path)
+
+
+@pytest.mark.parametrize(
+    "edit", ["drop table vec_segment", "alter table vec_segment rename column scales to s2"], ids=["dropped", "altered"]
+)
+def test_a_kept_index_table_dropped_or_altered_in_a_shell_is_made_again_by_the_next_write(
+    tmp_path: Path, built: Callable, edit: str
+) -> None:
+    """New-user trial: guards stop row writes, not DDL; the store became unusable (a traceback on every command)."""
+    path = tmp_path / "k.db"
+    _fill(path)
+    expected = built(path)
+    conn = apsw.Connection(str(path))
+    conn.execute(edit)
+    conn.close()
+    with WorldDB(path, embedder=FakeEmbedder()) as db:  # a dropped table is made again as the store opens
+        if edit.startswith("alter"):
+            assert any(v.invariant == "7-indexes" for v in db.verify().violations)
+            with pytest.warns(IndexRebuilt):
+                assert _answers(db) == expected[1]
+        else:
+            assert db.verify().ok and _answers(db) == expected[1]
+        db.write("a note that makes the table again", scope="p2")
+    with WorldDB(path, embedder=FakeEmbedder()) as db:
+        assert db.verify(deep=True).ok
+    assert _loaded(path)[1] == built(path)[1]
+
+
+def test_the_cli_says_a_rebuilt_index_in_one_line_of_its_own(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from worlddb_lite.cli import main
+
+    path = tmp_path / "k.db"
+    with WorldDB(path) as db:  # the bundled model, as the CLI opens it
+        db.write_many([{"text": f"note {i}: the {i % 9} boats by the river"} for i in range(120)])
+    _damage(path, DAMAGE["a flipped byte"])
+    assert main(["recall", str(path), "boats by the river"]) == 0
+    err = capsys.readouterr().err
+    assert "worlddb: warning: the vector index kept in the file is damaged" in err
+    assert "IndexRebuilt" not in err and ".py:" not in err
+
+
+def test_a_backup_that_does_not_verify_is_removed(tmp_path: Path) -> None:
+    path, dest = tmp_path / "k.db", tmp_path / "copy.db"
+    _fill(path, notes=100)
+    _damage(path, DAMAGE["a flipped byte"])
+    with WorldDB(path, embedder=FakeEmbedder()) as db, pytest.raises(IntegrityViolation, match="so it was removed"):
+        db.backup(dest, verify=True)
+    assert not dest.exists()

@@ -20,6 +20,7 @@ import shlex
 import subprocess
 import sys
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -70,7 +71,7 @@ def _open(args: argparse.Namespace, *, create: bool = False) -> WorldDB:
     from . import StaticEmbedder, WorldDB  # here, not at the top: the parser alone must not load them
 
     # opening a store written before the vector index was kept in the file writes it, once
-    progress = None if getattr(args, "json", False) else _progress_bar("indexing vectors")
+    progress = None if getattr(args, "json", False) else _progress_bar("keeping the vector index in the file (once)")
     if args.model:
         db = WorldDB(args.db, embedder=StaticEmbedder(args.model), create=create, progress=progress)
     else:
@@ -735,11 +736,15 @@ def _ago(then: str, now: str) -> str:
 
 def _progress_bar(label: str) -> Callable[[int, int], None]:
     """A one-line progress bar on stderr: label, bar, counts."""
+    live = sys.stderr.isatty()  # a log gets the last line only, not a line redrawn with \r
 
     def show(done: int, total: int) -> None:
         filled = 30 * done // max(total, 1)
-        end = "\n" if done >= total else ""
-        print(f"\r{label} [{'#' * filled}{'.' * (30 - filled)}] {done:,}/{total:,}", end=end, file=sys.stderr)
+        if live:
+            end = "\n" if done >= total else ""
+            print(f"\r{label} [{'#' * filled}{'.' * (30 - filled)}] {done:,}/{total:,}", end=end, file=sys.stderr)
+        elif done >= total:
+            print(f"{label}: {done:,}/{total:,}", file=sys.stderr)
 
     return show
 
@@ -1384,7 +1389,18 @@ def _advice(exc: WorldDBError, db: str | None) -> str:
     return f"{exc.message}; run `{command_line(exc.hint, db)}`"
 
 
+def _warn(message: Warning | str, category: type[Warning], *_: object, **__: object) -> None:
+    """A warning as one line of the command's own (a Python warning names a source line a user has no use for)."""
+    print(f"worlddb: warning: {message}", file=sys.stderr)
+
+
 def _run(line: list[str]) -> int:
+    with warnings.catch_warnings():  # the caller's own way of showing warnings comes back after the command
+        warnings.showwarning = _warn
+        return _command(line)
+
+
+def _command(line: list[str]) -> int:
     parser = build_parser(_called(line))
     if not line:  # `worlddb` alone: what it can do, not an error
         parser.print_help()

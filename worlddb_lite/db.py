@@ -929,9 +929,10 @@ class WorldDB:
             with WorldDB(dest, embedder=self._embedder, dim=self.dim, create=False) as copy:
                 report = copy.verify()
             if not report.ok:
+                maintenance.remove_copy(dest)  # a copy that does not verify is no backup: it must not be kept
                 first = report.violations[0]
                 raise IntegrityViolation(
-                    f"the backup at {dest} does not verify ({first.invariant}: {first.detail}); "
+                    f"the backup at {dest} does not verify ({first.invariant}: {first.detail}), so it was removed; "
                     "keep the store, and verify it",
                     hint=Hint("verify"),
                 )

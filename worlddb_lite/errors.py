@@ -161,3 +161,11 @@ class TiebreakerError(WorldDBError, RuntimeError):
 def install_hint(extra: str) -> str:
     """How to add an extra: by name where the package is installed, by path in a clone of its source."""
     return f"pip install 'worlddb_lite[{extra}]' (in a clone of the source: pip install '.[{extra}]')"
+
+
+class IndexRebuilt(UserWarning):
+    """A warning, not an error: the vector index kept in the file could not be used.
+
+    Damaged, edited, or its table altered: the index was built from the vectors themselves (``node_vec``);
+    no answer changes, and the next write keeps it in the file again.
+    """

@@ -264,12 +264,18 @@ def write_all(table: VectorTable, epoch: str, dim: int, progress: Callable[[int,
 
     The rows are read, coded and written ``BASE_ROWS`` at a time: one chunk of float32 held at once.
     """
-    table.drop_segments()
+    if table.segments_usable():
+        table.drop_segments()
+    else:  # dropped or altered in a shell: made again
+        table.recreate_segments()
     last = table.max_seq()
     total = table.hot_count()
     pieces = max(1, -(-total // BASE_ROWS))
     spread = None
     done = piece = 0
+    shown = progress is not None and total >= BASE_ROWS  # a small store's index is written in a blink
+    if shown and progress is not None:
+        progress(0, total)
     for nids, parts, _, vectors, parents, types in table.everything(dim, chunk=BASE_ROWS):
         if spread is None:
             spread = spread_of(vectors)
@@ -277,7 +283,7 @@ def write_all(table: VectorTable, epoch: str, dim: int, progress: Callable[[int,
         row = encode(epoch, 0, last, (piece, pieces), nids, parts, parents, types, codes, scales, spread)
         table.add_segment(row)
         done, piece = done + len(nids), piece + 1
-        if progress is not None and total >= BASE_ROWS:  # a small store's index is written in a blink
+        if shown and progress is not None:
             progress(done, total)
     if done == 0:  # an empty index still says what it covers, so writes extend it
         table.add_segment(_empty(epoch, 0, last, dim, np.ones(dim, dtype=np.float32)))

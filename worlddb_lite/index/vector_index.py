@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 import apsw
 import numpy as np
 
-from ..errors import EmbedderMismatch
+from ..errors import EmbedderMismatch, IndexRebuilt
 from ..store.vector_table import VectorTable
 from . import segments
 from .ivf import IvfIndex, Source, assign, quantize, spherical_kmeans, split_in_two, spread_of
@@ -63,10 +63,6 @@ def nlist_for(rows: int) -> int:
 def split_limit(rows: int) -> float:
     """Rows past which a partition splits: ``SPLIT_AT`` x the mean a fresh training would give now."""
     return max(MIN_SPLIT_ROWS, SPLIT_AT * rows / nlist_for(rows))
-
-
-class IndexRebuilt(UserWarning):
-    """The vector index kept in the file could not be used; it was rebuilt from node_vec (no answer changes)."""
 
 
 class VectorLane:
@@ -135,7 +131,7 @@ class VectorLane:
             try:
                 segments.extend(self.table, epoch, self.dim, self.table.max_seq())
                 return
-            except segments.Damaged:
+            except (segments.Damaged, apsw.SQLError):  # SQLError: the table altered in a shell
                 pass  # written whole below
         self.keep_all()
 
@@ -148,7 +144,10 @@ class VectorLane:
 
     def kept(self) -> bool:
         """Whether the file keeps an index of the current epoch (one read)."""
-        return self.table.segment_tail(self._epoch_now()) is not None
+        try:
+            return self.table.segment_tail(self._epoch_now()) is not None
+        except apsw.SQLError:  # dropped or altered in a shell: written again (``keep_all``)
+            return False
 
     def _epoch_now(self) -> str:
         return self.store.meta_values(("vec_epoch",)).get("vec_epoch") or ""
@@ -302,7 +301,7 @@ class VectorLane:
         except (segments.Damaged, apsw.SQLError) as exc:  # SQLError: its table altered in a shell
             warnings.warn(
                 f"the vector index kept in the file is damaged ({exc}); rebuilt from node_vec, and "
-                "written again by the next write or a reindex",
+                "kept in the file again by the next write",
                 IndexRebuilt,
                 stacklevel=2,
             )
@@ -341,8 +340,10 @@ class VectorLane:
             return
         nids, parts, seqs, matrix, parents = (np.concatenate([c[i] for c in chunks]) for i in range(5))
         types = [t for c in chunks for t in c[5]]
+        codes, scales = quantize(matrix, index.spread)  # one pass for all: the rows since the kept index's last
         for i in np.argsort(nids, kind="stable"):  # parents (older, lower ids) before their children
-            index.upsert(int(nids[i]), int(parts[i]), matrix[i], int(parents[i]) if parents[i] >= 0 else None, types[i])
+            parent = int(parents[i]) if parents[i] >= 0 else None
+            index.upsert(int(nids[i]), int(parts[i]), matrix[i], parent, types[i], (codes[i], scales[i]))
         index.seq = self.table.max_seq()  # cold rows are left out, not missed: read in the same snapshot
 
 

@@ -65,6 +65,12 @@ def backup(
         ) from None
 
 
+def remove_copy(dest: str | os.PathLike[str]) -> None:
+    """Remove a backup that failed its check (and the -wal and -shm its check may have left beside it)."""
+    for name in (os.fspath(dest), f"{os.fspath(dest)}-wal", f"{os.fspath(dest)}-shm"):
+        Path(name).unlink(missing_ok=True)
+
+
 def _copy(conn: apsw.Connection, target: Path) -> dict[str, Any]:
     """Write the snapshot to ``TARGET.partial``, then rename it into place."""
     partial = target.with_name(target.name + ".partial")

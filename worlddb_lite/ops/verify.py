@@ -370,13 +370,17 @@ def _check_kept_index(conn: apsw.Connection, nodes: dict[int, NodeRow], deep: bo
     """
     table = VectorTable(conn)
     epoch = queries.meta_value(conn, "vec_epoch") or ""
-    for (other,) in conn.execute("select distinct epoch from vec_segment where epoch != ?", (epoch,)):
-        bad("7-indexes", f"vec_segment holds segments of epoch {str(other)[:16]!r}, not the current one")
+    try:
+        for (other,) in conn.execute("select distinct epoch from vec_segment where epoch != ?", (epoch,)):
+            bad("7-indexes", f"vec_segment holds segments of epoch {str(other)[:16]!r}, not the current one")
+    except apsw.SQLError as exc:
+        bad("7-indexes", f"the vector index kept in the file cannot be read ({exc}); the next write makes it again")
+        return 0
     dim = int(queries.meta_value(conn, "embedder_dim") or 0)
     try:
         index = segments.load(table, epoch, dim, None)
-    except segments.Damaged as exc:
-        bad("7-indexes", f"the vector index kept in the file is damaged ({exc}); a reindex writes it again")
+    except (segments.Damaged, apsw.SQLError) as exc:  # SQLError: the table dropped or altered in a shell
+        bad("7-indexes", f"the vector index kept in the file is damaged ({exc}); the next write writes it again")
         return 0
     if index is None:
         return 0

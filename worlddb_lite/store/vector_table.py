@@ -14,10 +14,15 @@ import apsw
 import numpy as np
 
 from .connection import as_bytes, as_int
+from .migrations import SEGMENT_GUARDS, schema_statement
 
 Pool = tuple[np.ndarray | None, np.ndarray, int]  # (anchor, running weighted sum, members pooled)
 # a vec_segment row, its columns in order from epoch to digest (index/segments.py codes and checks them)
 SegmentRow = tuple[str, int, int, int, int, int, int, bytes, bytes, bytes, str, bytes, bytes, bytes, bytes, bytes]
+# vec_segment's columns after seg as schema.sql lays them out (the small ones before the codes)
+_TABLE_ORDER = (
+    "epoch first_seq last_seq piece pieces dim rows spread digest types nids parts parents type_codes codes scales"
+).split()
 _SEGMENT_COLUMNS = (
     "epoch, first_seq, last_seq, piece, pieces, dim, rows, nids, parts, parents, types, type_codes, codes, scales, "
     "spread, digest"
@@ -273,6 +278,17 @@ class VectorTable:
                 (epoch,),
             )
         ]
+
+    def segments_usable(self) -> bool:
+        """Whether ``vec_segment`` has the columns this code writes (a shell may have dropped or altered it)."""
+        found = [str(row[1]) for row in self.conn.execute("pragma table_info(vec_segment)")]
+        return found == ["seg", *_TABLE_ORDER]
+
+    def recreate_segments(self) -> None:
+        """Make ``vec_segment``, its index and its guards again as schema.sql defines them, empty."""
+        self.conn.execute("drop table if exists vec_segment")  # its index and triggers go with it
+        for name in ("vec_segment", "vec_segment_epoch", *SEGMENT_GUARDS):
+            self.conn.execute(schema_statement(name))
 
     def drop_segments(self, since: int = 0) -> None:
         """Forget the index kept in the file (every epoch's), or its segments from ``since`` on."""
