@@ -383,3 +383,18 @@ def test_a_backup_that_does_not_verify_is_removed(tmp_path: Path) -> None:
     with WorldDB(path, embedder=FakeEmbedder()) as db, pytest.raises(IntegrityViolation, match="so it was removed"):
         db.backup(dest, verify=True)
     assert not dest.exists()
+
+
+class _Other(FakeEmbedder):
+    model_id = "other-fake"
+
+
+def test_re_embedding_keeps_the_new_vectors_index_once_at_the_end(tmp_path: Path) -> None:
+    path = tmp_path / "k.db"
+    _fill(path, notes=200)
+    WorldDB.reembed(path, embedder=_Other())
+    with WorldDB(path, embedder=_Other()) as db:
+        epoch = db.sql("select value from meta where key = 'vec_epoch'")
+        assert db.sql("select distinct epoch from vec_segment") == (epoch or [("",)])
+        assert db.sql("select sum(rows) from vec_segment")[0][0] == db.sql("select count(*) from node_vec")[0][0]
+        assert db.verify(deep=True).ok

@@ -110,7 +110,9 @@ class VectorLane:
         ]
         self.table.insert(rows[: len(inserts)])
         self.table.update(rows[len(inserts) :])
-        if inserts and self.auto_train:
+        if not self.auto_train:  # re-embedding: it trains and keeps the index once, at the end
+            return
+        if inserts:
             grown = self.table.max_nid()  # growth is read off the highest node id: no counter row to rewrite
             if centroids is not None:
                 self._split_overfull(set(parts[: len(inserts)]), centroids, state, grown)

@@ -38,7 +38,7 @@ def reembed_all(reconciler: Reconciler, progress: Callable[[int, int], None] | N
     total = queries.text_count(reconciler.conn)
     done = 0
     lane = reconciler.lane
-    lane.auto_train = False  # one training at the end, not one per doubling on the way
+    lane.auto_train = False  # one training (and one kept index) at the end, not one per doubling on the way
     with contextlib.ExitStack() as stack:
         stack.callback(setattr, lane, "auto_train", True)
         stack.enter_context(reconciler.transaction())
@@ -58,7 +58,9 @@ def reembed_all(reconciler: Reconciler, progress: Callable[[int, int], None] | N
                 if progress is not None:
                     progress(done, total)
         if done >= vector_index.TRAIN_AT:
-            lane.train()
+            lane.train()  # which keeps the new epoch's index in the file
+        else:
+            lane.keep_all()
     return {
         "embedder": embedder.model_id,
         "dim": dim,
