@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import json
 import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -605,3 +606,20 @@ def test_a_mistyped_option_is_refused_with_the_commands_own_usage(
     out, err = capsys.readouterr()
     assert info.value.code == 2 and out == "" and "usage: worlddb stats" in err
     assert "unrecognized arguments: --bogus" in err and "COMMAND" not in err
+
+
+def test_a_progress_bar_redraws_on_a_terminal_and_prints_one_line_in_a_log(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from worlddb_lite.cli import _progress_bar
+
+    show = _progress_bar("ingesting")  # stderr captured: no terminal
+    for done in (0, 5, 10):
+        show(done, 10)
+    assert capsys.readouterr().err == "ingesting: 10/10\n"
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    show = _progress_bar("ingesting")
+    for done in (0, 5, 10):
+        show(done, 10)
+    err = capsys.readouterr().err
+    assert err.count("\r") == 3 and err.endswith("10/10\n") and "[###############...............] 5/10" in err

@@ -474,8 +474,8 @@ def test_version_13_gains_the_vector_index_kept_in_the_file_with_progress_and_th
     with WorldDB(path, progress=lambda done, total: seen.append((done, total))) as db:
         assert db.migrated_from == 13
         hot = db.sql("select count(*) from node_vec")[0][0]
-        assert seen and seen[-1] == (hot, hot) and len(seen) == -(-hot // 64)
-        assert db.sql("select count(*), sum(rows) from vec_segment") == [(len(seen), hot)]
+        assert seen[0] == (0, hot) and seen[-1] == (hot, hot) and len(seen) == 1 + -(-hot // 64)
+        assert db.sql("select count(*), sum(rows) from vec_segment") == [(len(seen) - 1, hot)]
         assert db.sql("select nid, root from node_state order by nid") == roots
         assert db.verify(deep=True).ok
     seen.clear()
