@@ -247,6 +247,18 @@ def test_a_negated_vector_is_named(store: tuple[str, Ids]) -> None:
     assert any("node_vec" in v for v in found), found
 
 
+def test_a_vector_damaged_on_disk_is_named_by_the_plain_verify(store: tuple[str, Ids]) -> None:
+    """New-user trial: 64 bytes flipped inside a node_vec page left a vector of length 391; only --deep saw it."""
+    path, ids = store
+    nid = _nid(path, ids["c"])
+    blob = bytearray(_one(path, "select embedding from node_vec where nid = ?", (nid,)))  # type: ignore[call-overload]
+    blob[40:44] = bytes([0x00, 0x00, 0xC8, 0x43])  # one float now 400.0
+    _sql(path, "update node_vec set embedding = ? where nid = ?", (bytes(blob), nid))
+    with WorldDB(path, embedder=FakeEmbedder()) as db:
+        found = [v.detail for v in db.verify().violations]
+    assert any(f"vector row {nid} is not a unit vector" in d and "re-embedding" in d for d in found), found
+
+
 # What verify cannot check from the file alone: the report lists the table and says why.
 UNCHECKED: dict[str, tuple[Tamper, str]] = {
     "alias-deleted": (lambda p, i: _sql(p, "delete from alias where norm = 'bobby'"), "alias"),

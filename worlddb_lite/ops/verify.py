@@ -463,6 +463,7 @@ def _check_vectors(
             bad("7-indexes", f"world {nodes[world].id.hex()[:16]} pools {count} members but has {len(members[world])}")
     dim = one_row(conn.execute("select max(value) from meta where key = 'embedder_dim'").fetchone())[0]
     verify_tables.check_centroids(conn, int(dim) if str(dim).isdigit() else None, bad)
+    verify_tables.check_vector_rows(conn, int(dim) if str(dim).isdigit() else None, bad)
     if deep:
         _check_compositions(conn, table, members, pools, nodes, bad)
     if deep and embed is not None:

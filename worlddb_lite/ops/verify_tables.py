@@ -187,6 +187,25 @@ def check_centroids(conn: apsw.Connection, dim: int | None, bad: Bad) -> None:
         bad("7-indexes", f"node_vec rows name IVF partition {part}, which vec_centroid lacks")
 
 
+def check_vector_rows(conn: apsw.Connection, dim: int | None, bad: Bad) -> None:
+    """Every node_vec row is a unit float32 vector of the store's dimension, as every write leaves it.
+
+    A row damaged on disk (SQLite's own checks see a well-formed page) would change answers silently: the
+    vector lane scores by it. Named here, not only by the deep check's embedding again.
+    """
+    faults = 0
+    for nid, blob in conn.execute("select nid, embedding from node_vec"):
+        vector = _floats(blob, dim)
+        if vector is None or abs(float(np.dot(vector, vector)) - 1.0) > 2e-3:
+            faults += 1
+            if faults <= 20:
+                bad(
+                    "7-indexes",
+                    f"vector row {nid} is not a unit vector of the store's dimension (damaged on disk, or written "
+                    "around the engine); re-embedding the store writes every vector again",
+                )
+
+
 def _floats(blob: object, dim: int | None) -> np.ndarray | None:
     if not isinstance(blob, bytes) or dim is None or len(blob) != 4 * dim:
         return None
