@@ -223,6 +223,14 @@ drop index edge_world; alter table node drop column ord; alter table edge drop c
 """
 
 
+def _say_version(conn: apsw.Connection, version: int) -> None:
+    """Mark a store, its newer parts taken off, as the given version (user_version and meta, guards let through)."""
+    with conn:
+        conn.execute(f"pragma user_version = {int(version)}")
+        with connection.engine_write(conn):
+            conn.execute("update meta set value = ? where key = 'schema_version'", (str(version),))
+
+
 def undo_v14(conn: apsw.Connection) -> None:
     """Take version 14's kept vector index off a current store."""
     conn.execute("drop table vec_segment")  # its index and guards go with it
@@ -430,10 +438,7 @@ def test_version_12_gains_the_views_memory_and_fact_with_its_roots_unchanged(tmp
         db.write("I moved to Porto", scope="ana", valid_at="2024-06-01")
     conn = apsw.Connection(str(path))  # as version 12 left it: no views memory and fact
     undo_v13(conn)
-    with conn:
-        conn.execute("pragma user_version = 12")
-        with connection.engine_write(conn):
-            conn.execute("update meta set value = '12' where key = 'schema_version'")
+    _say_version(conn, 12)
     roots = conn.execute("select nid, root from node_state order by nid").fetchall()
     conn.close()
     before = raw_contents(path)
@@ -463,10 +468,7 @@ def test_version_13_gains_the_vector_index_kept_in_the_file_with_progress_and_th
         answers = [h.node.id for h in db.recall("boats by the river", scope="ana").hits]
     conn = apsw.Connection(str(path))  # as version 13 left it: no vec_segment
     undo_v14(conn)
-    with conn:
-        conn.execute("pragma user_version = 13")
-        with connection.engine_write(conn):
-            conn.execute("update meta set value = '13' where key = 'schema_version'")
+    _say_version(conn, 13)
     roots = conn.execute("select nid, root from node_state order by nid").fetchall()
     conn.close()
     monkeypatch.setattr(segments, "BASE_ROWS", 64)  # several segments, and a progress bar shown

@@ -166,7 +166,7 @@ def load(table: VectorTable, epoch: str, dim: int, source: Source | None) -> Ivf
     matrix and checked against its digest: the vectors are held once, never a second copy of all of them.
     A row a later segment holds again is laid out once, from the later.
     """
-    if table.segment_rows(epoch) is None:
+    if not table.has_segments(epoch):
         return None
     index = IvfIndex(dim, table.centroids(), source=source)
     columns: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []  # nids, parts, parents, types
@@ -270,24 +270,41 @@ def write_all(table: VectorTable, epoch: str, dim: int, progress: Callable[[int,
         table.recreate_segments()
     last = table.max_seq()
     total = table.hot_count()
-    pieces = max(1, -(-total // BASE_ROWS))
-    spread = None
-    done = piece = 0
-    shown = progress is not None and total >= BASE_ROWS  # a small store's index is written in a blink
-    if shown and progress is not None:
-        progress(0, total)
-    for nids, parts, _, vectors, parents, types in table.everything(dim, chunk=BASE_ROWS):
-        if spread is None:
-            spread = spread_of(vectors)
-        codes, scales = quantize(vectors, spread)
-        row = encode(epoch, 0, last, (piece, pieces), nids, parts, parents, types, codes, scales, spread)
-        table.add_segment(row)
-        done, piece = done + len(nids), piece + 1
-        if shown and progress is not None:
-            progress(done, total)
+    shown = progress if total >= BASE_ROWS else None  # a small store's index is written in a blink
+    if shown is not None:
+        shown(0, total)
+    # the first piece covers every change up to ``last``; the others add rows of the same span
+    done = _write_span(table, epoch, dim, (0, last), 0, total, None, shown)
     if done == 0:  # an empty index still says what it covers, so writes extend it
         table.add_segment(_empty(epoch, 0, last, dim, np.ones(dim, dtype=np.float32)))
     return done  # (a count that missed the pieces written would be read as damage, and written again)
+
+
+def _write_span(
+    table: VectorTable,
+    epoch: str,
+    dim: int,
+    span: tuple[int, int],
+    since: int,
+    total: int,
+    spread: np.ndarray | None,
+    progress: Callable[[int, int], None] | None,
+) -> int:
+    """The ``total`` hot rows changed after ``since``, coded into the pieces of ``span``; how many were written.
+
+    ``spread`` None: taken from the first chunk (a new epoch's index).
+    """
+    pieces = max(1, -(-total // BASE_ROWS))
+    done = piece = 0
+    for nids, parts, _, vectors, parents, types in table.everything(dim, since=since, chunk=BASE_ROWS):
+        if spread is None:
+            spread = spread_of(vectors)
+        codes, scales = quantize(vectors, spread)
+        table.add_segment(encode(epoch, *span, (piece, pieces), nids, parts, parents, types, codes, scales, spread))
+        done, piece = done + len(nids), piece + 1
+        if progress is not None:
+            progress(done, total)
+    return done
 
 
 def _empty(epoch: str, first: int, last: int, dim: int, spread: np.ndarray) -> SegmentRow:
@@ -297,11 +314,11 @@ def _empty(epoch: str, first: int, last: int, dim: int, spread: np.ndarray) -> S
 
 
 def extend(table: VectorTable, epoch: str, dim: int, newest: int) -> bool:
-    """In a write's transaction: append a segment of the rows changed since the last, if there are enough.
+    """In a write's transaction: append a span of the rows changed since the last, if there are enough.
 
     ``newest`` is the table's newest change number. A store with no segment in this epoch gets its
     first ones here only while young (``YOUNG``); an older one's come from what started the epoch.
-    Too many segments are written again as one base while that is cheap. Whether it wrote.
+    Then the last spans merge while of like size (``_merge_tail``). Whether it wrote.
     """
     tail = table.segment_tail(epoch)
     if tail is None:
@@ -318,13 +335,7 @@ def extend(table: VectorTable, epoch: str, dim: int, newest: int) -> bool:
     if not changed:  # only cold rows changed: an empty segment records that they are covered
         table.add_segment(_empty(epoch, last, newest, dim, spread))
     else:
-        pieces = -(-changed // BASE_ROWS)
-        piece = 0
-        for nids, parts, _, vectors, parents, types in table.everything(dim, since=last, chunk=BASE_ROWS):
-            codes, scales = quantize(vectors, spread)
-            row = encode(epoch, last, newest, (piece, pieces), nids, parts, parents, types, codes, scales, spread)
-            table.add_segment(row)
-            piece += 1
+        _write_span(table, epoch, dim, (last, newest), last, changed, spread, None)
     _merge_tail(table, epoch, dim)
     return True
 

@@ -120,15 +120,14 @@ class VectorLane:
             if max(TRAIN_AT, 2 * trained) <= grown <= AUTO_TRAIN_LIMIT:
                 self.train()
                 return  # training wrote the new epoch's index whole
-        self.keep()
+        self.keep(state.get("vec_epoch") or "")
 
-    def keep(self) -> None:
+    def keep(self, epoch: str) -> None:
         """In a write: append to the index kept in the file what changed since (``segments.extend``).
 
-        A kept index found damaged (here, or by a search that read it) is written whole instead: a write
-        never fails for the index it keeps.
+        ``epoch``: the one the commit began in (``begin``). A kept index found damaged (here, or by a
+        search that read it) is written whole instead: a write never fails for the index it keeps.
         """
-        epoch = self._epoch_now()
         if not self._kept_damaged:
             try:
                 segments.extend(self.table, epoch, self.dim, self.table.max_seq())

@@ -389,7 +389,9 @@ def _check_kept_index(conn: apsw.Connection, nodes: dict[int, NodeRow], deep: bo
     live = index.row_nid[: index.used]
     held = set(live[live >= 0].tolist())
     hot = set()
-    for nid, part, seq in conn.execute("select nid, part, seq from node_vec"):
+    # the vectors themselves only for the deep check: the plain one compares which rows are held
+    query = "select nid, part, seq, embedding from node_vec" if deep else "select nid, part, seq, null from node_vec"
+    for nid, part, seq, blob in conn.execute(query):
         node = nodes.get(nid)
         if nid in cold or node is None or node.parent is None:
             continue  # out of the index (the root pools everything and is never searched)
@@ -398,25 +400,23 @@ def _check_kept_index(conn: apsw.Connection, nodes: dict[int, NodeRow], deep: bo
             continue  # changed after the last segment: caught up on open
         if nid not in held:
             bad("7-indexes", f"vector row {nid} (change {seq}) is covered by the kept index but not held in it")
-        elif deep and not _codes_row(conn, index, names, nid, part, node):
+        elif deep and not _codes_row(index, names, nid, part, blob, node):
             bad("7-indexes", f"the kept index's row of node {nid} does not code its vector row (change {seq})")
     for nid in sorted(held - hot)[:20]:
         bad("7-indexes", f"the kept index holds node {nid}, which has no hot vector row")
     return index.size
 
 
-def _codes_row(
-    conn: apsw.Connection, index: IvfIndex, names: dict[int, str], nid: int, part: int, node: NodeRow
-) -> bool:
+def _codes_row(index: IvfIndex, names: dict[int, str], nid: int, part: int, blob: object, node: NodeRow) -> bool:
     """Whether the kept index's row of ``nid`` codes its node_vec row: partition, parent, type, codes in bounds."""
     row = int(index.pos[nid])
-    blob = one_row(conn.execute("select embedding from node_vec where nid = ?", (nid,)).fetchone())[0]
     vector = np.frombuffer(as_bytes(blob), dtype=np.float32)
     decoded = index.matrix[row].astype(np.float32) * index.scales[row, 0] * index.spread
     return (
         int(index.part[nid]) == part
         and int(index.parent[nid]) == node.parent
         and names.get(int(index.type_code[nid])) == node.type
+        and vector.shape == decoded.shape
         and float(np.linalg.norm(decoded - vector)) <= float(index.scales[row, 1])
     )
 

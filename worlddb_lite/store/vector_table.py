@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator
+from typing import Any
 
 import apsw
 import numpy as np
@@ -35,6 +36,15 @@ _ROWS_SINCE = _COLUMNS + f"join node as n on n.nid = v.nid where v.seq > ? and {
 
 def _f32(blob: object) -> np.ndarray:
     return np.frombuffer(as_bytes(blob), dtype=np.float32).copy()
+
+
+def _segment_row(row: tuple[Any, ...]) -> SegmentRow:
+    """A vec_segment row read in ``_SEGMENT_COLUMNS``' order, its fields typed."""
+    blobs = [as_bytes(b) for b in (*row[7:10], *row[11:])]
+    return (
+        str(row[0]), as_int(row[1]), as_int(row[2]), as_int(row[3]), as_int(row[4]), as_int(row[5]), as_int(row[6]),
+        blobs[0], blobs[1], blobs[2], str(row[10]), blobs[3], blobs[4], blobs[5], blobs[6], blobs[7],
+    )  # fmt: skip
 
 
 class VectorTable:
@@ -217,35 +227,22 @@ class VectorTable:
 
     # ---- vec_segment ----------------------------------------------------------------
 
-    def segment_rows(self, epoch: str) -> int | None:
-        """How many rows the segments of ``epoch`` hold (counted twice if held twice); None: it has none."""
-        count, rows = self.conn.execute(
-            "select count(*), coalesce(sum(rows), 0) from vec_segment where epoch = ?", (epoch,)
-        ).fetchone()  # type: ignore[misc]
-        return None if not count else as_int(rows)
+    def has_segments(self, epoch: str) -> bool:
+        """Whether the file keeps segments of ``epoch`` (one index probe)."""
+        return self.conn.execute("select 1 from vec_segment where epoch = ? limit 1", (epoch,)).fetchone() is not None
 
     def segments(self, epoch: str, since: int = 0) -> Iterator[SegmentRow]:
         """The segments of ``epoch`` (from segment ``since`` on) in order, one at a time (its bytes freed after)."""
         for row in self.conn.execute(
             f"select {_SEGMENT_COLUMNS} from vec_segment where epoch = ? and seg >= ? order by seg", (epoch, since)
         ):
-            blobs = [as_bytes(b) for b in (*row[7:10], *row[11:])]
-            yield (
-                str(row[0]), as_int(row[1]), as_int(row[2]), as_int(row[3]), as_int(row[4]), as_int(row[5]),
-                as_int(row[6]),
-                blobs[0], blobs[1], blobs[2], str(row[10]), blobs[3], blobs[4], blobs[5], blobs[6], blobs[7],
-            )  # fmt: skip
+            yield _segment_row(row)
 
     def segment_heads(self, epoch: str) -> Iterator[tuple[int, SegmentRow]]:
         """(seg, row) of each segment of ``epoch`` in order, without its codes and scales (``segment_bodies``)."""
         columns = _SEGMENT_COLUMNS.replace("codes, scales", "x'', x''")
         for row in self.conn.execute(f"select seg, {columns} from vec_segment where epoch = ? order by seg", (epoch,)):
-            blobs = [as_bytes(b) for b in (*row[8:11], *row[12:])]
-            yield as_int(row[0]), (
-                str(row[1]), as_int(row[2]), as_int(row[3]), as_int(row[4]), as_int(row[5]), as_int(row[6]),
-                as_int(row[7]),
-                blobs[0], blobs[1], blobs[2], str(row[11]), blobs[3], blobs[4], blobs[5], blobs[6], blobs[7],
-            )  # fmt: skip
+            yield as_int(row[0]), _segment_row(row[1:])
 
     def segment_bodies(self, epoch: str) -> Iterator[tuple[int, bytes, bytes]]:
         """(seg, codes, scales) of each segment of ``epoch`` in order, one at a time."""
