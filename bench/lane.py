@@ -31,6 +31,7 @@ from vectors import random_dataset, real_dataset
 
 from worlddb_lite.index.ivf import IvfIndex, assign, nprobe_for, quantize, spherical_kmeans, split_in_two
 from worlddb_lite.index.vector_index import SAMPLE_PER_LIST, hydrate, nlist_for, split_limit
+from worlddb_lite.store import vector_codes
 from worlddb_lite.store.vector_table import VectorTable
 
 WORLDS = 10  # rows are spread over 10 worlds under one scope (a world keeps ~10%) ...
@@ -149,7 +150,7 @@ def hydration(X: np.ndarray, centroids: np.ndarray) -> dict[str, Any]:
         conn = apsw.Connection(path)
         for sql in (
             "create table node (nid integer primary key, parent integer, type text)",
-            "create table node_vec (nid integer primary key, part integer, seq integer, embedding blob)",
+            "create table node_vec (nid integer primary key, part integer, seq integer, embedding blob, scale real)",
             "create table vec_centroid (part integer primary key, centroid blob)",
             "create table cold_node (nid integer primary key)",  # retention's cold tier: empty
         ):
@@ -158,9 +159,10 @@ def hydration(X: np.ndarray, centroids: np.ndarray) -> dict[str, Any]:
             conn.executemany(
                 "insert into node values (?, ?, ?)", zip(nids.tolist(), parents.tolist(), types, strict=True)
             )
+            codes, scales = vector_codes.encode(X)  # as schema 15 keeps them
             conn.executemany(
-                "insert into node_vec values (?, ?, ?, ?)",
-                ((int(nids[i]), int(parts[i]), i + 1, X[i].tobytes()) for i in range(X.shape[0])),
+                "insert into node_vec values (?, ?, ?, ?, ?)",
+                ((int(nids[i]), int(parts[i]), i + 1, codes[i].tobytes(), float(scales[i])) for i in range(X.shape[0])),
             )
             VectorTable(conn).save_centroids(centroids)
         conn.close()

@@ -65,7 +65,7 @@ def test_the_memory_view_shows_hex_ids_and_text_and_the_node_table_no_binary(sto
     memory, node, vectors = fetch(store["path"], "/mem/memory", "/mem/node", "/mem/node_vec")
     assert store["lisbon"] in memory.text and "I live in Lisbon" in memory.text
     assert store["lisbon"] in node.text and "Binary" not in node.text
-    assert "float32 vector, 32 dimensions" in vectors.text and "Binary" not in vectors.text
+    assert "int8 vector, 32 dimensions" in vectors.text and "Binary" not in vectors.text
 
 
 def test_full_text_search_returns_the_text(store: dict[str, str]) -> None:

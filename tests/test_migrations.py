@@ -13,12 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import apsw
+import numpy as np
 import pytest
 
 from worlddb_lite import SchemaTooNew, SchemaTooOld, WorldDB
 from worlddb_lite.cli import main
 from worlddb_lite.index import segments
-from worlddb_lite.store import connection, migrations, queries
+from worlddb_lite.store import connection, migrations, queries, vector_codes
 from worlddb_lite.write.conversation import ConversationIn, SessionIn, TurnIn
 
 from .conftest import nid_of
@@ -231,8 +232,27 @@ def _say_version(conn: apsw.Connection, version: int) -> None:
             conn.execute("update meta set value = ? where key = 'schema_version'", (str(version),))
 
 
+# node_vec as versions 4 to 14 defined it: float32 vectors
+V14_NODE_VEC = """create table node_vec (nid integer primary key references node (nid), part integer not null default 0,
+  seq integer not null, embedding blob not null check (length(embedding) % 4 = 0)) strict"""
+
+
+def undo_v15(conn: apsw.Connection) -> None:
+    """Take version 15 off a current store: node_vec's int8 codes decoded back to float32 rows."""
+    rows = conn.execute("select nid, part, seq, embedding, scale from node_vec").fetchall()
+    conn.execute("drop table node_vec")
+    conn.execute(V14_NODE_VEC)
+    conn.executemany(
+        "insert into node_vec values (?, ?, ?, ?)",
+        [(n, p, q, vector_codes.row(b, s).tobytes()) for n, p, q, b, s in rows],
+    )
+    for name in ("node_vec_seq", "node_vec_part", *(f"node_vec_{op}_guard" for op in ("insert", "update", "delete"))):
+        conn.execute(migrations.schema_statement(name))
+
+
 def undo_v14(conn: apsw.Connection) -> None:
-    """Take version 14's kept vector index off a current store."""
+    """Take versions 15 and 14 off a current store: float32 vectors again, then no kept vector index."""
+    undo_v15(conn)
     conn.execute("drop table vec_segment")  # its index and guards go with it
 
 
@@ -445,7 +465,8 @@ def test_version_12_gains_the_views_memory_and_fact_with_its_roots_unchanged(tmp
     with WorldDB(path) as db:
         assert db.migrated_from == 12 and db.verify().ok
     after = raw_contents(path)
-    derived = ("meta", "user_version", "vec_segment")  # opening writes the vector index into the file (v14)
+    # opening writes the vector index into the file (v14); node_vec's rows become int8 (v15)
+    derived = ("meta", "user_version", "vec_segment", "node_vec")
     assert {k: v for k, v in after.items() if k not in derived} == {
         k: v for k, v in before.items() if k not in derived
     }  # no row of any table changed: every hash and root is the same
@@ -484,3 +505,48 @@ def test_version_13_gains_the_vector_index_kept_in_the_file_with_progress_and_th
     with WorldDB(path, progress=lambda done, total: seen.append((done, total))) as db:
         assert not seen  # written once
         assert [h.node.id for h in db.recall("boats by the river", scope="ana").hits] == answers
+
+
+def test_version_14_lifts_to_int8_vectors_with_the_same_answers_and_a_kept_index_coded_again(tmp_path: Path) -> None:
+    path = tmp_path / "v14.db"
+    with WorldDB(path) as db:
+        db.write_many([{"text": f"note {i}: the {i % 7} kites over the dunes", "scope": "ana"} for i in range(200)])
+        answers = [(h.node.id, round(h.score, 3)) for h in db.recall("kites over the dunes", scope="ana").hits]
+    conn = apsw.Connection(str(path))  # as version 14 left it: float32 vectors, their kept index coded from them
+    with conn:
+        undo_v15(conn)
+        connection_floats = conn.execute("select nid, embedding from node_vec order by nid").fetchall()
+    _say_version(conn, 14)
+    conn.close()
+    with WorldDB(path) as db:
+        assert db.migrated_from == 14
+        rows = db.sql("select nid, length(embedding), scale from node_vec order by nid")
+        assert [r[0] for r in rows] == [r[0] for r in connection_floats]
+        assert {r[1] for r in rows} == {db.dim}  # one byte a dimension
+        for (nid, blob), (_, _, scale) in zip(connection_floats, rows, strict=True):
+            codes = db.sql("select embedding from node_vec where nid = ?", (nid,))[0][0]
+            before = np.frombuffer(blob, dtype="<f4")
+            assert float(before @ vector_codes.row(codes, scale)) > 1 - 1e-3
+        assert db.sql("select count(*) from vec_segment")[0][0] > 0  # coded again from the int8 rows
+        assert db.verify(deep=True).ok
+        again = [(h.node.id, round(h.score, 3)) for h in db.recall("kites over the dunes", scope="ana").hits]
+        assert [a for a, _ in again] == [a for a, _ in answers]
+
+
+def test_a_version_14_vector_row_of_another_width_fails_the_migration_and_leaves_the_file_as_it_was(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "v14.db"
+    with WorldDB(path) as db:
+        db.write_many([{"text": f"note {i} about the harbour", "scope": "ana"} for i in range(20)])
+    conn = apsw.Connection(str(path))
+    with conn:
+        undo_v15(conn)
+        with connection.engine_write(conn):
+            conn.execute("update node_vec set embedding = x'0000803f' where nid = (select max(nid) from node_vec)")
+    _say_version(conn, 14)
+    conn.close()
+    before = raw_contents(path)
+    with pytest.raises(Exception, match="not float32 vectors of one width"):
+        WorldDB(path)
+    assert raw_contents(path) == before

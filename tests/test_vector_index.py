@@ -12,6 +12,7 @@ from worlddb_lite import WorldDB
 from worlddb_lite.index import vector_index
 from worlddb_lite.index.ivf import IvfIndex, Source, assign, nprobe_for, quantize, spherical_kmeans, spread_of
 from worlddb_lite.index.vector_index import nlist_for
+from worlddb_lite.store import vector_codes
 
 from .conftest import FakeClock, FakeEmbedder
 
@@ -368,14 +369,15 @@ def test_sqlite_vec_reads_the_vector_table_in_plain_sql(db: WorldDB) -> None:
     for text in ("the cat sat on the mat", "quarterly revenue grew", "a kitten napped on a rug"):
         db.write(text, scope="s")
     query = FakeEmbedder().embed(["cat on a mat"])[0]
+    codes, _ = vector_codes.encode(query)  # int8 rows: a cosine needs their directions only
     rows = db.sql(
-        "select n.id, 1 - vec_distance_cosine(v.embedding, ?) as sim from node_vec as v "
+        "select n.id, 1 - vec_distance_cosine(vec_int8(v.embedding), vec_int8(?)) as sim from node_vec as v "
         "join node as n on n.nid = v.nid where n.type = 'Memory' order by sim desc",
-        (query.tobytes(),),
+        (codes[0].tobytes(),),
     )
     hits = db.nearest(query, k=3, types=["Memory"])
     assert [bytes(r[0]).hex() for r in rows] == [n.id for n, _ in hits]
-    assert np.allclose([r[1] for r in rows], [s for _, s in hits], atol=1e-5)
+    assert np.allclose([r[1] for r in rows], [s for _, s in hits], atol=1e-2)  # the query's rounding too
 
 
 def test_the_packed_cell_keys_and_the_row_wise_fallback_lay_out_the_same_cells() -> None:
@@ -413,20 +415,20 @@ def test_the_write_that_trains_the_partitions_leaves_none_past_the_split_limit(t
         assert next(iter(db.sql("select value from meta where key = 'vec_splits'")), None) == before
 
 
-def test_the_index_holds_8_bit_codes_and_answers_with_the_stored_float32_scores(tmp_path: Path) -> None:
+def test_the_index_holds_8_bit_codes_and_answers_with_the_stored_rows_exact_scores(tmp_path: Path) -> None:
     db = WorldDB(str(tmp_path / "codes.db"), embedder=FakeEmbedder(), clock=FakeClock())
     for i in range(60):
         db.write(f"note {i} about topic {i % 7}", scope="ana")
     lane = db._reconciler.lane
     index = lane.index()
     assert index.matrix.dtype == np.int8 and index.scales.dtype == np.float32
-    rows = db.sql("select nid, embedding from node_vec")
-    stored = {nid: np.frombuffer(blob, dtype=np.float32) for nid, blob in rows}
+    rows = db.sql("select nid, embedding, scale from node_vec")
+    stored = {nid: vector_codes.row(blob, scale) for nid, blob, scale in rows}
     query = next(iter(stored.values()))
     found = index.search(query, 10)
     held = [(nid, float(v @ query)) for nid, v in stored.items() if index.pos[nid] >= 0]
     expected = sorted(held, key=lambda x: -x[1])
-    # the float32 scores (to the last bits of a BLAS product), not the codes' (off by up to ~0.01)
+    # the stored rows' exact scores (to the last bits of a BLAS product), not the codes' (off by up to ~0.01)
     assert [score for _, score in found] == pytest.approx([score for _, score in expected[:10]], abs=1e-6)
     assert all(abs(score - dict(expected)[nid]) <= 1e-6 for nid, score in found)
     some = [n for n, _ in expected[:5]]

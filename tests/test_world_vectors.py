@@ -9,7 +9,7 @@ import pytest
 
 from worlddb_lite import InvalidInput, WorldDB
 from worlddb_lite.index.world_vectors import compose_from_scratch, pool_weights
-from worlddb_lite.store import connection
+from worlddb_lite.store import connection, vector_codes
 
 from .conftest import FakeClock, FakeEmbedder
 
@@ -19,8 +19,8 @@ def _nid(db: WorldDB, node_id: str) -> int:
 
 
 def _vector(db: WorldDB, node_id: str) -> np.ndarray:
-    blob = db.sql("select embedding from node_vec where rowid = ?", (_nid(db, node_id),))[0][0]
-    return np.frombuffer(blob, dtype=np.float32)
+    blob, scale = db.sql("select embedding, scale from node_vec where rowid = ?", (_nid(db, node_id),))[0]
+    return vector_codes.row(blob, scale)
 
 
 def _chain(db: WorldDB) -> list[str]:
@@ -47,7 +47,9 @@ def test_the_effective_vector_is_the_pool_of_the_children_and_the_content_stays_
     embedder = FakeEmbedder()
     content = embedder.embed(["session about Porto"])[0]
     children = np.stack([_vector(db, leaf), _vector(db, second)])
-    assert np.allclose(_vector(db, session), compose_from_scratch("attention", content, children), atol=1e-6)
+    # stored rows are int8 (store/vector_codes.py): each side off by rounding, a few thousandths at most
+    assert np.allclose(_vector(db, session), compose_from_scratch("attention", content, children), atol=2e-3)
+    assert not np.allclose(_vector(db, session), compose_from_scratch("mean", content, children), atol=2e-3)
     anchor = db.sql("select anchor from world_vec where nid = ?", (_nid(db, session),))[0][0]
     assert np.allclose(np.frombuffer(anchor, dtype=np.float32), content)  # the content anchor is untouched
     assert not np.allclose(_vector(db, session), content)  # the index holds the effective vector
@@ -80,8 +82,8 @@ def test_deep_verify_notices_a_world_vector_that_no_longer_matches_its_members(d
     assert db.verify(deep=True).ok
     with connection.engine_write(db._conn):  # a forged session: the guards refuse any other raw write
         db._conn.execute(
-            "update node_vec set embedding = ? where rowid = ?",
-            (np.eye(32, dtype=np.float32)[0].tobytes(), _nid(db, topic)),
+            "update node_vec set embedding = ?, scale = ? where rowid = ?",
+            (np.eye(32, dtype=np.int8)[0].tobytes(), 1.0, _nid(db, topic)),  # a unit vector, another direction
         )
     assert db.verify().ok  # the shallow check counts rows only
     report = db.verify(deep=True)

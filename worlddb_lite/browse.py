@@ -59,7 +59,7 @@ def shell_argv(path: str, *, sealed: bool = False) -> list[str]:
 # Tables a person browsing has no use for: vectors, token ids, Merkle nodes, an always-empty session table.
 HIDDEN = ("node_vec", "vec_centroid", "world_vec", "node_tokens", "merkle", "reconciler_session")
 # blob columns that hold vectors, and their element size: shown as their shape, never as bytes
-VECTORS = {"embedding": ("float32", 4), "centroid": ("float32", 4), "anchor": ("float32", 4), "acc": ("float64", 8)}
+VECTORS = {"embedding": ("int8", 1), "centroid": ("float32", 4), "anchor": ("float32", 4), "acc": ("float64", 8)}
 
 QUERIES: dict[str, dict[str, Any]] = {
     "search": {

@@ -36,6 +36,7 @@ import apsw
 import numpy as np
 
 from ..errors import EmbedderMismatch, IndexRebuilt
+from ..store import vector_codes
 from ..store.vector_table import VectorTable
 from . import segments
 from .ivf import IvfIndex, Source, assign, quantize, spherical_kmeans, split_in_two, spread_of
@@ -104,9 +105,11 @@ class VectorLane:
         seq = self.table.max_seq()
         nids = [*inserts, *updates]
         matrix = np.stack([inserts[n] if n in inserts else updates[n] for n in nids]).astype(np.float32)
-        parts = assign(matrix, centroids).tolist()
+        codes, scales = vector_codes.encode(matrix)
+        parts = assign(vector_codes.decode(codes, scales), centroids).tolist()  # as a rebuild from the file assigns
         rows = [
-            (nid, part, seq + i + 1, matrix[i].tobytes()) for i, (nid, part) in enumerate(zip(nids, parts, strict=True))
+            (nid, part, seq + i + 1, codes[i].tobytes(), float(scales[i]))
+            for i, (nid, part) in enumerate(zip(nids, parts, strict=True))
         ]
         self.table.insert(rows[: len(inserts)])
         self.table.update(rows[len(inserts) :])

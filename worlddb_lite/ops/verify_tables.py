@@ -15,7 +15,7 @@ import apsw
 import numpy as np
 
 from ..models.embed import embedding_text
-from ..store import integrity
+from ..store import integrity, vector_codes
 from ..store.connection import user_version
 from ..store.erasure import ERASED_REASON
 from ..store.migrations import legacy_digest
@@ -188,14 +188,14 @@ def check_centroids(conn: apsw.Connection, dim: int | None, bad: Bad) -> None:
 
 
 def check_vector_rows(conn: apsw.Connection, dim: int | None, bad: Bad) -> None:
-    """Every node_vec row is a unit float32 vector of the store's dimension, as every write leaves it.
+    """Every node_vec row codes a unit vector of the store's dimension, as every write leaves it.
 
     A row damaged on disk (SQLite's own checks see a well-formed page) would change answers silently: the
     vector lane scores by it. Named here, not only by the deep check's embedding again.
     """
     faults = 0
-    for nid, blob in conn.execute("select nid, embedding from node_vec"):
-        vector = _floats(blob, dim)
+    for nid, blob, scale in conn.execute("select nid, embedding, scale from node_vec"):
+        vector = _coded(blob, scale, dim)
         if vector is None or abs(float(np.dot(vector, vector)) - 1.0) > 2e-3:
             faults += 1
             if faults <= 20:
@@ -207,9 +207,18 @@ def check_vector_rows(conn: apsw.Connection, dim: int | None, bad: Bad) -> None:
 
 
 def _floats(blob: object, dim: int | None) -> np.ndarray | None:
+    """A float32 blob of ``dim`` finite values (a centroid), else None."""
     if not isinstance(blob, bytes) or dim is None or len(blob) != 4 * dim:
         return None
     vector = np.frombuffer(blob, dtype="<f4")
+    return vector if bool(np.isfinite(vector).all()) else None
+
+
+def _coded(blob: object, scale: object, dim: int | None) -> np.ndarray | None:
+    """The vector a node_vec row codes: ``dim`` int8 codes and a finite scale, else None."""
+    if not isinstance(blob, bytes) or not isinstance(scale, float) or dim is None or len(blob) != dim:
+        return None
+    vector = vector_codes.row(blob, scale)
     return vector if bool(np.isfinite(vector).all()) else None
 
 

@@ -32,12 +32,12 @@ from ..errors import (
     WorldDBError,
 )
 
-SCHEMA_VERSION = 14  # 2: porter stems in node_fts, index edge_type; 3: append-only history; 4: index
+SCHEMA_VERSION = 15  # 2: porter stems in node_fts, index edge_type; 3: append-only history; 4: index
 # node_state_valid; 5: the token index node_tokens; 6: node_fts's context column; 7: node_fts contentless,
 # its text read from the blobs and index_text; 8: index_text lists the turns it quotes; 9: retention's
 # node_access, cold_node, cold_memory; 10: sync's member order, change_log, sync_peer; 11: a merge conflict
 # noted is a change; 12: legacy_order's digest in meta; 13: the views memory and fact; 14: the vector index
-# kept in vec_segment (migrations.py)
+# kept in vec_segment; 15: node_vec int8 with a scale (migrations.py)
 BUSY_TIMEOUT_MS = 5_000
 WAL_CHECKPOINT_PAGES = 10_000
 T = TypeVar("T")

@@ -22,6 +22,7 @@ from ..text.windows import words_around
 from . import quoted
 from .connection import (
     SCHEMA_VERSION,
+    as_bytes,
     as_int,
     as_text,
     engine_write,
@@ -376,6 +377,44 @@ def _to_v14(conn: apsw.Connection) -> None:
         conn.execute(schema_statement(name))
 
 
+def _to_v15(conn: apsw.Connection) -> None:
+    """Version 15: ``node_vec`` keeps int8 codes and a scale instead of float32 (``vector_codes``).
+
+    The table is built again beside the old one, a chunk of rows coded at a time (one chunk's floats held,
+    never the table's), and takes its name. The kept index coded the float32 rows: it is dropped, and the
+    engine writes it again from the new rows on the first open that may write (as after version 14).
+    """
+    import numpy as np
+
+    from . import vector_codes
+
+    statement = schema_statement("node_vec")
+    conn.execute(statement.replace("create table node_vec", "create table node_vec_migrating", 1))
+    after, chunk = -1, 8192
+    while True:
+        rows = conn.execute(
+            "select nid, part, seq, embedding from node_vec where nid > ? order by nid limit ?", (after, chunk)
+        ).fetchall()
+        if not rows:
+            break
+        blobs = [as_bytes(r[3]) for r in rows]
+        width = len(blobs[0])
+        if width % 4 or any(len(b) != width for b in blobs):
+            raise ValueError(f"node_vec rows from nid {rows[0][0]} are not float32 vectors of one width")
+        codes, scales = vector_codes.encode(np.frombuffer(b"".join(blobs), dtype="<f4").reshape(-1, width // 4))
+        conn.executemany(
+            "insert into node_vec_migrating (nid, part, seq, embedding, scale) values (?, ?, ?, ?, ?)",
+            ((r[0], r[1], r[2], codes[i].tobytes(), float(scales[i])) for i, r in enumerate(rows)),
+        )
+        after = as_int(rows[-1][0])
+    conn.execute("drop table node_vec")  # its indexes and guard triggers with it
+    conn.execute("alter table node_vec_migrating rename to node_vec")
+    for name in ("node_vec_seq", "node_vec_part", *(f"node_vec_{op}_guard" for op in ("insert", "update", "delete"))):
+        conn.execute(schema_statement(name))
+    with engine_write(conn):
+        conn.execute("delete from vec_segment")
+
+
 # STEPS[n] lifts a file from version n to n + 1.
 STEPS: dict[int, Callable[[apsw.Connection], None]] = {
     1: _to_v2,
@@ -391,6 +430,7 @@ STEPS: dict[int, Callable[[apsw.Connection], None]] = {
     11: _to_v12,
     12: _to_v13,
     13: _to_v14,
+    14: _to_v15,
 }
 assert all(v in STEPS for v in range(min(STEPS), SCHEMA_VERSION)), "a schema version bump needs its step"
 

@@ -686,12 +686,15 @@ create table node_tokens (
 
 -- Each node's effective embedding (see world_vec), searched through an in-memory IVF index
 -- (index/vector_index.py). A plain table, so any sqlite3 shell reads it; with sqlite-vec loaded,
--- vec_distance_cosine(embedding, vec_f32('[...]')) scores it directly.
+-- vec_distance_cosine(vec_int8(embedding), vec_int8(...)) scores it directly (a cosine needs no scale).
+-- Version 15: int8 codes, a quarter of float32's bytes; the vector is embedding * scale, of unit length,
+-- and recall re-scores its best rows exactly against that (index/vector_index.py).
 create table node_vec (
   nid integer primary key references node (nid),
   part integer not null default 0,  -- IVF partition: the nearest vec_centroid row when written (0 before training)
   seq integer not null,  -- change number: open stores refresh their index from rows with a newer seq
-  embedding blob not null check (length(embedding) % 4 = 0)  -- float32 little-endian, unit length
+  embedding blob not null,  -- int8, one byte a dimension: the vector's direction
+  scale real not null check (scale > 0)  -- 1 / the codes' length: embedding * scale is a unit vector
 ) strict;
 create index node_vec_seq on node_vec (seq);
 create index node_vec_part on node_vec (part);  -- partition sizes, for splitting the ones that swell

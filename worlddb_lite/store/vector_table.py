@@ -1,8 +1,9 @@
 """SQL for the vector tables, with numpy arrays in and out.
 
 ``node_vec`` holds each node's effective embedding, its IVF partition and change number;
-``vec_centroid`` the partitions' centroids; ``world_vec`` the composition state. Vectors
-are float32 blobs.
+``vec_centroid`` the partitions' centroids; ``world_vec`` the composition state. ``node_vec``'s
+vectors are int8 codes with a scale (``vector_codes``): they go in coded and come out decoded, as
+float32; the others are float32 (``acc`` float64) blobs.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 import apsw
 import numpy as np
 
+from . import vector_codes
 from .connection import as_bytes, as_int
 from .migrations import SEGMENT_GUARDS, schema_statement
 
@@ -28,7 +30,7 @@ _SEGMENT_COLUMNS = (
     "epoch, first_seq, last_seq, piece, pieces, dim, rows, nids, parts, parents, types, type_codes, codes, scales, "
     "spread, digest"
 )
-_COLUMNS = "select v.nid, v.part, v.seq, v.embedding, n.parent, n.type from node_vec as v "
+_COLUMNS = "select v.nid, v.part, v.seq, v.embedding, v.scale, n.parent, n.type from node_vec as v "
 HOT = "v.nid not in (select nid from cold_node)"  # the rows the in-memory index holds (consolidate/retention.py)
 _EVERY_ROW = _COLUMNS + f"join node as n on n.nid = v.nid where {HOT}"
 _ROWS_SINCE = _COLUMNS + f"join node as n on n.nid = v.nid where v.seq > ? and {HOT}"
@@ -36,6 +38,12 @@ _ROWS_SINCE = _COLUMNS + f"join node as n on n.nid = v.nid where v.seq > ? and {
 
 def _f32(blob: object) -> np.ndarray:
     return np.frombuffer(as_bytes(blob), dtype=np.float32).copy()
+
+
+def _decoded(rows: list[tuple[Any, Any]], dim: int) -> np.ndarray:
+    """The float32 vectors of stored (codes, scale) pairs, as an (n, dim) matrix."""
+    codes = np.frombuffer(b"".join(as_bytes(r[0]) for r in rows), dtype=np.int8).reshape(-1, dim)
+    return vector_codes.decode(codes, np.array([float(r[1]) for r in rows], dtype=np.float32))
 
 
 def _segment_row(row: tuple[Any, ...]) -> SegmentRow:
@@ -55,13 +63,15 @@ class VectorTable:
 
     # ---- node_vec -------------------------------------------------------------------
 
-    def insert(self, rows: Iterable[tuple[int, int, int, bytes]]) -> None:
-        """New (nid, part, seq, float32 bytes) rows."""
-        self.conn.executemany("insert into node_vec (nid, part, seq, embedding) values (?, ?, ?, ?)", rows)
+    def insert(self, rows: Iterable[tuple[int, int, int, bytes, float]]) -> None:
+        """New (nid, part, seq, int8 codes, scale) rows (``vector_codes.encode``)."""
+        self.conn.executemany("insert into node_vec (nid, part, seq, embedding, scale) values (?, ?, ?, ?, ?)", rows)
 
-    def update(self, rows: Iterable[tuple[int, int, int, bytes]]) -> None:
-        """Changed (nid, part, seq, float32 bytes) rows: worlds whose composed vector moved."""
-        self.conn.executemany("update node_vec set part = ?2, seq = ?3, embedding = ?4 where nid = ?1", rows)
+    def update(self, rows: Iterable[tuple[int, int, int, bytes, float]]) -> None:
+        """Changed (nid, part, seq, codes, scale) rows: worlds whose composed vector moved."""
+        self.conn.executemany(
+            "update node_vec set part = ?2, seq = ?3, embedding = ?4, scale = ?5 where nid = ?1", rows
+        )
 
     def delete(self, nids: Iterable[int]) -> None:
         """Erase nodes' vectors and composition rows (an audited purge; nothing else deletes)."""
@@ -73,8 +83,8 @@ class VectorTable:
         """The stored vectors of some nodes (point lookups; nodes without one are left out)."""
         found: dict[int, np.ndarray] = {}
         for nid in nids:
-            for (blob,) in self.conn.execute("select embedding from node_vec where nid = ?", (nid,)):
-                found[nid] = _f32(blob)
+            for blob, scale in self.conn.execute("select embedding, scale from node_vec where nid = ?", (nid,)):
+                found[nid] = vector_codes.row(as_bytes(blob), float(scale))
         return found
 
     def max_seq(self) -> int:
@@ -108,10 +118,10 @@ class VectorTable:
     def sample(self, rows: int, dim: int) -> np.ndarray:
         """About ``rows`` vectors spread evenly over the table (every n-th by nid)."""
         step = max(1, self.count() // max(rows, 1))
-        blobs = [as_bytes(b) for (b,) in self.conn.execute("select embedding from node_vec where nid % ? = 0", (step,))]
-        if len(blobs) < min(rows, self.count()) // 2:  # nids unevenly spread: take the first rows instead
-            blobs = [as_bytes(b) for (b,) in self.conn.execute("select embedding from node_vec limit ?", (rows,))]
-        return np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(-1, dim)
+        found = list(self.conn.execute("select embedding, scale from node_vec where nid % ? = 0", (step,)))
+        if len(found) < min(rows, self.count()) // 2:  # nids unevenly spread: take the first rows instead
+            found = list(self.conn.execute("select embedding, scale from node_vec limit ?", (rows,)))
+        return _decoded(found, dim)
 
     def chunks(self, size: int, dim: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """(nids, vectors) of every row, ``size`` rows at a time in nid order."""
@@ -119,13 +129,13 @@ class VectorTable:
         while True:
             rows = list(
                 self.conn.execute(
-                    "select nid, embedding from node_vec where nid > ? order by nid limit ?", (after, size)
+                    "select nid, embedding, scale from node_vec where nid > ? order by nid limit ?", (after, size)
                 )
             )
             if not rows:
                 return
             nids = np.array([as_int(r[0]) for r in rows], dtype=np.int64)
-            yield nids, np.frombuffer(b"".join(as_bytes(r[1]) for r in rows), dtype=np.float32).reshape(-1, dim)
+            yield nids, _decoded([r[1:] for r in rows], dim)
             after = int(nids[-1])
 
     def part_size(self, part: int) -> int:
@@ -134,11 +144,8 @@ class VectorTable:
 
     def part_rows(self, part: int, dim: int) -> tuple[np.ndarray, np.ndarray]:
         """(nids, vectors) of one partition."""
-        rows = list(self.conn.execute("select nid, embedding from node_vec where part = ?", (part,)))
-        return (
-            np.array([as_int(r[0]) for r in rows], dtype=np.int64),
-            np.frombuffer(b"".join(as_bytes(r[1]) for r in rows), dtype=np.float32).reshape(-1, dim),
-        )
+        rows = list(self.conn.execute("select nid, embedding, scale from node_vec where part = ?", (part,)))
+        return np.array([as_int(r[0]) for r in rows], dtype=np.int64), _decoded([r[1:] for r in rows], dim)
 
     def set_parts_and_seq(self, rows: Iterable[tuple[int, int, int]]) -> None:
         """(part, seq, nid): rows moved to another partition, with a new change number."""
@@ -180,10 +187,10 @@ class VectorTable:
             return out
 
         rows = self.conn.execute(_EVERY_ROW) if since <= 0 else self.conn.execute(_ROWS_SINCE, (since,))
-        for nid, part, seq, blob, parent, type_ in rows:
+        for nid, part, seq, blob, scale, parent, type_ in rows:
             if len(nids) == chunk:
                 yield cut()
-            buffer[len(nids)] = np.frombuffer(as_bytes(blob), dtype=np.float32)  # a row's bytes freed at once
+            buffer[len(nids)] = vector_codes.row(as_bytes(blob), scale)  # a row's bytes freed at once
             nids.append(nid)
             parts.append(part)
             seqs.append(seq)
@@ -201,18 +208,18 @@ class VectorTable:
         if not len(nids):
             return out
         found: list[int] = []
-        blobs: list[bytes] = []
-        for nid, blob in self.conn.execute(
-            "select nid, embedding from node_vec where nid in (select value from json_each(?))",
+        blobs: list[tuple[bytes, float]] = []
+        for nid, blob, scale in self.conn.execute(
+            "select nid, embedding, scale from node_vec where nid in (select value from json_each(?))",
             (json.dumps(np.unique(nids).tolist()),),
         ):
             found.append(nid)
-            blobs.append(as_bytes(blob))
+            blobs.append((as_bytes(blob), scale))
         if not found:
             return out
         held = np.array(found, dtype=np.int64)
         order = np.argsort(held, kind="stable")
-        held, rows = held[order], np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(-1, dim)[order]
+        held, rows = held[order], _decoded(blobs, dim)[order]
         at = np.minimum(np.searchsorted(held, nids), held.size - 1)
         hit = held[at] == nids
         out[hit] = rows[at[hit]]
