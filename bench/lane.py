@@ -169,7 +169,7 @@ def hydration(X: np.ndarray, centroids: np.ndarray) -> dict[str, Any]:
         fresh = apsw.Connection(path)
         started = time.perf_counter()
         table = VectorTable(fresh)
-        hydrate(table, X.shape[1], None)  # read and quantized chunk by chunk, then laid out
+        hydrate(table, X.shape[1])  # read and quantized chunk by chunk, then laid out
         read = total = time.perf_counter() - started
         fresh.close()
         return {"read_s": round(read, 3), "total_s": round(total, 3), "file_bytes": Path(path).stat().st_size}

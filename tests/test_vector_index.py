@@ -10,9 +10,10 @@ import pytest
 
 from worlddb_lite import WorldDB
 from worlddb_lite.index import vector_index
-from worlddb_lite.index.ivf import IvfIndex, Source, assign, nprobe_for, quantize, spherical_kmeans, spread_of
+from worlddb_lite.index.ivf import IvfIndex, Source, assign, nprobe_for, quantize, spherical_kmeans
 from worlddb_lite.index.vector_index import nlist_for
 from worlddb_lite.store import vector_codes
+from worlddb_lite.store.vector_table import VectorTable
 
 from .conftest import FakeClock, FakeEmbedder
 
@@ -444,7 +445,7 @@ def test_the_codes_error_bounds_every_score_and_the_spread_shrinks_it() -> None:
     rng = np.random.default_rng(3)
     vectors = _clustered(2000) * np.linspace(0.2, 3.0, DIM, dtype=np.float32)  # some dimensions far wider
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-    spread = spread_of(vectors)
+    spread = np.linspace(0.2, 3.0, DIM, dtype=np.float32) / 1.6  # each dimension's width over the middle one's
     plain, spread_codes = quantize(vectors), quantize(vectors, spread)
     assert np.median(spread_codes[1][:, 1]) < np.median(plain[1][:, 1])
     queries = rng.standard_normal((50, DIM)).astype(np.float32)
@@ -454,20 +455,22 @@ def test_the_codes_error_bounds_every_score_and_the_spread_shrinks_it() -> None:
         assert np.all(np.abs(coarse - vectors @ queries.T) <= scales[:, 1:])
 
 
-def test_exact_rows_read_lately_are_kept_within_a_bound_and_forgotten_when_rows_change(
+def test_the_index_holds_node_vecs_own_codes_and_never_reads_the_table_to_answer(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(vector_index, "EXACT_ROWS_KEPT", 5)
-    db = WorldDB(str(tmp_path / "kept.db"), embedder=FakeEmbedder(), clock=FakeClock())
-    for i in range(20):
-        db.write(f"note {i}", scope="ana")
-    lane = db._reconciler.lane
-    lane.index()
-    nids = np.array(sorted(r[0] for r in db.sql("select nid from node_vec"))[:12], dtype=np.int64)
-    first = lane._exact(nids)  # more than are kept: every row is still answered
-    assert np.array_equal(first, lane.table.exact_rows(nids, lane.dim)) and len(lane._rows) == 5
-    assert np.array_equal(lane._exact(nids[::-1]), first[::-1])
-    db.write("one more note", scope="ana")
-    lane.index()  # caught up: what was read may be stale
-    assert lane._rows == {}
+    db = WorldDB(str(tmp_path / "own.db"), embedder=FakeEmbedder(), clock=FakeClock())
+    for i in range(40):
+        db.write(f"note {i} about topic {i % 5}", scope="ana")
+    index = db._reconciler.lane.index()
+    for nid, blob, scale in db.sql("select nid, embedding, scale from node_vec"):
+        row = int(index.pos[nid])
+        if row >= 0:
+            assert index.matrix[row].tobytes() == blob  # the same codes: a decoded row codes back to them
+            assert index.scales[row, 1] < 1e-4 and abs(float(index.scales[row, 0]) - scale) < 1e-6 * scale
+
+    def refuse(*_: object) -> None:
+        raise AssertionError("a hot row was read from node_vec to answer")
+
+    monkeypatch.setattr(VectorTable, "exact_rows", refuse)
+    assert db.recall("topic 3", scope="ana").hits and db.nearest("note 7 about topic 2", k=5)
     db.close()

@@ -12,12 +12,12 @@ insert), and the matrix is compacted when moves have left more dead rows than li
 Every row also knows its parent and scope (its ancestor just below the root), so a small
 world's members are found by walking children, and a deep world is checked row by row.
 
-Rows are held in 8 bits (``quantize``: each dimension divided by its spread, then int8 codes
+Rows are held in 8 bits (``quantize``: each dimension divided by a spread, then int8 codes
 times a per-row scale), a quarter of float32, with each row's quantization error. A search ranks
-by the codes, then re-scores exactly, from the float32 vectors a ``source`` reads (the store's
-``node_vec``), every row whose error bound leaves it a chance of the top ``k``: so it returns
-what scoring float32 rows would, at a quarter of the memory. Without a source the codes' scores
-are returned.
+by the codes; with a ``source`` of exact vectors it re-scores every row whose error bound leaves
+it a chance of the top ``k``, so it returns what scoring those rows would. Without one the codes'
+scores are returned: the engine's rows are ``node_vec``'s own int8 codes (spread one, error ~1e-5),
+so those are the exact scores of the vectors the file keeps (``vector_index``).
 """
 
 from __future__ import annotations
@@ -47,22 +47,8 @@ Source = Callable[[np.ndarray], np.ndarray]
 Fill = Callable[[np.ndarray, np.ndarray, np.ndarray], None]
 
 
-def spread_of(vectors: np.ndarray) -> np.ndarray:
-    """How widely each dimension varies over some rows (its spread over the median one's).
-
-    The model's rows put much of their length in a few dimensions, which sets a row's int8 step;
-    dividing each dimension by its spread before coding evens them out, so the codes err less and
-    fewer rows must be re-scored exactly (bench/footprint.py; the figures: docs/decisions.md).
-    """
-    if vectors.shape[0] < 2:
-        return np.ones(vectors.shape[1], dtype=np.float32)
-    std = vectors.std(axis=0)
-    spread: np.ndarray = np.maximum(std / max(float(np.median(std)), 1e-12), 0.05).astype(np.float32)
-    return spread
-
-
 def quantize(vectors: np.ndarray, spread: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """int8 codes of float32 rows divided by ``spread`` (see ``spread_of``), and per row (scale, error).
+    """int8 codes of float32 rows divided by ``spread`` (default ones), and per row (scale, error).
 
     Row ~ codes * scale * spread, off by ``error`` (the length of the difference), which bounds how
     far a unit query's score by the codes can be from its exact score (Cauchy-Schwarz).
@@ -102,7 +88,7 @@ class IvfIndex:
         self.dim = dim
         self.centroids = centroids
         self.source = source
-        self.spread = np.ones(dim, dtype=np.float32)  # each dimension's divisor before coding (spread_of)
+        self.spread = np.ones(dim, dtype=np.float32)  # each dimension's divisor before coding (quantize)
         self.nlist = 1 if centroids is None else int(centroids.shape[0])
         self.matrix = np.zeros((0, dim), dtype=np.int8)  # the rows' codes (see quantize)
         self.scales = np.zeros((0, 2), dtype=np.float32)  # each row's (scale, error)

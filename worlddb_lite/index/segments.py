@@ -28,7 +28,7 @@ import numpy as np
 from blake3 import blake3
 
 from ..store.vector_table import SegmentRow, VectorTable
-from .ivf import IvfIndex, Source, quantize, spread_of
+from .ivf import IvfIndex, quantize
 
 SEGMENT_ROWS = 8192  # changed rows outside the segments that make a write append one
 BASE_ROWS = 65536  # rows per segment when the whole index is written (16 MiB of codes at 256 dimensions)
@@ -158,7 +158,7 @@ def _check(row: SegmentRow, epoch: str, dim: int, *, whole: bool) -> Segment:
     )
 
 
-def load(table: VectorTable, epoch: str, dim: int, source: Source | None) -> IvfIndex | None:
+def load(table: VectorTable, epoch: str, dim: int) -> IvfIndex | None:
     """The index as the segments of ``epoch`` hold it (``seq``: what they cover), or None when there are none.
 
     Two reads in the caller's snapshot: every segment's rows without their codes first (what the index
@@ -168,7 +168,7 @@ def load(table: VectorTable, epoch: str, dim: int, source: Source | None) -> Ivf
     """
     if not table.has_segments(epoch):
         return None
-    index = IvfIndex(dim, table.centroids(), source=source)
+    index = IvfIndex(dim, table.centroids())
     columns: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []  # nids, parts, parents, types
     type_names: dict[str, int] = {}  # every segment's names, numbered once
     heads: list[tuple[int, SegmentRow, int, int]] = []  # (seg, its row without codes, first row, end row)
@@ -197,6 +197,8 @@ def load(table: VectorTable, epoch: str, dim: int, source: Source | None) -> Ivf
         raise Damaged(f"a piece of the segments of change numbers {span[0]}..{span[1]} is missing")
     if spread is None:
         raise Damaged("the segments hold no spread")
+    if not np.all(spread == 1.0):  # scores by such codes are not node_vec's exact scores (vector_index.py)
+        raise Damaged("the segments were coded with a per-dimension spread, before node_vec's own int8 codes")
     total = done
     nids, parts, parents, type_codes = (np.concatenate([c[i] for c in columns]) for i in range(4))
     del columns
@@ -274,7 +276,7 @@ def write_all(table: VectorTable, epoch: str, dim: int, progress: Callable[[int,
     if shown is not None:
         shown(0, total)
     # the first piece covers every change up to ``last``; the others add rows of the same span
-    done = _write_span(table, epoch, dim, (0, last), 0, total, None, shown)
+    done = _write_span(table, epoch, dim, (0, last), 0, total, shown)
     if done == 0:  # an empty index still says what it covers, so writes extend it
         table.add_segment(_empty(epoch, 0, last, dim, np.ones(dim, dtype=np.float32)))
     return done  # (a count that missed the pieces written would be read as damage, and written again)
@@ -287,19 +289,17 @@ def _write_span(
     span: tuple[int, int],
     since: int,
     total: int,
-    spread: np.ndarray | None,
     progress: Callable[[int, int], None] | None,
 ) -> int:
     """The ``total`` hot rows changed after ``since``, coded into the pieces of ``span``; how many were written.
 
-    ``spread`` None: taken from the first chunk (a new epoch's index).
+    Each row codes back to node_vec's own int8 codes (``vector_index.hydrate``): the spread is all ones.
     """
     pieces = max(1, -(-total // BASE_ROWS))
     done = piece = 0
+    spread = np.ones(dim, dtype=np.float32)
     for nids, parts, _, vectors, parents, types in table.everything(dim, since=since, chunk=BASE_ROWS):
-        if spread is None:
-            spread = spread_of(vectors)
-        codes, scales = quantize(vectors, spread)
+        codes, scales = quantize(vectors)
         table.add_segment(encode(epoch, *span, (piece, pieces), nids, parts, parents, types, codes, scales, spread))
         done, piece = done + len(nids), piece + 1
         if progress is not None:
@@ -329,13 +329,13 @@ def extend(table: VectorTable, epoch: str, dim: int, newest: int) -> bool:
     _, last, spread = tail
     if newest - last < SEGMENT_ROWS:
         return False
-    if spread.shape != (dim,) or not np.isfinite(spread).all():
-        raise Damaged("the last segment's spread is not one number per dimension")
+    if spread.shape != (dim,) or not np.all(spread == 1.0):
+        raise Damaged("the last segment's spread is not a one per dimension (node_vec's own codes: load)")
     changed = table.hot_count_since(last)
     if not changed:  # only cold rows changed: an empty segment records that they are covered
         table.add_segment(_empty(epoch, last, newest, dim, spread))
     else:
-        _write_span(table, epoch, dim, (last, newest), last, changed, spread, None)
+        _write_span(table, epoch, dim, (last, newest), last, changed, None)
     _merge_tail(table, epoch, dim)
     return True
 

@@ -7,9 +7,10 @@ file over k-means partitions, scanned with numpy, meets recall@10 >= 0.95 in a f
 * ``node_vec`` is an ordinary table (readable in any sqlite3 shell; sqlite-vec's
   ``vec_distance_cosine`` reads its blobs) holding each vector, its partition (nearest
   centroid in ``vec_centroid`` when written) and a change sequence number.
-* Each open store keeps an ``IvfIndex`` in memory, its rows in 8-bit codes (a quarter of
-  float32; the best rows re-scored exactly from ``node_vec``), hydrated on the first search a
-  chunk at a time, and brought
+* Each open store keeps an ``IvfIndex`` in memory, its rows in 8-bit codes: ``node_vec``'s own
+  (int8 and a scale since version 15, ``store/vector_codes.py``), so the score of a row's codes is
+  the exact score of the vector the file keeps and nothing is re-scored from the table (which cost
+  ~5 ms a recall at 20k). It is hydrated on the first search a chunk at a time, and brought
   up to date before every search from the rows whose ``seq`` is newer than what it has seen,
   so writes from this or any other process are visible, and a rolled-back write never is.
   ``meta.vec_epoch`` changes when every vector changes at once (re-embedding, re-training)
@@ -29,7 +30,6 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Callable
-from itertools import islice
 from typing import TYPE_CHECKING
 
 import apsw
@@ -39,7 +39,7 @@ from ..errors import EmbedderMismatch, IndexRebuilt
 from ..store import vector_codes
 from ..store.vector_table import VectorTable
 from . import segments
-from .ivf import IvfIndex, Source, assign, quantize, spherical_kmeans, split_in_two, spread_of
+from .ivf import IvfIndex, assign, quantize, spherical_kmeans, split_in_two
 
 if TYPE_CHECKING:
     from ..store.rows import Store
@@ -51,9 +51,6 @@ SAMPLE_PER_LIST = 16  # k-means trains on 16 sampled vectors per partition
 SPLIT_AT = 2.0  # a partition past 2x the size a fresh training would give splits in two (2-means)
 MIN_SPLIT_ROWS = 64
 CHUNK = 65_536
-# float32 rows kept once read for an exact re-score (4 MiB at 256-d): the standing lanes re-score the
-# same ~90 statements every recall, ~30% of the rows a recall read at 100k memories (bench/footprint.py)
-EXACT_ROWS_KEPT = 4096
 
 
 def nlist_for(rows: int) -> int:
@@ -78,7 +75,6 @@ class VectorLane:
         self.dim = dim
         self.model_id = model_id  # None: the caller supplies vectors
         self._index: IvfIndex | None = None
-        self._rows: dict[int, np.ndarray] = {}  # exact rows read lately (EXACT_ROWS_KEPT), as the index holds them
         self._epoch: str | None = None
         self._splits: str | None = None
         self._centroids: tuple[str | None, np.ndarray | None] | None = None  # (epoch, centroids) for writes
@@ -262,7 +258,6 @@ class VectorLane:
         self._kept_damaged, self._cleared = self._kept_damaged or self._cleared, False
         self._index = None
         self._centroids = None
-        self._rows.clear()
 
     def index(self) -> IvfIndex:
         """The in-memory index, current with every committed write.
@@ -286,7 +281,6 @@ class VectorLane:
         epoch, splits = state.get("vec_epoch"), state.get("vec_splits")
         if self._index is None or epoch != self._epoch:
             self._check_model(state)
-            self._rows.clear()
             self._index = self._hydrate(epoch)
             self._epoch, self._splits = epoch, splits
         else:
@@ -301,7 +295,7 @@ class VectorLane:
     def _hydrate(self, epoch: str | None) -> IvfIndex:
         """The index as the file keeps it, caught up; else (none kept, or damaged) coded from node_vec."""
         try:
-            kept = segments.load(self.table, epoch or "", self.dim, self._exact)
+            kept = segments.load(self.table, epoch or "", self.dim)
         except (segments.Damaged, apsw.SQLError) as exc:  # SQLError: its table altered in a shell
             warnings.warn(
                 f"the vector index kept in the file is damaged ({exc}); rebuilt from node_vec, and "
@@ -312,32 +306,13 @@ class VectorLane:
             self._kept_damaged = True
             kept = None
         if kept is None:
-            return hydrate(self.table, self.dim, self._exact)
+            return hydrate(self.table, self.dim)
         self._catch_up(kept)
         return kept
-
-    def _exact(self, nids: np.ndarray) -> np.ndarray:
-        """The float32 rows of ``nids`` (NaN: none), those read lately from memory, the rest from node_vec."""
-        kept = self._rows
-        missing = np.array([nid for nid in dict.fromkeys(nids.tolist()) if nid not in kept], dtype=np.int64)
-        read: dict[int, np.ndarray] = {}
-        if missing.size:
-            rows = self.table.exact_rows(missing, self.dim)
-            read = {nid: row for nid, row in zip(missing.tolist(), rows, strict=True) if not np.isnan(row[0])}
-        out = np.full((len(nids), self.dim), np.nan, dtype=np.float32)
-        for i, nid in enumerate(nids.tolist()):
-            row = read.get(nid, kept.get(nid))
-            if row is not None:
-                out[i] = row
-        kept.update(read)
-        for old in list(islice(kept, max(0, len(kept) - EXACT_ROWS_KEPT))):  # the oldest first
-            del kept[old]
-        return out
 
     def _catch_up(self, index: IvfIndex) -> None:
         if self.table.max_seq() <= index.seq:
             return
-        self._rows.clear()  # rows changed: what was read may be stale
         chunks = [(n, p, s, v.copy(), a, t) for n, p, s, v, a, t in self.table.everything(self.dim, index.seq)]
         if not chunks:  # only cold rows changed
             index.seq = self.table.max_seq()
@@ -351,20 +326,18 @@ class VectorLane:
         index.seq = self.table.max_seq()  # cold rows are left out, not missed: read in the same snapshot
 
 
-def hydrate(table: VectorTable, dim: int, source: Source | None) -> IvfIndex:
+def hydrate(table: VectorTable, dim: int) -> IvfIndex:
     """A new index of every row of ``table``, read and coded a chunk at a time (no float32 copy of all).
 
-    The first chunk sets how each dimension is scaled before coding (``ivf.spread_of``).
+    A decoded row codes back to its own int8 codes (its largest one is 127), with an error bound of ~1e-5.
     """
-    index = IvfIndex(dim, table.centroids(), source=source)
+    index = IvfIndex(dim, table.centroids())
     total = table.hot_count()
     codes = np.empty((total, dim), dtype=np.int8)
     scales = np.empty((total, 2), dtype=np.float32)
     columns: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[str]]] = []
     done = 0
     for nids, parts, seqs, vectors, parents, types in table.everything(dim):
-        if done == 0:
-            index.spread = spread_of(vectors)
         if done + len(nids) > codes.shape[0]:  # rows written since the count (outside a read transaction)
             codes = np.concatenate([codes[:done], np.empty((len(nids), dim), dtype=np.int8)])
             scales = np.concatenate([scales[:done], np.empty((len(nids), 2), dtype=np.float32)])

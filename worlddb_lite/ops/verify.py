@@ -378,7 +378,7 @@ def _check_kept_index(conn: apsw.Connection, nodes: dict[int, NodeRow], deep: bo
         return 0
     dim = int(queries.meta_value(conn, "embedder_dim") or 0)
     try:
-        index = segments.load(table, epoch, dim, None)
+        index = segments.load(table, epoch, dim)
     except (segments.Damaged, apsw.SQLError) as exc:  # SQLError: the table dropped or altered in a shell
         bad("7-indexes", f"the vector index kept in the file is damaged ({exc}); the next write writes it again")
         return 0
