@@ -146,8 +146,10 @@ def open_engine(
     except BaseException:
         conn.close()
         raise
+    access = AccessLog()
+    reconciler.before_commit = lambda: access.ride(conn)
     return Engine(
-        path, read_only, sealed, conn, store, registry, reconciler, reader, writer, side, AccessLog(),
+        path, read_only, sealed, conn, store, registry, reconciler, reader, writer, side, access,
         chosen, dim, compose, root, migrated_from,
     )  # fmt: skip
 

@@ -1,11 +1,14 @@
 """Recalls remembered for retention: which memories a recall returned, and when, written in batches.
 
 A read must not become a write transaction each time, nor wait for one: ``AccessLog`` holds what
-recalls returned in memory and ``write_if_free`` writes it into ``node_access`` in one statement, when
-``BATCH`` accesses are pending and at close, only if the write lock is free at once and no transaction
-is open on the connection. A store that is busy, read-only or damaged keeps them for a later try (the
-next after another batch); at most ``MAX_PENDING`` wait, the oldest dropped first, which only makes
-retention's estimate coarser. The consolidator writes them with the ordinary transaction (``write``).
+recalls returned in memory and writes them into ``node_access`` in one statement. Once ``BATCH`` are
+pending, the next write transaction of this process takes them with it (``ride``: an assistant appends
+every turn, so its recalls never write). A process that only recalls writes them itself at ``ALONE``
+pending and at close (``write_if_free``), only if the write lock is free at once and no transaction is
+open on the connection: that write cost ~30 ms on the recall that made it (bench/recall_scale.py). A
+store that is busy, read-only or damaged keeps them for a later try (the next after another batch); at
+most ``MAX_PENDING`` wait, the oldest dropped first, which only makes retention's estimate coarser.
+The consolidator writes them with the ordinary transaction (``write``).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import apsw
 from .connection import BUSY_TIMEOUT_MS
 
 BATCH = 256  # accesses written together (about 25 recalls of 10 hits)
+ALONE = 4 * BATCH  # pending at which a recall writes them itself: no write of this process took them
 MAX_PENDING = 8192  # accesses held while the file cannot be written
 RECENT = 8  # access times kept per memory (consolidate/retention.py reads them)
 
@@ -27,7 +31,7 @@ class AccessLog:
 
     def __init__(self) -> None:
         self.pending: deque[tuple[bytes, str]] = deque(maxlen=MAX_PENDING)
-        self._next = BATCH  # pending count at which the next try is made
+        self._next = ALONE  # pending count at which a recall's next try is made
 
     def note(self, ids: list[bytes], at: str) -> None:
         """That a recall at ``at`` returned the nodes ``ids``."""
@@ -35,7 +39,18 @@ class AccessLog:
 
     @property
     def due(self) -> bool:
+        """Whether a recall should write them now (``write_if_free``)."""
         return len(self.pending) >= min(self._next, MAX_PENDING)
+
+    def ride(self, conn: apsw.Connection) -> None:
+        """In a write transaction about to commit: write a due batch with it; a failure leaves that write whole."""
+        if len(self.pending) < BATCH:
+            return
+        try:
+            with conn:  # a savepoint: an error rolls back these rows only
+                self.write(conn)
+        except apsw.Error:
+            pass  # kept pending: a recall or the next write tries again
 
     def write_if_free(self, conn: apsw.Connection) -> bool:
         """Write the pending accesses in a transaction of their own if that needs no wait; whether it did.
@@ -86,5 +101,5 @@ class AccessLog:
         )
         for _ in taken:
             self.pending.popleft()
-        self._next = BATCH
+        self._next = ALONE
         return len(taken)

@@ -942,6 +942,9 @@ class Reconciler:
         self.lane = VectorLane(store, dim, None if embedder is None else embedder.model_id)
         self.composer = Composer(store, self.lane, compose, dim)
         self._txn: Transaction | None = None
+        # runs in every write transaction just before it commits, and must not fail it (the access log's
+        # ride: recalls' bookkeeping written with a write the caller makes anyway, store/access_log.py)
+        self.before_commit: Callable[[], None] | None = None
 
     def now(self) -> str:
         """The store's present: the clock, but never before the last commit.
@@ -1063,6 +1066,8 @@ class WriteScope:
                 raise WorldDBError("a write in this batch failed half-way; the whole batch was rolled back")
             with connection.translate():
                 txn.flush()
+                if r.before_commit is not None:
+                    r.before_commit()
                 r.store.commit_write()
         except BaseException:
             self._abort()
