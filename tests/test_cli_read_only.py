@@ -16,12 +16,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
 
+import apsw
 import pytest
 
 from worlddb_lite import WorldDB
 from worlddb_lite.cli import main
 
 from .conftest import run
+from .test_migrations import _say_version, undo_v15
 
 NOBODY = 65534
 READS = [
@@ -121,6 +123,31 @@ def test_a_read_only_store_answers_reads_and_refuses_writes_with_a_message(
     os.chmod(path, 0o644)
     with WorldDB(path) as db:
         assert db.root() == root and db.verify().ok
+
+
+@pytest.mark.parametrize("locked", ["folder", "file"])
+def test_an_older_store_that_cannot_be_written_is_refused_saying_it_needs_its_upgrade_once(
+    folder: Path, locked: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # new-user trial: every reading command failed with "attempt to write a readonly database"
+    path, _ = _store(folder)
+    conn = apsw.Connection(path)
+    with conn:
+        undo_v15(conn)
+    _say_version(conn, 14)
+    conn.close()
+    if locked == "folder":
+        folder.chmod(0o555)
+    else:
+        folder.chmod(0o777)
+        os.chmod(path, 0o444)
+    done = worlddb(capsys, "recall", path, "where do I live")
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert "schema version 14" in done.stderr and "once where it can be written" in done.stderr, done.stderr
+    folder.chmod(0o755)
+    os.chmod(path, 0o644)
+    with WorldDB(path) as db:  # untouched: still version 14 until a writer opens it
+        assert db.migrated_from == 14 and db.verify().ok
 
 
 @pytest.mark.parametrize("deep", [[], ["--deep"]])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -370,11 +371,10 @@ def test_sqlite_vec_reads_the_vector_table_in_plain_sql(db: WorldDB) -> None:
     for text in ("the cat sat on the mat", "quarterly revenue grew", "a kitten napped on a rug"):
         db.write(text, scope="s")
     query = FakeEmbedder().embed(["cat on a mat"])[0]
-    codes, _ = vector_codes.encode(query)  # int8 rows: a cosine needs their directions only
-    rows = db.sql(
-        "select n.id, 1 - vec_distance_cosine(vec_int8(v.embedding), vec_int8(?)) as sim from node_vec as v "
-        "join node as n on n.nid = v.nid where n.type = 'Memory' order by sim desc",
-        (codes[0].tobytes(),),
+    rows = db.sql(  # as docs/storage.md shows it: int8 rows, the float32 query quantized in SQL
+        "select n.id, 1 - vec_distance_cosine(vec_int8(v.embedding), vec_quantize_int8(vec_f32(?), 'unit')) as sim "
+        "from node_vec as v join node as n on n.nid = v.nid where n.type = 'Memory' order by sim desc",
+        (json.dumps(query.tolist()),),
     )
     hits = db.nearest(query, k=3, types=["Memory"])
     assert [bytes(r[0]).hex() for r in rows] == [n.id for n, _ in hits]

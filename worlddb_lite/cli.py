@@ -69,6 +69,7 @@ READS = frozenset(
 
 def _open(args: argparse.Namespace, *, create: bool = False) -> WorldDB:
     from . import StaticEmbedder, WorldDB  # here, not at the top: the parser alone must not load them
+    from .store.connection import SCHEMA_VERSION
 
     # opening a store written before the vector index was kept in the file writes it, once
     progress = None if getattr(args, "json", False) else _progress_bar("keeping the vector index in the file (once)")
@@ -76,6 +77,12 @@ def _open(args: argparse.Namespace, *, create: bool = False) -> WorldDB:
         db = WorldDB(args.db, embedder=StaticEmbedder(args.model), create=create, progress=progress)
     else:
         db = WorldDB(args.db, create=create, progress=progress)
+    if db.migrated_from is not None:  # one way: say so once, where the user sees it (new-user trial)
+        print(
+            f"worlddb: upgraded {args.db} from schema version {db.migrated_from} to {SCHEMA_VERSION}; "
+            "worlddb_lite versions before it cannot open it now",
+            file=sys.stderr,
+        )
     if db.read_only and args.command not in READS:
         db.close()
         raise StoreUnwritable(
@@ -1422,6 +1429,9 @@ def _command(line: list[str]) -> int:
     except WorldDBError as exc:
         print(f"worlddb {args.command}: {_advice(exc, getattr(args, 'db', None))}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # each write is one transaction: what was under way rolled back
+        print(f"worlddb {args.command}: interrupted; what it was writing was rolled back", file=sys.stderr)
+        return 130
     try:
         _print(result, args.json)
         sys.stdout.flush()

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import apsw
 
 from .edges import EdgeRegistry
-from .errors import Hint, InvalidInput, NotFound
+from .errors import Hint, InvalidInput, NotFound, StoreUnwritable
 from .index import embedder_record, token_index
 from .index.side_reader import SideReader
 from .models.embed import Embedder, token_table
@@ -104,7 +104,15 @@ def open_engine(
             compose = queries.meta_value(conn, "compose") or compose
         connection.configure(conn, path)
         migrated_from = None
-        if not new and connection.user_version(conn) < connection.SCHEMA_VERSION:
+        found = connection.user_version(conn)
+        if not new and found < connection.SCHEMA_VERSION:
+            if read_only and migrations.can_migrate(found):
+                raise StoreUnwritable(
+                    f"{path} has schema version {found}, older than this worlddb_lite's "
+                    f"{connection.SCHEMA_VERSION}, and lifting it is a write this user may not make here (the "
+                    "file or its folder is read-only): open it once where it can be written (the upgrade is one "
+                    "way: older versions cannot open it after), or read it with the worlddb_lite that wrote it"
+                )
             migrated_from = migrations.migrate(conn, path)
         store = Store(conn)
         registry = EdgeRegistry()

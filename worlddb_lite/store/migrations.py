@@ -383,6 +383,10 @@ def _to_v15(conn: apsw.Connection) -> None:
     The table is built again beside the old one, a chunk of rows coded at a time (one chunk's floats held,
     never the table's), and takes its name. The kept index coded the float32 rows: it is dropped, and the
     engine writes it again from the new rows on the first open that may write (as after version 14).
+
+    A row that is not a unit float32 vector of the store's dimension (damaged on disk: version 14's plain
+    ``verify`` named it) is left out rather than coded into something that looks whole: ``verify`` then
+    names its node as one without a vector, and re-embedding writes it again.
     """
     import numpy as np
 
@@ -390,6 +394,8 @@ def _to_v15(conn: apsw.Connection) -> None:
 
     statement = schema_statement("node_vec")
     conn.execute(statement.replace("create table node_vec", "create table node_vec_migrating", 1))
+    dim = conn.execute("select value from meta where key = 'embedder_dim'").fetchone()
+    width = 4 * int(dim[0]) if dim and str(dim[0]).isdigit() else None
     after, chunk = -1, 8192
     while True:
         rows = conn.execute(
@@ -397,16 +403,20 @@ def _to_v15(conn: apsw.Connection) -> None:
         ).fetchall()
         if not rows:
             break
-        blobs = [as_bytes(r[3]) for r in rows]
-        width = len(blobs[0])
-        if width % 4 or any(len(b) != width for b in blobs):
-            raise ValueError(f"node_vec rows from nid {rows[0][0]} are not float32 vectors of one width")
-        codes, scales = vector_codes.encode(np.frombuffer(b"".join(blobs), dtype="<f4").reshape(-1, width // 4))
+        after = as_int(rows[-1][0])
+        width = width or len(as_bytes(rows[0][3]))
+        rows = [r for r in rows if isinstance(r[3], bytes) and len(r[3]) == width and width % 4 == 0]
+        if not rows:
+            continue
+        vectors = np.frombuffer(b"".join(as_bytes(r[3]) for r in rows), dtype="<f4").reshape(-1, width // 4)
+        with np.errstate(all="ignore"):
+            squared = np.einsum("ij,ij->i", vectors.astype(np.float64), vectors.astype(np.float64))
+        whole = np.isfinite(vectors).all(axis=1) & (np.abs(squared - 1.0) <= 2e-3)  # as version 14's verify
+        codes, scales = vector_codes.encode(np.where(whole[:, None], vectors, 0.0))
         conn.executemany(
             "insert into node_vec_migrating (nid, part, seq, embedding, scale) values (?, ?, ?, ?, ?)",
-            ((r[0], r[1], r[2], codes[i].tobytes(), float(scales[i])) for i, r in enumerate(rows)),
+            ((r[0], r[1], r[2], codes[i].tobytes(), float(scales[i])) for i, r in enumerate(rows) if whole[i]),
         )
-        after = as_int(rows[-1][0])
     conn.execute("drop table node_vec")  # its indexes and guard triggers with it
     conn.execute("alter table node_vec_migrating rename to node_vec")
     for name in ("node_vec_seq", "node_vec_part", *(f"node_vec_{op}_guard" for op in ("insert", "update", "delete"))):

@@ -686,7 +686,7 @@ create table node_tokens (
 
 -- Each node's effective embedding (see world_vec), searched through an in-memory IVF index
 -- (index/vector_index.py). A plain table, so any sqlite3 shell reads it; with sqlite-vec loaded,
--- vec_distance_cosine(vec_int8(embedding), vec_int8(...)) scores it directly (a cosine needs no scale).
+-- vec_distance_cosine(vec_int8(embedding), vec_quantize_int8(vec_f32('[...]'), 'unit')) scores it directly.
 -- Version 15: int8 codes, a quarter of float32's bytes; the vector is embedding * scale, of unit length,
 -- and recall re-scores its best rows exactly against that (index/vector_index.py).
 create table node_vec (
