@@ -82,9 +82,9 @@ def build(X: np.ndarray, train_rows: int, *, splits: bool = False) -> tuple[IvfI
     world_vectors[:, 0] = 1.0  # stand-ins: the benchmark asks for rows, not worlds
     vectors = np.concatenate([world_vectors, X])
     world_parts = assign(world_vectors, centroids)
-    exact = np.full((int(all_nids.max()) + 1, X.shape[1]), np.nan, dtype=np.float32)
-    exact[all_nids] = vectors  # the float32 rows the index re-scores from, as node_vec in a store
-    index = IvfIndex(X.shape[1], centroids, source=lambda ids: exact[ids])
+    # as the engine holds rows since schema 15: node_vec's own int8 codes, scored as they are (no re-scoring)
+    vectors = vector_codes.decode(*vector_codes.encode(vectors))
+    index = IvfIndex(X.shape[1], centroids)
     kinds = ["World"] * len(wn) + types
     index.load(all_nids, np.concatenate([world_parts, parts]), quantize(vectors), all_parents, kinds)
     return index, time.perf_counter() - started

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import apsw
+import numpy as np
 import pytest
 
 from worlddb_lite import WorldDB
@@ -237,11 +238,11 @@ def test_swapped_vectors_are_named(store: tuple[str, Ids]) -> None:
 
 
 def test_a_negated_vector_is_named(store: tuple[str, Ids]) -> None:
-    """Negated in Python (SQLite has no float32 arithmetic): every float's sign bit flipped."""
+    """Negated in Python: every int8 code's sign turned (still a unit vector: only the deep check sees it)."""
     path, ids = store
     nid = _nid(path, ids["c"])
     blob = bytes(_one(path, "select embedding from node_vec where nid = ?", (nid,)))  # type: ignore[call-overload]
-    negated = bytes(b ^ 0x80 if i % 4 == 3 else b for i, b in enumerate(blob))
+    negated = bytes(((-c) & 0xFF) for c in np.frombuffer(blob, dtype=np.int8).astype(np.int16))
     _sql(path, "update node_vec set embedding = ? where nid = ?", (negated, nid))
     found, _ = _report(path)
     assert any("node_vec" in v for v in found), found

@@ -9,7 +9,9 @@ import pytest
 
 from worlddb_lite import InvalidInput, WorldDB
 from worlddb_lite.index.world_vectors import compose_from_scratch, pool_weights
+from worlddb_lite.models.embed import embedding_text
 from worlddb_lite.store import connection, vector_codes
+from worlddb_lite.write.conversation import ConversationIn, SessionIn, TurnIn
 
 from .conftest import FakeClock, FakeEmbedder
 
@@ -116,3 +118,22 @@ def test_the_composition_kind_is_fixed_when_the_store_is_created(tmp_path: Path)
         db.close()
     with pytest.raises(InvalidInput, match="attention, mean"):
         WorldDB(tmp_path / "bad.db", embedder=FakeEmbedder(), compose="max")
+
+
+def test_a_world_pools_the_kept_vectors_whichever_commit_its_children_came_in(tmp_path: Path) -> None:
+    # review: a leaf that got its first child in a later commit took its anchor from node_vec (int8-rounded),
+    # a world written with its children in one commit (an ingest, a replica's apply) the float32 embedding
+    db = WorldDB(tmp_path / "w.db", embedder=FakeEmbedder(), clock=FakeClock())
+    topic = db.write("travel plans for the spring", scope="ana", type="Topic")
+    db.write("I booked a flight to Porto", world=topic)  # its first child, a commit later
+    turns = db.ingest(ConversationIn("c", ["ana"], [SessionIn("1", "2024-03-01", [TurnIn("We met at noon.")])]))
+    session = db.read(turns[0]).parent
+    assert session is not None
+    for world in (topic, session):
+        node = db.read(world)
+        text = FakeEmbedder().embed([embedding_text(node.name, node.content)])
+        kept = vector_codes.decode(*vector_codes.encode(text))[0]
+        anchor = db.sql("select anchor from world_vec where nid = ?", (_nid(db, world),))[0][0]
+        assert np.frombuffer(anchor, dtype=np.float32).tobytes() == kept.tobytes(), world
+    assert db.verify(deep=True).ok
+    db.close()

@@ -5,8 +5,8 @@ Why this shape (``bench/vectors.py`` has the numbers): sqlite-vec's flat vec0 sc
 file over k-means partitions, scanned with numpy, meets recall@10 >= 0.95 in a few ms. So:
 
 * ``node_vec`` is an ordinary table (readable in any sqlite3 shell; sqlite-vec's
-  ``vec_distance_cosine`` reads its blobs) holding each vector, its partition (nearest
-  centroid in ``vec_centroid`` when written) and a change sequence number.
+  ``vec_distance_cosine`` reads its blobs through ``vec_int8``) holding each vector, its partition
+  (nearest centroid in ``vec_centroid`` when written) and a change sequence number.
 * Each open store keeps an ``IvfIndex`` in memory, its rows in 8-bit codes: ``node_vec``'s own
   (int8 and a scale since version 15, ``store/vector_codes.py``), so the score of a row's codes is
   the exact score of the vector the file keeps and nothing is re-scored from the table (which cost

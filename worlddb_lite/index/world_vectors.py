@@ -12,6 +12,10 @@ root is not composed: it would pool everything, and no query wants it back.
 
 Children join a world for good (history stays in the pool), so a delta is a new child vector
 or a child's effective vector replaced by a new one; only an audited purge takes one out.
+
+Every vector pooled is the one ``node_vec`` keeps (int8, ``store/vector_codes.py``): a new node's, an
+anchor, a world's effective vector passed up. So a pool is the same sum whichever commit a child came
+in, on every replica, and recomposing it from the stored rows (``verify --deep``) gives it back.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import numpy as np
 
 from ..errors import InvalidInput
 from ..models.compose import compose, default_scale
+from ..store import vector_codes
 
 if TYPE_CHECKING:
     from ..store.rows import Store
@@ -50,7 +55,8 @@ class Composer:
         inserts: dict[int, np.ndarray] = {}
         deltas: dict[int, list[Delta]] = {}
         levels: dict[int, set[int]] = {}
-        for nid, vector in new_vectors:
+        kept = _kept(np.stack([vector for _, vector in new_vectors]))
+        for (nid, _), vector in zip(new_vectors, kept, strict=True):
             inserts[nid] = vector
             self._push(nid, None, vector, deltas, levels)
         self._recompose(inserts, deltas, levels, state)
@@ -90,13 +96,13 @@ class Composer:
             depth = max(levels)
             worlds = sorted(levels.pop(depth))
             pools = self.lane.table.pools(worlds)
-            # a pooled world's stored vector is its normalised sum (bit for bit): only worlds without
+            # a pooled world's stored vector is its normalised sum, kept (bit for bit): only worlds without
             # a pool yet, or whose pool cancelled out, need their vector read
             stored: dict[int, np.ndarray] = {}
             for world in worlds:
                 unit = _normalised(pools[world][1]) if world in pools and world not in inserts else None
                 if unit is not None:
-                    stored[world] = unit
+                    stored[world] = _kept(unit[None, :])[0]
             stored.update(self.lane.table.vectors_of([w for w in worlds if w not in inserts and w not in stored]))
             started: list[tuple[int, np.ndarray | None, np.ndarray, int]] = []
             changed: list[tuple[int, np.ndarray, int]] = []
@@ -127,7 +133,7 @@ class Composer:
                     effective = anchor
                 else:
                     fallback = next((a for _, a in reversed(changes) if a is not None), old)
-                    effective = _unit(acc, anchor if anchor is not None else fallback)  # type: ignore[arg-type]
+                    effective = _kept(_unit(acc, anchor if anchor is not None else fallback)[None, :])[0]  # type: ignore[arg-type]
                     if world in pools:
                         changed.append((world, acc, members))
                     else:
@@ -183,6 +189,11 @@ def compose_from_scratch(kind: str, anchor: np.ndarray | None, children: np.ndar
         return compose(kind if anchor is not None else "mean", fallback, children)
     except InvalidInput:  # the children cancel out: the composer keeps the fallback too
         return fallback
+
+
+def _kept(rows: np.ndarray) -> np.ndarray:
+    """Rows as ``node_vec`` gives them back (float32, int8-rounded)."""
+    return vector_codes.decode(*vector_codes.encode(rows))
 
 
 def _unit(acc: np.ndarray, fallback: np.ndarray) -> np.ndarray:

@@ -520,9 +520,18 @@ def _check_compositions(
         matrix = np.stack([children[c] for c in sorted(children)])
         expected = compose_from_scratch(str(kind), anchor, matrix)
         stored = table.vectors_of([world]).get(world)
-        # both sides are int8 rows (store/vector_codes.py): each rounding moves a cosine by up to ~2.5e-4
-        if stored is None or float(expected @ stored) < 1 - 1e-3:
+        if stored is None or float(expected @ stored) < 1 - 1e-4 - _rounding(stored):
             bad("7-indexes", f"world {nodes[world].id.hex()[:16]}'s composed vector does not match its members")
+
+
+def _rounding(row: np.ndarray) -> float:
+    """The most int8 rounding can take off a row's cosine to what it codes (store/vector_codes.py).
+
+    Each code is off by half a step at most, and a step is the row's largest component over 127: the
+    error's length is at most sqrt(dim) / 2 steps, so 1 - cos <= dim * step^2 / 8.
+    """
+    step = float(np.abs(row).max()) / 127.0
+    return row.shape[0] * step * step / 8.0
 
 
 def _scan_nodes(

@@ -587,7 +587,7 @@ where n.type = 'Fact' and n.body is not null;
 -- so a change below a world updates it in O(1) instead of re-reading every child.
 create table world_vec (
   nid integer primary key references node (nid),
-  anchor blob,  -- float32 content embedding of the world's own text; null for a world without text
+  anchor blob,  -- float32: the content embedding of the world's own text as node_vec keeps it (int8-rounded); null for a world without text
   acc blob not null,  -- float64 sum of weight * vector over the anchor and the children
   members integer not null check (members >= 0)  -- children pooled
 ) strict;
@@ -688,7 +688,7 @@ create table node_tokens (
 -- (index/vector_index.py). A plain table, so any sqlite3 shell reads it; with sqlite-vec loaded,
 -- vec_distance_cosine(vec_int8(embedding), vec_quantize_int8(vec_f32('[...]'), 'unit')) scores it directly.
 -- Version 15: int8 codes, a quarter of float32's bytes; the vector is embedding * scale, of unit length,
--- and recall re-scores its best rows exactly against that (index/vector_index.py).
+-- and the in-memory index holds these very codes, so its scores are that vector's (index/vector_index.py).
 create table node_vec (
   nid integer primary key references node (nid),
   part integer not null default 0,  -- IVF partition: the nearest vec_centroid row when written (0 before training)
