@@ -143,7 +143,7 @@ def test_an_older_store_that_cannot_be_written_is_refused_saying_it_needs_its_up
         os.chmod(path, 0o444)
     done = worlddb(capsys, "recall", path, "where do I live")
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
-    assert "schema version 14" in done.stderr and "once where it can be written" in done.stderr, done.stderr
+    assert "schema version 14" in done.stderr and "once in a place it can be written" in done.stderr, done.stderr
     folder.chmod(0o755)
     os.chmod(path, 0o644)
     with WorldDB(path) as db:  # untouched: still version 14 until a writer opens it

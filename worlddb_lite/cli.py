@@ -69,7 +69,6 @@ READS = frozenset(
 
 def _open(args: argparse.Namespace, *, create: bool = False) -> WorldDB:
     from . import StaticEmbedder, WorldDB  # here, not at the top: the parser alone must not load them
-    from .store.connection import SCHEMA_VERSION
 
     # opening a store written before the vector index was kept in the file writes it, once
     progress = None if getattr(args, "json", False) else _progress_bar("keeping the vector index in the file (once)")
@@ -79,7 +78,7 @@ def _open(args: argparse.Namespace, *, create: bool = False) -> WorldDB:
         db = WorldDB(args.db, create=create, progress=progress)
     if db.migrated_from is not None:  # one way: say so once, where the user sees it (new-user trial)
         print(
-            f"worlddb: upgraded {args.db} from schema version {db.migrated_from} to {SCHEMA_VERSION}; "
+            f"worlddb: upgraded {args.db} from schema version {db.migrated_from} to {db.stats()['schema_version']}; "
             "worlddb_lite versions before it cannot open it now",
             file=sys.stderr,
         )

@@ -110,7 +110,7 @@ def open_engine(
                 raise StoreUnwritable(
                     f"{path} has schema version {found}, older than this worlddb_lite's "
                     f"{connection.SCHEMA_VERSION}, and lifting it is a write this user may not make here (the "
-                    "file or its folder is read-only): open it once where it can be written (the upgrade is one "
+                    "file or its folder is read-only): open it once in a place it can be written (the upgrade is one "
                     "way: older versions cannot open it after), or read it with the worlddb_lite that wrote it"
                 )
             migrated_from = migrations.migrate(conn, path)
