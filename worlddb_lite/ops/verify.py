@@ -531,7 +531,7 @@ def _rounding(row: np.ndarray) -> float:
     error's length is at most sqrt(dim) / 2 steps, so 1 - cos <= dim * step^2 / 8.
     """
     step = float(np.abs(row).max()) / 127.0
-    return row.shape[0] * step * step / 8.0
+    return int(row.shape[0]) * step * step / 8.0
 
 
 def _scan_nodes(
