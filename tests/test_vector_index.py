@@ -474,3 +474,19 @@ def test_the_index_holds_node_vecs_own_codes_and_never_reads_the_table_to_answer
     monkeypatch.setattr(VectorTable, "exact_rows", refuse)
     assert db.recall("topic 3", scope="ana").hits and db.nearest("note 7 about topic 2", k=5)
     db.close()
+
+
+def test_rows_caught_up_after_a_load_fit_without_a_second_copy_of_the_matrix() -> None:
+    # at 1M memories the first rows caught up after opening grew the matrix 2x: two copies held at once
+    vectors = _clustered(2000)
+    centroids = spherical_kmeans(vectors, 8)
+    index = IvfIndex(DIM, centroids)
+    index.load(np.arange(10, 2010), assign(vectors, centroids), quantize(vectors), np.full(2000, 5), ["Turn"] * 2000)
+    matrix, ids = index.matrix, index.pos
+    more = _clustered(60, seed=4)
+    full = index.room[index.cells_of[0][0]]
+    for i, vector in enumerate(more):  # new nids past the loaded ones, one cell filled past its room: it moves
+        index.upsert(2010 + i, 0, vector, 5, "Turn")
+    assert index.room[index.cells_of[0][0]] > full  # the partition moved to the end, with more room
+    assert index.matrix is matrix and index.pos is ids  # room was there: nothing was copied
+    assert [n for n, _ in index.exact(np.arange(2010, 2070), more[7], 1, None)] == [2017]

@@ -154,7 +154,8 @@ class IvfIndex:
         self.type_names, self.seq, self.spread = names, seq, spread
         if not len(nids):
             return
-        self._grow_ids(int(max(nids.max(), parents.max())) + 1)
+        top = int(max(nids.max(), parents.max())) + 1
+        self._grow_ids(top + max(top // 16, 1024))  # room for the next nodes' ids (filled with -1: resident)
         self.parent[nids] = parents
         self.type_code[nids] = codes
         self.scope_of[nids] = self._scopes(nids)
@@ -189,9 +190,10 @@ class IvfIndex:
                 self.p_start[part] = starts[cells_here[0]]
                 self.p_len[part] = int(rooms[cells_here].sum())
         total = int(rooms.sum())
-        self.matrix = np.zeros((total, self.dim), dtype=np.int8)
-        self.scales = np.zeros((total, 2), dtype=np.float32)
-        self.row_nid = np.full(total, -1, dtype=np.int64)
+        capacity = _with_headroom(total)  # np.zeros is not resident until written: room costs address space only
+        self.matrix = np.zeros((capacity, self.dim), dtype=np.int8)
+        self.scales = np.zeros((capacity, 2), dtype=np.float32)
+        self.row_nid = np.full(capacity, -1, dtype=np.int64)
         order = np.argsort(cells, kind="stable")
         offsets = np.arange(len(nids)) - np.repeat(np.concatenate(([0], np.cumsum(counts)[:-1])), counts)
         positions = np.empty(len(nids), dtype=np.int64)
@@ -673,6 +675,16 @@ class IvfIndex:
         row = int(self.pos[nid])
         decoded: np.ndarray = self.matrix[row] * self.scales[row, 0] * self.spread
         return decoded
+
+
+def _with_headroom(rows: int) -> int:
+    """Rows to allocate for ``rows``: a quarter more.
+
+    So the rows caught up after a load (and the partitions they make move) fit without growing the arrays,
+    which copies them: at 1M memories the matrix's 2x growth right after opening held two copies of it
+    (the high-water mark 968 MiB: bench/footprint.py).
+    """
+    return rows + max(rows // 4, 1024)
 
 
 def _top(scores: np.ndarray, k: int, ids: np.ndarray | None = None) -> np.ndarray:
