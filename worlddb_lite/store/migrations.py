@@ -405,17 +405,18 @@ def _to_v15(conn: apsw.Connection) -> None:
             break
         after = as_int(rows[-1][0])
         width = width or len(as_bytes(rows[0][3]))
-        rows = [r for r in rows if isinstance(r[3], bytes) and len(r[3]) == width and width % 4 == 0]
-        if not rows:
+        rows = [r for r in rows if isinstance(r[3], bytes) and len(r[3]) == width]
+        if not rows or width % 4:
             continue
         vectors = np.frombuffer(b"".join(as_bytes(r[3]) for r in rows), dtype="<f4").reshape(-1, width // 4)
         with np.errstate(all="ignore"):
             squared = np.einsum("ij,ij->i", vectors.astype(np.float64), vectors.astype(np.float64))
         whole = np.isfinite(vectors).all(axis=1) & (np.abs(squared - 1.0) <= 2e-3)  # as version 14's verify
-        codes, scales = vector_codes.encode(np.where(whole[:, None], vectors, 0.0))
+        codes, scales = vector_codes.encode(vectors[whole])  # only the rows kept are coded
+        kept = [r for r, ok in zip(rows, whole.tolist(), strict=True) if ok]
         conn.executemany(
             "insert into node_vec_migrating (nid, part, seq, embedding, scale) values (?, ?, ?, ?, ?)",
-            ((r[0], r[1], r[2], codes[i].tobytes(), float(scales[i])) for i, r in enumerate(rows) if whole[i]),
+            ((r[0], r[1], r[2], codes[i].tobytes(), float(scales[i])) for i, r in enumerate(kept)),
         )
     conn.execute("drop table node_vec")  # its indexes and guard triggers with it
     conn.execute("alter table node_vec_migrating rename to node_vec")
